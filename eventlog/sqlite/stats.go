@@ -137,7 +137,9 @@ func (l *Log) Report(ctx context.Context, f eventlog.StatsFilter) (*eventlog.Sta
 		a.AvgSteps = float64(steps[name]) / float64(a.Sessions)
 		s.Sessions = append(s.Sessions, *a)
 	}
-	err = q(`SELECT COALESCE(`+payloadField("e", "$.tier")+`, ''), substr(e.type, 8), count(*)
+	// A memory write names its tier in its memory (memory.tier), a clear at the
+	// top: ClickHouse's visitParamExtractString finds either.
+	err = q(`SELECT COALESCE(`+payloadField("e", "$.memory.tier")+`, `+payloadField("e", "$.tier")+`, ''), substr(e.type, 8), count(*)
 		FROM events e WHERE e.type LIKE 'memory.%' AND `+where+` GROUP BY 1, 2`,
 		func(scan func(...any) error) error {
 			var m eventlog.MemoryOps
