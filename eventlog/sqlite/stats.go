@@ -16,6 +16,25 @@ var _ eventlog.Analytics = (*Log)(nil)
 var sessionAgent = `COALESCE(NULLIF((SELECT ` + payloadField("t", "$.agent") + ` FROM events t
 	WHERE t.session_id = e.session_id AND t.type = 'task.submitted' ORDER BY t.seq LIMIT 1), ''), 'default')`
 
+// taskSeqAgent is a task.submitted event's seq, zero-padded so that text order is
+// seq order, followed by its agent ("" when it named none); NULL for other events.
+var taskSeqAgent = `CASE WHEN type = 'task.submitted' THEN printf('%020d', seq) || COALESCE(` + payloadField("events", "$.agent") + `, '') END`
+
+// eventsWithAgent is the events of the types cond keeps, and the session's tasks,
+// each with its agent column: the agent of its own task, the latest one submitted
+// at or before it, else (an event before any task) of the session's first task;
+// "default" for a task that named none, or a session without tasks. The ClickHouse
+// log charges each event so too (its taskAgent), so that both report the same
+// figures. Window functions over the primary key's order find each event's task in
+// one pass over the session, where a lookup per event would scan back over the
+// session's events to its task.
+func eventsWithAgent(cond string) string {
+	return `(SELECT session_id, seq, type, ts, payload, COALESCE(NULLIF(substr(COALESCE(
+		max(` + taskSeqAgent + `) OVER (PARTITION BY session_id ORDER BY seq ROWS UNBOUNDED PRECEDING),
+		min(` + taskSeqAgent + `) OVER (PARTITION BY session_id)), 21), ''), 'default') AS agent
+	FROM events WHERE type = 'task.submitted' OR ` + cond + `) e`
+}
+
 // notNotes keeps the sessions, not the notes streams, the memory namespaces, the knowledge bases, the A2A push configs nor the dashboard's sign-ins
 // (eventlog.IsSession).
 var notNotes = eventlog.NotPrefixed("substr", "s.session_id")
@@ -45,12 +64,14 @@ func (l *Log) Report(ctx context.Context, f eventlog.StatsFilter) (*eventlog.Sta
 		return rows.Err()
 	}
 	where := `e.ts >= ? AND (? = '' OR ` + sessionAgent + ` = ?)`
-	err := q(`SELECT date(e.ts / 1000000, 'unixepoch'), `+sessionAgent+`, COALESCE(`+payloadField("e", "$.model")+`, ''),
+	// The calls are charged to the agent of their own task (eventsWithAgent).
+	eventWhere := `e.ts >= ? AND (? = '' OR e.agent = ?)`
+	err := q(`SELECT date(e.ts / 1000000, 'unixepoch'), e.agent, COALESCE(`+payloadField("e", "$.model")+`, ''),
 			count(*), total(`+payloadField("e", "$.usage.prompt_tokens")+`),
 			total(`+payloadField("e", "$.usage.completion_tokens")+`),
 			total(`+payloadField("e", "$.usage.cached_tokens")+`),
 			total(`+payloadField("e", "$.usage.cost_usd")+`)
-		FROM events e WHERE e.type = 'model.responded' AND `+where+` GROUP BY 1, 2, 3`,
+		FROM `+eventsWithAgent("type = 'model.responded'")+` WHERE e.type = 'model.responded' AND `+eventWhere+` GROUP BY 1, 2, 3`,
 		func(scan func(...any) error) error {
 			var m eventlog.ModelUsage
 			var p, c, k float64
@@ -68,7 +89,7 @@ func (l *Log) Report(ctx context.Context, f eventlog.StatsFilter) (*eventlog.Sta
 	tools := map[string]*eventlog.ToolUsage{}
 	err = q(`SELECT COALESCE(`+payloadField("e", "$.tool")+`, ''), COALESCE(`+payloadField("e", "$.latency_us")+`, 0),
 			COALESCE(`+payloadField("e", "$.error")+`, '') != ''
-		FROM events e WHERE e.type = 'tool.completed' AND `+where,
+		FROM `+eventsWithAgent("type = 'tool.completed'")+` WHERE e.type = 'tool.completed' AND `+eventWhere,
 		func(scan func(...any) error) error {
 			var name string
 			var us int64
@@ -140,7 +161,7 @@ func (l *Log) Report(ctx context.Context, f eventlog.StatsFilter) (*eventlog.Sta
 	// A memory write names its tier in its memory (memory.tier), a clear at the
 	// top: ClickHouse's visitParamExtractString finds either.
 	err = q(`SELECT COALESCE(`+payloadField("e", "$.memory.tier")+`, `+payloadField("e", "$.tier")+`, ''), substr(e.type, 8), count(*)
-		FROM events e WHERE e.type LIKE 'memory.%' AND `+where+` GROUP BY 1, 2`,
+		FROM `+eventsWithAgent("type LIKE 'memory.%'")+` WHERE e.type LIKE 'memory.%' AND `+eventWhere+` GROUP BY 1, 2`,
 		func(scan func(...any) error) error {
 			var m eventlog.MemoryOps
 			if err := scan(&m.Tier, &m.Op, &m.Count); err != nil {
