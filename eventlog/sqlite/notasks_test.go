@@ -1,5 +1,3 @@
-//go:build review
-
 package sqlite_test
 
 import (

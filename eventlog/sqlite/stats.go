@@ -17,22 +17,24 @@ var _ eventlog.Analytics = (*Log)(nil)
 var taskSeqAgent = `CASE WHEN type = 'task.submitted' THEN printf('%020d', seq) || COALESCE(` + payloadField("events", "$.agent") + `, '') END`
 
 // eventsWithAgent is the events of the types cond keeps, and the sessions' tasks
-// (with their payload when payload), each with its agent column: the agent of its own task, the latest one submitted
-// at or before it, else (an event before any task) of the session's first task;
-// "default" for a task that named none, or a session without tasks. The ClickHouse
-// log charges each event so too (its taskAgent), so that both report the same
-// figures. Window functions over the primary key's order find each event's task in
-// one pass over the session, where a lookup per event would scan back over the
-// session's events to its task.
+// (with their payload when payload), each with its agent column: the agent of its
+// own task, the latest one submitted at or before it, else (an event before any
+// task) of the session's first task; "default" for a task that named none, "" in
+// a stream without tasks (a memory namespace, a session with no task.submitted).
+// The ClickHouse log charges each event so too (its taskAgent), so that both
+// report the same figures. Window functions over the primary key's order find each
+// event's task in one pass over the session, where a lookup per event would scan
+// back over the session's events to its task.
 func eventsWithAgent(cond string, payload bool) string {
 	cols := "session_id, seq, type, ts"
 	if payload {
 		cols += ", payload"
 	}
-	return `(SELECT ` + cols + `, COALESCE(NULLIF(substr(COALESCE(
+	return `(SELECT ` + cols + `, CASE WHEN task IS NULL THEN '' ELSE COALESCE(NULLIF(substr(task, 21), ''), 'default') END AS agent
+	FROM (SELECT ` + cols + `, COALESCE(
 		max(` + taskSeqAgent + `) OVER (PARTITION BY session_id ORDER BY seq ROWS UNBOUNDED PRECEDING),
-		min(` + taskSeqAgent + `) OVER (PARTITION BY session_id)), 21), ''), 'default') AS agent
-	FROM events WHERE type = 'task.submitted' OR ` + cond + `) e`
+		min(` + taskSeqAgent + `) OVER (PARTITION BY session_id)) AS task
+	FROM events WHERE type = 'task.submitted' OR ` + cond + `)) e`
 }
 
 // eventNotNotes keeps the events of sessions, not the notes streams, the memory namespaces, the knowledge bases, the A2A push configs nor the dashboard's sign-ins
