@@ -588,9 +588,40 @@ func (n *Node) getEvents(w http.ResponseWriter, r *http.Request) {
 	case len(events) == 0:
 		writeError(w, http.StatusNotFound, "no session %q", id)
 	default:
-		writeJSON(w, http.StatusOK, events)
+		writeJSON(paceAnswer(w, n.cfg.HTTP), http.StatusOK, events)
 	}
 }
+
+// paceAnswer lets a large answer written to w take longer than WriteTimeout while
+// the client reads it at MinBodyRate on average, as paceBodies lets a request's body
+// arrive: each write moves the write deadline on by the time its bytes take at that
+// rate. A session's events, which the dashboard's timeline reads whole, can be
+// megabytes (tool results): a client on a slow link had them cut after
+// WriteTimeout (30 s) and read no valid JSON at all. A client that reads slower
+// than that rate is cut as before.
+func paceAnswer(w http.ResponseWriter, cfg HTTPConfig) http.ResponseWriter {
+	return &pacedAnswer{ResponseWriter: w, rc: http.NewResponseController(w),
+		deadline: time.Now().Add(cfg.WriteTimeout), rate: cfg.MinBodyRate}
+}
+
+// pacedAnswer is paceAnswer's writer.
+type pacedAnswer struct {
+	http.ResponseWriter
+	rc       *http.ResponseController
+	deadline time.Time
+	rate     int64 // bytes a second
+}
+
+func (a *pacedAnswer) Write(p []byte) (int, error) {
+	if a.rate > 0 {
+		a.deadline = a.deadline.Add(time.Duration(float64(len(p)) / float64(a.rate) * float64(time.Second)))
+		_ = a.rc.SetWriteDeadline(a.deadline)
+	}
+	return a.ResponseWriter.Write(p)
+}
+
+// Unwrap lets http.ResponseController reach the connection's writer.
+func (a *pacedAnswer) Unwrap() http.ResponseWriter { return a.ResponseWriter }
 
 func (n *Node) cancel(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")

@@ -7,18 +7,39 @@ import (
 	"sort"
 
 	"github.com/troupe-run/troupe/eventlog"
+	"github.com/troupe-run/troupe/messages"
 )
 
 var _ eventlog.Analytics = (*Log)(nil)
 
-// sessionAgent is the agent of a session: that of its first task ("default" when the
-// task named none).
-var sessionAgent = `COALESCE(NULLIF((SELECT ` + payloadField("t", "$.agent") + ` FROM events t
-	WHERE t.session_id = e.session_id AND t.type = 'task.submitted' ORDER BY t.seq LIMIT 1), ''), 'default')`
+// taskSeqAgent is a task.submitted event's seq, zero-padded so that text order is
+// seq order, followed by its agent ("" when it named none); NULL for other events.
+var taskSeqAgent = `CASE WHEN type = 'task.submitted' THEN printf('%020d', seq) || COALESCE(` + payloadField("events", "$.agent") + `, '') END`
 
-// notNotes keeps the sessions, not the notes streams, the memory namespaces, the knowledge bases, the A2A push configs nor the dashboard's sign-ins
+// eventsWithAgent is the events of the types cond keeps, and the sessions' tasks
+// (with their payload when payload), each with its agent column: the agent of its
+// own task, the latest one submitted at or before it, else (an event before any
+// task) of the session's first task; "default" for a task that named none, "" in
+// a stream without tasks (a memory namespace, a session with no task.submitted).
+// The ClickHouse log charges each event so too (its taskAgent), so that both
+// report the same figures. Window functions over the primary key's order find each
+// event's task in one pass over the session, where a lookup per event would scan
+// back over the session's events to its task.
+func eventsWithAgent(cond string, payload bool) string {
+	cols := "session_id, seq, type, ts"
+	if payload {
+		cols += ", payload"
+	}
+	return `(SELECT ` + cols + `, CASE WHEN task IS NULL THEN '' ELSE COALESCE(NULLIF(substr(task, 21), ''), 'default') END AS agent
+	FROM (SELECT ` + cols + `, COALESCE(
+		max(` + taskSeqAgent + `) OVER (PARTITION BY session_id ORDER BY seq ROWS UNBOUNDED PRECEDING),
+		min(` + taskSeqAgent + `) OVER (PARTITION BY session_id)) AS task
+	FROM events WHERE type = 'task.submitted' OR ` + cond + `)) e`
+}
+
+// eventNotNotes keeps the events of sessions, not the notes streams, the memory namespaces, the knowledge bases, the A2A push configs nor the dashboard's sign-ins
 // (eventlog.IsSession).
-var notNotes = eventlog.NotPrefixed("substr", "s.session_id")
+var eventNotNotes = eventlog.NotPrefixed("substr", "e.session_id")
 
 // Report implements eventlog.Analytics with SQL over the events table (JSON payloads
 // read with json_extract, payloadField); quantiles are computed from the fetched latencies.
@@ -44,13 +65,14 @@ func (l *Log) Report(ctx context.Context, f eventlog.StatsFilter) (*eventlog.Sta
 		}
 		return rows.Err()
 	}
-	where := `e.ts >= ? AND (? = '' OR ` + sessionAgent + ` = ?)`
-	err := q(`SELECT date(e.ts / 1000000, 'unixepoch'), `+sessionAgent+`, COALESCE(`+payloadField("e", "$.model")+`, ''),
+	// The calls are charged to the agent of their own task (eventsWithAgent).
+	eventWhere := `e.ts >= ? AND (? = '' OR e.agent = ?)`
+	err := q(`SELECT date(e.ts / 1000000, 'unixepoch'), e.agent, COALESCE(`+payloadField("e", "$.model")+`, ''),
 			count(*), total(`+payloadField("e", "$.usage.prompt_tokens")+`),
 			total(`+payloadField("e", "$.usage.completion_tokens")+`),
 			total(`+payloadField("e", "$.usage.cached_tokens")+`),
 			total(`+payloadField("e", "$.usage.cost_usd")+`)
-		FROM events e WHERE e.type = 'model.responded' AND `+where+` GROUP BY 1, 2, 3`,
+		FROM `+eventsWithAgent("type = 'model.responded'", true)+` WHERE e.type = 'model.responded' AND `+eventWhere+` GROUP BY 1, 2, 3`,
 		func(scan func(...any) error) error {
 			var m eventlog.ModelUsage
 			var p, c, k float64
@@ -68,7 +90,7 @@ func (l *Log) Report(ctx context.Context, f eventlog.StatsFilter) (*eventlog.Sta
 	tools := map[string]*eventlog.ToolUsage{}
 	err = q(`SELECT COALESCE(`+payloadField("e", "$.tool")+`, ''), COALESCE(`+payloadField("e", "$.latency_us")+`, 0),
 			COALESCE(`+payloadField("e", "$.error")+`, '') != ''
-		FROM events e WHERE e.type = 'tool.completed' AND `+where,
+		FROM `+eventsWithAgent("type = 'tool.completed'", true)+` WHERE e.type = 'tool.completed' AND `+eventWhere,
 		func(scan func(...any) error) error {
 			var name string
 			var us int64
@@ -101,8 +123,18 @@ func (l *Log) Report(ctx context.Context, f eventlog.StatsFilter) (*eventlog.Sta
 	agents := map[string]*eventlog.SessionUsage{}
 	durations := map[string][]int64{}
 	steps := map[string]int64{}
-	err = q(`SELECT `+sessionAgent+`, `+sessionStatus+`, s.steps, s.updated_us - s.started_us
-		FROM sessions s JOIN events e ON e.session_id = s.session_id AND e.seq = 1 WHERE `+notNotes+` AND `+where,
+	// A session of the range is one with events in it, counted from those events,
+	// as the ClickHouse log counts it: its agent is that of its first event there
+	// (eventsWithAgent), its status that of its latest task.* event there, running
+	// while more tasks were submitted there than ended; its steps and duration are
+	// those of the range.
+	err = q(`SELECT agent, status, steps, duration FROM
+		(SELECT substr(min(printf('%020d', e.seq) || e.agent), 21) AS agent,
+		        CASE WHEN sum(e.type = 'task.submitted') <= sum(e.type IN ('task.completed', 'task.failed'))
+		             THEN COALESCE(substr(max(CASE WHEN e.type LIKE 'task.%' THEN printf('%020d', e.seq) || e.type END), 21), '') ELSE '' END AS status,
+		        sum(e.type = 'model.requested') AS steps, max(e.ts) - min(e.ts) AS duration
+		 FROM `+eventsWithAgent("1", false)+` WHERE e.ts >= ? AND `+eventNotNotes+` GROUP BY e.session_id)
+		WHERE ? = '' OR agent = ?`,
 		func(scan func(...any) error) error {
 			var agent, status string
 			var st, dur int64
@@ -115,10 +147,10 @@ func (l *Log) Report(ctx context.Context, f eventlog.StatsFilter) (*eventlog.Sta
 				agents[agent] = a
 			}
 			a.Sessions++
-			switch status {
-			case "completed":
+			switch messages.Type(status) {
+			case messages.TypeTaskCompleted:
 				a.Completed++
-			case "failed":
+			case messages.TypeTaskFailed:
 				a.Failed++
 			default:
 				a.Running++
@@ -137,8 +169,10 @@ func (l *Log) Report(ctx context.Context, f eventlog.StatsFilter) (*eventlog.Sta
 		a.AvgSteps = float64(steps[name]) / float64(a.Sessions)
 		s.Sessions = append(s.Sessions, *a)
 	}
-	err = q(`SELECT COALESCE(`+payloadField("e", "$.tier")+`, ''), substr(e.type, 8), count(*)
-		FROM events e WHERE e.type LIKE 'memory.%' AND `+where+` GROUP BY 1, 2`,
+	// A memory write names its tier in its memory (memory.tier), a clear at the
+	// top: ClickHouse's visitParamExtractString finds either.
+	err = q(`SELECT COALESCE(`+payloadField("e", "$.memory.tier")+`, `+payloadField("e", "$.tier")+`, ''), substr(e.type, 8), count(*)
+		FROM `+eventsWithAgent("type LIKE 'memory.%'", true)+` WHERE e.type LIKE 'memory.%' AND `+eventWhere+` GROUP BY 1, 2`,
 		func(scan func(...any) error) error {
 			var m eventlog.MemoryOps
 			if err := scan(&m.Tier, &m.Op, &m.Count); err != nil {

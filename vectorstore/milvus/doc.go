@@ -16,7 +16,11 @@
 // Milvus (255 bytes) once prefixed is cut and followed by a hash of the whole name,
 // and a Store refuses a collection whose description is not the name it asked for.
 // A Store remembers the collections it has seen (their dimension, that they are
-// loaded): drop a collection only while no Store uses it. The schema:
+// loaded), and asks the server again when a request finds a collection gone, or
+// of a dimension other than the one it remembers, or refused by the server: a
+// collection dropped and made again with another dimension by another client (a
+// move to another embedding model) is then taken as it is now
+// (TestCollectionMadeAgainWithAnotherDimension). The schema:
 //
 //	id        VarChar(65535), primary key (the Item's ID)
 //	vector    FloatVector(dim), the vector as upserted (not normalized)

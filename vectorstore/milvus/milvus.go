@@ -467,6 +467,24 @@ func (s *Store) gone(name string, c *collection, err error) bool {
 	return true
 }
 
+// remade reports whether collection name, known as c, is no longer that collection
+// on the server: dropped, or made again with another dimension by another client
+// (an operator's move to another embedding model, whose nodes make the collections
+// anew). The Store forgets c and asks the server again, once, after a request on c
+// found a dimension other than c's or the server refused it: a Store that kept c's
+// dimension for good refused the batches and queries of the collection's new
+// dimension, and sent those of the old, which the server refused as items
+// (ErrRefused) or failed to search.
+func (s *Store) remade(ctx context.Context, name string, c *collection) bool {
+	s.cmu.Lock()
+	if s.colls[name] == c {
+		delete(s.colls, name)
+	}
+	s.cmu.Unlock()
+	fresh, err := s.describe(ctx, name)
+	return err == nil && (fresh == nil || fresh.dim != c.dim)
+}
+
 // transientReasons are words of the server's errors that speak of its state (a
 // limit of its rate or memory, a collection not yet loaded), not of the request:
 // the same request may pass later.
@@ -586,6 +604,9 @@ func (s *Store) Upsert(ctx context.Context, collection string, items []vectorsto
 			}
 		}
 		if c.dim != dim {
+			if attempt == 0 && s.remade(ctx, collection, c) {
+				continue // made again with another dimension: look again
+			}
 			return fmt.Errorf("%w: collection %q has dimension %d, the batch has %d", vectorstore.ErrDimension, collection, c.dim, dim)
 		}
 		if err := ctx.Err(); err != nil { // it may have ended while the collection was made
@@ -598,8 +619,8 @@ func (s *Store) Upsert(ctx context.Context, collection string, items []vectorsto
 			entity.NewColumnVarChar(fieldText, texts),
 			entity.NewColumnJSONBytes(fieldMetadata, metas))
 		cancel()
-		if err != nil && attempt == 0 && s.gone(collection, c, err) {
-			continue // dropped under the Store: create it again
+		if err != nil && attempt == 0 && (s.gone(collection, c, err) || refusal(err) && ctx.Err() == nil && s.remade(ctx, collection, c)) {
+			continue // dropped under the Store, or made again: create it again, or write to it as it is now
 		}
 		if err != nil && refusal(err) && ctx.Err() == nil && !s.isClosed() {
 			return fmt.Errorf("vectorstore/milvus: upsert %q: %w: %w", collection, vectorstore.ErrRefused, err)
@@ -700,8 +721,9 @@ func (s *Store) Search(ctx context.Context, collection string, q vectorstore.Que
 			return nil, err
 		}
 		hits, err := s.search(ctx, collection, c, q)
-		if err != nil && attempt == 0 && s.gone(collection, c, err) {
-			continue // dropped under the Store: look again
+		if err != nil && attempt == 0 && (s.gone(collection, c, err) ||
+			(errors.Is(err, vectorstore.ErrDimension) || refusal(err)) && ctx.Err() == nil && s.remade(ctx, collection, c)) {
+			continue // dropped under the Store, or made again with another dimension: look again
 		}
 		return hits, err
 	}
