@@ -99,7 +99,9 @@ type Config struct {
 	// BlockLimit is the size bound of a core block, in characters, when the block
 	// names none (default 2000).
 	BlockLimit int
-	// Redact rewrites content before it is stored: secrets must not enter events.
+	// Redact rewrites the caller's text before it is stored (content, metadata, URI,
+	// participants, outcome, sources, reasons, core blocks): secrets must not enter
+	// events.
 	Redact func(string) string
 	// Written, when set, hears of every Add that stored new memories (through the
 	// HTTP API, the memory tool, Remember or a caller of its own): the namespace and

@@ -1,5 +1,3 @@
-//go:build review
-
 package memory_test
 
 import (
@@ -29,6 +27,9 @@ func TestMemoryEventsHoldNoSecretAnywhere(t *testing.T) {
 	}
 	if _, err := ns.Update(ctx, "k2", res[2].ID, memory.UpdateRequest{Metadata: []byte(`{"note":"key ` + secret + `"}`), Reason: "fixed with " + secret}); err != nil {
 		t.Fatal(err)
+	}
+	if m, _ := ns.Get(res[0].ID); string(m.Metadata) != `{"crm_token":"[REDACTED]"}` {
+		t.Errorf("metadata %s, want the secret redacted in the object", m.Metadata)
 	}
 	if err := ns.Forget(ctx, "k3", []string{res[2].ID}, "the user gave "+secret); err != nil {
 		t.Fatal(err)
