@@ -507,13 +507,18 @@ func (ns *Namespace) Get(id string) (Memory, bool) {
 	return copyMemory(m), true
 }
 
-// Snapshot returns every live memory (invalid ones included), by ID.
+// Snapshot returns every live memory (invalid ones included), by ID. A working
+// memory past its TTL is not live: the next search or write forgets it (a search
+// never returns one), whoever looks first.
 func (ns *Namespace) Snapshot() []Memory {
 	ns.mu.Lock()
 	defer ns.mu.Unlock()
+	now := ns.cfg.Now()
 	out := make([]Memory, 0, len(ns.st.mems))
 	for _, m := range ns.st.mems {
-		out = append(out, copyMemory(m))
+		if !ns.expired(m, now) {
+			out = append(out, copyMemory(m))
+		}
 	}
 	slices.SortFunc(out, func(a, b Memory) int { return cmp.Compare(a.ID, b.ID) })
 	return out
