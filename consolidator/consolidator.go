@@ -370,8 +370,8 @@ func vanished(d Decision, live map[string]memory.Memory) string {
 	return ""
 }
 
-// changed names a memory d needs whose content, tier, importance or time live
-// holds otherwise than the plan saw them ("" when none): another writer changed it
+// changed names a memory d needs whose content, tier, importance, time or validity
+// live holds otherwise than the plan saw them ("" when none): another writer changed it
 // after the plan, and the decision's reason (a cosine, an importance, an age) may no
 // longer hold. The next run plans from what it is now.
 func changed(d Decision, planned, live map[string]memory.Memory) string {
@@ -382,7 +382,7 @@ func changed(d Decision, planned, live map[string]memory.Memory) string {
 		}
 		l := live[id]
 		if p.Hash != l.Hash || p.Content != l.Content || p.Tier != l.Tier || p.Modality != l.Modality ||
-			p.Importance != l.Importance || !p.Timestamp.Equal(l.Timestamp) {
+			p.Importance != l.Importance || !p.Timestamp.Equal(l.Timestamp) || (p.InvalidAt == nil) != (l.InvalidAt == nil) {
 			return id
 		}
 	}
