@@ -94,7 +94,8 @@ type Config struct {
 	// (default 60m).
 	WorkingCapacity int
 	WorkingTTL      time.Duration
-	// MaxContentBytes bounds a memory's content (default 16 KiB).
+	// MaxContentBytes bounds a memory's content (default 16 KiB), and each of its
+	// metadata (as compact JSON), outcome, URI and participants (together).
 	MaxContentBytes int
 	// BlockLimit is the size bound of a core block, in characters, when the block
 	// names none (default 2000).

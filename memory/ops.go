@@ -251,6 +251,9 @@ func (ns *Namespace) prepare(r AddRequest, now time.Time) (*Memory, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkSizes(ns.cfg.MaxContentBytes, meta, r.Outcome, r.URI, r.Participants); err != nil {
+		return nil, err
+	}
 	meta = ns.redactJSON(meta)
 	ts := r.Timestamp
 	if ts.IsZero() {
@@ -287,6 +290,26 @@ func (ns *Namespace) checkContent(s string) (string, error) {
 		return "", err
 	}
 	return ns.redact(c), nil
+}
+
+// checkSizes bounds the texts a memory carries besides its content by the
+// content's limit, each: its metadata (as stored, compact JSON), outcome, URI and
+// participants (together). Unbounded, one memory's metadata could fill the memory
+// tool's whole answer, and every event of the memory wrote it again.
+func checkSizes(limit int, meta json.RawMessage, outcome, uri string, parts []string) error {
+	n := 0
+	for _, p := range parts {
+		n += len(strings.TrimSpace(p))
+	}
+	for _, f := range []struct {
+		name string
+		n    int
+	}{{"metadata", len(meta)}, {"outcome", len(strings.TrimSpace(outcome))}, {"uri", len(strings.TrimSpace(uri))}, {"participants", n}} {
+		if f.n > limit {
+			return fmt.Errorf("%w: %s of %d bytes; the limit is %d", ErrInvalid, f.name, f.n, limit)
+		}
+	}
+	return nil
 }
 
 // checkNUL refuses content holding a NUL byte, as the knowledge base refuses such a
@@ -674,6 +697,9 @@ func (ns *Namespace) Update(ctx context.Context, key, id string, u UpdateRequest
 	if err != nil {
 		return Memory{}, err
 	}
+	if err := checkSizes(ns.cfg.MaxContentBytes, meta, "", "", nil); err != nil {
+		return Memory{}, err
+	}
 	meta = ns.redactJSON(meta)
 	var pre *precomputed
 	if u.Content != nil {
@@ -720,6 +746,9 @@ func (ns *Namespace) Update(ctx context.Context, key, id string, u UpdateRequest
 		}
 		if meta != nil {
 			m.Metadata, _ = mergeMetadata(m.Metadata, meta, true)
+			if err := checkSizes(ns.cfg.MaxContentBytes, m.Metadata, "", "", nil); err != nil {
+				return nil, err
+			}
 		}
 		return []messages.Payload{&messages.MemoryUpdated{Key: key, Reason: ns.why(u.Reason, "updated"), Memory: toRecord(&m)}}, nil
 	}, func(bool) { out, outErr = ns.current(id) })
