@@ -45,6 +45,14 @@ type Releaser interface {
 	Release()
 }
 
+// Forgetting is implemented by targets that remember what the facts they forgot
+// were distilled from (*memory.Namespace): Run does not distil such a cluster again,
+// which would bring back, at every run, a fact its user let go.
+type Forgetting interface {
+	// ForgottenSources returns the memory sources of each semantic memory forgotten.
+	ForgottenSources() [][]string
+}
+
 // Refresher is implemented by targets whose Snapshot shows the namespace as of their
 // last operation (*memory.Namespace: other writers may have appended since). Run
 // refreshes such a target before it plans and again before it applies.
@@ -183,7 +191,11 @@ func (c *Consolidator) Run(ctx context.Context, t Target, key string) (Report, e
 		// whose snapshot lags its writes gets no decision of rule 1 twice.
 		snap = slices.DeleteFunc(snap, func(m memory.Memory) bool { return decided[m.ID] })
 	}
-	planned, err := PlanContext(ctx, now, snap, c.policy)
+	var letGo [][]string
+	if f, ok := t.(Forgetting); ok {
+		letGo = f.ForgottenSources()
+	}
+	planned, err := planContext(ctx, now, snap, letGo, c.policy)
 	if err != nil {
 		return rep, fmt.Errorf("consolidator: planning %s: %w", rep.Namespace, err)
 	}

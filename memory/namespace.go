@@ -525,6 +525,21 @@ func (ns *Namespace) Snapshot() []Memory {
 	return out
 }
 
+// ForgottenSources returns, for each semantic memory forgotten or cleared that had
+// memories among its sources (a distilled fact, one that absorbed duplicates), those
+// memories' IDs, in the order the memories went: the clusters they cover were
+// distilled once and their fact let go, so the consolidator does not distil them
+// again.
+func (ns *Namespace) ForgottenSources() [][]string {
+	ns.mu.Lock()
+	defer ns.mu.Unlock()
+	out := make([][]string, len(ns.st.letGo))
+	for i, ids := range ns.st.letGo {
+		out[i] = slices.Clone(ids)
+	}
+	return out
+}
+
 // Refresh folds what other writers appended to the namespace's stream since the
 // last operation.
 func (ns *Namespace) Refresh(ctx context.Context) error {
