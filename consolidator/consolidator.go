@@ -164,7 +164,10 @@ func (c *Consolidator) Run(ctx context.Context, t Target, key string) (Report, e
 	// What each memory was when planned: a decision whose memories another writer
 	// changed meanwhile (rewrote, re-weighed, moved) is not applied, its reason no
 	// longer holding; the run's own changes are kept here as they are made.
-	asPlanned := byID(snap)
+	asPlanned := make(map[string]seen, len(snap))
+	for _, m := range snap {
+		asPlanned[m.ID] = seenAs(m)
+	}
 
 	// Forgetting by age (rule 1, the first of the plan, which no other rule comes
 	// before) is planned and applied on its own first: it takes one pass over the
@@ -300,7 +303,7 @@ func byID(mems []memory.Memory) map[string]memory.Memory {
 // applyOne applies d unless one of its memories vanished or changed since it was
 // planned, and reports it in rep; the error is a failure of t or of ctx, which ends
 // the run.
-func (c *Consolidator) applyOne(ctx context.Context, t Target, key string, d Decision, planned, live map[string]memory.Memory, rep *Report) error {
+func (c *Consolidator) applyOne(ctx context.Context, t Target, key string, d Decision, planned map[string]seen, live map[string]memory.Memory, rep *Report) error {
 	if gone := vanished(d, live); gone != "" {
 		rep.skip(d, gone+" vanished meanwhile")
 		return nil
@@ -316,7 +319,7 @@ func (c *Consolidator) applyOne(ctx context.Context, t Target, key string, d Dec
 		// The run's own change is what later decisions expect of these memories.
 		for _, id := range append(d.needs(), d.Into) {
 			if m, ok := live[id]; ok {
-				planned[id] = m
+				planned[id] = seenAs(m)
 			}
 		}
 	case ctx.Err() != nil:
@@ -382,19 +385,35 @@ func vanished(d Decision, live map[string]memory.Memory) string {
 	return ""
 }
 
+// seen is what a decision stands on of a memory: changed, the decision may no
+// longer hold.
+type seen struct {
+	hash       string
+	content    string
+	tier       memory.Tier
+	modality   memory.Modality
+	importance float64
+	at         time.Time
+	valid      bool
+}
+
+func seenAs(m memory.Memory) seen {
+	return seen{hash: m.Hash, content: m.Content, tier: m.Tier, modality: m.Modality, importance: m.Importance,
+		at: m.Timestamp, valid: m.InvalidAt == nil}
+}
+
 // changed names a memory d needs whose content, tier, importance, time or validity
-// live holds otherwise than the plan saw them ("" when none): another writer changed it
-// after the plan, and the decision's reason (a cosine, an importance, an age) may no
-// longer hold. The next run plans from what it is now.
-func changed(d Decision, planned, live map[string]memory.Memory) string {
+// live holds otherwise than the plan saw them ("" when none): another writer changed
+// it after the plan, and the decision's reason (a cosine, an importance, an age) may
+// no longer hold. The next run plans from what it is now.
+func changed(d Decision, planned map[string]seen, live map[string]memory.Memory) string {
 	for _, id := range d.needs() {
 		p, ok := planned[id]
 		if !ok {
 			continue
 		}
-		l := live[id]
-		if p.Hash != l.Hash || p.Content != l.Content || p.Tier != l.Tier || p.Modality != l.Modality ||
-			p.Importance != l.Importance || !p.Timestamp.Equal(l.Timestamp) || (p.InvalidAt == nil) != (l.InvalidAt == nil) {
+		if l := seenAs(live[id]); p.hash != l.hash || p.content != l.content || p.tier != l.tier || p.modality != l.modality ||
+			p.importance != l.importance || !p.at.Equal(l.at) || p.valid != l.valid {
 			return id
 		}
 	}
