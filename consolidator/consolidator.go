@@ -45,6 +45,14 @@ type Releaser interface {
 	Release()
 }
 
+// Forgetting is implemented by targets that remember what the facts they forgot
+// were distilled from (*memory.Namespace): Run does not distil such a cluster again,
+// which would bring back, at every run, a fact its user let go.
+type Forgetting interface {
+	// ForgottenSources returns the memory sources of each semantic memory forgotten.
+	ForgottenSources() [][]string
+}
+
 // Refresher is implemented by targets whose Snapshot shows the namespace as of their
 // last operation (*memory.Namespace: other writers may have appended since). Run
 // refreshes such a target before it plans and again before it applies.
@@ -153,6 +161,13 @@ func (c *Consolidator) Run(ctx context.Context, t Target, key string) (Report, e
 	}
 	now := c.now()
 	snap := t.Snapshot()
+	// What each memory was when planned: a decision whose memories another writer
+	// changed meanwhile (rewrote, re-weighed, moved) is not applied, its reason no
+	// longer holding; the run's own changes are kept here as they are made.
+	asPlanned := make(map[string]seen, len(snap))
+	for _, m := range snap {
+		asPlanned[m.ID] = seenAs(m)
+	}
 
 	// Forgetting by age (rule 1, the first of the plan, which no other rule comes
 	// before) is planned and applied on its own first: it takes one pass over the
@@ -167,7 +182,7 @@ func (c *Consolidator) Run(ctx context.Context, t Target, key string) (Report, e
 		live := snapshot(t)
 		decided := map[string]bool{}
 		for _, d := range old {
-			if err := c.applyOne(ctx, t, key, d, live, &rep); err != nil {
+			if err := c.applyOne(ctx, t, key, d, asPlanned, live, &rep); err != nil {
 				return rep, err
 			}
 			for _, id := range d.IDs {
@@ -179,7 +194,11 @@ func (c *Consolidator) Run(ctx context.Context, t Target, key string) (Report, e
 		// whose snapshot lags its writes gets no decision of rule 1 twice.
 		snap = slices.DeleteFunc(snap, func(m memory.Memory) bool { return decided[m.ID] })
 	}
-	planned, err := PlanContext(ctx, now, snap, c.policy)
+	var letGo [][]string
+	if f, ok := t.(Forgetting); ok {
+		letGo = f.ForgottenSources()
+	}
+	planned, err := planContext(ctx, now, snap, letGo, c.policy)
 	if err != nil {
 		return rep, fmt.Errorf("consolidator: planning %s: %w", rep.Namespace, err)
 	}
@@ -197,7 +216,7 @@ func (c *Consolidator) Run(ctx context.Context, t Target, key string) (Report, e
 			asks = append(asks, d)
 			continue
 		}
-		if err := c.applyOne(ctx, t, key, d, live, &rep); err != nil {
+		if err := c.applyOne(ctx, t, key, d, asPlanned, live, &rep); err != nil {
 			return rep, err
 		}
 	}
@@ -219,6 +238,10 @@ func (c *Consolidator) Run(ctx context.Context, t Target, key string) (Report, e
 		}
 		if gone := vanished(d, live); gone != "" {
 			rep.skip(d, gone+" vanished meanwhile")
+			continue
+		}
+		if moved := changed(d, asPlanned, live); moved != "" {
+			rep.skip(d, moved+" changed meanwhile")
 			continue
 		}
 		step++
@@ -252,7 +275,7 @@ func (c *Consolidator) Run(ctx context.Context, t Target, key string) (Report, e
 			}
 			live = snapshot(t)
 		}
-		if err := c.applyOne(ctx, t, key, d, live, &rep); err != nil {
+		if err := c.applyOne(ctx, t, key, d, asPlanned, live, &rep); err != nil {
 			return rep, err
 		}
 	}
@@ -277,17 +300,28 @@ func byID(mems []memory.Memory) map[string]memory.Memory {
 	return live
 }
 
-// applyOne applies d unless one of its memories vanished, and reports it in rep; the
-// error is a failure of t or of ctx, which ends the run.
-func (c *Consolidator) applyOne(ctx context.Context, t Target, key string, d Decision, live map[string]memory.Memory, rep *Report) error {
+// applyOne applies d unless one of its memories vanished or changed since it was
+// planned, and reports it in rep; the error is a failure of t or of ctx, which ends
+// the run.
+func (c *Consolidator) applyOne(ctx context.Context, t Target, key string, d Decision, planned map[string]seen, live map[string]memory.Memory, rep *Report) error {
 	if gone := vanished(d, live); gone != "" {
 		rep.skip(d, gone+" vanished meanwhile")
+		return nil
+	}
+	if moved := changed(d, planned, live); moved != "" {
+		rep.skip(d, moved+" changed meanwhile")
 		return nil
 	}
 	err := c.apply(ctx, t, key, &d, live)
 	switch {
 	case err == nil:
 		rep.count(d)
+		// The run's own change is what later decisions expect of these memories.
+		for _, id := range append(d.needs(), d.Into) {
+			if m, ok := live[id]; ok {
+				planned[id] = seenAs(m)
+			}
+		}
 	case ctx.Err() != nil:
 		return ctx.Err()
 	case errors.Is(err, memory.ErrNotFound):
@@ -329,8 +363,8 @@ func (r *Report) count(d Decision) {
 	r.Decisions = append(r.Decisions, d)
 }
 
-// vanished names a memory d needs that live lacks ("" when all are there).
-func vanished(d Decision, live map[string]memory.Memory) string {
+// needs lists the memories d acts on or stands on.
+func (d Decision) needs() []string {
 	need := append([]string(nil), d.IDs...)
 	if d.Into != "" && d.Kind == Merge {
 		need = append(need, d.Into)
@@ -338,8 +372,48 @@ func vanished(d Decision, live map[string]memory.Memory) string {
 	if d.By != "" {
 		need = append(need, d.By)
 	}
-	for _, id := range need {
+	return need
+}
+
+// vanished names a memory d needs that live lacks ("" when all are there).
+func vanished(d Decision, live map[string]memory.Memory) string {
+	for _, id := range d.needs() {
 		if _, ok := live[id]; !ok {
+			return id
+		}
+	}
+	return ""
+}
+
+// seen is what a decision stands on of a memory: changed, the decision may no
+// longer hold.
+type seen struct {
+	hash       string
+	content    string
+	tier       memory.Tier
+	modality   memory.Modality
+	importance float64
+	at         time.Time
+	valid      bool
+}
+
+func seenAs(m memory.Memory) seen {
+	return seen{hash: m.Hash, content: m.Content, tier: m.Tier, modality: m.Modality, importance: m.Importance,
+		at: m.Timestamp, valid: m.InvalidAt == nil}
+}
+
+// changed names a memory d needs whose content, tier, importance, time or validity
+// live holds otherwise than the plan saw them ("" when none): another writer changed
+// it after the plan, and the decision's reason (a cosine, an importance, an age) may
+// no longer hold. The next run plans from what it is now.
+func changed(d Decision, planned map[string]seen, live map[string]memory.Memory) string {
+	for _, id := range d.needs() {
+		p, ok := planned[id]
+		if !ok {
+			continue
+		}
+		if l := seenAs(live[id]); p.hash != l.hash || p.content != l.content || p.tier != l.tier || p.modality != l.modality ||
+			p.importance != l.importance || !p.at.Equal(l.at) || p.valid != l.valid {
 			return id
 		}
 	}

@@ -49,7 +49,9 @@
 // answers it got, and the next run asks only the rest), all through a Target, the namespace (*memory.Namespace
 // satisfies it). Each decision's idempotency key is DecisionKey(key, decision): a run
 // repeated with the same key after a crash applies nothing twice, and decisions whose
-// memories vanished meanwhile are skipped. Without a model nothing is distilled and
+// memories vanished or changed meanwhile (another writer rewrote, re-weighed or
+// invalidated one) are skipped, the next run planning from what they are then. A
+// cluster whose fact was forgotten is not distilled again (Forgetting). Without a model nothing is distilled and
 // only functional conflicts are resolved; an answer the model gave that cannot be
 // read (ErrBadAnswer) changes nothing for its cluster or pair. The Report counts what
 // was done and says what was not and why; its String is what the memory tool's

@@ -124,8 +124,15 @@ func Plan(now time.Time, mems []memory.Memory, p Policy) []Decision {
 // takes a while, and a run abandoned (at its timeout) should not go on using a core.
 // It then returns no decisions and ctx.Err().
 func PlanContext(ctx context.Context, now time.Time, mems []memory.Memory, p Policy) ([]Decision, error) {
+	return planContext(ctx, now, mems, nil, p)
+}
+
+// planContext is PlanContext for a namespace whose forgotten facts were distilled
+// from the memory sets letGo (Forgetting): rule 6 takes their clusters as distilled.
+func planContext(ctx context.Context, now time.Time, mems []memory.Memory, letGo [][]string, p Policy) ([]Decision, error) {
 	p = p.withDefaults()
 	pl := newPlanner(ctx, now, mems, p)
+	pl.letGo = letGo
 	for _, rule := range []func(){pl.forgetOld, pl.dedupe, pl.promote, pl.capacity, pl.conflicts, pl.clusters} {
 		if pl.err == nil {
 			pl.err = ctx.Err()
@@ -183,6 +190,7 @@ type planner struct {
 	functional map[string]bool // normalised relation types
 	items      []*item         // by ID
 	out        []Decision
+	letGo      [][]string // the sources of the facts forgotten (rule 6)
 }
 
 func newPlanner(ctx context.Context, now time.Time, mems []memory.Memory, p Policy) *planner {
@@ -568,6 +576,15 @@ func (pl *planner) clusters() {
 		if len(set) > 0 {
 			distilled = append(distilled, set)
 		}
+	}
+	// And those of the facts forgotten: a cluster distilled into a fact that its
+	// user (or a forgetting rule) let go is not distilled again.
+	for _, ids := range pl.letGo {
+		set := make(map[string]bool, len(ids))
+		for _, id := range ids {
+			set[id] = true
+		}
+		distilled = append(distilled, set)
 	}
 	// holding lists, for a memory, the source sets it is in: a set covering a
 	// cluster holds its first member.

@@ -98,7 +98,7 @@ func (ns *Namespace) SetBlock(ctx context.Context, key string, b Block, reason s
 		if n := utf8.RuneCountInString(value); n > limit {
 			return nil, fmt.Errorf("%w: block %s: %d characters; its limit is %d", ErrInvalid, label, n, limit)
 		}
-		return []messages.Payload{&messages.MemoryBlockSet{Key: key, Reason: cmp.Or(reason, "block set"), Label: label,
+		return []messages.Payload{&messages.MemoryBlockSet{Key: key, Reason: ns.why(reason, "block set"), Label: label,
 			Value: value, Limit: limit, Description: desc}}, nil
 	}, nil)
 }
@@ -114,7 +114,7 @@ func (ns *Namespace) DeleteBlock(ctx context.Context, key, label, reason string)
 		if ns.st.blocks[l] == nil {
 			return nil, fmt.Errorf("%w: no block %q in namespace %s", ErrNotFound, l, ns.name)
 		}
-		return []messages.Payload{&messages.MemoryBlockDeleted{Key: key, Reason: cmp.Or(reason, "block deleted"), Label: l}}, nil
+		return []messages.Payload{&messages.MemoryBlockDeleted{Key: key, Reason: ns.why(reason, "block deleted"), Label: l}}, nil
 	}, nil)
 }
 

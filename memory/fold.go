@@ -28,6 +28,10 @@ type state struct {
 	working map[string]struct{}
 	keys    map[string]*keyed
 	blocks  map[string]*Block
+	// letGo holds the memory sources of each semantic memory forgotten or cleared
+	// (a distilled fact, one that absorbed duplicates), in the order they went: the
+	// consolidator does not distil their clusters again (ForgottenSources).
+	letGo [][]string
 }
 
 // keyed is what the writes with one idempotency key did: the memories their events
@@ -117,8 +121,9 @@ func (s *state) apply(e messages.Envelope) (effect, error) {
 	case *messages.MemoryForgotten:
 		key, eff.reason = p.Key, p.Reason
 		for _, id := range p.MemoryIDs {
-			if s.remove(id, &eff) != nil {
+			if m := s.remove(id, &eff); m != nil {
 				eff.touched = append(eff.touched, touch{id: id})
+				s.letGoOf(m)
 			}
 		}
 	case *messages.MemoryCleared:
@@ -131,7 +136,7 @@ func (s *state) apply(e messages.Envelope) (effect, error) {
 		}
 		slices.Sort(ids)
 		for _, id := range ids {
-			s.remove(id, &eff)
+			s.letGoOf(s.remove(id, &eff))
 			eff.touched = append(eff.touched, touch{id: id})
 		}
 		if p.Tier == "" && len(s.blocks) > 0 { // clear_all: the blocks go too
@@ -207,6 +212,22 @@ func (s *state) remove(id string, eff *effect) *Memory {
 	s.unhash(m)
 	eff.removed = append(eff.removed, m)
 	return m
+}
+
+// letGoOf keeps the memory sources of m, a semantic memory forgotten or cleared.
+func (s *state) letGoOf(m *Memory) {
+	if m == nil || m.Tier != Semantic {
+		return
+	}
+	var ids []string
+	for _, src := range m.Sources {
+		if src.Kind == "memory" && src.ID != "" && !slices.Contains(ids, src.ID) {
+			ids = append(ids, src.ID)
+		}
+	}
+	if len(ids) > 0 {
+		s.letGo = append(s.letGo, ids)
+	}
 }
 
 func (s *state) unhash(m *Memory) {

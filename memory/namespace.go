@@ -94,12 +94,15 @@ type Config struct {
 	// (default 60m).
 	WorkingCapacity int
 	WorkingTTL      time.Duration
-	// MaxContentBytes bounds a memory's content (default 16 KiB).
+	// MaxContentBytes bounds a memory's content (default 16 KiB), and each of its
+	// metadata (as compact JSON), outcome, URI and participants (together).
 	MaxContentBytes int
 	// BlockLimit is the size bound of a core block, in characters, when the block
 	// names none (default 2000).
 	BlockLimit int
-	// Redact rewrites content before it is stored: secrets must not enter events.
+	// Redact rewrites the caller's text before it is stored (content, metadata, URI,
+	// participants, outcome, sources, reasons, core blocks): secrets must not enter
+	// events.
 	Redact func(string) string
 	// Written, when set, hears of every Add that stored new memories (through the
 	// HTTP API, the memory tool, Remember or a caller of its own): the namespace and
@@ -505,15 +508,35 @@ func (ns *Namespace) Get(id string) (Memory, bool) {
 	return copyMemory(m), true
 }
 
-// Snapshot returns every live memory (invalid ones included), by ID.
+// Snapshot returns every live memory (invalid ones included), by ID. A working
+// memory past its TTL is not live: the next search or write forgets it (a search
+// never returns one), whoever looks first.
 func (ns *Namespace) Snapshot() []Memory {
 	ns.mu.Lock()
 	defer ns.mu.Unlock()
+	now := ns.cfg.Now()
 	out := make([]Memory, 0, len(ns.st.mems))
 	for _, m := range ns.st.mems {
-		out = append(out, copyMemory(m))
+		if !ns.expired(m, now) {
+			out = append(out, copyMemory(m))
+		}
 	}
 	slices.SortFunc(out, func(a, b Memory) int { return cmp.Compare(a.ID, b.ID) })
+	return out
+}
+
+// ForgottenSources returns, for each semantic memory forgotten or cleared that had
+// memories among its sources (a distilled fact, one that absorbed duplicates), those
+// memories' IDs, in the order the memories went: the clusters they cover were
+// distilled once and their fact let go, so the consolidator does not distil them
+// again.
+func (ns *Namespace) ForgottenSources() [][]string {
+	ns.mu.Lock()
+	defer ns.mu.Unlock()
+	out := make([][]string, len(ns.st.letGo))
+	for i, ids := range ns.st.letGo {
+		out[i] = slices.Clone(ids)
+	}
 	return out
 }
 

@@ -1012,8 +1012,9 @@ func TestSeqConflictRefolds(t *testing.T) {
 }
 
 var (
-	_ consolidator.Target    = (*memory.Namespace)(nil)
-	_ consolidator.Refresher = (*memory.Namespace)(nil)
+	_ consolidator.Target     = (*memory.Namespace)(nil)
+	_ consolidator.Refresher  = (*memory.Namespace)(nil)
+	_ consolidator.Forgetting = (*memory.Namespace)(nil)
 )
 
 // TestPerceptualEncodersAndExtractHook: image memories are embedded, and image

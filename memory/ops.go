@@ -81,7 +81,7 @@ func (ns *Namespace) Add(ctx context.Context, key string, reqs []AddRequest) ([]
 		if err != nil {
 			return nil, fmt.Errorf("memory %d of %d: %w", i, len(reqs), err)
 		}
-		prepared[i], reasons[i] = m, cmp.Or(strings.TrimSpace(r.Reason), "added")
+		prepared[i], reasons[i] = m, ns.why(strings.TrimSpace(r.Reason), "added")
 	}
 	added := 0
 	if ns.cfg.Written != nil {
@@ -251,6 +251,10 @@ func (ns *Namespace) prepare(r AddRequest, now time.Time) (*Memory, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkSizes(ns.cfg.MaxContentBytes, meta, r.Outcome, r.URI, r.Participants); err != nil {
+		return nil, err
+	}
+	meta = ns.redactJSON(meta)
 	ts := r.Timestamp
 	if ts.IsZero() {
 		ts = now
@@ -265,9 +269,9 @@ func (ns *Namespace) prepare(r AddRequest, now time.Time) (*Memory, error) {
 		}
 	}
 	return &Memory{
-		Namespace: ns.name, Tier: tier, Modality: mod, Content: content, URI: strings.TrimSpace(r.URI),
+		Namespace: ns.name, Tier: tier, Modality: mod, Content: content, URI: ns.redact(strings.TrimSpace(r.URI)),
 		Importance: imp, Timestamp: ts.UTC().Truncate(time.Microsecond), Hash: pmem.ContentHash(content), Metadata: meta,
-		Participants: parts, Outcome: ns.redact(strings.TrimSpace(r.Outcome)), Sources: cloneSources(r.Sources),
+		Participants: parts, Outcome: ns.redact(strings.TrimSpace(r.Outcome)), Sources: ns.redactSources(cloneSources(r.Sources)),
 	}, nil
 }
 
@@ -286,6 +290,26 @@ func (ns *Namespace) checkContent(s string) (string, error) {
 		return "", err
 	}
 	return ns.redact(c), nil
+}
+
+// checkSizes bounds the texts a memory carries besides its content by the
+// content's limit, each: its metadata (as stored, compact JSON), outcome, URI and
+// participants (together). Unbounded, one memory's metadata could fill the memory
+// tool's whole answer, and every event of the memory wrote it again.
+func checkSizes(limit int, meta json.RawMessage, outcome, uri string, parts []string) error {
+	n := 0
+	for _, p := range parts {
+		n += len(strings.TrimSpace(p))
+	}
+	for _, f := range []struct {
+		name string
+		n    int
+	}{{"metadata", len(meta)}, {"outcome", len(strings.TrimSpace(outcome))}, {"uri", len(strings.TrimSpace(uri))}, {"participants", n}} {
+		if f.n > limit {
+			return fmt.Errorf("%w: %s of %d bytes; the limit is %d", ErrInvalid, f.name, f.n, limit)
+		}
+	}
+	return nil
 }
 
 // checkNUL refuses content holding a NUL byte, as the knowledge base refuses such a
@@ -312,6 +336,40 @@ func (ns *Namespace) redact(s string) string {
 		return s
 	}
 	return ns.cfg.Redact(s)
+}
+
+// why is the reason an event records, reason or else def, redacted: a reason is the
+// caller's text (the agent's, a model's), and may quote a secret.
+func (ns *Namespace) why(reason, def string) string { return ns.redact(cmp.Or(reason, def)) }
+
+// redactJSON is a JSON value (metadata, a source's detail) redacted. A redaction
+// that leaves no valid JSON (a secret that was a bare number) leaves a string saying
+// so in its place.
+func (ns *Namespace) redactJSON(raw json.RawMessage) json.RawMessage {
+	if ns.cfg.Redact == nil || len(raw) == 0 {
+		return raw
+	}
+	out := ns.cfg.Redact(string(raw))
+	if out == string(raw) {
+		return raw
+	}
+	if !json.Valid([]byte(out)) {
+		b, _ := json.Marshal(redactedJSON)
+		return b
+	}
+	return json.RawMessage(out)
+}
+
+// redactedJSON stands for a JSON value whose redaction left no valid JSON.
+const redactedJSON = "[REDACTED: a secret made this value unreadable]"
+
+// redactSources redacts the caller's text in src: the IDs and details of sources.
+func (ns *Namespace) redactSources(src []messages.MemorySource) []messages.MemorySource {
+	for i := range src {
+		src[i].ID = ns.redact(src[i].ID)
+		src[i].Detail = ns.redactJSON(src[i].Detail)
+	}
+	return src
 }
 
 // checkMetadata accepts an empty value or a JSON object, and returns it compacted.
@@ -639,6 +697,10 @@ func (ns *Namespace) Update(ctx context.Context, key, id string, u UpdateRequest
 	if err != nil {
 		return Memory{}, err
 	}
+	if err := checkSizes(ns.cfg.MaxContentBytes, meta, "", "", nil); err != nil {
+		return Memory{}, err
+	}
+	meta = ns.redactJSON(meta)
 	var pre *precomputed
 	if u.Content != nil {
 		// The new content's vector and entities, computed before the write (the
@@ -684,8 +746,11 @@ func (ns *Namespace) Update(ctx context.Context, key, id string, u UpdateRequest
 		}
 		if meta != nil {
 			m.Metadata, _ = mergeMetadata(m.Metadata, meta, true)
+			if err := checkSizes(ns.cfg.MaxContentBytes, m.Metadata, "", "", nil); err != nil {
+				return nil, err
+			}
 		}
-		return []messages.Payload{&messages.MemoryUpdated{Key: key, Reason: cmp.Or(u.Reason, "updated"), Memory: toRecord(&m)}}, nil
+		return []messages.Payload{&messages.MemoryUpdated{Key: key, Reason: ns.why(u.Reason, "updated"), Memory: toRecord(&m)}}, nil
 	}, func(bool) { out, outErr = ns.current(id) })
 	if err != nil {
 		return Memory{}, err
@@ -731,7 +796,7 @@ func (ns *Namespace) Forget(ctx context.Context, key string, ids []string, reaso
 			return nil, err
 		}
 		sorted := slices.Sorted(slices.Values(ids))
-		return []messages.Payload{&messages.MemoryForgotten{Key: key, Reason: cmp.Or(reason, "forgotten"), MemoryIDs: sorted}}, nil
+		return []messages.Payload{&messages.MemoryForgotten{Key: key, Reason: ns.why(reason, "forgotten"), MemoryIDs: sorted}}, nil
 	}, nil)
 }
 
@@ -754,7 +819,7 @@ func (ns *Namespace) Clear(ctx context.Context, key string, tier Tier, reason st
 		if n == 0 && (tier != "" || len(ns.st.blocks) == 0) {
 			return nil, nil
 		}
-		return []messages.Payload{&messages.MemoryCleared{Key: key, Reason: cmp.Or(reason, "cleared"), Tier: string(tier)}}, nil
+		return []messages.Payload{&messages.MemoryCleared{Key: key, Reason: ns.why(reason, "cleared"), Tier: string(tier)}}, nil
 	}, func(applied bool) {
 		if applied {
 			n = ns.st.keys[key].removed
@@ -812,7 +877,7 @@ func (ns *Namespace) Merge(ctx context.Context, key, into string, merged []strin
 				}
 			}
 		}
-		return []messages.Payload{&messages.MemoryMerged{Key: key, Reason: cmp.Or(reason, "merged"), Merged: slices.Clone(merged), Memory: toRecord(&k)}}, nil
+		return []messages.Payload{&messages.MemoryMerged{Key: key, Reason: ns.why(reason, "merged"), Merged: slices.Clone(merged), Memory: toRecord(&k)}}, nil
 	}, func(bool) { out, outErr = ns.current(into) })
 	if err != nil {
 		return Memory{}, err
@@ -871,7 +936,7 @@ func (ns *Namespace) Promote(ctx context.Context, key, id string, to Tier, reaso
 		} else {
 			m.Entities, m.Relations = nil, nil
 		}
-		return []messages.Payload{&messages.MemoryPromoted{Key: key, Reason: cmp.Or(reason, "promoted"), From: string(old.Tier), Memory: toRecord(&m)}}, nil
+		return []messages.Payload{&messages.MemoryPromoted{Key: key, Reason: ns.why(reason, "promoted"), From: string(old.Tier), Memory: toRecord(&m)}}, nil
 	}, func(bool) { out, outErr = ns.current(id) })
 	if err != nil {
 		return Memory{}, err
@@ -913,7 +978,7 @@ func (ns *Namespace) Distill(ctx context.Context, key string, sources []string, 
 			return nil, err
 		}
 		id = m.ID
-		return []messages.Payload{&messages.MemoryDistilled{Key: key, Reason: cmp.Or(reason, "distilled"), Memory: toRecord(m)}}, nil
+		return []messages.Payload{&messages.MemoryDistilled{Key: key, Reason: ns.why(reason, "distilled"), Memory: toRecord(m)}}, nil
 	}, func(applied bool) {
 		if applied {
 			if k := ns.st.keys[key]; len(k.ids) > 0 {
@@ -946,7 +1011,7 @@ func (ns *Namespace) Invalidate(ctx context.Context, key, id, by, reason string)
 		if m.InvalidAt != nil {
 			return nil, nil
 		}
-		return []messages.Payload{&messages.MemoryInvalidated{Key: key, Reason: cmp.Or(reason, "invalidated"), MemoryID: id, By: by,
+		return []messages.Payload{&messages.MemoryInvalidated{Key: key, Reason: ns.why(reason, "invalidated"), MemoryID: id, By: by,
 			AtUS: ns.cfg.Now().UnixMicro()}}, nil
 	}, nil)
 }

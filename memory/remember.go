@@ -912,6 +912,23 @@ func (ns *Namespace) neighbours(ctx context.Context, fact Fact, hash string, k i
 	return near, "", nil
 }
 
+// changedSince reports whether memory id, live, no longer says what it said among
+// near, the memories the model was shown (another writer rewrote it, or
+// invalidated it, while the model decided). A memory gone is not changed: the
+// caller handles ErrNotFound.
+func (ns *Namespace) changedSince(near []Memory, id string) bool {
+	now, ok := ns.Get(id)
+	if !ok {
+		return false
+	}
+	for _, n := range near {
+		if n.ID == id {
+			return n.Hash != now.Hash || (n.InvalidAt == nil) != (now.InvalidAt == nil)
+		}
+	}
+	return false
+}
+
 // apply1 applies one decision under key, setting its MemoryID (and turning it into
 // NONE when the namespace turns out to hold its content already).
 func (ns *Namespace) apply1(ctx context.Context, key string, turn Turn, opts RememberOptions, near []Memory, d *Decision) error {
@@ -938,6 +955,13 @@ func (ns *Namespace) apply1(ctx context.Context, key string, turn Turn, opts Rem
 	case EventAdd:
 		return add("mem0 ADD: " + d.Reason)
 	case EventUpdate:
+		if ns.changedSince(near, d.TargetID) {
+			// Rewritten while the model decided: its text was made from what the
+			// memory said before, and would throw the rewrite away.
+			d.Event, d.TargetID = EventAdd, ""
+			d.Reason = "new fact: the memory it would have updated changed meanwhile"
+			return add("mem0 ADD: " + d.Reason)
+		}
 		u := UpdateRequest{Content: &d.Content, Reason: "mem0 UPDATE: " + d.Reason}
 		for _, n := range near {
 			if n.ID != d.TargetID {
@@ -964,6 +988,13 @@ func (ns *Namespace) apply1(ctx context.Context, key string, turn Turn, opts Rem
 		return nil
 	case EventDelete:
 		target := d.TargetID
+		if ns.changedSince(near, target) {
+			// Rewritten while the model decided: what it contradicted is not
+			// what the memory says now.
+			d.Event, d.TargetID = EventAdd, ""
+			d.Reason = "new fact: the memory it contradicted changed meanwhile"
+			return add("mem0 ADD: " + d.Reason)
+		}
 		if err := add("mem0 DELETE: replaces " + target + ": " + d.Reason); err != nil {
 			return err
 		}

@@ -28,6 +28,11 @@ const (
 // entity graph) proposes per tier, as a multiple of the limit.
 const CandidateFactor = 4
 
+// MaxVectorWiden bounds how far a tier's search widens its vector candidates when
+// the memories it leaves out (invalidated facts, a filter's) take the store's top
+// hits: to at most this many times CandidateFactor × limit.
+const MaxVectorWiden = 64
+
 // maxExactFilter bounds the episodic memories that structured filters may leave for
 // Search to score all of them (exact cosine from the fold's vectors); above it, the
 // filters are intersected with the vector store's and the keyword index's hits.
@@ -387,21 +392,33 @@ func (s *search) tier(ctx context.Context, t Tier) ([]pmem.Ranked, error) {
 					continue
 				}
 				coll := Collection(t, mod)
-				hits, err := ns.searchVectors(ctx, coll, t, qv, k, s.q.Mode == ModeVector)
-				if err != nil && s.q.Mode == ModeHybrid && errors.Is(err, ErrVectorStore) {
-					if s.without == nil {
-						s.without = map[string]error{}
+				// The store ranks the namespace's vectors of the tier; what the
+				// search leaves out (invalidated facts, its filters) is dropped
+				// after, so while it drops hits and the store has more, it asks
+				// for more (up to MaxVectorWiden × k): closer memories it leaves
+				// out must not hide the ones it keeps.
+				for want := k; ; want *= 4 {
+					hits, err := ns.searchVectors(ctx, coll, t, qv, want, s.q.Mode == ModeVector)
+					if err != nil && s.q.Mode == ModeHybrid && errors.Is(err, ErrVectorStore) {
+						if s.without == nil {
+							s.without = map[string]error{}
+						}
+						s.without[coll] = err
+						break
 					}
-					s.without[coll] = err
-					continue
-				}
-				if err != nil {
-					return nil, err
-				}
-				for _, h := range hits {
-					if id := ns.memoryID(h.ID); id != "" && keep(id) {
-						c := get(id)
-						c.cos, c.hasVec = max(0, float64(h.Score)), true
+					if err != nil {
+						return nil, err
+					}
+					kept := 0
+					for _, h := range hits {
+						if id := ns.memoryID(h.ID); id != "" && keep(id) {
+							c := get(id)
+							c.cos, c.hasVec = max(0, float64(h.Score)), true
+							kept++
+						}
+					}
+					if kept >= k || len(hits) < want || want >= MaxVectorWiden*k {
+						break
 					}
 				}
 			}

@@ -204,8 +204,9 @@ func (in Input) Request(reason string) AddRequest {
 }
 
 // Check checks in as Namespace.Add will, with these memories' limits: Input.Check,
-// then the content's size (Config.MaxContentBytes) and encoding and a timestamp at
-// most MaxFuture ahead. A batch whose inputs all pass is written whole, whatever
+// then the content's size (Config.MaxContentBytes) and encoding, the sizes of its
+// metadata, outcome, URI and participants (each at most MaxContentBytes) and a
+// timestamp at most MaxFuture ahead. A batch whose inputs all pass is written whole, whatever
 // namespaces it spans: check every input before writing any.
 func (m *Memories) Check(in Input) error {
 	if err := in.Check(); err != nil {
@@ -218,6 +219,13 @@ func (m *Memories) Check(in Input) error {
 		return fmt.Errorf("%w: content is not UTF-8 text", ErrInvalid)
 	}
 	if err := checkNUL(strings.TrimSpace(in.Content)); err != nil {
+		return err
+	}
+	meta, err := checkMetadata(in.Metadata)
+	if err != nil {
+		return err
+	}
+	if err := checkSizes(m.cfg.MaxContentBytes, meta, in.Outcome, in.URI, in.Participants); err != nil {
 		return err
 	}
 	if in.Timestamp != "" {
