@@ -73,10 +73,7 @@ func (t *table) pieceTokens(p string) int {
 	return len(parts) - 1
 }
 
-// longPieceTokens is pieceTokens for a long piece, in O(n log n): the parts form a
-// linked list, and a heap holds each pair's rank keyed by (rank, start), so the
-// pair it gives first is the one the scan would find (lowest rank, leftmost). An
-// entry whose pair changed since is skipped when it comes up.
+// longPieceTokens is pieceTokens for a long piece, in O(n log n) (merge).
 func (t *table) longPieceTokens(p string) int {
 	n := len(p)
 	if n >= math.MaxInt32 {
@@ -87,11 +84,37 @@ func (t *table) longPieceTokens(p string) int {
 			return 1
 		}
 	}
+	_, parts := t.merge(p)
+	return parts
+}
+
+// mergeStarts returns where the tokens of p start, as merge leaves them: the
+// merges alone, without pieceTokens' rule that a piece which is a token is one
+// (which is the same for a piece longer than any token). p is shorter than
+// math.MaxInt32 bytes.
+func (t *table) mergeStarts(p string) []int32 {
+	next, parts := t.merge(p)
+	starts := make([]int32, 0, parts)
+	for i := 0; i < len(p); i = int(next[i]) {
+		starts = append(starts, int32(i))
+	}
+	return starts
+}
+
+// merge runs the byte-pair merges of p (non-empty, shorter than math.MaxInt32
+// bytes) in O(n log n): the parts form a linked list, and a heap holds each
+// pair's rank keyed by (rank, start), so the pair it gives first is the one
+// pieceTokens' scan would find (lowest rank, leftmost). An entry whose pair
+// changed since is skipped when it comes up. It returns the number of parts left
+// and next, where next[i] is the start of the part after the one that starts at
+// i (len(p) after the last), for each part start i.
+func (t *table) merge(p string) (next []int32, parts int) {
+	n := len(p)
 	const none = int32(^uint32(0) >> 1)
 	// Part i starts at byte i; next[i] is the start of the part after it (n: none),
 	// prev[i] the one before (-1: none, -2: merged into the part before); rank[i]
 	// is the rank of part i merged with the next one, or none.
-	next := make([]int32, n)
+	next = make([]int32, n)
 	prev := make([]int32, n)
 	rank := make([]int32, n)
 	rankOf := func(i int) int32 {
@@ -122,7 +145,7 @@ func (t *table) longPieceTokens(p string) int {
 		}
 	}
 	h.init()
-	parts := n
+	parts = n
 	for len(h) > 0 {
 		top := h.pop()
 		i := int(top.at)
@@ -146,7 +169,7 @@ func (t *table) longPieceTokens(p string) int {
 			}
 		}
 	}
-	return parts
+	return next, parts
 }
 
 // pair is a heap entry: a part's rank with the next part, and the part's start.

@@ -1,0 +1,156 @@
+package bpe
+
+import (
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+// longPieces returns pieces to derive counts from: runs of one letter, random
+// letters of a small alphabet (many ties and overlapping pairs), of the whole
+// lowercase alphabet, of mixed case, of CJK, of emoji and punctuation, of
+// spaces, of digits, each about n bytes.
+func longPieces(rng *rand.Rand, n int) []string {
+	pick := func(atoms ...string) string {
+		var b strings.Builder
+		for b.Len() < n {
+			b.WriteString(atoms[rng.IntN(len(atoms))])
+		}
+		return b.String()
+	}
+	letters := func(alphabet string) string {
+		var b strings.Builder
+		for b.Len() < n {
+			b.WriteByte(alphabet[rng.IntN(len(alphabet))])
+		}
+		return b.String()
+	}
+	return []string{
+		strings.Repeat("a", n),
+		letters("ab"), letters("abc"), letters("aeiou"), letters("abcdefghijklmnopqrstuvwxyz"),
+		letters("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"),
+		pick("数", "据", "处", "理", "日", "本"), pick("🙂", "👍🏽", "!", "?", "-", "—", "="),
+		pick("é", "e", "\u0301", "ß", "s"), strings.Repeat(" ", n), letters("0123456789"),
+		pick("ab", "ba", "aab", "the", "ing", "tion"),
+	}
+}
+
+// checkDerived holds the counts the memo derives for prefixes and suffixes of p
+// to merging them whole, at each length in ls.
+func checkDerived(t *testing.T, name string, tb *table, p string, ls []int) (derived int) {
+	t.Helper()
+	e := merged{p, tb.mergeStarts(p)}
+	for _, l := range ls {
+		if l <= 0 || l > len(p) {
+			continue
+		}
+		if n, ok := e.prefix(tb, l); ok {
+			derived++
+			if want := len(tb.mergeStarts(p[:l])); n != want {
+				t.Fatalf("%s: %.30q… (%d bytes): prefix of %d bytes derived as %d tokens, merged %d", name, p, len(p), l, n, want)
+			}
+		}
+		if m := len(p) - l; m > 0 {
+			if n, ok := e.suffix(tb, m); ok {
+				derived++
+				if want := len(tb.mergeStarts(p[m:])); n != want {
+					t.Fatalf("%s: %.30q… (%d bytes): suffix from %d derived as %d tokens, merged %d", name, p, len(p), m, n, want)
+				}
+			}
+		}
+	}
+	return derived
+}
+
+// TestMemoCountsAsMerging holds the counts pieceMemo derives to merging each
+// prefix and suffix whole: at every length of pieces of 600 bytes, and at
+// random lengths and around token starts of pieces of 12,000, for every encoding.
+func TestMemoCountsAsMerging(t *testing.T) {
+	rng := rand.New(rand.NewPCG(19, 23))
+	for _, name := range Encodings() {
+		c, err := New(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tb := &c.t
+		derived := 0
+		for _, p := range longPieces(rng, 600) {
+			all := make([]int, len(p))
+			for i := range all {
+				all[i] = i + 1
+			}
+			derived += checkDerived(t, name, tb, p, all)
+		}
+		n := 12000
+		if testing.Short() {
+			n = 6000
+		}
+		for _, p := range longPieces(rng, n) {
+			var ls []int
+			for range 12 {
+				ls = append(ls, 1+rng.IntN(len(p)))
+			}
+			// Around token starts: where a cut meets a token's edge.
+			for _, st := range tb.mergeStarts(p[:n/2])[len(tb.mergeStarts(p[:n/2]))/2:][:3] {
+				ls = append(ls, int(st)-1, int(st), int(st)+1, len(p)-int(st))
+			}
+			derived += checkDerived(t, name, tb, p, ls)
+		}
+		if derived == 0 {
+			t.Fatalf("%s: no count derived", name)
+		}
+	}
+}
+
+// countMerged is Count as it was before pieceMemo: every piece merged whole.
+func countMerged(c *Counter, text string) int {
+	if !utf8.ValidString(text) {
+		text = replaceInvalid(text)
+	}
+	n := 0
+	for i := 0; i < len(text); {
+		j := c.t.next(text, i)
+		n += c.t.pieceTokens(text[i:j])
+		i = j
+	}
+	return n
+}
+
+// A Counter that keeps long pieces' merges counts texts, their prefixes and their
+// suffixes (at rune boundaries, as a search for a cut takes them, and one text
+// with a rune cut in two) as merging every
+// piece whole counts them, whichever texts it kept, and CountWithin agrees.
+func TestCounterWithMemoCountsAsBefore(t *testing.T) {
+	rng := rand.New(rand.NewPCG(29, 31))
+	for _, name := range Encodings() {
+		c, err := New(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range longPieces(rng, 12000) {
+			for _, text := range []string{p, "It says: " + p + "\n\nThe end.", p + " " + p[:5000]} {
+				if got, want := c.Count(text), countMerged(c, text); got != want {
+					t.Fatalf("%s: %.30q… counts %d, merged whole %d", name, text, got, want)
+				}
+				for range 6 {
+					cut := rng.IntN(len(text) + 1)
+					for cut > 0 && cut < len(text) && text[cut]&0xC0 == 0x80 {
+						cut--
+					}
+					for _, s := range []string{text[:cut], text[cut:]} {
+						want := countMerged(c, s)
+						if got := c.Count(s); got != want {
+							t.Fatalf("%s: %.30q… (%d bytes) counts %d, merged whole %d", name, s, len(s), got, want)
+						}
+						for _, limit := range []int{want - 1, want, want + 1} {
+							if got, ok := c.CountWithin(s, limit); ok != (want <= limit) || ok && got != want {
+								t.Fatalf("%s: %.30q… (count %d) within %d: %d, %v", name, s, want, limit, got, ok)
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
