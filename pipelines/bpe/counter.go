@@ -88,7 +88,7 @@ func (c *Counter) load() {
 		c.err = fmt.Errorf("bpe: load %s: %w", file, err)
 		return
 	}
-	c.t = table{ranks: ranks, next: next}
+	c.t = table{ranks: ranks, next: next, twoBytes: pairRanks(ranks)}
 	for t := range ranks {
 		c.t.longest = max(c.t.longest, len(t))
 	}
@@ -152,7 +152,7 @@ func (c *Counter) pieceTokens(p string) int {
 	if n, ok := c.memo.count(&c.t, p); ok {
 		return n
 	}
-	starts := c.t.mergeStarts(p)
+	starts := c.t.mergeLong(p)
 	c.memo.add(p, starts)
 	return len(starts)
 }

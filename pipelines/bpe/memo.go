@@ -90,41 +90,95 @@ func (m *pieceMemo) add(p string, starts []int32) {
 }
 
 // reaches are the distances before a prefix's end (after a suffix's start) at
-// which derive looks for a token start to count from, nearest first.
-var reaches = [...]int{256, 2048, 16384}
+// which a token start is looked for to count from, nearest first.
+var reaches = [...]int{0, 256, 2048, 16384}
 
 // prefix returns the count of e.p[:l].
 func (e merged) prefix(t *table, l int) (int, bool) {
 	if l == len(e.p) {
 		return len(e.starts), true
 	}
+	i, b, ok := t.rejoin(e.p, e.starts, l-1, l)
+	return i + len(b), ok
+}
+
+// rejoin finds the tokens of p[:end] from tokens known before it: starts[:k]
+// are the tokens of p[:starts[k]] for each k (so are a prefix's tokens, as
+// where a piece's tokens start are, by 1 of pieceMemo), and a token start at or
+// before from, further back at each try, is one that the tokens of p from it to
+// end merged anew (b, from it) keep (2). The tokens of p[:end] are then
+// starts[:i] and b. It fails if none of the starts within 16 KiB of from is.
+func (t *table) rejoin(p string, starts []int32, from, end int) (i int, b []int32, ok bool) {
+	prev := -1
 	for _, d := range reaches {
-		// i: the last token that starts at or before l-d; X: its start.
-		i := sort.Search(len(e.starts), func(k int) bool { return int(e.starts[k]) > l-d }) - 1
+		// i: the last token that starts at or before from-d.
+		i = sort.Search(len(starts), func(k int) bool { return int(starts[k]) > from-d }) - 1
 		if i < 1 {
-			return 0, false // the prefix is short: merging it whole costs little
+			return 0, nil, false // near the start: merging whole costs little
 		}
-		x := int(e.starts[i])
-		b := t.mergeStarts(e.p[x:l])
-		bEnd := l
+		if i == prev {
+			continue
+		}
+		prev = i
+		x := int(starts[i])
+		b = t.mergeStarts(p[x:end])
+		bEnd := end
 		if len(b) > 1 {
 			bEnd = x + int(b[1])
 		}
-		if a := int(e.starts[i-1]); t.keeps(e.p[a:bEnd], x-a) {
-			return i + len(b), true
+		if a := int(starts[i-1]); t.keeps(p[a:bEnd], x-a) {
+			return i, b, true
 		}
 	}
-	return 0, false
+	return 0, nil, false
+}
+
+// chunk is the length of the parts mergeLong merges a long piece in.
+const chunk = 8192
+
+// mergeLong is mergeStarts for a long piece, in parts: the tokens of each next
+// chunk of the piece merged alone are joined to those of the piece before it
+// (rejoin), so that each merge's heap and lists are of a few kilobytes, not of
+// the whole piece (a megabyte merged whole spends most of its time waiting on
+// memory). If a join fails the piece is merged whole.
+func (t *table) mergeLong(p string) []int32 {
+	if len(p) <= 2*chunk {
+		return t.mergeStarts(p)
+	}
+	starts := t.mergeStarts(p[:chunk])
+	for x := chunk; x < len(p); {
+		end := x + chunk
+		if len(p)-end < chunk {
+			end = len(p)
+		}
+		known := append(starts, int32(x)) // p[:x]'s tokens, then where the next starts
+		i, b, ok := t.rejoin(p, known, x, end)
+		if !ok {
+			return t.mergeStarts(p)
+		}
+		xb := known[i]
+		starts = known[:i]
+		for _, st := range b {
+			starts = append(starts, xb+st)
+		}
+		x = end
+	}
+	return starts
 }
 
 // suffix returns the count of e.p[m:], m > 0.
 func (e merged) suffix(t *table, m int) (int, bool) {
+	prev := -1
 	for _, d := range reaches {
-		// i: the first token that starts at or after m+d; Y: its start.
-		i := sort.Search(len(e.starts), func(k int) bool { return int(e.starts[k]) >= m+d })
+		// i: the first token that starts after m+d; Y: its start.
+		i := sort.Search(len(e.starts), func(k int) bool { return int(e.starts[k]) > m+d })
 		if i >= len(e.starts) {
 			return 0, false
 		}
+		if i == prev {
+			continue
+		}
+		prev = i
 		y := int(e.starts[i])
 		a := t.mergeStarts(e.p[m:y])
 		aStart := m + int(a[len(a)-1])

@@ -2,6 +2,7 @@ package bpe
 
 import (
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -153,4 +154,51 @@ func TestCounterWithMemoCountsAsBefore(t *testing.T) {
 			}
 		}
 	}
+}
+
+// mergeLong, which merges a long piece in chunks joined where their tokens meet,
+// finds the tokens merging it whole finds, for every encoding, on pieces of every
+// kind and of lengths around a chunk's multiples.
+func TestMergeLongAsMergingWhole(t *testing.T) {
+	rng := rand.New(rand.NewPCG(37, 41))
+	for _, name := range Encodings() {
+		c, err := New(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range []int{2*chunk + 1, 3*chunk - 1, 5*chunk + 77} {
+			for _, p := range longPieces(rng, n) {
+				got, want := c.t.mergeLong(p), c.t.mergeStarts(p)
+				if !slices.Equal(got, want) {
+					t.Fatalf("%s: %.30q… (%d bytes): merged in chunks to %d tokens, whole to %d", name, p, len(p), len(got), len(want))
+				}
+			}
+		}
+	}
+}
+
+// BenchmarkMergeLongPiece merges a mebibyte of random letters without a space,
+// whole (mergeStarts) and in chunks (mergeLong): what a Counter spends on a long
+// piece it has not seen.
+func BenchmarkMergeLongPiece(b *testing.B) {
+	c, err := New("cl100k_base")
+	if err != nil {
+		b.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(43, 47))
+	p := make([]byte, 1<<20)
+	for i := range p {
+		p[i] = 'a' + byte(rng.IntN(26))
+	}
+	s := string(p)
+	b.Run("whole", func(b *testing.B) {
+		for b.Loop() {
+			c.t.mergeStarts(s)
+		}
+	})
+	b.Run("chunks", func(b *testing.B) {
+		for b.Loop() {
+			c.t.mergeLong(s)
+		}
+	})
 }

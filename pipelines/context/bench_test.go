@@ -87,17 +87,24 @@ func BenchmarkBuild40(b *testing.B) { benchmarkBuild(b, 40) }
 // cl100k_base), into a window of window tokens: the builder counts the input and
 // searches for where to cut it. Each build is of a text it has not seen, so no
 // count of an earlier build is of use to it.
-func benchmarkTruncateLongPiece(b *testing.B, window int) {
+//
+// With again, every build is of the same text, as the decisions after a task's
+// first are: the counter has the text's merges from the build before.
+func benchmarkTruncateLongPiece(b *testing.B, window int, again bool) {
 	tok := &pctx.Cl100k{}
 	bl := pctx.Builder{Tokenizer: tok, Options: pctx.Options{Window: window, ReservedOutput: window / 8}}
 	rng := rand.New(rand.NewPCG(uint64(window), 1))
 	text := make([]byte, 1<<20)
 	b.ReportAllocs()
+	first := true
 	for b.Loop() {
 		b.StopTimer()
 		for i := range text {
-			text[i] = 'a' + byte(rng.IntN(26))
+			if !again || first {
+				text[i] = 'a' + byte(rng.IntN(26))
+			}
 		}
+		first = false
 		items := []pctx.Item{
 			{ID: "system", Kind: pctx.KindSystem, Section: pctx.SectionRole, Text: "You are a careful agent."},
 			{ID: "task", Kind: pctx.KindTask, Section: pctx.SectionTask, Message: msg(messages.RoleUser, string(text)), Pinned: true},
@@ -114,10 +121,18 @@ func benchmarkTruncateLongPiece(b *testing.B, window int) {
 }
 
 // BenchmarkTruncateLongPiece4k cuts the mebibyte piece to a 4k window.
-func BenchmarkTruncateLongPiece4k(b *testing.B) { benchmarkTruncateLongPiece(b, 4000) }
+func BenchmarkTruncateLongPiece4k(b *testing.B) { benchmarkTruncateLongPiece(b, 4000, false) }
 
 // BenchmarkTruncateLongPiece8k cuts the mebibyte piece to an 8k window.
-func BenchmarkTruncateLongPiece8k(b *testing.B) { benchmarkTruncateLongPiece(b, 8000) }
+func BenchmarkTruncateLongPiece8k(b *testing.B) { benchmarkTruncateLongPiece(b, 8000, false) }
 
 // BenchmarkTruncateLongPiece128k cuts the mebibyte piece to a 128k window.
-func BenchmarkTruncateLongPiece128k(b *testing.B) { benchmarkTruncateLongPiece(b, 128000) }
+func BenchmarkTruncateLongPiece128k(b *testing.B) { benchmarkTruncateLongPiece(b, 128000, false) }
+
+// BenchmarkTruncateLongPieceAgain8k is BenchmarkTruncateLongPiece8k's later
+// decisions: the same text each build.
+func BenchmarkTruncateLongPieceAgain8k(b *testing.B) { benchmarkTruncateLongPiece(b, 8000, true) }
+
+// BenchmarkTruncateLongPieceAgain128k is BenchmarkTruncateLongPiece128k's later
+// decisions: the same text each build.
+func BenchmarkTruncateLongPieceAgain128k(b *testing.B) { benchmarkTruncateLongPiece(b, 128000, true) }
