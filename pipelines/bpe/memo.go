@@ -141,14 +141,17 @@ const chunk = 8192
 // (rejoin), so that each merge's heap and lists are of a few kilobytes, not of
 // the whole piece (a megabyte merged whole spends most of its time waiting on
 // memory). If a join fails the piece is merged whole.
-func (t *table) mergeLong(p string) []int32 {
-	if len(p) <= 2*chunk {
+func (t *table) mergeLong(p string) []int32 { return t.mergeInChunks(p, chunk) }
+
+// mergeInChunks is mergeLong in chunks of size bytes.
+func (t *table) mergeInChunks(p string, size int) []int32 {
+	if len(p) <= 2*size {
 		return t.mergeStarts(p)
 	}
-	starts := t.mergeStarts(p[:chunk])
-	for x := chunk; x < len(p); {
-		end := x + chunk
-		if len(p)-end < chunk {
+	starts := t.mergeStarts(p[:size])
+	for x := size; x < len(p); {
+		end := x + size
+		if len(p)-end < size {
 			end = len(p)
 		}
 		known := append(starts, int32(x)) // p[:x]'s tokens, then where the next starts

@@ -169,6 +169,9 @@ func TestMergeLongAsMergingWhole(t *testing.T) {
 		for _, n := range []int{2*chunk + 1, 3*chunk - 1, 5*chunk + 77} {
 			for _, p := range longPieces(rng, n) {
 				got, want := c.t.mergeLong(p), c.t.mergeStarts(p)
+				if small := c.t.mergeInChunks(p[:3000], 40); !slices.Equal(small, c.t.mergeStarts(p[:3000])) {
+					t.Fatalf("%s: %.30q… (3000 bytes) merged in chunks of 40 differs from whole", name, p)
+				}
 				if !slices.Equal(got, want) {
 					t.Fatalf("%s: %.30q… (%d bytes): merged in chunks to %d tokens, whole to %d", name, p, len(p), len(got), len(want))
 				}
@@ -199,6 +202,37 @@ func BenchmarkMergeLongPiece(b *testing.B) {
 	b.Run("chunks", func(b *testing.B) {
 		for b.Loop() {
 			c.t.mergeLong(s)
+		}
+	})
+}
+
+// FuzzDerivedCountsAsMerging holds the counts the memo derives for a prefix and a
+// suffix of any bytes, and their tokens merged in chunks of any size, to merging
+// them whole, in cl100k_base and o200k_base.
+func FuzzDerivedCountsAsMerging(f *testing.F) {
+	var tables []*table
+	for _, name := range []string{"cl100k_base", "o200k_base"} {
+		c, err := New(name)
+		if err != nil {
+			f.Fatal(err)
+		}
+		tables = append(tables, &c.t)
+	}
+	f.Add(strings.Repeat(" ", 700), uint16(319), uint8(20))
+	f.Add(strings.Repeat("a", 900), uint16(450), uint8(3))
+	f.Add(strings.Repeat("abcab", 200), uint16(17), uint8(9))
+	f.Add(strings.Repeat("数据处理", 100), uint16(601), uint8(40))
+	f.Add(strings.Repeat("🙂!=", 120), uint16(5), uint8(1))
+	f.Fuzz(func(t *testing.T, p string, cut uint16, size uint8) {
+		if p == "" || len(p) > 1<<14 {
+			return
+		}
+		for _, tb := range tables {
+			l := 1 + int(cut)%len(p)
+			checkDerived(t, "fuzz", tb, p, []int{l})
+			if got, want := tb.mergeInChunks(p, 1+int(size)), tb.mergeStarts(p); !slices.Equal(got, want) {
+				t.Fatalf("%.30q… (%d bytes) in chunks of %d: %d tokens, whole %d", p, len(p), 1+int(size), len(got), len(want))
+			}
 		}
 	})
 }
