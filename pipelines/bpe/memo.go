@@ -17,9 +17,12 @@ const memoPieces = 4
 
 // pieceMemo holds the merges of the last long pieces counted: each piece and
 // where its tokens start. A piece that is one of them, or a prefix or a suffix of
-// one, is counted from them (derive), exactly.
+// one, is counted from them (merged.prefix, merged.suffix), exactly.
 //
-// Why that is exact. Merging a piece merges, again and again, the adjacent pair
+// Why that is exact. The pieces kept are longer than any token, so their count is
+// their merges' (pieceTokens' rule that a piece which is a token counts one does
+// not apply to them, nor to their prefixes and suffixes counted here). Merging a
+// piece merges, again and again, the adjacent pair
 // of parts of lowest rank, the leftmost among equals; a merge changes only the
 // two parts it joins and the pairs they are in. Let X be a boundary between two
 // parts that no merge of the piece AB (A before X, B after) ever crosses. Then
@@ -43,7 +46,8 @@ const memoPieces = 4
 // token before X with the first of P[X:L] is seen to keep X (2); a suffix the
 // same way round. If it is not kept, X is taken further back; failing that, the
 // prefix is merged whole. TestMemoCountsAsMerging holds this to merging each
-// prefix and suffix whole.
+// prefix and suffix whole. mergeLong joins the chunks of a long piece by the
+// same two steps.
 //
 // The memo keeps a reference to each piece's text (a part of a text a caller
 // counted) and four bytes a token; it never holds more than memoPieces pieces.

@@ -1,9 +1,11 @@
 package bpe
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"unicode/utf8"
 )
@@ -235,4 +237,46 @@ func FuzzDerivedCountsAsMerging(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A Counter's kept merges are shared by the goroutines counting with it: counts
+// of prefixes and suffixes of long pieces from several at once are the counts of
+// merging whole (run with -race).
+func TestCounterWithMemoConcurrently(t *testing.T) {
+	c, err := New("cl100k_base")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(53, 59))
+	pieces := longPieces(rng, 9000)
+	type query struct {
+		text string
+		want int
+	}
+	var queries []query
+	for _, p := range pieces[:6] {
+		for range 4 {
+			cut := rng.IntN(len(p))
+			for _, s := range []string{p, p[:cut], p[cut:]} {
+				queries = append(queries, query{s, countMerged(c, s)})
+			}
+		}
+	}
+	errs := make(chan string, 4*len(queries))
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for k := range queries {
+				q := queries[(k*(g+1))%len(queries)]
+				if got := c.Count(q.text); got != q.want {
+					errs <- fmt.Sprintf("%.30q… (%d bytes): %d, merged whole %d", q.text, len(q.text), got, q.want)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
 }

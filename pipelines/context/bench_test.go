@@ -95,6 +95,7 @@ func benchmarkTruncateLongPiece(b *testing.B, window int, again bool) {
 	bl := pctx.Builder{Tokenizer: tok, Options: pctx.Options{Window: window, ReservedOutput: window / 8}}
 	rng := rand.New(rand.NewPCG(uint64(window), 1))
 	text := make([]byte, 1<<20)
+	tok.Count("load the ranks before the clock starts")
 	b.ReportAllocs()
 	first := true
 	for b.Loop() {
