@@ -3,6 +3,7 @@ package bpe
 import (
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -278,5 +279,34 @@ func TestCounterWithMemoConcurrently(t *testing.T) {
 	close(errs)
 	for e := range errs {
 		t.Error(e)
+	}
+}
+
+// A prefix or a suffix of a long piece counted before is counted from the piece's
+// merges, not merged whole: counting one of a mebibyte's allocates a few
+// kilobytes where merging it would allocate more than twelve bytes a byte.
+func TestCounterCountsPartsOfAKeptPieceFromItsMerges(t *testing.T) {
+	c, err := New("cl100k_base")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(61, 67))
+	b := make([]byte, 1<<20)
+	for i := range b {
+		b[i] = 'a' + byte(rng.IntN(26))
+	}
+	p := string(b)
+	c.Count(p)
+	for _, part := range []string{p[:len(p)/2], p[len(p)/3:], p[:len(p)-1], p[1:]} {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		n := c.Count(part)
+		runtime.ReadMemStats(&after)
+		if n != countMerged(c, part) {
+			t.Fatalf("%d bytes: %d tokens, merged whole %d", len(part), n, countMerged(c, part))
+		}
+		if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 1<<20 {
+			t.Errorf("counting %d bytes of a kept piece allocated %d bytes: merged whole", len(part), alloc)
+		}
 	}
 }
