@@ -46,6 +46,11 @@ func encoding(name string) (file string, next func(s string, i int) int, ok bool
 // takes only valid Unicode text; its byte-level merges of raw invalid bytes would
 // count a text that no request carries.
 //
+// A Counter keeps the merges of the last few long pieces it counted (pieceMemo),
+// so that a prefix or a suffix of one (each try of a search for where to cut a
+// long text) is counted from them with a few hundred bytes merged anew; the
+// counts are the same as merging each piece whole.
+//
 // The zero value counts cl100k_base and is ready to use; a Counter is safe for
 // concurrent use. The ranks are loaded on the first Count (a few hundred
 // milliseconds) and never change after, so a count allocates nothing for a valid
@@ -59,6 +64,7 @@ type Counter struct {
 	once sync.Once
 	t    table
 	err  error
+	memo pieceMemo
 }
 
 // New returns a Counter of an encoding with its ranks loaded, or an error
@@ -82,7 +88,7 @@ func (c *Counter) load() {
 		c.err = fmt.Errorf("bpe: load %s: %w", file, err)
 		return
 	}
-	c.t = table{ranks: ranks, next: next}
+	c.t = table{ranks: ranks, next: next, twoBytes: pairRanks(ranks)}
 	for t := range ranks {
 		c.t.longest = max(c.t.longest, len(t))
 	}
@@ -128,12 +134,27 @@ func (c *Counter) CountWithin(text string, limit int) (int, bool) {
 				return low, false
 			}
 		}
-		if n += c.t.pieceTokens(text[i:j]); n > limit {
+		if n += c.pieceTokens(text[i:j]); n > limit {
 			return n, false
 		}
 		i = j
 	}
 	return n, n <= limit
+}
+
+// pieceTokens is table.pieceTokens, with the merges of long pieces kept
+// (pieceMemo): a piece that is a prefix or a suffix of one counted before (the
+// tries of a search for where to cut a text) is counted from its merges.
+func (c *Counter) pieceTokens(p string) int {
+	if len(p) < memoPiece || len(p) <= c.t.longest || len(p) >= math.MaxInt32 {
+		return c.t.pieceTokens(p)
+	}
+	if n, ok := c.memo.count(&c.t, p); ok {
+		return n
+	}
+	starts := c.t.mergeLong(p)
+	c.memo.add(p, starts)
+	return len(starts)
 }
 
 // replaceInvalid returns s with each byte that is not part of a valid UTF-8

@@ -10,6 +10,23 @@ type table struct {
 	longest int
 	// next returns the end of the piece that starts at i (at least i+1).
 	next func(s string, i int) int
+	// twoBytes holds the rank of each two bytes, a<<8|b, or -1 (pairRanks): the
+	// first pairs of a merge are looked up there rather than in ranks.
+	twoBytes []int32
+}
+
+// pairRanks returns table.twoBytes of ranks.
+func pairRanks(ranks map[string]int) []int32 {
+	out := make([]int32, 1<<16)
+	var b [2]byte
+	for i := range out {
+		b[0], b[1] = byte(i>>8), byte(i)
+		out[i] = -1
+		if r, ok := ranks[string(b[:])]; ok && r < math.MaxInt32 {
+			out[i] = int32(r)
+		}
+	}
+	return out
 }
 
 // longPiece is the length in bytes past which a piece's merges are found with a
@@ -73,10 +90,7 @@ func (t *table) pieceTokens(p string) int {
 	return len(parts) - 1
 }
 
-// longPieceTokens is pieceTokens for a long piece, in O(n log n): the parts form a
-// linked list, and a heap holds each pair's rank keyed by (rank, start), so the
-// pair it gives first is the one the scan would find (lowest rank, leftmost). An
-// entry whose pair changed since is skipped when it comes up.
+// longPieceTokens is pieceTokens for a long piece, in O(n log n) (merge).
 func (t *table) longPieceTokens(p string) int {
 	n := len(p)
 	if n >= math.MaxInt32 {
@@ -87,11 +101,37 @@ func (t *table) longPieceTokens(p string) int {
 			return 1
 		}
 	}
+	_, parts := t.merge(p)
+	return parts
+}
+
+// mergeStarts returns where the tokens of p start, as merge leaves them: the
+// merges alone, without pieceTokens' rule that a piece which is a token is one
+// (which is the same for a piece longer than any token). p is shorter than
+// math.MaxInt32 bytes.
+func (t *table) mergeStarts(p string) []int32 {
+	next, parts := t.merge(p)
+	starts := make([]int32, 0, parts)
+	for i := 0; i < len(p); i = int(next[i]) {
+		starts = append(starts, int32(i))
+	}
+	return starts
+}
+
+// merge runs the byte-pair merges of p (non-empty, shorter than math.MaxInt32
+// bytes) in O(n log n): the parts form a linked list, and a heap holds each
+// pair's rank keyed by (rank, start), so the pair it gives first is the one
+// pieceTokens' scan would find (lowest rank, leftmost). An entry whose pair
+// changed since is skipped when it comes up. It returns the number of parts left
+// and next, where next[i] is the start of the part after the one that starts at
+// i (len(p) after the last), for each part start i.
+func (t *table) merge(p string) (next []int32, parts int) {
+	n := len(p)
 	const none = int32(^uint32(0) >> 1)
 	// Part i starts at byte i; next[i] is the start of the part after it (n: none),
 	// prev[i] the one before (-1: none, -2: merged into the part before); rank[i]
 	// is the rank of part i merged with the next one, or none.
-	next := make([]int32, n)
+	next = make([]int32, n)
 	prev := make([]int32, n)
 	rank := make([]int32, n)
 	rankOf := func(i int) int32 {
@@ -106,6 +146,12 @@ func (t *table) longPieceTokens(p string) int {
 		if end-i > t.longest {
 			return none
 		}
+		if end-i == 2 && t.twoBytes != nil {
+			if r := t.twoBytes[int(p[i])<<8|int(p[i+1])]; r >= 0 {
+				return r
+			}
+			return none
+		}
 		if r, ok := t.ranks[p[i:end]]; ok {
 			return int32(r)
 		}
@@ -118,15 +164,15 @@ func (t *table) longPieceTokens(p string) int {
 	for i := range n {
 		rank[i] = rankOf(i)
 		if rank[i] != none {
-			h = append(h, pair{rank[i], int32(i)})
+			h = append(h, pairOf(rank[i], i))
 		}
 	}
 	h.init()
-	parts := n
+	parts = n
 	for len(h) > 0 {
 		top := h.pop()
-		i := int(top.at)
-		if prev[i] == -2 || rank[i] != top.rank {
+		i := top.at()
+		if prev[i] == -2 || rank[i] != top.rank() {
 			continue // stale: the pair changed since it was pushed
 		}
 		// Merge part i with the next one, j.
@@ -138,28 +184,31 @@ func (t *table) longPieceTokens(p string) int {
 		prev[j], rank[j] = -2, none
 		parts--
 		if rank[i] = rankOf(i); rank[i] != none {
-			h.push(pair{rank[i], int32(i)})
+			h.push(pairOf(rank[i], i))
 		}
 		if k := int(prev[i]); k >= 0 {
 			if rank[k] = rankOf(k); rank[k] != none {
-				h.push(pair{rank[k], int32(k)})
+				h.push(pairOf(rank[k], k))
 			}
 		}
 	}
-	return parts
+	return next, parts
 }
 
-// pair is a heap entry: a part's rank with the next part, and the part's start.
-type pair struct {
-	rank, at int32
-}
+// pair is a heap entry: a part's rank with the next part, and the part's start,
+// in one number that orders pairs by (rank, start).
+type pair uint64
+
+func pairOf(rank int32, at int) pair { return pair(uint64(rank)<<32 | uint64(uint32(at))) }
+
+func (p pair) rank() int32 { return int32(p >> 32) }
+
+func (p pair) at() int { return int(uint32(p)) }
 
 // pairHeap is a min-heap of pairs by (rank, at).
 type pairHeap []pair
 
-func (h pairHeap) less(a, b int) bool {
-	return h[a].rank < h[b].rank || h[a].rank == h[b].rank && h[a].at < h[b].at
-}
+func (h pairHeap) less(a, b int) bool { return h[a] < h[b] }
 
 func (h pairHeap) init() {
 	for i := len(h)/2 - 1; i >= 0; i-- {

@@ -2,6 +2,7 @@ package context_test
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/troupe-run/troupe/messages"
@@ -80,3 +81,59 @@ func BenchmarkJoinHistory10k(b *testing.B) {
 
 // BenchmarkBuild40 is a session's usual build: 40 candidates.
 func BenchmarkBuild40(b *testing.B) { benchmarkBuild(b, 40) }
+
+// benchmarkTruncateLongPiece is one decision's context build over a task whose
+// input is a mebibyte of random lowercase letters without a space (one piece of
+// cl100k_base), into a window of window tokens: the builder counts the input and
+// searches for where to cut it. Each build is of a text it has not seen, so no
+// count of an earlier build is of use to it.
+//
+// With again, every build is of the same text, as the decisions after a task's
+// first are: the counter has the text's merges from the build before.
+func benchmarkTruncateLongPiece(b *testing.B, window int, again bool) {
+	tok := &pctx.Cl100k{}
+	bl := pctx.Builder{Tokenizer: tok, Options: pctx.Options{Window: window, ReservedOutput: window / 8}}
+	rng := rand.New(rand.NewPCG(uint64(window), 1))
+	text := make([]byte, 1<<20)
+	tok.Count("load the ranks before the clock starts")
+	b.ReportAllocs()
+	first := true
+	for b.Loop() {
+		b.StopTimer()
+		for i := range text {
+			if !again || first {
+				text[i] = 'a' + byte(rng.IntN(26))
+			}
+		}
+		first = false
+		items := []pctx.Item{
+			{ID: "system", Kind: pctx.KindSystem, Section: pctx.SectionRole, Text: "You are a careful agent."},
+			{ID: "task", Kind: pctx.KindTask, Section: pctx.SectionTask, Message: msg(messages.RoleUser, string(text)), Pinned: true},
+		}
+		b.StartTimer()
+		c, err := bl.Build(items)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if r := c.Report; r.Over > 0 {
+			b.Fatalf("over the budget by %d", r.Over)
+		}
+	}
+}
+
+// BenchmarkTruncateLongPiece4k cuts the mebibyte piece to a 4k window.
+func BenchmarkTruncateLongPiece4k(b *testing.B) { benchmarkTruncateLongPiece(b, 4000, false) }
+
+// BenchmarkTruncateLongPiece8k cuts the mebibyte piece to an 8k window.
+func BenchmarkTruncateLongPiece8k(b *testing.B) { benchmarkTruncateLongPiece(b, 8000, false) }
+
+// BenchmarkTruncateLongPiece128k cuts the mebibyte piece to a 128k window.
+func BenchmarkTruncateLongPiece128k(b *testing.B) { benchmarkTruncateLongPiece(b, 128000, false) }
+
+// BenchmarkTruncateLongPieceAgain8k is BenchmarkTruncateLongPiece8k's later
+// decisions: the same text each build.
+func BenchmarkTruncateLongPieceAgain8k(b *testing.B) { benchmarkTruncateLongPiece(b, 8000, true) }
+
+// BenchmarkTruncateLongPieceAgain128k is BenchmarkTruncateLongPiece128k's later
+// decisions: the same text each build.
+func BenchmarkTruncateLongPieceAgain128k(b *testing.B) { benchmarkTruncateLongPiece(b, 128000, true) }
