@@ -13,6 +13,12 @@ import (
 // findFetchBytes bounds one fetch of FindRecords.
 const findFetchBytes = 1 << 20
 
+// findTopicWait bounds how long FindRecords waits for the cluster to know its
+// topic: a topic that does not exist holds nothing to find (a fresh cluster whose
+// troupe.results no result was published on yet), and waiting for it as for a
+// topic just created held a takeover for as long as its caller allowed.
+const findTopicWait = 2 * time.Second
+
 // FindRecords calls found with the key, the message UUID (HeaderUUID) and the
 // value of each record of topic (the name Publish is given, without Topics.Prefix) whose key is
 // one of keys and whose timestamp is since or later, among the records the topic
@@ -22,7 +28,9 @@ const findFetchBytes = 1 << 20
 // sends it (kafka-go does, for a record given none); a record another producer
 // wrote without a timestamp is not found. It returns an error if the topic
 // or a partition cannot be read before ctx ends, having called found for some of
-// the records maybe: a caller that must not miss one takes that as "unknown".
+// the records maybe: a caller that must not miss one takes that as "unknown". A
+// topic the cluster does not know for findTopicWait holds nothing: found is not
+// called, and the error is nil.
 func (p *Publisher) FindRecords(ctx context.Context, topic string, keys []string, since time.Time, found func(key, uuid string, value []byte)) error {
 	wire, err := p.cfg.Topics.wire(topic)
 	if err != nil {
@@ -31,8 +39,16 @@ func (p *Publisher) FindRecords(ctx context.Context, topic string, keys []string
 	if len(keys) == 0 {
 		return nil
 	}
-	n, err := p.admin.partitions(ctx, wire)
+	tctx, cancel := context.WithTimeout(ctx, findTopicWait)
+	n, err := p.admin.partitions(tctx, wire)
+	cancel()
 	if err != nil {
+		if errors.Is(err, kafkago.UnknownTopicOrPartition) && ctx.Err() == nil {
+			// No such topic, as far as the cluster has told for findTopicWait:
+			// nothing was published on it. Had it been created just now by another
+			// client, what it holds is not found: the caller's "not found".
+			return nil
+		}
 		return err
 	}
 	wanted := map[int]map[string]bool{}

@@ -63,3 +63,25 @@ func TestFindRecordsOfKeysSinceATime(t *testing.T) {
 		t.Errorf("found %q; want %q", got, want)
 	}
 }
+
+// A topic that does not exist holds nothing: FindRecords says so once the cluster
+// has not known it for a while, rather than waiting for it until its context ends
+// (a takeover on a fresh cluster, whose troupe.results nothing was published on
+// yet, waited so for its whole bound).
+func TestFindRecordsOfATopicThatDoesNotExistFindsNothing(t *testing.T) {
+	c := newCluster(t)
+	pub := c.publisher(t, func(cfg *kafka.PublisherConfig) {
+		cfg.Topics.Prefix = uniqueName(t, "absent") + "."
+	})
+	defer pub.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	called := false
+	err := pub.FindRecords(ctx, uniqueName(t, "results"), []string{"a"}, time.Now().Add(-time.Minute), func(string, string, []byte) { called = true })
+	if err != nil || called {
+		t.Fatalf("FindRecords of a topic that does not exist: %v (found something: %v)", err, called)
+	}
+	if ctx.Err() != nil {
+		t.Fatal("FindRecords waited for its context to end")
+	}
+}
