@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -488,12 +489,25 @@ func (m *stoppedAnswering) EscalateFailure(reason any, msg any) {
 // wrapping it wrap the failure's cause too when it is an error.
 var ErrSessionFailed = errors.New("actors: the session failed")
 
-// sessionFailed is ErrSessionFailed for session id, which failed with reason.
+// ErrSessionPanicked marks an ErrSessionFailed whose failure is a bug rather than
+// an error the session met (a log that refused a batch or could not be read): a
+// runtime error (a nil dereference, an index out of range, …) or a panic with a
+// value that is no error. The session's next actor folds the same log and decides
+// the same way, so a retry of the request most likely meets it again.
+var ErrSessionPanicked = errors.New("actors: the session's actor panicked")
+
+// sessionFailed is ErrSessionFailed for session id, which failed with reason; also
+// ErrSessionPanicked when reason is a bug's (ErrSessionPanicked).
 func sessionFailed(id string, reason any, what string) error {
-	if err, ok := reason.(error); ok {
-		return fmt.Errorf("%w: session %s (%s): %w", ErrSessionFailed, id, what, err)
+	err, isErr := reason.(error)
+	var rt runtime.Error
+	if !isErr || errors.As(err, &rt) {
+		if isErr {
+			return fmt.Errorf("%w (%w): session %s (%s): %w", ErrSessionFailed, ErrSessionPanicked, id, what, err)
+		}
+		return fmt.Errorf("%w (%w): session %s (%s): %v", ErrSessionFailed, ErrSessionPanicked, id, what, reason)
 	}
-	return fmt.Errorf("%w: session %s (%s): %v", ErrSessionFailed, id, what, reason)
+	return fmt.Errorf("%w: session %s (%s): %w", ErrSessionFailed, id, what, err)
 }
 
 // answerRequest answers a request a session actor will never handle with why:

@@ -673,6 +673,9 @@ func (c Config) defaultAgent(chainOpts ...tools.ChainOption) (actors.Agent, *too
 // Node is one running Troupe node.
 type Node struct {
 	cfg Config
+	// panics counts the task messages whose session's actor panicked on them
+	// (handleTask).
+	panics panicCounts
 	// started is when New made the node (Config.Clock): a task record written
 	// after it was never read by an earlier version of this node
 	// (recordedUnderCoordinates).
@@ -975,6 +978,18 @@ func (n *Node) handleTask(msg *message.Message) error {
 	res, err := n.system.Root.RequestFuture(n.host, &actors.SubmitTask{Envelope: env}, n.cfg.SubmitTimeout).Result()
 	if err != nil {
 		return fmt.Errorf("task %s for session %s: %w", env.ID, env.SessionID, err) // retried
+	}
+	if err, ok := res.(error); ok && errors.Is(err, actors.ErrSessionPanicked) {
+		if n.panics.again(msg.UUID) >= panicsBeforePoison {
+			// A bug the session's actor meets on this task every time (its next
+			// actor folds the same log and decides the same way): retried, it would
+			// hold the session's later messages, and its partition, for good.
+			n.panics.forget(msg.UUID)
+			return fmt.Errorf("%w: task %s for session %s: the session's actor panicked on it %d times in a row: %w",
+				errPermanent, env.ID, env.SessionID, panicsBeforePoison, err)
+		}
+	} else {
+		n.panics.forget(msg.UUID)
 	}
 	if err, ok := res.(error); ok {
 		if errors.Is(err, actors.ErrNotOwner) || errors.Is(err, actors.ErrSessionFailed) || errors.Is(err, eventlog.ErrFull) {

@@ -109,3 +109,100 @@ func TestAFailedSessionAnswersSessionFailed(t *testing.T) {
 		t.Errorf("the tasks handler returned %v for a task of a failing session; want ErrSessionFailed, retried (not permanent)", err)
 	}
 }
+
+// buggyLog is a SQLite log whose reads and writes of one session panic, as a bug met on some
+// data does (an index out of range): the session's actor panics on each attempt.
+type buggyLog struct {
+	*brokenLog
+	session string
+}
+
+func (l *buggyLog) bug(id string) {
+	if id == l.session {
+		var none []messages.Envelope
+		_ = none[len(id)] // a runtime error, as a bug's
+	}
+}
+
+func (l *buggyLog) Read(ctx context.Context, id string, from uint64) ([]messages.Envelope, error) {
+	l.bug(id)
+	return l.brokenLog.Read(ctx, id, from)
+}
+
+func (l *buggyLog) Claim(ctx context.Context, events []messages.Envelope) error {
+	if len(events) > 0 {
+		l.bug(events[0].SessionID)
+	}
+	return l.brokenLog.Claim(ctx, events)
+}
+
+func (l *buggyLog) Append(ctx context.Context, events []messages.Envelope) error {
+	if len(events) > 0 {
+		l.bug(events[0].SessionID)
+	}
+	return l.brokenLog.Append(ctx, events)
+}
+
+// A task read from the bus whose session's actor panics on it every time goes to
+// the poison topic after panicsBeforePoison attempts in a row, with the panic in its
+// reason, instead of being retried for good (holding the session's later messages
+// and its partition's commits); a session whose log fails with an error, which may
+// pass, is retried however often it fails.
+func TestATaskWhoseSessionPanicsEveryTimeIsPoisoned(t *testing.T) {
+	ctx := context.Background()
+	base, err := sqlite.Open(ctx, sqlite.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = base.Close() })
+	model, err := llm.NewScripted(llm.Script{Name: "scripted", Steps: []llm.ScriptStep{{Content: "done"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := New(ctx, Config{Log: &buggyLog{brokenLog: &brokenLog{Log: base, session: "broken"}, session: "buggy"}, NodeID: "a", Model: model, SubmitTimeout: 20 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop, err := n.Start(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	message := func(session string) *message.Message {
+		env, err := n.ingress.Admit(Task{Input: "go", SessionID: session})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := messages.Marshal(env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg := message.NewMessage(env.ID, b)
+		msg.Metadata.Set(messages.MetaSessionID, env.SessionID)
+		msg.Metadata.Set(messages.MetaType, string(env.Type))
+		return msg
+	}
+	buggy := message("buggy")
+	for i := 1; i <= panicsBeforePoison; i++ {
+		err := n.handleTask(buggy)
+		if !errors.Is(err, actors.ErrSessionPanicked) {
+			t.Fatalf("attempt %d: %v; want ErrSessionPanicked", i, err)
+		}
+		if permanent := errors.Is(err, errPermanent); permanent != (i == panicsBeforePoison) {
+			t.Fatalf("attempt %d: permanent %v: %v", i, permanent, err)
+		}
+		if i == panicsBeforePoison && !strings.Contains(err.Error(), "index out of range") {
+			t.Fatalf("the poisoned task's reason does not name the panic: %v", err)
+		}
+	}
+	broken := message("broken")
+	for i := range 2 * panicsBeforePoison {
+		if err := n.handleTask(broken); !errors.Is(err, actors.ErrSessionFailed) || errors.Is(err, actors.ErrSessionPanicked) || errors.Is(err, errPermanent) {
+			t.Fatalf("attempt %d of a session whose log fails: %v; want ErrSessionFailed, retried", i+1, err)
+		}
+	}
+	// Another session is not held by them.
+	if err := n.handleTask(message("fine")); err != nil {
+		t.Fatalf("a task of another session: %v", err)
+	}
+}
