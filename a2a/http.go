@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -538,6 +539,12 @@ type PushSender struct {
 	logger   *slog.Logger
 	attempts int
 	backoff  time.Duration
+	// endAttempts, endBackoffMax and endTimeout are the retries of a task's end
+	// (a terminal state): a webhook restarting for a minute must not miss it,
+	// while an update of a running task is soon superseded by the next.
+	endAttempts   int
+	endBackoffMax time.Duration
+	endTimeout    time.Duration
 
 	// queues order each task's notifications to each config: one post at a time,
 	// in the order the updates came, so a webhook never sees a task go back (a
@@ -576,13 +583,24 @@ type pushItem struct {
 // maxPushQueues bounds the queues a sender keeps; past it, idle ones are forgotten.
 const maxPushQueues = 10_000
 
+// The retries of a task's end (PushSender): 0.5 s, then doubling up to a minute
+// between attempts (or what a 429 or 503 answer's Retry-After asks, up to as
+// much), 14 attempts, within 10 minutes. An update of a running task is tried 4
+// times, 0.5, 1 and 2 s apart.
+const (
+	pushEndAttempts   = 14
+	pushEndBackoffMax = time.Minute
+	pushEndTimeout    = 10 * time.Minute
+)
+
 // NewPushSender builds a sender with allow as its allow list.
 func NewPushSender(allow []string, logger *slog.Logger) (*PushSender, error) {
 	policy, err := tools.NewAddressPolicy(allow)
 	if err != nil {
 		return nil, fmt.Errorf("a2a: push allow list: %w", err)
 	}
-	s := &PushSender{policy: policy, logger: logger, attempts: 4, backoff: 500 * time.Millisecond}
+	s := &PushSender{policy: policy, logger: logger, attempts: 4, backoff: 500 * time.Millisecond,
+		endAttempts: pushEndAttempts, endBackoffMax: pushEndBackoffMax, endTimeout: pushEndTimeout}
 	tr := &http.Transport{DialContext: s.dial, TLSHandshakeTimeout: 10 * time.Second, ResponseHeaderTimeout: 10 * time.Second}
 	s.client = &http.Client{Timeout: 15 * time.Second, Transport: tr,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
@@ -731,17 +749,36 @@ func (s *PushSender) Send(ctx context.Context, cfg *sdk.PushConfig, body []byte)
 
 // post is Send, also returning the webhook's last answer (0: none).
 func (s *PushSender) post(ctx context.Context, cfg *sdk.PushConfig, body []byte) (status int, err error) {
+	return s.postTries(ctx, cfg, body, s.attempts, 0)
+}
+
+// postTries is post with attempts tries, the back-off doubling up to most (0: no
+// bound) and taking a Retry-After answer up to most.
+func (s *PushSender) postTries(ctx context.Context, cfg *sdk.PushConfig, body []byte, attempts int, most time.Duration) (status int, err error) {
 	var last error
-	wait := s.backoff
-	for i := 0; i < s.attempts; i++ {
+	wait, asked := s.backoff, time.Duration(0)
+	for i := 0; i < attempts; i++ {
 		if i > 0 {
+			pause := max(wait, asked)
+			if most > 0 {
+				pause = min(pause, most)
+			}
+			t := time.NewTimer(pause)
 			select {
 			case <-ctx.Done():
+				t.Stop()
+				if last != nil {
+					return status, fmt.Errorf("%w (then %w)", last, ctx.Err())
+				}
 				return status, ctx.Err()
-			case <-time.After(wait):
+			case <-t.C:
 			}
 			wait *= 2
+			if most > 0 {
+				wait = min(wait, most)
+			}
 		}
+		asked = 0
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, cfg.URL, bytes.NewReader(body))
 		if err != nil {
 			return status, err
@@ -774,6 +811,9 @@ func (s *PushSender) post(ctx context.Context, cfg *sdk.PushConfig, body []byte)
 			return status, nil
 		case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500:
 			last = fmt.Errorf("webhook answered %s", resp.Status)
+			if most > 0 {
+				asked = retryAfter(resp.Header.Get("Retry-After"))
+			}
 		default:
 			return status, fmt.Errorf("webhook answered %s", resp.Status)
 		}
@@ -781,11 +821,30 @@ func (s *PushSender) post(ctx context.Context, cfg *sdk.PushConfig, body []byte)
 	return status, last
 }
 
+// retryAfter reads a Retry-After header given in seconds (0: none, or a date).
+func retryAfter(v string) time.Duration {
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil || n <= 0 {
+		return 0
+	}
+	return time.Duration(min(n, 24*3600)) * time.Second
+}
+
 func (s *PushSender) send(ctx context.Context, it pushItem, task sdk.TaskID) {
 	cfg := it.cfg
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	status, err := s.post(ctx, cfg, it.body)
+	var (
+		status int
+		err    error
+	)
+	if it.state.Terminal() {
+		ctx, cancel := context.WithTimeout(ctx, s.endTimeout)
+		status, err = s.postTries(ctx, cfg, it.body, s.endAttempts, s.endBackoffMax)
+		cancel()
+	} else {
+		ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		status, err = s.post(ctx, cfg, it.body)
+		cancel()
+	}
 	// The end is posted when the webhook took it, or refused it for good: a 4xx
 	// other than 429 comes again however often it is sent.
 	if it.state.Terminal() && s.final != nil && status >= 200 && status < 500 && status != http.StatusTooManyRequests {

@@ -139,3 +139,78 @@ func TestPushSenderPostsATasksUpdatesInOrder(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// A task's end is tried for longer than an update of a running task: a webhook
+// that refuses eight posts in a row (a restart) still gets the end, while a
+// running task's update is given up after four tries (the next update supersedes
+// it). A 429 or 503 answer's Retry-After is waited for.
+func TestPushSenderTriesATasksEndLonger(t *testing.T) {
+	var (
+		mu    sync.Mutex
+		hits  = map[string]int{}
+		times = map[string][]time.Time{}
+		got   []string
+	)
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var task sdk.Task
+		_ = json.NewDecoder(r.Body).Decode(&task)
+		id := string(task.ID)
+		mu.Lock()
+		defer mu.Unlock()
+		hits[id]++
+		times[id] = append(times[id], time.Now())
+		switch {
+		case id == "later" && hits[id] == 1:
+			w.Header().Set("Retry-After", "1")
+			w.WriteHeader(http.StatusTooManyRequests)
+		case id != "later" && hits[id] <= 8:
+			w.WriteHeader(http.StatusServiceUnavailable)
+		default:
+			got = append(got, id+" "+string(task.Status.State))
+		}
+	}))
+	defer hook.Close()
+	s, err := NewPushSender([]string{"127.0.0.1"}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.backoff, s.endBackoffMax = time.Millisecond, 4*time.Second
+	cfg := &sdk.PushConfig{ID: "c", URL: hook.URL}
+	for _, task := range []*sdk.Task{
+		{ID: "running", Status: sdk.TaskStatus{State: sdk.TaskStateWorking}},
+		{ID: "ended", Status: sdk.TaskStatus{State: sdk.TaskStateCompleted}},
+		{ID: "later", Status: sdk.TaskStatus{State: sdk.TaskStateFailed}},
+	} {
+		if err := s.SendPush(context.Background(), cfg, task); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		mu.Lock()
+		done := len(got) == 2 && hits["running"] == 4
+		mu.Unlock()
+		if done {
+			break
+		}
+		if time.Now().After(deadline) {
+			mu.Lock()
+			defer mu.Unlock()
+			t.Fatalf("delivered %q; posts %v", got, hits)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond) // a fifth try of the running task's update would come now
+	mu.Lock()
+	defer mu.Unlock()
+	slices.Sort(got)
+	if !slices.Equal(got, []string{"ended completed", "later failed"}) {
+		t.Fatalf("delivered %q", got)
+	}
+	if hits["running"] != 4 || hits["ended"] != 9 {
+		t.Fatalf("posts %v: want the running task's update tried 4 times, the end until taken (9)", hits)
+	}
+	if gap := times["later"][1].Sub(times["later"][0]); gap < 900*time.Millisecond {
+		t.Fatalf("the post after a Retry-After of 1 s came %s later", gap)
+	}
+}
