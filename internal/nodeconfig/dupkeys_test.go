@@ -30,3 +30,25 @@ func TestConfigWithAKeyTwiceIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A key that names a field only when case is ignored ("Model", "Memory.Tool") is
+// refused, naming the field: encoding/json took it for the field, so that
+// {"model":"a","Model":"b"} ran b, and a reader of the file sees no "model" set.
+func TestConfigWithAMiscasedKeyIsRefused(t *testing.T) {
+	for _, c := range []struct{ file, key, want string }{
+		{`{"Model": "offline"}`, `"Model"`, `"model"`},
+		{`{"model": "offline", "Model": "other"}`, `"Model"`, `"model"`},
+		{"{\n  \"memory\": {\n    \"TOOL\": true\n  }\n}", `"memory.TOOL"`, `"tool"`},
+	} {
+		_, err := loadString(t, c.file)
+		if err == nil || !strings.Contains(err.Error(), c.key+" is not a field; the field is "+c.want) {
+			t.Fatalf("%s: %v", c.file, err)
+		}
+		if c.key == `"memory.TOOL"` && !strings.Contains(err.Error(), "line 3:") {
+			t.Fatalf("%s: %v; want line 3", c.file, err)
+		}
+	}
+	if _, err := loadString(t, `{"model": "offline"}`); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -185,6 +185,11 @@ func Load(path string) (File, error) {
 		// (or a "model" left below an edited one) would drop the first unsaid.
 		return fc, fmt.Errorf("config %s: line %d: %q is given twice: keep one", path, line, key)
 	}
+	if key, want := miscasedKey(b, reflect.TypeFor[File]()); key != "" {
+		// encoding/json takes a key for a field whatever its case.
+		return fc, fmt.Errorf("config %s: line %d: %q is not a field; the field is %q (a key's case matters)",
+			path, keyLine(b, key[strings.LastIndexAny(key, ".]")+1:]), key, want)
+	}
 	if err := fc.Validate(); err != nil {
 		return fc, fmt.Errorf("config %s: %w", path, err)
 	}
