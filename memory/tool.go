@@ -32,6 +32,27 @@ type ToolConfig struct {
 	// RecallAgent limits the recall action to the sessions of this agent; empty
 	// searches every session of the log.
 	RecallAgent string
+	// WritesRefused, when set, is why the actions that write (add, update,
+	// remove, forget, consolidate, clear_all, core_memory_*) change nothing: each
+	// answers an error saying so, and the reads work. The tool's actions and
+	// schemas are the same, so prompts are (a replay fork's memory).
+	WritesRefused string
+}
+
+// ErrWritesRefused is the error of a memory tool's write while its writes are
+// refused (ToolConfig.WritesRefused).
+var ErrWritesRefused = errors.New("memory writes are refused here")
+
+// writes returns fn, or, when the tool's writes are refused, a function that
+// answers ErrWritesRefused with why and changes nothing.
+func writes[A, R any](t *memoryTool, fn func(context.Context, A) (R, error)) func(context.Context, A) (R, error) {
+	if t.cfg.WritesRefused == "" {
+		return fn
+	}
+	return func(context.Context, A) (R, error) {
+		var zero R
+		return zero, fmt.Errorf("%w: %s", ErrWritesRefused, t.cfg.WritesRefused)
+	}
 }
 
 // maxToolName bounds ToolConfig.Name so that its longest expanded tool name,
@@ -254,17 +275,17 @@ func (m *Memories) Toolbox(cfg ToolConfig) (*tools.Toolbox, error) {
 		"Your long-term memory, kept across tasks and sessions, in namespaces (yours is "+cfg.Namespace+") and tiers ("+tiers+"). "+
 			"Search it before asking the user again; add what will matter later; keep the core blocks (always in your context) up to date; "+
 			"recall searches past conversations word for word.",
-		tools.Sub("add", fmt.Sprintf("Adds a memory and returns its id (event ADD), or the id of the memory that already says the same (event NONE). Content of at most %d bytes.", m.cfg.MaxContentBytes), t.add, args, nsEnum),
+		tools.Sub("add", fmt.Sprintf("Adds a memory and returns its id (event ADD), or the id of the memory that already says the same (event NONE). Content of at most %d bytes.", m.cfg.MaxContentBytes), writes(t, t.add), args, nsEnum),
 		tools.Sub("search", "Finds the memories most relevant to a query, best first, with their scores.", t.search, readOnly, nsEnum),
 		tools.Sub("summary", "Shows the core blocks and, per tier, the number of memories and the most important ones.", t.summary, readOnly, nsEnum),
 		tools.Sub("stats", "Counts the memories per tier, the keywords, entities, relations and blocks.", t.stats, readOnly, nsEnum),
-		tools.Sub("update", "Changes a memory's content, importance or metadata (the fields given) and returns it.", t.update, args, nsEnum),
-		tools.Sub("remove", "Removes one memory.", t.remove, nsEnum),
-		tools.Sub("forget", "Forgets memories, with the reason: those given by id, or those (of a tier) older than a time and/or at most so important. Returns their ids.", t.forget, nsEnum),
-		tools.Sub("consolidate", "Runs the memory's maintenance now: forgetting, deduplication, promotion and distillation.", t.consolidate, nsEnum),
-		tools.Sub("clear_all", "Forgets every memory of a tier, or of the namespace (confirm must be true).", t.clearAll, nsEnum),
-		tools.Sub("core_memory_append", "Adds text at the end of a core block (persona, human, …), which is always in your context.", t.coreAppend, nsEnum),
-		tools.Sub("core_memory_replace", "Replaces text in a core block with new text (every occurrence); empty new text deletes it.", t.coreReplace, nsEnum),
+		tools.Sub("update", "Changes a memory's content, importance or metadata (the fields given) and returns it.", writes(t, t.update), args, nsEnum),
+		tools.Sub("remove", "Removes one memory.", writes(t, t.remove), nsEnum),
+		tools.Sub("forget", "Forgets memories, with the reason: those given by id, or those (of a tier) older than a time and/or at most so important. Returns their ids.", writes(t, t.forget), nsEnum),
+		tools.Sub("consolidate", "Runs the memory's maintenance now: forgetting, deduplication, promotion and distillation.", writes(t, t.consolidate), nsEnum),
+		tools.Sub("clear_all", "Forgets every memory of a tier, or of the namespace (confirm must be true).", writes(t, t.clearAll), nsEnum),
+		tools.Sub("core_memory_append", "Adds text at the end of a core block (persona, human, …), which is always in your context.", writes(t, t.coreAppend), nsEnum),
+		tools.Sub("core_memory_replace", "Replaces text in a core block with new text (every occurrence); empty new text deletes it.", writes(t, t.coreReplace), nsEnum),
 		tools.Sub("recall", "Searches past conversations (what the user asked, what was answered, what tools returned) by words and time.", t.recall, readOnly),
 	)
 }

@@ -330,3 +330,43 @@ func ExampleMemories_Toolbox() {
 	// error: true
 	// {"label":"human","value":"Name: Alice","chars":11,"limit":2000}
 }
+
+// With WritesRefused set (a replay fork's memory), every action that writes
+// answers ErrWritesRefused with why and changes nothing, the reads work, and the
+// tool offers the same actions and schemas (so prompts are the same).
+func TestToolWithWritesRefusedChangesNothing(t *testing.T) {
+	f := newWriteFixture(t, nil)
+	open := memoryTool(t, f)
+	if err := call(t, open, "k0", "add", `{"content": "The user's flight leaves on May 3"}`, nil); err != nil {
+		t.Fatal(err)
+	}
+	box, err := f.mem.Toolbox(memory.ToolConfig{Namespace: "agent:planner", Namespaces: []string{"user:alice"}, WritesRefused: "a fork"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := open.Spec(), box.Spec()
+	if a.Description != b.Description || string(a.Parameters) != string(b.Parameters) {
+		t.Fatal("the tool's spec differs with writes refused")
+	}
+	for op, args := range map[string]string{
+		"add":                 `{"content": "Another fact"}`,
+		"update":              `{"id": "m_1", "content": "x"}`,
+		"remove":              `{"id": "m_1"}`,
+		"forget":              `{"ids": ["m_1"], "reason": "x"}`,
+		"consolidate":         `{}`,
+		"clear_all":           `{"confirm": true}`,
+		"core_memory_append":  `{"label": "human", "content": "x"}`,
+		"core_memory_replace": `{"label": "human", "old_content": "x", "new_content": "y"}`,
+	} {
+		err := call(t, box, "k-"+op, op, args, nil)
+		if !errors.Is(err, memory.ErrWritesRefused) || !strings.Contains(err.Error(), "a fork") {
+			t.Errorf("%s: %v; want ErrWritesRefused", op, err)
+		}
+	}
+	var found struct {
+		Results []json.RawMessage `json:"results"`
+	}
+	if err := call(t, box, "k-s", "search", `{"query": "flight"}`, &found); err != nil || len(found.Results) != 1 {
+		t.Fatalf("search with writes refused: %v, %d results", err, len(found.Results))
+	}
+}

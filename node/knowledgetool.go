@@ -31,6 +31,10 @@ type KnowledgeToolConfig struct {
 	Bases []string
 	// ReadOnly leaves the add action out: the agent searches and asks only.
 	ReadOnly bool
+	// AddsRefused, when set, is why the add action changes nothing: it answers an
+	// error saying so. Unlike ReadOnly the action stays offered, with its schema,
+	// so prompts are the same (a replay fork's knowledge bases).
+	AddsRefused string
 }
 
 // Validate reports a configuration the tool cannot work with.
@@ -193,6 +197,9 @@ func (t *ragTool) base(ctx context.Context, name string, write bool) (*knowledge
 }
 
 func (t *ragTool) add(ctx context.Context, a ragAddArgs) (string, error) {
+	if t.cfg.AddsRefused != "" {
+		return "", fmt.Errorf("knowledge base writes are refused here: %s", t.cfg.AddsRefused)
+	}
 	b, err := t.base(ctx, a.KB, true)
 	if err != nil {
 		return "", err

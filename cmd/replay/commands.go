@@ -39,7 +39,15 @@ type agentConfig struct {
 	// secrets are the servers' header values and secret environment values.
 	secrets []string
 	stop    func()
+	// memoryWrites lets a fork write the memory and knowledge bases of the file
+	// (replay fork --memory-writes); without it their writes are refused.
+	memoryWrites bool
 }
+
+// forkWritesRefused is why a fork's memory and knowledge base writes are refused
+// (agentConfig.memoryWrites): they are the log's and the stores' the served node
+// uses, which a fork made to look into a session must not change.
+const forkWritesRefused = "this is a replay fork: it reads the memory and knowledge bases of --config but does not change them (replay fork --memory-writes lets it)"
 
 // loadAgent builds the agent of the node configuration file at path; with no path,
 // the node's default agent (calculator and clock). TROUPE_SKILLS and
@@ -674,6 +682,21 @@ func fork(ctx context.Context, st store, parentID string, at uint64, modelSpec, 
 		return 2
 	}
 	defer closeStores()
+	if !ac.memoryWrites {
+		// The same tools and schemas (so the same prompts), whose writes change
+		// nothing; nothing written after a task, no consolidation.
+		if cfg.MemoryTool != nil {
+			mt := *cfg.MemoryTool
+			mt.WritesRefused = forkWritesRefused
+			cfg.MemoryTool = &mt
+		}
+		if cfg.KnowledgeTool != nil {
+			kt := *cfg.KnowledgeTool
+			kt.AddsRefused = forkWritesRefused
+			cfg.KnowledgeTool = &kt
+		}
+		cfg.MemoryWriteAfterTask, cfg.Consolidation = false, nil
+	}
 	if st.clickhouse != "" {
 		log, err := st.open(ctx, false)
 		if err != nil {

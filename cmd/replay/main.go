@@ -83,7 +83,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		modelFlag, input, newID   string
 		outFile, since, agentFlag string
 		configPath, agentsPath    string
-		full                      bool
+		full, memoryWrites        bool
 	)
 	fs.StringVar(&data, "data", envOr("TROUPE_DATA", ".troupe"), "data directory of the embedded event log")
 	fs.StringVar(&chAddr, "clickhouse", envOr("TROUPE_CLICKHOUSE", ""), "read and write the ClickHouse event log at HOST:PORT instead")
@@ -106,6 +106,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fs.StringVar(&modelFlag, "model", envOr("TROUPE_MODEL", "auto"), "the model that continues the fork (auto, offline, scripted:FILE or PROVIDER[:MODEL])")
 		fs.StringVar(&input, "input", "", "a task to run in the fork after it resumes")
 		fs.StringVar(&newID, "session", "", "the new session's ID (default <parent>-fork-<n>)")
+		fs.BoolVar(&memoryWrites, "memory-writes", false, "let the fork write the memory and knowledge bases of --config (by default its memory and rag tools read them, and their writes answer an error)")
 	case "export":
 		fs.StringVar(&outFile, "out", "", "write to this file instead of standard output")
 	case "stats":
@@ -138,6 +139,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 		defer ac.stop()
+		ac.memoryWrites = memoryWrites
 		if err := ac.connected(); err != nil {
 			fmt.Fprintf(stderr, "warning: %v; its tools join the fork's agent when it connects\n", err)
 		}

@@ -61,3 +61,87 @@ func TestVerifyASessionWithCoreMemory(t *testing.T) {
 		t.Fatalf("verify --config: %d\n%s%s", code, out, errs)
 	}
 }
+
+// memoryAdds counts the memory.added events of the log in dir, in every stream.
+func memoryAdds(t *testing.T, dir string) int {
+	t.Helper()
+	n := 0
+	for _, evs := range readAll(t, dir) {
+		for _, e := range evs {
+			if e.Type == messages.TypeMemoryAdded {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// A fork reads the memory of --config but does not change it: the served node's
+// memory is the log's, and a fork made to look into a session must not write it.
+// Its memory tool offers the same actions (the same prompts), a write answering an
+// error that says why; --memory-writes lets it write.
+func TestForkDoesNotWriteTheMemory(t *testing.T) {
+	dir, files := t.TempDir(), t.TempDir()
+	script := `{"name": "scripted", "steps": [
+  {"tool_calls": [{"id": "c1", "name": "memory", "arguments": "{\"op\": \"add\", \"args\": {\"content\": \"The user likes tea.\"}}"}]},
+  {"content": "noted"}]}`
+	scriptPath, cfgPath := filepath.Join(files, "script.json"), filepath.Join(files, "troupe.json")
+	if err := os.WriteFile(scriptPath, []byte(script), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cfgPath, []byte(`{"memory": {"tool": true}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	model, err := llm.LoadScript(scriptPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	n, err := node.New(ctx, node.Config{DataDir: dir, Model: model, Memory: &memory.Config{},
+		MemoryTool: &memory.ToolConfig{Namespace: "agent:default"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop, err := n.Start(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodetest.Run(t, n, "remembers", "I like tea.")
+	stop()
+	if got := memoryAdds(t, dir); got != 1 {
+		t.Fatalf("the session added %d memories, want 1", got)
+	}
+
+	other := filepath.Join(files, "other.json") // another fact: the same one would be found, not added
+	if err := os.WriteFile(other, []byte(strings.Replace(script, "tea", "coffee", 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := replay(t, "fork", "remembers", "--at", "1", "--session", "fork-read", "--data", dir,
+		"--config", cfgPath, "--model", "scripted:"+other)
+	if code != 0 || !strings.Contains(out, "noted") {
+		t.Fatalf("fork: %d\n%s\n%s", code, out, errs)
+	}
+	if got := memoryAdds(t, dir); got != 1 {
+		t.Fatalf("after the fork the log holds %d memory.added events, want the session's 1", got)
+	}
+	refused := false
+	for _, e := range readAll(t, dir)["fork-read"] {
+		if p, _ := e.Decode(); p != nil {
+			if c, ok := p.(*messages.ToolCallCompleted); ok && strings.Contains(c.Error, "replay fork") {
+				refused = true
+			}
+		}
+	}
+	if !refused {
+		t.Fatal("the fork's memory write was not answered with why it was refused")
+	}
+
+	code, out, errs = replay(t, "fork", "remembers", "--at", "1", "--session", "fork-write", "--data", dir,
+		"--config", cfgPath, "--model", "scripted:"+other, "--memory-writes")
+	if code != 0 || !strings.Contains(out, "noted") {
+		t.Fatalf("fork --memory-writes: %d\n%s\n%s", code, out, errs)
+	}
+	if got := memoryAdds(t, dir); got != 2 {
+		t.Fatalf("after a fork --memory-writes the log holds %d memory.added events, want 2", got)
+	}
+}
