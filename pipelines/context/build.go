@@ -395,11 +395,14 @@ type scratchSpace struct {
 	// bytes around its joins.
 	sent  []int
 	parts []part
-	buf   []byte
+	join  joinScratch
 }
 
 // maxPooledItems bounds the builds whose working memory is kept for the next.
 const maxPooledItems = 1024
+
+// maxPooledBytes bounds the bytes around joins a build's working memory keeps.
+const maxPooledBytes = 1 << 16
 
 var scratchPool = sync.Pool{New: func() any { return new(scratchSpace) }}
 
@@ -443,6 +446,10 @@ func (sp *scratchSpace) release() {
 	clear(sp.cs[:cap(sp.cs)])
 	clear(sp.gs[:cap(sp.gs)])
 	clear(sp.parts[:cap(sp.parts)])
+	if cap(sp.join.buf) > maxPooledBytes {
+		sp.join.buf = nil
+	}
+	clear(sp.join.buf[:cap(sp.join.buf)]) // the bytes around joins are the items' text
 	scratchPool.Put(sp)
 }
 
@@ -843,10 +850,9 @@ func (b Builder) sentTokens(cs []cand, sp *scratchSpace) int {
 				roles = len(parts)
 			}
 		}
-		var with, without int
-		with, sp.buf = tok.countJoined(parts, sp.buf)
+		with, without := tok.countJoined(parts, &sp.join), 0
 		if roles > 0 {
-			without, sp.buf = tok.countJoined(parts[:roles], sp.buf)
+			without = tok.countJoined(parts[:roles], &sp.join)
 		} else if !hasRole {
 			without = -MessageOverhead
 		}
@@ -875,9 +881,7 @@ func (b Builder) sentTokens(cs []cand, sp *scratchSpace) int {
 	if section >= 0 {
 		_, closing := tagsOf(section)
 		parts = append(parts, part{closing, -1})
-		var n int
-		n, sp.buf = tok.countJoined(parts, sp.buf)
-		used += MessageOverhead + n
+		used += MessageOverhead + tok.countJoined(parts, &sp.join)
 	}
 	sp.parts = parts[:0]
 	return used

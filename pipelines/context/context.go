@@ -241,7 +241,8 @@ const (
 	// CallOverhead is the cost of one tool call beyond its name and arguments.
 	CallOverhead = 4
 	// JoinTokens is the cost of the "\n\n" between two items rendered in one
-	// message.
+	// message as the packing estimates it; a Cl100k build then counts the message
+	// as it is sent (Options.AdditiveJoins: as older rules counted it, too).
 	JoinTokens = 1
 )
 

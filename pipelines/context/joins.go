@@ -72,19 +72,20 @@ func lastBreak(s string) int {
 // part's last break and the next part's first (a join, framing and any part
 // without a break among them) are counted together, unless a piece ends at the
 // join itself. So a join costs the count of a few bytes around it, not a count
-// of the parts again. buf is scratch space; it returns it, grown.
-func (c *Cl100k) countJoined(parts []part, buf []byte) (int, []byte) {
+// of the parts again.
+func (c *Cl100k) countJoined(parts []part, sc *joinScratch) int {
 	n := 0
-	win := buf[:0]   // the text since the last piece break, not counted yet
+	// The windows still to count, back to back in buf: window i ends at ends[i],
+	// the open one (the text since the last piece break) starts at start.
+	buf, ends, start := sc.buf[:0], sc.ends[:0], 0
 	prev := rune(-1) // the last rune of the text so far
 	for i, p := range parts {
 		if p.text == "" {
 			continue
 		}
 		first, _ := utf8.DecodeRuneInString(p.text)
-		if len(win) > 0 && pieceBreak(prev, first) {
-			n += c.Count(string(win))
-			win = win[:0]
+		if len(buf) > start && pieceBreak(prev, first) {
+			ends, start = append(ends, len(buf)), len(buf)
 		}
 		prev, _ = utf8.DecodeLastRuneInString(p.text)
 		h := -1
@@ -92,25 +93,42 @@ func (c *Cl100k) countJoined(parts []part, buf []byte) (int, []byte) {
 			h = firstBreak(p.text)
 		}
 		if h < 0 {
-			win = append(win, p.text...)
+			if p.tokens >= 0 {
+				n += p.tokens - c.Count(p.text)
+			}
+			buf = append(buf, p.text...)
 			continue
 		}
 		n += p.tokens
-		if len(win) > 0 { // a piece runs across the join before: the head is counted with it
-			win = append(win, p.text[:h]...)
-			n += c.Count(string(win)) - c.Count(p.text[:h])
-			win = win[:0]
+		if len(buf) > start { // a piece runs across the join before: the head is counted with it
+			buf = append(buf, p.text[:h]...)
+			ends, start = append(ends, len(buf)), len(buf)
+			n -= c.Count(p.text[:h])
 		}
 		if !breakAfter(parts[i+1:], prev) { // a piece may run across the join after: keep the tail
 			t := lastBreak(p.text)
 			n -= c.Count(p.text[t:])
-			win = append(win, p.text[t:]...)
+			buf = append(buf, p.text[t:]...)
 		}
 	}
-	if len(win) > 0 {
-		n += c.Count(string(win))
+	if len(buf) > start {
+		ends = append(ends, len(buf))
 	}
-	return n, win
+	if len(ends) > 0 {
+		text, from := string(buf), 0 // one string for all the windows
+		for _, end := range ends {
+			n += c.Count(text[from:end])
+			from = end
+		}
+	}
+	sc.buf, sc.ends = buf, ends
+	return n
+}
+
+// joinScratch is countJoined's working memory: the windows' bytes and ends.
+type joinScratch struct {
+	buf  []byte
+	ends []int
 }
 
 // breakAfter reports whether a piece ends after last, the last rune of a text
