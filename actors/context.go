@@ -146,7 +146,7 @@ func (e *PromptFitError) Error() string {
 // options returns the builder's options of o.
 func (o ContextOptions) options() pctx.Options {
 	return pctx.Options{Window: o.Window, ReservedOutput: o.ReservedOutput, HistoryTurns: o.Compression.historyTurns(o.HistoryTurns),
-		HeadCut: o.rules == 1}
+		HeadCut: o.rules == 1, AdditiveJoins: o.rules != 0 && o.rules < rulesExactJoins}
 }
 
 // contextTokens counts tokens for every session's context: cl100k_base, exactly as

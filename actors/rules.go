@@ -141,7 +141,17 @@ import (
 //     section of the system prompt is its bounded form (BoundedDisclosure): the
 //     catalog strategy's lines of groups within 16 KiB, each group's tool names
 //     cut to a share of it, where under 1 to 8 every tool of every group was
-//     named (4,000 tools of an MCP server, 128 KB in every request).
+//     named (4,000 tools of an MCP server, 128 KB in every request). And a
+//     prompt may keep other items than 8's: a message of several items (the
+//     system message's core memory and paradigm section, the briefing's notes,
+//     evidence and memories) is counted as it is sent (pipelines/context's
+//     Options.AdditiveJoins off), its lowest-value items dropped until it fits,
+//     where under 1 to 8 each blank line between items
+//     counted one token (pctx.JoinTokens) although cl100k_base merges it with the
+//     white space or punctuation that ends an item: a briefing of 220 chunks of a
+//     document with old line endings (" \r\r\n") was sent some 440 tokens over
+//     its budget, out of the answer's reserve, and items that merged into fewer
+//     tokens left budget unused.
 const ContextRules = 9
 
 // The versions of the rules whose changes the code tests for by name (ContextRules
@@ -205,6 +215,10 @@ const (
 	// rulesSectionWithin is the version whose system prompt takes a disclosure's
 	// bounded section (BoundedDisclosure): older rules took its whole one.
 	rulesSectionWithin = 9
+	// rulesExactJoins is the version whose context builds count a message of
+	// several items as it is sent: older rules counted its joins additively
+	// (pctx.Options.AdditiveJoins).
+	rulesExactJoins = 9
 )
 
 // MinContextRules is the oldest version of the decision rules this build still

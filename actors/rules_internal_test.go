@@ -71,3 +71,18 @@ func TestStampRulesTakesTheDecodedTask(t *testing.T) {
 		}
 	}
 }
+
+// A task under rules 1 to 8 builds its contexts counting the joins of a message of
+// several items additively, as those rules did (pctx.Options.AdditiveJoins); one
+// under today's (0 or ContextRules) counts them as they are sent.
+func TestContextOptionsCountJoinsUnderTheirRules(t *testing.T) {
+	for v := MinContextRules; v <= ContextRules; v++ {
+		a := Agent{Context: ContextOptions{Window: 4000}}.underRules(v)
+		if got, want := a.Context.options().AdditiveJoins, v < rulesExactJoins; got != want {
+			t.Errorf("rules %d: AdditiveJoins %v, want %v", v, got, want)
+		}
+	}
+	if (ContextOptions{}).options().AdditiveJoins {
+		t.Errorf("today's rules count joins additively")
+	}
+}

@@ -3,6 +3,7 @@ package context_test
 import (
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/troupe-run/troupe/messages"
@@ -137,3 +138,62 @@ func BenchmarkTruncateLongPieceAgain8k(b *testing.B) { benchmarkTruncateLongPiec
 // BenchmarkTruncateLongPieceAgain128k is BenchmarkTruncateLongPiece128k's later
 // decisions: the same text each build.
 func BenchmarkTruncateLongPieceAgain128k(b *testing.B) { benchmarkTruncateLongPiece(b, 128000, true) }
+
+// briefingItems returns a session's build with gathered material: a system
+// prompt, a pinned task, 10 turns, 20 document chunks of some 300 tokens (every
+// third with old line endings) and 5 notes, counted already as a session caches
+// them, with cl100k_base.
+func briefingItems(tok *pctx.Cl100k) []pctx.Item {
+	items := []pctx.Item{
+		{ID: "system", Kind: pctx.KindSystem, Section: pctx.SectionRole, Text: "You are a careful agent."},
+		{ID: "task", Kind: pctx.KindTask, Section: pctx.SectionTask, Message: msg(messages.RoleUser, "What does the ledger say about carriers?"), Pinned: true, Pos: 10},
+	}
+	for i := range 10 {
+		items = append(items, pctx.Item{ID: fmt.Sprintf("turn/%d", i), Kind: pctx.KindTurn, Section: pctx.SectionContext, Pos: i, Relevance: 0.5,
+			Message: msg(messages.RoleAssistant, fmt.Sprintf("Turn %d: looked at the ledger's shipments by carrier.", i))})
+	}
+	for i := range 20 {
+		end := ".\n"
+		if i%3 == 0 {
+			end = " \r\r\n"
+		}
+		text := fmt.Sprintf("[ledger.md > carriers %d]\n", i) + strings.Repeat("The ledger lists every shipment by date, carrier and weight; ", 25) + end
+		items = append(items, pctx.Item{ID: fmt.Sprintf("evidence/%d", i), Kind: pctx.KindEvidence, Section: pctx.SectionEvidence, Relevance: float64(20-i) / 20, Pos: 10, Text: text})
+	}
+	for i := range 5 {
+		items = append(items, pctx.Item{ID: fmt.Sprintf("note/%d", i), Kind: pctx.KindNote, Section: pctx.SectionState, Relevance: 0.5, Pos: 10, Text: fmt.Sprintf("Note %d: carriers are listed by weight.", i)})
+	}
+	for i := range items {
+		if items[i].Message != nil {
+			items[i].Tokens = pctx.CountMessage(tok, *items[i].Message)
+		} else {
+			items[i].Tokens = pctx.CountText(tok, items[i].Text)
+		}
+	}
+	return items
+}
+
+func benchmarkBuildBriefing(b *testing.B, window int) {
+	tok := &pctx.Cl100k{}
+	items := briefingItems(tok)
+	bl := pctx.Builder{Tokenizer: tok, Options: pctx.Options{Window: window, ReservedOutput: 500}}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		msgs, _, err := bl.BuildMessages(items)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(msgs) == 0 {
+			b.Fatal("empty context")
+		}
+	}
+}
+
+// BenchmarkBuildBriefing is a session's build with gathered material (40
+// candidates, 20 of them document chunks) that all fit the default window.
+func BenchmarkBuildBriefing(b *testing.B) { benchmarkBuildBriefing(b, pctx.DefaultWindow) }
+
+// BenchmarkBuildBriefing4k is BenchmarkBuildBriefing into a 4k window: half the
+// chunks are left out.
+func BenchmarkBuildBriefing4k(b *testing.B) { benchmarkBuildBriefing(b, 4000) }

@@ -253,6 +253,32 @@ func (b Builder) build(items []Item, ctx *Context) error {
 		}
 	}
 
+	// The messages of several items, counted as they are sent: a join can count
+	// more than JoinTokens. Over budget, drop the lowest-value groups kept.
+	exact := b.exactJoins(o)
+	if exact {
+		p.used = b.sentTokens(cs, sp)
+		for k := len(order) - 1; k >= 0 && p.used > budget; {
+			need, freed := p.used-budget, 0
+			for ; k >= 0 && freed < need; k-- {
+				ms := gs[order[k]].members
+				if j := slices.IndexFunc(ms, func(m int) bool { return !cs[m].out }); j < 0 || !cs[ms[j]].kept {
+					continue
+				}
+				for _, m := range ms {
+					if c := &cs[m]; !c.out {
+						c.kept, c.dropped = false, ReasonBudget
+						freed += c.Tokens
+						if c.place != placeConv {
+							freed += JoinTokens
+						}
+					}
+				}
+			}
+			p.used = b.sentTokens(cs, sp)
+		}
+	}
+
 	// Compress: cut pinned text, lowest value first, while over budget.
 	if p.used > budget && b.Tokenizer != nil {
 		cut := make([]int, 0, 4)
@@ -283,6 +309,9 @@ func (b Builder) build(items []Item, ctx *Context) error {
 					continue
 				}
 				p.used -= before - c.Tokens
+			}
+			if exact {
+				p.used = b.sentTokens(cs, sp)
 			}
 		}
 	}
@@ -362,10 +391,18 @@ type scratchSpace struct {
 	gs   []group
 	flat []int
 	ints []int
+	// sentTokens': the kept items in rendering order, a message's parts, and the
+	// bytes around its joins.
+	sent  []int
+	parts []part
+	join  joinScratch
 }
 
 // maxPooledItems bounds the builds whose working memory is kept for the next.
 const maxPooledItems = 1024
+
+// maxPooledBytes bounds the bytes around joins a build's working memory keeps.
+const maxPooledBytes = 1 << 16
 
 var scratchPool = sync.Pool{New: func() any { return new(scratchSpace) }}
 
@@ -408,6 +445,11 @@ func (sp *scratchSpace) release() {
 	}
 	clear(sp.cs[:cap(sp.cs)])
 	clear(sp.gs[:cap(sp.gs)])
+	clear(sp.parts[:cap(sp.parts)])
+	if cap(sp.join.buf) > maxPooledBytes {
+		sp.join.buf = nil
+	}
+	clear(sp.join.buf[:cap(sp.join.buf)]) // the bytes around joins are the items' text
 	scratchPool.Put(sp)
 }
 
@@ -744,3 +786,115 @@ func (b Builder) truncate(c *cand, target int) bool {
 func reportItem(c *cand) messages.ContextItem {
 	return messages.ContextItem{ID: c.ID, Kind: c.Kind, Tokens: c.Tokens, Score: math.Round(c.score*1000) / 1000, Reason: c.dropped}
 }
+
+// exactJoins reports whether the build counts a message of several items as it
+// is sent (Options.AdditiveJoins): it can with a Cl100k Tokenizer.
+func (b Builder) exactJoins(o Options) bool {
+	_, ok := b.Tokenizer.(*Cl100k)
+	return ok && !o.AdditiveJoins
+}
+
+// sentTokens returns the tokens the kept items take of the budget as Messages
+// sends them: the conversation's messages, the system message's stable State
+// items (what they add to its Role & Policies items, which are outside the
+// budget) and the briefing, each message of several items counted whole
+// (countJoined), each item's count standing for its text.
+func (b Builder) sentTokens(cs []cand, sp *scratchSpace) int {
+	kept := sp.sent[:0]
+	for i := range cs {
+		if cs[i].kept {
+			kept = append(kept, i)
+		}
+	}
+	// The rendering order (Build's structure).
+	slices.SortFunc(kept, func(x, y int) int {
+		if c := cmp.Compare(cs[x].Section, cs[y].Section); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(cs[x].Pos, cs[y].Pos); c != 0 {
+			return c
+		}
+		return cmp.Compare(x, y)
+	})
+	sp.sent = kept
+	tok := b.Tokenizer.(*Cl100k)
+	used := 0
+	stable, hasRole := false, false
+	for _, i := range kept {
+		c := &cs[i]
+		switch {
+		case c.Section == SectionRole:
+			hasRole = true
+		case c.place == placeConv:
+			used += c.Tokens
+		case c.place == placeSystem && c.Text != "":
+			stable = true
+		}
+	}
+	if stable {
+		// What the stable items add to the system message: its count with them
+		// less its count without them (a Role item's count holds the message's
+		// framing, as Build's callers count it; without one, their message adds
+		// it). The system message joins its non-empty texts (System).
+		parts, roles := sp.parts[:0], 0
+		for _, i := range kept {
+			c := &cs[i]
+			if c.place != placeSystem || c.Text == "" {
+				continue
+			}
+			if len(parts) > 0 {
+				parts = append(parts, part{"\n\n", -1})
+			}
+			parts = append(parts, part{c.Text, c.Tokens})
+			if c.Section == SectionRole {
+				roles = len(parts)
+			}
+		}
+		with, without := tok.countJoined(parts, &sp.join), 0
+		if roles > 0 {
+			without = tok.countJoined(parts[:roles], &sp.join)
+		} else if !hasRole {
+			without = -MessageOverhead
+		}
+		used += with - without
+		sp.parts = parts[:0]
+	}
+	parts, section := sp.parts[:0], Section(-1)
+	for _, i := range kept {
+		c := &cs[i]
+		if c.place != placeBriefing {
+			continue
+		}
+		if c.Section != section {
+			if section >= 0 {
+				_, closing := tagsOf(section)
+				parts = append(parts, part{closing, -1}, part{"\n\n", -1})
+			}
+			section = c.Section
+			open, _ := tagsOf(section)
+			parts = append(parts, part{open, -1})
+		} else {
+			parts = append(parts, part{"\n\n", -1})
+		}
+		parts = append(parts, part{c.Text, c.Tokens})
+	}
+	if section >= 0 {
+		_, closing := tagsOf(section)
+		parts = append(parts, part{closing, -1})
+		used += MessageOverhead + tok.countJoined(parts, &sp.join)
+	}
+	sp.parts = parts[:0]
+	return used
+}
+
+// tagsOf is tags without building the strings: from a table.
+func tagsOf(s Section) (open, closing string) { return sectionOpen[s], sectionClose[s] }
+
+// sectionOpen and sectionClose are the sections' tags (constant tables, never
+// written after).
+var sectionOpen, sectionClose = func() (open, closing [numSections]string) {
+	for s := range numSections {
+		open[s], closing[s] = tags(s)
+	}
+	return
+}()

@@ -125,6 +125,17 @@ type Options struct {
 	// version 1, kept so that sessions recorded under it replay as they ran). The
 	// zero value is today's rule.
 	HeadCut bool
+	// AdditiveJoins counts a message of several items (the system message's
+	// stable State items, the briefing) as the sum of its items' counts, JoinTokens
+	// for each blank line between them and its sections' tags counted apart: the
+	// rule before joins were counted (the session's context rules 1 to 8, kept so
+	// that sessions recorded under them replay as they ran). cl100k_base is not
+	// additive across joins (a text ending in " \r\r\n" merges with the "\n\n"
+	// after it), so such a message could count more than the build budgeted. The
+	// zero value is today's rule: with a Cl100k Tokenizer, the build counts such a
+	// message as it is sent, and drops the lowest-value items until it fits (with
+	// another Tokenizer, counts are taken as additive).
+	AdditiveJoins bool
 }
 
 // Defaults of Options.
@@ -230,7 +241,8 @@ const (
 	// CallOverhead is the cost of one tool call beyond its name and arguments.
 	CallOverhead = 4
 	// JoinTokens is the cost of the "\n\n" between two items rendered in one
-	// message.
+	// message as the packing estimates it; a Cl100k build then counts the message
+	// as it is sent (Options.AdditiveJoins: as older rules counted it, too).
 	JoinTokens = 1
 )
 

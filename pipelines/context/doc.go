@@ -16,7 +16,10 @@
 //     groups greedily, best first, into the budget: the window less the reserved
 //     output less the stable prefix (the Role & Policies section). Pinned items (the
 //     task) are never dropped. Of the conversation's turns only the latest
-//     Options.HistoryTurns are candidates.
+//     Options.HistoryTurns are candidates. A message that joins several items (the
+//     system message's stable State items, the briefing) is then counted as it is
+//     sent, with a Cl100k Tokenizer (a join can count more than its parts), and the
+//     lowest-value groups are dropped until it fits (Options.AdditiveJoins).
 //   - Structure orders what is kept into the sections Role & Policies, Task, State,
 //     Evidence, Context and Output, and renders them (Context.Messages for a chat
 //     request, Context.Text for one text).
