@@ -116,7 +116,10 @@
 // the total. A request without a progressToken gets a ping every ProgressInterval
 // instead, related to the call (over Streamable HTTP it travels on the call's
 // response stream), so that a client that reads that stream with a read timeout
-// (the Python SDK: 300 s) sees it live.
+// (the Python SDK: 300 s) sees it live. A client's stream of notifications (the
+// GET) gets an SSE comment when it was silent for StreamKeepAlive, so that a proxy
+// that cuts silent responses (nginx: a minute) does not end it between the
+// server's pings.
 //
 // Over Streamable HTTP, a client whose connection drops resumes its streams
 // (Last-Event-ID; the events are kept in memory, up to 10 MiB); a session's log

@@ -22,6 +22,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/troupe-run/troupe/internal/ssekeepalive"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
 )
@@ -121,6 +122,15 @@ const writePiece = 64 << 10
 
 // DefaultStartGrace is the default of ServerOptions.StartGrace.
 const DefaultStartGrace = 30 * time.Second
+
+// StreamKeepAlive is how long a client's stream of notifications (the GET of
+// Streamable HTTP) stays silent before the server writes an SSE comment
+// (": keep-alive", which clients ignore) on it: well within the read timeout of
+// the proxies in front of servers (nginx's proxy_read_timeout and common load
+// balancers' idle timeouts are a minute), which would otherwise cut a stream with
+// nothing to notify between two of the server's pings. The Python SDK's client
+// gives its stream of notifications up after two cuts in a row.
+const StreamKeepAlive = 15 * time.Second
 
 // sessionPings is how many pings a client may leave unanswered in a row before
 // its session ends: SessionTimeout is this many ping intervals.
@@ -658,7 +668,16 @@ func (s *Server) Handler() http.Handler {
 		// What net/http writes once the handler returns (the end of a chunked
 		// body) gets a deadline too.
 		defer pw.extend()
-		protected.ServeHTTP(pw, r)
+		var sw http.ResponseWriter = pw
+		if r.Method == http.MethodGet {
+			// A stream of notifications with nothing to notify would carry no
+			// byte between the SDK's pings (SessionTimeout/sessionPings, a minute
+			// by default): a proxy that cuts silent responses would end it.
+			var stop func()
+			sw, stop = ssekeepalive.Wrap(pw, StreamKeepAlive)
+			defer stop()
+		}
+		protected.ServeHTTP(sw, r)
 	})
 }
 
