@@ -1,0 +1,59 @@
+//go:build review
+
+package node_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/troupe-run/troupe/eventlog"
+	"github.com/troupe-run/troupe/llm"
+	"github.com/troupe-run/troupe/messages"
+	"github.com/troupe-run/troupe/node"
+	"github.com/troupe-run/troupe/node/nodetest"
+
+	"context"
+)
+
+// delegateCalls is a model step calling delegate n times at once.
+func delegateCalls(n int, agent string) llm.ScriptStep {
+	var s llm.ScriptStep
+	for i := range n {
+		args, _ := json.Marshal(map[string]string{"agent": agent, "task": fmt.Sprintf("part %d", i)})
+		s.ToolCalls = append(s.ToolCalls, messages.ToolCall{ID: fmt.Sprintf("d%d", i), Name: node.DelegateTool, Arguments: string(args)})
+	}
+	return s
+}
+
+// One reply that delegates 40 times starts no more child sessions than a task
+// may: the calls past the bound are error results saying so, and the parent goes on.
+func TestDelegateChildSessionsOfATaskAreBounded(t *testing.T) {
+	const limit = 32 // node.DefaultMaxSubAgents
+	model := newByAgent(t, map[string][]llm.ScriptStep{
+		"lead": {delegateCalls(limit+8, "leaf"), {Content: "gathered"}},
+		"leaf": {{Content: "ok"}},
+	})
+	cfg := subagentsConfig(model)
+	cfg.Agents = append(cfg.Agents, node.NamedAgent{Name: "leaf", SystemPrompt: "You answer."})
+	n := nodetest.Start(t, cfg)
+	events := runAgentTask(t, n, node.Task{Input: "fan out", SessionID: "wide", Agent: "lead"})
+	if ended := payloads[*messages.TaskCompleted](t, events); len(ended) != 1 || ended[0].Output != "gathered" {
+		t.Fatalf("the parent did not go on: %s", typesOf(events))
+	}
+	refused := 0
+	for _, c := range payloads[*messages.ToolCallCompleted](t, events) {
+		if strings.Contains(c.Error, "sub-agent") && strings.Contains(c.Error, "max_subagents") {
+			refused++
+		}
+	}
+	infos, err := n.Log().Sessions(context.Background(), eventlog.Filter{SessionsOnly: true, Prefix: "wide.sub"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(infos) > limit || refused != 8 {
+		t.Errorf("one reply of %d delegate calls started %d child sessions (%d calls refused); want at most %d and 8 refused with a clear error",
+			limit+8, len(infos), refused, limit)
+	}
+}
