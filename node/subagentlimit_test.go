@@ -1,20 +1,18 @@
-//go:build review
-
 package node_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
 
+	"github.com/troupe-run/troupe/actors"
 	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
 	"github.com/troupe-run/troupe/node/nodetest"
-
-	"context"
 )
 
 // delegateCalls is a model step calling delegate n times at once.
@@ -27,15 +25,30 @@ func delegateCalls(n int, agent string) llm.ScriptStep {
 	return s
 }
 
-// One reply that delegates 40 times starts no more child sessions than a task
-// may: the calls past the bound are error results saying so, and the parent goes on.
+// One reply that delegates past the bound starts no more child sessions than a
+// task may (node.DefaultMaxSubAgents, or its agent's max_subagents): the calls past
+// it, in their order, are error results saying so, and the parent goes on; the
+// parent verifies as deterministic.
 func TestDelegateChildSessionsOfATaskAreBounded(t *testing.T) {
-	const limit = 32 // node.DefaultMaxSubAgents
+	for _, c := range []struct {
+		name  string
+		own   int // the lead's MaxSubAgents
+		limit int
+	}{
+		{"default", 0, node.DefaultMaxSubAgents},
+		{"own", 3, 3},
+	} {
+		t.Run(c.name, func(t *testing.T) { testSubAgentsBound(t, c.own, c.limit) })
+	}
+}
+
+func testSubAgentsBound(t *testing.T, own, limit int) {
 	model := newByAgent(t, map[string][]llm.ScriptStep{
 		"lead": {delegateCalls(limit+8, "leaf"), {Content: "gathered"}},
 		"leaf": {{Content: "ok"}},
 	})
 	cfg := subagentsConfig(model)
+	cfg.Agents[0].MaxSubAgents = own
 	cfg.Agents = append(cfg.Agents, node.NamedAgent{Name: "leaf", SystemPrompt: "You answer."})
 	n := nodetest.Start(t, cfg)
 	events := runAgentTask(t, n, node.Task{Input: "fan out", SessionID: "wide", Agent: "lead"})
@@ -44,8 +57,12 @@ func TestDelegateChildSessionsOfATaskAreBounded(t *testing.T) {
 	}
 	refused := 0
 	for _, c := range payloads[*messages.ToolCallCompleted](t, events) {
-		if strings.Contains(c.Error, "sub-agent") && strings.Contains(c.Error, "max_subagents") {
+		if strings.Contains(c.Error, fmt.Sprintf("has started %d sub-agents", limit)) && strings.Contains(c.Error, "max_subagents") {
 			refused++
+			var i int
+			if _, err := fmt.Sscanf(c.CallID, "d%d", &i); err != nil || i < limit {
+				t.Errorf("call %s refused; want only the calls past the first %d", c.CallID, limit)
+			}
 		}
 	}
 	infos, err := n.Log().Sessions(context.Background(), eventlog.Filter{SessionsOnly: true, Prefix: "wide.sub"})
@@ -55,5 +72,12 @@ func TestDelegateChildSessionsOfATaskAreBounded(t *testing.T) {
 	if len(infos) > limit || refused != 8 {
 		t.Errorf("one reply of %d delegate calls started %d child sessions (%d calls refused); want at most %d and 8 refused with a clear error",
 			limit+8, len(infos), refused, limit)
+	}
+	all, err := cfg.AllAgents()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if div, err := actors.VerifyAmong(all, events); err != nil || div != nil {
+		t.Errorf("verify: %+v %v", div, err)
 	}
 }
