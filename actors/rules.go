@@ -141,7 +141,11 @@ import (
 //     section of the system prompt is its bounded form (BoundedDisclosure): the
 //     catalog strategy's lines of groups within 16 KiB, each group's tool names
 //     cut to a share of it, where under 1 to 8 every tool of every group was
-//     named (4,000 tools of an MCP server, 128 KB in every request).
+//     named (4,000 tools of an MCP server, 128 KB in every request). And a team
+//     takes the member its router, a member's HANDOFF line or its judge names
+//     but for case ("Billing" for billing: team.go's memberNamed), where under
+//     1 to 8 the router's choice went to the fallback, the handoff failed the
+//     task (member_failed) and the judge's verdict accepted no one.
 const ContextRules = 9
 
 // The versions of the rules whose changes the code tests for by name (ContextRules
@@ -205,6 +209,10 @@ const (
 	// rulesSectionWithin is the version whose system prompt takes a disclosure's
 	// bounded section (BoundedDisclosure): older rules took its whole one.
 	rulesSectionWithin = 9
+	// rulesMemberCase is the version whose team takes a member named by its
+	// router, a handoff line or a judge's winner but for case ("Billing" for
+	// billing; team.go's memberNamed): older rules took only the exact name.
+	rulesMemberCase = 9
 )
 
 // MinContextRules is the oldest version of the decision rules this build still

@@ -1,5 +1,3 @@
-//go:build review
-
 package node_test
 
 import (
@@ -16,7 +14,8 @@ import (
 // A model names a member as it reads in the team's prompt but for its case
 // ("Math" for math, "HANDOFF: Billing: ..." for billing): the orchestrator routes
 // to that member, not to its fallback, and the handoff goes to it, not failing the
-// task with member_failed. Both sessions verify.
+// task with member_failed (decision rules 9). Both sessions verify; relabelled as
+// rules 8, which took only the exact name, each diverges where it took the member.
 func TestTeamMemberNamedInAnotherCase(t *testing.T) {
 	model := newByAgent(t, map[string][]llm.ScriptStep{
 		"desk":    {{Content: `{"member": "Math", "reason": "the task is arithmetic"}`}},
@@ -48,6 +47,17 @@ func TestTeamMemberNamedInAnotherCase(t *testing.T) {
 		}
 		if div, err := actors.VerifyAmong(all, events); err != nil || div != nil {
 			t.Errorf("verify %s: %+v %v", c.team, div, err)
+		}
+		relabelled := append([]messages.Envelope(nil), events...)
+		task := payloads[*messages.TaskSubmitted](t, relabelled[:1])[0]
+		task.Rules = 8
+		enc, err := messages.NewEnvelope(task)
+		if err != nil {
+			t.Fatal(err)
+		}
+		relabelled[0].Payload = enc.Payload
+		if div, err := actors.VerifyAmong(all, relabelled); err != nil || div == nil {
+			t.Errorf("verify %s relabelled as rules 8: %+v %v; want a divergence (rules 8 took no member in another case)", c.team, div, err)
 		}
 	}
 }
