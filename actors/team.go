@@ -112,6 +112,34 @@ type Team struct {
 	MaxHandoffs int
 }
 
+// HandOvers is the most hand-overs (delegate calls, each a member's child
+// session) one task of the team makes: an orchestrator's first and its
+// re-dispatches (each with its critic's review), a pipeline's stages, a fan-out's
+// branches and aggregator, a debate's proposals and verdicts of every round, a
+// handoff chain's peers.
+func (t Team) HandOvers() int {
+	switch t.Pattern {
+	case TeamOrchestrator:
+		n := 1 + t.Redispatch
+		if t.Check.Critic != "" {
+			n *= 2
+		}
+		return n
+	case TeamPipeline:
+		return len(t.Members)
+	case TeamFanOut:
+		if t.Aggregator != "" {
+			return len(t.Members) + 1
+		}
+		return len(t.Members)
+	case TeamDebate:
+		return cmp.Or(t.Rounds, 2) * (len(t.Members) + 1)
+	case TeamHandoff:
+		return cmp.Or(t.MaxHandoffs, 5) + 1
+	}
+	return 0
+}
+
 // TeamMember is a member of a team, as the team's prompts describe it.
 type TeamMember struct {
 	Name        string

@@ -257,6 +257,10 @@ func (a NamedAgent) validate() error {
 	if err := checkSubAgents(who, a.MaxSubAgents); err != nil {
 		return err
 	}
+	if a.Team != nil && a.MaxSubAgents > 0 && a.MaxSubAgents < a.Team.HandOvers() {
+		return fmt.Errorf("node: %s: max_subagents %d is fewer than the hand-overs its %s pattern may make in a task (%d): raise it, or leave it out",
+			who, a.MaxSubAgents, a.Team.Pattern, a.Team.HandOvers())
+	}
 	return checkStops(who, a.MaxTokens, a.LoopRepeats, a.LoopStaleSteps)
 }
 

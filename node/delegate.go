@@ -373,12 +373,20 @@ func (n *Node) checkSubAgents(events []messages.Envelope, key messages.EffectKey
 }
 
 // maxSubAgents is how many sub-agents a task of agent may start itself: its own
-// bound, else the node's (Config.MaxSubAgents), else DefaultMaxSubAgents.
+// bound, else the node's (Config.MaxSubAgents), else DefaultMaxSubAgents; a team
+// without its own may always make the hand-overs its pattern needs
+// (actors.Team.HandOvers: a debate of many members and rounds).
 func (n *Node) maxSubAgents(agent string) int {
 	def := cmp.Or(n.cfg.MaxSubAgents, DefaultMaxSubAgents)
 	for _, a := range n.cfg.Agents {
-		if a.Name == agent {
-			return cmp.Or(a.MaxSubAgents, def)
+		switch {
+		case a.Name != agent:
+		case a.MaxSubAgents > 0:
+			return a.MaxSubAgents
+		case a.Team != nil:
+			return max(def, a.Team.HandOvers())
+		default:
+			return def
 		}
 	}
 	return def

@@ -81,3 +81,26 @@ func testSubAgentsBound(t *testing.T, own, limit int) {
 		t.Errorf("verify: %+v %v", div, err)
 	}
 }
+
+// A team may always make the hand-overs its pattern needs, whatever the node's
+// bound (a fan-out of three and its aggregator under Config.MaxSubAgents 3); a
+// team's own max_subagents below them is refused when the node is made.
+func TestTeamMakesTheHandOversItsPatternNeeds(t *testing.T) {
+	model := newByAgent(t, map[string][]llm.ScriptStep{
+		"a": {{Content: "A"}}, "b": {{Content: "B"}}, "c": {{Content: "C"}}, "agg": {{Content: "ABC"}},
+	})
+	panel := &actors.Team{Pattern: actors.TeamFanOut, Members: []actors.TeamMember{{Name: "a"}, {Name: "b"}, {Name: "c"}}, Aggregator: "agg"}
+	cfg := node.Config{Model: model, MaxSubAgents: 3, Agents: []node.NamedAgent{
+		{Name: "a", Tools: []string{}}, {Name: "b", Tools: []string{}}, {Name: "c", Tools: []string{}}, {Name: "agg", Tools: []string{}},
+		{Name: "panel", Team: panel},
+	}}
+	n := nodetest.Start(t, cfg)
+	events := runAgentTask(t, n, node.Task{Input: "each of you", SessionID: "fan", Agent: "panel"})
+	if got := payloads[*messages.TaskCompleted](t, events); len(got) != 1 || got[0].Output != "ABC" {
+		t.Fatalf("the team's end: %s", typesOf(events))
+	}
+	cfg.Agents[4].MaxSubAgents = 3
+	if _, err := node.New(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "max_subagents 3 is fewer than the hand-overs its fan_out pattern may make in a task (4)") {
+		t.Errorf("a team bounded below its hand-overs: %v", err)
+	}
+}
