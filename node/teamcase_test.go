@@ -12,9 +12,10 @@ import (
 )
 
 // A model names a member as it reads in the team's prompt but for its case
-// ("Math" for math, "HANDOFF: Billing: ..." for billing): the orchestrator routes
-// to that member, not to its fallback, and the handoff goes to it, not failing the
-// task with member_failed (decision rules 9). Both sessions verify; relabelled as
+// ("Math" for math, "HANDOFF: Billing: ..." for billing, a judge's winner
+// "Billing"): the orchestrator routes to that member, not to its fallback, the
+// handoff goes to it, not failing the task with member_failed, and the debate takes
+// its proposal, not ending with no_verdict (decision rules 9). Both sessions verify; relabelled as
 // rules 8, which took only the exact name, each diverges where it took the member.
 func TestTeamMemberNamedInAnotherCase(t *testing.T) {
 	model := newByAgent(t, map[string][]llm.ScriptStep{
@@ -23,6 +24,7 @@ func TestTeamMemberNamedInAnotherCase(t *testing.T) {
 		"prose":   {{Content: "a poem"}},
 		"triage":  {{Content: "A refund question.\nHANDOFF: Billing: wants a refund"}},
 		"billing": {{Content: "refunded"}},
+		"judge":   {{Content: `{"verdict": "accept", "winner": "Billing", "reason": "it refunds"}`}},
 	})
 	cfg := node.Config{Model: model, Agents: []node.NamedAgent{
 		{Name: "math", Tools: []string{}}, {Name: "prose", Tools: []string{}},
@@ -30,13 +32,16 @@ func TestTeamMemberNamedInAnotherCase(t *testing.T) {
 		{Name: "desk", Team: &actors.Team{Pattern: actors.TeamOrchestrator, Members: []actors.TeamMember{{Name: "math"}, {Name: "prose"}},
 			ModelRouting: true, Fallback: "prose"}},
 		{Name: "line", Team: &actors.Team{Pattern: actors.TeamHandoff, Members: []actors.TeamMember{{Name: "triage"}, {Name: "billing"}}}},
+		{Name: "judge", Tools: []string{}},
+		{Name: "panel", Team: &actors.Team{Pattern: actors.TeamDebate, Members: []actors.TeamMember{{Name: "math"}, {Name: "billing"}}, Judge: "judge", Rounds: 1}},
 	}}
 	n := nodetest.Start(t, cfg)
 	all, err := cfg.AllAgents()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range []struct{ team, want, via string }{{"desk", "144", "work→math"}, {"line", "refunded", "handoff→triage handoff→billing"}} {
+	for _, c := range []struct{ team, want, via string }{{"desk", "144", "work→math"}, {"line", "refunded", "handoff→triage handoff→billing"},
+		{"panel", "refunded", "propose→math propose→billing judge→judge"}} {
 		events := runAgentTask(t, n, node.Task{Input: "What is 12 * 12? I want a refund.", SessionID: "s-" + c.team, Agent: c.team})
 		_, calls := teamChildren(t, events)
 		if got := payloads[*messages.TaskCompleted](t, events); len(got) != 1 || got[0].Output != c.want || strings.Join(calls, " ") != c.via {
