@@ -151,7 +151,10 @@ import (
 //     white space or punctuation that ends an item: a briefing of 220 chunks of a
 //     document with old line endings (" \r\r\n") was sent some 440 tokens over
 //     its budget, out of the answer's reserve, and items that merged into fewer
-//     tokens left budget unused.
+//     tokens left budget unused. And a team takes the member its router, a member's HANDOFF line or its judge names
+//     but for case ("Billing" for billing: team.go's memberNamed), where under
+//     1 to 8 the router's choice went to the fallback, the handoff failed the
+//     task (member_failed) and the judge's verdict accepted no one.
 const ContextRules = 9
 
 // The versions of the rules whose changes the code tests for by name (ContextRules
@@ -219,6 +222,10 @@ const (
 	// several items as it is sent: older rules counted its joins additively
 	// (pctx.Options.AdditiveJoins).
 	rulesExactJoins = 9
+	// rulesMemberCase is the version whose team takes a member named by its
+	// router, a handoff line or a judge's winner but for case ("Billing" for
+	// billing; team.go's memberNamed): older rules took only the exact name.
+	rulesMemberCase = 9
 )
 
 // MinContextRules is the oldest version of the decision rules this build still

@@ -112,6 +112,34 @@ type Team struct {
 	MaxHandoffs int
 }
 
+// HandOvers is the most hand-overs (delegate calls, each a member's child
+// session) one task of the team makes: an orchestrator's first and its
+// re-dispatches (each with its critic's review), a pipeline's stages, a fan-out's
+// branches and aggregator, a debate's proposals and verdicts of every round, a
+// handoff chain's peers.
+func (t Team) HandOvers() int {
+	switch t.Pattern {
+	case TeamOrchestrator:
+		n := 1 + t.Redispatch
+		if t.Check.Critic != "" {
+			n *= 2
+		}
+		return n
+	case TeamPipeline:
+		return len(t.Members)
+	case TeamFanOut:
+		if t.Aggregator != "" {
+			return len(t.Members) + 1
+		}
+		return len(t.Members)
+	case TeamDebate:
+		return cmp.Or(t.Rounds, 2) * (len(t.Members) + 1)
+	case TeamHandoff:
+		return cmp.Or(t.MaxHandoffs, 5) + 1
+	}
+	return 0
+}
+
 // TeamMember is a member of a team, as the team's prompts describe it.
 type TeamMember struct {
 	Name        string
@@ -243,6 +271,26 @@ func (t *team) Name() string { return "team/" + t.cfg.Pattern }
 
 func (t *team) isMember(name string) bool {
 	return slices.ContainsFunc(t.cfg.Members, func(m TeamMember) bool { return m.Name == name })
+}
+
+// memberNamed returns the member a model's answer names as name: the member of
+// that name, or, from rules rulesMemberCase, the one member whose name it is but
+// for case and surrounding white space ("Billing" for billing); ok is false when
+// none is (or, but for case, more than one).
+func (t *team) memberNamed(rules int, name string) (member string, ok bool) {
+	if t.isMember(name) || rules < rulesMemberCase {
+		return name, t.isMember(name)
+	}
+	name = strings.TrimSpace(name)
+	for _, m := range t.cfg.Members {
+		if strings.EqualFold(m.Name, name) {
+			if ok {
+				return name, false
+			}
+			member, ok = m.Name, true
+		}
+	}
+	return cmp.Or(member, name), ok
 }
 
 func (t *team) memberList() string {
@@ -459,12 +507,13 @@ func (r *teamRun) routed(p *messages.ModelResponded, rules int, cause string) {
 		r.dispatch(fb, fmt.Sprintf("the fallback: the model's routing answer is no JSON object with a member (%s): %q", err, cut(oneLine(p.Message.Content), 200)), cause)
 		return
 	}
-	if !r.team.isMember(ans.Member) {
+	member, ok := r.team.memberNamed(rules, ans.Member)
+	if !ok {
 		r.dispatch(fb, fmt.Sprintf("the fallback: the model chose %q, which is not a member (%s); its reason: %s",
 			ans.Member, r.team.memberList(), cut(oneLine(ans.Reason), 200)), cause)
 		return
 	}
-	r.dispatch(ans.Member, "the model's choice: "+cut(oneLine(ans.Reason), 300), cause)
+	r.dispatch(member, "the model's choice: "+cut(oneLine(ans.Reason), 300), cause)
 }
 
 // answered folds the answer of a hand-over: what it adds to the team's state, and
@@ -740,6 +789,7 @@ func (r *teamRun) judged(j *teamWant, cause string) {
 		Reason   string `json:"reason"`
 	}
 	err := firstJSON(j.result, &v)
+	v.Winner, _ = r.team.memberNamed(r.rules, v.Winner)
 	proposals := map[string]*teamWant{}
 	for _, w := range r.wants {
 		if w.purpose == "propose" && w.round == j.round && w.err == "" {
@@ -787,9 +837,10 @@ func (r *teamRun) handedOff(w *teamWant, cause string) {
 		return
 	}
 	to, note := m[1], m[2]
+	to, isMember := r.team.memberNamed(r.rules, to)
 	path := strings.Join(append(slices.Clone(r.chain), to), " → ")
 	switch {
-	case !r.team.isMember(to):
+	case !isMember:
 		r.failWith(messages.ReasonMemberFailed, fmt.Sprintf("%s handed the conversation to %q, which is not a member of the team (%s)", w.member, to, r.team.memberList()), cause)
 	case slices.Contains(r.chain, to):
 		r.failWith(messages.ReasonHandoffCycle, fmt.Sprintf("handoff cycle: %s: %s handed the conversation back to %s, who had it already; the chain ends here", path, w.member, to), cause)

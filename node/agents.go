@@ -132,6 +132,11 @@ type NamedAgent struct {
 	// (Task.MaxCostUSD), at most MaxCostBudget; a team's covers its members', as
 	// MaxTokens does.
 	MaxCostUSD float64
+	// MaxSubAgents bounds the sub-agents (child sessions: its delegate calls, a
+	// team's hand-overs to its members) one of its tasks starts itself, at most
+	// MaxSubAgentsBound; 0: the default agent's (Config.MaxSubAgents, else
+	// DefaultMaxSubAgents). A delegate call past it is an error result.
+	MaxSubAgents int
 	// LoopRepeats and LoopStaleSteps tune its loop detection; actors.LoopOff turns a
 	// check off. A team has none: loop detection judges a model's tool calls, and a
 	// team's hand-overs are its pattern's (its members' own loops have theirs).
@@ -249,7 +254,22 @@ func (a NamedAgent) validate() error {
 	if err := checkCost(who, a.MaxCostUSD); err != nil {
 		return err
 	}
+	if err := checkSubAgents(who, a.MaxSubAgents); err != nil {
+		return err
+	}
+	if a.Team != nil && a.MaxSubAgents > 0 && a.MaxSubAgents < a.Team.HandOvers() {
+		return fmt.Errorf("node: %s: max_subagents %d is fewer than the hand-overs its %s pattern may make in a task (%d): raise it, or leave it out",
+			who, a.MaxSubAgents, a.Team.Pattern, a.Team.HandOvers())
+	}
 	return checkStops(who, a.MaxTokens, a.LoopRepeats, a.LoopStaleSteps)
+}
+
+// checkSubAgents checks the bound of an agent's sub-agents (who names it in the error).
+func checkSubAgents(who string, n int) error {
+	if n < 0 || n > MaxSubAgentsBound {
+		return fmt.Errorf("node: %s: max_subagents must be between 0 (the default, %d) and %d; got %d", who, DefaultMaxSubAgents, MaxSubAgentsBound, n)
+	}
+	return nil
 }
 
 // checkCost checks the cost budget of an agent (who names it in the error).

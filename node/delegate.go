@@ -58,6 +58,14 @@ const (
 	// and in its middle: the lines that close it with directives for the team
 	// (its STATE lines, a HANDOFF line) are kept (cutMemberAnswer).
 	MaxTeamMemberResult = actors.TeamHandOverBytes
+	// DefaultMaxSubAgents is how many sub-agents (child sessions: its delegate
+	// calls, a team's hand-overs) a task may start itself when its agent sets no
+	// bound of its own (NamedAgent.MaxSubAgents, Config.MaxSubAgents): a call past
+	// it is an error result, and no child starts. With MaxDelegationDepth it bounds
+	// the sessions one task can start in all.
+	DefaultMaxSubAgents = 64
+	// MaxSubAgentsBound bounds an agent's own MaxSubAgents.
+	MaxSubAgentsBound = 1000
 	// DelegateTimeout bounds a child's task: its deadline is this long after the
 	// delegate call was first performed, or the parent task's deadline when that
 	// comes first.
@@ -209,6 +217,9 @@ func (n *Node) delegate(ctx context.Context, a delegateArgs) (string, error) {
 		return "", fmt.Errorf("delegate: sub-agents nest at most %d deep, and this session is a sub-agent %d deep: do the task yourself",
 			MaxDelegationDepth, depth-1)
 	}
+	if err := n.checkSubAgents(parentEvents, key, parent.Agent); err != nil {
+		return "", err
+	}
 	childID, taskID := ChildSessionID(key), childTaskID(key)
 	deadline := n.cfg.Clock.Now().Add(DelegateTimeout).UnixMicro()
 	if parent.DeadlineUS > 0 {
@@ -328,6 +339,57 @@ func (n *Node) parentTask(ctx context.Context, key messages.EffectKey) (*message
 		return p.(*messages.TaskSubmitted), events, nil
 	}
 	return nil, nil, fmt.Errorf("delegate: call %s is no tool call of a session's task: a sub-agent is delegated to by an agent, not called directly", key)
+}
+
+// checkSubAgents refuses the delegate call keyed key when the parent's task
+// (agent's) has started as many sub-agents as it may (maxSubAgents): the calls it
+// requested up to this one, in seq order (one reply's together), are counted from
+// the parent's events, so a call performed again decides the same.
+func (n *Node) checkSubAgents(events []messages.Envelope, key messages.EffectKey, agent string) error {
+	limit, task := n.maxSubAgents(agent), ""
+	for _, e := range events {
+		if e.Seq == key.Seq {
+			task = e.CorrelationID
+		}
+	}
+	calls := 0
+	for _, e := range events {
+		if e.Seq > key.Seq || e.CorrelationID != task || e.Type != messages.TypeToolCallRequested {
+			continue
+		}
+		p, err := e.Decode()
+		if err != nil {
+			return fmt.Errorf("delegate: the parent's event %d: %w", e.Seq, err)
+		}
+		if p.(*messages.ToolCallRequested).Tool == DelegateTool {
+			calls++
+		}
+	}
+	if calls > limit {
+		return fmt.Errorf("delegate: this task has started %d sub-agents, the most a task of agent %q may (max_subagents): no sub-agent starts; "+
+			"do the rest yourself, with the answers you have", limit, cmp.Or(agent, "(default)"))
+	}
+	return nil
+}
+
+// maxSubAgents is how many sub-agents a task of agent may start itself: its own
+// bound, else the node's (Config.MaxSubAgents), else DefaultMaxSubAgents; a team
+// without its own may always make the hand-overs its pattern needs
+// (actors.Team.HandOvers: a debate of many members and rounds).
+func (n *Node) maxSubAgents(agent string) int {
+	def := cmp.Or(n.cfg.MaxSubAgents, DefaultMaxSubAgents)
+	for _, a := range n.cfg.Agents {
+		switch {
+		case a.Name != agent:
+		case a.MaxSubAgents > 0:
+			return a.MaxSubAgents
+		case a.Team != nil:
+			return max(def, a.Team.HandOvers())
+		default:
+			return def
+		}
+	}
+	return def
 }
 
 // budgets are a task's token and cost budgets (0: none, its agent's).

@@ -184,6 +184,10 @@ type Config struct {
 	// MaxCostUSD is the default agent's cost budget in US dollars (0: none; a named
 	// agent without its own takes it).
 	MaxCostUSD float64
+	// MaxSubAgents bounds the sub-agents (child sessions) one task of the default
+	// agent starts itself (0: DefaultMaxSubAgents); a named agent without its own
+	// takes it.
+	MaxSubAgents int
 	// Context bounds what the default agent's model calls are sent: the model's
 	// window, the tokens reserved for its answer, the history considered
 	// (actors.ContextOptions; zero fields: the defaults). A named agent takes the
@@ -341,6 +345,9 @@ func (c Config) Validate() error {
 		return err
 	}
 	if err := checkCost("the default agent", c.MaxCostUSD); err != nil {
+		return err
+	}
+	if err := checkSubAgents("the default agent", c.MaxSubAgents); err != nil {
 		return err
 	}
 	if err := c.Context.Validate(); err != nil {

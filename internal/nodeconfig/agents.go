@@ -89,6 +89,8 @@ type DeclaredAgent struct {
 	LoopRepeats    *int    `json:"loop_repeats,omitempty"`
 	LoopStaleSteps *int    `json:"loop_stale_steps,omitempty"`
 	MaxCostUSD     float64 `json:"max_cost_usd,omitempty"`
+	// MaxSubAgents is max_subagents (node.NamedAgent.MaxSubAgents; 0: the node's).
+	MaxSubAgents int `json:"max_subagents,omitempty"`
 	// Context is its context section (context.go); a zero field is the node's.
 	Context ContextFile `json:"context,omitzero"`
 	// MaxRounds, CriticPrompt and CriticModel (a model spec, resolved by
@@ -483,7 +485,7 @@ func parseAgent(path string, k, v *yaml.Node) (DeclaredAgent, error) {
 				}
 				a.Tools, a.toolLines = append(a.Tools, s), append(a.toolLines, t.Line)
 			}
-		case "max_tokens", "loop_repeats", "loop_stale_steps", "max_cost_usd": // stopFieldNames
+		case "max_tokens", "loop_repeats", "loop_stale_steps", "max_cost_usd", "max_subagents": // stopFieldNames
 			err = parseStopField(path, fmt.Sprintf("agent %q", name), &a, fk, fv)
 		case "context":
 			a.contextLine = fk.Line
@@ -837,7 +839,7 @@ func (f AgentsFile) NodeAgents() []node.NamedAgent {
 	for i, a := range f.Agents {
 		na := node.NamedAgent{Name: a.Name, Description: a.Description, SystemPrompt: a.SystemPrompt,
 			Paradigm: a.Paradigm, MaxSteps: a.MaxSteps, Model: a.model, Fallbacks: a.fallbacks, MemoryNamespace: a.Memory, Knowledge: a.Knowledge,
-			MaxTokens: a.MaxTokens, LoopRepeats: loopSetting(a.LoopRepeats), LoopStaleSteps: loopSetting(a.LoopStaleSteps), MaxCostUSD: a.MaxCostUSD,
+			MaxTokens: a.MaxTokens, LoopRepeats: loopSetting(a.LoopRepeats), LoopStaleSteps: loopSetting(a.LoopStaleSteps), MaxCostUSD: a.MaxCostUSD, MaxSubAgents: a.MaxSubAgents,
 			Context: a.Context.Options(), SummaryModel: a.Context.summary,
 			MaxRounds: a.MaxRounds, CriticPrompt: a.CriticPrompt, CriticModel: a.critic, LessonsNamespace: a.LessonsNamespace, Lessons: a.Lessons, Evaluate: a.Evaluate,
 			EvaluatorPrompt: a.EvaluatorPrompt}
@@ -871,7 +873,7 @@ func (f AgentsFile) NodeAgents() []node.NamedAgent {
 	for _, t := range f.Teams {
 		tm := t.Team()
 		out = append(out, node.NamedAgent{Name: t.Name, Description: t.Description, SystemPrompt: t.SystemPrompt, MaxSteps: t.MaxSteps,
-			MaxTokens: t.MaxTokens, MaxCostUSD: t.MaxCostUSD, Context: t.Context.Options(), SummaryModel: t.Context.summary, Team: &tm})
+			MaxTokens: t.MaxTokens, MaxCostUSD: t.MaxCostUSD, MaxSubAgents: t.MaxSubAgents, Context: t.Context.Options(), SummaryModel: t.Context.summary, Team: &tm})
 	}
 	return out
 }

@@ -17,12 +17,13 @@ import (
 //	    loop_repeats: 3        # stop at the 3rd request of the same call; 0: never
 //	    loop_stale_steps: 4    # stop after 4 steps in a row without new results; 0: never
 //	    max_cost_usd: 0.50     # the cost budget of a task that sets none, by the price table
+//	    max_subagents: 16      # the sub-agents (delegate calls) one task may start itself
 //
 // Absent, a field is the node's default: no token budget, loop detection at
 // actors.DefaultLoopRepeats and actors.DefaultLoopStaleSteps.
 
 // stopFieldNames are the agent fields of stop conditions.
-var stopFieldNames = []string{"max_tokens", "loop_repeats", "loop_stale_steps", "max_cost_usd"}
+var stopFieldNames = []string{"max_tokens", "loop_repeats", "loop_stale_steps", "max_cost_usd", "max_subagents"}
 
 // maxLoopSetting bounds loop_repeats and loop_stale_steps.
 const maxLoopSetting = 1000
@@ -47,6 +48,11 @@ func parseStopField(path, who string, a *DeclaredAgent, k, v *yaml.Node) error {
 			return fail(fmt.Sprintf("an integer from 1 to %d (prompt and completion tokens of a task together)", node.MaxTokenBudget))
 		}
 		a.MaxTokens = n
+	case "max_subagents":
+		if !ok || n < 1 || n > node.MaxSubAgentsBound {
+			return fail(fmt.Sprintf("an integer from 1 to %d (the sub-agents one task may start itself; absent: %d)", node.MaxSubAgentsBound, node.DefaultMaxSubAgents))
+		}
+		a.MaxSubAgents = n
 	case "loop_repeats":
 		if !ok || n == 1 || n < 0 || n > maxLoopSetting {
 			return fail(fmt.Sprintf("0 (off) or an integer from 2 to %d: the request of the same call that stops the task", maxLoopSetting))

@@ -1,6 +1,7 @@
 package nodeconfig
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -14,7 +15,7 @@ import (
 // the pattern's settings (the others every team has).
 var (
 	teamFieldNames = []string{"description", "system_prompt", "pattern", "members", "routes", "router", "fallback", "check",
-		"redispatch", "aggregator", "judge", "rounds", "max_handoffs", "max_steps", "max_tokens", "max_cost_usd", "context"}
+		"redispatch", "aggregator", "judge", "rounds", "max_handoffs", "max_steps", "max_tokens", "max_cost_usd", "max_subagents", "context"}
 	// notTeamFields are an agent's fields a team has not, with why.
 	notTeamFields = map[string]string{
 		"loop_repeats":     "loop detection judges a model's tool calls, and a team's hand-overs are its pattern's",
@@ -50,6 +51,7 @@ var (
 //	    context: {window: 32000, history_turns: 40} # its routing calls' (context.go); no evidence, recall, notes
 //	    max_tokens: 20000               # its task's budget, its members' work included (stops.go)
 //	    max_cost_usd: 0.50              # the same, in US dollars
+//	    max_subagents: 100              # the hand-overs one task may make (default node.DefaultMaxSubAgents)
 type DeclaredTeam struct {
 	Name         string   `json:"name"`
 	Description  string   `json:"description,omitempty"`
@@ -75,6 +77,9 @@ type DeclaredTeam struct {
 	// detection nor approvals: its members have theirs.
 	MaxTokens  int     `json:"max_tokens,omitempty"`
 	MaxCostUSD float64 `json:"max_cost_usd,omitempty"`
+	// MaxSubAgents bounds the hand-overs (its members' child sessions) one of its
+	// tasks makes (node.NamedAgent.MaxSubAgents; 0: the node's).
+	MaxSubAgents int `json:"max_subagents,omitempty"`
 	// Context is its context section (context.go), which bounds its own model
 	// calls (an orchestrator's routing, its summaries); a zero field is the
 	// node's. It gathers nothing (its members do): no evidence, recall nor notes.
@@ -207,14 +212,12 @@ func parseTeam(path string, k, v *yaml.Node) (DeclaredTeam, error) {
 			err = num(fv, fk.Value, 1, actors.MaxTeamHandoffs, &t.MaxHandoffs)
 		case "max_steps":
 			err = num(fv, fk.Value, 1, maxMaxSteps, &t.MaxSteps)
-		case "max_tokens", "max_cost_usd":
+		case "max_tokens", "max_cost_usd", "max_subagents":
 			var stops DeclaredAgent
 			if err = parseStopField(path, fmt.Sprintf("team %q", name), &stops, fk, fv); err == nil {
-				if fk.Value == "max_tokens" {
-					t.MaxTokens = stops.MaxTokens
-				} else {
-					t.MaxCostUSD = stops.MaxCostUSD
-				}
+				t.MaxTokens = cmp.Or(stops.MaxTokens, t.MaxTokens)
+				t.MaxCostUSD = cmp.Or(stops.MaxCostUSD, t.MaxCostUSD)
+				t.MaxSubAgents = cmp.Or(stops.MaxSubAgents, t.MaxSubAgents)
 			}
 		case "context":
 			var gatherLine int
