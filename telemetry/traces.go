@@ -3,9 +3,11 @@ package telemetry
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"os"
 	"strings"
 
+	"github.com/troupe-run/troupe/redact"
 	"go.opentelemetry.io/contrib/exporters/autoexport"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -184,4 +186,30 @@ func newResource(ctx context.Context, opts Options) (*resource.Resource, error) 
 		return nil, fmt.Errorf("telemetry: resource: %w", err)
 	}
 	return res, nil
+}
+
+// EnvSecrets returns the secrets the OTEL_* environment gives the exporters, for a
+// redactor to keep out of logs: the values of the headers of
+// OTEL_EXPORTER_OTLP_HEADERS and OTEL_EXPORTER_OTLP_TRACES_HEADERS ("key=value,…",
+// values percent-encoded; with the credential after a scheme, "Basic <base64>"), and
+// the credentials of the OTLP endpoints' URLs. A collector that refuses spans may
+// echo them in its answer, which the exporter's error quotes.
+func EnvSecrets() []string {
+	var out []string
+	for _, k := range []string{"OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS"} {
+		for _, kv := range strings.Split(os.Getenv(k), ",") {
+			_, v, ok := strings.Cut(kv, "=")
+			if v = strings.TrimSpace(v); !ok || v == "" {
+				continue
+			}
+			if dec, err := url.PathUnescape(v); err == nil && dec != v {
+				out = append(out, redact.HeaderSecrets(dec)...)
+			}
+			out = append(out, redact.HeaderSecrets(v)...)
+		}
+	}
+	for _, k := range []string{envOTLPEndpoint, envOTLPTracesEndpt} {
+		out = append(out, redact.URLSecrets(os.Getenv(k))...)
+	}
+	return out
 }

@@ -33,7 +33,9 @@ import (
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
 	"github.com/troupe-run/troupe/redact"
+	"github.com/troupe-run/troupe/telemetry"
 	"github.com/troupe-run/troupe/tools"
+	"go.opentelemetry.io/otel"
 )
 
 func main() {
@@ -541,8 +543,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 	// the node is made (node.Config.Redactor), and those the node obtains at run time
 	// (a reloaded tokens file's, an MCP server's OAuth tokens).
 	secrets := slices.Concat(llmBase.Secrets(nil), nodeconfig.MCPSecrets(fc.MCPServers), nodeconfig.A2ASecrets(fc.A2AAgents), authSecrets(httpCfg.Auth))
-	red := redact.New(secrets...)
+	red := redact.New(append(secrets, telemetry.EnvSecrets()...)...)
 	logger := slog.New(redact.NewHandler(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}), red))
+	// OpenTelemetry reports what fails in the background (a collector down or
+	// refusing the spans, with its answer's body) to its global error handler,
+	// which prints it with the standard log package: through the node's log
+	// instead, redacted, its control characters quoted.
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
+		logger.Warn("traces: the exporter failed: spans may be lost", "err", err)
+	}))
 	if *kafkaAddr != "" && *topicPrefix != "" {
 		// Log lines name topics as the README does (troupe.tasks, troupe.poison); the
 		// prefix on every line says which Kafka topics those are.
