@@ -7,13 +7,14 @@ import (
 	"os"
 	"strings"
 
-	"github.com/troupe-run/troupe/redact"
 	"go.opentelemetry.io/contrib/exporters/autoexport"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/troupe-run/troupe/redact"
 )
 
 // TracerName is the instrumentation scope of Troupe's spans.
@@ -125,6 +126,11 @@ func FromEnv(ctx context.Context, opts Options) (*Traces, error) {
 	if exporter == "" {
 		exporter = "otlp"
 	}
+	if exporter == "otlp" {
+		if err := checkEndpoints(); err != nil {
+			return nil, err
+		}
+	}
 	exp, err := autoexport.NewSpanExporter(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("telemetry: %s: %w", exporterSettings(exporter), err)
@@ -139,6 +145,30 @@ func FromEnv(ctx context.Context, opts Options) (*Traces, error) {
 	}
 	sdk := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
 	return &Traces{provider: sdk, tracer: sdk.Tracer(TracerName), sdk: sdk, exporter: exporter}, nil
+}
+
+// checkEndpoints refuses an OTLP endpoint that is no http or https URL with a
+// host: the exporter would log the parse error with its own logger and send the
+// spans to its default (https://localhost:4318) instead, or to no host (an
+// endpoint without its scheme, "collector:4318", parses as a scheme and no host).
+func checkEndpoints() error {
+	for _, k := range []string{envOTLPEndpoint, envOTLPTracesEndpt} {
+		v := strings.TrimSpace(os.Getenv(k))
+		if v == "" {
+			continue
+		}
+		u, err := url.Parse(v)
+		switch {
+		case err != nil:
+			if i := strings.LastIndex(v, "@"); i >= 0 {
+				v = "…" + v[i:] // what may be a user and a password, unparsed
+			}
+			return fmt.Errorf("telemetry: %s=%q is no URL: want http(s)://HOST:PORT", k, v)
+		case !strings.EqualFold(u.Scheme, "http") && !strings.EqualFold(u.Scheme, "https"), u.Host == "":
+			return fmt.Errorf("telemetry: %s=%q: want an http:// or https:// URL with a host, such as http://localhost:4318", k, redact.URL(v))
+		}
+	}
+	return nil
 }
 
 // exporterSettings names the variables that chose the exporter, with their
