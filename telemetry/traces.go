@@ -221,7 +221,8 @@ func newResource(ctx context.Context, opts Options) (*resource.Resource, error) 
 // EnvSecrets returns the secrets the OTEL_* environment gives the exporters, for a
 // redactor to keep out of logs: the values of the headers of
 // OTEL_EXPORTER_OTLP_HEADERS and OTEL_EXPORTER_OTLP_TRACES_HEADERS ("key=value,…",
-// values percent-encoded; with the credential after a scheme, "Basic <base64>"), and
+// values percent-encoded; with the credential after a scheme, "Basic <base64>"; an
+// entry written "Name: value" too, which the exporter skips and reports), and
 // the credentials of the OTLP endpoints' URLs. A collector that refuses spans may
 // echo them in its answer, which the exporter's error quotes.
 func EnvSecrets() []string {
@@ -229,6 +230,11 @@ func EnvSecrets() []string {
 	for _, k := range []string{"OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS"} {
 		for _, kv := range strings.Split(os.Getenv(k), ",") {
 			_, v, ok := strings.Cut(kv, "=")
+			if !ok {
+				// Written as an HTTP header ("Name: value"): the exporter
+				// skips it, and reports it whole.
+				_, v, ok = strings.Cut(kv, ":")
+			}
 			if v = strings.TrimSpace(v); !ok || v == "" {
 				continue
 			}

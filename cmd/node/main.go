@@ -20,6 +20,7 @@ import (
 	// Zone data in the binary: the clock tool answers for any IANA zone, even in bare containers.
 	_ "time/tzdata"
 
+	"github.com/go-logr/logr"
 	"github.com/troupe-run/troupe/actors"
 	"github.com/troupe-run/troupe/eventlog/clickhouse"
 	"github.com/troupe-run/troupe/eventlog/sqlite"
@@ -549,9 +550,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 	// refusing the spans, with its answer's body) to its global error handler,
 	// which prints it with the standard log package: through the node's log
 	// instead, redacted, its control characters quoted.
+	// Its own logger, which reports a malformed OTEL_* setting with its value (a
+	// header's, a secret), goes there too.
 	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
 		logger.Warn("traces: the exporter failed: spans may be lost", "err", err)
 	}))
+	otel.SetLogger(logr.FromSlogHandler(logger.With("component", "opentelemetry").Handler()))
 	if *kafkaAddr != "" && *topicPrefix != "" {
 		// Log lines name topics as the README does (troupe.tasks, troupe.poison); the
 		// prefix on every line says which Kafka topics those are.
