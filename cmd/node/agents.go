@@ -39,19 +39,23 @@ approval is marked "(approval)".
 
 // agentsCmd runs "node agents ...": args are what follows "agents".
 func agentsCmd(ctx context.Context, args []string, stdout, stderr io.Writer, opt options) int {
+	if len(args) > 0 && helpArg(args[0]) {
+		fmt.Fprint(stdout, agentsUsage)
+		return 0
+	}
 	if len(args) == 0 || args[0] != "list" {
 		fmt.Fprint(stderr, agentsUsage)
 		return 2
 	}
 	fs := flag.NewFlagSet("node agents list", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, agentsUsage) }
+	fs.Usage = func() {} // flagsFailed prints it
 	configPath := fs.String("config", "", "configuration file")
 	agentsPath := fs.String("agents", "", "agents file (YAML)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	pos, err := cliflags.Parse(fs, args[1:])
 	if err != nil {
-		return 2
+		return flagsFailed(err, stdout, stderr, agentsUsage)
 	}
 	if len(pos) != 0 {
 		fmt.Fprint(stderr, agentsUsage)

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -223,6 +224,28 @@ exporter: OTEL_TRACES_EXPORTER=otlp (or console), or OTEL_EXPORTER_OTLP_ENDPOINT
 OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES and OTEL_TRACES_SAMPLER as usual.
 `
 
+// helpArg reports whether arg, in a command's place, asks for its usage.
+func helpArg(arg string) bool {
+	switch arg {
+	case "-h", "-help", "--help", "help":
+		return true
+	}
+	return false
+}
+
+// flagsFailed is the exit code of a command whose flags did not parse (err), after
+// its usage (text): asked for (-h, --help), on stdout, and 0, so that
+// "node serve --help | less" shows it; a bad flag (the flag package has said which
+// on stderr), on stderr, and 2.
+func flagsFailed(err error, stdout, stderr io.Writer, text string) int {
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprint(stdout, text)
+		return 0
+	}
+	fmt.Fprint(stderr, text)
+	return 2
+}
+
 // secretKey is the node's secret key (node.Config.SecretKey): the file of
 // --secret-key-file when the flag is given, else TROUPE_SECRET_KEY's, else the file
 // of TROUPE_SECRET_KEY_FILE or "secret_key_file" (file); none: nil.
@@ -249,6 +272,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return 2
+	}
+	if helpArg(args[0]) {
+		fmt.Fprint(stdout, usage)
+		return 0
 	}
 	cmd := args[0]
 	if cmd == "tools" {
@@ -311,7 +338,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 	}
 	fs := flag.NewFlagSet("node "+cmd, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, usage) }
+	fs.Usage = func() {} // flagsFailed prints it
 	fs.String("config", configPath, "configuration file")
 	data := fs.String("data", or("TROUPE_DATA", fc.Data, ".troupe"), "data directory of the embedded event log")
 	addr := fs.String("http", or("TROUPE_HTTP_ADDR", fc.HTTP, "127.0.0.1:8080"), "HTTP listen address (serve)")
@@ -388,7 +415,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 	verbose := fs.Bool("v", false, "log at debug level")
 	streamFlag := fs.String("stream", or("TROUPE_STREAM", "", "auto"), "print streamed answers (run): auto, on or off")
 	if err := fs.Parse(args[1:]); err != nil {
-		return 2
+		return flagsFailed(err, stdout, stderr, usage)
 	}
 	var streamText bool
 	switch *streamFlag {

@@ -64,7 +64,7 @@ func memoryCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	fs := flag.NewFlagSet("node memory "+sub, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, memoryUsage) }
+	fs.Usage = func() {} // flagsFailed prints it
 	configPath := fs.String("config", "", "configuration file")
 	dataFlag := fs.String("data", "", "data directory of the embedded event log")
 	milvusFlag := fs.String("milvus", "", "Milvus server host:port (TROUPE_MILVUS)")
@@ -79,7 +79,7 @@ func memoryCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	asJSON := fs.Bool("json", false, "print JSON")
 	pos, err := cliflags.Parse(fs, args[1:])
 	if err != nil {
-		return 2
+		return flagsFailed(err, stdout, stderr, memoryUsage)
 	}
 	if want := map[string]string{"add": "the content", "search": "the query", "import": "the file", "history": "the memory ID"}[sub]; want != "" && len(pos) != 1 {
 		fmt.Fprintf(stderr, "error: node memory %s wants %s as its one argument (quote it), got %d arguments\n%s", sub, want, len(pos), memoryUsage)
