@@ -299,6 +299,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 	for i, a := range args[1:] {
 		if v, ok := strings.CutPrefix(a, "--config="); ok {
 			configPath = v
+		} else if v, ok := strings.CutPrefix(a, "-config="); ok {
+			configPath = v
 		} else if (a == "--config" || a == "-config") && i+2 < len(args) {
 			configPath = args[i+2]
 		}
@@ -416,6 +418,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 	streamFlag := fs.String("stream", or("TROUPE_STREAM", "", "auto"), "print streamed answers (run): auto, on or off")
 	if err := fs.Parse(args[1:]); err != nil {
 		return flagsFailed(err, stdout, stderr, usage)
+	}
+	if parsed := fs.Lookup("config").Value.String(); parsed != configPath {
+		// The flags' defaults came from another file than the flag names (or none):
+		// never run without the file given.
+		fmt.Fprintf(stderr, "error: --config %q was not read before the other flags: give it as --config FILE or --config=FILE\n", parsed)
+		return 2
 	}
 	var streamText bool
 	switch *streamFlag {
