@@ -103,10 +103,7 @@ func agentsCmd(ctx context.Context, args []string, stdout, stderr io.Writer, opt
 	// LLM_TIMEOUT), as node run gives them.
 	known := map[string]llm.Model{}
 	nodeSpec := cmp.Or(os.Getenv("TROUPE_MODEL"), fc.Model, "auto")
-	base, err := provider.Load("", nil)
-	if *configPath != "" && len(fc.LLM) > 0 {
-		base, err = provider.Load(*configPath, nil)
-	}
+	base, err := provider.LoadSection(*configPath, fc.LLM, nil) // as read: the file may be a pipe
 	if err == nil && slices.ContainsFunc(file.Agents, func(a nodeconfig.DeclaredAgent) bool {
 		return a.Model == nodeSpec || slices.Contains(a.Fallbacks, nodeSpec)
 	}) {

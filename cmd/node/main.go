@@ -562,13 +562,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 	if cmd == "run" && !*verbose {
 		level = slog.LevelWarn
 	}
-	var llmBase provider.Config
-	if configPath != "" && len(fc.LLM) > 0 {
-		if llmBase, err = provider.Load(configPath, nil); err != nil {
-			fmt.Fprintln(stderr, "error:", err)
-			return 2
-		}
-	} else if llmBase, err = provider.Load("", nil); err != nil {
+	// The file's "llm" section as read above: the file may be a pipe, read once.
+	llmBase, err := provider.LoadSection(configPath, fc.LLM, nil)
+	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)
 		return 2
 	}

@@ -449,12 +449,7 @@ func openCLIMemories(ctx context.Context, fc nodeconfig.File, configPath, data, 
 	if err != nil {
 		return cliMemories{}, nil, err
 	}
-	var llmBase provider.Config
-	if configPath != "" && len(fc.LLM) > 0 {
-		llmBase, err = provider.Load(configPath, nil)
-	} else {
-		llmBase, err = provider.Load("", nil)
-	}
+	llmBase, err := provider.LoadSection(configPath, fc.LLM, nil) // as read: the file may be a pipe
 	if err != nil {
 		_ = closeVectors()
 		return cliMemories{}, nil, err
