@@ -933,6 +933,8 @@ func hintWhenSilent(ctx context.Context, events <-chan messages.Envelope, silenc
 }
 
 func serve(ctx context.Context, cfg node.Config, served mcp.ServedConfig, attach func(*node.Node), addr string, stderr io.Writer) int {
+	hup, stopHUP := notifyHUP()
+	defer stopHUP()
 	// Listen first: a node started by mistake on the address a node serves (on
 	// the same ClickHouse log) fails before New takes the log from it.
 	ln, err := net.Listen("tcp", addr)
@@ -963,10 +965,7 @@ func serve(ctx context.Context, cfg node.Config, served mcp.ServedConfig, attach
 			" can run tasks and read every session; give tokens with --auth-token, TROUPE_AUTH_TOKENS or the configuration's \"auth\"",
 			"http", ln.Addr().String())
 	}
-	if cfg.HTTP.Auth.TokensFile != "" {
-		stopHUP := reloadTokensOnHUP(n, cfg.Logger)
-		defer stopHUP()
-	}
+	defer reloadOnHUP(hup, n, cfg.HTTP.Auth.TokensFile != "", cfg.Logger)()
 	code := 0
 	select {
 	case <-ctx.Done():

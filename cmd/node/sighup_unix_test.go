@@ -1,4 +1,4 @@
-//go:build review && unix
+//go:build unix
 
 package main
 
