@@ -294,6 +294,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 		fmt.Fprint(stderr, usage)
 		return 2
 	}
+	var hup chan os.Signal
+	if cmd == "serve" {
+		// From here on a SIGHUP never ends node serve (notifyHUP).
+		var stopHUP func()
+		hup, stopHUP = notifyHUP()
+		defer stopHUP()
+	}
 	// The configuration file sits below the environment and the flags, so it is read first.
 	configPath := ""
 	for i, a := range args[1:] {
@@ -809,7 +816,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 		if fc.A2A != nil {
 			cfg.A2A = fc.A2A
 		}
-		return serve(ctx, cfg, fc.MCPServer, attach, *addr, stderr)
+		return serve(ctx, cfg, fc.MCPServer, attach, *addr, hup, stderr)
 	}
 }
 
@@ -932,9 +939,7 @@ func hintWhenSilent(ctx context.Context, events <-chan messages.Envelope, silenc
 	return out
 }
 
-func serve(ctx context.Context, cfg node.Config, served mcp.ServedConfig, attach func(*node.Node), addr string, stderr io.Writer) int {
-	hup, stopHUP := notifyHUP()
-	defer stopHUP()
+func serve(ctx context.Context, cfg node.Config, served mcp.ServedConfig, attach func(*node.Node), addr string, hup <-chan os.Signal, stderr io.Writer) int {
 	// Listen first: a node started by mistake on the address a node serves (on
 	// the same ClickHouse log) fails before New takes the log from it.
 	ln, err := net.Listen("tcp", addr)
