@@ -1,5 +1,3 @@
-//go:build review
-
 package nodeconfig
 
 import (
@@ -13,7 +11,7 @@ import (
 // to /dev/zero or /dev/urandom by mistake, a pipe that keeps writing) is refused
 // once it passes maxFile, read no further, instead of filling the memory.
 // maxFile is the bound the loaders keep to (MaxFileSize).
-const maxFile = 32 << 20
+const maxFile = MaxFileSize
 
 func TestConfigReadIsBounded(t *testing.T) {
 	for name, load := range map[string]func(string) error{
