@@ -399,7 +399,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 	nodeID := fs.String("node-id", or("TROUPE_NODE_ID", fc.NodeID, ""), "this node's name in the cluster (with --kafka)")
 	topicsFile := fs.String("topics", or("TROUPE_KAFKA_TOPICS", fc.TopicsFile, ""), "topic layout file, as deploy/kafka/topics.txt (with --kafka)")
 	storedFlag := fs.String("stored-retention", or("TROUPE_STORED_RETENTION", fc.StoredRetention, ""), "how long a message too large for the bus stays stored (with --kafka)")
-	streamUnwatched := fs.Bool("stream-unwatched", os.Getenv("TROUPE_STREAM_UNWATCHED") == "true", "stream every model call, watched or not, so that a client that comes mid-call gets its text so far")
+	streamUnwatched := fs.Bool("stream-unwatched", false, "stream every model call, watched or not, so that a client that comes mid-call gets its text so far")
+	if v := os.Getenv("TROUPE_STREAM_UNWATCHED"); v != "" {
+		// A boolean as the flag's (1, t, true, 0, f, false, …): another is refused.
+		if err := fs.Set("stream-unwatched", v); err != nil {
+			fmt.Fprintf(stderr, "error: TROUPE_STREAM_UNWATCHED=%q: want true or false\n", v)
+			return 2
+		}
+	}
 	idleFlag := fs.String("idle-timeout", or("TROUPE_IDLE_TIMEOUT", fc.IdleTimeout, ""), "passivate a session's actor after this long idle")
 	fs.String("model-timeout", or("TROUPE_MODEL_TIMEOUT", fc.ModelTimeout, ""), "fail a model call that has not answered after this long (default 2m)")
 	fs.String("tool-timeout", or("TROUPE_TOOL_TIMEOUT", fc.ToolTimeout, ""), "fail a tool call that has not answered after this long (default 30s)")
