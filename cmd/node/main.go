@@ -433,9 +433,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 	if err := fs.Parse(args[1:]); err != nil {
 		return flagsFailed(err, stdout, stderr, usage)
 	}
-	if parsed := fs.Lookup("config").Value.String(); parsed != configPath {
+	if parsed := fs.Lookup("config").Value.String(); parsed != configPath && (parsed != "" || !autoLoaded) {
 		// The flags' defaults came from another file than the flag names (or none):
-		// never run without the file given.
+		// never run without the file given. (An empty --config leaves .troupe.json
+		// read, as it always did.)
 		fmt.Fprintf(stderr, "error: --config %q was not read before the other flags: give it as --config FILE or --config=FILE\n", parsed)
 		return 2
 	}
