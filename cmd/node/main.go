@@ -224,6 +224,21 @@ exporter: OTEL_TRACES_EXPORTER=otlp (or console), or OTEL_EXPORTER_OTLP_ENDPOINT
 OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES and OTEL_TRACES_SAMPLER as usual.
 `
 
+// runArgsError says what is wrong with node run's arguments after its flags, args,
+// which are not one task: none, a flag after the task (the flag package stops at
+// the task and leaves it unread), or a task in several arguments.
+func runArgsError(args []string) string {
+	if len(args) == 0 {
+		return `node run has no task: give it as one argument after the flags, node run [flags] "<task>"`
+	}
+	for _, a := range args[1:] {
+		if strings.HasPrefix(a, "-") && len(a) > 1 {
+			return fmt.Sprintf("node run's flags go before the task: %q comes after it", a)
+		}
+	}
+	return fmt.Sprintf(`node run takes one task, in quotes, and got %d arguments after the flags`, len(args))
+}
+
 // helpArg reports whether arg, in a command's place, asks for its usage.
 func helpArg(arg string) bool {
 	switch arg {
@@ -502,6 +517,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 		// The task is checked before anything starts, so that a bad one leaves nothing
 		// behind: no data directory, no session ID printed for a session that never runs.
 		if fs.NArg() != 1 {
+			fmt.Fprintln(stderr, "error:", runArgsError(fs.Args()))
 			fmt.Fprint(stderr, usage)
 			return 2
 		}
