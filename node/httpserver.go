@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"sync"
@@ -138,6 +139,9 @@ func (n *Node) HTTPServer() *HTTPServer {
 		ReadTimeout:       cfg.ReadTimeout,
 		WriteTimeout:      cfg.WriteTimeout,
 		IdleTimeout:       cfg.IdleTimeout,
+		// What net/http reports itself (a handler's panic, an accept error it
+		// retries) goes to the node's log, redacted, one record per report.
+		ErrorLog: slog.NewLogLogger(n.cfg.Logger.With("component", "http").Handler(), slog.LevelError),
 	}
 	// Live streams never end on their own: end them when shutdown begins.
 	srv.RegisterOnShutdown(n.CloseStreams)

@@ -3,6 +3,7 @@ package telemetry
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"os"
 	"strings"
 
@@ -12,6 +13,8 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/troupe-run/troupe/redact"
 )
 
 // TracerName is the instrumentation scope of Troupe's spans.
@@ -123,6 +126,11 @@ func FromEnv(ctx context.Context, opts Options) (*Traces, error) {
 	if exporter == "" {
 		exporter = "otlp"
 	}
+	if exporter == "otlp" {
+		if err := checkEndpoints(); err != nil {
+			return nil, err
+		}
+	}
 	exp, err := autoexport.NewSpanExporter(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("telemetry: %s: %w", exporterSettings(exporter), err)
@@ -137,6 +145,30 @@ func FromEnv(ctx context.Context, opts Options) (*Traces, error) {
 	}
 	sdk := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
 	return &Traces{provider: sdk, tracer: sdk.Tracer(TracerName), sdk: sdk, exporter: exporter}, nil
+}
+
+// checkEndpoints refuses an OTLP endpoint that is no http or https URL with a
+// host: the exporter would log the parse error with its own logger and send the
+// spans to its default (https://localhost:4318) instead, or to no host (an
+// endpoint without its scheme, "collector:4318", parses as a scheme and no host).
+func checkEndpoints() error {
+	for _, k := range []string{envOTLPEndpoint, envOTLPTracesEndpt} {
+		v := strings.TrimSpace(os.Getenv(k))
+		if v == "" {
+			continue
+		}
+		u, err := url.Parse(v)
+		switch {
+		case err != nil:
+			if i := strings.LastIndex(v, "@"); i >= 0 {
+				v = "…" + v[i:] // what may be a user and a password, unparsed
+			}
+			return fmt.Errorf("telemetry: %s=%q is no URL: want http(s)://HOST:PORT", k, v)
+		case !strings.EqualFold(u.Scheme, "http") && !strings.EqualFold(u.Scheme, "https"), u.Host == "":
+			return fmt.Errorf("telemetry: %s=%q: want an http:// or https:// URL with a host, such as http://localhost:4318", k, redact.URL(v))
+		}
+	}
+	return nil
 }
 
 // exporterSettings names the variables that chose the exporter, with their
@@ -184,4 +216,36 @@ func newResource(ctx context.Context, opts Options) (*resource.Resource, error) 
 		return nil, fmt.Errorf("telemetry: resource: %w", err)
 	}
 	return res, nil
+}
+
+// EnvSecrets returns the secrets the OTEL_* environment gives the exporters, for a
+// redactor to keep out of logs: the values of the headers of
+// OTEL_EXPORTER_OTLP_HEADERS and OTEL_EXPORTER_OTLP_TRACES_HEADERS ("key=value,…",
+// values percent-encoded; with the credential after a scheme, "Basic <base64>"; an
+// entry written "Name: value" too, which the exporter skips and reports), and
+// the credentials of the OTLP endpoints' URLs. A collector that refuses spans may
+// echo them in its answer, which the exporter's error quotes.
+func EnvSecrets() []string {
+	var out []string
+	for _, k := range []string{"OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS"} {
+		for _, kv := range strings.Split(os.Getenv(k), ",") {
+			_, v, ok := strings.Cut(kv, "=")
+			if !ok {
+				// Written as an HTTP header ("Name: value"): the exporter
+				// skips it, and reports it whole.
+				_, v, ok = strings.Cut(kv, ":")
+			}
+			if v = strings.TrimSpace(v); !ok || v == "" {
+				continue
+			}
+			if dec, err := url.PathUnescape(v); err == nil && dec != v {
+				out = append(out, redact.HeaderSecrets(dec)...)
+			}
+			out = append(out, redact.HeaderSecrets(v)...)
+		}
+	}
+	for _, k := range []string{envOTLPEndpoint, envOTLPTracesEndpt} {
+		out = append(out, redact.URLSecrets(os.Getenv(k))...)
+	}
+	return out
 }

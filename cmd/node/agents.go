@@ -39,19 +39,23 @@ approval is marked "(approval)".
 
 // agentsCmd runs "node agents ...": args are what follows "agents".
 func agentsCmd(ctx context.Context, args []string, stdout, stderr io.Writer, opt options) int {
+	if len(args) > 0 && helpArg(args[0]) {
+		fmt.Fprint(stdout, agentsUsage)
+		return 0
+	}
 	if len(args) == 0 || args[0] != "list" {
 		fmt.Fprint(stderr, agentsUsage)
 		return 2
 	}
 	fs := flag.NewFlagSet("node agents list", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, agentsUsage) }
+	fs.Usage = func() {} // flagsFailed prints it
 	configPath := fs.String("config", "", "configuration file")
 	agentsPath := fs.String("agents", "", "agents file (YAML)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	pos, err := cliflags.Parse(fs, args[1:])
 	if err != nil {
-		return 2
+		return flagsFailed(err, stdout, stderr, agentsUsage)
 	}
 	if len(pos) != 0 {
 		fmt.Fprint(stderr, agentsUsage)
@@ -99,10 +103,7 @@ func agentsCmd(ctx context.Context, args []string, stdout, stderr io.Writer, opt
 	// LLM_TIMEOUT), as node run gives them.
 	known := map[string]llm.Model{}
 	nodeSpec := cmp.Or(os.Getenv("TROUPE_MODEL"), fc.Model, "auto")
-	base, err := provider.Load("", nil)
-	if *configPath != "" && len(fc.LLM) > 0 {
-		base, err = provider.Load(*configPath, nil)
-	}
+	base, err := provider.LoadSection(*configPath, fc.LLM, nil) // as read: the file may be a pipe
 	if err == nil && slices.ContainsFunc(file.Agents, func(a nodeconfig.DeclaredAgent) bool {
 		return a.Model == nodeSpec || slices.Contains(a.Fallbacks, nodeSpec)
 	}) {

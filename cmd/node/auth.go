@@ -57,16 +57,28 @@ func loopback(addr net.Addr) bool {
 	return ok && tcp.IP.IsLoopback()
 }
 
-// reloadTokensOnHUP reads the tokens file again on each SIGHUP until stop.
-func reloadTokensOnHUP(n *node.Node, logger *slog.Logger) (stop func()) {
-	hup := make(chan os.Signal, 1)
+// notifyHUP takes SIGHUP from Go's default action (ending the process) for
+// node serve, from its start: SIGHUP is its reload signal (systemctl reload, a
+// logrotate script send it), which must never stop it ungracefully, whether or
+// not it has something to reload. The signals wait in the channel (one at most:
+// a storm is one reload) until reloadOnHUP takes them; stop restores the default.
+func notifyHUP() (hup chan os.Signal, stop func()) {
+	hup = make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
+	return hup, func() { signal.Stop(hup) }
+}
+
+// reloadOnHUP reads the tokens file again on each SIGHUP of hup until stop; a node
+// without one (tokens false) logs that it has nothing to reload.
+func reloadOnHUP(hup <-chan os.Signal, n *node.Node, tokens bool, logger *slog.Logger) (stop func()) {
 	done := make(chan struct{})
 	go func() {
 		for {
 			select {
 			case <-hup:
-				if err := n.ReloadTokens(); err != nil {
+				if !tokens {
+					logger.Info("SIGHUP: nothing to reload: the node has no tokens file (--auth-tokens-file)")
+				} else if err := n.ReloadTokens(); err != nil {
 					logger.Warn("auth tokens not reloaded: the previous ones stay", "err", err)
 				} else {
 					logger.Info("auth tokens reloaded")
@@ -76,10 +88,7 @@ func reloadTokensOnHUP(n *node.Node, logger *slog.Logger) (stop func()) {
 			}
 		}
 	}()
-	return func() {
-		signal.Stop(hup)
-		close(done)
-	}
+	return func() { close(done) }
 }
 
 // authSecrets are the API's tokens, which the node keeps out of its events and logs

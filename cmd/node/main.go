@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -20,6 +21,7 @@ import (
 	// Zone data in the binary: the clock tool answers for any IANA zone, even in bare containers.
 	_ "time/tzdata"
 
+	"github.com/go-logr/logr"
 	"github.com/troupe-run/troupe/actors"
 	"github.com/troupe-run/troupe/eventlog/clickhouse"
 	"github.com/troupe-run/troupe/eventlog/sqlite"
@@ -33,7 +35,9 @@ import (
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
 	"github.com/troupe-run/troupe/redact"
+	"github.com/troupe-run/troupe/telemetry"
 	"github.com/troupe-run/troupe/tools"
+	"go.opentelemetry.io/otel"
 )
 
 func main() {
@@ -220,6 +224,43 @@ exporter: OTEL_TRACES_EXPORTER=otlp (or console), or OTEL_EXPORTER_OTLP_ENDPOINT
 OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES and OTEL_TRACES_SAMPLER as usual.
 `
 
+// runArgsError says what is wrong with node run's arguments after its flags, args,
+// which are not one task: none, a flag after the task (the flag package stops at
+// the task and leaves it unread), or a task in several arguments.
+func runArgsError(args []string) string {
+	if len(args) == 0 {
+		return `node run has no task: give it as one argument after the flags, node run [flags] "<task>"`
+	}
+	for _, a := range args[1:] {
+		if strings.HasPrefix(a, "-") && len(a) > 1 {
+			return fmt.Sprintf("node run's flags go before the task: %q comes after it", a)
+		}
+	}
+	return fmt.Sprintf(`node run takes one task, in quotes, and got %d arguments after the flags`, len(args))
+}
+
+// helpArg reports whether arg, in a command's place, asks for its usage.
+func helpArg(arg string) bool {
+	switch arg {
+	case "-h", "-help", "--help", "help":
+		return true
+	}
+	return false
+}
+
+// flagsFailed is the exit code of a command whose flags did not parse (err), after
+// its usage (text): asked for (-h, --help), on stdout, and 0, so that
+// "node serve --help | less" shows it; a bad flag (the flag package has said which
+// on stderr), on stderr, and 2.
+func flagsFailed(err error, stdout, stderr io.Writer, text string) int {
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprint(stdout, text)
+		return 0
+	}
+	fmt.Fprint(stderr, text)
+	return 2
+}
+
 // secretKey is the node's secret key (node.Config.SecretKey): the file of
 // --secret-key-file when the flag is given, else TROUPE_SECRET_KEY's, else the file
 // of TROUPE_SECRET_KEY_FILE or "secret_key_file" (file); none: nil.
@@ -247,6 +288,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 		fmt.Fprint(stderr, usage)
 		return 2
 	}
+	if helpArg(args[0]) {
+		fmt.Fprint(stdout, usage)
+		return 0
+	}
 	cmd := args[0]
 	if cmd == "tools" {
 		return toolsCmd(ctx, args[1:], stdout, stderr, opt)
@@ -264,10 +309,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 		fmt.Fprint(stderr, usage)
 		return 2
 	}
+	var hup chan os.Signal
+	if cmd == "serve" {
+		// From here on a SIGHUP never ends node serve (notifyHUP).
+		var stopHUP func()
+		hup, stopHUP = notifyHUP()
+		defer stopHUP()
+	}
 	// The configuration file sits below the environment and the flags, so it is read first.
 	configPath := ""
 	for i, a := range args[1:] {
 		if v, ok := strings.CutPrefix(a, "--config="); ok {
+			configPath = v
+		} else if v, ok := strings.CutPrefix(a, "-config="); ok {
 			configPath = v
 		} else if (a == "--config" || a == "-config") && i+2 < len(args) {
 			configPath = args[i+2]
@@ -308,7 +362,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 	}
 	fs := flag.NewFlagSet("node "+cmd, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, usage) }
+	fs.Usage = func() {} // flagsFailed prints it
 	fs.String("config", configPath, "configuration file")
 	data := fs.String("data", or("TROUPE_DATA", fc.Data, ".troupe"), "data directory of the embedded event log")
 	addr := fs.String("http", or("TROUPE_HTTP_ADDR", fc.HTTP, "127.0.0.1:8080"), "HTTP listen address (serve)")
@@ -360,7 +414,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 	nodeID := fs.String("node-id", or("TROUPE_NODE_ID", fc.NodeID, ""), "this node's name in the cluster (with --kafka)")
 	topicsFile := fs.String("topics", or("TROUPE_KAFKA_TOPICS", fc.TopicsFile, ""), "topic layout file, as deploy/kafka/topics.txt (with --kafka)")
 	storedFlag := fs.String("stored-retention", or("TROUPE_STORED_RETENTION", fc.StoredRetention, ""), "how long a message too large for the bus stays stored (with --kafka)")
-	streamUnwatched := fs.Bool("stream-unwatched", os.Getenv("TROUPE_STREAM_UNWATCHED") == "true", "stream every model call, watched or not, so that a client that comes mid-call gets its text so far")
+	streamUnwatched := fs.Bool("stream-unwatched", false, "stream every model call, watched or not, so that a client that comes mid-call gets its text so far")
+	if v := os.Getenv("TROUPE_STREAM_UNWATCHED"); v != "" {
+		// A boolean as the flag's (1, t, true, 0, f, false, …): another is refused.
+		if err := fs.Set("stream-unwatched", v); err != nil {
+			fmt.Fprintf(stderr, "error: TROUPE_STREAM_UNWATCHED=%q: want true or false\n", v)
+			return 2
+		}
+	}
 	idleFlag := fs.String("idle-timeout", or("TROUPE_IDLE_TIMEOUT", fc.IdleTimeout, ""), "passivate a session's actor after this long idle")
 	fs.String("model-timeout", or("TROUPE_MODEL_TIMEOUT", fc.ModelTimeout, ""), "fail a model call that has not answered after this long (default 2m)")
 	fs.String("tool-timeout", or("TROUPE_TOOL_TIMEOUT", fc.ToolTimeout, ""), "fail a tool call that has not answered after this long (default 30s)")
@@ -385,6 +446,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 	verbose := fs.Bool("v", false, "log at debug level")
 	streamFlag := fs.String("stream", or("TROUPE_STREAM", "", "auto"), "print streamed answers (run): auto, on or off")
 	if err := fs.Parse(args[1:]); err != nil {
+		return flagsFailed(err, stdout, stderr, usage)
+	}
+	if parsed := fs.Lookup("config").Value.String(); parsed != configPath && (parsed != "" || !autoLoaded) {
+		// The flags' defaults came from another file than the flag names (or none):
+		// never run without the file given. (An empty --config leaves .troupe.json
+		// read, as it always did.)
+		fmt.Fprintf(stderr, "error: --config %q was not read before the other flags: give it as --config FILE or --config=FILE\n", parsed)
 		return 2
 	}
 	var streamText bool
@@ -449,6 +517,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 		// The task is checked before anything starts, so that a bad one leaves nothing
 		// behind: no data directory, no session ID printed for a session that never runs.
 		if fs.NArg() != 1 {
+			fmt.Fprintln(stderr, "error:", runArgsError(fs.Args()))
 			fmt.Fprint(stderr, usage)
 			return 2
 		}
@@ -524,13 +593,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 	if cmd == "run" && !*verbose {
 		level = slog.LevelWarn
 	}
-	var llmBase provider.Config
-	if configPath != "" && len(fc.LLM) > 0 {
-		if llmBase, err = provider.Load(configPath, nil); err != nil {
-			fmt.Fprintln(stderr, "error:", err)
-			return 2
-		}
-	} else if llmBase, err = provider.Load("", nil); err != nil {
+	// The file's "llm" section as read above: the file may be a pipe, read once.
+	llmBase, err := provider.LoadSection(configPath, fc.LLM, nil)
+	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)
 		return 2
 	}
@@ -541,8 +606,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 	// the node is made (node.Config.Redactor), and those the node obtains at run time
 	// (a reloaded tokens file's, an MCP server's OAuth tokens).
 	secrets := slices.Concat(llmBase.Secrets(nil), nodeconfig.MCPSecrets(fc.MCPServers), nodeconfig.A2ASecrets(fc.A2AAgents), authSecrets(httpCfg.Auth))
-	red := redact.New(secrets...)
+	red := redact.New(append(secrets, telemetry.EnvSecrets()...)...)
 	logger := slog.New(redact.NewHandler(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}), red))
+	// OpenTelemetry reports what fails in the background (a collector down or
+	// refusing the spans, with its answer's body) to its global error handler,
+	// which prints it with the standard log package: through the node's log
+	// instead, redacted, its control characters quoted.
+	// Its own logger, which reports a malformed OTEL_* setting with its value (a
+	// header's, a secret), goes there too.
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
+		logger.Warn("traces: the exporter failed: spans may be lost", "err", err)
+	}))
+	otel.SetLogger(logr.FromSlogHandler(logger.With("component", "opentelemetry").Handler()))
 	if *kafkaAddr != "" && *topicPrefix != "" {
 		// Log lines name topics as the README does (troupe.tasks, troupe.poison); the
 		// prefix on every line says which Kafka topics those are.
@@ -765,7 +840,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 		if fc.A2A != nil {
 			cfg.A2A = fc.A2A
 		}
-		return serve(ctx, cfg, fc.MCPServer, attach, *addr, stderr)
+		return serve(ctx, cfg, fc.MCPServer, attach, *addr, hup, stderr)
 	}
 }
 
@@ -888,7 +963,7 @@ func hintWhenSilent(ctx context.Context, events <-chan messages.Envelope, silenc
 	return out
 }
 
-func serve(ctx context.Context, cfg node.Config, served mcp.ServedConfig, attach func(*node.Node), addr string, stderr io.Writer) int {
+func serve(ctx context.Context, cfg node.Config, served mcp.ServedConfig, attach func(*node.Node), addr string, hup <-chan os.Signal, stderr io.Writer) int {
 	// Listen first: a node started by mistake on the address a node serves (on
 	// the same ClickHouse log) fails before New takes the log from it.
 	ln, err := net.Listen("tcp", addr)
@@ -919,10 +994,7 @@ func serve(ctx context.Context, cfg node.Config, served mcp.ServedConfig, attach
 			" can run tasks and read every session; give tokens with --auth-token, TROUPE_AUTH_TOKENS or the configuration's \"auth\"",
 			"http", ln.Addr().String())
 	}
-	if cfg.HTTP.Auth.TokensFile != "" {
-		stopHUP := reloadTokensOnHUP(n, cfg.Logger)
-		defer stopHUP()
-	}
+	defer reloadOnHUP(hup, n, cfg.HTTP.Auth.TokensFile != "", cfg.Logger)()
 	code := 0
 	select {
 	case <-ctx.Done():

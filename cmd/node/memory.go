@@ -64,7 +64,7 @@ func memoryCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	fs := flag.NewFlagSet("node memory "+sub, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, memoryUsage) }
+	fs.Usage = func() {} // flagsFailed prints it
 	configPath := fs.String("config", "", "configuration file")
 	dataFlag := fs.String("data", "", "data directory of the embedded event log")
 	milvusFlag := fs.String("milvus", "", "Milvus server host:port (TROUPE_MILVUS)")
@@ -79,7 +79,7 @@ func memoryCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	asJSON := fs.Bool("json", false, "print JSON")
 	pos, err := cliflags.Parse(fs, args[1:])
 	if err != nil {
-		return 2
+		return flagsFailed(err, stdout, stderr, memoryUsage)
 	}
 	if want := map[string]string{"add": "the content", "search": "the query", "import": "the file", "history": "the memory ID"}[sub]; want != "" && len(pos) != 1 {
 		fmt.Fprintf(stderr, "error: node memory %s wants %s as its one argument (quote it), got %d arguments\n%s", sub, want, len(pos), memoryUsage)
@@ -449,12 +449,7 @@ func openCLIMemories(ctx context.Context, fc nodeconfig.File, configPath, data, 
 	if err != nil {
 		return cliMemories{}, nil, err
 	}
-	var llmBase provider.Config
-	if configPath != "" && len(fc.LLM) > 0 {
-		llmBase, err = provider.Load(configPath, nil)
-	} else {
-		llmBase, err = provider.Load("", nil)
-	}
+	llmBase, err := provider.LoadSection(configPath, fc.LLM, nil) // as read: the file may be a pipe
 	if err != nil {
 		_ = closeVectors()
 		return cliMemories{}, nil, err

@@ -79,7 +79,7 @@ func ragCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	fs := flag.NewFlagSet("node rag "+sub, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, ragUsage) }
+	fs.Usage = func() {} // flagsFailed prints it
 	configPath := fs.String("config", "", "configuration file")
 	dataFlag := fs.String("data", "", "data directory of the embedded event log")
 	milvusFlag := fs.String("milvus", "", "Milvus server host:port (TROUPE_MILVUS)")
@@ -98,7 +98,7 @@ func ragCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	asJSON := fs.Bool("json", false, "print JSON")
 	pos, err := cliflags.Parse(fs, args[1:])
 	if err != nil {
-		return 2
+		return flagsFailed(err, stdout, stderr, ragUsage)
 	}
 	usageErr := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "error: "+format+"\n", a...)
@@ -476,12 +476,7 @@ func openCLIKnowledge(ctx context.Context, fc nodeconfig.File, configPath, data,
 	if err != nil {
 		return nil, nil, err
 	}
-	var llmBase provider.Config
-	if configPath != "" && len(fc.LLM) > 0 {
-		llmBase, err = provider.Load(configPath, nil)
-	} else {
-		llmBase, err = provider.Load("", nil)
-	}
+	llmBase, err := provider.LoadSection(configPath, fc.LLM, nil) // as read: the file may be a pipe
 	if err != nil {
 		_ = closeVectors()
 		return nil, nil, err

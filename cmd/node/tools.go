@@ -45,6 +45,10 @@ that data directory holds it locked meanwhile.
 
 // toolsCmd runs "node tools ...": args are what follows "tools".
 func toolsCmd(ctx context.Context, args []string, stdout, stderr io.Writer, opt options) int {
+	if len(args) > 0 && helpArg(args[0]) {
+		fmt.Fprint(stdout, toolsUsage)
+		return 0
+	}
 	if len(args) == 0 || (args[0] != "list" && args[0] != "call") {
 		fmt.Fprint(stderr, toolsUsage)
 		return 2
@@ -52,14 +56,14 @@ func toolsCmd(ctx context.Context, args []string, stdout, stderr io.Writer, opt 
 	sub := args[0]
 	fs := flag.NewFlagSet("node tools "+sub, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, toolsUsage) }
+	fs.Usage = func() {} // flagsFailed prints it
 	configPath := fs.String("config", "", "configuration file")
 	dataFlag := fs.String("data", "", "data directory of the embedded event log (the notes tool's)")
 	asJSON := fs.Bool("json", false, "print JSON (list)")
 	// Flags may come before or after the positional arguments.
 	pos, err := cliflags.Parse(fs, args[1:])
 	if err != nil {
-		return 2
+		return flagsFailed(err, stdout, stderr, toolsUsage)
 	}
 	fc, err := loadConfig(configPath)
 	if err != nil {

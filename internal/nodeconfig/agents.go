@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -229,7 +228,7 @@ func (e *AgentsFileError) Error() string {
 // no duplicate key), valid names, paradigms and limits. The tools are checked against
 // the node's by CheckTools, once they are known.
 func LoadAgents(path string) (AgentsFile, error) {
-	b, err := os.ReadFile(path)
+	b, err := readFile(path)
 	if err != nil {
 		return AgentsFile{}, fmt.Errorf("agents file: %w", err)
 	}

@@ -158,7 +158,7 @@ func Load(path string) (File, error) {
 	if path == "" {
 		return fc, nil
 	}
-	b, err := os.ReadFile(path)
+	b, err := readFile(path)
 	if err != nil {
 		return fc, fmt.Errorf("config: %w", err)
 	}
@@ -194,6 +194,28 @@ func Load(path string) (File, error) {
 		return fc, fmt.Errorf("config %s: %w", path, err)
 	}
 	return fc, nil
+}
+
+// MaxFileSize bounds the configuration and agents files the loaders read: a path
+// to a file that never ends (/dev/zero, a pipe that keeps writing) is refused
+// past it rather than read into memory until it runs out.
+const MaxFileSize = 32 << 20
+
+// readFile reads the file at path, up to MaxFileSize bytes.
+func readFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > MaxFileSize {
+		return nil, fmt.Errorf("%s is larger than %d bytes, the most a configuration file may hold", path, MaxFileSize)
+	}
+	return b, nil
 }
 
 func clip(b []byte) string {

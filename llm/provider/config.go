@@ -199,13 +199,40 @@ func Load(path string, env func(string) string) (Config, error) {
 	if env == nil {
 		env = os.Getenv
 	}
+	if path == "" {
+		return load("", nil, env)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return Config{}, fmt.Errorf("llm/provider: read config: %w", err)
+	}
+	return load(path, b, env)
+}
+
+// LoadSection is Load with the "llm" section of a configuration file read already
+// (a file that cannot be read twice, such as a pipe: --config <(...)), named name in
+// errors. An empty section is no file: the defaults, then the environment.
+func LoadSection(name string, section json.RawMessage, env func(string) string) (Config, error) {
+	if env == nil {
+		env = os.Getenv
+	}
+	if len(section) == 0 {
+		return load("", nil, env)
+	}
+	b, err := json.Marshal(map[string]json.RawMessage{"llm": section})
+	if err != nil {
+		return Config{}, fmt.Errorf("llm/provider: config %s: %w", name, err)
+	}
+	return load(name, b, env)
+}
+
+// load builds a Config from the defaults, then file (the bytes of the file named
+// path; none when path is empty), then the environment.
+func load(path string, file []byte, env func(string) string) (Config, error) {
 	cfg := DefaultConfig()
 	if path != "" {
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return Config{}, fmt.Errorf("llm/provider: read config: %w", err)
-		}
-		if cfg, err = cfg.withFile(b, env); err != nil {
+		var err error
+		if cfg, err = cfg.withFile(file, env); err != nil {
 			return Config{}, fmt.Errorf("llm/provider: config %s: %w", path, err)
 		}
 	}
