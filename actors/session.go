@@ -225,9 +225,14 @@ type TaskAccepted struct {
 }
 
 // CancelTask stops a session's running task; the reply is a *TaskAccepted for the
-// cancellation event or an error (ErrNoRunningTask when the session is idle).
+// cancellation event or an error (ErrNoRunningTask when the session is idle, or
+// when TaskID names a task that does not run: one that ended, or is queued).
+// TaskID, when given, is the task to cancel, by its name (SessionState.TaskName)
+// or its ID: a cancellation delivered again after its task ended must not cancel
+// the task that runs next.
 type CancelTask struct {
 	SessionID string
+	TaskID    string
 	Reason    string
 }
 
@@ -749,7 +754,7 @@ func (a *SessionActor) submit(ctx actor.Context, m *SubmitTask) {
 
 func (a *SessionActor) cancel(ctx actor.Context, m *CancelTask) {
 	task := a.state.Active()
-	if task == "" {
+	if task == "" || (m.TaskID != "" && m.TaskID != task && m.TaskID != a.state.TaskName(task)) {
 		ctx.Respond(ErrNoRunningTask)
 		return
 	}

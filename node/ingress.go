@@ -493,5 +493,14 @@ func (in *Ingress) DecodeCancel(a Arrival) (messages.CancelRequest, error) {
 	if err != nil {
 		return c, err
 	}
-	return in.AdmitCancel(c.SessionID, c.Reason)
+	if len(c.TaskID) > maxCancelTaskID {
+		return messages.CancelRequest{}, fmt.Errorf("%w: cancel: task_id: %d bytes, want at most %d", ErrBadTask, len(c.TaskID), maxCancelTaskID)
+	}
+	admitted, err := in.AdmitCancel(c.SessionID, c.Reason)
+	admitted.TaskID = c.TaskID
+	return admitted, err
 }
+
+// maxCancelTaskID bounds a cancellation's task_id: a task's name (at most 128
+// bytes) or the ID of its task.submitted event (a message's ID).
+const maxCancelTaskID = 512

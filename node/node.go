@@ -1551,7 +1551,7 @@ func (n *Node) Cancel(ctx context.Context, sessionID, reason string) error {
 // cancelHere cancels a session's running task on this node, for Cancel and for a
 // CancelRequest read from the tasks topic (handleCancel).
 func (n *Node) cancelHere(c messages.CancelRequest) error {
-	res, err := n.system.Root.RequestFuture(n.host, &actors.CancelTask{SessionID: c.SessionID, Reason: c.Reason}, n.cfg.SubmitTimeout).Result()
+	res, err := n.system.Root.RequestFuture(n.host, &actors.CancelTask{SessionID: c.SessionID, TaskID: c.TaskID, Reason: c.Reason}, n.cfg.SubmitTimeout).Result()
 	if err != nil {
 		return err
 	}
