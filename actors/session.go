@@ -779,12 +779,18 @@ func (a *SessionActor) cancel(ctx actor.Context, m *CancelTask) {
 // resolveApproval records a human's answer to a pending approval.
 func (a *SessionActor) resolveApproval(ctx actor.Context, m *ResolveApproval) {
 	// An approval that expired before its wake-up came is rejected first: an answer
-	// after the expiry is too late, whenever the timer fires.
-	if exp := a.state.NextApprovalExpiry(); exp > 0 && a.deps.Clock.Now().UnixMicro() >= exp && !a.drain.on {
+	// after the expiry is too late, whenever the timer fires. The answer is judged
+	// and recorded at one instant, now: one judged in time is recorded before the
+	// expiry, however long its handling takes.
+	now := a.deps.Clock.Now().UnixMicro()
+	if exp := a.state.NextApprovalExpiry(); exp > 0 && now >= exp && !a.drain.on {
 		if err := a.step(ctx, nil); err != nil {
 			ctx.Respond(err)
 			return
 		}
+		// After the rejections the step just recorded, judged a little later: the
+		// calls still waiting expire after them.
+		now = max(now, a.state.LastTS)
 	}
 	pending, duplicate, err := a.state.CheckAnswer(m.Call, m.Approve)
 	switch {
@@ -796,8 +802,8 @@ func (a *SessionActor) resolveApproval(ctx actor.Context, m *ResolveApproval) {
 		return
 	}
 	task := a.state.Active()
-	e, err := a.event(&messages.ApprovalResolved{Key: pending.Key, Approve: m.Approve, Reason: m.Reason, By: m.By},
-		a.approvalCause(pending.Key), task, a.state.LastSeq+1)
+	e, err := a.eventAt(&messages.ApprovalResolved{Key: pending.Key, Approve: m.Approve, Reason: m.Reason, By: m.By},
+		a.approvalCause(pending.Key), task, a.state.LastSeq+1, now)
 	if err != nil {
 		ctx.Respond(err)
 		return
