@@ -504,6 +504,15 @@ type PartitionReader interface {
 	MessagePartition(msg *message.Message) (partition int, ok bool)
 }
 
+// RecordTimer tells when a delivered message was written to its topic
+// (kafka.Subscriber.MessageTime). A task read from a Bus.Tasks that is one
+// counts its deadline_ms from then, when that is earlier than the node's clock: a
+// task that waited on the topic while no node read it (they were down, or behind)
+// has had that time of its deadline.
+type RecordTimer interface {
+	MessageTime(msg *message.Message) (written time.Time, ok bool)
+}
+
 // noSubscribers is what GoChannel logs, at INFO, for each message published to a topic
 // nobody subscribes to.
 const noSubscribers = "No subscribers to send message"
@@ -935,6 +944,9 @@ func (n *Node) handleTask(msg *message.Message) error {
 			messages.TypeCancelRequested, messages.TypeApprovalAnswer, messages.TypeMemoryCommand, messages.TypeDeltaWatch)
 	}
 	arrival := arrivalOf(msg)
+	if rt, ok := n.tasksSub.(RecordTimer); ok {
+		arrival.SentAt, _ = rt.MessageTime(msg)
+	}
 	if stream := msg.Metadata.Get(messages.MetaStored); stream != "" {
 		// A task too large for the bus: its reference names where the log holds it (a
 		// forwarded one stays a reference).
