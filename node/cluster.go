@@ -663,7 +663,9 @@ func (n *Node) publishCancel(ctx context.Context, c messages.CancelRequest) erro
 	if !ok || status.Status != messages.StatusRunning {
 		return actors.ErrNoRunningTask
 	}
-	c.TaskID = status.TaskID
+	if c.TaskID == "" {
+		c.TaskID = status.TaskID
+	}
 	return n.sendCancel(ctx, c)
 }
 

@@ -1550,12 +1550,29 @@ const maxDeliveries = 3
 // Cancel stops a session's running task. On a sharded node the cancellation goes to
 // the session's owner over the bus, and Cancel returns once it is published.
 func (n *Node) Cancel(ctx context.Context, sessionID, reason string) error {
+	return n.cancelTask(ctx, sessionID, "", reason)
+}
+
+// cancelTask is Cancel of the task taskID (its name, as Status gives it), which
+// the caller found running; when taskID is empty, of the task the session's log
+// shows running now. The cancellation names it (messages.CancelRequest.TaskID):
+// handled after that task ended, it cancels nothing, not the task that runs next
+// (a request sent again, many sent at once, one read again from the bus).
+func (n *Node) cancelTask(ctx context.Context, sessionID, taskID, reason string) error {
 	c, err := n.ingress.AdmitCancel(sessionID, reason)
 	if err != nil {
 		return err
 	}
+	c.TaskID = taskID
 	if n.sharded() {
 		return n.publishCancel(ctx, c)
+	}
+	if c.TaskID == "" {
+		// Best effort: a session whose log shows no task running yet (a child's
+		// task on its way) or cannot be read is cancelled as before, whatever runs.
+		if st, ok, err := n.Status(ctx, sessionID); err == nil && ok && st.Status == messages.StatusRunning {
+			c.TaskID = st.TaskID
+		}
 	}
 	return n.cancelHere(c)
 }
