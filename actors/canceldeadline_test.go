@@ -1,5 +1,3 @@
-//go:build review
-
 package actors_test
 
 import (

@@ -758,13 +758,28 @@ func (a *SessionActor) cancel(ctx actor.Context, m *CancelTask) {
 		ctx.Respond(ErrNoRunningTask)
 		return
 	}
+	// A task whose deadline passed before its wake-up came fails at it first, as
+	// an approval past its expiry is rejected before an answer (resolveApproval):
+	// the cancellation then finds it ended. It is judged and recorded at now.
+	now := a.deps.Clock.Now().UnixMicro()
+	if d := a.state.Deadline(); d > 0 && now >= d && !a.drain.on {
+		if err := a.step(ctx, nil); err != nil {
+			ctx.Respond(err)
+			return
+		}
+		if a.state.Active() != task {
+			ctx.Respond(ErrNoRunningTask)
+			return
+		}
+		now = max(now, a.state.LastTS)
+	}
 	reason := m.Reason
 	if reason == "" {
 		reason = "cancelled by request"
 	}
 	steps, usage := a.state.Progress()
-	e, err := a.event(&messages.TaskFailed{Reason: messages.ReasonCancelled, Error: reason, Steps: steps, Usage: usage,
-		SubAgentsUsage: a.state.SubAgentsUsage()}, task, task, a.state.LastSeq+1)
+	e, err := a.eventAt(&messages.TaskFailed{Reason: messages.ReasonCancelled, Error: reason, Steps: steps, Usage: usage,
+		SubAgentsUsage: a.state.SubAgentsUsage()}, task, task, a.state.LastSeq+1, now)
 	if err != nil {
 		ctx.Respond(err)
 		return
