@@ -225,9 +225,14 @@ type TaskAccepted struct {
 }
 
 // CancelTask stops a session's running task; the reply is a *TaskAccepted for the
-// cancellation event or an error (ErrNoRunningTask when the session is idle).
+// cancellation event or an error (ErrNoRunningTask when the session is idle, or
+// when TaskID names a task that does not run: one that ended, or is queued).
+// TaskID, when given, is the task to cancel, by its name (SessionState.TaskName)
+// or its ID: a cancellation delivered again after its task ended must not cancel
+// the task that runs next.
 type CancelTask struct {
 	SessionID string
+	TaskID    string
 	Reason    string
 }
 
@@ -749,17 +754,32 @@ func (a *SessionActor) submit(ctx actor.Context, m *SubmitTask) {
 
 func (a *SessionActor) cancel(ctx actor.Context, m *CancelTask) {
 	task := a.state.Active()
-	if task == "" {
+	if task == "" || (m.TaskID != "" && m.TaskID != task && m.TaskID != a.state.TaskName(task)) {
 		ctx.Respond(ErrNoRunningTask)
 		return
+	}
+	// A task whose deadline passed before its wake-up came fails at it first, as
+	// an approval past its expiry is rejected before an answer (resolveApproval):
+	// the cancellation then finds it ended. It is judged and recorded at now.
+	now := a.deps.Clock.Now().UnixMicro()
+	if d := a.state.Deadline(); d > 0 && now >= d && !a.drain.on {
+		if err := a.step(ctx, nil); err != nil {
+			ctx.Respond(err)
+			return
+		}
+		if a.state.Active() != task {
+			ctx.Respond(ErrNoRunningTask)
+			return
+		}
+		now = max(now, a.state.LastTS)
 	}
 	reason := m.Reason
 	if reason == "" {
 		reason = "cancelled by request"
 	}
 	steps, usage := a.state.Progress()
-	e, err := a.event(&messages.TaskFailed{Reason: messages.ReasonCancelled, Error: reason, Steps: steps, Usage: usage,
-		SubAgentsUsage: a.state.SubAgentsUsage()}, task, task, a.state.LastSeq+1)
+	e, err := a.eventAt(&messages.TaskFailed{Reason: messages.ReasonCancelled, Error: reason, Steps: steps, Usage: usage,
+		SubAgentsUsage: a.state.SubAgentsUsage()}, task, task, a.state.LastSeq+1, now)
 	if err != nil {
 		ctx.Respond(err)
 		return
@@ -774,12 +794,18 @@ func (a *SessionActor) cancel(ctx actor.Context, m *CancelTask) {
 // resolveApproval records a human's answer to a pending approval.
 func (a *SessionActor) resolveApproval(ctx actor.Context, m *ResolveApproval) {
 	// An approval that expired before its wake-up came is rejected first: an answer
-	// after the expiry is too late, whenever the timer fires.
-	if exp := a.state.NextApprovalExpiry(); exp > 0 && a.deps.Clock.Now().UnixMicro() >= exp && !a.drain.on {
+	// after the expiry is too late, whenever the timer fires. The answer is judged
+	// and recorded at one instant, now: one judged in time is recorded before the
+	// expiry, however long its handling takes.
+	now := a.deps.Clock.Now().UnixMicro()
+	if exp := a.state.NextApprovalExpiry(); exp > 0 && now >= exp && !a.drain.on {
 		if err := a.step(ctx, nil); err != nil {
 			ctx.Respond(err)
 			return
 		}
+		// After the rejections the step just recorded, judged a little later: the
+		// calls still waiting expire after them.
+		now = max(now, a.state.LastTS)
 	}
 	pending, duplicate, err := a.state.CheckAnswer(m.Call, m.Approve)
 	switch {
@@ -791,8 +817,8 @@ func (a *SessionActor) resolveApproval(ctx actor.Context, m *ResolveApproval) {
 		return
 	}
 	task := a.state.Active()
-	e, err := a.event(&messages.ApprovalResolved{Key: pending.Key, Approve: m.Approve, Reason: m.Reason, By: m.By},
-		a.approvalCause(pending.Key), task, a.state.LastSeq+1)
+	e, err := a.eventAt(&messages.ApprovalResolved{Key: pending.Key, Approve: m.Approve, Reason: m.Reason, By: m.By},
+		a.approvalCause(pending.Key), task, a.state.LastSeq+1, now)
 	if err != nil {
 		ctx.Respond(err)
 		return

@@ -177,6 +177,16 @@ func (s *Subscriber) MessagePartition(msg *message.Message) (int, bool) {
 	return ri.Partition, ok
 }
 
+// MessageTime returns when a message this Subscriber delivered was written to its
+// topic (Record's Time: its producer's time, or the broker's for a topic that
+// keeps log-append times). A node counts a task's deadline_ms from it. A record
+// without a time (timestamp -1, written in the message format before 0.10) has
+// none: ok is false.
+func (s *Subscriber) MessageTime(msg *message.Message) (time.Time, bool) {
+	ri, ok := Record(msg.Context())
+	return ri.Time, ok && ri.Time.UnixMilli() > 0
+}
+
 func withRecord(ctx context.Context, rec kafkago.Message) context.Context {
 	return context.WithValue(ctx, recordInfoKey{}, RecordInfo{
 		Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset, Key: rec.Key, Time: rec.Time,

@@ -125,10 +125,14 @@ type EffectCancel struct {
 
 // CancelRequest asks the node that owns a session to cancel its running task. It
 // travels on TopicTasks (MetaType TypeCancelRequested), so it reaches the owner in
-// order with the session's tasks.
+// order with the session's tasks. TaskID, when given, is the task it cancels (its
+// task_id, or the ID of its task.submitted event): a request read again (the bus
+// delivers at least once) once that task ended cancels nothing, where one without
+// it cancels whichever task runs then.
 type CancelRequest struct {
 	V         int    `json:"v"`
 	SessionID string `json:"session_id"`
+	TaskID    string `json:"task_id,omitempty"`
 	Reason    string `json:"reason,omitempty"`
 }
 

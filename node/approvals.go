@@ -104,9 +104,15 @@ func (n *Node) Approve(ctx context.Context, sessionID, call string, approve bool
 	if err != nil {
 		return err
 	}
-	if _, duplicate, err := st.CheckAnswer(c.Call, c.Approve); err != nil || duplicate {
+	pending, duplicate, err := st.CheckAnswer(c.Call, c.Approve)
+	if err != nil || duplicate {
 		return err // a duplicate is recorded already
 	}
+	// The answer names the call by its key, unique in the session: models reuse
+	// call IDs from task to task, and an answer by call ID read again (the bus
+	// delivers at least once) once the session moved on would answer its next
+	// task's call, which nobody looked at.
+	c.Call = pending.Key
 	if n.sharded() {
 		return n.publishApproval(ctx, c)
 	}

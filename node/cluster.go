@@ -653,7 +653,8 @@ func (n *Node) handleEffectCancel(msg *message.Message) error {
 
 // publishCancel sends a cancellation to the session's owner over troupe.tasks: a
 // session whose log records no running task is answered ErrNoRunningTask, and
-// nothing is sent.
+// nothing is sent. The cancellation names the task running now, so that read
+// again (Kafka delivers at least once) it cancels that task only.
 func (n *Node) publishCancel(ctx context.Context, c messages.CancelRequest) error {
 	status, ok, err := n.Status(ctx, c.SessionID)
 	if err != nil {
@@ -661,6 +662,9 @@ func (n *Node) publishCancel(ctx context.Context, c messages.CancelRequest) erro
 	}
 	if !ok || status.Status != messages.StatusRunning {
 		return actors.ErrNoRunningTask
+	}
+	if c.TaskID == "" {
+		c.TaskID = status.TaskID
 	}
 	return n.sendCancel(ctx, c)
 }

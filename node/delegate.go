@@ -692,6 +692,8 @@ func (n *Node) cancelChildOnBus(ctx context.Context, childID, reason string) err
 			"session", childID, "err", err)
 	case ok && status.Status != messages.StatusRunning:
 		return actors.ErrNoRunningTask
+	case ok:
+		c.TaskID = status.TaskID // read again, it cancels no later task
 	}
 	return n.sendCancel(ctx, c)
 }

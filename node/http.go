@@ -629,7 +629,8 @@ func (n *Node) cancel(w http.ResponseWriter, r *http.Request) {
 		notASession(w, id)
 		return
 	}
-	switch _, ok, err := n.Status(r.Context(), id); {
+	st, ok, err := n.Status(r.Context(), id)
+	switch {
 	case err != nil:
 		// Not "no session": a client told so stops trying, and the task runs on.
 		writeError(w, http.StatusServiceUnavailable, "session %s: %v; the cancellation was not recorded: send it again", id, err)
@@ -638,7 +639,13 @@ func (n *Node) cancel(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no session %q", id)
 		return
 	}
-	err := n.Cancel(r.Context(), id, "cancelled through the HTTP API")
+	// The task running as the request came: one handled after it ended (sent
+	// twice, or many at once) does not cancel the task queued behind it.
+	var running string
+	if st.Status == messages.StatusRunning {
+		running = st.TaskID
+	}
+	err = n.cancelTask(r.Context(), id, running, "cancelled through the HTTP API")
 	answerLate(w) // as postTask's
 	switch {
 	case errors.Is(err, actors.ErrNoRunningTask):

@@ -78,6 +78,9 @@ type Arrival struct {
 	// derived from it and the payload (idempotentIDs), so that the request sent again
 	// is the same task of the same session, recorded and run once.
 	IdempotencyKey string
+	// SentAt is when the bus message was written to its topic (RecordTimer), zero
+	// when unknown: a task's deadline_ms counts from it when it is earlier than now.
+	SentAt time.Time
 }
 
 // MaxIdempotencyKey is the longest Idempotency-Key a task request may carry, in bytes.
@@ -340,7 +343,12 @@ func (in *Ingress) admitTask(t Task, a Arrival, c *child) (messages.Envelope, *m
 	}
 	now := in.clock.Now()
 	if t.DeadlineMS > 0 {
-		p.DeadlineUS = now.Add(time.Duration(t.DeadlineMS) * time.Millisecond).UnixMicro()
+		// From its submission: a task that waited on the bus has had that time.
+		from := now
+		if !a.SentAt.IsZero() && a.SentAt.Before(now) {
+			from = a.SentAt
+		}
+		p.DeadlineUS = from.Add(time.Duration(t.DeadlineMS) * time.Millisecond).UnixMicro()
 	}
 	if c != nil {
 		parent := c.parent
@@ -493,5 +501,14 @@ func (in *Ingress) DecodeCancel(a Arrival) (messages.CancelRequest, error) {
 	if err != nil {
 		return c, err
 	}
-	return in.AdmitCancel(c.SessionID, c.Reason)
+	if len(c.TaskID) > maxCancelTaskID {
+		return messages.CancelRequest{}, fmt.Errorf("%w: cancel: task_id: %d bytes, want at most %d", ErrBadTask, len(c.TaskID), maxCancelTaskID)
+	}
+	admitted, err := in.AdmitCancel(c.SessionID, c.Reason)
+	admitted.TaskID = c.TaskID
+	return admitted, err
 }
+
+// maxCancelTaskID bounds a cancellation's task_id: a task's name (at most 128
+// bytes) or the ID of its task.submitted event (a message's ID).
+const maxCancelTaskID = 512

@@ -511,6 +511,15 @@ type PartitionReader interface {
 	MessagePartition(msg *message.Message) (partition int, ok bool)
 }
 
+// RecordTimer tells when a delivered message was written to its topic
+// (kafka.Subscriber.MessageTime). A task read from a Bus.Tasks that is one
+// counts its deadline_ms from then, when that is earlier than the node's clock: a
+// task that waited on the topic while no node read it (they were down, or behind)
+// has had that time of its deadline.
+type RecordTimer interface {
+	MessageTime(msg *message.Message) (written time.Time, ok bool)
+}
+
 // noSubscribers is what GoChannel logs, at INFO, for each message published to a topic
 // nobody subscribes to.
 const noSubscribers = "No subscribers to send message"
@@ -945,6 +954,9 @@ func (n *Node) handleTask(msg *message.Message) error {
 			messages.TypeCancelRequested, messages.TypeApprovalAnswer, messages.TypeMemoryCommand, messages.TypeDeltaWatch)
 	}
 	arrival := arrivalOf(msg)
+	if rt, ok := n.tasksSub.(RecordTimer); ok {
+		arrival.SentAt, _ = rt.MessageTime(msg)
+	}
 	if stream := msg.Metadata.Get(messages.MetaStored); stream != "" {
 		// A task too large for the bus: its reference names where the log holds it (a
 		// forwarded one stays a reference).
@@ -1560,12 +1572,29 @@ const maxDeliveries = 3
 // Cancel stops a session's running task. On a sharded node the cancellation goes to
 // the session's owner over the bus, and Cancel returns once it is published.
 func (n *Node) Cancel(ctx context.Context, sessionID, reason string) error {
+	return n.cancelTask(ctx, sessionID, "", reason)
+}
+
+// cancelTask is Cancel of the task taskID (its name, as Status gives it), which
+// the caller found running; when taskID is empty, of the task the session's log
+// shows running now. The cancellation names it (messages.CancelRequest.TaskID):
+// handled after that task ended, it cancels nothing, not the task that runs next
+// (a request sent again, many sent at once, one read again from the bus).
+func (n *Node) cancelTask(ctx context.Context, sessionID, taskID, reason string) error {
 	c, err := n.ingress.AdmitCancel(sessionID, reason)
 	if err != nil {
 		return err
 	}
+	c.TaskID = taskID
 	if n.sharded() {
 		return n.publishCancel(ctx, c)
+	}
+	if c.TaskID == "" {
+		// Best effort: a session whose log shows no task running yet (a child's
+		// task on its way) or cannot be read is cancelled as before, whatever runs.
+		if st, ok, err := n.Status(ctx, sessionID); err == nil && ok && st.Status == messages.StatusRunning {
+			c.TaskID = st.TaskID
+		}
 	}
 	return n.cancelHere(c)
 }
@@ -1573,7 +1602,7 @@ func (n *Node) Cancel(ctx context.Context, sessionID, reason string) error {
 // cancelHere cancels a session's running task on this node, for Cancel and for a
 // CancelRequest read from the tasks topic (handleCancel).
 func (n *Node) cancelHere(c messages.CancelRequest) error {
-	res, err := n.system.Root.RequestFuture(n.host, &actors.CancelTask{SessionID: c.SessionID, Reason: c.Reason}, n.cfg.SubmitTimeout).Result()
+	res, err := n.system.Root.RequestFuture(n.host, &actors.CancelTask{SessionID: c.SessionID, TaskID: c.TaskID, Reason: c.Reason}, n.cfg.SubmitTimeout).Result()
 	if err != nil {
 		return err
 	}
