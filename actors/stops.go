@@ -9,6 +9,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/troupe-run/troupe/internal/jsonesc"
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/messages"
 )
@@ -419,13 +420,13 @@ func stringHash(s string, i int) (uint64, int, bool) {
 		case 't':
 			h, i = fnvByte(h, '\t'), i+2
 		case 'u':
-			r, ok := hex4(s, i+2)
+			r, ok := jsonesc.Hex4(s[i+2:])
 			if !ok {
 				return 0, i, false
 			}
 			i += 6
 			if 0xd800 <= r && r < 0xdc00 && i+1 < len(s) && s[i] == '\\' && s[i+1] == 'u' {
-				if lo, ok := hex4(s, i+2); ok && 0xdc00 <= lo && lo < 0xe000 {
+				if lo, ok := jsonesc.Hex4(s[i+2:]); ok && 0xdc00 <= lo && lo < 0xe000 {
 					r, i = (r-0xd800)<<10+(lo-0xdc00)+0x10000, i+6
 				}
 			}
@@ -437,27 +438,6 @@ func stringHash(s string, i int) (uint64, int, bool) {
 		}
 	}
 	return 0, i, false
-}
-
-// hex4 reads the four hex digits at s[i:].
-func hex4(s string, i int) (rune, bool) {
-	if i+4 > len(s) {
-		return 0, false
-	}
-	var r rune
-	for _, c := range []byte(s[i : i+4]) {
-		switch {
-		case '0' <= c && c <= '9':
-			r = r<<4 | rune(c-'0')
-		case 'a' <= c && c <= 'f':
-			r = r<<4 | rune(c-'a'+10)
-		case 'A' <= c && c <= 'F':
-			r = r<<4 | rune(c-'A'+10)
-		default:
-			return 0, false
-		}
-	}
-	return r, true
 }
 
 // unwholeAnswer returns the failure of a task whose latest model reply, its final

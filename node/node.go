@@ -998,19 +998,18 @@ func (n *Node) handleTask(msg *message.Message) error {
 	if err != nil {
 		return fmt.Errorf("task %s for session %s: %w", env.ID, env.SessionID, err) // retried
 	}
-	if err, ok := res.(error); ok && errors.Is(err, actors.ErrSessionPanicked) {
-		if n.panics.again(msg.UUID) >= panicsBeforePoison {
-			// A bug the session's actor meets on this task every time (its next
-			// actor folds the same log and decides the same way): retried, it would
-			// hold the session's later messages, and its partition, for good.
-			n.panics.forget(msg.UUID)
-			return fmt.Errorf("%w: task %s for session %s: the session's actor panicked on it %d times in a row: %w",
-				errPermanent, env.ID, env.SessionID, panicsBeforePoison, err)
-		}
-	} else {
+	err, failed := res.(error)
+	if !failed || !errors.Is(err, actors.ErrSessionPanicked) {
 		n.panics.forget(msg.UUID)
+	} else if n.panics.again(msg.UUID) >= panicsBeforePoison {
+		// A bug the session's actor meets on this task every time (its next actor
+		// folds the same log and decides the same way): retried, it would hold the
+		// session's later messages, and its partition, for good.
+		n.panics.forget(msg.UUID)
+		return fmt.Errorf("%w: task %s for session %s: the session's actor panicked on it %d times in a row: %w",
+			errPermanent, env.ID, env.SessionID, panicsBeforePoison, err)
 	}
-	if err, ok := res.(error); ok {
+	if failed {
 		if errors.Is(err, actors.ErrNotOwner) || errors.Is(err, actors.ErrSessionFailed) || errors.Is(err, eventlog.ErrFull) {
 			// The partition is moving: its next owner reads the task again. Or the
 			// session's actor failed: its next one, which a retry starts, may take it.

@@ -1,6 +1,9 @@
 package node
 
-import "sync"
+import (
+	"sync"
+	"sync/atomic"
+)
 
 // panicsBeforePoison is how many times in a row a session's actor may panic on a
 // task read from the bus (actors.ErrSessionPanicked) before the task goes to the
@@ -19,6 +22,8 @@ const panicCountsMax = 4096
 type panicCounts struct {
 	mu sync.Mutex
 	n  map[string]int
+	// size is len(n), read without mu by forget: most messages were never counted.
+	size atomic.Int32
 }
 
 // again counts one more panic on message id and returns how many in a row.
@@ -29,12 +34,17 @@ func (p *panicCounts) again(id string) int {
 		p.n = map[string]int{}
 	}
 	p.n[id]++
+	p.size.Store(int32(len(p.n)))
 	return p.n[id]
 }
 
 // forget drops message id's count: it was handled, or failed otherwise.
 func (p *panicCounts) forget(id string) {
+	if p.size.Load() == 0 {
+		return
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	delete(p.n, id)
+	p.size.Store(int32(len(p.n)))
 }

@@ -12,6 +12,8 @@ import (
 	"unicode/utf16"
 	"unicode/utf8"
 	"unsafe"
+
+	"github.com/troupe-run/troupe/internal/jsonesc"
 )
 
 // Redacted replaces a secret.
@@ -372,7 +374,7 @@ func unescape(dec, b []byte) ([]byte, []escape) {
 			case 't':
 				c = '\t'
 			case 'u':
-				r, ok := hex4(b[i+2:])
+				r, ok := jsonesc.Hex4(b[i+2:])
 				if !ok {
 					break
 				}
@@ -380,7 +382,7 @@ func unescape(dec, b []byte) ([]byte, []escape) {
 				if utf16.IsSurrogate(r) {
 					r2, ok := rune(0), false
 					if i+7 < len(b) && b[i+6] == '\\' && b[i+7] == 'u' {
-						r2, ok = hex4(b[i+8:])
+						r2, ok = jsonesc.Hex4(b[i+8:])
 					}
 					if r = utf16.DecodeRune(r, r2); ok && r != utf8.RuneError {
 						n = 12
@@ -402,27 +404,6 @@ func unescape(dec, b []byte) ([]byte, []escape) {
 		i += 2
 	}
 	return dec, esc
-}
-
-// hex4 decodes the four hexadecimal digits b starts with.
-func hex4(b []byte) (rune, bool) {
-	if len(b) < 4 {
-		return 0, false
-	}
-	var r rune
-	for _, c := range b[:4] {
-		switch {
-		case '0' <= c && c <= '9':
-			r = r<<4 | rune(c-'0')
-		case 'a' <= c && c <= 'f':
-			r = r<<4 | rune(c-'a'+10)
-		case 'A' <= c && c <= 'F':
-			r = r<<4 | rune(c-'A'+10)
-		default:
-			return 0, false
-		}
-	}
-	return r, true
 }
 
 // boundedShape reports whether a match is of a shape that must start a token, and
