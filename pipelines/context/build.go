@@ -321,21 +321,7 @@ func (b Builder) build(items []Item, ctx *Context) error {
 	}
 
 	// Structure: sections in order, then position, then input order.
-	kept := scratch[len(cs):len(cs)]
-	for i := range cs {
-		if cs[i].kept {
-			kept = append(kept, i)
-		}
-	}
-	slices.SortFunc(kept, func(x, y int) int {
-		if c := cmp.Compare(cs[x].Section, cs[y].Section); c != 0 {
-			return c
-		}
-		if c := cmp.Compare(cs[x].Pos, cs[y].Pos); c != 0 {
-			return c
-		}
-		return cmp.Compare(x, y)
-	})
+	kept := keptInOrder(cs, scratch[len(cs):len(cs)])
 	if ctx.Items == nil {
 		ctx.Items = make([]Item, 0, len(kept))
 	} else {
@@ -787,6 +773,26 @@ func reportItem(c *cand) messages.ContextItem {
 	return messages.ContextItem{ID: c.ID, Kind: c.Kind, Tokens: c.Tokens, Score: math.Round(c.score*1000) / 1000, Reason: c.dropped}
 }
 
+// keptInOrder returns into (empty, its room reused) with the indexes of the kept candidates in the order
+// they are rendered: by section, then position, then input order.
+func keptInOrder(cs []cand, into []int) []int {
+	for i := range cs {
+		if cs[i].kept {
+			into = append(into, i)
+		}
+	}
+	slices.SortFunc(into, func(x, y int) int {
+		if c := cmp.Compare(cs[x].Section, cs[y].Section); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(cs[x].Pos, cs[y].Pos); c != 0 {
+			return c
+		}
+		return cmp.Compare(x, y)
+	})
+	return into
+}
+
 // exactJoins reports whether the build counts a message of several items as it
 // is sent (Options.AdditiveJoins): it can with a Cl100k Tokenizer.
 func (b Builder) exactJoins(o Options) bool {
@@ -800,22 +806,7 @@ func (b Builder) exactJoins(o Options) bool {
 // budget) and the briefing, each message of several items counted whole
 // (countJoined), each item's count standing for its text.
 func (b Builder) sentTokens(cs []cand, sp *scratchSpace) int {
-	kept := sp.sent[:0]
-	for i := range cs {
-		if cs[i].kept {
-			kept = append(kept, i)
-		}
-	}
-	// The rendering order (Build's structure).
-	slices.SortFunc(kept, func(x, y int) int {
-		if c := cmp.Compare(cs[x].Section, cs[y].Section); c != 0 {
-			return c
-		}
-		if c := cmp.Compare(cs[x].Pos, cs[y].Pos); c != 0 {
-			return c
-		}
-		return cmp.Compare(x, y)
-	})
+	kept := keptInOrder(cs, sp.sent[:0]) // the rendering order
 	sp.sent = kept
 	tok := b.Tokenizer.(*Cl100k)
 	used := 0
