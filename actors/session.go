@@ -760,18 +760,15 @@ func (a *SessionActor) cancel(ctx actor.Context, m *CancelTask) {
 	}
 	// A task whose deadline passed before its wake-up came fails at it first, as
 	// an approval past its expiry is rejected before an answer (resolveApproval):
-	// the cancellation then finds it ended. It is judged and recorded at now.
-	now := a.deps.Clock.Now().UnixMicro()
-	if d := a.state.Deadline(); d > 0 && now >= d && !a.drain.on {
-		if err := a.step(ctx, nil); err != nil {
-			ctx.Respond(err)
-			return
-		}
-		if a.state.Active() != task {
-			ctx.Respond(ErrNoRunningTask)
-			return
-		}
-		now = max(now, a.state.LastTS)
+	// the cancellation then finds it ended.
+	now, err := a.dueFirst(ctx, a.state.Deadline())
+	if err != nil {
+		ctx.Respond(err)
+		return
+	}
+	if a.state.Active() != task {
+		ctx.Respond(ErrNoRunningTask)
+		return
 	}
 	reason := m.Reason
 	if reason == "" {
@@ -791,21 +788,30 @@ func (a *SessionActor) cancel(ctx actor.Context, m *CancelTask) {
 	ctx.Respond(&TaskAccepted{SessionID: a.id, Seq: e.Seq})
 }
 
+// dueFirst records first what a timer due at due (a task's deadline, an
+// approval's expiry; 0: none) decides when it passed before its wake-up came, and
+// returns the instant a request is judged and recorded at: now, or just after
+// what that step recorded. A request judged in time is so recorded before the
+// timer, however long its handling takes.
+func (a *SessionActor) dueFirst(ctx actor.Context, due int64) (int64, error) {
+	now := a.deps.Clock.Now().UnixMicro()
+	if due > 0 && now >= due && !a.drain.on {
+		if err := a.step(ctx, nil); err != nil {
+			return 0, err
+		}
+		now = max(now, a.state.LastTS)
+	}
+	return now, nil
+}
+
 // resolveApproval records a human's answer to a pending approval.
 func (a *SessionActor) resolveApproval(ctx actor.Context, m *ResolveApproval) {
 	// An approval that expired before its wake-up came is rejected first: an answer
-	// after the expiry is too late, whenever the timer fires. The answer is judged
-	// and recorded at one instant, now: one judged in time is recorded before the
-	// expiry, however long its handling takes.
-	now := a.deps.Clock.Now().UnixMicro()
-	if exp := a.state.NextApprovalExpiry(); exp > 0 && now >= exp && !a.drain.on {
-		if err := a.step(ctx, nil); err != nil {
-			ctx.Respond(err)
-			return
-		}
-		// After the rejections the step just recorded, judged a little later: the
-		// calls still waiting expire after them.
-		now = max(now, a.state.LastTS)
+	// after the expiry is too late, whenever the timer fires.
+	now, err := a.dueFirst(ctx, a.state.NextApprovalExpiry())
+	if err != nil {
+		ctx.Respond(err)
+		return
 	}
 	pending, duplicate, err := a.state.CheckAnswer(m.Call, m.Approve)
 	switch {
