@@ -93,7 +93,16 @@ func TestAFailedSessionAnswersSessionFailed(t *testing.T) {
 	}
 
 	// The same task read from troupe.tasks.
-	env, err := n.ingress.Admit(Task{Input: "go", SessionID: "broken"})
+	err = n.handleTask(taskMessage(t, n, "broken"))
+	if !errors.Is(err, actors.ErrSessionFailed) || errors.Is(err, errPermanent) {
+		t.Errorf("the tasks handler returned %v for a task of a failing session; want ErrSessionFailed, retried (not permanent)", err)
+	}
+}
+
+// taskMessage is a task "go" for session as troupe.tasks delivers it.
+func taskMessage(t *testing.T, n *Node, session string) *message.Message {
+	t.Helper()
+	env, err := n.ingress.Admit(Task{Input: "go", SessionID: session})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,10 +113,7 @@ func TestAFailedSessionAnswersSessionFailed(t *testing.T) {
 	msg := message.NewMessage(env.ID, b)
 	msg.Metadata.Set(messages.MetaSessionID, env.SessionID)
 	msg.Metadata.Set(messages.MetaType, string(env.Type))
-	err = n.handleTask(msg)
-	if !errors.Is(err, actors.ErrSessionFailed) || errors.Is(err, errPermanent) {
-		t.Errorf("the tasks handler returned %v for a task of a failing session; want ErrSessionFailed, retried (not permanent)", err)
-	}
+	return msg
 }
 
 // buggyLog is a SQLite log whose reads and writes of one session panic, as a bug met on some
@@ -168,21 +174,7 @@ func TestATaskWhoseSessionPanicsEveryTimeIsPoisoned(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(stop)
-	message := func(session string) *message.Message {
-		env, err := n.ingress.Admit(Task{Input: "go", SessionID: session})
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := messages.Marshal(env)
-		if err != nil {
-			t.Fatal(err)
-		}
-		msg := message.NewMessage(env.ID, b)
-		msg.Metadata.Set(messages.MetaSessionID, env.SessionID)
-		msg.Metadata.Set(messages.MetaType, string(env.Type))
-		return msg
-	}
-	buggy := message("buggy")
+	buggy := taskMessage(t, n, "buggy")
 	for i := 1; i <= panicsBeforePoison; i++ {
 		err := n.handleTask(buggy)
 		if !errors.Is(err, actors.ErrSessionPanicked) {
@@ -195,14 +187,14 @@ func TestATaskWhoseSessionPanicsEveryTimeIsPoisoned(t *testing.T) {
 			t.Fatalf("the poisoned task's reason does not name the panic: %v", err)
 		}
 	}
-	broken := message("broken")
+	broken := taskMessage(t, n, "broken")
 	for i := range 2 * panicsBeforePoison {
 		if err := n.handleTask(broken); !errors.Is(err, actors.ErrSessionFailed) || errors.Is(err, actors.ErrSessionPanicked) || errors.Is(err, errPermanent) {
 			t.Fatalf("attempt %d of a session whose log fails: %v; want ErrSessionFailed, retried", i+1, err)
 		}
 	}
 	// Another session is not held by them.
-	if err := n.handleTask(message("fine")); err != nil {
+	if err := n.handleTask(taskMessage(t, n, "fine")); err != nil {
 		t.Fatalf("a task of another session: %v", err)
 	}
 }
