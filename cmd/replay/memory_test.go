@@ -14,15 +14,10 @@ import (
 	"github.com/troupe-run/troupe/node/nodetest"
 )
 
-// A session whose tasks had the agent's core blocks in their prompts verifies: the
-// blocks are recorded with each task (TaskSubmitted.Memory), not read again from the
-// namespace, which has changed since.
-func TestVerifyASessionWithCoreMemory(t *testing.T) {
-	dir := t.TempDir()
-	model, err := llm.NewScripted(llm.Script{Name: "scripted", Steps: []llm.ScriptStep{{Content: "You live in Oslo."}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+// memoryNode starts a node on the log in dir with model, a memory and the memory
+// tool in namespace agent:default.
+func memoryNode(t *testing.T, dir string, model llm.Model) (*node.Node, func()) {
+	t.Helper()
 	ctx := context.Background()
 	n, err := node.New(ctx, node.Config{DataDir: dir, Model: model, Memory: &memory.Config{},
 		MemoryTool: &memory.ToolConfig{Namespace: "agent:default"}})
@@ -33,6 +28,20 @@ func TestVerifyASessionWithCoreMemory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return n, stop
+}
+
+// A session whose tasks had the agent's core blocks in their prompts verifies: the
+// blocks are recorded with each task (TaskSubmitted.Memory), not read again from the
+// namespace, which has changed since.
+func TestVerifyASessionWithCoreMemory(t *testing.T) {
+	dir := t.TempDir()
+	model, err := llm.NewScripted(llm.Script{Name: "scripted", Steps: []llm.ScriptStep{{Content: "You live in Oslo."}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	n, stop := memoryNode(t, dir, model)
 	ns, err := n.Memories().Namespace(ctx, "agent:default")
 	if err == nil {
 		err = ns.SetBlock(ctx, "k1", memory.Block{Label: memory.BlockHuman, Value: "Lives in Oslo."}, "test")
@@ -96,16 +105,7 @@ func TestForkDoesNotWriteTheMemory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
-	n, err := node.New(ctx, node.Config{DataDir: dir, Model: model, Memory: &memory.Config{},
-		MemoryTool: &memory.ToolConfig{Namespace: "agent:default"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop, err := n.Start(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	n, stop := memoryNode(t, dir, model)
 	nodetest.Run(t, n, "remembers", "I like tea.")
 	stop()
 	if got := memoryAdds(t, dir); got != 1 {
