@@ -54,6 +54,15 @@ func TestApprovalAnswerAtTheExpiryIsRecordedWhenJudged(t *testing.T) {
 	}})
 	h.submit("ap-edge", "t1", "send it")
 	req := firstOf[*messages.ApprovalRequested](t, h.waitEvent("ap-edge", messages.TypeApprovalRequested, 1), messages.TypeApprovalRequested)
+	// The reply's other call (calc) runs meanwhile; its result is recorded, and the
+	// approval's wake-up armed again, at reads of the clock too. Set the clock once
+	// the session has handled it (an answer to no pending call, which the session
+	// handles after it, has been refused), so that the answer's judging is the next
+	// read.
+	h.waitEvent("ap-edge", messages.TypeToolCallCompleted, 1)
+	if _, err := h.resolve("ap-edge", "c2", true, "not pending"); err != nil {
+		t.Fatal(err)
+	}
 	clock.set(time.UnixMicro(req.ExpiresUS-1), time.Microsecond)
 	res, err := h.resolve("ap-edge", "c1", true, "just in time")
 	if err != nil {
