@@ -444,6 +444,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 	maxTokens := fs.Int("max-tokens", 0, "the task's token budget (run; default: the agent's)")
 	maxCost := fs.Float64("max-cost-usd", 0, "the task's cost budget in US dollars (run; default: the agent's)")
 	verbose := fs.Bool("v", false, "log at debug level")
+	logFormat := fs.String("log-format", or("TROUPE_LOG_FORMAT", fc.LogFormat, "text"), "format of the log lines on stderr: text or json")
 	streamFlag := fs.String("stream", or("TROUPE_STREAM", "", "auto"), "print streamed answers (run): auto, on or off")
 	if err := fs.Parse(args[1:]); err != nil {
 		return flagsFailed(err, stdout, stderr, usage)
@@ -607,7 +608,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 	// (a reloaded tokens file's, an MCP server's OAuth tokens).
 	secrets := slices.Concat(llmBase.Secrets(nil), nodeconfig.MCPSecrets(fc.MCPServers), nodeconfig.A2ASecrets(fc.A2AAgents), authSecrets(httpCfg.Auth))
 	red := redact.New(append(secrets, telemetry.EnvSecrets()...)...)
-	logger := slog.New(redact.NewHandler(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}), red))
+	var lines slog.Handler
+	switch *logFormat {
+	case "text":
+		lines = slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})
+	case "json":
+		lines = slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level})
+	default:
+		fmt.Fprintf(stderr, "error: --log-format %q: want text or json\n", *logFormat)
+		return 2
+	}
+	logger := slog.New(redact.NewHandler(lines, red))
 	// OpenTelemetry reports what fails in the background (a collector down or
 	// refusing the spans, with its answer's body) to its global error handler,
 	// which prints it with the standard log package: through the node's log

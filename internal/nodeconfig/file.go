@@ -64,6 +64,9 @@ type File struct {
 	SkillsDir          string          `json:"skills_dir"`
 	Skills             SkillsFile      `json:"skills"`
 	Disclosure         string          `json:"disclosure"`
+	// LogFormat is the format of the node's log lines on stderr: text (the
+	// default, logfmt-like key=value) or json (one JSON object a line).
+	LogFormat string `json:"log_format"`
 	// ToolEmbedder ranks search_tools' matches by embedding similarity instead of
 	// BM25 (disclosure "search"): hashing (the offline lexical embedder) or llm (the
 	// embeddings endpoint of the node's model provider; NewToolEmbedder).
@@ -582,6 +585,9 @@ func (fc File) Validate() error {
 		bad("skills_dir", "%q is not a usable path: want the directory that holds the skill folders", fc.SkillsDir)
 	}
 	errs = append(errs, fc.Skills.validate()...)
+	if fc.LogFormat != "" && fc.LogFormat != "text" && fc.LogFormat != "json" {
+		bad("log_format", "%q: want text (key=value lines, the default) or json (one JSON object a line)", fc.LogFormat)
+	}
 	if _, err := disclosure.ParseStrategy(fc.Disclosure); err != nil {
 		bad("disclosure", "%q: want all (every tool schema in every request), catalog or search", fc.Disclosure)
 	}
