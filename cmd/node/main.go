@@ -21,7 +21,6 @@ import (
 	// Zone data in the binary: the clock tool answers for any IANA zone, even in bare containers.
 	_ "time/tzdata"
 
-	"github.com/go-logr/logr"
 	"github.com/troupe-run/troupe/actors"
 	"github.com/troupe-run/troupe/eventlog/clickhouse"
 	"github.com/troupe-run/troupe/eventlog/sqlite"
@@ -37,7 +36,6 @@ import (
 	"github.com/troupe-run/troupe/redact"
 	"github.com/troupe-run/troupe/telemetry"
 	"github.com/troupe-run/troupe/tools"
-	"go.opentelemetry.io/otel"
 )
 
 func main() {
@@ -619,16 +617,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 		return 2
 	}
 	logger := slog.New(redact.NewHandler(lines, red))
-	// OpenTelemetry reports what fails in the background (a collector down or
-	// refusing the spans, with its answer's body) to its global error handler,
-	// which prints it with the standard log package: through the node's log
-	// instead, redacted, its control characters quoted.
-	// Its own logger, which reports a malformed OTEL_* setting with its value (a
-	// header's, a secret), goes there too.
-	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
-		logger.Warn("traces: the exporter failed: spans may be lost", "err", err)
-	}))
-	otel.SetLogger(logr.FromSlogHandler(logger.With("component", "opentelemetry").Handler()))
+	// OpenTelemetry's errors and its own log lines (a malformed OTEL_* setting,
+	// with a header's value) go to the node's log, redacted, instead of the
+	// standard log package.
+	telemetry.LogErrors(logger)
 	if *kafkaAddr != "" && *topicPrefix != "" {
 		// Log lines name topics as the README does (troupe.tasks, troupe.poison); the
 		// prefix on every line says which Kafka topics those are.

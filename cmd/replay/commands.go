@@ -25,6 +25,7 @@ import (
 	"github.com/troupe-run/troupe/node"
 	pctx "github.com/troupe-run/troupe/pipelines/context"
 	"github.com/troupe-run/troupe/redact"
+	"github.com/troupe-run/troupe/telemetry"
 )
 
 // agentConfig is the default agent of the node configuration file of --config, as
@@ -70,8 +71,12 @@ func loadAgent(ctx context.Context, path, agentsPath string, stderr io.Writer) (
 		where = ""
 	}
 	// Its warnings (an MCP server's error names its URL) keep the secrets out, as the node's do.
-	red := redact.New(slices.Concat(provider.Config{}.Secrets(nil), nodeconfig.MCPSecrets(fc.MCPServers), nodeconfig.A2ASecrets(fc.A2AAgents))...)
+	red := redact.New(slices.Concat(provider.Config{}.Secrets(nil), nodeconfig.MCPSecrets(fc.MCPServers), nodeconfig.A2ASecrets(fc.A2AAgents),
+		telemetry.EnvSecrets())...)
 	logger := slog.New(redact.NewHandler(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}), red))
+	// A fork's node exports its spans as a node's does (OTEL_*): what the exporter
+	// reports goes here too, redacted, not to the standard log package.
+	telemetry.LogErrors(logger)
 	if ac.agent, err = fc.Agent(nodeconfig.AgentOptions{SkillsDir: os.Getenv("TROUPE_SKILLS"), Disclosure: os.Getenv("TROUPE_DISCLOSURE"),
 		Logger: logger}); err != nil {
 		return ac, fmt.Errorf("%s%w", where, err)
