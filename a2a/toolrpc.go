@@ -91,7 +91,13 @@ func (r *rpcResponse) result() (json.RawMessage, error) {
 }
 
 // post sends a JSON-RPC request and returns the HTTP response, whose status is 200.
-func (t *rpcTransport) post(ctx context.Context, method string, params any, accept string) (*http.Response, error) {
+//
+// A request that is safe to send again carries idemKey as its Idempotency-Key
+// header (message/send and message/stream their message's ID, which a server
+// dedupes by; tasks/cancel its task's): Go's HTTP client then sends it again on a
+// new connection when a kept-alive one it reused was closed by the server (an idle
+// timeout, a proxy's) before any answer, where it fails a POST without one.
+func (t *rpcTransport) post(ctx context.Context, method string, params any, accept, idemKey string) (*http.Response, error) {
 	body, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": t.ids.Add(1), "method": method, "params": params})
 	if err != nil {
 		return nil, err
@@ -102,6 +108,9 @@ func (t *rpcTransport) post(ctx context.Context, method string, params any, acce
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", accept)
+	if idemKey != "" {
+		req.Header.Set("Idempotency-Key", idemKey)
+	}
 	resp, err := t.client.Do(req)
 	if err != nil {
 		return nil, err
@@ -116,6 +125,15 @@ func (t *rpcTransport) post(ctx context.Context, method string, params any, acce
 		return nil, errors.New(msg)
 	}
 	return resp, nil
+}
+
+// messageKey is the Idempotency-Key of a message/send or message/stream request:
+// its message's ID (the call's key, the same when the call is performed again).
+func messageKey(p *sdk.MessageSendParams) string {
+	if p == nil || p.Message == nil {
+		return ""
+	}
+	return p.Message.ID
 }
 
 // readAll reads a JSON-RPC response of at most maxBytes.
@@ -135,8 +153,8 @@ func (t *rpcTransport) readAll(resp *http.Response) (json.RawMessage, error) {
 	return r.result()
 }
 
-func (t *rpcTransport) call(ctx context.Context, method string, params any) (json.RawMessage, error) {
-	resp, err := t.post(ctx, method, params, "application/json")
+func (t *rpcTransport) call(ctx context.Context, method string, params any, idemKey string) (json.RawMessage, error) {
+	resp, err := t.post(ctx, method, params, "application/json", idemKey)
 	if err != nil {
 		return nil, err
 	}
@@ -145,7 +163,7 @@ func (t *rpcTransport) call(ctx context.Context, method string, params any) (jso
 
 // SendMessage implements a2aclient.Transport: message/send.
 func (t *rpcTransport) SendMessage(ctx context.Context, p *sdk.MessageSendParams) (sdk.SendMessageResult, error) {
-	res, err := t.call(ctx, "message/send", p)
+	res, err := t.call(ctx, "message/send", p, messageKey(p))
 	if err != nil {
 		return nil, err
 	}
@@ -164,7 +182,7 @@ func (t *rpcTransport) SendMessage(ctx context.Context, p *sdk.MessageSendParams
 
 // CancelTask implements a2aclient.Transport: tasks/cancel.
 func (t *rpcTransport) CancelTask(ctx context.Context, p *sdk.TaskIDParams) (*sdk.Task, error) {
-	res, err := t.call(ctx, "tasks/cancel", p)
+	res, err := t.call(ctx, "tasks/cancel", p, "tasks/cancel:"+string(p.ID))
 	if err != nil {
 		return nil, err
 	}
@@ -180,7 +198,7 @@ func (t *rpcTransport) CancelTask(ctx context.Context, p *sdk.TaskIDParams) (*sd
 // answered before the stream began).
 func (t *rpcTransport) SendStreamingMessage(ctx context.Context, p *sdk.MessageSendParams) iter.Seq2[sdk.Event, error] {
 	return func(yield func(sdk.Event, error) bool) {
-		resp, err := t.post(ctx, "message/stream", p, "text/event-stream")
+		resp, err := t.post(ctx, "message/stream", p, "text/event-stream", messageKey(p))
 		if err != nil {
 			yield(nil, err)
 			return
