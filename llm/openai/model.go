@@ -131,7 +131,7 @@ func (m *Model) Generate(ctx context.Context, req llm.Request) (llm.Response, er
 	}
 	msg, err := m.message(req, cc.Choices[0].Message)
 	if err != nil {
-		return llm.Response{}, err
+		return llm.Response{Usage: usage(cc.Usage)}, err // what the refused answer cost (llm.Model)
 	}
 	return llm.Response{Message: msg, Usage: usage(cc.Usage), FinishReason: llm.AbnormalFinish(cc.Choices[0].FinishReason)}, nil
 }

@@ -109,27 +109,30 @@ func (m *Model) Stream(ctx context.Context, req llm.Request, onDelta func(Delta)
 			}
 		}
 	}
+	// A failed call returns the usage the provider reported before it failed
+	// (llm.Model): a stream cut after its usage chunk, an answer refused.
+	spent := llm.Response{Usage: usage(u)}
 	if err := stream.Err(); err != nil {
 		var se *ssestream.StreamError
 		if errors.As(err, &se) {
-			return llm.Response{}, m.who.errorf(op, "the provider reported an error mid-stream: %s: %w",
+			return spent, m.who.errorf(op, "the provider reported an error mid-stream: %s: %w",
 				redact.New(m.who.apiKey).String(errorMessage(se.Event.Data)), llm.ErrTransient)
 		}
-		return llm.Response{}, m.who.classify(op, ctx, call, x, err)
+		return spent, m.who.classify(op, ctx, call, x, err)
 	}
 	if err := call.Err(); err != nil {
-		return llm.Response{}, m.who.classify(op, ctx, call, x, err)
+		return spent, m.who.classify(op, ctx, call, x, err)
 	}
 	cc := acc.ChatCompletion
 	switch {
 	case len(cc.Choices) == 0 || cc.Choices[0].FinishReason == "":
-		return llm.Response{}, m.who.errorf(op, "%w (no finish_reason): %w", ErrTruncatedStream, llm.ErrTransient)
+		return spent, m.who.errorf(op, "%w (no finish_reason): %w", ErrTruncatedStream, llm.ErrTransient)
 	case !dec.done:
-		return llm.Response{}, m.who.errorf(op, "%w (no [DONE]): %w", ErrTruncatedStream, llm.ErrTransient)
+		return spent, m.who.errorf(op, "%w (no [DONE]): %w", ErrTruncatedStream, llm.ErrTransient)
 	}
 	msg, err := m.message(req, cc.Choices[0].Message)
 	if err != nil {
-		return llm.Response{}, err
+		return spent, err
 	}
 	return llm.Response{Message: msg, Usage: usage(u), FinishReason: llm.AbnormalFinish(cc.Choices[0].FinishReason)}, nil
 }
@@ -155,7 +158,7 @@ func (m *Model) whole(op string, req llm.Request, body io.Reader) (llm.Response,
 	}
 	msg, err := m.message(req, cc.Choices[0].Message)
 	if err != nil {
-		return llm.Response{}, err
+		return llm.Response{Usage: usage(cc.Usage)}, err // what the refused answer cost (llm.Model)
 	}
 	return llm.Response{Message: msg, Usage: usage(cc.Usage), FinishReason: llm.AbnormalFinish(cc.Choices[0].FinishReason)}, nil
 }

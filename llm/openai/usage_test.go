@@ -1,9 +1,11 @@
 package openai_test
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/troupe-run/troupe/llm"
+	"github.com/troupe-run/troupe/llm/openai"
 	"github.com/troupe-run/troupe/llm/openai/openaitest"
 	"github.com/troupe-run/troupe/messages"
 )
@@ -23,5 +25,46 @@ func TestNegativeUsageIsNotKept(t *testing.T) {
 	}
 	if want := (messages.Usage{CompletionTokens: 5}); r.Usage != want {
 		t.Fatalf("usage %+v, want %+v", r.Usage, want)
+	}
+}
+
+// A call that fails after the provider reported what it cost returns that usage
+// with its error (llm.Model), so the task's spend, its budgets and the quotas count
+// it: a stream cut after its usage chunk (no [DONE]), and an answer refused as
+// malformed (a tool call with no name), streamed or whole.
+func TestFailedCallsReturnTheirUsage(t *testing.T) {
+	u := messages.Usage{PromptTokens: 120, CompletionTokens: 7}
+	nameless := messages.ChatMessage{Role: messages.RoleAssistant, ToolCalls: []messages.ToolCall{{ID: "c1", Arguments: "{}"}}}
+	for _, c := range []struct {
+		name   string
+		reply  openaitest.Reply
+		stream bool
+		want   error
+	}{
+		{"stream cut after its usage", openaitest.Stream(openaitest.RoleChunk(), openaitest.ContentChunk("par"),
+			openaitest.FinishChunk("stop"), openaitest.UsageChunk(u)), true, openai.ErrTruncatedStream},
+		{"streamed answer refused", openaitest.Stream(openaitest.RoleChunk(), openaitest.ToolCallChunk(0, "c1", "", "{}"),
+			openaitest.FinishChunk("tool_calls"), openaitest.UsageChunk(u), openaitest.Done), true, openai.ErrMalformedResponse},
+		{"whole answer refused", openaitest.Completion(nameless, u), false, openai.ErrMalformedResponse},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			srv := openaitest.NewServer(t, func(openaitest.Request) openaitest.Reply { return c.reply })
+			m := newModel(t, srv)
+			var (
+				r   llm.Response
+				err error
+			)
+			if c.stream {
+				r, err = m.Stream(deadline(t), hello(), nil)
+			} else {
+				r, err = m.Generate(deadline(t), hello())
+			}
+			if !errors.Is(err, c.want) {
+				t.Fatalf("err = %v, want %v", err, c.want)
+			}
+			if r.Usage != u || r.Message.Content != "" || len(r.Message.ToolCalls) != 0 {
+				t.Fatalf("failure %+v, want only the usage %+v", r, u)
+			}
+		})
 	}
 }
