@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"slices"
 	"sync"
@@ -464,6 +465,58 @@ func (f *sessionFeed) makeRow(ctx context.Context, log eventlog.Log, e messages.
 		ent.fold = fold
 	}
 	return fold.snapshot(), prev, nil
+}
+
+// current returns the fold of session's events as the log holds them now, for a
+// list's rows (GET /v1/sessions?detail=true, which the dashboard fetches again
+// every minute): it starts from the session's kept fold, as makeRow does, and
+// reads only the events after it, with the fold's tail checked again
+// (feedFold.replaced), so that listing 200 long sessions again reads what they
+// appended since, not their whole histories. It reads the whole history when no
+// fold is kept, when a takeover replaced the tail, or when the events read do not
+// follow the fold without a gap; the fold is kept when it is a prefix of the
+// session's history.
+func (f *sessionFeed) current(ctx context.Context, log eventlog.Log, session string) (sessionFold, error) {
+	ent := f.foldOf(session)
+	ent.mu.Lock()
+	defer ent.mu.Unlock()
+	if ent.fold.seq > 0 {
+		fold := ent.fold.clone()
+		from := fold.seq + 1
+		if len(fold.tail) > 0 {
+			from = fold.tailFrom
+		}
+		events, err := log.Read(ctx, session, from)
+		if err != nil {
+			return sessionFold{}, err
+		}
+		if !fold.replaced(events) {
+			i, _ := slices.BinarySearchFunc(events, fold.seq+1, func(e messages.Envelope, seq uint64) int { return cmp.Compare(e.Seq, seq) })
+			contiguous, err := fold.foldRead(events[i:], math.MaxUint64)
+			if err != nil {
+				return sessionFold{}, err
+			}
+			if contiguous {
+				ent.fold = fold
+				return fold.clone().sessionFold, nil
+			}
+		}
+	}
+	events, err := log.Read(ctx, session, 1)
+	if err != nil {
+		return sessionFold{}, err
+	}
+	fold := feedFold{sessionFold: sessionFold{row: SessionRow{SessionInfo: eventlog.SessionInfo{ID: session}}}}
+	contiguous, err := fold.foldRead(events, math.MaxUint64)
+	if err != nil {
+		return sessionFold{}, err
+	}
+	if contiguous {
+		ent.fold = fold
+		return fold.clone().sessionFold, nil
+	}
+	ent.fold = feedFold{} // not a prefix of the history: nothing to keep
+	return fold.sessionFold, nil
 }
 
 // sessionsStream serves GET /v1/feed/sessions: the node's session changes as

@@ -61,15 +61,9 @@ func (n *Node) sessionRows(ctx context.Context, infos []eventlog.SessionInfo) ([
 		if !eventlog.IsSession(info.ID) {
 			continue
 		}
-		events, err := n.log.Read(ctx, info.ID, 1)
+		f, err := n.feed.current(ctx, n.log, info.ID)
 		if err != nil {
 			return nil, fmt.Errorf("session %s: %w", info.ID, err)
-		}
-		var f sessionFold
-		for _, e := range events {
-			if err := f.add(e); err != nil {
-				return nil, fmt.Errorf("session %s: %w", info.ID, err)
-			}
 		}
 		rows[i].Agent, rows[i].Usage, rows[i].Waiting = f.row.Agent, f.row.Usage, f.waitingTools()
 	}
