@@ -243,6 +243,23 @@ func rulesOf(spec *messages.TaskSubmitted) int {
 	return spec.Rules
 }
 
+// recordRules is the version of the rules a new task is recorded under (Agents.Rules).
+func (as *Agents) recordRules() int {
+	if as == nil || as.Rules == 0 {
+		return ContextRules
+	}
+	return as.Rules
+}
+
+// CheckRecordRules returns an error when v (Agents.Rules) is no version this
+// build can record new tasks under; 0 (this build's) is one.
+func CheckRecordRules(v int) error {
+	if v != 0 && !supportedRules(v) {
+		return fmt.Errorf("decision rules %d: this build decides under versions %d to %d", v, MinContextRules, ContextRules)
+	}
+	return nil
+}
+
 // supportedRules reports whether this build decides under rules version v.
 func supportedRules(v int) bool { return v >= MinContextRules && v <= ContextRules }
 
@@ -314,8 +331,9 @@ func (s *SessionState) activeRules() int {
 	return s.active.rules
 }
 
-// stampRules returns the task envelope e with the rules of this build recorded on
-// it (messages.TaskSubmitted.Rules), and the configuration of its agent among the
+// stampRules returns the task envelope e with the rules of this build (or the
+// version its agents pin: Agents.Rules) recorded on it
+// (messages.TaskSubmitted.Rules), and the configuration of its agent among the
 // agents of s, the session it is new to (stampConfig): a new task runs under
 // today's rules and the node's configuration whatever a client sent, and its
 // payload, or e as it is when the payload does not decode (the fold refuses it) or
@@ -338,10 +356,11 @@ func stampRules(e messages.Envelope, decoded *messages.TaskSubmitted, s *Session
 	}
 	digest, config := task.ConfigDigest, task.Config
 	s.stampConfig(task)
-	if task.Rules == ContextRules && task.ConfigDigest == digest && task.Config == config {
+	rules := s.agents.recordRules()
+	if task.Rules == rules && task.ConfigDigest == digest && task.Config == config {
 		return e, task
 	}
-	task.Rules = ContextRules
+	task.Rules = rules
 	enc, err := messages.NewEnvelope(task)
 	if err != nil {
 		return e, nil

@@ -90,6 +90,9 @@ type SessionDeps struct {
 	// one of its keys (Agents.For).
 	Agent Agent
 	Named map[string]Agent
+	// Rules is the version of the decision rules new tasks are recorded under
+	// (Agents.Rules): 0, this build's.
+	Rules int
 	// Effects performs the session's model and tool calls.
 	Effects Effects
 	Clock   Clock
@@ -174,7 +177,7 @@ func (d *SessionDeps) withDefaults() {
 	d.io = deadline.New(d.IOTimeout)
 	d.claims, _ = d.Store.(ClaimingStore)
 	d.actors = &actorNames{}
-	as := Agents{Default: d.Agent, Named: d.Named}.withDigests() // once for the node's sessions
+	as := Agents{Default: d.Agent, Named: d.Named, Rules: d.Rules}.withDigests() // once for the node's sessions
 	d.agents = &as
 	if d.Configs == nil {
 		d.Configs = d.Store

@@ -107,6 +107,14 @@ type Agent struct {
 type Agents struct {
 	Default Agent
 	Named   map[string]Agent
+	// Rules is the version of the decision rules a new task is recorded under
+	// (TaskSubmitted.Rules); 0 means this build's, ContextRules. A cluster being
+	// upgraded to a build with newer rules pins it to the oldest build's version, so
+	// that a task a new node records can go on on an old one (which fails a task
+	// recorded under rules it does not have: ReasonUnsupportedRules); the pin is
+	// lifted once every node runs the new build. It must be a version this build
+	// has (MinContextRules to ContextRules; CheckRecordRules).
+	Rules int
 
 	// digests are the digests of the agents' configurations, by name ("" for
 	// Default), when they were computed once for agents that many states share

@@ -199,6 +199,13 @@ type Config struct {
 	// A2A, when set, serves the node's agents over the A2A protocol in Handler
 	// (node/a2a.go).
 	A2A *A2AConfig
+	// DecisionRules is the version of the decision rules the node records new
+	// tasks under (actors.Agents.Rules): 0, this build's (actors.ContextRules). A
+	// cluster upgraded node by node to a build with newer rules runs the new nodes
+	// with the old build's version until every node runs the new one, so that a
+	// session a new node started can move to an old one (which fails a task
+	// recorded under rules it does not have).
+	DecisionRules int
 	// ApprovalTimeout is how long a call of a tool that needs approval
 	// (NamedAgent.Approvals) waits for an answer before the session rejects it, for
 	// the agents that set none (NamedAgent.ApprovalTimeout); 0 waits for ever.
@@ -323,6 +330,9 @@ type Config struct {
 func (c Config) Validate() error {
 	if err := c.A2A.validate(); err != nil {
 		return err
+	}
+	if err := actors.CheckRecordRules(c.DecisionRules); err != nil {
+		return fmt.Errorf("node: %w", err)
 	}
 	if c.Bus == nil && c.Roles != 0 && c.Roles != RoleAll {
 		return errors.New("node: roles need a shared bus (Kafka); an embedded node does everything")
@@ -899,7 +909,7 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, n.fail(err)
 	}
-	if err := n.newSessionHost(actors.Agents{Default: agent, Named: named}, effects); err != nil {
+	if err := n.newSessionHost(actors.Agents{Default: agent, Named: named, Rules: n.cfg.DecisionRules}, effects); err != nil {
 		return nil, n.fail(err)
 	}
 	if err := n.newRouter(wlog); err != nil {

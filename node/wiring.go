@@ -279,7 +279,7 @@ func (n *Node) newSessionHost(agents actors.Agents, effects actors.Effects) erro
 		MaxLiveSessions: cfg.MaxLiveSessions, OnSessionEvicted: evicted.Inc, OnSessionsOverLimit: overLimit.Inc,
 		MaxParallelTools: cfg.parallelTools(), IdleTimeout: cfg.IdleTimeout, Logger: cfg.Logger,
 		Redactor: n.redactor, Stopping: n.sessionsStop, Routable: n.routable,
-		Agent: agents.Default, Named: agents.Named,
+		Agent: agents.Default, Named: agents.Named, Rules: agents.Rules,
 		LogWrites: n.outage.wrote,
 	}
 	deps.Live, deps.Recovered = n.sessionEvents, n.metrics.sessions.recovered

@@ -78,3 +78,31 @@ func TestLogFormatRefused(t *testing.T) {
 		t.Fatalf("exit %d, want 2 and the key named: %s", code, errb.String())
 	}
 }
+
+// --decision-rules (TROUPE_DECISION_RULES, "decision_rules") pins the rules new
+// tasks are recorded under; a version the build does not have stops the node,
+// naming the versions it has.
+func TestDecisionRulesFlag(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), []string{"run", "--data", t.TempDir(), "--model", "offline", "--decision-rules", "8", "echo hi"}, &out, &errb, options{}); code != 0 {
+		t.Fatalf("--decision-rules 8: exit %d: %s", code, errb.String())
+	}
+	errb.Reset()
+	if code := run(context.Background(), []string{"run", "--data", t.TempDir(), "--model", "offline", "--decision-rules", "99", "echo hi"}, &out, &errb, options{}); code != 2 || !strings.Contains(errb.String(), "decision rules 99") {
+		t.Fatalf("--decision-rules 99: exit %d, want 2: %s", code, errb.String())
+	}
+	errb.Reset()
+	t.Setenv("TROUPE_DECISION_RULES", "x")
+	if code := run(context.Background(), []string{"run", "--data", t.TempDir(), "--model", "offline", "echo hi"}, &out, &errb, options{}); code != 2 || !strings.Contains(errb.String(), "TROUPE_DECISION_RULES") {
+		t.Fatalf("TROUPE_DECISION_RULES=x: exit %d, want 2: %s", code, errb.String())
+	}
+	t.Setenv("TROUPE_DECISION_RULES", "")
+	path := filepath.Join(t.TempDir(), "troupe.json")
+	if err := os.WriteFile(path, []byte(`{"decision_rules": 1000}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	errb.Reset()
+	if code := run(context.Background(), []string{"run", "--data", t.TempDir(), "--model", "offline", "--config", path, "echo hi"}, &out, &errb, options{}); code != 2 || !strings.Contains(errb.String(), "decision_rules") {
+		t.Fatalf(`"decision_rules": 1000: exit %d, want 2: %s`, code, errb.String())
+	}
+}

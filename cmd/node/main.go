@@ -434,6 +434,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 			return 2
 		}
 	}
+	decisionRules := fs.Int("decision-rules", fc.DecisionRules, "record new tasks under this version of the decision rules (default: the build's own; pin it to the oldest build's during a rolling upgrade)")
+	if v := os.Getenv("TROUPE_DECISION_RULES"); v != "" {
+		if err := fs.Set("decision-rules", v); err != nil {
+			fmt.Fprintln(stderr, "error: TROUPE_DECISION_RULES:", err)
+			return 2
+		}
+	}
 	secretKeyFile := fs.String("secret-key-file", or("TROUPE_SECRET_KEY_FILE", fc.SecretKeyFile, ""), "file of the secret key that seals the secrets kept in the event log")
 	milvusAddr := fs.String("milvus", os.Getenv("TROUPE_MILVUS"), "Milvus server for the memories' vectors")
 	milvusPrefix := fs.String("milvus-prefix", or("TROUPE_MILVUS_PREFIX", fc.MilvusPrefix, ""), "prefix of every Milvus collection name (default troupe_)")
@@ -681,7 +688,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 	}
 	cfg := node.Config{DataDir: *data, Model: model, Fallbacks: fallback, Gateway: gw, Logger: logger, Secrets: secrets, Redactor: red,
 		IdleTimeout: idle, MaxLiveSessions: *maxSessions, StreamUnwatched: *streamUnwatched,
-		ModelTimeout: modelTimeout, ToolTimeout: toolTimeout, EffectReissue: effectReissue}
+		ModelTimeout: modelTimeout, ToolTimeout: toolTimeout, EffectReissue: effectReissue, DecisionRules: *decisionRules}
+	if err := actors.CheckRecordRules(cfg.DecisionRules); err != nil {
+		fmt.Fprintln(stderr, "error: --decision-rules:", err)
+		return 2
+	}
 	if cfg.SecretKey, err = secretKey(fs, *secretKeyFile); err != nil {
 		fmt.Fprintln(stderr, "error:", err)
 		return 2

@@ -18,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/troupe-run/troupe/actors"
 	"github.com/troupe-run/troupe/eventlog/clickhouse"
 	"github.com/troupe-run/troupe/kafka"
 	"github.com/troupe-run/troupe/llm"
@@ -64,6 +65,9 @@ type File struct {
 	SkillsDir          string          `json:"skills_dir"`
 	Skills             SkillsFile      `json:"skills"`
 	Disclosure         string          `json:"disclosure"`
+	// DecisionRules is the version of the decision rules the node records new
+	// tasks under (node.Config.DecisionRules; absent or 0: the build's own).
+	DecisionRules int `json:"decision_rules"`
 	// LogFormat is the format of the node's log lines on stderr: text (the
 	// default, logfmt-like key=value) or json (one JSON object a line).
 	LogFormat string `json:"log_format"`
@@ -585,6 +589,9 @@ func (fc File) Validate() error {
 		bad("skills_dir", "%q is not a usable path: want the directory that holds the skill folders", fc.SkillsDir)
 	}
 	errs = append(errs, fc.Skills.validate()...)
+	if err := actors.CheckRecordRules(fc.DecisionRules); err != nil {
+		bad("decision_rules", "%d: this build records tasks under versions %d to %d (absent or 0: %d, its own)", fc.DecisionRules, actors.MinContextRules, actors.ContextRules, actors.ContextRules)
+	}
 	if fc.LogFormat != "" && fc.LogFormat != "text" && fc.LogFormat != "json" {
 		bad("log_format", "%q: want text (key=value lines, the default) or json (one JSON object a line)", fc.LogFormat)
 	}
