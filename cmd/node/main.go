@@ -59,14 +59,22 @@ type options struct {
 	streamText bool
 }
 
-const usage = `usage:
+// commandsUsage is the head of usage: the commands. After a usage error it is printed
+// alone, below the error, so that the error does not scroll away above the flags.
+const commandsUsage = `usage:
   node run [flags] "<task>"
   node serve [flags]
+  node mcp [flags]   (an MCP server on stdin and stdout)
   node tools list|call ...   (node tools for its usage)
   node memory add|search|import|consolidate|history ...   (node memory for its usage)
   node rag add|search|ask|list|remove ...   (knowledge bases; node rag for its usage)
   node agents list [--json] [--config FILE] [--agents FILE]   (node agents for its usage)
+`
 
+// shortUsage follows a usage error of run, serve or mcp.
+const shortUsage = commandsUsage + "\nnode --help lists every flag.\n"
+
+const usage = commandsUsage + `
 flags:
   --config FILE          JSON configuration (default .troupe.json when present)
   --data DIR             data directory of the embedded event log (TROUPE_DATA, default .troupe)
@@ -212,7 +220,7 @@ with the resources and prompts of the skills, of the MCP servers and of the
 configuration file's "mcp_server". The configuration file's "mcp_servers" give the
 agent the tools of MCP servers (stdio commands or Streamable HTTP URLs).
 
-node serve serves the agents over A2A 0.3 too: the card at
+node serve serves the agents over A2A (0.3 and 1.0) too: the card at
 /.well-known/agent-card.json, JSON-RPC at /a2a (and /a2a/{agent}); the configuration
 file's "a2a": {"public_url", "push_allow"} sets the card's base URL and the webhooks
 allowed on private addresses. Its "a2a_agents" ({"name": "card URL"}) give the agent
@@ -237,6 +245,17 @@ func runArgsError(args []string) string {
 		}
 	}
 	return fmt.Sprintf(`node run takes one task, in quotes, and got %d arguments after the flags`, len(args))
+}
+
+// strayArgsError says what is wrong with the arguments (args) left after the flags of
+// node serve or node mcp, which take none.
+func strayArgsError(cmd string, args []string) string {
+	for _, a := range args[1:] {
+		if strings.HasPrefix(a, "-") && len(a) > 1 {
+			return fmt.Sprintf("node %s takes no arguments, got %q (so the flags after it, from %q, were not read)", cmd, args[0], a)
+		}
+	}
+	return fmt.Sprintf("node %s takes no arguments, got %q", cmd, args)
 }
 
 // helpArg reports whether arg, in a command's place, asks for its usage.
@@ -306,7 +325,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 		return agentsCmd(ctx, args[1:], stdout, stderr, opt)
 	}
 	if cmd != "run" && cmd != "serve" && cmd != "mcp" {
-		fmt.Fprint(stderr, usage)
+		fmt.Fprintf(stderr, "error: unknown command %q: want run, serve, mcp, tools, memory, rag or agents\n%s", cmd, shortUsage)
 		return 2
 	}
 	var hup chan os.Signal
@@ -361,8 +380,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 		return def
 	}
 	fs := flag.NewFlagSet("node "+cmd, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {} // flagsFailed prints it
+	fs.SetOutput(io.Discard) // a bad flag's error is printed below, with shortUsage
+	fs.Usage = func() {}
 	fs.String("config", configPath, "configuration file")
 	data := fs.String("data", or("TROUPE_DATA", fc.Data, ".troupe"), "data directory of the embedded event log")
 	addr := fs.String("http", or("TROUPE_HTTP_ADDR", fc.HTTP, "127.0.0.1:8080"), "HTTP listen address (serve)")
@@ -446,7 +465,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 	verbose := fs.Bool("v", false, "log at debug level")
 	streamFlag := fs.String("stream", or("TROUPE_STREAM", "", "auto"), "print streamed answers (run): auto, on or off")
 	if err := fs.Parse(args[1:]); err != nil {
-		return flagsFailed(err, stdout, stderr, usage)
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stdout, usage)
+			return 0
+		}
+		fmt.Fprintf(stderr, "error: node %s: %v\n%s", cmd, err, shortUsage)
+		return 2
 	}
 	if parsed := fs.Lookup("config").Value.String(); parsed != configPath && (parsed != "" || !autoLoaded) {
 		// The flags' defaults came from another file than the flag names (or none):
@@ -518,7 +542,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 		// behind: no data directory, no session ID printed for a session that never runs.
 		if fs.NArg() != 1 {
 			fmt.Fprintln(stderr, "error:", runArgsError(fs.Args()))
-			fmt.Fprint(stderr, usage)
+			fmt.Fprint(stderr, shortUsage)
 			return 2
 		}
 		if err := task.Validate(); err != nil {
@@ -820,7 +844,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 		return runTask(ctx, cfg, attach, task, why, in, *terminal, streamText, stdout, stderr)
 	case "mcp":
 		if fs.NArg() != 0 {
-			fmt.Fprint(stderr, usage)
+			fmt.Fprintf(stderr, "error: %s\n%s", strayArgsError(cmd, fs.Args()), shortUsage)
 			return 2
 		}
 		logger.Info("model", "name", model.Name(), "why", why)
@@ -831,7 +855,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 		return serveMCP(ctx, cfg, fc.MCPServer, attach, in, stdout, stderr)
 	default:
 		if fs.NArg() != 0 {
-			fmt.Fprint(stderr, usage)
+			fmt.Fprintf(stderr, "error: %s\n%s", strayArgsError(cmd, fs.Args()), shortUsage)
 			return 2
 		}
 		logger.Info("model", "name", model.Name(), "why", why)
