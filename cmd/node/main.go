@@ -77,14 +77,18 @@ const shortUsage = commandsUsage + "\nnode --help lists every flag.\n"
 const usage = commandsUsage + `
 flags:
   --config FILE          JSON configuration (default .troupe.json when present)
-  --data DIR             data directory of the embedded event log (TROUPE_DATA, default .troupe)
-  --http ADDR            HTTP listen address for serve (TROUPE_HTTP_ADDR, default 127.0.0.1:8080)
+  --data DIR             data directory of the embedded event log (TROUPE_DATA, "data",
+                         default .troupe)
+  --http ADDR            HTTP listen address for serve (TROUPE_HTTP_ADDR, "http",
+                         default 127.0.0.1:8080)
   --http-max-conns N     connections the HTTP server serves at once; more wait to be
-                         accepted (TROUPE_HTTP_MAX_CONNS, default 4096)
+                         accepted (TROUPE_HTTP_MAX_CONNS, "http_limits": {"max_conns"},
+                         default 4096)
   --auth-token TOKEN     serve: a bearer token that may call the HTTP API (repeatable;
                          TROUPE_AUTH_TOKENS=tok1,tok2; "auth": {"tokens"}). With any
-                         token every route but /healthz, /livez and the A2A agent card
-                         needs Authorization: Bearer TOKEN. A flag shows in ps: prefer the
+                         token every route but /healthz, /livez, the A2A agent cards and
+                         the dashboard's files and login needs Authorization: Bearer
+                         TOKEN. A flag shows in ps: prefer the
                          environment or a tokens file
   --auth-tokens-file F   serve: more tokens, one a line, # comments (TROUPE_AUTH_TOKENS_FILE,
                          "auth": {"tokens_file"}); read again on SIGHUP
@@ -169,7 +173,8 @@ flags:
                          provider's stream. Default: a call streams when watched
   --idle-timeout D       stop a session's actor after it has been idle this long, a
                          positive Go duration such as 90s or 5m (TROUPE_IDLE_TIMEOUT,
-                         default 1m); its next task folds it back from the log
+                         "idle_timeout", default 1m); its next task folds it back from
+                         the log
   --model-timeout D      fail a model call that has not answered after D, 100ms to 1h
                          (TROUPE_MODEL_TIMEOUT, "model_timeout", default 2m): raise it
                          for a slow model (a local one on CPU, a reasoning model).
@@ -192,8 +197,8 @@ flags:
                          "skills": {"allow_scripts": true})
   --disclosure S         how tools reach the model: all, catalog or search
                          (TROUPE_DISCLOSURE, "disclosure", default all)
-  --max-sessions N       keep at most N session actors alive (TROUPE_MAX_SESSIONS,
-                         default 10000): past it the least recently used idle ones
+  --max-sessions N       keep at most N session actors alive, 1 to 10000000
+                         (TROUPE_MAX_SESSIONS, "max_sessions", default 10000): past it the least recently used idle ones
                          are stopped before their idle timeout; a session with a
                          running task never is, so with all busy the node runs more
   --secret-key-file F    the key that seals the secrets the node keeps in its event log
