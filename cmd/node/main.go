@@ -57,24 +57,36 @@ type options struct {
 	streamText bool
 }
 
-const usage = `usage:
+// commandsUsage is the head of usage: the commands. After a usage error it is printed
+// alone, below the error, so that the error does not scroll away above the flags.
+const commandsUsage = `usage:
   node run [flags] "<task>"
   node serve [flags]
+  node mcp [flags]   (an MCP server on stdin and stdout)
   node tools list|call ...   (node tools for its usage)
   node memory add|search|import|consolidate|history ...   (node memory for its usage)
   node rag add|search|ask|list|remove ...   (knowledge bases; node rag for its usage)
   node agents list [--json] [--config FILE] [--agents FILE]   (node agents for its usage)
+`
 
+// shortUsage follows a usage error of run, serve or mcp.
+const shortUsage = commandsUsage + "\nnode --help lists every flag.\n"
+
+const usage = commandsUsage + `
 flags:
   --config FILE          JSON configuration (default .troupe.json when present)
-  --data DIR             data directory of the embedded event log (TROUPE_DATA, default .troupe)
-  --http ADDR            HTTP listen address for serve (TROUPE_HTTP_ADDR, default 127.0.0.1:8080)
+  --data DIR             data directory of the embedded event log (TROUPE_DATA, "data",
+                         default .troupe)
+  --http ADDR            HTTP listen address for serve (TROUPE_HTTP_ADDR, "http",
+                         default 127.0.0.1:8080)
   --http-max-conns N     connections the HTTP server serves at once; more wait to be
-                         accepted (TROUPE_HTTP_MAX_CONNS, default 4096)
+                         accepted (TROUPE_HTTP_MAX_CONNS, "http_limits": {"max_conns"},
+                         default 4096)
   --auth-token TOKEN     serve: a bearer token that may call the HTTP API (repeatable;
                          TROUPE_AUTH_TOKENS=tok1,tok2; "auth": {"tokens"}). With any
-                         token every route but /healthz, /livez and the A2A agent card
-                         needs Authorization: Bearer TOKEN. A flag shows in ps: prefer the
+                         token every route but /healthz, /livez, the A2A agent cards and
+                         the dashboard's files and login needs Authorization: Bearer
+                         TOKEN. A flag shows in ps: prefer the
                          environment or a tokens file
   --auth-tokens-file F   serve: more tokens, one a line, # comments (TROUPE_AUTH_TOKENS_FILE,
                          "auth": {"tokens_file"}); read again on SIGHUP
@@ -159,7 +171,8 @@ flags:
                          provider's stream. Default: a call streams when watched
   --idle-timeout D       stop a session's actor after it has been idle this long, a
                          positive Go duration such as 90s or 5m (TROUPE_IDLE_TIMEOUT,
-                         default 1m); its next task folds it back from the log
+                         "idle_timeout", default 1m); its next task folds it back from
+                         the log
   --model-timeout D      fail a model call that has not answered after D, 100ms to 1h
                          (TROUPE_MODEL_TIMEOUT, "model_timeout", default 2m): raise it
                          for a slow model (a local one on CPU, a reasoning model).
@@ -182,8 +195,8 @@ flags:
                          "skills": {"allow_scripts": true})
   --disclosure S         how tools reach the model: all, catalog or search
                          (TROUPE_DISCLOSURE, "disclosure", default all)
-  --max-sessions N       keep at most N session actors alive (TROUPE_MAX_SESSIONS,
-                         default 10000): past it the least recently used idle ones
+  --max-sessions N       keep at most N session actors alive, 1 to 10000000
+                         (TROUPE_MAX_SESSIONS, "max_sessions", default 10000): past it the least recently used idle ones
                          are stopped before their idle timeout; a session with a
                          running task never is, so with all busy the node runs more
   --secret-key-file F    the key that seals the secrets the node keeps in its event log
@@ -210,7 +223,7 @@ with the resources and prompts of the skills, of the MCP servers and of the
 configuration file's "mcp_server". The configuration file's "mcp_servers" give the
 agent the tools of MCP servers (stdio commands or Streamable HTTP URLs).
 
-node serve serves the agents over A2A 0.3 too: the card at
+node serve serves the agents over A2A (0.3 and 1.0) too: the card at
 /.well-known/agent-card.json, JSON-RPC at /a2a (and /a2a/{agent}); the configuration
 file's "a2a": {"public_url", "push_allow"} sets the card's base URL and the webhooks
 allowed on private addresses. Its "a2a_agents" ({"name": "card URL"}) give the agent
@@ -235,6 +248,17 @@ func runArgsError(args []string) string {
 		}
 	}
 	return fmt.Sprintf(`node run takes one task, in quotes, and got %d arguments after the flags`, len(args))
+}
+
+// strayArgsError says what is wrong with the arguments (args) left after the flags of
+// node serve or node mcp, which take none.
+func strayArgsError(cmd string, args []string) string {
+	for _, a := range args[1:] {
+		if strings.HasPrefix(a, "-") && len(a) > 1 {
+			return fmt.Sprintf("node %s takes no arguments, got %q (so the flags after it, from %q, were not read)", cmd, args[0], a)
+		}
+	}
+	return fmt.Sprintf("node %s takes no arguments, got %q", cmd, args)
 }
 
 // helpArg reports whether arg, in a command's place, asks for its usage.
@@ -304,7 +328,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 		return agentsCmd(ctx, args[1:], stdout, stderr, opt)
 	}
 	if cmd != "run" && cmd != "serve" && cmd != "mcp" {
-		fmt.Fprint(stderr, usage)
+		fmt.Fprintf(stderr, "error: unknown command %q: want run, serve, mcp, tools, memory, rag or agents\n%s", cmd, shortUsage)
 		return 2
 	}
 	var hup chan os.Signal
@@ -359,8 +383,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 		return def
 	}
 	fs := flag.NewFlagSet("node "+cmd, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {} // flagsFailed prints it
+	fs.SetOutput(io.Discard) // a bad flag's error is printed below, with shortUsage
+	fs.Usage = func() {}
 	fs.String("config", configPath, "configuration file")
 	data := fs.String("data", or("TROUPE_DATA", fc.Data, ".troupe"), "data directory of the embedded event log")
 	addr := fs.String("http", or("TROUPE_HTTP_ADDR", fc.HTTP, "127.0.0.1:8080"), "HTTP listen address (serve)")
@@ -452,7 +476,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 	logFormat := fs.String("log-format", or("TROUPE_LOG_FORMAT", fc.LogFormat, "text"), "format of the log lines on stderr: text or json")
 	streamFlag := fs.String("stream", or("TROUPE_STREAM", "", "auto"), "print streamed answers (run): auto, on or off")
 	if err := fs.Parse(args[1:]); err != nil {
-		return flagsFailed(err, stdout, stderr, usage)
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stdout, usage)
+			return 0
+		}
+		fmt.Fprintf(stderr, "error: node %s: %v\n%s", cmd, err, shortUsage)
+		return 2
 	}
 	if parsed := fs.Lookup("config").Value.String(); parsed != configPath && (parsed != "" || !autoLoaded) {
 		// The flags' defaults came from another file than the flag names (or none):
@@ -524,7 +553,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 		// behind: no data directory, no session ID printed for a session that never runs.
 		if fs.NArg() != 1 {
 			fmt.Fprintln(stderr, "error:", runArgsError(fs.Args()))
-			fmt.Fprint(stderr, usage)
+			fmt.Fprint(stderr, shortUsage)
 			return 2
 		}
 		if err := task.Validate(); err != nil {
@@ -834,7 +863,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 		return runTask(ctx, cfg, attach, task, why, in, *terminal, streamText, stdout, stderr)
 	case "mcp":
 		if fs.NArg() != 0 {
-			fmt.Fprint(stderr, usage)
+			fmt.Fprintf(stderr, "error: %s\n%s", strayArgsError(cmd, fs.Args()), shortUsage)
 			return 2
 		}
 		logger.Info("model", "name", model.Name(), "why", why)
@@ -845,7 +874,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 		return serveMCP(ctx, cfg, fc.MCPServer, attach, in, stdout, stderr)
 	default:
 		if fs.NArg() != 0 {
-			fmt.Fprint(stderr, usage)
+			fmt.Fprintf(stderr, "error: %s\n%s", strayArgsError(cmd, fs.Args()), shortUsage)
 			return 2
 		}
 		logger.Info("model", "name", model.Name(), "why", why)

@@ -88,3 +88,37 @@ func TestRunWithSkillsAndSearch(t *testing.T) {
 		t.Errorf("missing skills dir: exit %d, %s", code, errb.String())
 	}
 }
+
+// TestToolsAndAgentsListTakeTROUPE_SKILLS: node tools list and node agents list show
+// the agent node run and serve build, so TROUPE_SKILLS (and TROUPE_DISCLOSURE) count
+// for them as for those: the skill tools are listed, and an agent of skill:NAME is
+// accepted, as node run --agents accepts it.
+func TestToolsAndAgentsListTakeTROUPE_SKILLS(t *testing.T) {
+	t.Chdir(t.TempDir()) // no .troupe.json here
+	dir := t.TempDir()
+	skillsDir := filepath.Join(dir, "skills")
+	if err := os.MkdirAll(filepath.Join(skillsDir, "greet"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(skillsDir, "greet", "SKILL.md"), []byte("---\nname: greet\ndescription: Greets people warmly.\n---\nSay hello.\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	agentsFile := filepath.Join(dir, "agents.yaml")
+	if err := os.WriteFile(agentsFile, []byte("agents:\n  greeter:\n    tools: [\"skill:greet\"]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("TROUPE_SKILLS", skillsDir)
+	t.Setenv("TROUPE_DISCLOSURE", "")
+	code, out, errs := nodeTools(t, options{}, "list")
+	if code != 0 || !strings.Contains(out, "\nload_skill ") || !strings.Contains(out, "\nread_skill_file ") {
+		t.Errorf("tools list with TROUPE_SKILLS: %d, no skill tools:\n%s%s", code, out, errs)
+	}
+	var aout, aerr bytes.Buffer
+	if code := run(context.Background(), []string{"agents", "list", "--agents", agentsFile}, &aout, &aerr, options{}); code != 0 || !strings.Contains(aout.String(), "greeter") {
+		t.Errorf("agents list with TROUPE_SKILLS: %d\n%s%s", code, aout.String(), aerr.String())
+	}
+	t.Setenv("TROUPE_DISCLOSURE", "sideways")
+	if code, _, errs := nodeTools(t, options{}, "list"); code != 2 || !strings.Contains(errs, "sideways") {
+		t.Errorf("tools list with TROUPE_DISCLOSURE=sideways: %d %s; want 2 naming it, as node run refuses it", code, errs)
+	}
+}

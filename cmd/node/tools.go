@@ -31,7 +31,8 @@ const toolsUsage = `usage:
   node tools call [--config FILE] [--data DIR] NAME ['JSON-ARGS' | key=value,... | -]
 
 list prints every tool the node's default agent can use: name, source (builtin,
-mcp:SERVER, skill:NAME) and description; --json adds each input schema.
+mcp:SERVER or a2a:AGENT) and description; --json adds each input schema. The
+skills are those of the configuration's skills_dir, or of TROUPE_SKILLS.
 call runs one tool as the node would (its timeout, concurrency and size limits,
 argument validation) and prints its result: exit 0, or 1 with the error. Arguments
 are JSON or key=value pairs; - reads them from standard input; none means {}.
@@ -399,6 +400,10 @@ func cliNotes(ctx context.Context, fc nodeconfig.File, data string, cfg notes.Co
 func cliAgent(fc nodeconfig.File, opt options, stderr io.Writer) (nodeconfig.Agent, *slog.Logger, *redact.Redactor, error) {
 	red := redact.New(slices.Concat(provider.Config{}.Secrets(nil), nodeconfig.MCPSecrets(fc.MCPServers), nodeconfig.A2ASecrets(fc.A2AAgents))...)
 	logger := slog.New(redact.NewHandler(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}), red))
-	agent, err := fc.Agent(nodeconfig.AgentOptions{ExtraTools: opt.extraTools, Logger: logger})
+	// TROUPE_SKILLS and TROUPE_DISCLOSURE replace the file's values, as they do for
+	// node run and serve (whose --skills and --disclosure these commands lack) and
+	// replay verify: the agent listed is the one the node runs.
+	agent, err := fc.Agent(nodeconfig.AgentOptions{SkillsDir: os.Getenv("TROUPE_SKILLS"), Disclosure: os.Getenv("TROUPE_DISCLOSURE"),
+		ExtraTools: opt.extraTools, Logger: logger})
 	return agent, logger, red, err
 }

@@ -105,10 +105,22 @@ func TestCommandFlags(t *testing.T) {
 		{"list", []string{"-limit", "-json"}, []string{"-at", "-since", "-out"}},
 		{"export", []string{"-out", "-data"}, []string{"-at", "-since", "-json"}},
 		{"import", []string{"-data"}, []string{"-at", "-since", "-json", "-out"}},
+		{"verify", []string{"-config", "-agents", "-full", "-json"}, []string{"-at", "-since", "-out"}},
+		{"show", []string{"-json", "-data"}, []string{"-at", "-since", "-out"}},
 	} {
-		code, _, errs := replay(t, c.cmd, "-h")
-		if code != 2 || !strings.Contains(errs, "replay "+c.cmd) {
-			t.Errorf("%s -h: %d %s", c.cmd, code, errs)
+		// Asked for, the usage is the answer: on stdout, exit 0 (as node's), so that
+		// replay fork --help | less shows it.
+		code, errs, stderr := replay(t, c.cmd, "-h")
+		if code != 0 || !strings.Contains(errs, "replay "+c.cmd) || stderr != "" {
+			t.Errorf("%s -h: %d %s (stderr %q)", c.cmd, code, errs, stderr)
+		}
+		// The command's line of usage (what replay --help and the README show) names
+		// every flag the command takes, but --clickhouse, which the header names for all.
+		line := regexp.MustCompile(`(?m)^  (replay .*)$`).FindStringSubmatch(errs)
+		for _, m := range regexp.MustCompile(`(?m)^  -([a-z-]+)`).FindAllStringSubmatch(errs, -1) {
+			if m[1] != "clickhouse" && (line == nil || !strings.Contains(line[1], "--"+m[1])) {
+				t.Errorf("%s's usage line does not name --%s: %v", c.cmd, m[1], line)
+			}
 		}
 		for _, w := range c.want {
 			if !listsFlag(errs, w) {
@@ -268,6 +280,30 @@ func TestImportRejectsSessionIDsIngressRefuses(t *testing.T) {
 		}
 		if entries, _ := os.ReadDir(dir); len(entries) != 0 {
 			t.Errorf("a rejected import of %q wrote %d files", bad, len(entries))
+		}
+	}
+}
+
+// replay --help answers its usage on stdout with exit 0; an unknown command, or a
+// command without its session, says so before the usage, on stderr, exit 2.
+func TestHelpAndUsageErrors(t *testing.T) {
+	for _, arg := range []string{"--help", "-h", "help"} {
+		if code, out, errs := replay(t, arg); code != 0 || !strings.Contains(out, "replay fork") || errs != "" {
+			t.Errorf("replay %s: %d %q (stderr %q)", arg, code, out, errs)
+		}
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"shwo"}, `error: unknown command "shwo"`},
+		{[]string{"show"}, "error: replay show needs a session ID"},
+		{[]string{"import"}, "error: replay import needs the file"},
+		{[]string{"list", "extra"}, `error: replay list takes no arguments, got ["extra"]`},
+	} {
+		code, out, errs := replay(t, c.args...)
+		if code != 2 || out != "" || !strings.HasPrefix(errs, c.want) || !strings.Contains(errs, "usage:") {
+			t.Errorf("replay %v: %d %q, stderr %q; want it to begin %q", c.args, code, out, errs, c.want)
 		}
 	}
 }

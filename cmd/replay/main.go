@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -37,7 +38,7 @@ const usage = `usage:
   replay list [--data DIR] [--limit N] [--json]
   replay show <session-id> [--data DIR] [--json]
   replay verify <session-id> [--data DIR] [--config FILE] [--agents FILE] [--json] [--full]
-  replay fork <session-id> --at SEQ [--data DIR] [--config FILE] [--agents FILE] [--model auto|offline|scripted:FILE|PROVIDER[:MODEL]] [--input TEXT] [--session NEW-ID]
+  replay fork <session-id> --at SEQ [--data DIR] [--config FILE] [--agents FILE] [--model auto|offline|scripted:FILE|PROVIDER[:MODEL]] [--input TEXT] [--session NEW-ID] [--memory-writes]
   replay export <session-id> [--data DIR] [--out FILE]
   replay import <file> [--data DIR]
   replay stats [--since 24h|2026-11-01] [--agent NAME] [--data DIR] [--json]
@@ -48,7 +49,7 @@ var commandUsage = map[string]string{
 	"list":   "replay list [--data DIR] [--limit N] [--json]",
 	"show":   "replay show <session-id> [--data DIR] [--json]",
 	"verify": "replay verify <session-id> [--data DIR] [--config FILE] [--agents FILE] [--json] [--full]",
-	"fork":   "replay fork <session-id> --at SEQ [--data DIR] [--config FILE] [--agents FILE] [--model auto|offline|scripted:FILE|PROVIDER[:MODEL]] [--input TEXT] [--session NEW-ID]",
+	"fork":   "replay fork <session-id> --at SEQ [--data DIR] [--config FILE] [--agents FILE] [--model auto|offline|scripted:FILE|PROVIDER[:MODEL]] [--input TEXT] [--session NEW-ID] [--memory-writes]",
 	"export": "replay export <session-id> [--data DIR] [--out FILE]",
 	"import": "replay import <file> [--data DIR]",
 	"stats":  "replay stats [--since 24h|2026-11-01] [--agent NAME] [--data DIR] [--json]",
@@ -63,7 +64,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	cmd := args[0]
+	switch cmd {
+	case "-h", "-help", "--help", "help":
+		// Asked for, the usage is the answer: on stdout, exit 0, as node's.
+		fmt.Fprint(stdout, usage)
+		return 0
+	}
 	if _, ok := commandUsage[cmd]; !ok {
+		fmt.Fprintf(stderr, "error: unknown command %q: want list, show, verify, fork, export, import or stats\n", cmd)
 		fmt.Fprint(stderr, usage)
 		return 2
 	}
@@ -71,10 +79,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	// a flag of another command is an error.
 	fs := flag.NewFlagSet("replay "+cmd, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage:\n  %s\n\nflags:\n", commandUsage[cmd])
+	printUsage := func(w io.Writer) {
+		fmt.Fprintf(w, "usage:\n  %s\n\nflags:\n", commandUsage[cmd])
+		fs.SetOutput(w)
 		fs.PrintDefaults()
+		fs.SetOutput(stderr)
 	}
+	fs.Usage = func() {} // printed below: on stdout when asked for, else on stderr
 	var (
 		data, chAddr              string
 		asJSON                    bool
@@ -115,7 +126,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	// Flags may come before or after the session ID.
 	positional, err := cliflags.Parse(fs, args[1:])
+	if errors.Is(err, flag.ErrHelp) {
+		printUsage(stdout)
+		return 0
+	}
 	if err != nil {
+		printUsage(stderr)
 		return 2
 	}
 	want := 1 // the session ID, or import's file
@@ -123,7 +139,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		want = 0
 	}
 	if len(positional) != want {
-		fs.Usage()
+		switch {
+		case want == 0:
+			fmt.Fprintf(stderr, "error: replay %s takes no arguments, got %q\n", cmd, positional)
+		case len(positional) == 0 && cmd == "import":
+			fmt.Fprintln(stderr, "error: replay import needs the file to import")
+		case len(positional) == 0:
+			fmt.Fprintf(stderr, "error: replay %s needs a session ID (replay list shows them)\n", cmd)
+		default:
+			fmt.Fprintf(stderr, "error: replay %s takes one argument, got %d: %q\n", cmd, len(positional), positional)
+		}
+		printUsage(stderr)
 		return 2
 	}
 	st := store{data: data, clickhouse: chAddr, database: envOr("TROUPE_CLICKHOUSE_DATABASE", "troupe"), notices: stderr}

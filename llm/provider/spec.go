@@ -24,7 +24,10 @@ import (
 func FromSpec(ctx context.Context, spec string, base Config, env func(string) string) (llm.Model, string, string, error) {
 	switch {
 	case spec == "offline":
-		return llm.NewOffline(), "the offline rule-based model (--model offline)", "", nil
+		// The spec may come from --model, TROUPE_MODEL, the configuration file or an
+		// agent's model: the sentence names none of them, as a provider's "is
+		// configured" does not.
+		return llm.NewOffline(), `the offline rule-based model (model "offline")`, "", nil
 	case strings.HasPrefix(spec, "scripted:"):
 		m, err := llm.FromSpec(spec)
 		return m, "a scripted model (" + spec + ")", "", err

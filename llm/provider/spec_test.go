@@ -17,6 +17,11 @@ func TestFromSpec(t *testing.T) {
 	if err != nil || m.Name() != llm.OfflineName || why == "" || key != "" {
 		t.Fatalf("offline: %v %q %q %v", m, why, key, err)
 	}
+	// node run prints why: the spec came from the flag, TROUPE_MODEL, the file or an
+	// agent's model, so the sentence must not say it was the flag.
+	if strings.Contains(why, "--model") {
+		t.Errorf("offline: why %q names --model, which may not be where the spec came from", why)
+	}
 	if _, _, _, err := provider.FromSpec(ctx, "teleport:gpt", provider.Config{}, env); err == nil || !strings.Contains(err.Error(), "is not a model spec") {
 		t.Fatalf("unknown provider: %v", err)
 	}
