@@ -1,9 +1,8 @@
-//go:build review
-
 package consolidator_test
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -32,14 +31,14 @@ func (w *window) hook(ids []string) {
 	}
 }
 
-func (w *window) Forget(ctx context.Context, key string, ids []string, reason string) error {
+func (w *window) Forget(ctx context.Context, key string, ids []string, reason string, opts ...memory.WriteOption) error {
 	w.hook(ids)
-	return w.Namespace.Forget(ctx, key, ids, reason)
+	return w.Namespace.Forget(ctx, key, ids, reason, opts...)
 }
 
-func (w *window) Merge(ctx context.Context, key, into string, merged []string, reason string) (memory.Memory, error) {
+func (w *window) Merge(ctx context.Context, key, into string, merged []string, reason string, opts ...memory.WriteOption) (memory.Memory, error) {
 	w.hook(merged)
-	return w.Namespace.Merge(ctx, key, into, merged, reason)
+	return w.Namespace.Merge(ctx, key, into, merged, reason, opts...)
 }
 
 // sharedNamespaces opens name twice over one log and one vector store: two
@@ -164,7 +163,59 @@ func TestForgetInTheWindowKeepsAMemoryReweighed(t *testing.T) {
 	if m, ok := ns.Get(id); !ok || m.Importance != high {
 		t.Errorf("the memory re-weighed to %v in the window was forgotten: %+v, %v\n%s", high, m, ok, rep)
 	}
-	if rep.Forgotten != 0 {
-		t.Errorf("report counts %d forgotten:\n%s", rep.Forgotten, rep)
+	if rep.Forgotten != 0 || !strings.Contains(strings.Join(rep.Skipped, "\n"), "changed meanwhile") {
+		t.Errorf("the forgetting is not reported skipped as changed meanwhile:\n%s", rep)
+	}
+}
+
+// A decision refused because its memory changed in the window is applied by a run
+// repeated (under the same key: the refusal used none of it) once the memory is
+// stable, if it still holds: here the user only tagged the duplicate, whose tag
+// the merge then keeps.
+func TestRunAfterAConflictAppliesTheDecision(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ns := openNamespace(t, "user:alice")
+	if _, err := ns.Add(ctx, "k1", []memory.AddRequest{
+		{Tier: memory.Semantic, Content: "Alice lives in Lisbon"},
+		{Tier: memory.Semantic, Content: "Alice lives in Lisbon."},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var tagged string
+	target := &window{Namespace: ns, before: func(ids []string) {
+		tagged = ids[0]
+		if _, err := ns.Update(ctx, "user-edit", tagged, memory.UpdateRequest{Metadata: []byte(`{"checked":"by alice"}`)}); err != nil {
+			t.Error(err)
+		}
+	}}
+	c, err := consolidator.New(consolidator.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := c.Run(ctx, target, "run1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Merged != 0 || len(rep.Skipped) != 1 || !strings.Contains(rep.Skipped[0], "changed meanwhile") {
+		t.Fatalf("first run: want the merge skipped as changed meanwhile:\n%s", rep)
+	}
+	if _, ok := ns.Get(tagged); !ok {
+		t.Fatalf("the memory tagged in the window was merged away:\n%s", rep)
+	}
+	rep, err = c.Run(ctx, target, "run1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Merged != 1 || len(rep.Skipped) != 0 {
+		t.Fatalf("second run: want the merge applied:\n%s", rep)
+	}
+	if _, ok := ns.Get(tagged); ok {
+		t.Fatalf("the duplicate %s is still there:\n%s", tagged, rep)
+	}
+	snap := ns.Snapshot()
+	src, _ := json.Marshal(snap[0].Sources)
+	if len(snap) != 1 || !strings.Contains(string(src), "by alice") {
+		t.Fatalf("after the merge: %d memories, sources %s; want one that keeps the tag of %s", len(snap), src, tagged)
 	}
 }
