@@ -22,20 +22,26 @@ import (
 // error wrapping memory.ErrNotFound; a malformed request, one wrapping
 // memory.ErrInvalid, having changed nothing. Each change is an event of the
 // namespace, with its reason.
+//
+// Run gives each change memory.Expect with the versions (memory.Memory.Version) of
+// the memories its decision stands on, as planned: a target that versions its
+// memories refuses the change, with an error wrapping memory.ErrChanged, when
+// another writer changed one of them since, checked atomically with the write
+// (memory.WriteOptions.Check); a memory whose Version is 0 is not checked.
 type Target interface {
 	// Name is the namespace's name, e.g. "user:alice".
 	Name() string
 	// Snapshot returns every live memory, invalid ones included.
 	Snapshot() []memory.Memory
-	Forget(ctx context.Context, key string, ids []string, reason string) error
+	Forget(ctx context.Context, key string, ids []string, reason string, opts ...memory.WriteOption) error
 	// Merge folds the merged memories into into, which keeps their sources and
 	// metadata, and returns it.
-	Merge(ctx context.Context, key, into string, merged []string, reason string) (memory.Memory, error)
-	Promote(ctx context.Context, key, id string, to memory.Tier, reason string) (memory.Memory, error)
+	Merge(ctx context.Context, key, into string, merged []string, reason string, opts ...memory.WriteOption) (memory.Memory, error)
+	Promote(ctx context.Context, key, id string, to memory.Tier, reason string, opts ...memory.WriteOption) (memory.Memory, error)
 	// Distill adds a semantic memory whose sources are the given memories.
-	Distill(ctx context.Context, key string, sources []string, content string, importance float64, reason string) (memory.Memory, error)
+	Distill(ctx context.Context, key string, sources []string, content string, importance float64, reason string, opts ...memory.WriteOption) (memory.Memory, error)
 	// Invalidate marks id invalid from now on, contradicted by the memory by.
-	Invalidate(ctx context.Context, key, id, by, reason string) error
+	Invalidate(ctx context.Context, key, id, by, reason string, opts ...memory.WriteOption) error
 }
 
 // Releaser is implemented by targets that SchedulerConfig.Open holds for the run
@@ -312,7 +318,7 @@ func (c *Consolidator) applyOne(ctx context.Context, t Target, key string, d Dec
 		rep.skip(d, moved+" changed meanwhile")
 		return nil
 	}
-	err := c.apply(ctx, t, key, &d, live)
+	err := c.apply(ctx, t, key, &d, planned, live)
 	switch {
 	case err == nil:
 		rep.count(d)
@@ -326,6 +332,10 @@ func (c *Consolidator) applyOne(ctx context.Context, t Target, key string, d Dec
 		return ctx.Err()
 	case errors.Is(err, memory.ErrNotFound):
 		rep.skip(d, "a memory vanished meanwhile: "+err.Error())
+	case errors.Is(err, memory.ErrChanged):
+		// Another writer changed a memory after the checks above, before the
+		// write: the namespace refused it. The next run plans from what it is.
+		rep.skip(d, "a memory changed meanwhile: "+err.Error())
 	case errors.Is(err, memory.ErrInvalid):
 		rep.skip(d, "refused by the namespace: "+err.Error())
 	default:
@@ -386,8 +396,10 @@ func vanished(d Decision, live map[string]memory.Memory) string {
 }
 
 // seen is what a decision stands on of a memory: changed, the decision may no
-// longer hold.
+// longer hold. version is the memory's (memory.Memory.Version), which every change
+// of it changes: the write expects it (memory.Expect).
 type seen struct {
+	version    uint64
 	hash       string
 	content    string
 	tier       memory.Tier
@@ -398,21 +410,21 @@ type seen struct {
 }
 
 func seenAs(m memory.Memory) seen {
-	return seen{hash: m.Hash, content: m.Content, tier: m.Tier, modality: m.Modality, importance: m.Importance,
+	return seen{version: m.Version, hash: m.Hash, content: m.Content, tier: m.Tier, modality: m.Modality, importance: m.Importance,
 		at: m.Timestamp, valid: m.InvalidAt == nil}
 }
 
-// changed names a memory d needs whose content, tier, importance, time or validity
-// live holds otherwise than the plan saw them ("" when none): another writer changed
-// it after the plan, and the decision's reason (a cosine, an importance, an age) may
-// no longer hold. The next run plans from what it is now.
+// changed names a memory d needs whose version, content, tier, importance, time or
+// validity live holds otherwise than the plan saw them ("" when none): another
+// writer changed it after the plan, and the decision's reason (a cosine, an
+// importance, an age) may no longer hold. The next run plans from what it is now.
 func changed(d Decision, planned map[string]seen, live map[string]memory.Memory) string {
 	for _, id := range d.needs() {
 		p, ok := planned[id]
 		if !ok {
 			continue
 		}
-		if l := seenAs(live[id]); p.hash != l.hash || p.content != l.content || p.tier != l.tier || p.modality != l.modality ||
+		if l := seenAs(live[id]); p.version != l.version || p.hash != l.hash || p.content != l.content || p.tier != l.tier || p.modality != l.modality ||
 			p.importance != l.importance || !p.at.Equal(l.at) || p.valid != l.valid {
 			return id
 		}
@@ -420,19 +432,32 @@ func changed(d Decision, planned map[string]seen, live map[string]memory.Memory)
 	return ""
 }
 
-// apply performs d through t and updates live as the namespace now is.
-func (c *Consolidator) apply(ctx context.Context, t Target, key string, d *Decision, live map[string]memory.Memory) error {
+// expect is the option of a write that stands on the memories ids: their versions
+// as planned (a memory whose version is unknown, 0, is not checked).
+func expect(planned map[string]seen, ids ...string) memory.WriteOption {
+	v := make(map[string]uint64, len(ids))
+	for _, id := range ids {
+		if p, ok := planned[id]; ok && p.version != 0 {
+			v[id] = p.version
+		}
+	}
+	return memory.Expect(v)
+}
+
+// apply performs d through t, each write expecting the memories it stands on at
+// their versions as planned, and updates live as the namespace now is.
+func (c *Consolidator) apply(ctx context.Context, t Target, key string, d *Decision, planned map[string]seen, live map[string]memory.Memory) error {
 	k := DecisionKey(key, *d)
 	switch d.Kind {
 	case Forget:
-		if err := t.Forget(ctx, k, d.IDs, d.Reason); err != nil {
+		if err := t.Forget(ctx, k, d.IDs, d.Reason, expect(planned, d.IDs...)); err != nil {
 			return err
 		}
 		for _, id := range d.IDs {
 			delete(live, id)
 		}
 	case Merge:
-		m, err := t.Merge(ctx, k, d.Into, d.IDs, d.Reason)
+		m, err := t.Merge(ctx, k, d.Into, d.IDs, d.Reason, expect(planned, d.needs()...))
 		if err != nil {
 			return err
 		}
@@ -442,14 +467,14 @@ func (c *Consolidator) apply(ctx context.Context, t Target, key string, d *Decis
 		live[m.ID] = m
 	case Promote:
 		for i, id := range d.IDs {
-			m, err := t.Promote(ctx, each(k, i, len(d.IDs)), id, d.To, d.Reason)
+			m, err := t.Promote(ctx, each(k, i, len(d.IDs)), id, d.To, d.Reason, expect(planned, id))
 			if err != nil {
 				return err
 			}
 			live[m.ID] = m
 		}
 	case Distill:
-		m, err := t.Distill(ctx, k, d.IDs, d.Content, d.Importance, d.Reason)
+		m, err := t.Distill(ctx, k, d.IDs, d.Content, d.Importance, d.Reason, expect(planned, d.IDs...))
 		if err != nil {
 			return err
 		}
@@ -457,7 +482,7 @@ func (c *Consolidator) apply(ctx context.Context, t Target, key string, d *Decis
 		live[m.ID] = m
 	case Invalidate:
 		for i, id := range d.IDs {
-			if err := t.Invalidate(ctx, each(k, i, len(d.IDs)), id, d.By, d.Reason); err != nil {
+			if err := t.Invalidate(ctx, each(k, i, len(d.IDs)), id, d.By, d.Reason, expect(planned, id, d.By)); err != nil {
 				return err
 			}
 		}

@@ -79,8 +79,9 @@ func (f *fakeTarget) Snapshot() []memory.Memory {
 	return out
 }
 
-// change applies one change under key once; do returns its result.
-func (f *fakeTarget) change(key, what string, ids []string, do func() (memory.Memory, error)) (memory.Memory, error) {
+// change applies one change under key once, unless a memory opts expect at a
+// version (memory.Expect) is at another; do returns its result.
+func (f *fakeTarget) change(key, what string, ids []string, opts []memory.WriteOption, do func() (memory.Memory, error)) (memory.Memory, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if m, ok := f.seen[key]; ok {
@@ -91,6 +92,12 @@ func (f *fakeTarget) change(key, what string, ids []string, do func() (memory.Me
 		if _, ok := f.mems[id]; !ok {
 			return memory.Memory{}, fmt.Errorf("%w: %s", memory.ErrNotFound, id)
 		}
+	}
+	if err := memory.WriteOptionsOf(opts...).Check(f.name, func(id string) (uint64, bool) {
+		m, ok := f.mems[id]
+		return m.Version, ok
+	}); err != nil {
+		return memory.Memory{}, err
 	}
 	m, err := do()
 	if err != nil {
@@ -104,8 +111,8 @@ func (f *fakeTarget) change(key, what string, ids []string, do func() (memory.Me
 	return m, nil
 }
 
-func (f *fakeTarget) Forget(_ context.Context, key string, ids []string, _ string) error {
-	_, err := f.change(key, "forget", ids, func() (memory.Memory, error) {
+func (f *fakeTarget) Forget(_ context.Context, key string, ids []string, _ string, opts ...memory.WriteOption) error {
+	_, err := f.change(key, "forget", ids, opts, func() (memory.Memory, error) {
 		for _, id := range ids {
 			delete(f.mems, id)
 		}
@@ -114,8 +121,8 @@ func (f *fakeTarget) Forget(_ context.Context, key string, ids []string, _ strin
 	return err
 }
 
-func (f *fakeTarget) Merge(_ context.Context, key, into string, merged []string, _ string) (memory.Memory, error) {
-	return f.change(key, "merge", append([]string{into}, merged...), func() (memory.Memory, error) {
+func (f *fakeTarget) Merge(_ context.Context, key, into string, merged []string, _ string, opts ...memory.WriteOption) (memory.Memory, error) {
+	return f.change(key, "merge", append([]string{into}, merged...), opts, func() (memory.Memory, error) {
 		m := f.mems[into]
 		for _, id := range merged {
 			m.Sources = append(m.Sources, messages.MemorySource{Kind: "memory", ID: id})
@@ -126,8 +133,8 @@ func (f *fakeTarget) Merge(_ context.Context, key, into string, merged []string,
 	})
 }
 
-func (f *fakeTarget) Promote(_ context.Context, key, id string, to memory.Tier, _ string) (memory.Memory, error) {
-	return f.change(key, "promote", []string{id}, func() (memory.Memory, error) {
+func (f *fakeTarget) Promote(_ context.Context, key, id string, to memory.Tier, _ string, opts ...memory.WriteOption) (memory.Memory, error) {
+	return f.change(key, "promote", []string{id}, opts, func() (memory.Memory, error) {
 		m := f.mems[id]
 		m.Tier = to
 		f.mems[id] = m
@@ -135,8 +142,8 @@ func (f *fakeTarget) Promote(_ context.Context, key, id string, to memory.Tier, 
 	})
 }
 
-func (f *fakeTarget) Distill(_ context.Context, key string, sources []string, content string, importance float64, _ string) (memory.Memory, error) {
-	return f.change(key, "distill", sources, func() (memory.Memory, error) {
+func (f *fakeTarget) Distill(_ context.Context, key string, sources []string, content string, importance float64, _ string, opts ...memory.WriteOption) (memory.Memory, error) {
+	return f.change(key, "distill", sources, opts, func() (memory.Memory, error) {
 		if strings.TrimSpace(content) == "" {
 			return memory.Memory{}, fmt.Errorf("%w: empty content", memory.ErrInvalid)
 		}
@@ -154,8 +161,8 @@ func (f *fakeTarget) Distill(_ context.Context, key string, sources []string, co
 	})
 }
 
-func (f *fakeTarget) Invalidate(_ context.Context, key, id, by, _ string) error {
-	_, err := f.change(key, "invalidate", []string{id, by}, func() (memory.Memory, error) {
+func (f *fakeTarget) Invalidate(_ context.Context, key, id, by, _ string, opts ...memory.WriteOption) error {
+	_, err := f.change(key, "invalidate", []string{id, by}, opts, func() (memory.Memory, error) {
 		m := f.mems[id]
 		at := now
 		m.InvalidAt, m.InvalidBy = &at, by

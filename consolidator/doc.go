@@ -50,7 +50,10 @@
 // satisfies it). Each decision's idempotency key is DecisionKey(key, decision): a run
 // repeated with the same key after a crash applies nothing twice, and decisions whose
 // memories vanished or changed meanwhile (another writer rewrote, re-weighed or
-// invalidated one) are skipped, the next run planning from what they are then. A
+// invalidated one) are skipped, the next run planning from what they are then:
+// each write expects the versions of its memories as planned (memory.Expect), so a
+// change that lands between the run's last look and its write is refused by the
+// namespace (memory.ErrChanged), atomically with the write, and skipped alike. A
 // cluster whose fact was forgotten is not distilled again (Forgetting). Without a model nothing is distilled and
 // only functional conflicts are resolved; an answer the model gave that cannot be
 // read (ErrBadAnswer) changes nothing for its cluster or pair. The Report counts what

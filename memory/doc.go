@@ -27,6 +27,13 @@
 // from the key and the payload, so a retried write is a repeat the log ignores, and two
 // writers deciding differently under one key conflict instead of diverging.
 //
+// Each memory has a Version, the seq of the event that last changed it (folded, so
+// the same on every node and after a replay). Forget, Merge, Promote, Distill and
+// Invalidate take Expect: a compare-and-set on the versions of the memories the
+// caller read, checked in the same decision as above, so against the stream as
+// stored; a memory changed since fails the write with ErrChanged (the consolidator
+// skips its decision until its next run).
+//
 // Namespace.Add checks every request of a batch before anything else (content,
 // MaxContentBytes, importance, tier, modality, metadata, a timestamp at most a day
 // ahead). An exact duplicate — the same pipelines/memory ContentHash (case,

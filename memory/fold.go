@@ -157,6 +157,11 @@ func (s *state) apply(e messages.Envelope) (effect, error) {
 		return eff, fmt.Errorf("memory: %s seq %d: a %s event has no place in a memory stream", e.SessionID, e.Seq, e.Type)
 	}
 	eff.key = key
+	for _, id := range eff.put {
+		if m := s.mems[id]; m != nil {
+			m.Version = e.Seq
+		}
+	}
 	if key != "" {
 		k := s.keys[key]
 		if k == nil {

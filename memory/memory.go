@@ -106,6 +106,11 @@ type Memory struct {
 	// kept, with its history, but no longer true.
 	InvalidAt *time.Time `json:"invalid_at,omitempty"`
 	InvalidBy string     `json:"invalid_by,omitempty"`
+	// Version is the seq of the namespace's event that last changed the memory
+	// (added, updated, merged into, promoted, invalidated it): folded from the
+	// stream, it is the same on every node and after a replay, and a write can
+	// expect it (Expect) to be refused if another writer changed the memory since.
+	Version uint64 `json:"version,omitempty"`
 }
 
 // Limits of a namespace name.

@@ -787,12 +787,18 @@ func (ns *Namespace) live(ids []string) error {
 }
 
 // Forget forgets memories: they leave every projection, and the event says why.
-func (ns *Namespace) Forget(ctx context.Context, key string, ids []string, reason string) error {
+// Like Merge, Promote, Distill and Invalidate, it takes Expect among its options: a
+// compare-and-set on the versions of the memories it stands on.
+func (ns *Namespace) Forget(ctx context.Context, key string, ids []string, reason string, opts ...WriteOption) error {
 	if len(ids) == 0 {
 		return fmt.Errorf("%w: no memories to forget", ErrInvalid)
 	}
+	o := WriteOptionsOf(opts...)
 	return ns.write(ctx, key, func() ([]messages.Payload, error) {
 		if err := ns.live(ids); err != nil {
+			return nil, err
+		}
+		if err := ns.expected(o); err != nil {
 			return nil, err
 		}
 		sorted := slices.Sorted(slices.Values(ids))
@@ -837,17 +843,21 @@ func (ns *Namespace) Clear(ctx context.Context, key string, tier Tier, reason st
 // lacks (on a conflict its own value stays; the other is in that source's detail),
 // their participants and entities, and the highest importance. The merged ones
 // leave every projection.
-func (ns *Namespace) Merge(ctx context.Context, key, into string, merged []string, reason string) (Memory, error) {
+func (ns *Namespace) Merge(ctx context.Context, key, into string, merged []string, reason string, opts ...WriteOption) (Memory, error) {
 	if len(merged) == 0 {
 		return Memory{}, fmt.Errorf("%w: no memories to merge", ErrInvalid)
 	}
 	if slices.Contains(merged, into) {
 		return Memory{}, fmt.Errorf("%w: memory %q cannot be merged into itself", ErrInvalid, into)
 	}
+	o := WriteOptionsOf(opts...)
 	var out Memory
 	var outErr error
 	err := ns.write(ctx, key, func() ([]messages.Payload, error) {
 		if err := ns.live(append([]string{into}, merged...)); err != nil {
+			return nil, err
+		}
+		if err := ns.expected(o); err != nil {
 			return nil, err
 		}
 		k := copyMemory(ns.st.mems[into])
@@ -897,7 +907,8 @@ func addSource(src []messages.MemorySource, s messages.MemorySource) []messages.
 
 // Promote moves memory id to tier to (working to episodic), keeping its ID, and
 // returns it. A semantic memory gets its entities extracted.
-func (ns *Namespace) Promote(ctx context.Context, key, id string, to Tier, reason string) (Memory, error) {
+func (ns *Namespace) Promote(ctx context.Context, key, id string, to Tier, reason string, opts ...WriteOption) (Memory, error) {
+	o := WriteOptionsOf(opts...)
 	if _, err := ParseTier(string(to)); err != nil {
 		return Memory{}, err
 	}
@@ -920,6 +931,9 @@ func (ns *Namespace) Promote(ctx context.Context, key, id string, to Tier, reaso
 		old := ns.st.mems[id]
 		if old == nil {
 			return nil, ns.unknown(id)
+		}
+		if err := ns.expected(o); err != nil {
+			return nil, err
 		}
 		switch {
 		case old.Tier == to:
@@ -946,7 +960,7 @@ func (ns *Namespace) Promote(ctx context.Context, key, id string, to Tier, reaso
 
 // Distill adds a semantic memory summarised from the memories sources (which stay)
 // and returns it; its Sources name them.
-func (ns *Namespace) Distill(ctx context.Context, key string, sources []string, content string, importance float64, reason string) (Memory, error) {
+func (ns *Namespace) Distill(ctx context.Context, key string, sources []string, content string, importance float64, reason string, opts ...WriteOption) (Memory, error) {
 	if len(sources) == 0 {
 		return Memory{}, fmt.Errorf("%w: no memories to distill", ErrInvalid)
 	}
@@ -958,11 +972,15 @@ func (ns *Namespace) Distill(ctx context.Context, key string, sources []string, 
 		return Memory{}, err
 	}
 	pre := ns.precompute(ctx, []*Memory{{Tier: Semantic, Modality: Text, Content: c}}, func(*Memory) bool { return true })
+	o := WriteOptionsOf(opts...)
 	var id string
 	var out Memory
 	var outErr error
 	err = ns.write(ctx, key, func() ([]messages.Payload, error) {
 		if err := ns.live(sources); err != nil {
+			return nil, err
+		}
+		if err := ns.expected(o); err != nil {
 			return nil, err
 		}
 		m := &Memory{Namespace: ns.name, Tier: Semantic, Modality: Text, Content: c, Importance: importance,
@@ -996,10 +1014,11 @@ func (ns *Namespace) Distill(ctx context.Context, key string, sources []string, 
 // Invalidate marks memory id as no longer true since now, contradicted by the
 // memory by (optional). It stays, with its history, but search skips it unless
 // asked (Query.IncludeInvalid). A memory invalid already is left as it is.
-func (ns *Namespace) Invalidate(ctx context.Context, key, id, by, reason string) error {
+func (ns *Namespace) Invalidate(ctx context.Context, key, id, by, reason string, opts ...WriteOption) error {
 	if by == id {
 		return fmt.Errorf("%w: memory %q cannot invalidate itself", ErrInvalid, id)
 	}
+	o := WriteOptionsOf(opts...)
 	return ns.write(ctx, key, func() ([]messages.Payload, error) {
 		m := ns.st.mems[id]
 		if m == nil {
@@ -1007,6 +1026,9 @@ func (ns *Namespace) Invalidate(ctx context.Context, key, id, by, reason string)
 		}
 		if by != "" && ns.st.mems[by] == nil {
 			return nil, ns.unknown(by)
+		}
+		if err := ns.expected(o); err != nil {
+			return nil, err
 		}
 		if m.InvalidAt != nil {
 			return nil, nil
