@@ -1,5 +1,3 @@
-//go:build review
-
 package tools_test
 
 import (
@@ -20,7 +18,7 @@ func TestSchemaWithAnUnknownTypeIsRefusedWhenMade(t *testing.T) {
 	for _, c := range []struct{ schema, where, typ string }{
 		{`{"type":"object","properties":{"n":{"type":"int"}}}`, `"n"`, `"int"`},
 		{`{"type":"object","properties":{"n":{"type":["integr","null"]}}}`, `"n"`, `"integr"`},
-		{`{"type":"object","properties":{"tags":{"type":"array","items":{"type":"str"}}}}`, `"tags"`, `"str"`},
+		{`{"type":"object","properties":{"tags":{"type":"array","items":{"type":"str"}}}}`, `"tags[]"`, `"str"`},
 		{`{"type":"object","$defs":{"d":{"type":"float"}},"properties":{"x":{"$ref":"#/$defs/d"}}}`, `d`, `"float"`},
 	} {
 		_, err := tools.NewArgumentParser("t", json.RawMessage(c.schema), 0)
