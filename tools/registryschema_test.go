@@ -1,5 +1,3 @@
-//go:build review
-
 package tools_test
 
 import (
