@@ -5,7 +5,9 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"regexp"
 	"slices"
@@ -480,6 +482,9 @@ func (c Config) namedAgents(def actors.Agent, reg *tools.Registry) (map[string]a
 				}
 				a.Catalog = serverCatalog{cat: c.ToolCatalog, servers: na.MCPServers}
 			}
+			if err := chainsRunnable(na.Name, a); err != nil {
+				return nil, err
+			}
 		}
 		// The tools that act for the agent (its memory namespace) show it their own
 		// spec, in Tools and in what a disclosure offers.
@@ -502,6 +507,26 @@ func (c Config) namedAgents(def actors.Agent, reg *tools.Registry) (map[string]a
 		named[na.Name] = a
 	}
 	return named, nil
+}
+
+// chainsRunnable fails when a step of one of the named agent a's chains calls a
+// tool a does not have (among its Tools, or of its MCP servers): a session runs a
+// chain's steps as the agent's own calls (actors' decideChain), so every call of
+// such a chain would end at that step with "unknown tool".
+func chainsRunnable(agent string, a actors.Agent) error {
+	var errs []error
+	for _, name := range slices.Sorted(maps.Keys(a.Chains)) {
+		for _, s := range a.Chains[name].Steps() {
+			has := slices.ContainsFunc(a.Tools, func(t messages.ToolSpec) bool { return t.Name == s.Tool })
+			if sc, ok := a.Catalog.(serverCatalog); ok && sc.has(s.Tool) {
+				has = true
+			}
+			if !has {
+				errs = append(errs, fmt.Errorf("node: agent %q: chain %q: step %q calls the tool %q, which the agent does not have: add it to the agent's tools", agent, name, s.Name, s.Tool))
+			}
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // ownStops sets the stop conditions of a, built for the named agent or team na

@@ -107,6 +107,9 @@ func newArgumentParser(tool string, s *jsonschema.Schema, maxBytes int) (*Argume
 	if t := schemaType(s); t != "" && t != "object" && !slices.Contains(s.Types, "object") {
 		return nil, fmt.Errorf("tools: tool %q: its parameters have the type %q: arguments are a JSON object, so want \"object\"", tool, t)
 	}
+	if err := checkSchemaTypes(s); err != nil {
+		return nil, fmt.Errorf("tools: tool %q: its parameters schema: %w", tool, err)
+	}
 	resolved, err := s.Resolve(nil)
 	if err != nil {
 		return nil, fmt.Errorf("tools: tool %q: its parameters schema: %w", tool, err)
@@ -116,6 +119,72 @@ func newArgumentParser(tool string, s *jsonschema.Schema, maxBytes int) (*Argume
 	}
 	return &ArgumentParser{tool: tool, schema: s, resolved: resolved, maxBytes: maxBytes,
 		properties: sync.OnceValue(func() map[string]*propertyCheck { return propertyValidators(s) })}, nil
+}
+
+// jsonTypes are the types of JSON Schema (its "type" keyword), sorted.
+var jsonTypes = []string{"array", "boolean", "integer", "null", "number", "object", "string"}
+
+// checkSchemaTypes fails on a schema, or one under it, whose type JSON Schema does
+// not have ("int", "str", a typo): the validator takes it, and then refuses every
+// value ("n" must be int, not the number 21), so that no call could pass. The error
+// names the schema by where its values are in the arguments ("tags[]", "a.b"), or
+// by its definition ("$defs.d").
+func checkSchemaTypes(s *jsonschema.Schema) error {
+	seen := map[*jsonschema.Schema]bool{}
+	var walk func(s *jsonschema.Schema, at string) error
+	walk = func(s *jsonschema.Schema, at string) error {
+		if s == nil || seen[s] {
+			return nil
+		}
+		seen[s] = true
+		for _, t := range append([]string{s.Type}, s.Types...) {
+			if t != "" && !slices.Contains(jsonTypes, t) {
+				where := "the arguments"
+				if at != "" {
+					where = strconv.Quote(at)
+				}
+				return fmt.Errorf("%s: unknown type %q (JSON Schema's types are %s)", where, t, strings.Join(jsonTypes, ", "))
+			}
+		}
+		v := reflect.ValueOf(s).Elem()
+		for i := range v.NumField() {
+			f := v.Type().Field(i)
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			child := func(key string) string { // where a child's values are
+				switch {
+				case name == "properties" || name == "patternProperties" || name == "dependentSchemas":
+					return strings.TrimPrefix(at+"."+key, ".")
+				case name == "$defs" || name == "definitions":
+					return name + "." + key
+				case f.Name == "Items" || f.Name == "ItemsArray" || name == "prefixItems" || name == "additionalItems" || name == "contains":
+					return at + "[]"
+				}
+				return at
+			}
+			var err error
+			switch c := v.Field(i).Interface().(type) {
+			case *jsonschema.Schema:
+				err = walk(c, child(""))
+			case []*jsonschema.Schema:
+				for _, e := range c {
+					if err = walk(e, child("")); err != nil {
+						break
+					}
+				}
+			case map[string]*jsonschema.Schema:
+				for _, k := range slices.Sorted(maps.Keys(c)) {
+					if err = walk(c[k], child(k)); err != nil {
+						break
+					}
+				}
+			}
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return walk(s, "")
 }
 
 // propertyValidators resolves each property of s on its own, and theirs in turn:

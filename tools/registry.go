@@ -23,7 +23,8 @@ type Registry struct {
 
 // NewRegistry builds a registry. It fails on a nil tool, a name that models cannot
 // call (OpenAI-compatible APIs accept 1 to 64 letters, digits, '_' and '-'), a
-// Parameters value that is not a JSON object, and two tools with the same name.
+// Parameters value that is not a JSON Schema of an object (NewArgumentParser's
+// checks), and two tools with the same name.
 func NewRegistry(tools ...Tool) (*Registry, error) {
 	r := &Registry{tools: make(map[string]Tool, len(tools))}
 	for i, t := range tools {
@@ -46,6 +47,12 @@ func NewRegistry(tools ...Tool) (*Registry, error) {
 				return nil, fmt.Errorf("tools: tool %q: parameters must be a JSON Schema object", spec.Name)
 			}
 			spec.Parameters = buf.Bytes()
+			// The schema goes to the model with every request: one JSON Schema
+			// does not accept would have a provider that checks schemas refuse
+			// them all, and a call could not pass it.
+			if _, err := NewArgumentParser(spec.Name, spec.Parameters, 0); err != nil {
+				return nil, err
+			}
 		}
 		r.tools[spec.Name] = t
 		r.specs = append(r.specs, spec)
