@@ -1,5 +1,3 @@
-//go:build review
-
 package vectorstore_test
 
 import (
@@ -15,6 +13,8 @@ import (
 // would link only to other copies, the entry point or the greedy descent would land
 // among them, and a search for anything else would find its neighbours no more.
 // With 1,000 copies among 4,000 other items, recall@10 was 0.80 (0.46 with 3,000).
+// And a search for the copies' vector still finds as many of them as it asks for,
+// though the graph links each copy to one other only.
 func TestHNSWRecallWithDuplicates(t *testing.T) {
 	const n, dim, k = 4000, 64, 10
 	items, queries := recallData(n, dim, 7)
@@ -44,8 +44,7 @@ func TestHNSWRecallWithDuplicates(t *testing.T) {
 				t.Errorf("%d copies of one vector among %d items, filter %v: recall@%d = %.3f, want >= 0.95", d, len(all), filter, k, r)
 			}
 		}
-		// A search for the copies' own vector finds k of them.
-		hits, err := ann.Search(t.Context(), "r", vectorstore.Query{Vector: footer, K: k})
+		hits, err := ann.Search(t.Context(), "r", vectorstore.Query{Vector: footer, K: 5 * k})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -54,8 +53,8 @@ func TestHNSWRecallWithDuplicates(t *testing.T) {
 				t.Errorf("%d copies: a search for their vector found %s at %.3f", d, h.ID, h.Score)
 			}
 		}
-		if len(hits) != k {
-			t.Errorf("%d copies: %d hits, want %d", d, len(hits), k)
+		if len(hits) != 5*k {
+			t.Errorf("%d copies: %d hits, want %d", d, len(hits), 5*k)
 		}
 	}
 }
