@@ -61,7 +61,8 @@ type Chunk struct {
 	// citation names the section its text is from.
 	HeadingPath []string
 	// Start and End are the byte offsets in the Markdown of the start of the first
-	// paragraph and the end of the last.
+	// paragraph and the end of the last. A chunk that starts inside a table
+	// starts with the table's header row and separator, which are not at Start.
 	Start, End int
 	// Tokens is the Tokenizer's count of Text, at most MaxTokens (unless a single
 	// character counts more than MaxTokens tokens).
@@ -79,6 +80,11 @@ type unit struct {
 	tokens     int
 	para       int    // index of the paragraph it comes from
 	sep        string // what joins it to the unit before it, if from the same paragraph
+	// head is, for a piece of a table below its header, the table's header row
+	// and separator, which a chunk that starts with the piece starts with
+	// (headTokens their count): rows under no column names say little.
+	head       string
+	headTokens int
 }
 
 // Pack packs paragraphs, in order, into chunks of at most opts.MaxTokens tokens.
@@ -92,7 +98,10 @@ type unit struct {
 // paragraphs: at sentence ends (at line ends for a fenced code block or a table),
 // then, for a sentence still too long, at whitespace, and last, for a run without
 // whitespace, every MaxRunBytes bytes (fewer under a small budget) at a character
-// boundary. The same paragraphs and options always give the same chunks.
+// boundary. A chunk that starts inside a table (below its header) starts with the
+// table's header row and separator, so that its rows keep their column names
+// (unless the header is over a quarter of the budget). The same paragraphs and
+// options always give the same chunks.
 func Pack(paras []Paragraph, opts ChunkOptions) []Chunk {
 	maxTokens := opts.MaxTokens
 	if maxTokens <= 0 {
@@ -185,9 +194,16 @@ func (c *chunker) units(i int, p Paragraph, yield func(unit) bool) bool {
 		level = levelLines
 	}
 	prevEnd := -1 // end of the piece before, relative to p.Text
+	head, headTokens := "", 0
+	if code && strings.HasPrefix(p.Text, "|") {
+		head, headTokens = c.tableHead(p.Text)
+	}
 	return c.cut(p.Text, 0, level, func(s, e int) bool {
 		u := unit{text: p.Text[s:e], start: p.Start + s, end: p.Start + e, path: p.HeadingPath, para: i}
 		u.tokens = c.tk.Count(u.text)
+		if head != "" && s > len(head) && headTokens+1+u.tokens <= c.max {
+			u.head, u.headTokens = head, headTokens
+		}
 		if prevEnd >= 0 {
 			u.sep = " "
 			if strings.Contains(p.Text[prevEnd:s], "\n") {
@@ -197,6 +213,29 @@ func (c *chunker) units(i int, p Paragraph, yield func(unit) bool) bool {
 		prevEnd = e
 		return yield(u)
 	})
+}
+
+// tableHead returns the header of a Markdown table, its first row and the
+// separator row below it ("| --- | :-: |"), and their token count; "" when the
+// table has none, or one of more than a quarter of a chunk's budget (repeated in
+// every chunk of the table, it would crowd the rows out).
+func (c *chunker) tableHead(table string) (string, int) {
+	first, rest, ok := strings.Cut(table, "\n")
+	if !ok {
+		return "", 0
+	}
+	sep, _, _ := strings.Cut(rest, "\n")
+	if t := strings.TrimSpace(sep); !strings.Contains(t, "-") || strings.Trim(t, "|-: \t") != "" {
+		return "", 0
+	}
+	head := first + "\n" + sep
+	if !countable(head, c.max) {
+		return "", 0
+	}
+	if n := c.tk.Count(head); 4*n <= c.max {
+		return head, n
+	}
+	return "", 0
 }
 
 // Levels at which cut cuts a text.
@@ -369,6 +408,17 @@ func (c *chunker) pack(w *unitWindow, overlap, maxChunks int) []Chunk {
 			est += add
 		}
 		ov := len(cur)
+		// headCost is what the header of a table the chunk starts inside of adds
+		// (join).
+		headCost := func(first int) int {
+			if len(cur) > 0 {
+				first = cur[0]
+			}
+			if h := w.at(first).headTokens; h > 0 {
+				return h + 1
+			}
+			return 0
+		}
 		// New units while they fit; the first always goes in, pushing out
 		// overlap that leaves it no room.
 		j := i
@@ -378,11 +428,11 @@ func (c *chunker) pack(w *unitWindow, overlap, maxChunks int) []Chunk {
 				break
 			}
 			add := u.tokens + boolInt(len(cur) > 0)
-			if est+add > c.max {
+			if est+add+headCost(j) > c.max {
 				if j > i {
 					break
 				}
-				for ov > 0 && est+add > c.max {
+				for ov > 0 && est+add+headCost(j) > c.max {
 					est -= w.at(cur[0]).tokens + boolInt(len(cur) > 1)
 					cur, ov = cur[1:], ov-1
 					add = u.tokens + boolInt(len(cur) > 0)
@@ -435,9 +485,14 @@ func commonPrefix(a, b []string) []string {
 	return a[:n]
 }
 
-// join joins the units at the indices into a chunk's text.
+// join joins the units at the indices into a chunk's text, after the header of
+// the table the first of them continues, if any.
 func (c *chunker) join(w *unitWindow, idx []int) string {
 	var b strings.Builder
+	if head := w.at(idx[0]).head; head != "" {
+		b.WriteString(head)
+		b.WriteString("\n")
+	}
 	for k, x := range idx {
 		if k > 0 {
 			if u := w.at(x); u.para == w.at(idx[k-1]).para && u.sep != "" {
