@@ -13,7 +13,8 @@ const (
 	// DefaultMaxTokens is a chunk's budget when ChunkOptions.MaxTokens is 0.
 	DefaultMaxTokens = 512
 	// DefaultOverlapTokens is the overlap budget when ChunkOptions.OverlapTokens
-	// is 0.
+	// is 0, or a quarter of MaxTokens when that is less (a chunk of 64 tokens
+	// overlaps by 16), so that the default leaves most of a chunk to new text.
 	DefaultOverlapTokens = 64
 	// MaxRunBytes bounds runs without whitespace (a base64 blob, a minified
 	// line): a text holding a run longer than 4×MaxRunBytes is cut rather than
@@ -28,8 +29,8 @@ type ChunkOptions struct {
 	// MaxTokens is the most tokens a chunk holds; 0 means DefaultMaxTokens.
 	MaxTokens int
 	// OverlapTokens is the most tokens of trailing paragraphs of a chunk that the
-	// next chunk starts with; 0 means DefaultOverlapTokens, a negative value no
-	// overlap.
+	// next chunk starts with; 0 means DefaultOverlapTokens (a quarter of
+	// MaxTokens when that is less), a negative value no overlap.
 	OverlapTokens int
 	// Tokenizer counts tokens; nil means a Cl100k (cl100k_base, the counts of a
 	// TiktokenCounter without its allocations) shared by the calls that leave it nil.
@@ -110,7 +111,7 @@ func Pack(paras []Paragraph, opts ChunkOptions) []Chunk {
 	overlap := opts.OverlapTokens
 	switch {
 	case overlap == 0:
-		overlap = DefaultOverlapTokens
+		overlap = min(DefaultOverlapTokens, maxTokens/4)
 	case overlap < 0:
 		overlap = 0
 	}
