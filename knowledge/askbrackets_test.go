@@ -1,5 +1,3 @@
-//go:build review
-
 package knowledge_test
 
 import (
@@ -22,7 +20,7 @@ func TestAskCitesALabelWithBrackets(t *testing.T) {
 	f := newFixture(t, func(c *knowledge.Config) { c.Model = model })
 	b := f.base(t, "office")
 	addText(t, b, "CHANGELOG.md", changelog)
-	addText(t, b, "notes[draft].md", "Uploads up to 64 MiB are accepted, the draft says.")
+	addText(t, b, "notes[draft].md", "# Draft\n\nUploads up to 64 MiB are accepted, the draft says.")
 	ans, err := b.Ask(testCtx(t), "What is the upload limit?", knowledge.AskOptions{Limit: 3})
 	if err != nil {
 		t.Fatal(err)
@@ -34,7 +32,10 @@ func TestAskCitesALabelWithBrackets(t *testing.T) {
 	for _, c := range ans.Citations {
 		got[c.Source+" > "+c.HeadingPath] = true
 	}
-	if !got["CHANGELOG.md > # Changelog > ## [1.2.0] - 2024-05-01"] || !got["notes[draft].md > "] {
+	if !got["CHANGELOG.md > # Changelog > ## [1.2.0] - 2024-05-01"] || !got["notes[draft].md > # Draft"] {
 		t.Errorf("citations %+v", ans.Citations)
+	}
+	if ans.Text != answer {
+		t.Errorf("text %q, want the answer as written", ans.Text)
 	}
 }
