@@ -63,7 +63,9 @@ type Chunk struct {
 	HeadingPath []string
 	// Start and End are the byte offsets in the Markdown of the start of the first
 	// paragraph and the end of the last. A chunk that starts inside a table
-	// starts with the table's header row and separator, which are not at Start.
+	// starts with the table's header row and separator, one inside a fenced code
+	// block with its opening fence, which are not at Start (nor the closing
+	// fence of a chunk that ends inside a block at End).
 	Start, End int
 	// Tokens is the Tokenizer's count of Text, at most MaxTokens (unless a single
 	// character counts more than MaxTokens tokens).
@@ -82,10 +84,14 @@ type unit struct {
 	para       int    // index of the paragraph it comes from
 	sep        string // what joins it to the unit before it, if from the same paragraph
 	// head is, for a piece of a table below its header, the table's header row
-	// and separator, which a chunk that starts with the piece starts with
-	// (headTokens their count): rows under no column names say little.
-	head       string
-	headTokens int
+	// and separator, and for a piece of a fenced code block below its opening
+	// fence, that fence's line: a chunk that starts with the piece starts with it
+	// (rows under no column names say little, and code out of its fence reads as
+	// prose). tail is, for a piece of a fenced code block above its closing
+	// fence, the fence that closes it: a chunk that ends with the piece ends with
+	// it. headTokens and tailTokens are their counts.
+	head, tail             string
+	headTokens, tailTokens int
 }
 
 // Pack packs paragraphs, in order, into chunks of at most opts.MaxTokens tokens.
@@ -100,9 +106,10 @@ type unit struct {
 // then, for a sentence still too long, at whitespace, and last, for a run without
 // whitespace, every MaxRunBytes bytes (fewer under a small budget) at a character
 // boundary. A chunk that starts inside a table (below its header) starts with the
-// table's header row and separator, so that its rows keep their column names
-// (unless the header is over a quarter of the budget). The same paragraphs and
-// options always give the same chunks.
+// table's header row and separator, so that its rows keep their column names; one
+// of a fenced code block starts with its opening fence and ends with a closing
+// one, so that it is a fenced block of its own (unless they are over a quarter of
+// the budget). The same paragraphs and options always give the same chunks.
 func Pack(paras []Paragraph, opts ChunkOptions) []Chunk {
 	maxTokens := opts.MaxTokens
 	if maxTokens <= 0 {
@@ -195,15 +202,27 @@ func (c *chunker) units(i int, p Paragraph, yield func(unit) bool) bool {
 		level = levelLines
 	}
 	prevEnd := -1 // end of the piece before, relative to p.Text
-	head, headTokens := "", 0
-	if code && strings.HasPrefix(p.Text, "|") {
+	head, headTokens, tail, tailTokens, closeAt := "", 0, "", 0, len(p.Text)
+	switch {
+	case strings.HasPrefix(p.Text, "|"):
 		head, headTokens = c.tableHead(p.Text)
+	case code:
+		head, tail, closeAt = fences(p.Text)
+		if head != "" {
+			headTokens, tailTokens = c.tk.Count(head), c.tk.Count(tail)
+			if 4*(headTokens+tailTokens) > c.max {
+				head, tail = "", ""
+			}
+		}
 	}
 	return c.cut(p.Text, 0, level, func(s, e int) bool {
 		u := unit{text: p.Text[s:e], start: p.Start + s, end: p.Start + e, path: p.HeadingPath, para: i}
 		u.tokens = c.tk.Count(u.text)
-		if head != "" && s > len(head) && headTokens+1+u.tokens <= c.max {
+		if head != "" && s > len(head) && headTokens+1+u.tokens+tailTokens+1 <= c.max {
 			u.head, u.headTokens = head, headTokens
+		}
+		if tail != "" && e < closeAt && headTokens+1+u.tokens+tailTokens+1 <= c.max {
+			u.tail, u.tailTokens = tail, tailTokens
 		}
 		if prevEnd >= 0 {
 			u.sep = " "
@@ -237,6 +256,26 @@ func (c *chunker) tableHead(table string) (string, int) {
 		return head, n
 	}
 	return "", 0
+}
+
+// fences returns the opening line of a fenced code block (its fence and info
+// string: "```go"), the fence that closes it, and the offset of its closing line
+// (len(block) when the block runs to the end of the text unclosed); "" when the
+// opening line is over MaxRunBytes.
+func fences(block string) (open, close string, closeAt int) {
+	open, _, _ = strings.Cut(block, "\n")
+	ch, n, _ := fenceRun(open)
+	if n == 0 || len(open) > MaxRunBytes {
+		return "", "", len(block)
+	}
+	close = strings.Repeat(string(ch), n)
+	closeAt = len(block)
+	if i := strings.LastIndexByte(block, '\n'); i >= 0 {
+		if c, m, rest := fenceRun(block[i+1:]); c == ch && m >= n && strings.TrimSpace(rest) == "" {
+			closeAt = i + 1
+		}
+	}
+	return open, close, closeAt
 }
 
 // Levels at which cut cuts a text.
@@ -409,16 +448,20 @@ func (c *chunker) pack(w *unitWindow, overlap, maxChunks int) []Chunk {
 			est += add
 		}
 		ov := len(cur)
-		// headCost is what the header of a table the chunk starts inside of adds
-		// (join).
-		headCost := func(first int) int {
+		// headCost is what the head of the unit the chunk starts with and the
+		// tail of last, the unit it would end with, add (join).
+		headCost := func(last int) int {
+			first, n := last, 0
 			if len(cur) > 0 {
 				first = cur[0]
 			}
 			if h := w.at(first).headTokens; h > 0 {
-				return h + 1
+				n += h + 1
 			}
-			return 0
+			if t := w.at(last).tailTokens; t > 0 {
+				n += t + 1
+			}
+			return n
 		}
 		// New units while they fit; the first always goes in, pushing out
 		// overlap that leaves it no room.
@@ -486,8 +529,9 @@ func commonPrefix(a, b []string) []string {
 	return a[:n]
 }
 
-// join joins the units at the indices into a chunk's text, after the header of
-// the table the first of them continues, if any.
+// join joins the units at the indices into a chunk's text, after the head of the
+// first (the header of the table, or the fence of the code block, it continues)
+// and before the tail of the last (the fence closing its code block).
 func (c *chunker) join(w *unitWindow, idx []int) string {
 	var b strings.Builder
 	if head := w.at(idx[0]).head; head != "" {
@@ -503,6 +547,10 @@ func (c *chunker) join(w *unitWindow, idx []int) string {
 			}
 		}
 		b.WriteString(w.at(x).text)
+	}
+	if tail := w.at(idx[len(idx)-1]).tail; tail != "" {
+		b.WriteString("\n")
+		b.WriteString(tail)
 	}
 	return b.String()
 }
