@@ -148,7 +148,9 @@ var bracket = regexp.MustCompile(`\[([^\[\]\n]{1,1000})\](\()?`)
 // alone (its best hit), or an evidence number ("1", "#1", "1, 3"). Several may
 // share brackets, separated by ";". Brackets that follow a letter, a digit, "_" or
 // ")" (an index: a[0]), stand inside a code span, or give a Markdown link's text
-// are no citations. It returns the text with every citation that names
+// are no citations. A label or source that holds brackets itself (a changelog's
+// "## [1.2.0] - 2024-05-01", a file "notes[draft].md") cites when it stands in
+// brackets exactly as written. It returns the text with every citation that names
 // nothing of the evidence marked "(not in the evidence)", the cited passages in
 // order of first citation, and the unverified citations.
 func checkCitations(text string, hits []Hit) (string, []Citation, []string) {
@@ -159,8 +161,14 @@ func checkCitations(text string, hits []Hit) (string, []Citation, []string) {
 		byLabel[norm(hits[i].Source)] = i
 		byLabel[norm(strings.ReplaceAll(hits[i].Label(), " > ", " "))] = i
 	}
+	// Labels with brackets stand in the text as placeholders of none while the
+	// brackets are read, and are written back after.
+	text, bracketed, hidden := hideBracketedLabels(text, hits)
 	find := func(ref string) (int, bool) {
 		ref = strings.TrimSpace(ref)
+		if i, ok := bracketed[ref]; ok {
+			return i, true
+		}
 		if i, ok := byLabel[norm(ref)]; ok {
 			return i, true
 		}
@@ -225,7 +233,75 @@ func checkCitations(text string, hits []Hit) (string, []Citation, []string) {
 		}
 	}
 	out.WriteString(text[last:])
-	return out.String(), cites, unverified
+	result := out.String()
+	if len(bracketed) > 0 {
+		result = showBracketedLabels(result, hidden)
+		for i, u := range unverified {
+			unverified[i] = showBracketedLabels(u, hidden)
+		}
+	}
+	return result, cites, unverified
+}
+
+// Placeholders of labels with brackets (hideBracketedLabels): characters of
+// Unicode's private use area, which no label nor answer is expected to hold,
+// around the index of the label hidden.
+const (
+	labelOpen  = "\ue000"
+	labelClose = "\ue001"
+)
+
+// hideBracketedLabels replaces, in text, every "[label]" whose label (a hit's
+// Label or Source) holds a bracket with "[" + a placeholder + "]", longest labels
+// first, and returns the placeholders with the hits they name, and the labels
+// hidden (by their index in the placeholders).
+func hideBracketedLabels(text string, hits []Hit) (string, map[string]int, []string) {
+	type named struct {
+		label string
+		hit   int
+	}
+	var labels []named
+	for i, h := range hits {
+		for _, l := range []string{h.Label(), h.Source} {
+			if strings.ContainsAny(l, "[]") && !slices.ContainsFunc(labels, func(n named) bool { return n.label == l }) {
+				labels = append(labels, named{l, i})
+			}
+		}
+	}
+	if len(labels) == 0 {
+		return text, nil, nil
+	}
+	slices.SortStableFunc(labels, func(a, b named) int { return len(b.label) - len(a.label) })
+	found := map[string]int{}
+	var hidden []string
+	for _, n := range labels {
+		if cited := "[" + n.label + "]"; strings.Contains(text, cited) {
+			ph := labelOpen + strconv.Itoa(len(hidden)) + labelClose
+			text = strings.ReplaceAll(text, cited, "["+ph+"]")
+			found[ph] = n.hit
+			hidden = append(hidden, n.label)
+		}
+	}
+	return text, found, hidden
+}
+
+// showBracketedLabels writes back the labels hideBracketedLabels hid in s.
+func showBracketedLabels(s string, hidden []string) string {
+	for {
+		i := strings.Index(s, labelOpen)
+		if i < 0 {
+			return s
+		}
+		j := strings.Index(s[i:], labelClose)
+		if j < 0 {
+			return s
+		}
+		n, err := strconv.Atoi(s[i+len(labelOpen) : i+j])
+		if err != nil || n < 0 || n >= len(hidden) {
+			return s
+		}
+		s = s[:i] + hidden[n] + s[i+j+len(labelClose):]
+	}
 }
 
 // extractive answers by quotation: for each of the best hits (at most three), its

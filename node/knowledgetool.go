@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/google/jsonschema-go/jsonschema"
 
@@ -91,6 +92,9 @@ type ragTool struct {
 	name  string
 	write kbWrite
 	open  *kbOpener // nil: existingBase on bs
+	// maxOutput is the toolbox's output limit, which a search's answer fits in
+	// (fitKBHits).
+	maxOutput int
 }
 
 // kbWrite ingests Markdown into a knowledge base under a key.
@@ -128,9 +132,14 @@ func ragToolbox(bs *knowledge.Bases, cfg KnowledgeToolConfig, write kbWrite, ope
 		subs = append(subs, tools.Sub("add", "Adds a Markdown document to the knowledge base under a source name (replacing the document of that name).", t.add,
 			tools.WithMaxArguments(knowledge.MaxDocumentBytes/4), kbEnum))
 	}
-	return tools.NewToolbox(t.name,
+	box, err := tools.NewToolbox(t.name,
 		"Knowledge bases of documents (retrieval-augmented generation). "+where+" Search or ask before answering from memory, and cite the passages you use with their labels, like [guide.md > # Install].",
 		subs...)
+	if err != nil {
+		return nil, err
+	}
+	t.maxOutput = tools.LimitsOf(box).MaxOutput
+	return box, nil
 }
 
 // baseEnum lists the knowledge bases the agent may name, when they are limited.
@@ -236,10 +245,53 @@ func (t *ragTool) search(ctx context.Context, a ragSearchArgs) (string, error) {
 		return "", t.fault(err)
 	}
 	if a.Format == "json" {
-		out, err := json.Marshal(KBHitsJSON{KB: b.Name(), Query: a.Query, Hits: res.Hits})
-		return string(out), err
+		return fitKBHits(res.Hits, t.maxOutput, func(hits []knowledge.Hit, omitted int) string {
+			out, _ := json.Marshal(KBHitsJSON{KB: b.Name(), Query: a.Query, Hits: hits, Omitted: omitted}) // strings, numbers: it cannot fail
+			return string(out)
+		}), nil
 	}
-	return FormatKBHits(b.Name(), a.Query, res.Hits), nil
+	return fitKBHits(res.Hits, t.maxOutput, func(hits []knowledge.Hit, omitted int) string {
+		out := FormatKBHits(b.Name(), a.Query, hits)
+		if omitted > 0 {
+			out += fmt.Sprintf("\n[%d more passages left out: the answer is kept under %d bytes; search with a lower limit or a narrower query]\n", omitted, t.maxOutput)
+		}
+		return out
+	}), nil
+}
+
+// fitKBHits renders the best hits that fit in max bytes, whole, with the count of
+// those left out: the tool's output is cut at its limit (tools.Truncate), which
+// would cut a passage anywhere, and a search in JSON into no JSON at all. When the
+// best hit alone is over, its content is cut (at a character boundary, ending
+// with " …") to fit.
+func fitKBHits(hits []knowledge.Hit, max int, render func(hits []knowledge.Hit, omitted int) string) string {
+	out := render(hits, 0)
+	if len(out) <= max || len(hits) == 0 {
+		return out
+	}
+	for n := len(hits) - 1; n >= 1; n-- {
+		if out := render(hits[:n], len(hits)-n); len(out) <= max {
+			return out
+		}
+	}
+	first := hits[0]
+	cut := func(n int) string {
+		for n > 0 && !utf8.RuneStart(first.Content[n]) {
+			n--
+		}
+		h := first
+		h.Content = strings.TrimSpace(first.Content[:n]) + " …"
+		return render([]knowledge.Hit{h}, len(hits)-1)
+	}
+	lo, hi := 0, len(first.Content) // cut(lo) fits (or nothing does), cut(hi) is over
+	for hi-lo > 1 {
+		if mid := (lo + hi) / 2; len(cut(mid)) <= max {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return cut(lo)
 }
 
 // KBHitsJSON is the rag tool's search asked for "format": "json": the knowledge
@@ -249,6 +301,10 @@ type KBHitsJSON struct {
 	KB    string          `json:"kb"`
 	Query string          `json:"query"`
 	Hits  []knowledge.Hit `json:"hits"`
+	// Omitted counts the hits left out to keep the answer under the tool's output
+	// limit (the best come first; when the best alone is over it, its content is
+	// cut, ending with " …").
+	Omitted int `json:"omitted,omitempty"`
 }
 
 func (t *ragTool) ask(ctx context.Context, a ragAskArgs) (string, error) {

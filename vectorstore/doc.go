@@ -27,7 +27,11 @@
 //     the graph with a wider beam and keeps the nearest matching items it meets;
 //     when the filter keeps under 2% of the collection, or the graph yields fewer
 //     than K matches, the query is answered by an exact scan, so K matches come back
-//     whenever K exist. Collections up to HNSWConfig.ExactBelow items are always
+//     whenever K exist. Copies of one vector (a footer every document repeats) are
+//     linked to one another once, so that they do not fill each other's links and
+//     wall searches in; a query whose nearest items include some copies, with items
+//     less near below them, is answered by an exact scan, as the graph may have
+//     missed other copies. Collections up to HNSWConfig.ExactBelow items are always
 //     scanned. Deletes and replaced vectors are unlinked at once: the nodes that
 //     linked to them get new links (each Delete call scans every node's links once,
 //     some milliseconds at 100k items, so delete in batches where possible). Node

@@ -349,6 +349,12 @@ func byScoreThenSlot(a, b candidate) int {
 // first (score = similarity to the node being linked), keep a candidate only if it
 // is nearer to that node than to every candidate kept before it. This keeps links
 // pointing in diverse directions, which is what lets a search leave a cluster.
+//
+// A candidate of the same direction as one kept (a copy of its vector) is not
+// kept either, though it is no nearer to it than to the node when the node is a
+// copy too: it points nowhere new. Without that, copies of one vector (a footer
+// every document repeats) would fill each other's links, and a search that
+// reached them could not leave them.
 func (c *collection) selectNeighbours(cands []candidate, m int, out []int32) []int32 {
 	out = out[:0]
 	for _, x := range cands {
@@ -358,7 +364,7 @@ func (c *collection) selectNeighbours(cands []candidate, m int, out []int32) []i
 		xv := c.vec(x.slot)
 		good := true
 		for _, r := range out {
-			if dot(xv, c.vec(int(r))) > x.score {
+			if s := dot(xv, c.vec(int(r))); s > x.score || s >= sameDirection {
 				good = false
 				break
 			}
@@ -369,6 +375,10 @@ func (c *collection) selectNeighbours(cands []candidate, m int, out []int32) []i
 	}
 	return out
 }
+
+// sameDirection is the cosine from which two unit vectors count as one direction
+// (selectNeighbours): a copy's, up to float32 rounding.
+const sameDirection = 1 - 1e-6
 
 // graphInsert links the item at slot into the graph.
 func (c *collection) graphInsert(slot int) {
@@ -551,8 +561,26 @@ func (c *collection) annSearch(ctx context.Context, unit []float32, k int, filte
 		return nil, false, nil
 	}
 	h := topK{items: c.items, c: w}
-	ranked := h.sorted()
-	return ranked[:k], true, nil
+	ranked := h.sorted()[:k]
+	if c.copiesCut(ranked) {
+		return nil, false, nil
+	}
+	return ranked, true, nil
+}
+
+// copiesCut reports whether ranked (best first) holds copies of one vector and,
+// below them, items less near: the graph links a copy to one other copy only
+// (selectNeighbours), so the search may have missed some of the copies, which
+// rank above those items. The caller then scans exactly.
+func (c *collection) copiesCut(ranked []candidate) bool {
+	last := ranked[len(ranked)-1].score
+	for i := 0; i+1 < len(ranked); i++ {
+		a, b := ranked[i], ranked[i+1]
+		if a.score > last && dot(c.vec(a.slot), c.vec(b.slot)) >= sameDirection {
+			return true
+		}
+	}
+	return false
 }
 
 // searchFiltered is the bottom-layer search of a filtered query: the beam (the ef

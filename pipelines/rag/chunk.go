@@ -13,7 +13,8 @@ const (
 	// DefaultMaxTokens is a chunk's budget when ChunkOptions.MaxTokens is 0.
 	DefaultMaxTokens = 512
 	// DefaultOverlapTokens is the overlap budget when ChunkOptions.OverlapTokens
-	// is 0.
+	// is 0, or a quarter of MaxTokens when that is less (a chunk of 64 tokens
+	// overlaps by 16), so that the default leaves most of a chunk to new text.
 	DefaultOverlapTokens = 64
 	// MaxRunBytes bounds runs without whitespace (a base64 blob, a minified
 	// line): a text holding a run longer than 4×MaxRunBytes is cut rather than
@@ -28,8 +29,8 @@ type ChunkOptions struct {
 	// MaxTokens is the most tokens a chunk holds; 0 means DefaultMaxTokens.
 	MaxTokens int
 	// OverlapTokens is the most tokens of trailing paragraphs of a chunk that the
-	// next chunk starts with; 0 means DefaultOverlapTokens, a negative value no
-	// overlap.
+	// next chunk starts with; 0 means DefaultOverlapTokens (a quarter of
+	// MaxTokens when that is less), a negative value no overlap.
 	OverlapTokens int
 	// Tokenizer counts tokens; nil means a Cl100k (cl100k_base, the counts of a
 	// TiktokenCounter without its allocations) shared by the calls that leave it nil.
@@ -61,7 +62,10 @@ type Chunk struct {
 	// citation names the section its text is from.
 	HeadingPath []string
 	// Start and End are the byte offsets in the Markdown of the start of the first
-	// paragraph and the end of the last.
+	// paragraph and the end of the last. A chunk that starts inside a table
+	// starts with the table's header row and separator, one inside a fenced code
+	// block with its opening fence, which are not at Start (nor the closing
+	// fence of a chunk that ends inside a block at End).
 	Start, End int
 	// Tokens is the Tokenizer's count of Text, at most MaxTokens (unless a single
 	// character counts more than MaxTokens tokens).
@@ -79,6 +83,15 @@ type unit struct {
 	tokens     int
 	para       int    // index of the paragraph it comes from
 	sep        string // what joins it to the unit before it, if from the same paragraph
+	// head is, for a piece of a table below its header, the table's header row
+	// and separator, and for a piece of a fenced code block below its opening
+	// fence, that fence's line: a chunk that starts with the piece starts with it
+	// (rows under no column names say little, and code out of its fence reads as
+	// prose). tail is, for a piece of a fenced code block above its closing
+	// fence, the fence that closes it: a chunk that ends with the piece ends with
+	// it. headTokens and tailTokens are their counts.
+	head, tail             string
+	headTokens, tailTokens int
 }
 
 // Pack packs paragraphs, in order, into chunks of at most opts.MaxTokens tokens.
@@ -92,7 +105,11 @@ type unit struct {
 // paragraphs: at sentence ends (at line ends for a fenced code block or a table),
 // then, for a sentence still too long, at whitespace, and last, for a run without
 // whitespace, every MaxRunBytes bytes (fewer under a small budget) at a character
-// boundary. The same paragraphs and options always give the same chunks.
+// boundary. A chunk that starts inside a table (below its header) starts with the
+// table's header row and separator, so that its rows keep their column names; one
+// of a fenced code block starts with its opening fence and ends with a closing
+// one, so that it is a fenced block of its own (unless they are over a quarter of
+// the budget). The same paragraphs and options always give the same chunks.
 func Pack(paras []Paragraph, opts ChunkOptions) []Chunk {
 	maxTokens := opts.MaxTokens
 	if maxTokens <= 0 {
@@ -101,7 +118,7 @@ func Pack(paras []Paragraph, opts ChunkOptions) []Chunk {
 	overlap := opts.OverlapTokens
 	switch {
 	case overlap == 0:
-		overlap = DefaultOverlapTokens
+		overlap = min(DefaultOverlapTokens, maxTokens/4)
 	case overlap < 0:
 		overlap = 0
 	}
@@ -185,9 +202,28 @@ func (c *chunker) units(i int, p Paragraph, yield func(unit) bool) bool {
 		level = levelLines
 	}
 	prevEnd := -1 // end of the piece before, relative to p.Text
+	head, headTokens, tail, tailTokens, closeAt := "", 0, "", 0, len(p.Text)
+	switch {
+	case strings.HasPrefix(p.Text, "|"):
+		head, headTokens = c.tableHead(p.Text)
+	case code:
+		head, tail, closeAt = fences(p.Text)
+		if head != "" {
+			headTokens, tailTokens = c.tk.Count(head), c.tk.Count(tail)
+			if 4*(headTokens+tailTokens) > c.max {
+				head, tail = "", ""
+			}
+		}
+	}
 	return c.cut(p.Text, 0, level, func(s, e int) bool {
 		u := unit{text: p.Text[s:e], start: p.Start + s, end: p.Start + e, path: p.HeadingPath, para: i}
 		u.tokens = c.tk.Count(u.text)
+		if head != "" && s > len(head) && headTokens+1+u.tokens+tailTokens+1 <= c.max {
+			u.head, u.headTokens = head, headTokens
+		}
+		if tail != "" && e < closeAt && headTokens+1+u.tokens+tailTokens+1 <= c.max {
+			u.tail, u.tailTokens = tail, tailTokens
+		}
 		if prevEnd >= 0 {
 			u.sep = " "
 			if strings.Contains(p.Text[prevEnd:s], "\n") {
@@ -197,6 +233,49 @@ func (c *chunker) units(i int, p Paragraph, yield func(unit) bool) bool {
 		prevEnd = e
 		return yield(u)
 	})
+}
+
+// tableHead returns the header of a Markdown table, its first row and the
+// separator row below it ("| --- | :-: |"), and their token count; "" when the
+// table has none, or one of more than a quarter of a chunk's budget (repeated in
+// every chunk of the table, it would crowd the rows out).
+func (c *chunker) tableHead(table string) (string, int) {
+	first, rest, ok := strings.Cut(table, "\n")
+	if !ok {
+		return "", 0
+	}
+	sep, _, _ := strings.Cut(rest, "\n")
+	if t := strings.TrimSpace(sep); !strings.Contains(t, "-") || strings.Trim(t, "|-: \t") != "" {
+		return "", 0
+	}
+	head := first + "\n" + sep
+	if !countable(head, c.max) {
+		return "", 0
+	}
+	if n := c.tk.Count(head); 4*n <= c.max {
+		return head, n
+	}
+	return "", 0
+}
+
+// fences returns the opening line of a fenced code block (its fence and info
+// string: "```go"), the fence that closes it, and the offset of its closing line
+// (len(block) when the block runs to the end of the text unclosed); "" when the
+// opening line is over MaxRunBytes.
+func fences(block string) (open, close string, closeAt int) {
+	open, _, _ = strings.Cut(block, "\n")
+	ch, n, _ := fenceRun(open)
+	if n == 0 || len(open) > MaxRunBytes {
+		return "", "", len(block)
+	}
+	close = strings.Repeat(string(ch), n)
+	closeAt = len(block)
+	if i := strings.LastIndexByte(block, '\n'); i >= 0 {
+		if c, m, rest := fenceRun(block[i+1:]); c == ch && m >= n && strings.TrimSpace(rest) == "" {
+			closeAt = i + 1
+		}
+	}
+	return open, close, closeAt
 }
 
 // Levels at which cut cuts a text.
@@ -369,6 +448,21 @@ func (c *chunker) pack(w *unitWindow, overlap, maxChunks int) []Chunk {
 			est += add
 		}
 		ov := len(cur)
+		// headCost is what the head of the unit the chunk starts with and the
+		// tail of last, the unit it would end with, add (join).
+		headCost := func(last int) int {
+			first, n := last, 0
+			if len(cur) > 0 {
+				first = cur[0]
+			}
+			if h := w.at(first).headTokens; h > 0 {
+				n += h + 1
+			}
+			if t := w.at(last).tailTokens; t > 0 {
+				n += t + 1
+			}
+			return n
+		}
 		// New units while they fit; the first always goes in, pushing out
 		// overlap that leaves it no room.
 		j := i
@@ -378,11 +472,11 @@ func (c *chunker) pack(w *unitWindow, overlap, maxChunks int) []Chunk {
 				break
 			}
 			add := u.tokens + boolInt(len(cur) > 0)
-			if est+add > c.max {
+			if est+add+headCost(j) > c.max {
 				if j > i {
 					break
 				}
-				for ov > 0 && est+add > c.max {
+				for ov > 0 && est+add+headCost(j) > c.max {
 					est -= w.at(cur[0]).tokens + boolInt(len(cur) > 1)
 					cur, ov = cur[1:], ov-1
 					add = u.tokens + boolInt(len(cur) > 0)
@@ -435,9 +529,15 @@ func commonPrefix(a, b []string) []string {
 	return a[:n]
 }
 
-// join joins the units at the indices into a chunk's text.
+// join joins the units at the indices into a chunk's text, after the head of the
+// first (the header of the table, or the fence of the code block, it continues)
+// and before the tail of the last (the fence closing its code block).
 func (c *chunker) join(w *unitWindow, idx []int) string {
 	var b strings.Builder
+	if head := w.at(idx[0]).head; head != "" {
+		b.WriteString(head)
+		b.WriteString("\n")
+	}
 	for k, x := range idx {
 		if k > 0 {
 			if u := w.at(x); u.para == w.at(idx[k-1]).para && u.sep != "" {
@@ -447,6 +547,10 @@ func (c *chunker) join(w *unitWindow, idx []int) string {
 			}
 		}
 		b.WriteString(w.at(x).text)
+	}
+	if tail := w.at(idx[len(idx)-1]).tail; tail != "" {
+		b.WriteString("\n")
+		b.WriteString(tail)
 	}
 	return b.String()
 }

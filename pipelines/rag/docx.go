@@ -55,7 +55,9 @@ func (b *boundedReader) Read(p []byte) (int, error) {
 }
 
 // convertDOCX renders the body of a DOCX's word/document.xml as Markdown:
-// paragraphs, headings (styles Title and Heading1..6, or an outline level), list
+// paragraphs, headings (styles Title and Heading1..6, or an outline level; a
+// style's definition in word/styles.xml, when there is one, says whether it is a
+// heading: docxStyles), list
 // paragraphs as "- " items and tables as Markdown tables; a table inside a table
 // cell is flattened into the cell's text. Tables nested deeper than MaxTableDepth
 // are refused. Headers, footers, footnotes, comments
@@ -65,11 +67,13 @@ func convertDOCX(data []byte) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("DOCX is not a readable zip: %w: %w", ErrMalformed, err)
 	}
-	var doc *zip.File
+	var doc, styles *zip.File
 	for _, f := range zr.File {
-		if f.Name == "word/document.xml" {
+		switch f.Name {
+		case "word/document.xml":
 			doc = f
-			break
+		case "word/styles.xml":
+			styles = f
 		}
 	}
 	if doc == nil {
@@ -84,7 +88,7 @@ func convertDOCX(data []byte) (string, error) {
 		return "", fmt.Errorf("DOCX word/document.xml: %w: %w", ErrMalformed, err)
 	}
 	defer rc.Close()
-	md, err := renderDocumentXML(&boundedReader{r: rc, n: MaxUnzippedBytes})
+	md, err := renderDocumentXML(&boundedReader{r: rc, n: MaxUnzippedBytes}, docxStyles(styles))
 	if errors.Is(err, errLimit) {
 		return "", fmt.Errorf("DOCX word/document.xml expands beyond %d bytes: %w", MaxUnzippedBytes, ErrTooLarge)
 	}
@@ -106,8 +110,9 @@ type docxTable struct {
 	budget tableBudget
 }
 
-// renderDocumentXML streams WordprocessingML and writes its Markdown.
-func renderDocumentXML(r io.Reader) (string, error) {
+// renderDocumentXML streams WordprocessingML and writes its Markdown; styles
+// gives the heading level of the paragraph styles it defines (docxStyles).
+func renderDocumentXML(r io.Reader, styles map[string]int) (string, error) {
 	dec := xml.NewDecoder(r)
 	var (
 		out     strings.Builder
@@ -156,7 +161,12 @@ func renderDocumentXML(r io.Reader) (string, error) {
 				inPara, heading, list = true, 0, false
 				para.Reset()
 			case "pStyle":
-				heading = max(heading, headingLevel(attr(t, "val")))
+				id := attr(t, "val")
+				level, ok := styles[id]
+				if !ok {
+					level = headingLevel(id)
+				}
+				heading = max(heading, level)
 			case "outlineLvl":
 				if n, err := strconv.Atoi(attr(t, "val")); err == nil && n >= 0 && n < 6 {
 					heading = max(heading, n+1)
@@ -280,6 +290,92 @@ func attr(e xml.StartElement, local string) string {
 		}
 	}
 	return ""
+}
+
+// docxStyles reads a DOCX's word/styles.xml (nil: none) and returns the heading
+// level of each paragraph style it defines, by style ID (0: no heading). A style
+// ID is the style's name in the language of the Word that wrote it
+// ("berschrift1", "Titre2"); its definition says what it is: its outline level
+// (0 to 5: a heading of level 1 to 6, 9: body text), else its name ("heading 1"
+// and "Title" in every language), else its ID, else the style it is based on.
+// A styles part that cannot be read gives nil: style IDs are then read as they
+// are (headingLevel).
+func docxStyles(f *zip.File) map[string]int {
+	if f == nil || f.UncompressedSize64 > MaxUnzippedBytes {
+		return nil
+	}
+	rc, err := f.Open()
+	if err != nil {
+		return nil
+	}
+	defer rc.Close()
+	type style struct {
+		name, basedOn string
+		outline       int // -1: none
+	}
+	defs := map[string]*style{}
+	dec := xml.NewDecoder(&boundedReader{r: rc, n: MaxUnzippedBytes})
+	var cur *style
+	for {
+		tok, err := dec.Token()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil
+		}
+		switch t := tok.(type) {
+		case xml.StartElement:
+			switch t.Name.Local {
+			case "style":
+				cur = nil
+				if typ := attr(t, "type"); typ == "paragraph" || typ == "" {
+					cur = &style{outline: -1}
+					defs[attr(t, "styleId")] = cur
+				}
+			case "name":
+				if cur != nil {
+					cur.name = attr(t, "val")
+				}
+			case "basedOn":
+				if cur != nil {
+					cur.basedOn = attr(t, "val")
+				}
+			case "outlineLvl":
+				if n, err := strconv.Atoi(attr(t, "val")); err == nil && cur != nil && n >= 0 {
+					cur.outline = n
+				}
+			}
+		case xml.EndElement:
+			if t.Name.Local == "style" {
+				cur = nil
+			}
+		}
+	}
+	var level func(id string, depth int) int
+	level = func(id string, depth int) int {
+		d := defs[id]
+		switch {
+		case d == nil:
+			return headingLevel(id)
+		case d.outline >= 0 && d.outline < 6:
+			return d.outline + 1
+		case d.outline >= 0:
+			return 0
+		case headingLevel(d.name) > 0:
+			return headingLevel(d.name)
+		case headingLevel(id) > 0:
+			return headingLevel(id)
+		case d.basedOn != "" && depth < 16:
+			return level(d.basedOn, depth+1)
+		}
+		return 0
+	}
+	out := make(map[string]int, len(defs))
+	for id := range defs {
+		out[id] = level(id, 0)
+	}
+	return out
 }
 
 // headingLevel returns the Markdown heading level of a paragraph style ID: 1 for

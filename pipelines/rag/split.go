@@ -1,6 +1,7 @@
 package rag
 
 import (
+	"regexp"
 	"slices"
 	"strings"
 )
@@ -8,8 +9,9 @@ import (
 // Paragraph is a block of Markdown with the headings it sits under.
 type Paragraph struct {
 	// HeadingPath is the chain of headings above the paragraph, outermost first,
-	// each as "#"s, a space and its text: ["# Guide", "## Install"]. Empty above
-	// the first heading.
+	// each as "#"s, a space and its text: ["# Guide", "## Install"] (links
+	// reduced to their text, permalinks dropped: headingTitle). Empty above the
+	// first heading.
 	HeadingPath []string
 	// Text is the paragraph, without surrounding whitespace.
 	Text string
@@ -163,8 +165,9 @@ func (s *splitter) headingText(start, end int) {
 }
 
 // heading makes a heading of the level the innermost of the path; md[start:end]
-// is its text (headingText).
+// is its text (headingText). The path holds its title's text (headingTitle).
 func (s *splitter) heading(level int, title string, start, end int) {
+	title = headingTitle(title)
 	for len(s.levels) > 0 && s.levels[len(s.levels)-1] >= level {
 		s.levels = s.levels[:len(s.levels)-1]
 		s.path = s.path[:len(s.path)-1]
@@ -179,6 +182,31 @@ func (s *splitter) heading(level int, title string, start, end int) {
 	// A new slice, so the paths already handed out never change.
 	s.path = append(slices.Clip(s.path), entry)
 	s.levels = append(s.levels, level)
+}
+
+// inlineLink matches an inline link or image, "[text](destination "title")",
+// its text as the submatch.
+var inlineLink = regexp.MustCompile(`!?\[([^\[\]]*)\]\([^()]*\)`)
+
+// headingTitle returns a heading's title as its text: links (and images) reduced
+// to their text, and permalinks, links whose text is empty or a mark ("¶", "#",
+// "§", "🔗": Sphinx's, GitHub's anchors), dropped. A documentation site links
+// every heading; its links would be in every citation and, since the keyword
+// index holds the heading path, their words ("Permalink to this heading") in
+// every chunk.
+func headingTitle(title string) string {
+	if !strings.Contains(title, "](") {
+		return title
+	}
+	t := inlineLink.ReplaceAllStringFunc(title, func(m string) string {
+		text := strings.TrimSpace(inlineLink.FindStringSubmatch(m)[1])
+		switch text {
+		case "", "¶", "#", "§", "🔗":
+			return ""
+		}
+		return text
+	})
+	return strings.Join(strings.Fields(t), " ")
 }
 
 // isSpace reports whether b is ASCII whitespace.
