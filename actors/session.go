@@ -761,7 +761,7 @@ func (a *SessionActor) cancel(ctx actor.Context, m *CancelTask) {
 	// A task whose deadline passed before its wake-up came fails at it first, as
 	// an approval past its expiry is rejected before an answer (resolveApproval):
 	// the cancellation then finds it ended.
-	now, err := a.dueFirst(ctx, a.state.Deadline())
+	now, err := a.dueFirst(ctx, a.state.NextDeadline())
 	if err != nil {
 		ctx.Respond(err)
 		return
@@ -1231,11 +1231,12 @@ func (ks *keySet) remove(k messages.EffectKey) {
 	}
 }
 
-// armDeadline arms a wake-up for the running task's deadline or its earliest
-// approval expiry, whichever comes first: the agent then decides with the time.
+// armDeadline arms a wake-up for the earliest deadline of the running task and
+// the tasks waiting their turn (NextDeadline) or its earliest approval expiry,
+// whichever comes first: the agent then decides with the time.
 func (a *SessionActor) armDeadline(ctx actor.Context) {
 	a.stopTimer()
-	deadline := a.state.Deadline()
+	deadline := a.state.NextDeadline()
 	if exp := a.state.NextApprovalExpiry(); exp > 0 && (deadline == 0 || exp < deadline) {
 		deadline = exp
 	}
