@@ -420,7 +420,7 @@ func (a *SessionActor) Receive(ctx actor.Context) {
 	a.idle.handling()
 	if a.unread {
 		switch ctx.Message().(type) {
-		case *CancelTask, *ResolveApproval, *ResumeSession, *Drain, *messages.EffectReply, *deadlineTick, *idleTimeout:
+		case *CancelTask, *ResolveApproval, *LateAnswer, *ResumeSession, *Drain, *messages.EffectReply, *deadlineTick, *idleTimeout:
 			a.mustLoad(ctx) // only a new task is handled before the session read its log
 		}
 	}
@@ -454,6 +454,9 @@ func (a *SessionActor) Receive(ctx actor.Context) {
 	case *ResolveApproval:
 		*a.handled++
 		a.resolveApproval(ctx, m)
+	case *LateAnswer:
+		*a.handled++
+		a.lateAnswer(ctx, m)
 	case *Drain:
 		a.drain.on, a.drain.drainer = true, ctx.Sender()
 		a.stopTimer()

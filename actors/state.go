@@ -597,7 +597,7 @@ func (s *SessionState) applyLoop(e messages.Envelope, p messages.Payload) error 
 		} else if ended := s.endedTask(e.CorrelationID); ended != nil {
 			// A delegate call's answer recorded after its task ended (LateAnswer):
 			// what the child spent completes the task's figures, and nothing else.
-			ended.noteSubUsage(p)
+			s.foldLateAnswer(ended, p)
 			return nil
 		}
 		if s.applyParadigm(e, p, messages.EffectKey{}) {
