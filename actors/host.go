@@ -211,6 +211,11 @@ func (h *SessionHost) Receive(ctx actor.Context) {
 			return
 		}
 		h.forward(ctx, m.SessionID)
+	case *LateAnswer:
+		if h.refuse(ctx, m.SessionID) {
+			return
+		}
+		h.forward(ctx, m.SessionID)
 	case *ResumeSession:
 		if h.owns != nil && !h.owns(m.SessionID) {
 			if ctx.Sender() != nil {
@@ -511,7 +516,7 @@ func sessionFailed(id string, reason any, what string) error {
 }
 
 // answerRequest answers a request a session actor will never handle with why:
-// SubmitTask, CancelTask, ResolveApproval and ResumeSession. ErrNotOwner, which the node's handlers
+// SubmitTask, CancelTask, ResolveApproval, LateAnswer and ResumeSession. ErrNotOwner, which the node's handlers
 // take for "not here, not now": once the partition moved, its next owner reads the
 // message again; on this node, the retry reaches the session's next actor, which
 // the host starts for it; ErrSessionFailed is retried the same way. The actor
@@ -536,6 +541,8 @@ func answerRequest(system *actor.ActorSystem, msg any, sender *actor.PID, why er
 		reply = fmt.Errorf("%w (a cancellation)", why)
 	case *ResolveApproval:
 		reply = fmt.Errorf("%w (the answer to approval %s)", why, m.Call)
+	case *LateAnswer:
+		reply = fmt.Errorf("%w (the late answer of call %s)", why, m.Key)
 	case *ResumeSession:
 		reply = fmt.Errorf("%w (the resumption of session %s)", why, m.SessionID)
 	case *Drain:

@@ -155,7 +155,20 @@ import (
 //     but for case ("Billing" for billing: team.go's memberNamed), where under
 //     1 to 8 the router's choice went to the fallback, the handoff failed the
 //     task (member_failed) and the judge's verdict accepted no one.
-const ContextRules = 9
+//   - 10: a task waiting its turn behind the session's running one fails at its
+//     own deadline (messages.ReasonDeadline, no steps and no usage: it never
+//     started; state.go's decideQueued), the running task going on and the
+//     other waiting tasks keeping their order, where under 1 to 9 it waited,
+//     past its deadline, for as long as the task before it ran (for ever behind
+//     one waiting for an approval with no timeout), and failed at its deadline
+//     only once it started. And a call of a task that ended before the call did
+//     (a delegate call whose task was cancelled or ran out of time while its
+//     child ran) is answered after the task's end (lateanswer.go's LateAnswer: a
+//     tool.call.completed of the task after its task.failed, its usage what the
+//     child spent), completing the task's sub-agents' usage; under 1 to 9 nothing
+//     was recorded of it, and the child's spend was in no figure of the parent's.
+//     Prompts are version 9's.
+const ContextRules = 10
 
 // The versions of the rules whose changes the code tests for by name (ContextRules
 // lists them all).
@@ -226,6 +239,12 @@ const (
 	// router, a handoff line or a judge's winner but for case ("Billing" for
 	// billing; team.go's memberNamed): older rules took only the exact name.
 	rulesMemberCase = 9
+	// rulesQueuedDeadline is the version whose task waiting its turn fails at its
+	// own deadline (decideQueued): older rules let it wait until it started.
+	rulesQueuedDeadline = 10
+	// rulesLateAnswer is the version whose calls left unanswered by their task's
+	// end are answered after it (LateAnswer): older rules recorded nothing of them.
+	rulesLateAnswer = 10
 )
 
 // MinContextRules is the oldest version of the decision rules this build still

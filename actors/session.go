@@ -423,7 +423,7 @@ func (a *SessionActor) Receive(ctx actor.Context) {
 	a.idle.handling()
 	if a.unread {
 		switch ctx.Message().(type) {
-		case *CancelTask, *ResolveApproval, *ResumeSession, *Drain, *messages.EffectReply, *deadlineTick, *idleTimeout:
+		case *CancelTask, *ResolveApproval, *LateAnswer, *ResumeSession, *Drain, *messages.EffectReply, *deadlineTick, *idleTimeout:
 			a.mustLoad(ctx) // only a new task is handled before the session read its log
 		}
 	}
@@ -457,6 +457,9 @@ func (a *SessionActor) Receive(ctx actor.Context) {
 	case *ResolveApproval:
 		*a.handled++
 		a.resolveApproval(ctx, m)
+	case *LateAnswer:
+		*a.handled++
+		a.lateAnswer(ctx, m)
 	case *Drain:
 		a.drain.on, a.drain.drainer = true, ctx.Sender()
 		a.stopTimer()
@@ -764,7 +767,7 @@ func (a *SessionActor) cancel(ctx actor.Context, m *CancelTask) {
 	// A task whose deadline passed before its wake-up came fails at it first, as
 	// an approval past its expiry is rejected before an answer (resolveApproval):
 	// the cancellation then finds it ended.
-	now, err := a.dueFirst(ctx, a.state.Deadline())
+	now, err := a.dueFirst(ctx, a.state.NextDeadline())
 	if err != nil {
 		ctx.Respond(err)
 		return
@@ -1234,11 +1237,12 @@ func (ks *keySet) remove(k messages.EffectKey) {
 	}
 }
 
-// armDeadline arms a wake-up for the running task's deadline or its earliest
-// approval expiry, whichever comes first: the agent then decides with the time.
+// armDeadline arms a wake-up for the earliest deadline of the running task and
+// the tasks waiting their turn (NextDeadline) or its earliest approval expiry,
+// whichever comes first: the agent then decides with the time.
 func (a *SessionActor) armDeadline(ctx actor.Context) {
 	a.stopTimer()
-	deadline := a.state.Deadline()
+	deadline := a.state.NextDeadline()
 	if exp := a.state.NextApprovalExpiry(); exp > 0 && (deadline == 0 || exp < deadline) {
 		deadline = exp
 	}

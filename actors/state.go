@@ -385,7 +385,12 @@ type SessionState struct {
 	history []messages.ChatMessage
 	tasks   []*taskState
 	active  *taskState
-	seen    map[string]struct{}
+	// lastEnded is the task whose end was recorded last (the highest-seq
+	// task.completed or task.failed): the one Status reports on when none runs.
+	// Tasks end in the order they were submitted, but for one that failed while
+	// it waited its turn (decideQueued), whose end can come before an earlier's.
+	lastEnded *taskState
+	seen      map[string]struct{}
 	// unversioned is the rules version Verify assumes of tasks recorded with none,
 	// by task ID (rules.go); a task not in it runs under version 1.
 	unversioned map[string]int
@@ -473,8 +478,17 @@ func (s *SessionState) Status() (status, output, errMsg string) {
 	if s.active != nil { // the fold activates the first queued task as soon as one ends
 		return messages.StatusRunning, "", ""
 	}
-	t := s.tasks[len(s.tasks)-1]
+	t := s.latestEnded()
 	return t.Status, t.Output, t.Error
+}
+
+// latestEnded is the task whose end was recorded last, when no task runs and the
+// session has tasks (lastEnded; the latest submitted before any ended).
+func (s *SessionState) latestEnded() *taskState {
+	if s.lastEnded != nil {
+		return s.lastEnded
+	}
+	return s.tasks[len(s.tasks)-1]
 }
 
 // Apply folds one event into the state. Events must come in seq order without gaps.
@@ -588,6 +602,11 @@ func (s *SessionState) applyLoop(e messages.Envelope, p messages.Payload) error 
 	case *messages.ToolCallCompleted:
 		if t != nil && e.CorrelationID == t.ID {
 			t.noteSubUsage(p)
+		} else if ended := s.endedTask(e.CorrelationID); ended != nil {
+			// A delegate call's answer recorded after its task ended (LateAnswer):
+			// what the child spent completes the task's figures, and nothing else.
+			s.foldLateAnswer(ended, p)
+			return nil
 		}
 		if s.applyParadigm(e, p, messages.EffectKey{}) {
 			return nil
@@ -623,12 +642,39 @@ func (s *SessionState) applyLoop(e messages.Envelope, p messages.Payload) error 
 	case *messages.TaskCompleted:
 		if t != nil && e.CorrelationID == t.ID {
 			t.phase, t.Status, t.Output, t.Note = phaseDone, messages.StatusCompleted, p.Output, p.Note
+			s.lastEnded = t
 			s.next()
 		}
 	case *messages.TaskFailed:
 		if t != nil && e.CorrelationID == t.ID {
 			t.phase, t.Status, t.Error, t.Reason = phaseDone, messages.StatusFailed, p.Error, p.Reason
+			s.lastEnded = t
 			s.next()
+		} else if q := s.queuedTask(e.CorrelationID); q != nil {
+			// A task that failed while it waited its turn (decideQueued): it never
+			// started, and the running task goes on.
+			q.phase, q.Status, q.Error, q.Reason = phaseDone, messages.StatusFailed, p.Error, p.Reason
+			s.lastEnded = q
+		}
+	}
+	return nil
+}
+
+// queuedTask returns the task with this ID when it waits its turn, else nil.
+func (s *SessionState) queuedTask(id string) *taskState {
+	for _, t := range s.tasks {
+		if t.ID == id && t.phase == phaseQueued {
+			return t
+		}
+	}
+	return nil
+}
+
+// endedTask returns the task with this ID when it ended, else nil.
+func (s *SessionState) endedTask(id string) *taskState {
+	for _, t := range s.tasks {
+		if t.ID == id && t.phase == phaseDone {
+			return t
 		}
 	}
 	return nil
@@ -715,7 +761,7 @@ func (s *SessionState) Decide(a Agent, nextSeq uint64, nowUS int64) *Decision {
 // messages.ReasonUnknownAgent.
 func (s *SessionState) DecideAmong(as Agents, nextSeq uint64, nowUS int64) *Decision {
 	d := s.decideAmong(&as, nextSeq, nowUS)
-	if d != nil {
+	if d != nil && d.TaskID == s.active.ID { // not a queued task's end (decideQueued)
 		s.active.stampSubUsage(d.Payload)
 	}
 	return d
@@ -747,6 +793,9 @@ func (s *SessionState) decideAmong(as *Agents, nextSeq uint64, nowUS int64) *Dec
 	t := s.active
 	if t == nil {
 		return nil
+	}
+	if dec := s.decideQueued(nowUS); dec != nil {
+		return dec
 	}
 	d := func(p messages.Payload, cause string) *Decision {
 		return &Decision{Payload: p, CausationID: cause, TaskID: t.ID}
@@ -784,6 +833,46 @@ func (s *SessionState) decideAmong(as *Agents, nextSeq uint64, nowUS int64) *Dec
 		return s.decideParadigm(*a, t, nextSeq, nowUS)
 	}
 	return s.decideLoop(a, t, nextSeq, nowUS)
+}
+
+// queuedDeadlineError is the error of a task that failed at its deadline while
+// it waited for the tasks before it (decideQueued).
+const queuedDeadlineError = "the task's deadline passed while it waited for the session's earlier task to end: it never started"
+
+// decideQueued fails, from rules 10 (rulesQueuedDeadline), the first task waiting
+// its turn whose deadline passed at nowUS: messages.ReasonDeadline, no steps and no
+// usage, since it never started. The running task goes on, and the others keep
+// their order. Under older rules such a task waited, and failed at its deadline
+// only once it started.
+func (s *SessionState) decideQueued(nowUS int64) *Decision {
+	for _, q := range s.tasks {
+		if q.phase != phaseQueued || q.rules < rulesQueuedDeadline || !supportedRules(q.rules) {
+			continue
+		}
+		if q.Spec.DeadlineUS > 0 && nowUS >= q.Spec.DeadlineUS {
+			return &Decision{Payload: &messages.TaskFailed{Reason: messages.ReasonDeadline, Error: queuedDeadlineError}, CausationID: q.ID, TaskID: q.ID}
+		}
+	}
+	return nil
+}
+
+// NextDeadline reports the earliest deadline the session's decisions wait for, in
+// Unix microseconds, or 0 for none: the running task's (Deadline), and from rules
+// 10 those of the tasks waiting their turn (decideQueued).
+func (s *SessionState) NextDeadline() int64 {
+	next := s.Deadline()
+	if s.active == nil {
+		return next
+	}
+	for _, q := range s.tasks {
+		if q.phase != phaseQueued || q.rules < rulesQueuedDeadline || !supportedRules(q.rules) || q.Spec.DeadlineUS == 0 {
+			continue
+		}
+		if next == 0 || q.Spec.DeadlineUS < next {
+			next = q.Spec.DeadlineUS
+		}
+	}
+	return next
 }
 
 // decideLoop returns the next event of the agent's tool loop for task t, or nil
@@ -1049,7 +1138,7 @@ func (s *SessionState) StatusReason() string {
 	if len(s.tasks) == 0 || s.active != nil {
 		return ""
 	}
-	return s.tasks[len(s.tasks)-1].Reason
+	return s.latestEnded().Reason
 }
 
 // ReplyTopic reports the topic the task with this ID asked its result to be sent to.
@@ -1068,7 +1157,7 @@ func (s *SessionState) Note() string {
 	if len(s.tasks) == 0 || s.active != nil {
 		return ""
 	}
-	return s.tasks[len(s.tasks)-1].Note
+	return s.latestEnded().Note
 }
 
 // TaskNote returns the note of the task whose ID is id (see Note).
@@ -1098,7 +1187,7 @@ func (s *SessionState) TaskName(id string) string {
 func (s *SessionState) StatusTask() string {
 	t := s.active
 	if t == nil && len(s.tasks) > 0 {
-		t = s.tasks[len(s.tasks)-1]
+		t = s.latestEnded()
 	}
 	if t == nil {
 		return ""

@@ -44,6 +44,9 @@ const (
 type parentEnds struct {
 	n *Node
 	q *queueWorker[failedTask]
+	// late waits for the ends of the children cancelled, to record them on
+	// their parents' tasks (lateanswers.go).
+	late *queueWorker[lateCall]
 }
 
 // failedTask is a task that failed: its session and its ID. Or, with children
@@ -57,6 +60,7 @@ type failedTask struct {
 func newParentEnds(n *Node) *parentEnds {
 	p := &parentEnds{n: n}
 	p.q = newQueueWorker(parentEndsQueue, p.cancelOrphans)
+	p.late = newQueueWorker(lateAnswersQueue, p.answerLate)
 	return p
 }
 
@@ -115,11 +119,18 @@ func (p *parentEnds) cancelOrphans(ctx context.Context, job failedTask) {
 			"session", job.session, "task", job.task, "err", err)
 		return
 	}
-	for _, key := range p.orphans(events, job) {
+	orphans := p.orphans(events, job)
+	for _, key := range orphans {
 		if ctx.Err() != nil {
 			return // closed past its timeout
 		}
 		p.n.cancelChild(ctx, ChildSessionID(key))
+	}
+	for _, key := range lateAnswerCalls(events, orphans) {
+		if p.late.offer(lateCall{parent: job.session, key: key}) == queueFull {
+			p.n.cfg.Logger.Warn("delegate: too many sub-agents waiting to be counted in their failed parents' figures; this one's spend is not",
+				"parent", job.session, "session", ChildSessionID(key))
+		}
 	}
 }
 
@@ -151,6 +162,7 @@ func (p *parentEnds) orphans(events []messages.Envelope, job failedTask) []messa
 // observed.
 func (p *parentEnds) close(timeout time.Duration) {
 	p.q.close(timeout, -1)
+	p.late.close(time.Second, time.Second) // the children's ends unrecorded, as after a crash
 }
 
 // unansweredDelegateCalls returns the keys of the delegate calls that task

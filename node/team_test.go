@@ -142,8 +142,7 @@ func TestTeamFanOutSurvivesARestart(t *testing.T) {
 	var events []messages.Envelope
 	waitFor(t, 10*time.Second, "the team's task to end", func() bool {
 		events = readAll(t, n2.Log(), "team")
-		last := events[len(events)-1].Type
-		return last == messages.TypeTaskCompleted || last == messages.TypeTaskFailed
+		return allTasksEnded(events)
 	})
 	if got := payloads[*messages.TaskCompleted](t, events); len(got) != 1 || got[0].Output != "both tallied" {
 		t.Fatalf("the team's end: %+v", events[len(events)-1])
@@ -539,8 +538,7 @@ func TestTeamChangedAcrossARestartFailsClearly(t *testing.T) {
 	var events []messages.Envelope
 	waitFor(t, 10*time.Second, "the team's task to end", func() bool {
 		events = readAll(t, n2.Log(), "team")
-		last := events[len(events)-1].Type
-		return last == messages.TypeTaskCompleted || last == messages.TypeTaskFailed
+		return allTasksEnded(events)
 	})
 	failed := payloads[*messages.TaskFailed](t, events)
 	if len(failed) != 1 || failed[0].Reason != messages.ReasonUnknownAgent ||

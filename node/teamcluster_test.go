@@ -177,10 +177,25 @@ func waitTeamEnded(t *testing.T, log eventlog.Log, session string, within time.D
 		if len(events) == 0 {
 			return false
 		}
-		last := events[len(events)-1].Type
-		return last == messages.TypeTaskCompleted || last == messages.TypeTaskFailed
+		return allTasksEnded(events)
 	})
 	return events
+}
+
+// allTasksEnded reports whether every task of a session's events ended: as many
+// ends as tasks. A failed task's late answers (its children's ends, recorded after
+// its own: actors.LateAnswer) may follow its end.
+func allTasksEnded(events []messages.Envelope) bool {
+	open := 0
+	for _, e := range events {
+		switch e.Type {
+		case messages.TypeTaskSubmitted:
+			open++
+		case messages.TypeTaskCompleted, messages.TypeTaskFailed:
+			open--
+		}
+	}
+	return len(events) > 0 && open == 0
 }
 
 // checkTeamOnce checks a team's session and its children after the fact: gap-free

@@ -74,6 +74,7 @@ func Run(t *testing.T, f Features, newLog func(t *testing.T) eventlog.Log) {
 		{"SessionsSummary", s.testSessionsSummary},
 		{"SessionsStatusOutOfOrder", s.testSessionsStatusOutOfOrder},
 		{"SessionsStatusQueuedTasks", s.testSessionsStatusQueuedTasks},
+		{"SessionsStatusQueuedTaskFailsFirst", s.testSessionsStatusQueuedTaskFailsFirst},
 		{"SessionsFilter", s.testSessionsFilter},
 		{"SessionsParent", s.testSessionsParent},
 		{"LargePayload", s.testLargePayload},
@@ -767,6 +768,41 @@ func (s *suite) testSessionsStatusOutOfOrder(t *testing.T) {
 // turn. The session is running while any submitted task has not ended, also when the
 // highest-seq task.* event is the end of an earlier task; a node resumes such a
 // session when it starts, or the queued tasks would never run.
+// A task that fails while it waits its turn (its deadline passed: decision rules
+// 10) ends before the task running ahead of it: the session's highest-seq task.*
+// event is then a failure while a task still runs. The session is running until
+// that task ends, and then has its status, its end being the latest; an answer
+// recorded after that end (a delegate call's late answer) changes nothing.
+func (s *suite) testSessionsStatusQueuedTaskFailsFirst(t *testing.T) {
+	l := s.newLog(t)
+	q := newSession("queued-first", 1_000_000)
+	var all []messages.Envelope
+	add := func(task uint64, p messages.Payload) messages.Envelope {
+		e := q.next(t, p)
+		e.CorrelationID = fmt.Sprintf("queued-first/%d", task)
+		all = append(all, e)
+		return e
+	}
+	s.append(t, l,
+		add(1, &messages.TaskSubmitted{Input: "one"}),
+		add(1, &messages.ModelRequested{Key: "queued-first/2", Model: "offline", Step: 1}),
+		add(3, &messages.TaskSubmitted{Input: "two", DeadlineUS: 1}))
+	s.append(t, l, add(3, &messages.TaskFailed{Reason: messages.ReasonDeadline, Error: "the deadline passed while it waited"}))
+	want := []eventlog.SessionInfo{summary("queued-first", messages.StatusRunning, all)}
+	s.wantSessions(t, l, eventlog.Filter{}, want)
+	s.wantSessions(t, l, eventlog.Filter{Status: messages.StatusRunning}, want)
+	s.wantSessions(t, l, eventlog.Filter{Status: messages.StatusFailed}, nil)
+	s.append(t, l,
+		add(1, &messages.ModelResponded{Key: "queued-first/2", Model: "offline", Message: messages.ChatMessage{Role: messages.RoleAssistant, Content: "1"}}),
+		add(1, &messages.TaskCompleted{Output: "1", Steps: 1}))
+	s.append(t, l, add(1, &messages.ToolCallCompleted{Key: "queued-first/9", CallID: "late", Tool: "delegate", Error: "cancelled"}))
+	want = []eventlog.SessionInfo{summary("queued-first", messages.StatusCompleted, all)}
+	s.wantSessions(t, l, eventlog.Filter{}, want)
+	s.wantSessions(t, l, eventlog.Filter{Status: messages.StatusCompleted}, want)
+	s.wantSessions(t, l, eventlog.Filter{Status: messages.StatusRunning}, nil)
+	s.wantSessions(t, l, eventlog.Filter{Status: messages.StatusFailed}, nil)
+}
+
 func (s *suite) testSessionsStatusQueuedTasks(t *testing.T) {
 	l := s.newLog(t)
 	q := newSession("queued", 1_000_000)
