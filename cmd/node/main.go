@@ -534,6 +534,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 		fmt.Fprintln(stderr, "error:", err)
 		return 2
 	}
+	if cmd == "serve" {
+		if err := checkListenAddr(*addr); err != nil {
+			fmt.Fprintln(stderr, "error: --http:", err)
+			return 2
+		}
+	}
 	httpCfg.MaxConnections = *maxConns
 	if cmd != "serve" {
 		// Only serve serves the HTTP API: run and mcp need no tokens file.
@@ -1004,6 +1010,23 @@ func hintWhenSilent(ctx context.Context, events <-chan messages.Envelope, silenc
 		}
 	}()
 	return out
+}
+
+// checkListenAddr says what is wrong with a listen address that has no port or an
+// unusable one, with the forms that work: net.Listen's own "missing port in
+// address" named neither the flag nor what to write.
+func checkListenAddr(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		if _, perr := strconv.ParseUint(addr, 10, 16); perr == nil {
+			return fmt.Errorf("%q has no host: want 127.0.0.1:%s (this host only) or :%s (every interface)", addr, addr, addr)
+		}
+		return fmt.Errorf("%q: want HOST:PORT, e.g. 127.0.0.1:8080 (this host only) or :8080 (every interface)", addr)
+	}
+	if _, err := net.LookupPort("tcp", port); err != nil || port == "" {
+		return fmt.Errorf("%q: the port %q is no port: want HOST:PORT, e.g. %s:8080", addr, port, cmp.Or(host, "127.0.0.1"))
+	}
+	return nil
 }
 
 func serve(ctx context.Context, cfg node.Config, served mcp.ServedConfig, attach func(*node.Node), addr string, hup <-chan os.Signal, stderr io.Writer) int {
