@@ -244,6 +244,9 @@ type SearchHit struct {
 // comma-separated list of tiers (default all); mode hybrid, vector or keyword.
 func ParseMemoryQuery(get func(string) string) (string, memory.Query, error) {
 	ns := get("namespace")
+	if ns == "" {
+		return "", memory.Query{}, fmt.Errorf("%w: namespace is missing: say whose memories to search (a namespace such as user:alice)", memory.ErrInvalid)
+	}
 	if err := memory.CheckNamespace(ns); err != nil {
 		return "", memory.Query{}, err
 	}
