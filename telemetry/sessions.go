@@ -2,6 +2,7 @@ package telemetry
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -361,26 +362,26 @@ func (s *Sessions) evictOldest(now time.Time) {
 }
 
 // Recover starts the spans of a task a node resumed: events are the session's
-// whole history as it folded them (actors.SessionDeps.Recovered). When its last
-// task is still running, its span starts again (troupe.resumed), in the trace it was
-// submitted under, with the spans of its effects requested and not answered, which
-// the session issues again; the answers to come end them (Observe).
+// whole history as it folded them (actors.SessionDeps.Recovered). When a task is
+// still running (the first submitted that has not ended: tasks run in turn, and a
+// queued one may have ended before it, at its deadline), its span starts again
+// (troupe.resumed), in the trace it was submitted under, with the spans of its
+// effects requested and not answered, which the session issues again; the answers
+// to come end them (Observe).
 func (s *Sessions) Recover(sessionID string, events []messages.Envelope) {
-	start := -1
-	for i := len(events) - 1; i >= 0; i-- {
-		switch events[i].Type {
-		case messages.TypeTaskCompleted, messages.TypeTaskFailed:
-			return // no running task
-		case messages.TypeTaskSubmitted:
-			start = i
-		}
-		if start >= 0 {
-			break
+	ended := map[string]bool{}
+	for _, e := range events {
+		if e.Type == messages.TypeTaskCompleted || e.Type == messages.TypeTaskFailed {
+			ended[e.CorrelationID] = true
 		}
 	}
+	start := slices.IndexFunc(events, func(e messages.Envelope) bool {
+		return e.Type == messages.TypeTaskSubmitted && !ended[e.ID]
+	})
 	if start < 0 {
 		return
 	}
+	task := events[start].ID
 	p, err := events[start].Decode()
 	if err != nil {
 		return
@@ -394,6 +395,9 @@ func (s *Sessions) Recover(sessionID string, events []messages.Envelope) {
 		case messages.TypeModelRequested, messages.TypeToolCallRequested, messages.TypeModelResponded, messages.TypeToolCallCompleted:
 		default:
 			continue
+		}
+		if e.CorrelationID != "" && e.CorrelationID != task {
+			continue // another task's (an ended one's late answer)
 		}
 		q, err := e.Decode()
 		if err != nil {
