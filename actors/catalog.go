@@ -66,7 +66,10 @@ func (e *LocalEffects) catalogPerformer(name string) (*performer, bool) {
 		e:       e,
 		timeout: e.cfg.ToolTimeout, limit: e.cfg.ToolConcurrency, timedOut: ErrToolTimeout,
 		perform: func(ctx context.Context, req messages.EffectRequest) messages.EffectReply {
-			out, err := t.Call(ctx, tools.Call{Key: req.Tool.Key, Arguments: req.Tool.Arguments, Agent: req.Agent})
+			// Under the tool's limits, as a tool of the agent's own (toolPerformer):
+			// arguments past their size refused unread, the output made UTF-8 as the
+			// log records it and cut to its size.
+			out, err := t.callLimited(ctx, tools.Call{Key: req.Tool.Key, Arguments: req.Tool.Arguments, Agent: req.Agent})
 			rep := messages.EffectReply{Output: out}
 			if err != nil {
 				rep.Error = err.Error()
@@ -104,4 +107,13 @@ func (t catalogTool) Call(ctx context.Context, c tools.Call) (string, error) {
 		return "", fmt.Errorf("%w: %q (it left the catalog)", ErrNoSuchTool, t.name)
 	}
 	return tl.Call(ctx, c)
+}
+
+// callLimited calls the tool as it is now under its own limits (tools.CallLimited).
+func (t catalogTool) callLimited(ctx context.Context, c tools.Call) (string, error) {
+	tl, ok := t.cat.Tool(t.name)
+	if !ok {
+		return "", fmt.Errorf("%w: %q (it left the catalog)", ErrNoSuchTool, t.name)
+	}
+	return tools.CallLimited(ctx, tl, t.name, c)
 }

@@ -141,3 +141,41 @@ func TestLocalEffectsTimesOutCatalogTools(t *testing.T) {
 		t.Errorf("the tool's context ended with %v", cause)
 	}
 }
+
+// loud answers more than any output limit, with bytes that are not UTF-8.
+type loud struct{}
+
+func (loud) Spec() messages.ToolSpec {
+	return messages.ToolSpec{Name: "srv__loud", Description: "talks", Parameters: json.RawMessage(`{"type":"object"}`)}
+}
+
+func (loud) Call(context.Context, tools.Call) (string, error) {
+	return "\xff" + strings.Repeat("x", 4*tools.DefaultMaxOutput), nil
+}
+
+// A catalog tool (an MCP server's) is called under the limits of any tool
+// (tools.CallLimited): arguments past their size are refused unread, and its
+// output is made UTF-8 as the log records it and cut to the output limit with a
+// note. It was called bare: megabytes of a model's arguments went to the server,
+// and its answer whole into the reply.
+func TestLocalEffectsLimitsCatalogTools(t *testing.T) {
+	cat := &catalog{}
+	cat.set(loud{})
+	e := actors.NewLocalEffects(actors.LocalEffectsConfig{Tools: registry(t), Catalog: cat})
+	t.Cleanup(func() { _ = e.Close() })
+	r := newReplies()
+	req := toolRequest("s", 1, "srv__loud")
+	e.Perform(req, r.to)
+	waitUntil(t, "the reply", func() bool { return len(r.of(req.Key)) == 1 })
+	rep := r.of(req.Key)[0]
+	if rep.Error != "" || len(rep.Output) > tools.DefaultMaxOutput+512 || !strings.HasPrefix(rep.Output, "\ufffd") {
+		t.Fatalf("reply of %d bytes (error %q), want the output cut to about %d, made UTF-8", len(rep.Output), rep.Error, tools.DefaultMaxOutput)
+	}
+	big := toolRequest("s", 2, "srv__loud")
+	big.Tool.Arguments = `{"x":"` + strings.Repeat("y", tools.DefaultMaxArguments) + `"}`
+	e.Perform(big, r.to)
+	waitUntil(t, "the reply", func() bool { return len(r.of(big.Key)) == 1 })
+	if rep := r.of(big.Key)[0]; !strings.Contains(rep.Error, "the limit is") {
+		t.Fatalf("arguments past the limit: reply %+v", rep.Error)
+	}
+}
