@@ -287,3 +287,17 @@ func TestPlanGoalStepCrashAfterEachEvent(t *testing.T) {
 				{Name: "planner", Paradigm: node.ParadigmPlanExecute, Tools: []string{"tally"}}}}, m, c.performed
 		}})
 }
+
+// And of a ReAct agent, whose tool calls are lines of its model's text.
+func TestReActCrashAfterEachEvent(t *testing.T) {
+	runCrashCase(t, crashCase{agent: "reasoner", input: "tally twice", output: "both tallied",
+		world: func(t *testing.T, dir string) (node.Config, *byAgent, func() map[string]int) {
+			c := &tallies{}
+			m := newByAgent(t, map[string][]llm.ScriptStep{"reasoner": {
+				{Content: "Thought: tally a.\nAction: tally[{\"n\":\"a\"}]"},
+				{Content: "Thought: tally b.\nAction: tally[{\"n\":\"b\"}]"},
+				{Content: "Thought: done.\nFinish[both tallied]"}}})
+			return node.Config{Model: m, DataDir: dir, Tools: []tools.Tool{tools.Calculator{}, c.tool("")}, Agents: []node.NamedAgent{
+				{Name: "reasoner", Paradigm: node.ParadigmReAct, Tools: []string{"tally"}}}}, m, c.performed
+		}})
+}
