@@ -41,7 +41,10 @@
 //     Open replays the log, loads the saved graph and redoes only what changed since
 //     it was saved, so a crash costs seconds on the next Open. A missing or damaged
 //     graph file is rebuilt from the log (about a millisecond per item at dimension
-//     384, so minutes at 100k items), never trusted for results. A write holds
+//     384, so minutes at 100k items), never trusted for results; so is, once, a
+//     graph file of version 1 (builds before its copies of one vector were linked
+//     to at most one other copy), whose links could leave such copies cut off from
+//     the rest. A write holds
 //     searches of the store off while it links its items into the graph (about a
 //     millisecond per item at dimension 384).
 //

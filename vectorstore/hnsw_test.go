@@ -386,3 +386,45 @@ func TestHNSWGraphSavedWithoutClose(t *testing.T) {
 		t.Errorf("%d changes since the last save", c)
 	}
 }
+
+// A graph file of version 1, whose links could cut many copies of one vector off
+// from the rest (TestHNSWRecallWithDuplicates), is not loaded: the graph is rebuilt
+// once on Open, and saved in this version at Close.
+func TestHNSWGraphFileOfVersion1IsRebuilt(t *testing.T) {
+	const n, dim, k = 500, 16, 10
+	items, queries := recallData(n, dim, 3)
+	path := filepath.Join(t.TempDir(), "v.log")
+	cfg := vectorstore.Config{Path: path, NoSync: true, Index: vectorstore.IndexHNSW, HNSW: vectorstore.HNSWConfig{ExactBelow: -1}}
+	s, err := vectorstore.Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	upsertAll(t, s, "g", items)
+	live := searchAll(t, s, "g", queries, k)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path + ".hnsw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b[7] != 2 {
+		t.Fatalf("the graph file is of version %d, want 2", b[7])
+	}
+	b[7] = 1 // as a build before version 2 saved it
+	if err := os.WriteFile(path+".hnsw", b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s = open(t, cfg)
+	if c := s.GraphChanges("g"); c != n {
+		t.Errorf("a graph file of version 1: %d nodes changed on open, want %d (a rebuild)", c, n)
+	}
+	fresh := open(t, vectorstore.Config{})
+	upsertAll(t, fresh, "g", items)
+	if r := recall(t, s, fresh, "g", queries, k, nil); r < 0.95 {
+		t.Errorf("recall after the rebuild %.3f", r)
+	}
+	if got := searchAll(t, s, "g", queries, k); len(got) != len(live) {
+		t.Errorf("%d hits, want %d", len(got), len(live))
+	}
+}

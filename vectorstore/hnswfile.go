@@ -29,7 +29,10 @@ import (
 // search scores come from the items, and a search that the graph cannot answer in
 // full falls back to an exact scan.
 
-const graphMagic = "TRVSHNS\x01"
+// Version 2 links a node to at most one other copy of its vector (graph.go): a
+// graph of version 1 could cut many copies of one vector off from the rest, and
+// is rebuilt on Open.
+const graphMagic = "TRVSHNS\x02"
 
 // Writes save the graphs once graphSaveMin nodes, and 1/graphSaveShare of all
 // nodes, changed since the last save (Close saves in any case). A crash thus leaves
@@ -260,6 +263,10 @@ func (s *Embedded) readGraphs() (map[string]savedGraph, error) {
 	}
 	magic := make([]byte, len(graphMagic))
 	if _, err := f.ReadAt(magic, 0); err != nil || string(magic) != graphMagic {
+		if err == nil && string(magic[:len(magic)-1]) == graphMagic[:len(graphMagic)-1] && magic[len(magic)-1] < graphMagic[len(graphMagic)-1] {
+			return nil, fmt.Errorf("%s is a graph file of version %d, whose links this build (version %d) does not take: it rebuilds them once",
+				path, magic[len(magic)-1], graphMagic[len(graphMagic)-1])
+		}
 		return nil, fmt.Errorf("%s is not a graph file of this version", path)
 	}
 	out := make(map[string]savedGraph)
