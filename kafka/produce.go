@@ -28,8 +28,9 @@ import (
 // BatchSize records per batch. A partition whose write fails with a temporary error
 // (a leader moving, a broken connection) is written again, after a backoff, up to
 // MaxAttempts times; the error of one that still fails is returned as a
-// kafkago.WriteErrors (one entry per record, nil for the records written).
-func (p *Publisher) produce(deadline time.Time, wire string, recs []kafkago.Message) error {
+// kafkago.WriteErrors (one entry per record, nil for the records written). A
+// partition of 0 or more puts every record there instead (PublishToPartition).
+func (p *Publisher) produce(deadline time.Time, wire string, recs []kafkago.Message, partition int) error {
 	for i := range recs {
 		if int64(recordSize(&recs[i])) > p.cfg.BatchBytes {
 			return kafkago.MessageTooLargeError{Message: recs[i], Remaining: recs[i+1:]}
@@ -57,13 +58,23 @@ func (p *Publisher) produce(deadline time.Time, wire string, recs []kafkago.Mess
 		ctx, cancel = round()
 		leaders, err = p.leaders(ctx, wire)
 	}
+	if err == nil && partition >= len(leaders) {
+		// Partitions added since the metadata was read: read it again now.
+		p.routes.refresh()
+		if leaders, err = p.leaders(ctx, wire); err == nil && partition >= len(leaders) {
+			err = fmt.Errorf("kafka: partition %d of %s, which has %d: %w", partition, wire, len(leaders), ErrUnknownPartition)
+		}
+	}
 	if err != nil {
 		return err
 	}
 	byPartition := make([]*partitionRecords, len(leaders))
 	var order []*partitionRecords // partitions in order of their first record
 	for i := range recs {
-		n := kafkago.Murmur2Balancer{}.Balance(recs[i], partitionList(len(leaders))...)
+		n := partition
+		if n < 0 {
+			n = kafkago.Murmur2Balancer{}.Balance(recs[i], partitionList(len(leaders))...)
+		}
 		pr := byPartition[n]
 		if pr == nil {
 			pr = &partitionRecords{partition: n}

@@ -64,3 +64,37 @@ func TestPublishTooLarge(t *testing.T) {
 		t.Fatalf("publish: %v, want a MessageTooLargeError", err)
 	}
 }
+
+// PublishToPartition puts every record on the partition it is given, whatever
+// its key, and refuses a partition the topic does not have.
+func TestPublishToPartition(t *testing.T) {
+	c := newCluster(t)
+	topic := uniqueName(t, "to-partition-")
+	pub := c.publisher(t, nil)
+	sub := c.subscriber(t, "", func(cfg *kafka.SubscriberConfig) { cfg.ConsumerGroup = ""; cfg.InitialOffset = kafka.FromEarliest })
+	defer closeAll(t, pub, sub)
+	var msgs []*message.Message
+	for s := range 5 {
+		msgs = append(msgs, sessionMessage(fmt.Sprintf("s-%d", s), fmt.Sprint(s)))
+	}
+	const to = 1
+	if err := pub.PublishToPartition(topic, to, msgs...); err != nil {
+		t.Fatalf("publish: %v", err)
+	}
+	ch, err := sub.Subscribe(testContext(t, time.Minute), topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range msgs {
+		msg := receive(t, ch, 30*time.Second)
+		if ri, _ := kafka.Record(msg.Context()); ri.Partition != to || string(msg.Payload) != fmt.Sprint(i) {
+			t.Errorf("record %q on partition %d, want %q on %d", msg.Payload, ri.Partition, fmt.Sprint(i), to)
+		}
+		msg.Ack()
+	}
+	for _, p := range []int{testPartitions, -1} {
+		if err := pub.PublishToPartition(topic, p, sessionMessage("s-1", "x")); !errors.Is(err, kafka.ErrUnknownPartition) {
+			t.Errorf("publish to partition %d of %d: %v, want ErrUnknownPartition", p, testPartitions, err)
+		}
+	}
+}

@@ -73,6 +73,31 @@ func NewPublisher(cfg PublisherConfig, logger watermill.LoggerAdapter) (*Publish
 // have been written: publish them again (consumers dedupe by message UUID). Publish
 // does not look at the messages' contexts; PublishTimeout bounds it.
 func (p *Publisher) Publish(topic string, msgs ...*message.Message) error {
+	return p.publish(topic, -1, msgs)
+}
+
+// PublishToPartition is Publish to one partition of topic, whatever the messages'
+// keys: a node forwarding a task to its session's partition (node.Bus) computes that
+// partition by the partition count of its group's assignment, which may differ for a
+// while from the count this Publisher's metadata says (partitions were added to the
+// topic: producers and the group learn it at different times); placed by the key,
+// the copy could land on the partition it was read from, and be forwarded again. A
+// partition the metadata does not know yet is an error once the metadata was read
+// again (ErrUnknownPartition): publish it again later.
+func (p *Publisher) PublishToPartition(topic string, partition int, msgs ...*message.Message) error {
+	if partition < 0 {
+		return fmt.Errorf("kafka: publish to partition %d of %s: %w", partition, topic, ErrUnknownPartition)
+	}
+	return p.publish(topic, partition, msgs)
+}
+
+// ErrUnknownPartition is the error of PublishToPartition to a partition the topic
+// does not have, as far as the Publisher's metadata says.
+var ErrUnknownPartition = errors.New("no such partition in the topic's metadata")
+
+// publish is Publish (partition < 0: each message to its key's partition) and
+// PublishToPartition.
+func (p *Publisher) publish(topic string, partition int, msgs []*message.Message) error {
 	if topic == "" {
 		return errors.New("kafka: publish to an empty topic name")
 	}
@@ -111,7 +136,7 @@ func (p *Publisher) Publish(topic string, msgs ...*message.Message) error {
 		rec.Partition, rec.Offset = 0, 0
 		recs[i] = rec
 	}
-	if err := p.produce(deadline, wire, recs); err != nil {
+	if err := p.produce(deadline, wire, recs, partition); err != nil {
 		return publishError(wire, msgs, err)
 	}
 	switch {

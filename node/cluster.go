@@ -773,7 +773,13 @@ func (n *Node) forward(msg *message.Message, sessionID string, compact func() (*
 		}
 	}
 	out.SetContext(msg.Context())
-	if err := n.pub.Publish(messages.TopicTasks, out); err != nil {
+	publish := n.pub.Publish
+	if pp, ok := n.pub.(PartitionPublisher); ok {
+		// To the partition computed here, with the count of the assignment: the
+		// publisher's count may be another for a while (PartitionPublisher).
+		publish = func(topic string, msgs ...*message.Message) error { return pp.PublishToPartition(topic, to, msgs...) }
+	}
+	if err := publish(messages.TopicTasks, out); err != nil {
 		return true, fmt.Errorf("forward message %s of session %s from partition %d of %s to partition %d: %w",
 			msg.UUID, sessionID, from, messages.TopicTasks, to, err) // retried, then delivered again
 	}

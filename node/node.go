@@ -521,6 +521,17 @@ type PartitionReader interface {
 	MessagePartition(msg *message.Message) (partition int, ok bool)
 }
 
+// PartitionPublisher publishes messages to one partition of a topic, whatever their
+// keys (kafka.Publisher.PublishToPartition). A sharded node whose Bus.Publisher is
+// one forwards a message to the partition of its session that it computed with the
+// partition count of its assignment: when partitions were added to troupe.tasks,
+// a publisher that knows the new count already would place the copy by that count,
+// on the partition it was read from, where the node would read it and forward it
+// again until its group's next assignment.
+type PartitionPublisher interface {
+	PublishToPartition(topic string, partition int, msgs ...*message.Message) error
+}
+
 // RecordTimer tells when a delivered message was written to its topic
 // (kafka.Subscriber.MessageTime). A task read from a Bus.Tasks that is one
 // counts its deadline_ms from then, when that is earlier than the node's clock: a
