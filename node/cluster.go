@@ -432,7 +432,7 @@ func (n *Node) resumeOwned(ctx context.Context, gen int64, owns, cleanly func(st
 	if err != nil {
 		return err
 	}
-	ended, err := n.log.Sessions(lctx, eventlog.Filter{UpdatedSinceUS: time.Now().Add(-republishWindow).UnixMicro(), SessionsOnly: true})
+	ended, err := n.log.Sessions(lctx, eventlog.Filter{UpdatedSinceUS: n.cfg.Clock.Now().Add(-republishWindow).UnixMicro(), SessionsOnly: true}) // the clock that stamps the events
 	if err != nil {
 		return err
 	}
