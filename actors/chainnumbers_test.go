@@ -15,13 +15,13 @@ var idChain = tools.Chain{
 	Name: "pass_id", Description: "Records an ID, then records what the first step answered.",
 	Steps: []tools.ChainStep{
 		{Name: "first", Tool: "rec", Args: `{"id": {{.args.id}}}`},
-		{Name: "second", Tool: "rec", Args: `{"prev": {{.steps.first.json.got.id}}, "as_text": "{{.steps.first.json.got.id}}"}`},
+		{Name: "second", Tool: "rec", Args: `{"prev": {{.steps.first.json.got.id}}, "as_text": "{{.steps.first.json.got.id}}", "price": {{.args.price}}}`},
 	},
 	Output: `{{.steps.first.json.got.id}}`,
 }
 
 // chainNumbersRun runs a task recorded under rules whose model calls idChain with
-// the ID 98765432, and returns the second step's recorded arguments and the
+// the ID 98765432 and the price 1234567.5, and returns the second step's recorded arguments and the
 // chain's recorded result; the session verifies.
 func chainNumbersRun(t *testing.T, rules int) (args, result string) {
 	t.Helper()
@@ -32,7 +32,7 @@ func chainNumbersRun(t *testing.T, rules int) (args, result string) {
 	}
 	var agent actors.Agent
 	h := newHarness(t, harnessOpts{model: script(t,
-		calls(messages.ToolCall{ID: "c1", Name: "pass_id", Arguments: `{"id": 98765432}`}),
+		calls(messages.ToolCall{ID: "c1", Name: "pass_id", Arguments: `{"id": 98765432, "price": 1234567.5}`}),
 		llm.ScriptStep{Content: "done"}),
 		tools: []tools.Tool{rec.tool(), chains[0]}, deps: func(d *actors.SessionDeps) {
 			d.Agent.Chains = map[string]*tools.ChainTool{idChain.Name: chains[0]}
@@ -64,10 +64,10 @@ func chainNumbersRun(t *testing.T, rules int) (args, result string) {
 }
 
 // Under rules 10 a chain passes the ID a step answered to the next step, and to
-// its result, as it was written.
+// its result, as it was written, and its argument with a fraction as well.
 func TestChainPassesAStepsNumbersAsWrittenUnderRules10(t *testing.T) {
 	args, result := chainNumbersRun(t, actors.ContextRules)
-	if want := `{"prev":98765432,"as_text":"98765432"}`; args != want {
+	if want := `{"prev":98765432,"as_text":"98765432","price":1234567.5}`; args != want {
 		t.Errorf("the second step was given %s, want %s", args, want)
 	}
 	if result != "98765432" {
@@ -79,7 +79,7 @@ func TestChainPassesAStepsNumbersAsWrittenUnderRules10(t *testing.T) {
 // as the builds of rules 9 recorded them: a recorded task is decided alike.
 func TestChainRendersAStepsNumbersAsFloatsUnderRules9(t *testing.T) {
 	args, result := chainNumbersRun(t, 9)
-	if want := `{"prev":9.8765432e+07,"as_text":"9.8765432e+07"}`; args != want {
+	if want := `{"prev":9.8765432e+07,"as_text":"9.8765432e+07","price":1.2345675e+06}`; args != want {
 		t.Errorf("the second step was given %s, want %s", args, want)
 	}
 	if result != "9.8765432e+07" {

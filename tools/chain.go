@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"text/template"
@@ -34,11 +35,13 @@ import (
 // .steps.NAME.json the result parsed when it is JSON (nil otherwise). Two functions
 // help: json marshals a value (so {{json .args.query}} is a quoted JSON string), and
 // fromjson parses JSON text. A missing key is an error, not "<no value>". A number
-// of the JSON the templates read (.args, .steps.NAME.json, fromjson's) is a
-// json.Number: it renders as it was written (an ID of 98765432 as 98765432, not
-// 9.8765432e+07), and compares as a string ({{if eq .steps.a.json.n "0"}}). A
-// session renders a task recorded under decision rules older than 10 as those
-// builds did (ChainTool.WithNumbers, NumbersAsFloats).
+// of the JSON the templates read renders as it was written (an ID of 98765432 as
+// 98765432, not 9.8765432e+07): in .steps.NAME.json and fromjson's it is a
+// json.Number, which compares as a string ({{if eq .steps.a.json.n "0"}}); in
+// .args an int64, or a json.Number for one with a fraction or past int64 (as
+// JSON writes its float64: 1234567.5). A session renders a task recorded under
+// decision rules older than 10 as those builds did (ChainTool.WithNumbers,
+// NumbersAsFloats).
 //
 // Run by a session (package actors), every step is an effect of its own, recorded
 // when it is requested and when it answers, so a session that restarts mid-chain
@@ -82,17 +85,20 @@ var floatFuncs = template.FuncMap{
 }
 
 // ChainNumbers is how a chain's templates read the numbers of the JSON they parse:
-// a step's result (.steps.NAME.json) and fromjson's text. The chain's arguments
-// (.args) keep theirs as written either way (ArgumentParser).
+// a step's result (.steps.NAME.json), fromjson's text, and the chain's arguments
+// (.args).
 type ChainNumbers int
 
 const (
 	// NumbersAsWritten reads them as json.Number: a number renders as it was
-	// written, and an integer past 2^53 is exact (decision rules 10 on).
+	// written, and an integer past 2^53 is exact (decision rules 10 on). The
+	// arguments' integers that fit stay int64 (ArgumentParser), their other
+	// numbers are written as JSON writes their float64 (1234567.5).
 	NumbersAsWritten ChainNumbers = iota
 	// NumbersAsFloats reads them as float64, as the builds of decision rules 1 to
 	// 9 did: 98765432 renders 9.8765432e+07, 1000000 renders 1e+06, and
-	// 9007199254740993 becomes 9007199254740992, even through {{json}}. A session
+	// 9007199254740993 becomes 9007199254740992, even through {{json}}; and an
+	// argument with a fraction, 1234567.5, renders 1.2345675e+06. A session
 	// renders the steps of a task recorded under those rules so, to decide them as
 	// they were recorded.
 	NumbersAsFloats
@@ -670,7 +676,56 @@ func chainData(steps []ChainStep, args map[string]any, outputs []string, numbers
 	if args == nil {
 		args = map[string]any{}
 	}
+	if numbers == NumbersAsWritten {
+		w, _ := floatsWritten(args)
+		args = w.(map[string]any)
+	}
 	return map[string]any{"args": args, "steps": st}
+}
+
+// floatsWritten returns v with each float64 in it made the json.Number that
+// encoding/json writes for it, copying the maps and slices that hold one, and
+// whether there was one: the arguments' parser reads a number with a fraction, or
+// past int64, as a float64, which a template prints in exponent form (1234567.5
+// as 1.2345675e+06), where JSON writes 1234567.5.
+func floatsWritten(v any) (any, bool) {
+	switch x := v.(type) {
+	case float64:
+		b, err := json.Marshal(x)
+		if err != nil {
+			return x, false
+		}
+		return json.Number(b), true
+	case map[string]any:
+		var out map[string]any
+		for k, e := range x {
+			if w, changed := floatsWritten(e); changed {
+				if out == nil {
+					out = maps.Clone(x)
+				}
+				out[k] = w
+			}
+		}
+		if out == nil {
+			return x, false
+		}
+		return out, true
+	case []any:
+		var out []any
+		for i, e := range x {
+			if w, changed := floatsWritten(e); changed {
+				if out == nil {
+					out = slices.Clone(x)
+				}
+				out[i] = w
+			}
+		}
+		if out == nil {
+			return x, false
+		}
+		return out, true
+	}
+	return v, false
 }
 
 // templateProblem drops text/template's "template: NAME:LINE:COL: executing "NAME""

@@ -22,7 +22,7 @@ func (f fixedTool) Call(context.Context, tools.Call) (string, error) {
 func numbersChain(t *testing.T) *tools.ChainTool {
 	t.Helper()
 	const b = `{"id": "{{.steps.a.json.id}}", "n": {{.steps.a.json.n}}, "big": {{json .steps.a.json.big}}, ` +
-		`"from": {{(fromjson .steps.a.output).n}}, "arg": {{.args.n}}, "argbig": {{json .args.big}}}`
+		`"from": {{(fromjson .steps.a.output).n}}, "arg": {{.args.n}}, "argbig": {{json .args.big}}, "argf": "{{.args.f}}", "fs": {{json .args.fs}}}`
 	c := tools.Chain{Name: "c", Description: "d",
 		Steps: []tools.ChainStep{
 			{Name: "a", Tool: "fixed"},
@@ -40,17 +40,18 @@ func numbersChain(t *testing.T) *tools.ChainTool {
 	return ct
 }
 
-const numbersArgs = `{"n": 1000000, "big": 9007199254740993}`
+const numbersArgs = `{"n": 1000000, "big": 9007199254740993, "f": 1234567.5, "fs": [0.5, {"x": 25000000.25}]}`
 
 // A number in a step's JSON result reaches the next step as it was written: not
 // parsed into a float64, which text/template prints in exponent form (1000000 as
 // 1e+06, the ID 98765432 as 9.8765432e+07) and which rounds an integer past 2^53
 // (9007199254740993 becomes 9007199254740992) even through {{json ...}}; fromjson
-// likewise, and .args as ever.
+// likewise, and .args (whose numbers with a fraction the arguments' parser reads
+// as float64s: 1234567.5 rendered 1.2345675e+06).
 func TestChainPassesAStepsNumbersAsWritten(t *testing.T) {
 	ct := numbersChain(t)
 	out, err := ct.Call(context.Background(), tools.Call{Key: "k", Arguments: numbersArgs})
-	wantB := `{"id":"98765432","n":1000000,"big":9007199254740993,"from":1000000,"arg":1000000,"argbig":9007199254740993}`
+	wantB := `{"id":"98765432","n":1000000,"big":9007199254740993,"from":1000000,"arg":1000000,"argbig":9007199254740993,"argf":"1234567.5","fs":[0.5,{"x":25000000.25}]}`
 	if want := "98765432 9007199254740993 " + wantB; err != nil || out != want {
 		t.Fatalf("the chain answered %s (%v), want %s", out, err, want)
 	}
@@ -77,7 +78,7 @@ func TestChainNumbersAsFloatsRenderAsBefore(t *testing.T) {
 	}
 	outputs := []string{`{"id": 98765432, "n": 1000000, "big": 9007199254740993}`}
 	got, err := old.StepArguments(1, args, outputs)
-	want := `{"id":"9.8765432e+07","n":1e+06,"big":9007199254740992,"from":1e+06,"arg":1000000,"argbig":9007199254740993}`
+	want := `{"id":"9.8765432e+07","n":1e+06,"big":9007199254740992,"from":1e+06,"arg":1000000,"argbig":9007199254740993,"argf":"1.2345675e+06","fs":[0.5,{"x":25000000.25}]}`
 	if err != nil || got != want {
 		t.Fatalf("step b's arguments as floats: %s (%v), want %s", got, err, want)
 	}
@@ -85,9 +86,12 @@ func TestChainNumbersAsFloatsRenderAsBefore(t *testing.T) {
 	if want := "9.8765432e+07 9.007199254740992e+15 " + want; err != nil || res != want {
 		t.Fatalf("the result as floats: %s (%v), want %s", res, err, want)
 	}
-	// The chain it was made from is not changed.
+	// The chain it was made from is not changed, nor are the arguments.
 	if got, err := ct.StepArguments(1, args, outputs); err != nil || got == want {
 		t.Fatalf("the chain renders %s (%v) after WithNumbers", got, err)
+	}
+	if got, err := old.StepArguments(1, args, outputs); err != nil || got != want {
+		t.Fatalf("step b's arguments as floats, again: %s (%v), want %s", got, err, want)
 	}
 }
 
