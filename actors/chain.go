@@ -99,15 +99,19 @@ func decideChains(a *Agent, t *taskState, nextSeq uint64, nowUS int64) *Decision
 		if c.done || c.waitsForApproval() || !a.isChainCall(c.req) {
 			continue
 		}
-		if d := decideChain(*a, c, nextSeq, nowUS); d != nil {
+		if d := decideChain(*a, c, t.rules, nextSeq, nowUS); d != nil {
 			return d
 		}
 	}
 	return nil
 }
 
-func decideChain(a Agent, c *callState, nextSeq uint64, nowUS int64) *Decision {
+// decideChain decides c's next event under the rules of its task: the numbers of
+// the JSON its templates read are rendered as written from rules 10
+// (rulesExactNumbers), as float64s under older rules (chainNumbers).
+func decideChain(a Agent, c *callState, rules int, nextSeq uint64, nowUS int64) *Decision {
 	ch, rawArgs := a.chainOf(c.req)
+	ch = ch.WithNumbers(chainNumbers(rules))
 	answer := func(result, errMsg string) *Decision {
 		latency := int64(0)
 		if len(c.steps) > 0 {
@@ -158,4 +162,14 @@ func decideChain(a Agent, c *callState, nextSeq uint64, nowUS int64) *Decision {
 		return answer("", err.Error())
 	}
 	return answer(out, "")
+}
+
+// chainNumbers returns how a chain reads the numbers of the JSON its templates
+// parse (a step's result, fromjson's) under rules: as written from
+// rulesExactNumbers, as float64s before (98765432 rendered 9.8765432e+07).
+func chainNumbers(rules int) tools.ChainNumbers {
+	if rules >= rulesExactNumbers {
+		return tools.NumbersAsWritten
+	}
+	return tools.NumbersAsFloats
 }

@@ -60,6 +60,30 @@ func (s *SessionState) lateCall(key string) (t *taskState, c *callState, answere
 	return nil, nil, false, false
 }
 
+// LateCalls returns the keys of the delegate calls that the session's failed tasks
+// recorded under rules 10 or later (AnswersLate) left unanswered, in the order
+// requested: the calls whose answers a node records after their tasks' ends
+// (LateAnswer). A session hands them to SessionDeps.LateCalls each time it folds
+// its events as it starts, so that the node running it waits for their children's
+// ends after a restart, or on the next owner of its partition, as the node that
+// ran the task did.
+func (s *SessionState) LateCalls() []string {
+	var keys []string
+	for _, t := range s.tasks {
+		if t.phase != phaseDone || t.Status != messages.StatusFailed || t.rules < rulesLateAnswer || !supportedRules(t.rules) {
+			continue
+		}
+		for _, calls := range [][]*callState{t.calls, t.aux} {
+			for _, c := range calls {
+				if !c.done && c.req.Tool == DelegateTool {
+					keys = append(keys, c.req.Key)
+				}
+			}
+		}
+	}
+	return keys
+}
+
 // foldLateAnswer folds p, a call's answer recorded after its task t ended.
 func (s *SessionState) foldLateAnswer(t *taskState, p *messages.ToolCallCompleted) {
 	t.noteSubUsage(p)

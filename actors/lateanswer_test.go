@@ -108,3 +108,41 @@ func TestLateAnswerIsRefusedUnderRules9(t *testing.T) {
 		t.Fatalf("the session has %d events, want its 5", len(events))
 	}
 }
+
+// A session's failed task under rules 10 with a delegate call left unanswered
+// lists the call among those waiting for their late answers (LateCalls), which a
+// node re-arms when the session folds its log as it starts, until its late
+// answer is recorded; under rules 9 none waits.
+func TestLateCallsAreFoldedFromTheLog(t *testing.T) {
+	h := newHarness(t, harnessOpts{model: script(t, llm.ScriptStep{Content: "unused"})})
+	h9 := newHarness(t, harnessOpts{model: script(t, llm.ScriptStep{Content: "unused"})})
+	key := recordCancelledWithCall(t, h, "late", actors.ContextRules)
+	key9 := recordCancelledWithCall(t, h9, "late9", 9)
+	fold := func(session string) *actors.SessionState {
+		log := h.log
+		if session == "late9" {
+			log = h9.log
+		}
+		events, err := log.Read(context.Background(), session, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := actors.NewSessionState(session)
+		for _, e := range events {
+			if err := st.Apply(e); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return st
+	}
+	if got := fold("late").LateCalls(); len(got) != 1 || got[0] != key {
+		t.Fatalf("the calls waiting: %v, want [%s]", got, key)
+	}
+	if got := fold("late9").LateCalls(); len(got) != 0 {
+		t.Fatalf("the calls of a rules 9 task (%s) waiting: %v, want none", key9, got)
+	}
+	h.answerLate(&actors.LateAnswer{SessionID: "late", Key: key, Usage: messages.Usage{PromptTokens: 3}})
+	if got := fold("late").LateCalls(); len(got) != 0 {
+		t.Fatalf("the calls waiting once answered: %v, want none", got)
+	}
+}

@@ -167,7 +167,14 @@ import (
 //     tool.call.completed of the task after its task.failed, its usage what the
 //     child spent), completing the task's sub-agents' usage; under 1 to 9 nothing
 //     was recorded of it, and the child's spend was in no figure of the parent's.
-//     Prompts are version 9's.
+//     And a tool chain's templates read the numbers of a step's JSON result
+//     (.steps.NAME.json) and of fromjson's as they were written
+//     (tools.NumbersAsWritten: an ID of 98765432 renders 98765432, 1000000
+//     renders 1000000, 9007199254740993 stays exact), and the chain's arguments
+//     with a fraction as JSON writes them (1234567.5), so a step's arguments and
+//     the chain's result hold them so (chain.go's chainNumbers), where under 1 to
+//     9 they were float64s: 9.8765432e+07, 1e+06, 9007199254740992 even through
+//     {{json}}, and 1.2345675e+06. Prompts are version 9's.
 const ContextRules = 10
 
 // The versions of the rules whose changes the code tests for by name (ContextRules
@@ -245,6 +252,11 @@ const (
 	// rulesLateAnswer is the version whose calls left unanswered by their task's
 	// end are answered after it (LateAnswer): older rules recorded nothing of them.
 	rulesLateAnswer = 10
+	// rulesExactNumbers is the version whose chain templates read the numbers of
+	// a step's JSON result, of fromjson's and of the chain's arguments as written
+	// (tools.NumbersAsWritten): older rules read them as float64s (9.8765432e+07,
+	// 1e+06, rounded past 2^53, an argument's 1234567.5 as 1.2345675e+06).
+	rulesExactNumbers = 10
 )
 
 // MinContextRules is the oldest version of the decision rules this build still

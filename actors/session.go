@@ -81,6 +81,11 @@ type SessionDeps struct {
 	// them as it starts (a node's traces resume a running task's spans from them).
 	// It must not block, nor modify the events.
 	Recovered func(sessionID string, events []messages.Envelope)
+	// LateCalls, when set, is handed the keys of a session's delegate calls that
+	// wait for their late answers (SessionState.LateCalls) each time the session
+	// folds its events as it starts, when there are any: the node waits for
+	// their children's ends and records them (LateAnswer). It must not block.
+	LateCalls func(sessionID string, keys []string)
 	// Configs is where the sessions store the configurations their tasks name
 	// (messages.ConfigStream: storeConfig) and read them back (loadConfigs): the
 	// log itself, with no lease of a partition (a configuration's stream is no
@@ -560,6 +565,11 @@ func (a *SessionActor) load(ctx actor.Context) error {
 	}
 	if a.deps.Recovered != nil && len(events) > 0 && a.state.Active() != "" {
 		a.deps.Recovered(a.id, events)
+	}
+	if a.deps.LateCalls != nil {
+		if keys := a.state.LateCalls(); len(keys) > 0 {
+			a.deps.LateCalls(a.id, keys)
+		}
 	}
 	if len(events) > 0 && a.state.Active() != "" {
 		a.deps.Logger.Info("session recovered", "session", a.id, "events", len(events), "seq", a.state.LastSeq)

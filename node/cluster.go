@@ -486,6 +486,18 @@ func (n *Node) resumeOwned(ctx context.Context, gen int64, owns, cleanly func(st
 		n.metrics.foundOnBus.Add(float64(len(found)))
 		complete = n.resumeSessions(ctx, endedIDs, current) && complete
 	}
+	// The failed parents of the partitions' recent sub-agents wait for their
+	// children's ends here (lateanswers.go): the previous owner's answers are
+	// refused now. Those woken above already do.
+	woken := make(map[string]bool, len(unfinished)+len(endedIDs))
+	for _, id := range append(unfinished, endedIDs...) {
+		woken[id] = true
+	}
+	if parents, err := n.lateParents(lctx, func(id string) bool { return owns(id) && !woken[id] }); err != nil {
+		n.cfg.Logger.Warn("delegate: list the failed parents of recent sub-agents; the sub-agents' ends not recorded on them yet are not", "err", err)
+	} else if len(parents) > 0 && current() {
+		n.resumeSessions(ctx, parents, current) // publishes nothing: it may fail and the generation still be resumed
+	}
 	n.own.mu.Lock()
 	complete = complete && n.own.generation == gen
 	if complete {

@@ -46,7 +46,7 @@ type parentEnds struct {
 	q *queueWorker[failedTask]
 	// late waits for the ends of the children cancelled, to record them on
 	// their parents' tasks (lateanswers.go).
-	late *queueWorker[lateCall]
+	late *lateWaits
 }
 
 // failedTask is a task that failed: its session and its ID. Or, with children
@@ -60,7 +60,7 @@ type failedTask struct {
 func newParentEnds(n *Node) *parentEnds {
 	p := &parentEnds{n: n}
 	p.q = newQueueWorker(parentEndsQueue, p.cancelOrphans)
-	p.late = newQueueWorker(lateAnswersQueue, p.answerLate)
+	p.late = newLateWaits(p.answerLate)
 	return p
 }
 

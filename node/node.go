@@ -1195,6 +1195,14 @@ func (n *Node) resume(ctx context.Context) error {
 			n.parentEnds.resumed(resumed)
 		}
 	}
+	// Failed parents whose children's ends may not be recorded on them yet
+	// (lateanswers.go) start waiting for them again.
+	parents, err := n.lateParents(ctx, func(id string) bool { return n.cfg.Resume == nil || n.cfg.Resume(id) })
+	if err != nil {
+		n.cfg.Logger.Warn("delegate: list the failed parents of recent sub-agents; the sub-agents' ends not recorded on them yet are not", "err", err)
+	} else if len(parents) > 0 {
+		n.resumeSessions(ctx, parents, func() bool { return true })
+	}
 	return nil
 }
 

@@ -283,6 +283,10 @@ func (n *Node) newSessionHost(agents actors.Agents, effects actors.Effects) erro
 		LogWrites: n.outage.wrote,
 	}
 	deps.Live, deps.Recovered = n.sessionEvents, n.metrics.sessions.recovered
+	if n.parentEnds != nil {
+		// The late answers a session's failed tasks wait for (lateanswers.go).
+		deps.LateCalls = n.parentEnds.recovered
+	}
 	if n.sharded() {
 		// What this process published needs no republishing at a rebalance
 		// (published.go).

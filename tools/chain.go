@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"maps"
 	"slices"
 	"strings"
 	"text/template"
@@ -32,7 +34,14 @@ import (
 // .steps.NAME.output, the result text of each step that ran before, with
 // .steps.NAME.json the result parsed when it is JSON (nil otherwise). Two functions
 // help: json marshals a value (so {{json .args.query}} is a quoted JSON string), and
-// fromjson parses JSON text. A missing key is an error, not "<no value>".
+// fromjson parses JSON text. A missing key is an error, not "<no value>". A number
+// of the JSON the templates read renders as it was written (an ID of 98765432 as
+// 98765432, not 9.8765432e+07): in .steps.NAME.json and fromjson's it is a
+// json.Number, which compares as a string ({{if eq .steps.a.json.n "0"}}); in
+// .args an int64, or a json.Number for one with a fraction or past int64 (as
+// JSON writes its float64: 1234567.5). A session renders a task recorded under
+// decision rules older than 10 as those builds did (ChainTool.WithNumbers,
+// NumbersAsFloats).
 //
 // Run by a session (package actors), every step is an effect of its own, recorded
 // when it is requested and when it answers, so a session that restarts mid-chain
@@ -67,17 +76,64 @@ var chainFuncs = template.FuncMap{
 		b, err := json.Marshal(v)
 		return string(b), err
 	},
-	"fromjson": func(s string) (any, error) {
-		var v any
+	"fromjson": func(s string) (any, error) { return parseJSON(s, NumbersAsWritten) },
+}
+
+// floatFuncs are chainFuncs as the templates of NumbersAsFloats have them.
+var floatFuncs = template.FuncMap{
+	"fromjson": func(s string) (any, error) { return parseJSON(s, NumbersAsFloats) },
+}
+
+// ChainNumbers is how a chain's templates read the numbers of the JSON they parse:
+// a step's result (.steps.NAME.json), fromjson's text, and the chain's arguments
+// (.args).
+type ChainNumbers int
+
+const (
+	// NumbersAsWritten reads them as json.Number: a number renders as it was
+	// written, and an integer past 2^53 is exact (decision rules 10 on). The
+	// arguments' integers that fit stay int64 (ArgumentParser), their other
+	// numbers are written as JSON writes their float64 (1234567.5).
+	NumbersAsWritten ChainNumbers = iota
+	// NumbersAsFloats reads them as float64, as the builds of decision rules 1 to
+	// 9 did: 98765432 renders 9.8765432e+07, 1000000 renders 1e+06, and
+	// 9007199254740993 becomes 9007199254740992, even through {{json}}; and an
+	// argument with a fraction, 1234567.5, renders 1.2345675e+06. A session
+	// renders the steps of a task recorded under those rules so, to decide them as
+	// they were recorded.
+	NumbersAsFloats
+)
+
+// parseJSON reads s as one JSON value, its numbers read as numbers says. Its error
+// is json.Unmarshal's either way.
+func parseJSON(s string, numbers ChainNumbers) (any, error) {
+	var v any
+	if numbers == NumbersAsFloats {
 		err := json.Unmarshal([]byte(s), &v)
 		return v, err
-	},
+	}
+	dec := json.NewDecoder(strings.NewReader(s))
+	dec.UseNumber()
+	if err := dec.Decode(&v); err == nil {
+		if _, err := dec.Token(); errors.Is(err, io.EOF) {
+			return v, nil
+		}
+	}
+	// Not one JSON value: say why as json.Unmarshal does.
+	if err := json.Unmarshal([]byte(s), new(json.RawMessage)); err != nil {
+		return nil, err
+	}
+	return nil, errors.New("tools: not one JSON value")
 }
 
 type compiledChain struct {
 	args   []*template.Template
 	output *template.Template
-	parser *ArgumentParser
+	// floatArgs and floatOutput are args and output with floatFuncs, for
+	// NumbersAsFloats.
+	floatArgs   []*template.Template
+	floatOutput *template.Template
+	parser      *ArgumentParser
 }
 
 // Validate checks the chain alone, without the tools it calls (NewChainTool checks
@@ -148,6 +204,19 @@ func (c Chain) compile() (*compiledChain, error) {
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
+	}
+	asFloats := func(t *template.Template) *template.Template {
+		f, err := t.Clone()
+		if err != nil {
+			panic(fmt.Sprintf("tools: clone a chain's template that was never executed: %v", err))
+		}
+		return f.Funcs(floatFuncs)
+	}
+	for _, t := range cc.args {
+		cc.floatArgs = append(cc.floatArgs, asFloats(t))
+	}
+	if cc.output != nil {
+		cc.floatOutput = asFloats(cc.output)
 	}
 	return cc, nil
 }
@@ -311,6 +380,8 @@ type ChainTool struct {
 	// timeout bounds a run of every step in one call: the sum of the steps'
 	// timeouts (stepTimeout for a step whose tool sets none).
 	timeout time.Duration
+	// numbers is how its templates read the numbers of JSON (WithNumbers).
+	numbers ChainNumbers
 }
 
 // stepTimeout is what a chain run in one call (ChainTool.Call) counts for a step
@@ -488,6 +559,17 @@ func (t *ChainTool) SideEffects() bool {
 	return slices.ContainsFunc(t.tools, HasSideEffects)
 }
 
+// WithNumbers returns the chain with its templates reading the numbers of the JSON
+// they parse as numbers says (NumbersAsWritten unless told). t is not changed.
+func (t *ChainTool) WithNumbers(numbers ChainNumbers) *ChainTool {
+	if t.numbers == numbers {
+		return t
+	}
+	c := *t
+	c.numbers = numbers
+	return &c
+}
+
 // Steps returns the chain's steps. The caller must not modify them.
 func (t *ChainTool) Steps() []ChainStep { return t.chain.Steps }
 
@@ -501,8 +583,12 @@ func (t *ChainTool) ParseArguments(raw string) (map[string]any, error) {
 // arguments and the results of steps 0..i-1 (outputs, at least i long). The text is a
 // compact JSON object. It is a pure function of its inputs.
 func (t *ChainTool) StepArguments(i int, args map[string]any, outputs []string) (string, error) {
+	tmpl := t.cc.args[i]
+	if t.numbers == NumbersAsFloats {
+		tmpl = t.cc.floatArgs[i]
+	}
 	var buf bytes.Buffer
-	if err := t.cc.args[i].Execute(&buf, chainData(t.chain.Steps, args, outputs[:i])); err != nil {
+	if err := tmpl.Execute(&buf, chainData(t.chain.Steps, args, outputs[:i], t.numbers)); err != nil {
 		return "", fmt.Errorf("rendering its args: %w", templateProblem(err))
 	}
 	var out bytes.Buffer
@@ -520,8 +606,12 @@ func (t *ChainTool) Result(args map[string]any, outputs []string) (string, error
 	if t.cc.output == nil {
 		return Truncate(outputs[len(outputs)-1], t.maxOutput), nil
 	}
+	tmpl := t.cc.output
+	if t.numbers == NumbersAsFloats {
+		tmpl = t.cc.floatOutput
+	}
 	var buf bytes.Buffer
-	if err := t.cc.output.Execute(&buf, chainData(t.chain.Steps, args, outputs)); err != nil {
+	if err := tmpl.Execute(&buf, chainData(t.chain.Steps, args, outputs, t.numbers)); err != nil {
 		return "", fmt.Errorf("chain %s: rendering its output: %w", t.chain.Name, templateProblem(err))
 	}
 	return Truncate(buf.String(), t.maxOutput), nil
@@ -572,12 +662,13 @@ func (t *ChainTool) callStep(ctx context.Context, i int, c Call) (string, error)
 	return out, nil
 }
 
-// chainData is what a chain's templates see: .args and .steps.NAME.{output,json}.
-func chainData(steps []ChainStep, args map[string]any, outputs []string) map[string]any {
+// chainData is what a chain's templates see: .args and .steps.NAME.{output,json},
+// the numbers of .json read as numbers says.
+func chainData(steps []ChainStep, args map[string]any, outputs []string, numbers ChainNumbers) map[string]any {
 	st := make(map[string]any, len(outputs))
 	for i, out := range outputs {
-		var parsed any
-		if json.Unmarshal([]byte(out), &parsed) != nil {
+		parsed, err := parseJSON(out, numbers)
+		if err != nil {
 			parsed = nil
 		}
 		st[steps[i].Name] = map[string]any{"output": out, "json": parsed}
@@ -585,7 +676,56 @@ func chainData(steps []ChainStep, args map[string]any, outputs []string) map[str
 	if args == nil {
 		args = map[string]any{}
 	}
+	if numbers == NumbersAsWritten {
+		w, _ := floatsWritten(args)
+		args = w.(map[string]any)
+	}
 	return map[string]any{"args": args, "steps": st}
+}
+
+// floatsWritten returns v with each float64 in it made the json.Number that
+// encoding/json writes for it, copying the maps and slices that hold one, and
+// whether there was one: the arguments' parser reads a number with a fraction, or
+// past int64, as a float64, which a template prints in exponent form (1234567.5
+// as 1.2345675e+06), where JSON writes 1234567.5.
+func floatsWritten(v any) (any, bool) {
+	switch x := v.(type) {
+	case float64:
+		b, err := json.Marshal(x)
+		if err != nil {
+			return x, false
+		}
+		return json.Number(b), true
+	case map[string]any:
+		var out map[string]any
+		for k, e := range x {
+			if w, changed := floatsWritten(e); changed {
+				if out == nil {
+					out = maps.Clone(x)
+				}
+				out[k] = w
+			}
+		}
+		if out == nil {
+			return x, false
+		}
+		return out, true
+	case []any:
+		var out []any
+		for i, e := range x {
+			if w, changed := floatsWritten(e); changed {
+				if out == nil {
+					out = slices.Clone(x)
+				}
+				out[i] = w
+			}
+		}
+		if out == nil {
+			return x, false
+		}
+		return out, true
+	}
+	return v, false
 }
 
 // templateProblem drops text/template's "template: NAME:LINE:COL: executing "NAME""
