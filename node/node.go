@@ -920,6 +920,7 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, n.fail(err)
 	}
+	n.holdServedCalls(reg)
 	if err := n.newSessionHost(actors.Agents{Default: agent, Named: named, Rules: n.cfg.DecisionRules}, effects); err != nil {
 		return nil, n.fail(err)
 	}
