@@ -18,7 +18,10 @@ import (
 //   - Tools and Models: consumer groups of their own (<group>.tools, <group>.models) on
 //     the internal request topics, so nodes that serve tools or models can come and go
 //     without moving sessions; NodeEffectsInFlight requests in flight per partition
-//     (the calls of many sessions keyed to one partition run at once);
+//     (the calls of many sessions keyed to one partition run at once); a node
+//     serving them raises their handoff wait and rebalance timeout to its longest
+//     call (Subscriber.HoldInFlight), so that a rebalance does not hand a request
+//     still being performed to another node;
 //   - Live: no group, every partition from the latest offset, for the node's live event
 //     streams and the replies to its effect requests.
 type NodeClients struct {

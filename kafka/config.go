@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"bufio"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -353,11 +354,19 @@ type SubscriberConfig struct {
 	SessionTimeout time.Duration
 	// RebalanceTimeout is how long the coordinator waits for members to rejoin in a
 	// rebalance (default 30 s). A member that is giving up a partition waits up to
-	// half of it for the handler to ack the message in flight. It also bounds the
+	// HandoffWait for the handler to settle the messages in flight. It also bounds the
 	// Rebalance listener's Revoked: the member heartbeats while Revoked runs, so
 	// SessionTimeout does not, but a member that has not rejoined once
-	// RebalanceTimeout passed since the rebalance began is evicted.
+	// RebalanceTimeout passed since the rebalance began is evicted. The group's
+	// members wait for the longest RebalanceTimeout among them.
 	RebalanceTimeout time.Duration
+	// HandoffWait is how long a member giving up a partition (a rebalance) waits
+	// for the messages of it in flight to be acked or nacked before it leaves them
+	// unacked, to be delivered again to the partition's next owner (default half of
+	// RebalanceTimeout; it must be shorter than RebalanceTimeout, which also covers
+	// stopping the partitions' consumers, their last commits and the next join).
+	// Subscriber.HoldInFlight raises both for a handler that holds messages longer.
+	HandoffWait time.Duration
 	// JoinGroupBackoff is the pause before joining again after a failed join
 	// (default 1 s).
 	JoinGroupBackoff time.Duration
@@ -386,6 +395,9 @@ type SubscriberConfig struct {
 	ClientID string
 }
 
+// defaultRebalanceTimeout is SubscriberConfig.RebalanceTimeout's default.
+const defaultRebalanceTimeout = 30 * time.Second
+
 func (c *SubscriberConfig) setDefaults() {
 	if c.Marshaler == nil {
 		c.Marshaler = DefaultMarshaler{}
@@ -403,7 +415,10 @@ func (c *SubscriberConfig) setDefaults() {
 		c.SessionTimeout = 30 * time.Second
 	}
 	if c.RebalanceTimeout == 0 {
-		c.RebalanceTimeout = 30 * time.Second
+		c.RebalanceTimeout = defaultRebalanceTimeout
+	}
+	if c.HandoffWait == 0 {
+		c.HandoffWait = c.RebalanceTimeout / 2
 	}
 	if c.JoinGroupBackoff == 0 {
 		c.JoinGroupBackoff = time.Second
@@ -453,11 +468,14 @@ func (c SubscriberConfig) Validate() error {
 	}
 	if c.HeartbeatInterval < 0 || c.SessionTimeout < 0 || c.RebalanceTimeout < 0 || c.JoinGroupBackoff < 0 ||
 		c.PartitionWatchInterval < 0 || c.CoordinatorTimeout < 0 || c.FetchMaxWait < 0 || c.FetchMaxBytes < 0 ||
-		c.DialTimeout < 0 || c.CloseTimeout < 0 || c.MetadataMaxAge < 0 {
+		c.DialTimeout < 0 || c.CloseTimeout < 0 || c.MetadataMaxAge < 0 || c.HandoffWait < 0 {
 		return errors.New("kafka: subscriber sizes and timeouts must not be negative")
 	}
 	if c.HeartbeatInterval > 0 && c.SessionTimeout > 0 && c.HeartbeatInterval >= c.SessionTimeout {
 		return errors.New("kafka: HeartbeatInterval must be shorter than SessionTimeout")
+	}
+	if rebalance := cmp.Or(c.RebalanceTimeout, defaultRebalanceTimeout); c.HandoffWait >= rebalance {
+		return fmt.Errorf("kafka: HandoffWait (%s) must be shorter than RebalanceTimeout (%s)", c.HandoffWait, rebalance)
 	}
 	return c.Topics.Validate()
 }

@@ -35,6 +35,9 @@ func TestConfigValidate(t *testing.T) {
 		"heartbeat/session":  {Brokers: brokers, HeartbeatInterval: 10 * time.Second, SessionTimeout: 6 * time.Second},
 		"empty topic name":   {Brokers: brokers, Topics: kafka.TopicLayout{Topics: map[string]kafka.TopicConfig{"": {}}}},
 		"listener, no group": {Brokers: brokers, Rebalance: memberListener{}},
+		"negative handoff":   {Brokers: brokers, HandoffWait: -time.Second},
+		"handoff, default":   {Brokers: brokers, HandoffWait: 30 * time.Second},
+		"handoff/rebalance":  {Brokers: brokers, HandoffWait: 5 * time.Second, RebalanceTimeout: 5 * time.Second},
 	} {
 		if err := cfg.Validate(); err == nil {
 			t.Errorf("subscriber config %q: Validate accepted it", name)

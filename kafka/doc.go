@@ -71,8 +71,8 @@
 // Different partitions are delivered concurrently. With a ConsumerGroup, commits
 // run in the background while delivery goes on, and a partition's consumer waits for
 // them before it gives the partition up. In a rebalance it stops delivering at once
-// and waits up to half of RebalanceTimeout for the messages out to be acked or
-// nacked; it then commits the watermark and gives the partition up, so the next
+// and waits up to HandoffWait (half of RebalanceTimeout by default; see
+// Subscriber.HoldInFlight) for the messages out to be acked or nacked; it then commits the watermark and gives the partition up, so the next
 // owner starts at its first unacked message. An Ack after that is not committed,
 // and a Nack during it does not deliver again: the next owner has those messages.
 // When a consumer stops, it cancels the contexts of the messages it gave up, the

@@ -286,3 +286,87 @@ func TestWindowDeliversInOffsetOrder(t *testing.T) {
 		c.waitCommitted(t, group, topic, p, end)
 	}
 }
+
+// TestHoldInFlightKeepsMessagesThroughARebalance: as
+// TestRevokedMidFlightCommitsNothingPastTheGap, but the members hold messages in
+// flight for up to 20 s (Subscriber.HoldInFlight) where their configuration alone
+// waits 2 s (RebalanceTimeout 4 s): the member giving the partition up waits for
+// the third message's Ack, which comes after those 2 s, commits it, and the
+// partition's next owner delivers nothing of it again (its first message is one
+// published afterwards). Without the hold, the third message was left to the next
+// owner while its handler still held it, and handled twice.
+func TestHoldInFlightKeepsMessagesThroughARebalance(t *testing.T) {
+	c := newCluster(t)
+	topic := uniqueName(t, "troupe.test.window-hold.")
+	group := uniqueName(t, "g-")
+	pub := c.publisher(t, nil)
+	defer closeAll(t, pub)
+	want := publishSessions(t, pub, topic, []string{"s-1"}, 5)["s-1"]
+	p := kafka.Partition([]byte("s-1"), testPartitions)
+	ctx := testContext(t, 2*time.Minute)
+
+	revoked := make(revocations, 16)
+	member := func(l kafka.RebalanceListener) *kafka.Subscriber {
+		s := c.subscriber(t, group, func(cfg *kafka.SubscriberConfig) {
+			cfg.MaxInFlight = 8
+			cfg.RebalanceTimeout = 4 * time.Second
+			cfg.Rebalance = l
+		})
+		s.HoldInFlight(20 * time.Second)
+		return s
+	}
+	a := member(revoked)
+	defer closeAll(t, a)
+	chA, err := a.Subscribe(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := receiveAll(t, chA, want, 0, 5)
+	for _, i := range []int{0, 1, 3, 4} {
+		held[i].Ack()
+	}
+	c.waitCommitted(t, group, topic, p, 2)
+
+	b := member(nil)
+	defer closeAll(t, b)
+	chB, err := b.Subscribe(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Past the 2 s the configuration alone waits (the rebalance is noticed within
+	// a heartbeat, 300 ms), the message is still held: not given up.
+	time.Sleep(3 * time.Second)
+	select {
+	case <-held[2].Context().Done():
+		t.Fatal("the message held was given up before its handler acked it")
+	case <-revoked:
+		t.Fatal("the partition was revoked while a message of it was held")
+	default:
+	}
+	held[2].Ack()
+	select {
+	case <-revoked:
+	case <-ctx.Done():
+		t.Fatal("the first member's partitions were never revoked")
+	}
+	if got := c.committedOffset(t, group, topic, p); got != 5 {
+		t.Fatalf("after the revocation, committed offset %d, want 5 (every message acked)", got)
+	}
+
+	// Whoever owns the partition now delivers what comes next, nothing again.
+	next := publishSessions(t, pub, topic, []string{"s-1"}, 1)["s-1"]
+	merged := make(chan *message.Message)
+	forward := func(ch <-chan *message.Message) {
+		for m := range ch {
+			select {
+			case merged <- m:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}
+	go forward(chA)
+	go forward(chB)
+	receiveAll(t, merged, next, 0, 1)[0].Ack()
+	c.waitCommitted(t, group, topic, p, 6)
+}

@@ -34,6 +34,7 @@ type Subscriber struct {
 	closing   chan struct{}
 	mu        sync.Mutex
 	closed    bool
+	handoff   handoffTiming  // cfg's, or as HoldInFlight raised it; read by Subscribe
 	subs      sync.WaitGroup // subscriptions; done once their channel is closed
 	cleanup   sync.WaitGroup // kafka-go teardown: leaving groups, closing readers
 	closeOnce sync.Once
@@ -69,7 +70,39 @@ func NewSubscriber(cfg SubscriberConfig, logger watermill.LoggerAdapter) (*Subsc
 			layout: cfg.Topics,
 		},
 		closing: make(chan struct{}),
+		handoff: handoffTiming{wait: cfg.HandoffWait, rebalance: cfg.RebalanceTimeout},
 	}, nil
+}
+
+// handoffTiming is how long a member giving up a partition waits for its
+// messages in flight (wait), and the RebalanceTimeout its group is joined with.
+type handoffTiming struct {
+	wait, rebalance time.Duration
+}
+
+// HoldInFlight says that the handler may hold a message up to d before it acks
+// or nacks it (e.g. the longest call it performs for one, which it answers by then),
+// and that a member giving up a partition in a rebalance should wait that long
+// for the messages in flight rather than leave them to the partition's next
+// owner, who would handle them again while this member still does. It raises
+// HandoffWait to d, and RebalanceTimeout to d plus the margin the configuration
+// left after HandoffWait (by default, half of RebalanceTimeout), so that the
+// coordinator does not evict the member meanwhile. The cost: a rebalance of the
+// group (a member joining or leaving) pauses the group's consumption until the
+// messages in flight were settled, up to d. A shorter d than the configured
+// HandoffWait changes nothing. It applies to the subscriptions made after it
+// (call it before Subscribe); every member of a group should hold as long, since
+// a member's JoinGroup waits up to its own RebalanceTimeout for the rebalance.
+func (s *Subscriber) HoldInFlight(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if d <= s.handoff.wait {
+		return
+	}
+	margin := s.cfg.RebalanceTimeout - s.cfg.HandoffWait
+	s.handoff = handoffTiming{wait: d, rebalance: max(s.handoff.rebalance, d+margin)}
+	s.logger.Debug("consumer group: holding messages in flight through rebalances",
+		watermill.LogFields{"handoff_wait": d, "rebalance_timeout": s.handoff.rebalance})
 }
 
 // SubscribeInitialize creates topic (the Kafka topic Topics.Prefix + topic, with the
@@ -122,6 +155,7 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 		return nil, ErrSubscriberClosed
 	}
 	s.subs.Add(1)
+	handoff := s.handoff
 	s.mu.Unlock()
 
 	setup, cancelSetup := s.untilClosed(ctx, subscribeSetupTimeout)
@@ -135,7 +169,7 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 	case err != nil:
 	case s.cfg.ConsumerGroup != "":
 		sticky = &stickyBalancer{}
-		group, err = kafkago.NewConsumerGroup(s.groupConfig(wire, sticky))
+		group, err = kafkago.NewConsumerGroup(s.groupConfig(wire, sticky, handoff.rebalance))
 	case s.cfg.InitialOffset == FromLatest && created > 0:
 		// Created just now: every partition ends at offset 0. Asking the cluster
 		// would wait for its metadata to learn of the topic (seconds, on some brokers).
@@ -156,12 +190,13 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 
 	run, cancel := s.untilClosed(ctx, 0)
 	sub := &subscription{
-		s:      s,
-		topic:  topic,
-		wire:   wire,
-		sticky: sticky,
-		out:    make(chan *message.Message),
-		logger: s.logger.With(watermill.LogFields{"topic": wire}),
+		s:       s,
+		topic:   topic,
+		wire:    wire,
+		sticky:  sticky,
+		handoff: handoff,
+		out:     make(chan *message.Message),
+		logger:  s.logger.With(watermill.LogFields{"topic": wire}),
 	}
 	go func() {
 		defer s.subs.Done()
@@ -232,10 +267,11 @@ func (s *Subscriber) startOffset() int64 {
 	return kafkago.FirstOffset
 }
 
-// groupConfig configures the group of one subscription to wire, a Kafka topic name.
+// groupConfig configures the group of one subscription to wire, a Kafka topic name,
+// joined with rebalance as its RebalanceTimeout.
 // Its members agree on sticky assignment (stickyBalancer), or on kafka-go's
 // default balancers, range then round robin, with members of builds without it.
-func (s *Subscriber) groupConfig(wire string, sticky *stickyBalancer) kafkago.ConsumerGroupConfig {
+func (s *Subscriber) groupConfig(wire string, sticky *stickyBalancer, rebalance time.Duration) kafkago.ConsumerGroupConfig {
 	return kafkago.ConsumerGroupConfig{
 		ID:                     s.cfg.ConsumerGroup,
 		GroupBalancers:         []kafkago.GroupBalancer{sticky, kafkago.RangeGroupBalancer{}, kafkago.RoundRobinGroupBalancer{}},
@@ -244,7 +280,7 @@ func (s *Subscriber) groupConfig(wire string, sticky *stickyBalancer) kafkago.Co
 		Topics:                 []string{wire},
 		HeartbeatInterval:      s.cfg.HeartbeatInterval,
 		SessionTimeout:         s.cfg.SessionTimeout,
-		RebalanceTimeout:       s.cfg.RebalanceTimeout,
+		RebalanceTimeout:       rebalance,
 		JoinGroupBackoff:       s.cfg.JoinGroupBackoff,
 		WatchPartitionChanges:  true,
 		PartitionWatchInterval: s.cfg.PartitionWatchInterval,
@@ -261,8 +297,10 @@ type subscription struct {
 	topic  string          // as Subscribe was given it
 	wire   string          // topic's name in Kafka, with the prefix
 	sticky *stickyBalancer // the group's balancer (nil without a group)
-	out    chan *message.Message
-	logger watermill.LoggerAdapter
+	// handoff is the Subscriber's when Subscribe was called.
+	handoff handoffTiming
+	out     chan *message.Message
+	logger  watermill.LoggerAdapter
 }
 
 // runGroup consumes the partitions the group assigns to this member, generation
@@ -322,7 +360,7 @@ func (sub *subscription) runGroup(ctx context.Context, group *kafkago.ConsumerGr
 // SessionTimeout plus RebalanceTimeout twice over have passed.
 func (sub *subscription) leaveAbandoned(ctx context.Context, member string, running *sync.WaitGroup) (stop func()) {
 	cfg := sub.s.cfg
-	ctx, cancel := context.WithTimeout(ctx, 2*(cfg.SessionTimeout+cfg.RebalanceTimeout))
+	ctx, cancel := context.WithTimeout(ctx, 2*(cfg.SessionTimeout+sub.handoff.rebalance))
 	running.Add(1)
 	go func() {
 		defer running.Done()
@@ -569,7 +607,7 @@ type settlement struct {
 // watermark) is committed. A nacked message is delivered again, after
 // NackResendSleep, before any record not delivered yet (nacked ones in offset
 // order); messages delivered meanwhile stay out. When the generation ends, the
-// window stops delivering and waits up to half of RebalanceTimeout for the messages
+// window stops delivering and waits up to HandoffWait (or as HoldInFlight raised it) for the messages
 // out to be settled; the watermark it commits then never passes a message that was
 // not acked, and an Ack that comes later is not committed (the partition's next owner
 // delivers that message, and everything after it, again).
@@ -648,7 +686,7 @@ func (w *partitionWindow) run(genDone <-chan struct{}, fetched <-chan fetchedRec
 			genDone = nil
 			w.stopping = true
 			w.fresh, w.again = nil, nil // not delivered: they stay unacked in the window
-			t := time.NewTimer(cfg.RebalanceTimeout / 2)
+			t := time.NewTimer(w.sub.handoff.wait)
 			defer t.Stop()
 			handoff = t.C
 		case <-handoff:

@@ -214,9 +214,14 @@ type Config struct {
 	// plan_execute agent's concurrency raises it).
 	MaxParallelTools int
 	// ToolTimeout bounds one tool call (default 30 s), of the tools that set no
-	// timeout of their own (tools.WithTimeout: http_fetch's, a delegate's).
+	// timeout of their own (tools.WithTimeout: http_fetch's, a delegate's). On a
+	// node serving tool requests (Bus.Tools), the longest of it and its tools' own
+	// timeouts, plus HandoffGrace, is how long a rebalance of the tools group waits
+	// for the requests it has in hand (holdServedCalls).
 	ToolTimeout time.Duration
-	// ModelTimeout bounds one model call (default 2 minutes).
+	// ModelTimeout bounds one model call (default 2 minutes); plus HandoffGrace,
+	// how long a rebalance of the models group waits for the requests a node
+	// serving them has in hand.
 	ModelTimeout time.Duration
 	// EffectReissue is how long a node without the tools or models role waits for
 	// the reply to a call it asked another node for before it publishes the request
@@ -920,6 +925,7 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, n.fail(err)
 	}
+	n.holdServedCalls(reg)
 	if err := n.newSessionHost(actors.Agents{Default: agent, Named: named, Rules: n.cfg.DecisionRules}, effects); err != nil {
 		return nil, n.fail(err)
 	}

@@ -3,6 +3,11 @@ package node
 import (
 	"sync"
 	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+
+	"github.com/troupe-run/troupe/actors"
+	"github.com/troupe-run/troupe/tools"
 )
 
 // servedEffects counts the effects a node performs for other nodes' sessions
@@ -59,5 +64,49 @@ func (s *servedEffects) close(within time.Duration) int {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		return s.out
+	}
+}
+
+// inFlightHolder is a consumer-group subscriber that can keep the messages its
+// handler holds through a rebalance (kafka.Subscriber.HoldInFlight): a member giving
+// up a partition waits up to d for them to be settled instead of leaving them to
+// the partition's next owner.
+type inFlightHolder interface{ HoldInFlight(d time.Duration) }
+
+// holdServedCalls tells the subscribers of the tool and model requests this node
+// serves (Bus.Tools, Bus.Models) how long a request may be in hand: up to the
+// longest call timeout the node enforces for its kind (ToolTimeout and each tool's
+// own, ModelTimeout), when LocalEffects answers the call with a timeout, plus
+// HandoffGrace to publish (or store) the reply. A member of the tools group that
+// gave a partition up halfway through the rebalance timeout (15 s of a node's
+// 30 s) left a longer call's request unacked while it ran, and the partition's
+// next owner performed it again. The session groups are left as they are: their
+// handover (Revoked) is bounded on its own. Delegate calls are left out: they are
+// performed where their session runs (delegatesHere), never asked over the bus.
+func (n *Node) holdServedCalls(reg *tools.Registry) {
+	w := n.wiring()
+	hold := func(sub message.Subscriber, longest time.Duration) {
+		if h, ok := sub.(inFlightHolder); ok {
+			h.HoldInFlight(longest + n.cfg.HandoffGrace)
+		}
+	}
+	if w.servesTools() {
+		longest := n.cfg.ToolTimeout
+		consider := func(name string, t tools.Tool) {
+			if name != DelegateTool {
+				longest = max(longest, tools.LimitsOf(t).Timeout)
+			}
+		}
+		for _, name := range reg.Names() {
+			t, _ := reg.Get(name)
+			consider(name, t)
+		}
+		for _, t := range actors.CatalogTools(n.cfg.ToolCatalog) {
+			consider(t.Spec().Name, t)
+		}
+		hold(n.cfg.Bus.Tools, longest)
+	}
+	if w.servesModels() {
+		hold(n.cfg.Bus.Models, n.cfg.ModelTimeout)
 	}
 }
