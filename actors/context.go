@@ -305,6 +305,12 @@ func (s *SessionState) turnID(i int) string {
 	return c.ids[i-len(smallTurnIDs)]
 }
 
+// compressedItems is the room for candidates a build under conversation
+// compression starts with: its summaries and the turns of its window, which do not
+// grow with the conversation as the conversation's messages do (appending more
+// grows the buffer).
+const compressedItems = 64
+
 // itemsHeadroom is the room for more candidates a buffer of them is made with: a
 // tool call and its result, twice.
 const itemsHeadroom = 4
@@ -431,10 +437,14 @@ func (s *SessionState) buildLoopContext(a *Agent, older bool) ([]messages.ChatMe
 		start = t.start
 	}
 	from := 0 // the first message of the conversation that is a candidate
-	if older && a.Context.Compression.Strategy == "" {
-		from = s.olderTurns(a, start)
+	need := compressedItems
+	if a.Context.Compression.Strategy == "" {
+		if older {
+			from = s.olderTurns(a, start)
+		}
+		need = len(s.history) - from + 4
 	}
-	items := s.ctx.takeItems(len(s.history) - from + 4) // the build copies what it keeps
+	items := s.ctx.takeItems(need) // the build copies what it keeps
 	items = append(items, pctx.Item{ID: "system", Kind: pctx.KindSystem, Section: pctx.SectionRole, Text: prefix,
 		Tokens: s.prefixTokens(prefix, specs)})
 	if t != nil {

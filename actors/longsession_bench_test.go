@@ -142,3 +142,28 @@ func BenchmarkLongSessionStep(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkLongSessionStepCompressed is BenchmarkLongSessionStep with the agent's
+// conversation compression on (without a model for summaries: what it would
+// summarise is cut), for each strategy that picks the turns.
+//
+//	go test ./actors -run '^$' -bench BenchmarkLongSessionStepCompressed -benchmem
+func BenchmarkLongSessionStepCompressed(b *testing.B) {
+	for _, strategy := range []string{"window", "summary", "hierarchical", "importance", "compact", "window+mask"} {
+		ag := benchStepAgent()
+		ag.Context.Compression = Compression{Strategy: strategy, Model: NoSummaryModel}
+		as := Agents{Default: ag}
+		for _, n := range []int{100, 1000} {
+			s, _ := longSession(b, as, "long", n, 1024)
+			a := as.Default
+			s.loopContext(&a)
+			b.Run(fmt.Sprintf("%s/tasks=%d", strategy, n), func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					s.ctx.last.ok = false
+					s.loopContext(&a)
+				}
+			})
+		}
+	}
+}

@@ -3,6 +3,7 @@ package actors
 import (
 	"fmt"
 	"reflect"
+	"runtime"
 	"testing"
 )
 
@@ -86,5 +87,30 @@ func TestLongSessionCountsOnlyItsWindow(t *testing.T) {
 	}
 	if max := 3*30 + 8; counted > max || rep.Older == 0 {
 		t.Fatalf("the context counted %d of %d messages (want at most %d); %d older", counted, len(s.history), max, rep.Older)
+	}
+}
+
+// A step of a long session whose agent compresses its conversation allocates for
+// the candidates its compression sends, not for every message of the session:
+// building the context of a session of 2,000 tasks allocates less than 200 kB (a
+// buffer of one candidate per message would be over 1 MB).
+func TestCompressedContextAllocatesForItsWindow(t *testing.T) {
+	ag := benchStepAgent()
+	ag.Context.Compression = Compression{Strategy: "window", Model: NoSummaryModel}
+	as := Agents{Default: ag}
+	s, _ := longSession(t, as, "long", 2000, 64)
+	a := as.Default
+	s.loopContext(&a)
+	const builds = 10
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for range builds {
+		s.ctx.last.ok = false
+		s.loopContext(&a)
+	}
+	runtime.ReadMemStats(&after)
+	if per := (after.TotalAlloc - before.TotalAlloc) / builds; per > 200_000 {
+		t.Fatalf("a build allocated %d bytes (%d messages in the conversation)", per, len(s.history))
 	}
 }
