@@ -34,6 +34,9 @@ func runLongSession(tb testing.TB, as Agents, id string, sh longShape) (*Session
 		}
 		now++
 		e.ID, e.SessionID, e.Seq, e.CausationID, e.CorrelationID, e.TS, e.Actor = s.keyAt(s.LastSeq+1), id, s.LastSeq+1, cause, task, now, "session"
+		if _, ok := p.(*messages.ToolCallCompleted); ok {
+			e.Actor = "tool"
+		}
 		if err := s.applyEncoded(e, p); err != nil {
 			tb.Fatal(err)
 		}
@@ -165,5 +168,24 @@ func BenchmarkLongSessionStepCompressed(b *testing.B) {
 				}
 			})
 		}
+	}
+}
+
+// BenchmarkLongSessionVerify is `replay verify` of a session of n tasks: every
+// decision decided again from the events before it and compared.
+//
+//	go test ./actors -run '^$' -bench BenchmarkLongSessionVerify -benchmem
+func BenchmarkLongSessionVerify(b *testing.B) {
+	as := Agents{Default: benchStepAgent()}
+	for _, n := range []int{100, 1000, 5000} {
+		_, events := longSession(b, as, "long", n, 1024)
+		b.Run(fmt.Sprintf("tasks=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if d, err := VerifyAmong(as, events); err != nil || d != nil {
+					b.Fatalf("verify: %v %+v", err, d)
+				}
+			}
+		})
 	}
 }
