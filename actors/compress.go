@@ -807,7 +807,7 @@ func (s *SessionState) compressedParts(a *Agent) (parts []sentPart, state string
 // facts extract keeps are a State item, after the conversation.
 func (s *SessionState) appendConversation(a *Agent, items []pctx.Item, start int) []pctx.Item {
 	if a.Context.Compression.Strategy == "" {
-		return s.appendTurns(items, start)
+		return s.appendTurns(items, start, 0)
 	}
 	parts, state := s.compressedParts(a)
 	first := len(items)

@@ -305,6 +305,12 @@ func (s *SessionState) turnID(i int) string {
 	return c.ids[i-len(smallTurnIDs)]
 }
 
+// compressedItems is the room for candidates a build under conversation
+// compression starts with: its summaries and the turns of its window, which do not
+// grow with the conversation as the conversation's messages do (appending more
+// grows the buffer).
+const compressedItems = 64
+
 // itemsHeadroom is the room for more candidates a buffer of them is made with: a
 // tool call and its result, twice.
 const itemsHeadroom = 4
@@ -397,6 +403,15 @@ func stablePrefix(prompt, toolSection string) string {
 // recency ranks them all. With nothing to drop, the messages are the system
 // message and the whole conversation, in order.
 func (s *SessionState) loopContext(a *Agent) ([]messages.ChatMessage, []messages.ToolSpec, *messages.ContextReport) {
+	return s.buildLoopContext(a, true)
+}
+
+// buildLoopContext is loopContext; with older, it leaves out of the candidates the
+// conversation's messages that the history window cuts whatever the others are
+// (olderTurns), and counts them in the report's Older as the builder would have:
+// the context and its report are those of the build with every message, at a cost
+// that does not grow with the session's history.
+func (s *SessionState) buildLoopContext(a *Agent, older bool) ([]messages.ChatMessage, []messages.ToolSpec, *messages.ContextReport) {
 	specs, section := a.offer(s.loads)
 	t := s.active
 	paradigm := ""
@@ -417,12 +432,22 @@ func (s *SessionState) loopContext(a *Agent) ([]messages.ChatMessage, []messages
 	}
 
 	prefix := stablePrefix(a.SystemPrompt, section)
-	items := s.ctx.takeItems(len(s.history) + 3) // the build copies what it keeps
-	items = append(items, pctx.Item{ID: "system", Kind: pctx.KindSystem, Section: pctx.SectionRole, Text: prefix,
-		Tokens: s.prefixTokens(prefix, specs)})
 	start := len(s.history) // the task's input; past the end when no task runs
 	if t != nil {
 		start = t.start
+	}
+	from := 0 // the first message of the conversation that is a candidate
+	need := compressedItems
+	if a.Context.Compression.Strategy == "" {
+		if older {
+			from = s.olderTurns(a, start)
+		}
+		need = len(s.history) - from + 4
+	}
+	items := s.ctx.takeItems(need) // the build copies what it keeps
+	items = append(items, pctx.Item{ID: "system", Kind: pctx.KindSystem, Section: pctx.SectionRole, Text: prefix,
+		Tokens: s.prefixTokens(prefix, specs)})
+	if t != nil {
 		if t.Spec.Memory != "" {
 			items = append(items, pctx.Item{ID: "memory/core", Kind: pctx.KindMemory, Section: pctx.SectionState, Stable: true,
 				Text: coreMemorySection(t.Spec.Memory), Relevance: 1})
@@ -432,7 +457,11 @@ func (s *SessionState) loopContext(a *Agent) ([]messages.ChatMessage, []messages
 				Text: paradigm, Relevance: 1})
 		}
 	}
-	items = s.appendConversation(a, items, start)
+	if from > 0 {
+		items = s.appendTurns(items, start, from)
+	} else {
+		items = s.appendConversation(a, items, start)
+	}
 	var notes []string
 	if t != nil {
 		items, notes = t.gather.appendItems(items)
@@ -449,6 +478,12 @@ func (s *SessionState) loopContext(a *Agent) ([]messages.ChatMessage, []messages
 		panic("actors: building a context: " + err.Error())
 	}
 	report.Notes = notes
+	if from > 0 {
+		report.Older += from
+		if start < from {
+			report.Older-- // the task's input, pinned, is a candidate
+		}
+	}
 	s.ctx.last.ok, s.ctx.last.key, s.ctx.last.msgs, s.ctx.last.report = true, key, msgs, report
 	return msgs, specs, report
 }
@@ -472,10 +507,19 @@ func (s *SessionState) loopItem(id string) (pctx.Item, bool) {
 // appendTurns appends the conversation's messages as items: the one at start (the
 // task's input) pinned, the others turns, grouped and the latest group after start
 // pinned.
-func (s *SessionState) appendTurns(items []pctx.Item, start int) []pctx.Item {
+//
+// Only the messages from from on are appended (and the task's input when it comes
+// before them): from is 0, or the start of a message that begins no group's results
+// (olderTurns).
+func (s *SessionState) appendTurns(items []pctx.Item, start, from int) []pctx.Item {
 	first := len(items)
+	if start < from && start < len(s.history) {
+		items = append(items, pctx.Item{ID: "task", Kind: pctx.KindTask, Section: pctx.SectionTask, Pinned: true, Pos: start,
+			Message: &s.history[start], Tokens: s.turnTokens(start), Relevance: 1})
+	}
 	group, calls := "", []messages.ToolCall(nil) // the group going on, and the calls its results answer
-	for i, m := range s.history {
+	for i := from; i < len(s.history); i++ {
+		m := s.history[i]
 		it := pctx.Item{ID: s.turnID(i), Kind: pctx.KindTurn, Section: pctx.SectionContext, Pos: i,
 			Message: &s.history[i], Tokens: s.turnTokens(i), Relevance: 0.5}
 		switch {
@@ -503,6 +547,57 @@ func (s *SessionState) appendTurns(items []pctx.Item, start int) []pctx.Item {
 		}
 	}
 	return items
+}
+
+// olderTurns returns how many of the conversation's first messages the history
+// window of agent a cuts from its next context whatever its other candidates are,
+// start being the running task's input: 0 when it may cut none of them. They are
+// not made candidates (buildLoopContext), so that a step's cost does not grow with
+// the session's history.
+//
+// The builder (pipelines/context) cuts the turns (items of the Context section
+// outside a pinned group) after the latest HistoryTurns by position, and any group
+// one of them is in, whole. A message before the returned index has more than
+// HistoryTurns such turns after it: the messages after it but for the task's input
+// and the latest group (pinned), whose section summaries (appendSectionSummaries)
+// stand for them with their positions. It is none of the task's input, which is
+// pinned, nor of a group with a message at or after the index, which begins no
+// group's results; nor does it have a section summary, which would replace it
+// (listed as dropped) rather than leave it to the window. Other candidates of the
+// Context section only narrow the window.
+func (s *SessionState) olderTurns(a *Agent, start int) int {
+	h := a.Context.options().HistoryTurns
+	if h == 0 {
+		h = pctx.DefaultHistoryTurns
+	}
+	n := len(s.history)
+	if h < 0 || n <= 2*h+8 {
+		return 0 // cutting few saves little
+	}
+	latest := n - 1 // the first message of the latest group, at most
+	for latest > 0 && s.history[latest].Role == messages.RoleTool {
+		latest--
+	}
+	from := latest - h - 2 // h+1 turns between, the task's input aside
+	for id := range s.compress.sections {
+		if i, ok := turnIndex(id); ok && i < from {
+			from = i
+		}
+	}
+	for from > 0 && s.history[from].Role == messages.RoleTool {
+		from--
+	}
+	return max(from, 0)
+}
+
+// turnIndex returns i of a turn's item ID, "turn/<i>".
+func turnIndex(id string) (int, bool) {
+	n, ok := strings.CutPrefix(id, "turn/")
+	if !ok {
+		return 0, false
+	}
+	i, err := strconv.Atoi(n)
+	return i, err == nil
 }
 
 // paradigmContext fits a paradigm's prompt to the agent's window: its system

@@ -569,6 +569,9 @@ func (s *SessionState) applyLoop(e messages.Envelope, p messages.Payload) error 
 			return nil
 		}
 		t.phase, t.Steps, t.model, t.modelID, t.modelKey = phaseAwaitModel, p.Step, *p, e.ID, key
+		// The report of its context rides on the event: the state reads none of it,
+		// and every task, once ended, would keep its last one.
+		t.model.Context = nil
 	case *messages.ModelResponded:
 		if s.applyParadigm(e, p, messages.EffectKey{}) {
 			return nil

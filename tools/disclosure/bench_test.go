@@ -91,3 +91,35 @@ func BenchmarkDisclose(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkDiscloseLongSession is Disclose over the loads of a session that searched
+// n times (each search loading two of 175 catalog tools): the cost each model request
+// of a long session pays for what it loaded over its life.
+//
+//	go test ./tools/disclosure -run '^$' -bench BenchmarkDiscloseLongSession -benchmem
+func BenchmarkDiscloseLongSession(b *testing.B) {
+	var ts []tools.Tool
+	for i := range 175 {
+		srv := fmt.Sprintf("srv%d", i%7)
+		ts = append(ts, tool(fmt.Sprintf("%s__tool_%03d", srv, i), "mcp:"+srv, fmt.Sprintf("Does thing number %d of the server %s with care", i, srv)))
+	}
+	cat := &liveCatalog{}
+	cat.set(ts...)
+	d, err := disclosure.New(disclosure.Search, []tools.Tool{tools.Calculator{}}, disclosure.WithCatalog(cat))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, n := range []int{1, 100, 1000, 5000} {
+		var loads []actors.ToolLoad
+		for k := range n {
+			loads = append(loads, actors.ToolLoad{Tool: actors.ToolSearchTools,
+				Result: fmt.Sprintf(`{"loaded":["srv%d__tool_%03d","srv%d__tool_%03d"]}`, k%7, k%175, (k+3)%7, (k+3)%175)})
+		}
+		b.Run(fmt.Sprintf("loads=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				d.Disclose(loads, actors.CatalogTools(cat))
+			}
+		})
+	}
+}

@@ -1,0 +1,105 @@
+package actors
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/troupe-run/troupe/eventlog/sqlite"
+	"github.com/troupe-run/troupe/llm"
+	"github.com/troupe-run/troupe/messages"
+	"github.com/troupe-run/troupe/tools"
+)
+
+// readCounter counts the events its store's reads return.
+type readCounter struct {
+	*sqlite.Log
+	events atomic.Int64
+}
+
+func (r *readCounter) Read(ctx context.Context, sessionID string, fromSeq uint64) ([]messages.Envelope, error) {
+	evs, err := r.Log.Read(ctx, sessionID, fromSeq)
+	r.events.Add(int64(len(evs)))
+	return evs, err
+}
+
+// BenchmarkLongSessionReactivate is one task of a passivated session that ran n
+// tasks before, on the embedded node's session host and SQLite log: the session
+// actor starts, reads and folds the session's events, then runs the task (the
+// offline model). Each iteration starts a new host, as after a passivation; the
+// events/op it reports are those the task's session read from the log.
+//
+//	go test ./actors -run '^$' -bench BenchmarkLongSessionReactivate -benchmem
+func BenchmarkLongSessionReactivate(b *testing.B) {
+	ag := benchStepAgent()
+	ag.Model = llm.OfflineName
+	as := Agents{Default: ag}
+	for _, n := range []int{1, 100, 1000, 5000} {
+		b.Run(fmt.Sprintf("tasks=%d", n), func(b *testing.B) {
+			lg, err := sqlite.Open(context.Background(), sqlite.Config{Dir: b.TempDir()})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer lg.Close()
+			_, events := longSession(b, as, "long", n, 1024)
+			for i := 0; i < len(events); i += 500 {
+				if err := lg.Append(context.Background(), events[i:min(i+500, len(events))]); err != nil {
+					b.Fatal(err)
+				}
+			}
+			store := &readCounter{Log: lg}
+			reg, err := tools.NewRegistry()
+			if err != nil {
+				b.Fatal(err)
+			}
+			effects := NewLocalEffects(LocalEffectsConfig{Model: llm.Offline{}, Tools: reg})
+			defer effects.Close()
+			b.ReportAllocs()
+			k := 0
+			for b.Loop() {
+				sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+				host := sys.Root.Spawn(NewSessionHostProps(SessionDeps{Store: store, Effects: effects, Agent: ag}))
+				e, err := messages.NewEnvelope(&messages.TaskSubmitted{Input: "What is 2 + 2?"})
+				if err != nil {
+					b.Fatal(err)
+				}
+				k++
+				e.ID, e.SessionID, e.Actor = fmt.Sprintf("again-%d", k), "long", "test"
+				if res, err := sys.Root.RequestFuture(host, &SubmitTask{Envelope: e}, 30*time.Second).Result(); err != nil {
+					b.Fatalf("submit: %v %v", res, err)
+				}
+				waitTaskEnd(b, lg, "long", e.ID)
+				_ = sys.Root.PoisonFuture(host).Wait()
+				sys.Shutdown()
+			}
+			b.ReportMetric(float64(store.events.Load())/float64(k), "events/op")
+		})
+	}
+}
+
+// waitTaskEnd waits until the log holds the end of task id.
+func waitTaskEnd(tb testing.TB, lg *sqlite.Log, session, id string) {
+	deadline := time.Now().Add(30 * time.Second)
+	var from uint64 = 1
+	for {
+		evs, err := lg.Read(context.Background(), session, from)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		for _, e := range evs {
+			from = e.Seq + 1
+			if e.CorrelationID == id && (e.Type == messages.TypeTaskCompleted || e.Type == messages.TypeTaskFailed) {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("task %s did not end in 30 s", id)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
