@@ -167,7 +167,12 @@ import (
 //     tool.call.completed of the task after its task.failed, its usage what the
 //     child spent), completing the task's sub-agents' usage; under 1 to 9 nothing
 //     was recorded of it, and the child's spend was in no figure of the parent's.
-//     Prompts are version 9's.
+//     Prompts are version 9's. And a task records its agent's roster with its
+//     configuration (the agents its delegate tool and its planner list, a team's
+//     members, a reflection's critic's rubric: roster.go) and renders them from
+//     it, where under 1 to 9 they were the node's now (an agents file that gained
+//     an agent changed the prompt of a delegating task's call in flight, and
+//     replay verify of its session diverged).
 const ContextRules = 10
 
 // The versions of the rules whose changes the code tests for by name (ContextRules
@@ -245,6 +250,11 @@ const (
 	// rulesLateAnswer is the version whose calls left unanswered by their task's
 	// end are answered after it (LateAnswer): older rules recorded nothing of them.
 	rulesLateAnswer = 10
+	// rulesRoster is the version whose task records its agent's roster (the
+	// delegate tool's and a planner's agents, a team's members, a reflection's
+	// critic's rubric) with its configuration and renders them from it
+	// (roster.go): older rules rendered them from the node's agents now.
+	rulesRoster = 10
 )
 
 // MinContextRules is the oldest version of the decision rules this build still
