@@ -2,6 +2,7 @@ package node_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
 	"github.com/troupe-run/troupe/node/nodetest"
+	"github.com/troupe-run/troupe/tools/disclosure"
 )
 
 // The agents of a node, and the same with one more (an agents file that grew).
@@ -190,6 +192,31 @@ func TestATeamAndACriticKeepTheirRecordedPrompts(t *testing.T) {
 			if div, err := verifyAsReplayDoes(n.Log(), all, events); err != nil || div != nil {
 				t.Errorf("verify %s (edited: %v): %v %v", c.agent, edited, div, err)
 			}
+		}
+	}
+}
+
+// The default agent of a node whose tools are disclosed (the catalog strategy)
+// is offered the delegate tool through its disclosure: from rules 10 as its task
+// recorded its roster, so its session verifies after the agents file grew.
+func TestADisclosedDelegateToolKeepsTheRecordedRoster(t *testing.T) {
+	m := newByAgent(t, map[string][]llm.ScriptStep{"default": {{Content: "hi"}}})
+	cfg := func(grown bool) node.Config {
+		return node.Config{Model: m, Disclosure: disclosure.Catalog, Agents: delegatingAgents(grown)}
+	}
+	n := nodetest.Start(t, cfg(false))
+	events := runAgentTask(t, n, node.Task{Input: "hello", SessionID: "d"})
+	requested := payloads[*messages.ModelRequested](t, events)
+	if len(requested) != 1 || !slices.Contains(requested[0].Tools, node.DelegateTool) {
+		t.Fatalf("model requests %+v; want one offering %s", requested, node.DelegateTool)
+	}
+	for _, grown := range []bool{false, true} {
+		all, err := cfg(grown).AllAgents()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if div, err := verifyAsReplayDoes(n.Log(), all, events); err != nil || div != nil {
+			t.Errorf("verify (agents file grown: %v): %v %v", grown, div, err)
 		}
 	}
 }
