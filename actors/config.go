@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -444,11 +445,19 @@ func ConfigEvents(ctx context.Context, r StreamReader, events []messages.Envelop
 	return out, nil
 }
 
-// liveConfigs returns the digests of the configurations of as's agents now.
+// liveConfigs returns the digests of the configurations of as's agents now, as
+// new tasks record them and as tasks of the rules before rulesRoster did (a
+// session of those, recovered, reads none of them from the log).
 func liveConfigs(as *Agents) map[string]bool {
 	out := map[string]bool{}
 	for _, d := range as.digests {
 		out[d] = true
+	}
+	if as.recordRules() >= rulesRoster && supportedRules(rulesRoster-1) {
+		for _, a := range append([]Agent{as.Default}, slices.Collect(maps.Values(as.Named))...) {
+			c := a.configOf(rulesRoster - 1)
+			out[configDigest(&c)] = true
+		}
 	}
 	return out
 }
