@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -30,9 +31,10 @@ import (
 // with the first task of each session that named it (TaskSubmitted.Config), which
 // is read as it was.
 
-// configOf returns what of a's configuration a task records (its secrets not
-// yet redacted: the session's redactor does that as it records the task).
-func (a *Agent) configOf() messages.AgentConfig {
+// configOf returns what of a's configuration a task recorded under decision rules
+// rules records (its secrets not yet redacted: the session's redactor does that
+// as it records the task): from rulesRoster, its roster too (roster.go).
+func (a *Agent) configOf(rules int) messages.AgentConfig {
 	c := messages.AgentConfig{SystemPrompt: a.SystemPrompt, Model: a.Model, Models: a.Models, ApprovalTimeoutUS: a.ApprovalTimeout.Microseconds()}
 	for tool, on := range a.Approvals {
 		if on {
@@ -42,6 +44,9 @@ func (a *Agent) configOf() messages.AgentConfig {
 	slices.Sort(c.Approvals)
 	for _, t := range a.Tools {
 		c.Tools = append(c.Tools, t.Name)
+	}
+	if rules >= rulesRoster {
+		a.rosterOf(&c)
 	}
 	return c
 }
@@ -95,9 +100,23 @@ func (a Agent) withConfig(c *messages.AgentConfig) Agent {
 func (t *taskState) runs(a Agent) Agent {
 	a = a.underRules(t.rules)
 	if t.config != nil {
-		a = a.withConfig(t.config)
+		a = t.rostered(a.withConfig(t.config))
 	}
 	return a
+}
+
+// rostered returns a with its roster rendered from t's recorded configuration,
+// when t runs under one recorded under rulesRoster or later (roster.go).
+func (t *taskState) rostered(a Agent) Agent {
+	if t.config == nil || t.rules < rulesRoster {
+		return a
+	}
+	if t.config.Roster != nil && t.delegate == nil {
+		if s, err := delegateSpec(t.config.Roster); err == nil { // names and texts: it cannot fail
+			t.delegate = &s
+		}
+	}
+	return a.withRoster(t.config, t.delegate)
 }
 
 // runAgent returns a as the running task decides with it (a itself when none
@@ -124,8 +143,28 @@ type knownConfig struct {
 }
 
 // liveDigest returns the digest of the configuration of the agent named name
-// among the state's agents now (WithAgents), "" for one it does not have.
-func (s *SessionState) liveDigest(name string) string {
+// among the state's agents now (WithAgents), as a task under rules records it,
+// "" for one it does not have.
+func (s *SessionState) liveDigest(name string, rules int) string {
+	recorded := s.agents.recordRules()
+	if (rules >= rulesRoster) != (recorded >= rulesRoster) {
+		// A task of rules that record another form than new tasks do (with or
+		// without the roster): computed apart, memoized under another key.
+		key := "\x00" + name
+		if d, ok := s.digests[key]; ok {
+			return d
+		}
+		d := ""
+		if a, ok := s.agents.For(name); ok {
+			c := a.configOf(rules)
+			d = configDigest(&c)
+		}
+		if s.digests == nil {
+			s.digests = map[string]string{}
+		}
+		s.digests[key] = d
+		return d
+	}
 	if d, ok := s.digests[name]; ok {
 		return d
 	}
@@ -137,7 +176,7 @@ func (s *SessionState) liveDigest(name string) string {
 	}
 	d := ""
 	if a, ok := s.agents.For(name); ok {
-		c := a.configOf()
+		c := a.configOf(recorded)
 		d = configDigest(&c)
 	}
 	if s.digests == nil {
@@ -161,7 +200,7 @@ func (s *SessionState) foldConfig(t *taskState, p *messages.TaskSubmitted) {
 	case c == nil && i >= 0:
 		c = s.configs[i].config
 	}
-	if c == nil || s.liveDigest(p.Agent) == p.ConfigDigest {
+	if c == nil || s.liveDigest(p.Agent, t.rules) == p.ConfigDigest {
 		return // the agent as configured now, secrets and all; or a log that lost the content
 	}
 	if strings.Contains(c.SystemPrompt, redact.Redacted) {
@@ -305,7 +344,7 @@ func (s *SessionState) agentList() []Agent {
 func (s *SessionState) forgetConfigs() {
 	for _, t := range s.tasks {
 		if t.phase != phaseDone {
-			t.config, t.secretsLost = nil, false
+			t.config, t.secretsLost, t.delegate = nil, false, nil
 		}
 	}
 }
@@ -317,7 +356,7 @@ func (s *SessionState) forgetConfigs() {
 func (s *SessionState) stampConfig(task *messages.TaskSubmitted) {
 	// The same digest the fold compares the task's with (foldConfig): computed
 	// once per agent and state, not again when the task is folded.
-	task.ConfigDigest, task.Config = s.liveDigest(task.Agent), nil
+	task.ConfigDigest, task.Config = s.liveDigest(task.Agent, s.agents.recordRules()), nil
 }
 
 // WithConfigs hands the state the recorded configurations its tasks may name, by
@@ -406,11 +445,19 @@ func ConfigEvents(ctx context.Context, r StreamReader, events []messages.Envelop
 	return out, nil
 }
 
-// liveConfigs returns the digests of the configurations of as's agents now.
+// liveConfigs returns the digests of the configurations of as's agents now, as
+// new tasks record them and as tasks of the rules before rulesRoster did (a
+// session of those, recovered, reads none of them from the log).
 func liveConfigs(as *Agents) map[string]bool {
 	out := map[string]bool{}
 	for _, d := range as.digests {
 		out[d] = true
+	}
+	if as.recordRules() >= rulesRoster && supportedRules(rulesRoster-1) {
+		for _, a := range append([]Agent{as.Default}, slices.Collect(maps.Values(as.Named))...) {
+			c := a.configOf(rulesRoster - 1)
+			out[configDigest(&c)] = true
+		}
 	}
 	return out
 }

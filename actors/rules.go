@@ -174,7 +174,13 @@ import (
 //     with a fraction as JSON writes them (1234567.5), so a step's arguments and
 //     the chain's result hold them so (chain.go's chainNumbers), where under 1 to
 //     9 they were float64s: 9.8765432e+07, 1e+06, 9007199254740992 even through
-//     {{json}}, and 1.2345675e+06. Prompts are version 9's.
+//     {{json}}, and 1.2345675e+06. Prompts are version 9's. And a task records
+//     its agent's roster with its configuration (the agents its delegate tool and
+//     its planner list, a team's members, a reflection's critic's rubric:
+//     roster.go) and renders them from it, where under 1 to 9 they were the
+//     node's now (an agents file that gained an agent changed the prompt of a
+//     delegating task's call in flight, and replay verify of its session
+//     diverged).
 const ContextRules = 10
 
 // The versions of the rules whose changes the code tests for by name (ContextRules
@@ -257,6 +263,11 @@ const (
 	// (tools.NumbersAsWritten): older rules read them as float64s (9.8765432e+07,
 	// 1e+06, rounded past 2^53, an argument's 1234567.5 as 1.2345675e+06).
 	rulesExactNumbers = 10
+	// rulesRoster is the version whose task records its agent's roster (the
+	// delegate tool's and a planner's agents, a team's members, a reflection's
+	// critic's rubric) with its configuration and renders them from it
+	// (roster.go): older rules rendered them from the node's agents now.
+	rulesRoster = 10
 )
 
 // MinContextRules is the oldest version of the decision rules this build still

@@ -615,7 +615,7 @@ func (a *SessionActor) storeConfig(task messages.Payload) error {
 	if !ok {
 		return nil
 	}
-	c := ag.configOf()
+	c := ag.configOf(rulesOf(p))
 	if configDigest(&c) != p.ConfigDigest {
 		return nil // not this node's configuration: stampConfig set none such
 	}

@@ -20,6 +20,10 @@ type Agent struct {
 	Name string
 	// SystemPrompt opens every conversation.
 	SystemPrompt string
+	// Roster are the node's agents as its delegate tool describes them, in the
+	// node's order (NewDelegateTool; a planner's PlanAgents): recorded with its
+	// configuration from decision rules 10 when it has that tool (roster.go).
+	Roster []messages.RosterAgent
 	// Model is the model's name as recorded on ModelRequested events.
 	Model string
 	// Models, when set, are the agent's own chain of models by name, its model
@@ -126,10 +130,10 @@ type Agents struct {
 // withDigests returns as with the digests of its agents' configurations computed.
 func (as Agents) withDigests() Agents {
 	as.digests = make(map[string]string, 1+len(as.Named))
-	c := as.Default.configOf()
+	c := as.Default.configOf(as.recordRules())
 	as.digests[""] = configDigest(&c)
 	for name, a := range as.Named {
-		c := a.configOf()
+		c := a.configOf(as.recordRules())
 		as.digests[name] = configDigest(&c)
 	}
 	return as
@@ -372,6 +376,9 @@ type taskState struct {
 	// log, that none of the agents' prompts hold now (restoreSecrets): the task
 	// fails rather than send its model "[REDACTED]" in their place.
 	secretsLost bool
+	// delegate is the delegate tool's spec as config's roster renders it, made
+	// once (rostered).
+	delegate *messages.ToolSpec
 }
 
 // SessionState is a session folded from its events. The zero value is not usable:
@@ -719,6 +726,9 @@ func (s *SessionState) activate(t *taskState) {
 	s.active = t
 	t.phase = phaseNeedModel
 	if a, ok := s.agents.For(t.Spec.Agent); ok && a.Paradigm != nil {
+		// Its planner's agents, its team's members, its critic's rubric: as it
+		// recorded them (rules 10: roster.go).
+		a = t.rostered(a)
 		t.run = a.Paradigm.begin(t.Spec)
 	}
 	t.start = len(s.history)

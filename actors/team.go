@@ -478,7 +478,7 @@ func (r *teamRun) fold(f fold, e messages.Envelope, p messages.Payload) {
 // that its answer is not taken for another's, and the task fails with
 // unknown_agent, naming both, since the team it ran as is not the node's any more.
 func (r *teamRun) sameMember(w *teamWant, p *messages.ToolCallRequested, cause string) {
-	var args delegateArgs
+	var args DelegateArgs
 	if p.Tool != DelegateTool || json.Unmarshal([]byte(p.Arguments), &args) != nil || args.Agent == w.member {
 		return
 	}
@@ -887,7 +887,7 @@ func (r *teamRun) decide(v *view) *Decision {
 					return &Decision{Payload: f, CausationID: cause(w.cause), TaskID: v.t.ID}
 				}
 			}
-			args, _ := json.Marshal(delegateArgs{Agent: w.member, Task: r.taskText(v, w)}) // strings always encode
+			args, _ := json.Marshal(DelegateArgs{Agent: w.member, Task: r.taskText(v, w)}) // strings always encode
 			return v.call(w.purpose, w.id, DelegateTool, string(args), cause(w.cause))
 		}
 	}
@@ -895,12 +895,6 @@ func (r *teamRun) decide(v *view) *Decision {
 		return v.model("route", v.t.ID)
 	}
 	return nil
-}
-
-// delegateArgs are the arguments of a delegate call, in the order they are encoded.
-type delegateArgs struct {
-	Agent string `json:"agent"`
-	Task  string `json:"task"`
 }
 
 // prompt builds the request of a team's model call: the routing prompt.

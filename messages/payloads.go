@@ -154,6 +154,27 @@ type AgentConfig struct {
 	// order (not an MCP server's, which come and go while a node runs): a tool
 	// configured since is not offered to the task.
 	Tools []string `json:"tools,omitempty"`
+	// Roster is what the agent's tools and paradigm say of the node's agents (from
+	// decision rules 10, when it has the delegate tool): the delegate tool's list
+	// and enum of sub-agents, a planner's list of the agents a step may name, in
+	// the node's order. Members are a team's members as its prompts describe them
+	// (their tools' names too). CriticPrompt is a reflection's critic's rubric as
+	// its critiques send it. An agents file that gains an agent, or another
+	// agent's description edited, changes no prompt of a task recorded before.
+	// A configuration recorded without them (rules 7 to 9) renders them from the
+	// node's agents, as those rules do.
+	Roster       []RosterAgent `json:"roster,omitempty"`
+	Members      []RosterAgent `json:"members,omitempty"`
+	CriticPrompt string        `json:"critic_prompt,omitempty"`
+}
+
+// RosterAgent is another agent as an agent's prompts and tools describe it
+// (AgentConfig.Roster, Members): its name, its description as configured, and,
+// for a team's member, the names of its tools.
+type RosterAgent struct {
+	Name        string   `json:"name"`
+	Description string   `json:"description,omitempty"`
+	Tools       []string `json:"tools,omitempty"`
 }
 
 // ParentRef links a child session's task to the call that delegated it: the

@@ -832,12 +832,7 @@ func (c Config) planExecute(na NamedAgent, a actors.Agent) (actors.PlanExecute, 
 		}
 		return pe, nil
 	}
-	pe.Agents = map[string]string{"default": "the node's own agent, with all its tools"}
-	for _, o := range c.Agents {
-		if o.Name != na.Name {
-			pe.Agents[o.Name] = cmp.Or(o.Description, "(no description)")
-		}
-	}
+	pe.Agents = actors.PlanAgents(na.Name, c.roster())
 	if _, ok := pe.Agents[pe.Executor]; pe.Executor != "" && !ok {
 		return pe, fmt.Errorf("node: agent %q: its executor %q is not another agent of the node", na.Name, pe.Executor)
 	}

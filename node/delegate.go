@@ -13,8 +13,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/google/jsonschema-go/jsonschema"
-
 	"github.com/troupe-run/troupe/actors"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/tools"
@@ -51,7 +49,7 @@ const (
 	MaxDelegationDepth = 4
 	// MaxDelegateResult bounds, in bytes, the answer a delegate call returns: a
 	// longer one is cut, with a note that says so and names the child session.
-	MaxDelegateResult = 8 << 10
+	MaxDelegateResult = actors.MaxDelegateResult
 	// MaxTeamMemberResult bounds, in bytes, the answer of a team's member (a
 	// delegate call a team makes): its answer is the team's work, and the team's
 	// own answer when it is the last, so only one past any model's output is cut,
@@ -83,10 +81,7 @@ const (
 )
 
 // delegateArgs are the arguments of a delegate call.
-type delegateArgs struct {
-	Agent string `json:"agent" jsonschema:"the sub-agent to hand the task to" tool:"required"`
-	Task  string `json:"task" jsonschema:"the task, complete in itself: the sub-agent sees nothing else of this conversation" tool:"required,minLength=1"`
-}
+type delegateArgs = actors.DelegateArgs
 
 // ChildSessionID is the session ID of the child a delegate call with idempotency key
 // key starts: "<parent session>.sub<seq of the call>", or, when that is longer than a
@@ -109,33 +104,18 @@ func childTaskID(key messages.EffectKey) string {
 
 // delegateTool returns the delegate tool of a node that runs agents, whose calls n
 // performs (delegateCalls). Its schema names the agents in an enum, and its
-// description says what each does: both follow agents alone, so a node and replay
-// verification (with no node: n nil, and a call fails) offer the same bytes.
-func delegateTool(agents []NamedAgent, n *Node) (tools.Tool, error) {
-	names := make([]any, len(agents))
-	var list strings.Builder
-	for i, a := range agents {
-		names[i] = a.Name
-		list.WriteString("\n- " + a.Name)
-		if d := strings.TrimSpace(a.Description); d != "" {
-			list.WriteString(": " + strings.Join(strings.Fields(d), " "))
-		}
-	}
+// description says what each does (actors.NewDelegateTool): both follow the roster
+// alone, so a node and replay verification (with no node: n nil, and a call
+// fails) offer the same bytes, and a task recorded under decision rules 10 or
+// later renders them from the roster it recorded (Config.roster).
+func delegateTool(roster []messages.RosterAgent, n *Node) (tools.Tool, error) {
 	perform := func(context.Context, delegateArgs) (string, error) {
 		return "", errors.New("delegate: sub-agents run on a node; this configuration is not one")
 	}
 	if n != nil {
 		perform = n.delegate
 	}
-	desc := fmt.Sprintf("Hand a task to a sub-agent. It works in a session of its own, with a clean context (it sees only the task "+
-		"you give it, so say everything it needs) and its own limits, and its final answer is this call's result (at most %d KiB: "+
-		"a longer one is cut, with a note). If it fails, the call fails with its reason. The sub-agents:%s", MaxDelegateResult>>10, list.String())
-	t, err := tools.Func(DelegateTool, desc, perform,
-		tools.WithSchemaFunc(func(s *jsonschema.Schema) {
-			if p := s.Properties["agent"]; p != nil {
-				p.Enum = names
-			}
-		}),
+	t, err := actors.NewDelegateTool(roster, perform,
 		tools.WithTimeout(DelegateTimeout+delegateGrace),
 		tools.WithConcurrency(delegateConcurrency),
 		tools.WithMaxOutput(MaxTeamMemberResult+4<<10),
@@ -181,11 +161,24 @@ func (c Config) withDelegate(ts []tools.Tool, n *Node) ([]tools.Tool, error) {
 	if slices.ContainsFunc(ts, func(t tools.Tool) bool { return t.Spec().Name == DelegateTool }) {
 		return nil, fmt.Errorf("node: a tool is named %q, the name of the node's own tool for sub-agents (it has named agents): rename it", DelegateTool)
 	}
-	d, err := delegateTool(c.Agents, n)
+	d, err := delegateTool(c.roster(), n)
 	if err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
 	return append(slices.Clone(ts), d), nil
+}
+
+// roster returns the node's agents as the delegate tool and a planner describe
+// them (actors.Agent.Roster): their names and descriptions, in Agents' order.
+func (c Config) roster() []messages.RosterAgent {
+	if len(c.Agents) == 0 {
+		return nil
+	}
+	out := make([]messages.RosterAgent, len(c.Agents))
+	for i, a := range c.Agents {
+		out[i] = messages.RosterAgent{Name: a.Name, Description: a.Description}
+	}
+	return out
 }
 
 // addDelegate gives the node the delegate tool when it runs named agents.

@@ -695,6 +695,9 @@ func (c Config) defaultAgent(chainOpts ...tools.ChainOption) (actors.Agent, *too
 	if strategy != disclosure.All {
 		agent.Disclosure = d
 	}
+	// What its delegate tool says of the node's agents, which its tasks record
+	// from decision rules 10 (the named agents, built from it, have it too).
+	agent.Roster = c.roster()
 	if err := c.resolveGather(&agent, "", "", c.Context, true); err != nil {
 		return actors.Agent{}, nil, err
 	}
