@@ -34,10 +34,13 @@ func (l *appendGatedLog) Append(ctx context.Context, events []messages.Envelope)
 }
 
 func (l *appendGatedLog) Read(ctx context.Context, session string, from uint64) ([]messages.Envelope, error) {
+	events, err := l.Log.Read(ctx, session, from)
 	if session == l.session && ctx.Value(http.ServerContextKey) != nil {
-		l.reads.Add(1) // a request's
+		// A request's, counted once it read: counted as it began, the last reads
+		// could still be running as the gate opened and see the first task ended.
+		l.reads.Add(1)
 	}
-	return l.Log.Read(ctx, session, from)
+	return events, err
 }
 
 // Cancel sent many times at once (a client retrying, a user clicking again) while
