@@ -150,8 +150,10 @@ func (n *Node) apiRoutes() []Route {
 			Summary:   "A session's status, output, error and the calls waiting for approval",
 			Responses: []Response{ok("the session", sessionView{}), sessionGone}}},
 		{Method: "GET", Path: "/v1/sessions/{id}/events", Handler: http.HandlerFunc(n.getEvents), Doc: RouteDoc{
-			Summary:   "A session's events in seq order",
-			Responses: []Response{ok("the events", []messages.Envelope{}), sessionGone}}},
+			Summary: "A session's events in seq order: all of them, or a page (from, limit); a page shorter than limit is the last",
+			Query: []Param{intp("from", "the first seq (default 1); past the session's last seq the answer is []"),
+				intp("limit", "at most this many events, 1 to 10000 (default: all)")},
+			Responses: []Response{ok("the events", []messages.Envelope{}), {http.StatusBadRequest, "from or limit is malformed", jsonBody(apiError{})}, sessionGone}}},
 		{Method: "GET", Path: "/v1/sessions/{id}/stream", Handler: http.HandlerFunc(n.stream), Doc: RouteDoc{
 			Summary: "A session's events as Server-Sent Events, from Last-Event-ID (a seq) on, then live",
 			Responses: []Response{{http.StatusOK, "the event stream (id: seq, event: type, data: the event)",
