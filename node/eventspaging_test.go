@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -190,4 +191,40 @@ func TestEventsAnswerIsStreamed(t *testing.T) {
 		t.Fatalf("answering %d bytes of events allocated %d bytes, want under %d (an eighth of the body)", size, allocated, size/8)
 	}
 	t.Logf("%d bytes answered, %d allocated", size, allocated)
+}
+
+// GET /v1/sessions?updated_since= lists the sessions with an event in the range
+// (the dashboard's charts read those), since= those started in it.
+func TestListSessionsUpdatedSince(t *testing.T) {
+	log := openLog(t)
+	old := time.Now().Add(-72 * time.Hour).UnixMicro()
+	events := sessionEvents(t, "long-ago", 3, 10) // started 72 h ago, ended now
+	events[0].TS = old
+	stale := sessionEvents(t, "stale", 3, 10) // started and ended 72 h ago
+	for i := range stale {
+		stale[i].TS = old + int64(i)
+	}
+	if err := log.Append(context.Background(), append(events, stale...)); err != nil {
+		t.Fatal(err)
+	}
+	_, base, _ := serveHTTP(t, node.Config{Log: log})
+	for q, want := range map[string]string{"since=24h": "", "updated_since=24h": "long-ago", "updated_since=96h": "long-ago stale",
+		"updated_since=24h&since=96h": "long-ago"} {
+		code, body := getBody(t, base+"/v1/sessions?sessions_only=true&"+q)
+		var got []eventlog.SessionInfo
+		if code != http.StatusOK || json.Unmarshal(body, &got) != nil {
+			t.Fatalf("%s: %d %s", q, code, body)
+		}
+		var ids []string
+		for _, s := range got {
+			ids = append(ids, s.ID)
+		}
+		slices.Sort(ids)
+		if strings.Join(ids, " ") != want {
+			t.Fatalf("%s: %v, want %q", q, ids, want)
+		}
+	}
+	if code, body := getBody(t, base+"/v1/sessions?updated_since=yesterday"); code != http.StatusBadRequest {
+		t.Fatalf("updated_since=yesterday: %d %s", code, body)
+	}
 }

@@ -545,6 +545,10 @@ func (n *Node) listSessions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f.SinceUS = since
+	if f.UpdatedSinceUS, err = eventlog.ParseSince(q.Get("updated_since"), time.Now()); err != nil {
+		writeError(w, http.StatusBadRequest, "updated_since: %v", err)
+		return
+	}
 	var detail bool
 	if v := q.Get("detail"); v != "" {
 		if detail, err = strconv.ParseBool(v); err != nil {

@@ -135,6 +135,7 @@ func (n *Node) apiRoutes() []Route {
 			Summary: "List sessions, the latest first",
 			Query: []Param{intp("limit", "at most this many, 1 to 10000 (default 100)"), str("status", "only the agents' sessions with this status (no other stream)"),
 				str("since", "only sessions started at or after this time (RFC 3339, or a duration back from now such as 24h)"),
+				str("updated_since", "only sessions with an event at or after this time (RFC 3339, or a duration back from now such as 24h)"),
 				{Name: "sessions_only", Description: "only the agents' sessions, not the streams of notes, memory namespaces, knowledge bases, A2A push configs, dashboard sign-ins and the agents' configurations (which are listed with a status naming their kind)", Type: "boolean"},
 				{Name: "detail", Description: "also each session's agent, usage and the tools of its calls waiting for approval (one log read per session)", Type: "boolean"}},
 			Responses: []Response{ok("the sessions (agent, usage and waiting only with detail=true)", []SessionRow{})}}},
