@@ -1,6 +1,8 @@
 package node
 
 import (
+	"bufio"
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -543,6 +545,10 @@ func (n *Node) listSessions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f.SinceUS = since
+	if f.UpdatedSinceUS, err = eventlog.ParseSince(q.Get("updated_since"), time.Now()); err != nil {
+		writeError(w, http.StatusBadRequest, "updated_since: %v", err)
+		return
+	}
 	var detail bool
 	if v := q.Get("detail"); v != "" {
 		if detail, err = strconv.ParseBool(v); err != nil {
@@ -579,17 +585,102 @@ func notASession(w http.ResponseWriter, id string) {
 	writeError(w, http.StatusNotFound, "no session %q: it is a stream of the log that is no session (GET /v1/sessions/{id}/events reads its events)", id)
 }
 
+// maxEventsPage bounds GET /v1/sessions/{id}/events?limit=.
+const maxEventsPage = 10000
+
+// getEvents answers a session's events in seq order: all of them, or, with
+// ?from=<seq> and ?limit=<n>, the page of at most n events from seq from on (a
+// page shorter than n is the last; a from past the session's last seq answers []).
+// The array is encoded to the client event by event, never whole in memory.
 func (n *Node) getEvents(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	events, err := n.log.Read(r.Context(), id, 1)
-	switch {
-	case err != nil:
-		writeError(w, http.StatusInternalServerError, "session %s: %v", id, err)
-	case len(events) == 0:
-		writeError(w, http.StatusNotFound, "no session %q", id)
-	default:
-		writeJSON(paceAnswer(w, n.cfg.HTTP), http.StatusOK, events)
+	q := r.URL.Query()
+	from, limit := uint64(1), 0 // 0: no limit
+	if v := q.Get("from"); v != "" {
+		// Seqs are stored as signed 64-bit integers.
+		f, err := strconv.ParseUint(v, 10, 63)
+		if err != nil || f < 1 {
+			writeError(w, http.StatusBadRequest, "from must be a seq number of at least 1")
+			return
+		}
+		from = f
 	}
+	if v := q.Get("limit"); v != "" {
+		l, err := strconv.Atoi(v)
+		if err != nil || l < 1 || l > maxEventsPage {
+			writeError(w, http.StatusBadRequest, "limit must be an integer between 1 and %d", maxEventsPage)
+			return
+		}
+		limit = l
+	}
+	// eventlog.Log has no bounded read: the events from from on are read, and
+	// the answer stops at limit.
+	events, err := n.log.Read(r.Context(), id, from)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "session %s: %v", id, err)
+		return
+	}
+	if len(events) == 0 {
+		known := false
+		if from > 1 { // past the end of a session, or no session at all
+			if known, err = n.streamKnown(r.Context(), id); err != nil {
+				writeError(w, http.StatusInternalServerError, "session %s: %v", id, err)
+				return
+			}
+		}
+		if !known {
+			writeError(w, http.StatusNotFound, "no session %q", id)
+			return
+		}
+	}
+	if limit > 0 && len(events) > limit {
+		events = events[:limit]
+	}
+	writeEvents(paceAnswer(w, n.cfg.HTTP), events)
+}
+
+// streamKnown reports whether the log holds a stream (a session or another) of
+// this ID.
+func (n *Node) streamKnown(ctx context.Context, id string) (bool, error) {
+	infos, err := n.log.Sessions(ctx, eventlog.Filter{Prefix: id})
+	if err != nil {
+		return false, err
+	}
+	for _, info := range infos {
+		if info.ID == id {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// writeEvents answers 200 with events as a JSON array, written as it is encoded,
+// one event at a time: a session's events can be tens of megabytes, which
+// json.Encoder would first build whole in memory. The bytes are those writeJSON
+// writes (a compact array, then a newline).
+func writeEvents(w http.ResponseWriter, events []messages.Envelope) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	bw := bufio.NewWriterSize(w, 32<<10)
+	var one bytes.Buffer // an event's encoding, reused
+	enc := json.NewEncoder(&one)
+	sep := byte('[')
+	for i := range events {
+		one.Reset()
+		if err := enc.Encode(&events[i]); err != nil {
+			return // it cannot be encoded: the array is cut, as a client that left cuts it
+		}
+		_ = bw.WriteByte(sep)
+		sep = ','
+		if _, err := bw.Write(bytes.TrimSuffix(one.Bytes(), []byte("\n"))); err != nil {
+			return // the client left
+		}
+	}
+	if sep == '[' {
+		_ = bw.WriteByte('[')
+	}
+	_, _ = bw.WriteString("]\n")
+	_ = bw.Flush()
 }
 
 // paceAnswer lets a large answer written to w take longer than WriteTimeout while

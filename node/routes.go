@@ -135,6 +135,7 @@ func (n *Node) apiRoutes() []Route {
 			Summary: "List sessions, the latest first",
 			Query: []Param{intp("limit", "at most this many, 1 to 10000 (default 100)"), str("status", "only the agents' sessions with this status (no other stream)"),
 				str("since", "only sessions started at or after this time (RFC 3339, or a duration back from now such as 24h)"),
+				str("updated_since", "only sessions with an event at or after this time (RFC 3339, or a duration back from now such as 24h)"),
 				{Name: "sessions_only", Description: "only the agents' sessions, not the streams of notes, memory namespaces, knowledge bases, A2A push configs, dashboard sign-ins and the agents' configurations (which are listed with a status naming their kind)", Type: "boolean"},
 				{Name: "detail", Description: "also each session's agent, usage and the tools of its calls waiting for approval (one log read per session)", Type: "boolean"}},
 			Responses: []Response{ok("the sessions (agent, usage and waiting only with detail=true)", []SessionRow{})}}},
@@ -150,8 +151,10 @@ func (n *Node) apiRoutes() []Route {
 			Summary:   "A session's status, output, error and the calls waiting for approval",
 			Responses: []Response{ok("the session", sessionView{}), sessionGone}}},
 		{Method: "GET", Path: "/v1/sessions/{id}/events", Handler: http.HandlerFunc(n.getEvents), Doc: RouteDoc{
-			Summary:   "A session's events in seq order",
-			Responses: []Response{ok("the events", []messages.Envelope{}), sessionGone}}},
+			Summary: "A session's events in seq order: all of them, or a page (from, limit); a page shorter than limit is the last",
+			Query: []Param{intp("from", "the first seq (default 1); past the session's last seq the answer is []"),
+				intp("limit", "at most this many events, 1 to 10000 (default: all)")},
+			Responses: []Response{ok("the events", []messages.Envelope{}), {http.StatusBadRequest, "from or limit is malformed", jsonBody(apiError{})}, sessionGone}}},
 		{Method: "GET", Path: "/v1/sessions/{id}/stream", Handler: http.HandlerFunc(n.stream), Doc: RouteDoc{
 			Summary: "A session's events as Server-Sent Events, from Last-Event-ID (a seq) on, then live",
 			Responses: []Response{{http.StatusOK, "the event stream (id: seq, event: type, data: the event)",

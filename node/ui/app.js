@@ -519,9 +519,46 @@ function contextLine(c) {
   return s;
 }
 
+// A session's events are read EVENTS_PAGE at a time (GET …/events?from=&limit=):
+// a long session's are tens of megabytes.
+const EVENTS_PAGE = 2000;
+
+function eventsPage(id, from) {
+  return api(`/v1/sessions/${encodeURIComponent(id)}/events?from=${from}&limit=${EVENTS_PAGE}`);
+}
+
+// readEvents reads a session's events from seq from on, page after page, until a
+// page shorter than EVENTS_PAGE (the last) or the signal's abort.
+async function readEvents(id, from, signal) {
+  const all = [];
+  for (;;) {
+    const page = await eventsPage(id, from);
+    for (const e of page) all.push(e);
+    if (page.length < EVENTS_PAGE || signal.aborted) return all;
+    from = page[page.length - 1].seq + 1;
+  }
+}
+
+// readEventsSince reads the events of a session (a row of GET /v1/sessions) whose
+// ts is at or after since, page by page back from its last seq: a session's ts
+// grows with its seq, so the pages stop at the first event before since.
+async function readEventsSince(info, since, signal) {
+  if (info.updated_us < since || !info.last_seq) return [];
+  const pages = [];
+  // Seqs before upper only: a page reaches past it when seqs have gaps.
+  for (let upper = Infinity, from = info.last_seq + 1; from > 1;) {
+    from = Math.max(1, from - EVENTS_PAGE);
+    const page = await eventsPage(info.session_id, from);
+    pages.unshift(page.filter((e) => e.seq < upper && e.ts >= since));
+    if (!page.length || page[0].ts < since || signal.aborted) break;
+    upper = from;
+  }
+  return pages.flat();
+}
+
 async function sessionPage(id, seq, { signal }) {
   const base = "/v1/sessions/" + encodeURIComponent(id);
-  const [status, events] = await Promise.all([api(base), api(base + "/events")]);
+  const [status, events] = await Promise.all([api(base), readEvents(id, 1, signal)]);
   if (signal.aborted) return;
   let selected = null;
   const detail = el("div", { class: "detail" }, el("p", { class: "muted" }, "Click an event to see its payload."));
@@ -710,7 +747,8 @@ async function approvalsPage({ every }) {
 
 const chartRange = { since: "24h" };
 const RANGES = { "1h": 3600e6, "24h": 86400e6, "168h": 7 * 86400e6, "720h": 30 * 86400e6 };
-// Charts read the events of at most this many sessions of the range.
+// Charts read the events of the range of at most this many sessions with events
+// in it (the latest started): of one that began before, only its last pages.
 const MAX_CHART_SESSIONS = 100;
 
 async function chartsPage({ signal }) {
@@ -723,21 +761,22 @@ async function chartsPage({ signal }) {
       [["1h", "1 hour"], ["24h", "24 hours"], ["168h", "7 days"], ["720h", "30 days"]],
       (v) => { chartRange.since = v; route(); })), status),
     charts, tables);
-  const [stats, sessions] = await Promise.all([
-    api("/v1/stats?since=" + encodeURIComponent(chartRange.since)),
-    api(`/v1/sessions?since=${encodeURIComponent(chartRange.since)}&limit=${MAX_CHART_SESSIONS}&sessions_only=true`)]);
-  if (signal.aborted) return;
-  const ids = sessions.filter((s) => ["running", "completed", "failed"].includes(s.status)).map((s) => s.session_id);
-  const all = [];
-  // Four at a time: the node serves other clients too.
-  for (let i = 0; i < ids.length; i += 4) {
-    const batch = await Promise.all(ids.slice(i, i + 4).map((id) =>
-      api("/v1/sessions/" + encodeURIComponent(id) + "/events").catch(() => [])));
-    if (signal.aborted) return;
-    all.push(...batch.flat());
-  }
   const span = RANGES[chartRange.since];
   const now = Date.now() * 1000;
+  const [stats, sessions] = await Promise.all([
+    api("/v1/stats?since=" + encodeURIComponent(chartRange.since)),
+    api(`/v1/sessions?updated_since=${encodeURIComponent(chartRange.since)}&limit=${MAX_CHART_SESSIONS}&sessions_only=true`)]);
+  if (signal.aborted) return;
+  const infos = sessions.filter((s) => ["running", "completed", "failed"].includes(s.status));
+  const ids = infos.map((s) => s.session_id);
+  const all = [];
+  // Four at a time: the node serves other clients too.
+  for (let i = 0; i < infos.length; i += 4) {
+    const batch = await Promise.all(infos.slice(i, i + 4).map((info) =>
+      readEventsSince(info, now - span, signal).catch(() => [])));
+    if (signal.aborted) return;
+    for (const events of batch) for (const e of events) all.push(e);
+  }
   const n = 24, width = span / n, from = now - span;
   const bucket = (ts) => Math.min(n - 1, Math.max(0, Math.floor((ts - from) / width)));
   const zero = () => new Array(n).fill(0);

@@ -1,0 +1,106 @@
+package node_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/troupe-run/troupe/messages"
+	"github.com/troupe-run/troupe/node"
+	"github.com/troupe-run/troupe/node/nodetest"
+)
+
+// eventReads records the queries of the GET /v1/sessions/{id}/events requests
+// that reach h, by session.
+type eventReads struct {
+	h  http.Handler
+	mu sync.Mutex
+	by map[string][]string
+}
+
+func (e *eventReads) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if rest, ok := strings.CutPrefix(r.URL.Path, "/v1/sessions/"); ok && strings.HasSuffix(rest, "/events") {
+		e.mu.Lock()
+		id := strings.TrimSuffix(rest, "/events")
+		e.by[id] = append(e.by[id], r.URL.RawQuery)
+		e.mu.Unlock()
+	}
+	e.h.ServeHTTP(w, r)
+}
+
+func (e *eventReads) of(id string) []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.by[id])
+}
+
+// The dashboard reads a session's events in pages of 2000: its timeline reads a
+// long session page after page from seq 1, and its charts read, of a session
+// that began before the range, only the pages back from its last event that
+// reach into the range, never a session's events whole.
+func TestDashboardReadsEventsInPagesInChromium(t *testing.T) {
+	bin := chromium(t)
+	log := openLog(t)
+	now := time.Now()
+	// record records a completed session of n events, the first before at old
+	// (µs apart), the others an hour ago.
+	record := func(id string, n, before int, old time.Time) {
+		var events []messages.Envelope
+		for seq := 1; seq <= n; seq++ {
+			var p messages.Payload = &messages.ToolCallCompleted{Key: fmt.Sprintf("k%d", seq), CallID: fmt.Sprintf("c%d", seq), Tool: "calculator", Result: "1", LatencyUS: 1000}
+			switch seq {
+			case 1:
+				p = &messages.TaskSubmitted{Input: "count"}
+			case n:
+				p = &messages.TaskCompleted{Output: "counted"}
+			}
+			e, err := messages.NewEnvelope(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ts := now.Add(-time.Hour)
+			if seq <= before {
+				ts = old
+			}
+			e.SessionID, e.Seq, e.Actor = id, uint64(seq), "session"
+			e.ID, e.TS = fmt.Sprintf("%s/%d", id, seq), ts.UnixMicro()+int64(seq)
+			events = append(events, e)
+		}
+		if err := log.Append(context.Background(), events); err != nil {
+			t.Fatal(err)
+		}
+	}
+	record("long-1", 4500, 0, time.Time{})              // all in the charts' range (24 h)
+	record("old-1", 4500, 4400, now.Add(-72*time.Hour)) // its last 100 events only
+	n := nodetest.Start(t, node.Config{Log: log})
+	reads := &eventReads{h: n.Handler(), by: map[string][]string{}}
+	base := serveUI(t, reads)
+	b := newBrowser(t, bin)
+
+	b.navigate(base + "#/sessions/long-1")
+	b.waitText("#main", "completed: counted")
+	var steps int
+	b.eval(`document.querySelectorAll(".tree .step").length`, &steps)
+	if steps != 4500 {
+		t.Errorf("the timeline shows %d events, want 4500", steps)
+	}
+	if got, want := reads.of("long-1"), []string{"from=1&limit=2000", "from=2001&limit=2000", "from=4001&limit=2000"}; !slices.Equal(got, want) {
+		t.Errorf("the timeline read long-1's events with %q, want %q", got, want)
+	}
+
+	b.navigate(base + "#/charts")
+	b.waitText("#main", "4,600 events")
+	b.waitTrue("a chart", `document.querySelector(".charts svg")`)
+	if got, want := reads.of("old-1"), []string{"from=2501&limit=2000"}; !slices.Equal(got, want) {
+		t.Errorf("the charts read old-1's events with %q, want %q", got, want)
+	}
+	if got, want := reads.of("long-1"), []string{"from=1&limit=2000", "from=2001&limit=2000", "from=4001&limit=2000",
+		"from=2501&limit=2000", "from=501&limit=2000", "from=1&limit=2000"}; !slices.Equal(got, want) {
+		t.Errorf("the timeline, then the charts read long-1's events with %q, want %q", got, want)
+	}
+}
