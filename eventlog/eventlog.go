@@ -210,6 +210,28 @@ func CheckPartitions(partitions []int) error {
 	return nil
 }
 
+// PageReader is implemented by logs that read a page of a session without
+// reading the rest of it (a GET of its events in pages): the SQLite log.
+type PageReader interface {
+	// ReadN is Read stopped after n events (n ≤ 0: all of them): the events of
+	// session from fromSeq on, at most n, in seq order, with the events Read
+	// hides hidden before they are counted.
+	ReadN(ctx context.Context, sessionID string, fromSeq uint64, n int) ([]messages.Envelope, error)
+}
+
+// ReadPage reads at most n events of session from fromSeq on (n ≤ 0: all of
+// them): through the log's ReadN when it is a PageReader, else Read, cut.
+func ReadPage(ctx context.Context, l Log, sessionID string, fromSeq uint64, n int) ([]messages.Envelope, error) {
+	if pr, ok := l.(PageReader); ok {
+		return pr.ReadN(ctx, sessionID, fromSeq, n)
+	}
+	events, err := l.Read(ctx, sessionID, fromSeq)
+	if n > 0 && len(events) > n {
+		events = events[:n]
+	}
+	return events, err
+}
+
 // Claiming is the optional capability of a Log to append a session's first batch
 // without reading the session first: a session actor starting for a task writes
 // the task at seq 1 with what the agent decides after it, and the log refuses the

@@ -613,9 +613,9 @@ func (n *Node) getEvents(w http.ResponseWriter, r *http.Request) {
 		}
 		limit = l
 	}
-	// eventlog.Log has no bounded read: the events from from on are read, and
-	// the answer stops at limit.
-	events, err := n.log.Read(r.Context(), id, from)
+	// A page of the events from from on: a log that reads pages (SQLite's)
+	// reads no further; another reads the rest, and the answer stops at limit.
+	events, err := eventlog.ReadPage(r.Context(), n.log, id, from, limit)
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, "session %s: %v", id, err)
 		return

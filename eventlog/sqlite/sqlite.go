@@ -370,6 +370,15 @@ func (l *Log) recycle(r *appendReq) {
 
 // Read implements eventlog.Log.
 func (l *Log) Read(ctx context.Context, sessionID string, fromSeq uint64) ([]messages.Envelope, error) {
+	return l.ReadN(ctx, sessionID, fromSeq, 0)
+}
+
+var _ eventlog.PageReader = (*Log)(nil)
+
+// ReadN implements eventlog.PageReader: Read, stopped after n events (0: all).
+// The rows are read in seq order as the query yields them, so a page of a long
+// session reads and decodes that page, not the rest of the session.
+func (l *Log) ReadN(ctx context.Context, sessionID string, fromSeq uint64, n int) ([]messages.Envelope, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("eventlog/sqlite: read session %s: %w", sessionID, err)
 	}
@@ -417,6 +426,9 @@ func (l *Log) Read(ctx context.Context, sessionID string, fromSeq uint64) ([]mes
 		}
 		last = int64(e.Seq)
 		events = append(events, e)
+		if n > 0 && len(events) == n {
+			break
+		}
 	}
 	if err := rows.Err(); err != nil {
 		return nil, l.readErr(fmt.Sprintf("read session %s after seq %d", sessionID, last), err)
