@@ -172,6 +172,9 @@ type LocalEffects struct {
 	tools   map[string]*performer
 	catalog map[string]*performer // made on first use (catalogPerformer)
 	flights map[messages.EffectKey]*flight
+	// whiles are the calls of PerformWhile waiting in their performers' queues
+	// (kept apart from their flights, which remembered answers keep).
+	whiles map[*flight]*queuedWhile
 	// peak is the most flights held since the map was last rebuilt: a Go map keeps
 	// the memory of its largest size, so one that shrank well below it is copied.
 	peak int
@@ -283,6 +286,15 @@ type flight struct {
 	traced func(messages.EffectReply)
 }
 
+// queuedWhile is a call of PerformWhile waiting in its performer's queue: ctx is
+// its context, withdrawn tells its caller it was dropped unstarted, and unwatch
+// stops the watch of ctx (withdraw).
+type queuedWhile struct {
+	ctx       context.Context
+	withdrawn func()
+	unwatch   func() bool
+}
+
 // waiters are the callers a flight answers: the one that asked first and those that
 // asked again while it ran.
 type waiters struct {
@@ -303,7 +315,7 @@ func (w waiters) answer(rep messages.EffectReply) {
 func NewLocalEffects(cfg LocalEffectsConfig) *LocalEffects {
 	cfg.setDefaults()
 	e := &LocalEffects{cfg: cfg, workers: newWorkers(effectWorkers, workerIdle),
-		tools: map[string]*performer{}, flights: map[messages.EffectKey]*flight{}}
+		tools: map[string]*performer{}, flights: map[messages.EffectKey]*flight{}, whiles: map[*flight]*queuedWhile{}}
 	if m := cfg.Model; m != nil {
 		name := m.Name()
 		e.model = &performer{
@@ -433,6 +445,20 @@ func (e *LocalEffects) performerOf(req messages.EffectRequest) (*performer, erro
 
 // Perform implements Effects.
 func (e *LocalEffects) Perform(req messages.EffectRequest, reply func(messages.EffectReply)) {
+	e.PerformWhile(nil, req, reply, nil)
+}
+
+// PerformWhile performs req as Perform does, as long as ctx lasts until its call
+// starts: a call that waits in its performer's queue (past the performer's
+// concurrency bound) when ctx ends, or when ctx has ended already, is never started
+// here; it is dropped, forgotten, and withdrawn is called instead of reply. A node
+// serving another's request uses it to leave a request whose partition it is giving
+// up to the partition's next owner, which performs it once. A call that started
+// runs on, to its answer or its timeout, and a request that joins a performance of
+// its key already under way waits for it as with Perform. A queued call that other
+// requests of its key joined is not dropped: it is performed for them. A nil ctx
+// never ends.
+func (e *LocalEffects) PerformWhile(ctx context.Context, req messages.EffectRequest, reply func(messages.EffectReply), withdrawn func()) {
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()
@@ -452,6 +478,11 @@ func (e *LocalEffects) Perform(req messages.EffectRequest, reply func(messages.E
 		reply(rep)
 		return
 	}
+	if ctx != nil && ctx.Err() != nil {
+		e.mu.Unlock()
+		withdrawn()
+		return
+	}
 	p, err := e.performerOf(req)
 	if err != nil {
 		e.mu.Unlock()
@@ -464,8 +495,50 @@ func (e *LocalEffects) Perform(req messages.EffectRequest, reply func(messages.E
 		e.start(f)
 	} else {
 		p.queue = append(p.queue, f)
+		if ctx != nil {
+			e.whiles[f] = &queuedWhile{ctx: ctx, withdrawn: withdrawn,
+				unwatch: context.AfterFunc(ctx, func() { e.withdraw(f) })}
+		}
 	}
 	e.mu.Unlock()
+}
+
+// withdraw drops f, a call of PerformWhile whose context ended, if it still waits
+// in its performer's queue for nobody else, and tells its caller.
+func (e *LocalEffects) withdraw(f *flight) {
+	e.mu.Lock()
+	if e.closed || e.whiles[f] == nil || len(f.waiters.more) > 0 {
+		e.mu.Unlock()
+		return
+	}
+	f.p.queue = slices.DeleteFunc(f.p.queue, func(q *flight) bool { return q == f })
+	withdrawn := e.dropWithdrawn(f)
+	e.mu.Unlock()
+	withdrawn()
+}
+
+// dropWithdrawn forgets f, a queued call of PerformWhile out of its performer's
+// queue, and returns the function that tells its caller. The caller holds e.mu.
+func (e *LocalEffects) dropWithdrawn(f *flight) (withdrawn func()) {
+	if e.flights[f.key] == f {
+		delete(e.flights, f.key)
+	}
+	withdrawn = e.whiles[f].withdrawn
+	delete(e.whiles, f)
+	f.req, f.waiters = messages.EffectRequest{}, waiters{}
+	return withdrawn
+}
+
+// unqueued clears the watch of f's PerformWhile context as f leaves its
+// performer's queue to start or to be answered. The caller holds e.mu.
+func (e *LocalEffects) unqueued(f *flight) {
+	if len(e.whiles) == 0 {
+		return
+	}
+	if q := e.whiles[f]; q != nil {
+		q.unwatch()
+		delete(e.whiles, f)
+	}
 }
 
 // answer stamps a reply with its request's session and key.
@@ -599,14 +672,25 @@ func (e *LocalEffects) finish(f *flight, rep messages.EffectReply) {
 		cancel(nil)
 		return
 	}
+	var withdrawn []func()
 	for p.running < p.limit && len(p.queue) > 0 {
 		next := p.queue[0]
 		p.queue = p.queue[1:]
+		if q := e.whiles[next]; q != nil && q.ctx.Err() != nil && len(next.waiters.more) == 0 {
+			// Its caller gave it up while it waited (PerformWhile), and its
+			// watch may not have dropped it yet: it never starts.
+			withdrawn = append(withdrawn, e.dropWithdrawn(next))
+			continue
+		}
+		e.unqueued(next)
 		e.start(next)
 	}
 	waiters := e.done(f, rep)
 	e.mu.Unlock()
 	cancel(nil)
+	for _, w := range withdrawn {
+		w()
+	}
 	waiters.answer(rep)
 }
 
@@ -712,6 +796,7 @@ func (e *LocalEffects) Cancel(key messages.EffectKey) {
 		return
 	default:
 		f.p.queue = slices.DeleteFunc(f.p.queue, func(q *flight) bool { return q == f })
+		e.unqueued(f)
 		f.req = messages.EffectRequest{}
 		waiters := e.done(f, cancelled)
 		e.mu.Unlock()
@@ -768,6 +853,10 @@ func (e *LocalEffects) Close() error {
 	for _, p := range e.catalog {
 		closing(p)
 	}
+	for _, q := range e.whiles {
+		q.unwatch()
+	}
+	clear(e.whiles)
 	e.mu.Unlock()
 	for _, cancel := range running {
 		cancel(ErrEffectsClosed)

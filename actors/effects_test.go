@@ -383,3 +383,80 @@ func TestLocalEffectsApplyEachToolsLimits(t *testing.T) {
 		}
 	}
 }
+
+// PerformWhile drops a call still queued behind its performer's bound when its
+// context ends (or had ended when it was asked for): it never starts, it is
+// forgotten (asked again, it is performed), and its caller is told instead of
+// answered. A call that started, or one that another request of its key joined,
+// is performed as Perform's.
+func TestLocalEffectsPerformWhileWithdrawsQueuedCalls(t *testing.T) {
+	g := newGate()
+	e := actors.NewLocalEffects(actors.LocalEffectsConfig{Tools: registry(t, g), ToolConcurrency: 1})
+	t.Cleanup(func() { _ = e.Close() })
+	r := newReplies()
+	var mu sync.Mutex
+	withdrawn := map[uint64]int{}
+	while := func(seq uint64) context.CancelFunc {
+		ctx, cancel := context.WithCancel(context.Background())
+		e.PerformWhile(ctx, toolRequest("s", seq, "gate"), r.to, func() {
+			mu.Lock()
+			defer mu.Unlock()
+			withdrawn[seq]++
+		})
+		return cancel
+	}
+	withdrawnOf := func(seq uint64) int {
+		mu.Lock()
+		defer mu.Unlock()
+		return withdrawn[seq]
+	}
+	cancelRunning := while(1)
+	waitUntil(t, "the first call running", func() bool { return len(g.started) == 1 })
+	cancel2, cancel3, cancel4, cancel5 := while(2), while(3), while(4), while(5)
+	defer cancel4()
+	e.Perform(toolRequest("s", 5, "gate"), r.to) // joins s/5: it is performed for it
+	cancelRunning()
+	cancel2()
+	waitUntil(t, "the queued call withdrawn", func() bool { return withdrawnOf(2) == 1 })
+	if e.Known(messages.EffectKey{SessionID: "s", Seq: 2}) {
+		t.Error("a withdrawn call is still known")
+	}
+	cancel3()
+	cancel5()
+	doneCtx, cancelDone := context.WithCancel(context.Background())
+	cancelDone()
+	e.PerformWhile(doneCtx, toolRequest("s", 6, "gate"), r.to, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		withdrawn[6]++
+	})
+	if withdrawnOf(6) != 1 {
+		t.Error("a call asked for with its context ended was not withdrawn at once")
+	}
+	close(g.release)
+	waitUntil(t, "the others answered", func() bool {
+		return len(r.of(messages.EffectKey{SessionID: "s", Seq: 4})) == 1 && len(r.of(messages.EffectKey{SessionID: "s", Seq: 5})) == 2
+	})
+	waitUntil(t, "s/3 withdrawn", func() bool { return withdrawnOf(3) == 1 })
+	close(g.started)
+	var started []string
+	for k := range g.started {
+		started = append(started, k)
+	}
+	if got := strings.Join(started, " "); got != "s/1 s/4 s/5" {
+		t.Errorf("calls started: %s, want s/1 s/4 s/5", got)
+	}
+	if len(r.of(messages.EffectKey{SessionID: "s", Seq: 1})) != 1 {
+		t.Error("the call that had started was not answered")
+	}
+	for _, seq := range []uint64{2, 3, 6} {
+		if n := len(r.of(messages.EffectKey{SessionID: "s", Seq: seq})); n != 0 || withdrawnOf(seq) != 1 {
+			t.Errorf("s/%d: %d answers, withdrawn %d times; want 0 and 1", seq, n, withdrawnOf(seq))
+		}
+	}
+	for _, seq := range []uint64{1, 4, 5} {
+		if withdrawnOf(seq) != 0 {
+			t.Errorf("s/%d withdrawn, though performed", seq)
+		}
+	}
+}

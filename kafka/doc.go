@@ -75,6 +75,9 @@
 // Subscriber.HoldInFlight) for the messages out to be acked or nacked; it then commits the watermark and gives the partition up, so the next
 // owner starts at its first unacked message. An Ack after that is not committed,
 // and a Nack during it does not deliver again: the next owner has those messages.
+// Subscriber.MessageHandoff tells a handler that the wait began (a context that
+// ends then), so that it can nack a message whose work it has not begun rather than
+// begin it.
 // When a consumer stops, it cancels the contexts of the messages it gave up, the
 // partition's last first. If a commit fails, the generation ends and the messages
 // acked since the last commit are delivered again. Without a group, each Subscribe

@@ -1,6 +1,7 @@
 package kafka_test
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -369,4 +370,95 @@ func TestHoldInFlightKeepsMessagesThroughARebalance(t *testing.T) {
 	go forward(chB)
 	receiveAll(t, merged, next, 0, 1)[0].Ack()
 	c.waitCommitted(t, group, topic, p, 6)
+}
+
+// TestMessageHandoffEndsWhenTheRebalanceBegins: a member holds three messages of a
+// partition, for up to 20 s through a rebalance (Subscriber.HoldInFlight), when a
+// second member joins. Their handoff contexts (Subscriber.MessageHandoff) end as
+// the rebalance begins, while the messages are still held (their own contexts
+// last): the handler acks the first, whose work it had begun, and nacks the two
+// others, which it had not. The partition is given up at once, with the first
+// message committed, and its next owner delivers the two others again.
+func TestMessageHandoffEndsWhenTheRebalanceBegins(t *testing.T) {
+	c := newCluster(t)
+	topic := uniqueName(t, "troupe.test.window-handoff.")
+	group := uniqueName(t, "g-")
+	pub := c.publisher(t, nil)
+	defer closeAll(t, pub)
+	want := publishSessions(t, pub, topic, []string{"s-1"}, 3)["s-1"]
+	p := kafka.Partition([]byte("s-1"), testPartitions)
+	ctx := testContext(t, 2*time.Minute)
+
+	revoked := make(revocations, 16)
+	member := func(l kafka.RebalanceListener) *kafka.Subscriber {
+		s := c.subscriber(t, group, func(cfg *kafka.SubscriberConfig) {
+			cfg.MaxInFlight = 8
+			cfg.RebalanceTimeout = 4 * time.Second
+			cfg.Rebalance = l
+		})
+		s.HoldInFlight(20 * time.Second)
+		return s
+	}
+	a := member(revoked)
+	defer closeAll(t, a)
+	chA, err := a.Subscribe(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := receiveAll(t, chA, want, 0, 3)
+	handoffs := make([]context.Context, len(held))
+	for i, m := range held {
+		h, ok := a.MessageHandoff(m)
+		if !ok {
+			t.Fatalf("message %d: no handoff context", i)
+		}
+		if h.Err() != nil {
+			t.Fatalf("message %d: handoff begun before any rebalance", i)
+		}
+		handoffs[i] = h
+	}
+
+	b := member(nil)
+	defer closeAll(t, b)
+	chB, err := b.Subscribe(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, h := range handoffs {
+		select {
+		case <-h.Done():
+		case <-ctx.Done():
+			t.Fatalf("message %d: the handoff never began", i)
+		}
+		if held[i].Context().Err() != nil {
+			t.Fatalf("message %d: given up as its handoff began, while held", i)
+		}
+	}
+	held[0].Ack()
+	held[1].Nack()
+	held[2].Nack()
+	select {
+	case <-revoked:
+	case <-ctx.Done():
+		t.Fatal("the first member's partitions were never revoked")
+	}
+	if got := c.committedOffset(t, group, topic, p); got != 1 {
+		t.Fatalf("after the revocation, committed offset %d, want 1 (the first message acked)", got)
+	}
+	merged := make(chan *message.Message)
+	forward := func(ch <-chan *message.Message) {
+		for m := range ch {
+			select {
+			case merged <- m:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}
+	go forward(chA)
+	go forward(chB)
+	for _, m := range receiveAll(t, merged, want, 1, 2) {
+		m.Ack()
+	}
+	c.waitCommitted(t, group, topic, p, 3)
 }

@@ -158,6 +158,10 @@ type RecordInfo struct {
 	Offset    int64
 	Key       []byte
 	Time      time.Time
+
+	// handoff ends once the member begins to give the partition up
+	// (Subscriber.MessageHandoff); nil without a partition window.
+	handoff context.Context
 }
 
 type recordInfoKey struct{}
@@ -187,8 +191,28 @@ func (s *Subscriber) MessageTime(msg *message.Message) (time.Time, bool) {
 	return ri.Time, ok && ri.Time.UnixMilli() > 0
 }
 
-func withRecord(ctx context.Context, rec kafkago.Message) context.Context {
+// MessageHandoff returns a context that ends once this member begins to give up
+// the partition a message this Subscriber delivered was read from: the group
+// rebalances (a member joins or leaves), the subscription stops, or the Subscriber
+// closes. From then on the message is the partition's next owner's unless it is
+// acked within the handoff wait (HandoffWait, Subscriber.HoldInFlight): a handler
+// that has not begun the work of a message by then should not begin it, and nack
+// it instead (or return an error), so that the next owner does it once. The
+// message's own context ends later, when the partition was given up. ok is false
+// for a message this Subscriber did not deliver.
+func (s *Subscriber) MessageHandoff(msg *message.Message) (handoff context.Context, ok bool) {
+	ri, ok := Record(msg.Context())
+	if !ok || ri.handoff == nil {
+		return nil, false
+	}
+	return ri.handoff, true
+}
+
+// withRecord gives ctx the position of rec, and handoff, the context of its
+// partition's handoff (MessageHandoff).
+func withRecord(ctx context.Context, rec kafkago.Message, handoff context.Context) context.Context {
 	return context.WithValue(ctx, recordInfoKey{}, RecordInfo{
 		Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset, Key: rec.Key, Time: rec.Time,
+		handoff: handoff,
 	})
 }

@@ -490,15 +490,18 @@ func (sub *subscription) consume(ctx, gctx context.Context, commits *committer, 
 			}
 		}()
 	}
+	handoff, endHandoff := context.WithCancel(ctx)
 	w := &partitionWindow{
-		ctx:       ctx,
-		sub:       sub,
-		partition: partition,
-		commits:   commits,
-		logger:    logger,
-		settled:   make(chan settlement),
-		stopped:   make(chan struct{}),
-		lag:       lag,
+		ctx:        ctx,
+		handoff:    handoff,
+		handingOff: endHandoff,
+		sub:        sub,
+		partition:  partition,
+		commits:    commits,
+		logger:     logger,
+		settled:    make(chan settlement),
+		stopped:    make(chan struct{}),
+		lag:        lag,
 	}
 	w.run(genDone, fetched)
 }
@@ -612,12 +615,16 @@ type settlement struct {
 // not acked, and an Ack that comes later is not committed (the partition's next owner
 // delivers that message, and everything after it, again).
 type partitionWindow struct {
-	ctx       context.Context // the subscription's; messages' contexts derive from it
-	sub       *subscription
-	partition int
-	commits   *committer // nil without a group
-	logger    watermill.LoggerAdapter
-	lag       *partitionLag // where the acked prefix ends, for ConsumerLag
+	ctx context.Context // the subscription's; messages' contexts derive from it
+	// handoff ends (handingOff) when the window stops delivering to give the
+	// partition up, or stops: Subscriber.MessageHandoff.
+	handoff    context.Context
+	handingOff context.CancelFunc
+	sub        *subscription
+	partition  int
+	commits    *committer // nil without a group
+	logger     watermill.LoggerAdapter
+	lag        *partitionLag // where the acked prefix ends, for ConsumerLag
 
 	window   []*outstanding // offset order
 	resend   []*outstanding // nacked, offset order
@@ -685,6 +692,7 @@ func (w *partitionWindow) run(genDone <-chan struct{}, fetched <-chan fetchedRec
 		case <-genDone:
 			genDone = nil
 			w.stopping = true
+			w.handingOff()              // handlers not begun on a message leave it to the next owner
 			w.fresh, w.again = nil, nil // not delivered: they stay unacked in the window
 			t := time.NewTimer(w.sub.handoff.wait)
 			defer t.Stop()
@@ -719,7 +727,7 @@ func (w *partitionWindow) add(f fetchedRecord) bool {
 
 // prepare gives o's message a context of its own before it is offered.
 func (w *partitionWindow) prepare(o *outstanding) {
-	ctx, cancel := context.WithCancel(withRecord(w.ctx, o.rec))
+	ctx, cancel := context.WithCancel(withRecord(w.ctx, o.rec, w.handoff))
 	o.msg.SetContext(ctx)
 	o.cancel = cancel
 	o.state = queued
@@ -811,6 +819,7 @@ func (w *partitionWindow) advance() bool {
 // a message's context canceled finds those of every later message of the partition
 // canceled too.
 func (w *partitionWindow) stop() {
+	w.handingOff()
 	for _, o := range w.window {
 		if o.state == delivered && isAcked(o.msg) {
 			o.state = acked

@@ -522,6 +522,10 @@ func (n *Node) sharded() bool { return n.cfg.Bus != nil && n.cfg.Bus.Sharded }
 // (Close, stopAdmitting): stopped first, it left their requests unacked while the
 // calls ran on, and the next node to read them performed them again. A call that
 // outlives the grace is cancelled and left unacked, to be performed there again.
+// A call queued behind its tool's (or the model's) concurrency bound when the
+// node begins to give the request's partition up (servedHandoff) never starts
+// here: it is left unacked, for the next owner to perform it once, while the
+// calls that started are answered before the partition goes (holdServedCalls).
 func (n *Node) handleEffect(msg *message.Message) error {
 	if !n.served.start() {
 		// The node stops: the request waits, unacked, until the handler stops.
@@ -556,10 +560,15 @@ func (n *Node) handleEffect(msg *message.Message) error {
 		defer n.tracing.expectRemote(msg, req.Key)()
 	}
 	replied := make(chan messages.EffectReply, 1)
-	n.local.Perform(req, func(rep messages.EffectReply) { replied <- rep })
+	withdrawn := make(chan struct{})
+	n.local.PerformWhile(n.servedHandoff(msg, req), req, func(rep messages.EffectReply) { replied <- rep }, func() { close(withdrawn) })
 	var rep messages.EffectReply
 	select {
 	case rep = <-replied:
+	case <-withdrawn:
+		// Its partition is being given up before the call left the queue: the
+		// next owner performs it, once.
+		return fmt.Errorf("effect %s: %w", req.Key, errHandedOver)
 	case <-n.stopping:
 		// The call gets the grace to answer (stopAdmitting waits as long for it).
 		t := time.NewTimer(n.cfg.HandoffGrace)
@@ -601,6 +610,11 @@ func (n *Node) handleEffect(msg *message.Message) error {
 // retried here, and not acked, so the message is delivered again (to the next owner
 // of its partition).
 var errStopping = errors.New("the node is stopping")
+
+// errHandedOver ends the handling of an effect request whose partition this node
+// began to give up before the call started (servedHandoff): it is not retried
+// here, and not acked, so the partition's next owner performs the call.
+var errHandedOver = errors.New("its partition is being handed over before its call started")
 
 // answered reports whether the session's log records the result of the request's
 // effect. Its key names the seq of the request event; the result follows it.

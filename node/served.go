@@ -1,12 +1,14 @@
 package node
 
 import (
+	"context"
 	"sync"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/troupe-run/troupe/actors"
+	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/tools"
 )
 
@@ -109,4 +111,36 @@ func (n *Node) holdServedCalls(reg *tools.Registry) {
 	if w.servesModels() {
 		hold(n.cfg.Bus.Models, n.cfg.ModelTimeout)
 	}
+}
+
+// messageHandoff is a consumer-group subscriber that tells when this member began
+// to give up the partition a delivered message was read from
+// (kafka.Subscriber.MessageHandoff): a rebalance, while the messages held are
+// still this member's.
+type messageHandoff interface {
+	MessageHandoff(msg *message.Message) (handoff context.Context, ok bool)
+}
+
+// servedHandoff is the context under which the node may start the call of req,
+// a request it serves read in msg (LocalEffects.PerformWhile): it ends once the
+// node begins to give up msg's partition, or else with msg. A call still queued
+// then (past its tool's or the model's concurrency bound, while up to
+// kafka.NodeEffectsInFlight requests of a partition are in hand) has not started
+// its timeout, and holdServedCalls does not count it: started later during the
+// rebalance, it could outlast the hold, and the partition's next owner would
+// perform it too.
+func (n *Node) servedHandoff(msg *message.Message, req messages.EffectRequest) context.Context {
+	if n.cfg.Bus == nil {
+		return msg.Context()
+	}
+	sub := n.cfg.Bus.Tools
+	if req.Model != nil {
+		sub = n.cfg.Bus.Models
+	}
+	if h, ok := sub.(messageHandoff); ok {
+		if ctx, ok := h.MessageHandoff(msg); ok {
+			return ctx
+		}
+	}
+	return msg.Context()
 }

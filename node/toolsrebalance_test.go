@@ -2,6 +2,7 @@ package node_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -11,7 +12,9 @@ import (
 
 	"github.com/troupe-run/troupe/kafka"
 	"github.com/troupe-run/troupe/llm"
+	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
+	"github.com/troupe-run/troupe/tools"
 )
 
 // A tools node joins the tools group while another performs tool calls that last
@@ -135,4 +138,60 @@ func TestModelCallOutlivingAModelsRebalanceIsPerformedOnce(t *testing.T) {
 	if len(calls) != 2*len(sessions) {
 		t.Errorf("%d model calls for %d sessions of two steps each", len(calls), len(sessions))
 	}
+}
+
+// concurrencyOne is a tool that runs one call at a time on a node (tools.Limits):
+// the others wait in the node's queue.
+type concurrencyOne struct{ tools.Tool }
+
+func (concurrencyOne) Limits() tools.CallLimits { return tools.CallLimits{Concurrency: 1} }
+
+// A tools node that runs one call of its tool at a time holds six sessions' tool
+// calls, one running and five queued (they have not started, so their timeouts
+// have not either), when a second tools node joins the group. The calls queued
+// as the rebalance begins never start on the first node: their requests are left
+// unacked (kafka.Subscriber.MessageHandoff, LocalEffects.PerformWhile), and the
+// partitions' owners of the next generation perform them; the running one is
+// answered before its partition goes. Each is performed once. Before, a queued call
+// started during the hold (4 s calls one after another, a 10 s hold: ToolTimeout
+// and HandoffGrace) and outlasted it, or started after it, while the next owner
+// read its request again and performed it too.
+func TestQueuedToolCallsAreLeftToTheNextOwnerInARebalance(t *testing.T) {
+	c := newTestCluster(t, 4*time.Second)
+	workers := func(name string) {
+		s := effectsSub(t, c, c.group+".tools")
+		clusterNode(t, c.k, c.group, c.log, name, node.RoleTools|node.RoleModels, nil, c.calls.model(t, c.log, name), func(cfg *node.Config) {
+			cfg.Tools = append(cfg.Tools, concurrencyOne{c.led.tool(name)})
+			cfg.Bus.Tools = s
+			cfg.ToolTimeout = 5 * time.Second // longer than a call, shorter than two
+		})
+	}
+	workers("w1")
+	a, _ := c.node("a", node.RoleSessions)
+	waitFor(t, 60*time.Second, "node a owns partitions", func() bool { return a.PartitionsOwned() > 0 })
+	sessions := submitTasks(t, a, "queuedrebal", 6)
+	waitFor(t, 60*time.Second, "every tool call asked for, one under way", func() bool {
+		for _, s := range sessions {
+			events, err := c.log.Read(context.Background(), s, 1)
+			if err != nil || !slices.ContainsFunc(events, func(e messages.Envelope) bool { return e.Type == messages.TypeToolCallRequested }) {
+				return false
+			}
+		}
+		c.led.mu.Lock()
+		defer c.led.mu.Unlock()
+		return len(c.led.calls) == 1
+	})
+	workers("w2")
+	waitCompleted(t, a, sessions, 90*time.Second)
+	c.led.mu.Lock()
+	defer c.led.mu.Unlock()
+	for key, n := range c.led.calls {
+		if n != 1 {
+			t.Errorf("tool call %s performed %d times", key, n)
+		}
+	}
+	if len(c.led.calls) != len(sessions) {
+		t.Errorf("%d tool calls for %d sessions", len(c.led.calls), len(sessions))
+	}
+	t.Logf("tool calls %d for %d sessions; trace:\n%s", sum(c.led.calls), len(sessions), strings.Join(c.led.trace, "\n"))
 }

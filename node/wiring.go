@@ -385,7 +385,7 @@ func (n *Node) newRouter(wlog watermill.LoggerAdapter) error {
 		poison,
 		retry{max: 5, initial: 50 * time.Millisecond, most: 2 * time.Second, factor: 2,
 			retryable: func(err error) bool {
-				return !errors.Is(err, errPermanent) && !errors.Is(err, errStopping) && !errors.Is(err, errNotOwner)
+				return !errors.Is(err, errPermanent) && !errors.Is(err, errStopping) && !errors.Is(err, errNotOwner) && !errors.Is(err, errHandedOver)
 			},
 			onRetry: n.metrics.retries.WithLabelValues("tasks").Inc,
 			logger:  n.cfg.Logger}.middleware,
