@@ -165,7 +165,16 @@ type rosterDisclosure struct {
 // Disclose implements ToolDisclosure: a pure function of its arguments, as the
 // wrapped disclosure's.
 func (d rosterDisclosure) Disclose(loads []ToolLoad, catalog []tools.Tool) ([]messages.ToolSpec, string) {
-	specs, section := d.ToolDisclosure.Disclose(loads, catalog)
+	return d.withDelegate(d.ToolDisclosure.Disclose(loads, catalog))
+}
+
+// DiscloseFolded implements FoldedDisclosure: Disclose, from the folded loads.
+func (d rosterDisclosure) DiscloseFolded(loads *ToolLoads, catalog []tools.Tool) ([]messages.ToolSpec, string) {
+	return d.withDelegate(DiscloseLoads(d.ToolDisclosure, loads, catalog))
+}
+
+// withDelegate returns specs with the delegate tool as the roster renders it.
+func (d rosterDisclosure) withDelegate(specs []messages.ToolSpec, section string) ([]messages.ToolSpec, string) {
 	if i := slices.IndexFunc(specs, func(s messages.ToolSpec) bool { return s.Name == DelegateTool }); i >= 0 {
 		specs = slices.Clone(specs)
 		specs[i] = d.delegate

@@ -223,9 +223,9 @@ type specNamesMemo struct {
 	names []string
 }
 
-// offer returns the tools a request offers, given the session's recorded loads, and
-// the section the disclosure adds to the system prompt.
-func (a *Agent) offer(loads []ToolLoad) ([]messages.ToolSpec, string) {
+// offer returns the tools a request offers, given the session's recorded loads
+// folded (nil for none), and the section the disclosure adds to the system prompt.
+func (a *Agent) offer(loads *ToolLoads) ([]messages.ToolSpec, string) {
 	if a.SingleCall {
 		return nil, ""
 	}
@@ -233,7 +233,7 @@ func (a *Agent) offer(loads []ToolLoad) ([]messages.ToolSpec, string) {
 		return a.compressionTools(a.ToolSpecs()), ""
 	}
 	catalog := CatalogTools(a.Catalog)
-	specs, section := a.Disclosure.Disclose(loads, catalog)
+	specs, section := DiscloseLoads(a.Disclosure, loads, catalog)
 	if b, ok := a.Disclosure.(BoundedDisclosure); ok && section != "" && (a.Context.rules == 0 || a.Context.rules >= rulesSectionWithin) {
 		section = b.BoundedSection(catalog)
 	}
@@ -402,8 +402,10 @@ type SessionState struct {
 	// by task ID (rules.go); a task not in it runs under version 1.
 	unversioned map[string]int
 	// loads are the results of the session's successful load_tools and search_tools
-	// calls, in order: what its requests offer (Agent.Disclosure) is folded from them.
-	loads []ToolLoad
+	// calls, in order, folded as each is applied: what its requests offer
+	// (Agent.Disclosure) is read from them, at a cost that does not grow with them.
+	// nil until the first.
+	loads *ToolLoads
 	// agents are the agents its tasks may name, for their paradigms (WithAgents):
 	// never nil, and never written through (the session actors share theirs).
 	agents *Agents
@@ -629,7 +631,10 @@ func (s *SessionState) applyLoop(e messages.Envelope, p messages.Payload) error 
 			if c.req.Key == p.Key && !c.done {
 				c.done, c.result = true, *p
 				if p.Error == "" && (p.Tool == ToolLoadTools || p.Tool == ToolSearchTools) {
-					s.loads = append(s.loads, ToolLoad{Tool: p.Tool, Result: p.Result})
+					if s.loads == nil {
+						s.loads = &ToolLoads{}
+					}
+					s.loads.add(ToolLoad{Tool: p.Tool, Result: p.Result})
 				}
 			}
 			all = all && c.done

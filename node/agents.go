@@ -704,7 +704,17 @@ type agentDisclosure struct {
 // Disclose implements actors.ToolDisclosure: a pure function of its arguments, as
 // the wrapped disclosure's.
 func (d agentDisclosure) Disclose(loads []actors.ToolLoad, catalog []tools.Tool) ([]messages.ToolSpec, string) {
-	specs, section := d.ToolDisclosure.Disclose(loads, catalog)
+	return d.withOwn(d.ToolDisclosure.Disclose(loads, catalog))
+}
+
+// DiscloseFolded implements actors.FoldedDisclosure: Disclose, from the folded
+// loads.
+func (d agentDisclosure) DiscloseFolded(loads *actors.ToolLoads, catalog []tools.Tool) ([]messages.ToolSpec, string) {
+	return d.withOwn(actors.DiscloseLoads(d.ToolDisclosure, loads, catalog))
+}
+
+// withOwn returns specs with the agent's own version of the tools of own.
+func (d agentDisclosure) withOwn(specs []messages.ToolSpec, section string) ([]messages.ToolSpec, string) {
 	var out []messages.ToolSpec
 	for i, s := range specs {
 		j := slices.IndexFunc(d.own, func(o messages.ToolSpec) bool { return o.Name == s.Name })

@@ -94,7 +94,9 @@ func BenchmarkDisclose(b *testing.B) {
 
 // BenchmarkDiscloseLongSession is Disclose over the loads of a session that searched
 // n times (each search loading two of 175 catalog tools): the cost each model request
-// of a long session pays for what it loaded over its life.
+// of a long session pays for what it loaded over its life. reparse reads every load
+// (Disclose, as each request did before a session folded its loads); folded reads
+// the session's loads as it folded them (DiscloseFolded, as each request does).
 //
 //	go test ./tools/disclosure -run '^$' -bench BenchmarkDiscloseLongSession -benchmem
 func BenchmarkDiscloseLongSession(b *testing.B) {
@@ -115,10 +117,17 @@ func BenchmarkDiscloseLongSession(b *testing.B) {
 			loads = append(loads, actors.ToolLoad{Tool: actors.ToolSearchTools,
 				Result: fmt.Sprintf(`{"loaded":["srv%d__tool_%03d","srv%d__tool_%03d"]}`, k%7, k%175, (k+3)%7, (k+3)%175)})
 		}
-		b.Run(fmt.Sprintf("loads=%d", n), func(b *testing.B) {
+		b.Run(fmt.Sprintf("reparse/loads=%d", n), func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				d.Disclose(loads, actors.CatalogTools(cat))
+			}
+		})
+		folded := actors.FoldToolLoads(loads)
+		b.Run(fmt.Sprintf("folded/loads=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				d.DiscloseFolded(folded, actors.CatalogTools(cat))
 			}
 		})
 	}

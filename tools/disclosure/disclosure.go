@@ -105,7 +105,10 @@ type view struct {
 	first   []messages.ToolSpec // what a request offers before any load
 }
 
-var _ actors.BoundedDisclosure = (*Disclosure)(nil)
+var (
+	_ actors.BoundedDisclosure = (*Disclosure)(nil)
+	_ actors.FoldedDisclosure  = (*Disclosure)(nil)
+)
 
 // Option configures a Disclosure (New).
 type Option func(*Disclosure)
@@ -373,13 +376,9 @@ func namesWithin(names []string, max int) string {
 	return b.String()
 }
 
-// loadResult is the JSON answer of load_tools and search_tools; Disclose reads Loaded.
-type loadResult struct {
-	Group  string   `json:"group,omitempty"`
-	Query  string   `json:"query,omitempty"`
-	Loaded []string `json:"loaded"`
-	Note   string   `json:"note"`
-}
+// loadResult is the JSON answer of load_tools and search_tools; a session folds
+// its Loaded and Group (actors.ToolLoads, which reads it as an actors.ToolLoadResult).
+type loadResult = actors.ToolLoadResult
 
 // Disclose implements actors.ToolDisclosure: the specs a request offers — the
 // always-loaded tools, the strategy's own, and the tools the session's loads name,
@@ -389,28 +388,25 @@ type loadResult struct {
 // byte-identical from step to step until something is loaded or the catalog
 // changes. A group loaded with load_tools stays loaded whole: a tool its server adds
 // later is offered too. Loaded names that are not (any more) among the tools are
-// passed over.
+// passed over. It reads every load; a session's requests read them folded
+// (DiscloseFolded).
 func (d *Disclosure) Disclose(loads []actors.ToolLoad, catalog []tools.Tool) ([]messages.ToolSpec, string) {
-	v := d.viewOf(catalog)
 	if len(loads) == 0 || d.strategy == All {
+		return d.DiscloseFolded(nil, catalog)
+	}
+	return d.DiscloseFolded(actors.FoldToolLoads(loads), catalog)
+}
+
+// DiscloseFolded implements actors.FoldedDisclosure: Disclose for the loads folded
+// in loads, at a cost that does not grow with their number.
+func (d *Disclosure) DiscloseFolded(loads *actors.ToolLoads, catalog []tools.Tool) ([]messages.ToolSpec, string) {
+	v := d.viewOf(catalog)
+	if loads.Len() == 0 || d.strategy == All {
 		return v.first, v.section
 	}
-	loaded, groups := map[string]bool{}, map[string]bool{}
-	for _, l := range loads {
-		var r loadResult
-		if json.Unmarshal([]byte(l.Result), &r) != nil {
-			continue
-		}
-		for _, n := range r.Loaded {
-			loaded[n] = true
-		}
-		if l.Tool == actors.ToolLoadTools && r.Group != "" {
-			groups[r.Group] = true
-		}
-	}
-	out := make([]messages.ToolSpec, 0, len(v.first)+len(loaded))
+	out := make([]messages.ToolSpec, 0, len(v.first))
 	for _, e := range v.entries {
-		if e.group == "" || loaded[e.spec.Name] || groups[e.group] {
+		if e.group == "" || loads.Loaded(e.spec.Name) || loads.GroupLoaded(e.group) {
 			out = append(out, e.spec)
 		}
 	}

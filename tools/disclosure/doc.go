@@ -25,8 +25,11 @@
 // What a session has loaded is not kept here: load_tools and search_tools answer
 // with JSON naming what they loaded ({"loaded": [...]}), the session records that
 // answer as a ToolCallCompleted event like any tool's, and its folded state
-// (actors.SessionState) hands the recorded answers to Disclose with the catalog's
-// tools now. Disclose is a pure function of the two, returning specs sorted by name:
+// (actors.SessionState) reads each answer once, as it folds it, into the tools and
+// groups loaded (actors.ToolLoads), which it hands to DiscloseFolded with the
+// catalog's tools now: what a request costs does not grow with the session's loads.
+// Disclose (every recorded answer, read again) gives the same; both are pure
+// functions of the loads and the catalog, returning specs sorted by name:
 // a session refolded after a restart, or replayed, offers the same tools over the
 // same catalog; the tool section of a prompt is byte-identical from step to step
 // until something is loaded or the catalog changes, and grows only by insertion
