@@ -1,5 +1,3 @@
-//go:build review
-
 package nodeconfig
 
 import (
@@ -19,7 +17,7 @@ func TestAgentsFileHandWrittenYAML(t *testing.T) {
 		line       int
 		want       string
 	}{
-		{"bad second document", "agents:\n  a:\n    description: x\n---\nagents:\n\t b: [\n", 5, "second YAML document"},
+		{"bad second document", "agents:\n  a:\n    description: x\n---\nagents:\n\t b: [\n", 6, "a second YAML document, not valid YAML"},
 		{"route key twice", "agents:\n  w: {}\n  c: {}\nteams:\n  t:\n    pattern: orchestrator\n    members: [w, c]\n    fallback: w\n    routes:\n      - {match: x,\n         member: w, member: c}\n",
 			11, `route 1: field "member" is given twice`},
 		{"route null", "agents:\n  w: {}\nteams:\n  t:\n    pattern: orchestrator\n    members: [w]\n    fallback: w\n    routes:\n      - {match: ~, member: w}\n", 9, "route 1: match: want a non-empty string"},
