@@ -1,5 +1,3 @@
-//go:build review
-
 package kafka_test
 
 import (
