@@ -157,7 +157,8 @@ func invalidTopicChar(s string) (rune, bool) {
 
 // ParseTopics reads the topic layout format of deploy/kafka/topics.txt: one topic a
 // line, "name partitions replication retention_ms", blank lines and lines starting
-// with # ignored. The retention becomes the "retention.ms" config.
+// with # ignored. The retention becomes the "retention.ms" config. A name Kafka
+// would refuse is an error (ErrInvalidTopic) naming its line.
 func ParseTopics(r io.Reader) (map[string]TopicConfig, error) {
 	out := map[string]TopicConfig{}
 	sc := bufio.NewScanner(r)
@@ -175,6 +176,11 @@ func ParseTopics(r io.Reader) (map[string]TopicConfig, error) {
 		ret, err3 := strconv.ParseInt(f[3], 10, 64)
 		if err := errors.Join(err1, err2, err3); err != nil || parts <= 0 || repl <= 0 || ret < -1 {
 			return nil, fmt.Errorf("kafka: topics line %d: partitions and replication must be positive integers, retention_ms an integer >= -1: %q", n, line)
+		}
+		// A name Kafka refuses (or that a byte order mark makes another name) would
+		// leave the topic meant with the default layout.
+		if _, err := (TopicLayout{}).wire(f[0]); err != nil {
+			return nil, fmt.Errorf("kafka: topics line %d: %w", n, err)
 		}
 		if _, dup := out[f[0]]; dup {
 			return nil, fmt.Errorf("kafka: topics line %d: topic %q listed twice", n, f[0])

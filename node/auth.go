@@ -1,13 +1,12 @@
 package node
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
 	"net"
@@ -135,11 +134,17 @@ func checkOrigin(o string) error {
 // minTokenLen is the shortest token accepted: a guessable token is no protection.
 const minTokenLen = 16
 
+// maxTokenLen is the longest: a token travels in a request's header.
+const maxTokenLen = 4096
+
 // checkToken refuses tokens too short to be secret or that cannot travel in a header.
 // The error never contains the token.
 func checkToken(t string) error {
 	if len(t) < minTokenLen {
 		return fmt.Errorf("is %d characters; want at least %d (e.g. openssl rand -hex 32)", len(t), minTokenLen)
+	}
+	if len(t) > maxTokenLen {
+		return fmt.Errorf("is %d characters; want at most %d (e.g. openssl rand -hex 32)", len(t), maxTokenLen)
 	}
 	for _, c := range []byte(t) {
 		if c <= ' ' || c >= 0x7f {
@@ -149,17 +154,32 @@ func checkToken(t string) error {
 	return nil
 }
 
+// MaxTokensFileSize bounds a tokens file: some 15,000 tokens of 64 characters.
+// A larger file is the wrong one (a log, a device), not read whole into memory.
+const MaxTokensFileSize = 1 << 20
+
 // ReadTokensFile reads a tokens file: one token a line, blank lines and lines
 // starting with # skipped. Its errors name the file and line, never a token.
 func ReadTokensFile(path string) ([]string, error) {
-	b, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("auth tokens file: %w", err)
 	}
+	b, err := io.ReadAll(io.LimitReader(f, MaxTokensFileSize+1))
+	f.Close()
+	if err != nil {
+		return nil, fmt.Errorf("auth tokens file: %w", err)
+	}
+	if len(b) > MaxTokensFileSize {
+		return nil, fmt.Errorf("auth tokens file %s is larger than %d bytes, the most a tokens file may hold", path, MaxTokensFileSize)
+	}
 	var tokens []string
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for line := 1; sc.Scan(); line++ {
-		t := strings.TrimSpace(sc.Text())
+	for i, text := range strings.Split(string(b), "\n") {
+		line := i + 1
+		if line == 1 && strings.HasPrefix(text, "\uFEFF") {
+			return nil, fmt.Errorf("auth tokens file %s, line 1: the file begins with a byte order mark (U+FEFF): save it as UTF-8 without one, or as ASCII", path)
+		}
+		t := strings.TrimSpace(text)
 		if t == "" || strings.HasPrefix(t, "#") {
 			continue
 		}
@@ -167,9 +187,6 @@ func ReadTokensFile(path string) ([]string, error) {
 			return nil, fmt.Errorf("auth tokens file %s, line %d: the token %w", path, line, err)
 		}
 		tokens = append(tokens, t)
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("auth tokens file %s: %w", path, err)
 	}
 	return tokens, nil
 }

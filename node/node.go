@@ -1342,6 +1342,20 @@ func ownTopics() []string {
 // ownNamespace starts the name of every topic of the node's own.
 const ownNamespace = "troupe."
 
+// CheckLayoutTopics reports a topic of a topics layout (--topics) in the node's
+// own "troupe." namespace that is none of the node's topics: a typo (troupe.task),
+// which left the topic meant with the default layout, one replica, unsaid.
+func CheckLayoutTopics(names []string) error {
+	own := ownTopics()
+	for _, name := range slices.Sorted(slices.Values(names)) {
+		if strings.HasPrefix(name, ownNamespace) && !slices.Contains(own, name) {
+			slices.Sort(own)
+			return fmt.Errorf("topic %q is not a topic of the node, and its namespace %q is the node's: the node's topics are %s", name, ownNamespace, strings.Join(own, ", "))
+		}
+	}
+	return nil
+}
+
 var sessionIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`)
 
 // SessionIDRule says which strings ValidSessionID accepts, for error messages.

@@ -1,8 +1,10 @@
 package node
 
 import (
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/troupe-run/troupe/kafka"
@@ -22,6 +24,9 @@ func TestDeployTopicsFileNamesEveryTopicOfANode(t *testing.T) {
 	topics, err := kafka.ParseTopics(f)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if err := CheckLayoutTopics(slices.Collect(maps.Keys(topics))); err != nil {
+		t.Error(err)
 	}
 	for _, name := range ownTopics() {
 		if _, ok := topics[name]; !ok {

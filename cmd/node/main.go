@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -617,6 +618,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 		f.Close()
 		if err == nil {
 			err = topics.Validate()
+		}
+		if err == nil {
+			err = node.CheckLayoutTopics(slices.Collect(maps.Keys(topics.Topics)))
 		}
 		if err != nil {
 			fmt.Fprintf(stderr, "error: --topics %s: %v\n", *topicsFile, err)

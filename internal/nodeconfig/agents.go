@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"regexp"
 	"slices"
@@ -249,9 +251,16 @@ func ParseAgents(path string, b []byte) (AgentsFile, error) {
 	if err := dec.Decode(&doc); err != nil {
 		return fail(yamlErrorLine(err), "not valid YAML: %s", yamlErrorText(err))
 	}
+	// A second document, valid or not, is refused: one that does not parse was
+	// read past, its agents with it.
 	var extra yaml.Node
 	if err := dec.Decode(&extra); err == nil {
 		return fail(extra.Line, "a second YAML document: want one")
+	} else if !errors.Is(err, io.EOF) {
+		return fail(yamlErrorLine(err), "a second YAML document, not valid YAML (%s): want one", yamlErrorText(err))
+	}
+	if n := firstAlias(&doc); n != nil {
+		return fail(n.Line, "alias *%s: an agents file has no anchors nor aliases (nor merge keys <<): write the value out", n.Value)
 	}
 	root := &doc
 	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
@@ -806,6 +815,22 @@ func providerOf(m llm.Model) string {
 		return p.Provider()
 	}
 	return ""
+}
+
+// firstAlias returns the first alias node (*name) under n, or nil. The file's
+// parser reads scalars and mappings only, so an alias (whose value is another
+// node's) was misread as a value of the wrong kind ("want a string"), and a merge
+// key (<<: *name) as an unknown field.
+func firstAlias(n *yaml.Node) *yaml.Node {
+	if n.Kind == yaml.AliasNode {
+		return n
+	}
+	for _, c := range n.Content {
+		if a := firstAlias(c); a != nil {
+			return a
+		}
+	}
+	return nil
 }
 
 var yamlLine = regexp.MustCompile(`line (\d+)`)

@@ -268,9 +268,14 @@ func parseRoute(path, team string, n int, r *yaml.Node) (DeclaredRoute, error) {
 		return fail(r.Line, "team %q: route %d: want {match: pattern, member: name}", team, n)
 	}
 	var route DeclaredRoute
+	seen := map[string]bool{}
 	for i := 0; i < len(r.Content); i += 2 {
 		fk, fv := r.Content[i], r.Content[i+1]
-		if fv.Kind != yaml.ScalarNode || fv.Value == "" {
+		if seen[fk.Value] {
+			return fail(fk.Line, "team %q: route %d: field %q is given twice", team, n, fk.Value)
+		}
+		seen[fk.Value] = true
+		if fv.Kind != yaml.ScalarNode || fv.Tag == "!!null" || fv.Value == "" {
 			return fail(fv.Line, "team %q: route %d: %s: want a non-empty string", team, n, fk.Value)
 		}
 		switch fk.Value {
@@ -295,7 +300,7 @@ func (t *DeclaredTeam) parseCheck(path string, n *yaml.Node) error {
 	switch {
 	case n.Kind == yaml.ScalarNode && n.Value == "non_empty":
 		t.Check, t.check = "non_empty", actors.TeamCheck{NonEmpty: true}
-	case n.Kind == yaml.MappingNode && len(n.Content) == 2 && n.Content[1].Kind == yaml.ScalarNode && n.Content[1].Value != "":
+	case n.Kind == yaml.MappingNode && len(n.Content) == 2 && n.Content[1].Kind == yaml.ScalarNode && n.Content[1].Tag != "!!null" && n.Content[1].Value != "":
 		v := n.Content[1].Value
 		switch n.Content[0].Value {
 		case "regex":

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -112,7 +113,13 @@ func Load(cfg Config) (set *Set, problems []error, err error) {
 			continue
 		}
 		folder := filepath.Join(dir, e.Name())
-		if info, err := os.Stat(folder); err != nil || !info.IsDir() {
+		info, err := os.Stat(folder)
+		if err != nil && e.Type()&fs.ModeSymlink != 0 {
+			// A link to a skill that moved, or to itself: not a README beside them.
+			problems = append(problems, &Problem{Path: folder, Reason: fmt.Sprintf("a symbolic link that leads nowhere: %v", pathless(err))})
+			continue
+		}
+		if err != nil || !info.IsDir() {
 			continue // a file beside the skills, e.g. a README
 		}
 		s, err := readSkill(folder, cfg.MaxSkillBytes)
@@ -180,7 +187,7 @@ func parse(b []byte) (frontMatter, string, error) {
 		return fm, "", errors.New("the front matter is not closed: add a line \"---\" after the YAML")
 	}
 	if err := yaml.Unmarshal([]byte(header), &fm); err != nil {
-		return fm, "", fmt.Errorf("the front matter is not valid YAML: %w", err)
+		return fm, "", fmt.Errorf("the front matter is not valid YAML: %s", fileLines(err))
 	}
 	fm.Name, fm.Description = strings.TrimSpace(fm.Name), strings.TrimSpace(fm.Description)
 	switch {
@@ -200,6 +207,20 @@ func parse(b []byte) (frontMatter, string, error) {
 		return fm, "", fmt.Errorf("the description holds %U at character %d: a description is plain text, without control characters (NUL, terminal escapes) or bidirectional overrides, which would reach the system prompt and MCP clients unseen", r, i+1)
 	}
 	return fm, strings.TrimSpace(body), nil
+}
+
+var yamlLine = regexp.MustCompile(`line (\d+)`)
+
+// fileLines is a front matter's YAML error on one line, with the file's line
+// numbers: the parser counts from the line after the first "---", so its "line 2"
+// is the file's line 3, and it puts each of its unmarshal errors on a line.
+func fileLines(err error) string {
+	msg := strings.TrimPrefix(strings.TrimPrefix(err.Error(), "yaml: "), "unmarshal errors:\n")
+	msg = strings.Join(strings.Fields(strings.ReplaceAll(msg, "\n", ";")), " ")
+	return yamlLine.ReplaceAllStringFunc(msg, func(s string) string {
+		n, _ := strconv.Atoi(strings.TrimPrefix(s, "line "))
+		return fmt.Sprintf("line %d", n+1)
+	})
 }
 
 // hiddenRune finds the first character of text that a reader of the skill does not
@@ -543,6 +564,14 @@ func openFolder(k Skill) (*os.Root, error) {
 }
 
 // stripRoot turns os.Root's escape error into words for the model.
+// pathless is err without the path an *fs.PathError repeats (its Problem names it).
+func pathless(err error) error {
+	if pe, ok := errors.AsType[*fs.PathError](err); ok {
+		return pe.Err
+	}
+	return err
+}
+
 func stripRoot(err error) error {
 	if strings.Contains(err.Error(), "escapes") {
 		return errors.New("it leads out of the skill's folder (a symlink), which is not allowed")
