@@ -237,11 +237,13 @@ func (c *chunker) units(i int, p Paragraph, yield func(unit) bool) bool {
 
 // tableHead returns the header of a Markdown table, its first row and the
 // separator row below it ("| --- | :-: |"), and their token count; "" when the
-// table has none, or one of more than a quarter of a chunk's budget (repeated in
-// every chunk of the table, it would crowd the rows out).
+// table has none, one whose cells are all empty (an HTML table without <th>
+// converts to one: it names no column, and repeated it would only cost tokens),
+// or one of more than a quarter of a chunk's budget (repeated in every chunk of
+// the table, it would crowd the rows out).
 func (c *chunker) tableHead(table string) (string, int) {
 	first, rest, ok := strings.Cut(table, "\n")
-	if !ok {
+	if !ok || strings.Trim(first, "| \t") == "" {
 		return "", 0
 	}
 	sep, _, _ := strings.Cut(rest, "\n")

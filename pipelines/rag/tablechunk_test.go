@@ -52,3 +52,34 @@ func TestPackRepeatsATablesHeaderInEveryChunkOfIt(t *testing.T) {
 		}
 	}
 }
+
+// An HTML table without <th> converts to a Markdown table whose header row is
+// empty: it names no column, so its chunks do not repeat it (it cost each chunk
+// its tokens for nothing); every row is still in one chunk or another.
+func TestPackDoesNotRepeatAnEmptyHeader(t *testing.T) {
+	var sb strings.Builder
+	sb.WriteString("<table>")
+	for i := range 300 {
+		fmt.Fprintf(&sb, "<tr><td>service-%d</td><td>%d</td></tr>", i, 8000+i)
+	}
+	sb.WriteString("</table>")
+	md, err := Convert("ports.html", []byte(sb.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	head, _, _ := strings.Cut(md, "\n")
+	if !strings.HasPrefix(md, "|") || strings.Trim(head, "| ") != "" {
+		t.Fatalf("the converter's table: %.60q, want an empty header row", md)
+	}
+	cs := Pack(Split(md), ChunkOptions{MaxTokens: 64, OverlapTokens: -1})
+	rows := 0
+	for i, c := range cs {
+		if i > 0 && strings.HasPrefix(c.Text, head) {
+			t.Errorf("chunk %d repeats the empty header: %.60q", i, c.Text)
+		}
+		rows += strings.Count(c.Text, "| service-")
+	}
+	if len(cs) < 2 || rows != 300 {
+		t.Fatalf("%d chunks, %d rows of 300", len(cs), rows)
+	}
+}
