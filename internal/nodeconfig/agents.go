@@ -237,6 +237,13 @@ func LoadAgents(path string) (AgentsFile, error) {
 	return ParseAgents(path, b)
 }
 
+// emptyDocument reports whether n is a YAML document with nothing in it: a "---"
+// followed by nothing but white space or comments (an explicit null is something).
+func emptyDocument(n *yaml.Node) bool {
+	return n.Kind == yaml.DocumentNode && len(n.Content) == 1 && n.Content[0].Kind == yaml.ScalarNode &&
+		n.Content[0].Tag == "!!null" && n.Content[0].Value == ""
+}
+
 // ParseAgents is LoadAgents of a file's content; path names it in errors.
 func ParseAgents(path string, b []byte) (AgentsFile, error) {
 	f := AgentsFile{Path: path}
@@ -252,12 +259,21 @@ func ParseAgents(path string, b []byte) (AgentsFile, error) {
 		return fail(yamlErrorLine(err), "not valid YAML: %s", yamlErrorText(err))
 	}
 	// A second document, valid or not, is refused: one that does not parse was
-	// read past, its agents with it.
-	var extra yaml.Node
-	if err := dec.Decode(&extra); err == nil {
-		return fail(extra.Line, "a second YAML document: want one")
-	} else if !errors.Is(err, io.EOF) {
-		return fail(yamlErrorLine(err), "a second YAML document, not valid YAML (%s): want one", yamlErrorText(err))
+	// read past, its agents with it. An empty one (a "---" that ends the file,
+	// as some editors and generators write, with at most comments after it)
+	// holds nothing to read past.
+	for {
+		var extra yaml.Node
+		err := dec.Decode(&extra)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return fail(yamlErrorLine(err), "a second YAML document, not valid YAML (%s): want one", yamlErrorText(err))
+		}
+		if !emptyDocument(&extra) {
+			return fail(extra.Line, "a second YAML document: want one")
+		}
 	}
 	if n := firstAlias(&doc); n != nil {
 		return fail(n.Line, "alias *%s: an agents file has no anchors nor aliases (nor merge keys <<): write the value out", n.Value)

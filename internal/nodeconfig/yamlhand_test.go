@@ -32,3 +32,28 @@ func TestAgentsFileHandWrittenYAML(t *testing.T) {
 		}
 	}
 }
+
+// A "---" that ends the file (as some editors and generators write it), with at
+// most comments after it, is an empty document: the file is read, not refused as
+// a second document; a second document with anything in it (an explicit null
+// too) still is.
+func TestAgentsFileWithATrailingDocumentMarker(t *testing.T) {
+	for _, file := range []string{
+		"agents:\n  a:\n    description: x\n---\n",
+		"---\nagents:\n  a:\n    description: x\n---\n# end\n",
+		"agents:\n  a:\n    description: x\n--- \n\n---\n",
+	} {
+		f, err := ParseAgents("agents.yaml", []byte(file))
+		if err != nil || len(f.Agents) != 1 {
+			t.Errorf("%q: %v, %d agents; want the one agent read", file, err, len(f.Agents))
+		}
+	}
+	for _, file := range []string{
+		"agents:\n  a:\n    description: x\n---\nnull\n",
+		"agents:\n  a:\n    description: x\n---\n---\nagents: {}\n",
+	} {
+		if _, err := ParseAgents("agents.yaml", []byte(file)); err == nil || !strings.Contains(err.Error(), "a second YAML document") {
+			t.Errorf("%q: %v; want a second document refused", file, err)
+		}
+	}
+}
