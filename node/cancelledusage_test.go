@@ -20,21 +20,9 @@ import (
 // that the parent's figures (its sub-agents' usage) hold the child's spend, and
 // the parent's session still verifies.
 func TestDelegateCancelledChildSpendIsInTheParentsFigures(t *testing.T) {
-	held := make(chan struct{})
-	t.Cleanup(func() { close(held) })
-	model := newByAgent(t, map[string][]llm.ScriptStep{
+	model := heldHelperModel(t, map[string][]llm.ScriptStep{
 		"lead": {{ToolCalls: delegateCall("d1", "helper", "6*7").ToolCalls, Usage: promptTokens(100)}, {Content: "done"}},
-		"helper": {
-			{ToolCalls: []messages.ToolCall{{ID: "h1", Name: "calculator", Arguments: `{"expression":"6*7"}`}}, Usage: promptTokens(300)},
-			{Content: "42", Usage: promptTokens(300)},
-		},
 	})
-	model.hold = func(agent string, step int) <-chan struct{} {
-		if agent == "helper" && step == 2 {
-			return held
-		}
-		return nil
-	}
 	n := nodetest.Start(t, subagentsConfig(model))
 	if _, err := n.Submit(context.Background(), node.Task{Input: "go", SessionID: "boss", Agent: "lead", MaxTokens: 5000}); err != nil {
 		t.Fatal(err)
@@ -79,4 +67,30 @@ func TestDelegateCancelledChildSpendIsInTheParentsFigures(t *testing.T) {
 	if div, err := actors.VerifyAmong(agents, boss); err != nil || div != nil {
 		t.Fatalf("replay verify of the parent: %v %v", div, err)
 	}
+}
+
+// heldHelperModel is a model by agent whose "helper" asks the calculator for 6*7
+// (300 prompt tokens), then holds its answer (300 more) until the test ends; the
+// other agents answer their scripts (their first steps delegating to it).
+func heldHelperModel(t *testing.T, others map[string][]llm.ScriptStep) *byAgent {
+	t.Helper()
+	held := make(chan struct{})
+	t.Cleanup(func() { close(held) })
+	scripts := map[string][]llm.ScriptStep{
+		"helper": {
+			{ToolCalls: []messages.ToolCall{{ID: "h1", Name: "calculator", Arguments: `{"expression":"6*7"}`}}, Usage: promptTokens(300)},
+			{Content: "42", Usage: promptTokens(300)},
+		},
+	}
+	for agent, steps := range others {
+		scripts[agent] = steps
+	}
+	model := newByAgent(t, scripts)
+	model.hold = func(agent string, step int) <-chan struct{} {
+		if agent == "helper" && step == 2 {
+			return held
+		}
+		return nil
+	}
+	return model
 }

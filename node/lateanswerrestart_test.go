@@ -81,21 +81,9 @@ func decodeAs[P messages.Payload](t *testing.T, e messages.Envelope) (P, bool) {
 // children, waits for the child again, and records the child's spend on the
 // parent's task, once: a third node records nothing more.
 func TestDelegateLateAnswerIsRecordedAfterARestart(t *testing.T) {
-	held := make(chan struct{})
-	t.Cleanup(func() { close(held) })
-	model := newByAgent(t, map[string][]llm.ScriptStep{
+	model := heldHelperModel(t, map[string][]llm.ScriptStep{
 		"lead": {{ToolCalls: delegateCall("d1", "helper", "6*7").ToolCalls, Usage: promptTokens(100)}, {Content: "done"}},
-		"helper": {
-			{ToolCalls: []messages.ToolCall{{ID: "h1", Name: "calculator", Arguments: `{"expression":"6*7"}`}}, Usage: promptTokens(300)},
-			{Content: "42", Usage: promptTokens(300)},
-		},
 	})
-	model.hold = func(agent string, step int) <-chan struct{} {
-		if agent == "helper" && step == 2 {
-			return held
-		}
-		return nil
-	}
 	log := openLog(t)
 	blind := &blindLog{Log: log, blind: func(id string) bool { return id == "boss.sub4" }}
 	n1, stop1 := startOn(t, blind, subagentsConfig(model))
@@ -163,22 +151,10 @@ func TestDelegateLateAnswerIsRecordedAfterARestart(t *testing.T) {
 // figures to be complete, then records mid's spend and the grandchild's on
 // lead's task.
 func TestDelegateLateAnswersOfAGrandchildAreRecordedAfterARestart(t *testing.T) {
-	held := make(chan struct{})
-	t.Cleanup(func() { close(held) })
-	model := newByAgent(t, map[string][]llm.ScriptStep{
+	model := heldHelperModel(t, map[string][]llm.ScriptStep{
 		"lead": {{ToolCalls: delegateCall("d1", "mid", "ask helper").ToolCalls, Usage: promptTokens(100)}, {Content: "done"}},
 		"mid":  {{ToolCalls: delegateCall("m1", "helper", "6*7").ToolCalls, Usage: promptTokens(20)}, {Content: "42"}},
-		"helper": {
-			{ToolCalls: []messages.ToolCall{{ID: "h1", Name: "calculator", Arguments: `{"expression":"6*7"}`}}, Usage: promptTokens(300)},
-			{Content: "42", Usage: promptTokens(300)},
-		},
 	})
-	model.hold = func(agent string, step int) <-chan struct{} {
-		if agent == "helper" && step == 2 {
-			return held
-		}
-		return nil
-	}
 	config := func() node.Config {
 		cfg := subagentsConfig(model)
 		cfg.Agents = append(cfg.Agents, node.NamedAgent{Name: "mid", Description: "asks", SystemPrompt: "You ask.", Tools: []string{node.DelegateTool}})
