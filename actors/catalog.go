@@ -102,18 +102,27 @@ func (t catalogTool) Spec() messages.ToolSpec {
 }
 
 func (t catalogTool) Call(ctx context.Context, c tools.Call) (string, error) {
-	tl, ok := t.cat.Tool(t.name)
-	if !ok {
-		return "", fmt.Errorf("%w: %q (it left the catalog)", ErrNoSuchTool, t.name)
+	tl, err := t.now()
+	if err != nil {
+		return "", err
 	}
 	return tl.Call(ctx, c)
 }
 
 // callLimited calls the tool as it is now under its own limits (tools.CallLimited).
 func (t catalogTool) callLimited(ctx context.Context, c tools.Call) (string, error) {
-	tl, ok := t.cat.Tool(t.name)
-	if !ok {
-		return "", fmt.Errorf("%w: %q (it left the catalog)", ErrNoSuchTool, t.name)
+	tl, err := t.now()
+	if err != nil {
+		return "", err
 	}
 	return tools.CallLimited(ctx, tl, t.name, c)
+}
+
+// now is the catalog's tool of that name now, or ErrNoSuchTool.
+func (t catalogTool) now() (tools.Tool, error) {
+	tl, ok := t.cat.Tool(t.name)
+	if !ok {
+		return nil, fmt.Errorf("%w: %q (it left the catalog)", ErrNoSuchTool, t.name)
+	}
+	return tl, nil
 }
