@@ -134,9 +134,14 @@ cmd_start() {
 	fi
 	if [ ! -f "$RUN_DIR/data/meta.properties" ]; then
 		# A cluster ID is a random UUID in URL-safe base64 without padding
-		# (what `StorageTool random-uuid` prints, minus a JVM start).
-		local cluster_id
-		cluster_id="$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n')"
+		# (what `StorageTool random-uuid` prints, minus a JVM start). Like
+		# Kafka's Uuid.randomUuid, draw again while it starts with '-': the
+		# format tool would read such an ID as an option (one start in 64
+		# failed so: "argument --cluster-id/-t: expected one argument").
+		local cluster_id="-"
+		while [ "${cluster_id#-}" != "$cluster_id" ]; do
+			cluster_id="$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n')"
+		done
 		[ "${#cluster_id}" -eq 22 ] || die "could not make a cluster ID"
 		log "formatting storage in $RUN_DIR/data (cluster $cluster_id)"
 		tool_cmd kafka.tools.StorageTool format --ignore-formatted \
