@@ -260,8 +260,9 @@ const (
 	rulesLateAnswer = 10
 	// rulesExactNumbers is the version whose chain templates read the numbers of
 	// a step's JSON result, of fromjson's and of the chain's arguments as written
-	// (tools.NumbersAsWritten): older rules read them as float64s (9.8765432e+07,
-	// 1e+06, rounded past 2^53, an argument's 1234567.5 as 1.2345675e+06).
+	// (tools.NumbersAsWritten), comparing and formatting them as numbers: older
+	// rules read them as float64s (9.8765432e+07, 1e+06, rounded past 2^53, an
+	// argument's 1234567.5 as 1.2345675e+06).
 	rulesExactNumbers = 10
 	// rulesRoster is the version whose task records its agent's roster (the
 	// delegate tool's and a planner's agents, a team's members, a reflection's

@@ -37,10 +37,13 @@ import (
 // fromjson parses JSON text. A missing key is an error, not "<no value>". A number
 // of the JSON the templates read renders as it was written (an ID of 98765432 as
 // 98765432, not 9.8765432e+07): in .steps.NAME.json and fromjson's it is a
-// json.Number, which compares as a string ({{if eq .steps.a.json.n "0"}}); in
-// .args an int64, or a json.Number for one with a fraction or past int64 (as
-// JSON writes its float64: 1234567.5). A session renders a task recorded under
-// decision rules older than 10 as those builds did (ChainTool.WithNumbers,
+// json.Number, which compares with a number as a number ({{if gt .steps.a.json.n
+// 0}}; integers exactly, past 2^53 too) and with a string as text, and which
+// printf formats as a number (%d, %.2f); {{if .steps.a.json.n}} holds for every
+// number, 0 too, as for any non-empty text: test it with ne. In .args a number is
+// an int64, or a json.Number for one with a fraction or past int64 (as JSON writes
+// its float64: 1234567.5). A session renders a task recorded under decision rules
+// older than 10 as those builds did (ChainTool.WithNumbers,
 // NumbersAsFloats).
 //
 // Run by a session (package actors), every step is an effect of its own, recorded
@@ -77,6 +80,17 @@ var chainFuncs = template.FuncMap{
 		return string(b), err
 	},
 	"fromjson": func(s string) (any, error) { return parseJSON(s, NumbersAsWritten) },
+	// A json.Number compares and formats as a number (chainnumbers.go).
+	"eq": chainEq,
+	"ne": func(a, b any) (bool, error) {
+		eq, err := chainEq(a, b)
+		return !eq, err
+	},
+	"lt":     chainOrder("lt", func(c int) bool { return c < 0 }),
+	"le":     chainOrder("le", func(c int) bool { return c <= 0 }),
+	"gt":     chainOrder("gt", func(c int) bool { return c > 0 }),
+	"ge":     chainOrder("ge", func(c int) bool { return c >= 0 }),
+	"printf": chainPrintf,
 }
 
 // floatFuncs are chainFuncs as the templates of NumbersAsFloats have them.

@@ -2,6 +2,7 @@ package tools_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/troupe-run/troupe/messages"
@@ -113,6 +114,76 @@ func TestChainFromJSONRefusesTrailingText(t *testing.T) {
 		const want = `rendering its args: at <fromjson .steps.a.output>: error calling fromjson: invalid character '{' after top-level value`
 		if err == nil || err.Error() != want {
 			t.Errorf("numbers %d: %v, want %s", numbers, err, want)
+		}
+	}
+}
+
+// A template written for the numbers of rules 9 and older (float64s) compares and
+// formats the json.Numbers of rules 10 alike: gt, eq, lt against a literal, an
+// argument or another step's number, and printf's %d and %.2f, where text/template
+// refused to compare a json.Number with a number ("incompatible types for
+// comparison") and printf wrote %!d(json.Number=3). Against a string a number
+// still compares as text, and integers past 2^53 exactly.
+func TestChainComparesAndFormatsNumbersAsNumbers(t *testing.T) {
+	const out = `{"n": 3, "zero": 0, "price": 12.5, "big": 9007199254740993, "same": 9007199254740992, "s": "x"}`
+	cases := []struct{ tmpl, want string }{
+		{`{{if gt .steps.a.json.n 0}}pos{{else}}neg{{end}}`, "pos"},
+		{`{{if gt .steps.a.json.n 0.0}}pos{{end}}`, "pos"},
+		{`{{if eq .steps.a.json.n 3}}three{{end}}`, "three"},
+		{`{{if eq .steps.a.json.n 1 2 3}}one of{{end}}`, "one of"},
+		{`{{if eq .steps.a.json.zero 0}}zero{{end}}`, "zero"},
+		{`{{if ne .steps.a.json.zero 0}}nonzero{{else}}zero{{end}}`, "zero"},
+		{`{{if lt .steps.a.json.price 12.75}}cheap{{end}}`, "cheap"},
+		{`{{if le .steps.a.json.price 12.5}}le{{end}}`, "le"},
+		{`{{if ge .steps.a.json.n .args.min}}enough{{end}}`, "enough"},
+		{`{{if gt .steps.a.json.big .steps.a.json.same}}exact{{end}}`, "exact"},
+		{`{{if eq .steps.a.json.n "3"}}text{{end}}`, "text"},
+		{`{{if eq .steps.a.json.s "x"}}s{{end}}`, "s"},
+		{`{{printf "%d items at %.2f" .steps.a.json.n .steps.a.json.price}}`, "3 items at 12.50"},
+		{`{{printf "%v %s %d" .steps.a.json.big .steps.a.json.big .steps.a.json.big}}`, "9007199254740993 9007199254740993 9007199254740993"},
+		{`{{printf "%05.1f|%x" .steps.a.json.price .steps.a.json.n}}`, "012.5|3"},
+		{`{{if eq .args.min 2}}int{{end}}`, "int"},
+	}
+	for _, c := range cases {
+		ch := tools.Chain{Name: "c", Description: "d",
+			Steps:  []tools.ChainStep{{Name: "a", Tool: "fixed"}},
+			Output: c.tmpl}
+		byName := map[string]tools.Tool{"fixed": fixedTool{"fixed", out}}
+		ct, err := tools.NewChainTool(ch, func(n string) (tools.Tool, bool) { t, ok := byName[n]; return t, ok })
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := ct.Call(context.Background(), tools.Call{Key: "k", Arguments: `{"min": 2}`})
+		if err != nil || got != c.want {
+			t.Errorf("%s rendered %q (%v), want %q", c.tmpl, got, err, c.want)
+		}
+	}
+}
+
+// What text/template refuses to compare it still refuses, with its words, and a
+// number past a float64's range is an error, not a silent infinity.
+func TestChainComparisonErrors(t *testing.T) {
+	cases := []struct{ out, tmpl, want string }{
+		{`{"n": 3}`, `{{if lt .steps.a.json.n "4"}}x{{end}}`, ""}, // text against text: allowed, as before
+		{`{"n": 3}`, `{{if lt .steps.a.json.n true}}x{{end}}`, "incompatible types for comparison"},
+		{`{"n": 1e400}`, `{{if gt .steps.a.json.n 0.5}}x{{end}}`, "past a float64's range"},
+		{`{"l": [1]}`, `{{if lt .steps.a.json.l 2}}x{{end}}`, "invalid type for comparison"},
+	}
+	for _, c := range cases {
+		ch := tools.Chain{Name: "c", Description: "d",
+			Steps:  []tools.ChainStep{{Name: "a", Tool: "fixed"}},
+			Output: c.tmpl}
+		byName := map[string]tools.Tool{"fixed": fixedTool{"fixed", c.out}}
+		ct, err := tools.NewChainTool(ch, func(n string) (tools.Tool, bool) { t, ok := byName[n]; return t, ok })
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = ct.Call(context.Background(), tools.Call{Key: "k", Arguments: `{}`})
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s on %s: %v", c.tmpl, c.out, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%s on %s: %v, want an error saying %q", c.tmpl, c.out, err, c.want)
 		}
 	}
 }
