@@ -204,8 +204,9 @@ type PublisherConfig struct {
 	Topics TopicLayout
 
 	// BatchTimeout is not used any more: Publish sends the messages of each call at
-	// once, one produce request per leader broker (batching across calls is the
-	// caller's: a node's outbox publishes what its sessions queued meanwhile in one
+	// once, one produce request per leader broker, without waiting for more (the
+	// calls made while a produce to the topic is in flight go out together after
+	// it; a node's outbox publishes what its sessions queued meanwhile in one
 	// call).
 	//
 	// Deprecated: it has no effect.

@@ -335,3 +335,130 @@ func (r *recordReader) ReadRecord() (*protocol.Record, error) {
 type bytesReadCloser struct{ bytes.Reader }
 
 func (*bytesReadCloser) Close() error { return nil }
+
+// produceQueue holds the Publish calls to one topic that wait while another call's
+// produce is in flight (busy). Concurrent Publish calls (a client submitting many
+// tasks at once, each with its own call) are sent together: the call that finds
+// the topic idle produces its records at once, and when it is done, the first call
+// that queued meanwhile produces the records of every call queued, in the order
+// they queued, in one round of requests (one per leader broker) instead of one per
+// call. A call alone waits for nothing; a call that queued waits for at most one
+// produce in flight before its own goes out.
+type produceQueue struct {
+	mu      sync.Mutex
+	busy    bool
+	pending []*produceCall
+}
+
+// produceCall is one Publish call's records and how it ended.
+type produceCall struct {
+	recs     []kafkago.Message
+	deadline time.Time
+	err      error
+	wake     chan bool // true: produce what is queued; false: done, err is set
+}
+
+// produceShared is produce of recs to their keys' partitions, shared with the
+// calls to wire that queue meanwhile (see produceQueue). Each call still returns
+// once its own records are written (acks=all) or failed, with the errors of its
+// own records only: the records of a call stay in its order, one after the other,
+// within each partition. A record too large fails its call alone.
+func (p *Publisher) produceShared(deadline time.Time, wire string, recs []kafkago.Message) error {
+	for i := range recs {
+		if int64(recordSize(&recs[i])) > p.cfg.BatchBytes {
+			return kafkago.MessageTooLargeError{Message: recs[i], Remaining: recs[i+1:]}
+		}
+	}
+	v, ok := p.queues.Load(wire)
+	if !ok {
+		v, _ = p.queues.LoadOrStore(wire, &produceQueue{})
+	}
+	q := v.(*produceQueue)
+	call := &produceCall{recs: recs, deadline: deadline, wake: make(chan bool, 1)}
+	q.mu.Lock()
+	q.pending = append(q.pending, call)
+	if q.busy {
+		q.mu.Unlock()
+		if lead := <-call.wake; !lead {
+			return call.err
+		}
+		q.mu.Lock()
+	}
+	q.busy = true
+	calls := q.pending
+	q.pending = nil
+	q.mu.Unlock()
+
+	p.produceCalls(wire, calls)
+
+	q.mu.Lock()
+	if len(q.pending) > 0 {
+		next := q.pending[0]
+		q.mu.Unlock()
+		next.wake <- true
+	} else {
+		q.busy = false
+		q.mu.Unlock()
+	}
+	return call.err
+}
+
+// produceCalls produces the records of calls in one produce (by the earliest of
+// their deadlines; a call whose deadline passed while it waited fails alone), sets
+// each call's error and wakes every call but the first (the caller's own).
+func (p *Publisher) produceCalls(wire string, calls []*produceCall) {
+	first := calls[0]
+	if len(calls) > 1 {
+		now := time.Now()
+		live := calls[:0:0]
+		for i, c := range calls {
+			if !c.deadline.After(now) {
+				c.err = fmt.Errorf("kafka: waited for another produce to %s until the publish deadline: %w", wire, context.DeadlineExceeded)
+				if i > 0 {
+					c.wake <- false
+				}
+				continue
+			}
+			live = append(live, c)
+		}
+		if len(live) == 0 {
+			return
+		}
+		calls = live
+	}
+	recs := calls[0].recs
+	deadline := calls[0].deadline
+	if len(calls) > 1 {
+		n := 0
+		for _, c := range calls {
+			n += len(c.recs)
+			if c.deadline.Before(deadline) {
+				deadline = c.deadline
+			}
+		}
+		recs = make([]kafkago.Message, 0, n)
+		for _, c := range calls {
+			recs = append(recs, c.recs...)
+		}
+	}
+	err := p.produce(deadline, wire, recs, -1)
+	var werr kafkago.WriteErrors
+	perRecord := errors.As(err, &werr) && len(werr) == len(recs)
+	off := 0
+	for _, c := range calls {
+		switch {
+		case err == nil:
+		case perRecord:
+			own := werr[off : off+len(c.recs)]
+			if own.Count() > 0 {
+				c.err = own
+			}
+		default:
+			c.err = err
+		}
+		off += len(c.recs)
+		if c != first {
+			c.wake <- false
+		}
+	}
+}

@@ -21,8 +21,8 @@ var ErrPublisherClosed = errors.New("kafka: publisher is closed")
 const topicWait = 10 * time.Second
 
 // Publisher publishes Watermill messages to Kafka with kafka-go's protocol client
-// (one produce request per leader broker and Publish call). It is safe for
-// concurrent use.
+// (one produce request per leader broker, shared by the Publish calls made
+// meanwhile). It is safe for concurrent use.
 type Publisher struct {
 	cfg       PublisherConfig
 	logger    watermill.LoggerAdapter
@@ -31,6 +31,7 @@ type Publisher struct {
 	addr      net.Addr
 	admin     admin
 	ready     sync.Map // topic -> struct{}: created (when configured) and known
+	queues    sync.Map // topic -> *produceQueue: the Publish calls waiting for a produce
 
 	mu       sync.RWMutex
 	closed   bool
@@ -68,8 +69,9 @@ func NewPublisher(cfg PublisherConfig, logger watermill.LoggerAdapter) (*Publish
 // Publish writes msgs to topic (the Kafka topic Topics.Prefix + topic) and returns
 // once every in-sync replica of each partition has the records (acks=all), or with
 // an error. The messages of one call are sent at once, as one batch per partition
-// (see produce); a batch that failed with a temporary error is sent again, up to
-// MaxAttempts times. On error, some of the messages may
+// (see produce), together with those of the calls to topic made while another's
+// produce was in flight (see produceQueue); a batch that failed with a temporary
+// error is sent again, up to MaxAttempts times. On error, some of the messages may
 // have been written: publish them again (consumers dedupe by message UUID). Publish
 // does not look at the messages' contexts; PublishTimeout bounds it.
 func (p *Publisher) Publish(topic string, msgs ...*message.Message) error {
@@ -136,7 +138,12 @@ func (p *Publisher) publish(topic string, partition int, msgs []*message.Message
 		rec.Partition, rec.Offset = 0, 0
 		recs[i] = rec
 	}
-	if err := p.produce(deadline, wire, recs, partition); err != nil {
+	if partition < 0 {
+		err = p.produceShared(deadline, wire, recs)
+	} else {
+		err = p.produce(deadline, wire, recs, partition)
+	}
+	if err != nil {
 		return publishError(wire, msgs, err)
 	}
 	switch {

@@ -141,11 +141,16 @@ func measure(ctx context.Context, o options, label string, run taskFunc, prefix 
 		}
 		defer pprof.StopCPUProfile()
 	}
+	o.requests.take(1) // setup's and warm-up's
 	elapsed, lat, err := drive(ctx, run, prefix+"-run", o.tasks, o.concurrency, o.timeout)
 	if err != nil {
 		return result{}, err
 	}
-	return result{elapsed: elapsed, latencies: lat}, nil
+	r := result{elapsed: elapsed, latencies: lat}
+	if note := o.requests.take(o.tasks); note != "" {
+		r.notes = append(r.notes, note)
+	}
+	return r, nil
 }
 
 // checkLog reads every session of the log and checks that there are want of them,

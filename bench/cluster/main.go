@@ -33,6 +33,8 @@ type options struct {
 	kafka                                          string
 	cpuProfile                                     string
 	memProfile                                     string
+	countRequests                                  bool
+	requests                                       *requestCounter // with countRequests, on kfake
 }
 
 func main() {
@@ -47,6 +49,7 @@ func main() {
 	flag.IntVar(&o.partitions, "partitions", 12, "partitions of the troupe.* topics, which every run creates with a prefix of its own")
 	flag.DurationVar(&o.timeout, "timeout", time.Minute, "how long one task may take before it counts as an error")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of each scenario's measured phase to PREFIX-<scenario>-r<round>.pprof")
+	flag.BoolVar(&o.countRequests, "requests", false, "count, at the in-process kfake, the Kafka requests of each scenario's measured phase, by kind and topic, and the records produced")
 	flag.StringVar(&o.memProfile, "memprofile", "", "write the allocations of the whole run (warm-up and setup included) to this file when it ends")
 	flag.Parse()
 	for _, s := range strings.Split(scenarios, ",") {
@@ -123,6 +126,9 @@ func run(ctx context.Context, o options) error {
 			needKafka = true
 		}
 	}
+	if o.countRequests && (!needKafka || broker != "") {
+		fmt.Fprintln(os.Stderr, "-requests counts at the in-process kfake only: ignored")
+	}
 	if needKafka {
 		if broker != "" {
 			brokers = strings.Split(broker, ",")
@@ -134,6 +140,9 @@ func run(ctx context.Context, o options) error {
 				return fmt.Errorf("start kfake: %w", err)
 			}
 			defer c.Close()
+			if o.countRequests {
+				o.requests = countRequests(c)
+			}
 			brokers = c.ListenAddrs()
 			broker = "kfake in this process (" + strings.Join(brokers, ",") + ")"
 		}
