@@ -798,13 +798,45 @@ func checkRPC(body []byte) (code int, message string, id json.RawMessage) {
 	}
 	var one map[string]json.RawMessage
 	if json.Unmarshal(body, &one) == nil && one != nil {
+		if msg, bad := badRequestID(one); bad {
+			return codeInvalidRequest, msg, nil
+		}
 		return 0, "", nil
 	}
 	var batch []map[string]json.RawMessage
 	if json.Unmarshal(body, &batch) == nil && len(batch) > 0 && !slices.ContainsFunc(batch, func(m map[string]json.RawMessage) bool { return m == nil }) {
+		for _, m := range batch {
+			if msg, bad := badRequestID(m); bad {
+				return codeInvalidRequest, "in a batch: " + msg, nil
+			}
+		}
 		return 0, "", nil
 	}
 	return codeInvalidRequest, "invalid request: the body is neither a JSON-RPC message (a JSON object) nor a batch of them", nil
+}
+
+// maxExactID is the largest magnitude of a request's integer id that the SDK
+// answers as sent: it reads a number as a float64 and answers int64 of it.
+const maxExactID = 1 << 53
+
+// badRequestID returns the invalid-request error of a request (a message with a
+// method) whose id is a number the SDK would not answer as sent: one with a
+// fraction or an exponent (1.5 was answered as 1), or an integer past 2^53
+// (2^53+1 as 2^53, 1e300 as -2^63). Its client would never match the answer to
+// its request, after the request did its work. MCP's ids are strings or integers.
+func badRequestID(m map[string]json.RawMessage) (message string, bad bool) {
+	id, ok := m["id"]
+	if _, request := m["method"]; !ok || !request {
+		return "", false
+	}
+	id = bytes.TrimSpace(id)
+	if len(id) == 0 || id[0] != '-' && (id[0] < '0' || id[0] > '9') {
+		return "", false // a string, null; the SDK refuses other types
+	}
+	if n, err := strconv.ParseInt(string(id), 10, 64); err == nil && n >= -maxExactID && n <= maxExactID {
+		return "", false
+	}
+	return fmt.Sprintf("invalid request: the id %.40s is not an integer from -2^53 to 2^53, which this server answers as sent: give a request a string or such an integer as its id", id), true
 }
 
 // maxJSONDepth is how deep encoding/json reads nested arrays and objects: past

@@ -335,6 +335,12 @@ func (st *lineState) checkMessage(raw []byte) (code int, message string, id json
 	if !ok {
 		return 0, "", nil
 	}
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(raw, &fields) == nil {
+		if msg, bad := badRequestID(fields); bad {
+			return codeInvalidRequest, msg, nil
+		}
+	}
 	var m struct {
 		ID     json.RawMessage `json:"id"`
 		Params struct {
