@@ -281,9 +281,16 @@ func (s *Server) sync() {
 	defer s.mu.Unlock()
 	s.syncCatalog()
 	now := map[string]messages.ToolSpec{}
+	var own []string // the disclosure strategy's tools, which load tools into a session's requests
+	if d, ok := s.n.(disclosing); ok {
+		own = d.DisclosureTools()
+	}
 	for _, spec := range s.n.ToolSpecs() {
 		if spec.Name == RunTask || spec.Name == TaskResult {
 			s.opts.Logger.Warn("mcp server: the node's tool is hidden by the server's own", "tool", spec.Name)
+			continue
+		}
+		if slices.Contains(own, spec.Name) {
 			continue
 		}
 		now[spec.Name] = spec
@@ -486,6 +493,15 @@ type admitter interface {
 }
 
 var _ admitter = (*node.Node)(nil)
+
+// disclosing is a Node whose agent has tools of its disclosure strategy
+// (node.Node.DisclosureTools): the server does not offer them, as it offers
+// every tool of the agent.
+type disclosing interface {
+	DisclosureTools() []string
+}
+
+var _ disclosing = (*node.Node)(nil)
 
 // startCall records a run_task call of session id (rec: its request ID, stream
 // and arguments' hash), and fills in the session of its task: a new one, or the
