@@ -821,9 +821,19 @@ func checkRPC(body []byte) (code int, message string, id json.RawMessage) {
 	}
 	var batch []map[string]json.RawMessage
 	if json.Unmarshal(body, &batch) == nil && len(batch) > 0 && !slices.ContainsFunc(batch, func(m map[string]json.RawMessage) bool { return m == nil }) {
+		ids := map[string]bool{}
 		for _, m := range batch {
 			if msg, bad := badRequestID(m); bad {
 				return codeInvalidRequest, "in a batch: " + msg, nil
+			}
+			// As over stdio (lineState.check): the SDK runs one of two requests
+			// of an id and drops the other without a word.
+			var id bytes.Buffer
+			if raw, ok := m["id"]; ok && json.Compact(&id, raw) == nil && id.String() != "null" {
+				if ids[id.String()] {
+					return codeInvalidRequest, "invalid request: the batch repeats the id " + id.String(), nil
+				}
+				ids[id.String()] = true
 			}
 		}
 		return 0, "", nil
