@@ -290,6 +290,25 @@ func readLine(br *bufio.Reader, max int) (line []byte, tooLong bool, id json.Raw
 	}
 }
 
+// requestID returns the id of a request the SDK cannot decode (its params nest
+// deeper than the SDK reads), nil when it is no request or its id no string or
+// number: its client waits for an answer of that id (the TypeScript SDK until
+// its request timeout, 60 s by default). A response's id is the server's
+// request's, and is not answered.
+func requestID(raw []byte) json.RawMessage {
+	var m struct {
+		ID     json.RawMessage `json:"id"`
+		Method *string         `json:"method"`
+	}
+	if json.Unmarshal(raw, &m) != nil || m.Method == nil || len(m.ID) == 0 {
+		return nil
+	}
+	if c := m.ID[0]; c == '"' || c == '-' || c >= '0' && c <= '9' {
+		return m.ID
+	}
+	return nil
+}
+
 // maxScannedID bounds the id idScan finds, in bytes.
 const maxScannedID = 256
 
@@ -462,7 +481,7 @@ func (st *lineState) checkMessage(raw []byte) (code int, message string, id json
 	}
 	msg, err := jsonrpc.DecodeMessage(raw)
 	if err != nil {
-		return codeInvalidRequest, "invalid request: not a JSON-RPC 2.0 message: " + err.Error(), nil
+		return codeInvalidRequest, "invalid request: not a JSON-RPC 2.0 message: " + err.Error(), requestID(raw)
 	}
 	req, ok := msg.(*jsonrpc.Request)
 	if !ok {
