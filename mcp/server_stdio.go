@@ -290,17 +290,19 @@ func readLine(br *bufio.Reader, max int) (line []byte, tooLong bool, id json.Raw
 	}
 }
 
-// requestID returns the id of a request the SDK cannot decode (its params nest
-// deeper than the SDK reads), nil when it is no request or its id no string or
-// number: its client waits for an answer of that id (the TypeScript SDK until
-// its request timeout, 60 s by default). A response's id is the server's
-// request's, and is not answered.
+// requestID returns the id of a JSON-RPC 2.0 request the SDK cannot decode (its
+// params nest deeper than the SDK reads), nil when it is no such request or its
+// id no string or number: its client waits for an answer of that id (the
+// TypeScript SDK until its request timeout, 60 s by default). A response's id
+// is the server's request's, and is not answered; a message of another JSON-RPC
+// version is answered with id null, as over Streamable HTTP.
 func requestID(raw []byte) json.RawMessage {
 	var m struct {
-		ID     json.RawMessage `json:"id"`
-		Method *string         `json:"method"`
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Method  *string         `json:"method"`
 	}
-	if json.Unmarshal(raw, &m) != nil || m.Method == nil || len(m.ID) == 0 {
+	if json.Unmarshal(raw, &m) != nil || m.JSONRPC != "2.0" || m.Method == nil || len(m.ID) == 0 {
 		return nil
 	}
 	if c := m.ID[0]; c == '"' || c == '-' || c >= '0' && c <= '9' {
