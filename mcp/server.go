@@ -281,9 +281,16 @@ func (s *Server) sync() {
 	defer s.mu.Unlock()
 	s.syncCatalog()
 	now := map[string]messages.ToolSpec{}
+	var own []string // the disclosure strategy's tools, which load tools into a session's requests
+	if d, ok := s.n.(disclosing); ok {
+		own = d.DisclosureTools()
+	}
 	for _, spec := range s.n.ToolSpecs() {
 		if spec.Name == RunTask || spec.Name == TaskResult {
 			s.opts.Logger.Warn("mcp server: the node's tool is hidden by the server's own", "tool", spec.Name)
+			continue
+		}
+		if slices.Contains(own, spec.Name) {
 			continue
 		}
 		now[spec.Name] = spec
@@ -486,6 +493,15 @@ type admitter interface {
 }
 
 var _ admitter = (*node.Node)(nil)
+
+// disclosing is a Node whose agent has tools of its disclosure strategy
+// (node.Node.DisclosureTools): the server does not offer them, as it offers
+// every tool of the agent.
+type disclosing interface {
+	DisclosureTools() []string
+}
+
+var _ disclosing = (*node.Node)(nil)
 
 // startCall records a run_task call of session id (rec: its request ID, stream
 // and arguments' hash), and fills in the session of its task: a new one, or the
@@ -798,13 +814,55 @@ func checkRPC(body []byte) (code int, message string, id json.RawMessage) {
 	}
 	var one map[string]json.RawMessage
 	if json.Unmarshal(body, &one) == nil && one != nil {
+		if msg, bad := badRequestID(one); bad {
+			return codeInvalidRequest, msg, nil
+		}
 		return 0, "", nil
 	}
 	var batch []map[string]json.RawMessage
 	if json.Unmarshal(body, &batch) == nil && len(batch) > 0 && !slices.ContainsFunc(batch, func(m map[string]json.RawMessage) bool { return m == nil }) {
+		ids := map[string]bool{}
+		for _, m := range batch {
+			if msg, bad := badRequestID(m); bad {
+				return codeInvalidRequest, "in a batch: " + msg, nil
+			}
+			// As over stdio (lineState.check): the SDK runs one of two requests
+			// of an id and drops the other without a word.
+			var id bytes.Buffer
+			if raw, ok := m["id"]; ok && json.Compact(&id, raw) == nil && id.String() != "null" {
+				if ids[id.String()] {
+					return codeInvalidRequest, "invalid request: the batch repeats the id " + id.String(), nil
+				}
+				ids[id.String()] = true
+			}
+		}
 		return 0, "", nil
 	}
 	return codeInvalidRequest, "invalid request: the body is neither a JSON-RPC message (a JSON object) nor a batch of them", nil
+}
+
+// maxExactID is the largest magnitude of a request's integer id that the SDK
+// answers as sent: it reads a number as a float64 and answers int64 of it.
+const maxExactID = 1 << 53
+
+// badRequestID returns the invalid-request error of a request (a message with a
+// method) whose id is a number the SDK would not answer as sent: one with a
+// fraction or an exponent (1.5 was answered as 1), or an integer past 2^53
+// (2^53+1 as 2^53, 1e300 as -2^63). Its client would never match the answer to
+// its request, after the request did its work. MCP's ids are strings or integers.
+func badRequestID(m map[string]json.RawMessage) (message string, bad bool) {
+	id, ok := m["id"]
+	if _, request := m["method"]; !ok || !request {
+		return "", false
+	}
+	id = bytes.TrimSpace(id)
+	if len(id) == 0 || id[0] != '-' && (id[0] < '0' || id[0] > '9') {
+		return "", false // a string, null; the SDK refuses other types
+	}
+	if n, err := strconv.ParseInt(string(id), 10, 64); err == nil && n >= -maxExactID && n <= maxExactID {
+		return "", false
+	}
+	return fmt.Sprintf("invalid request: the id %.40s is not an integer from -2^53 to 2^53, which this server answers as sent: give a request a string or such an integer as its id", id), true
 }
 
 // maxJSONDepth is how deep encoding/json reads nested arrays and objects: past

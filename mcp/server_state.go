@@ -283,10 +283,18 @@ func (b *sessionBook) record(ctx context.Context, id string, decide func(*sessio
 	}
 }
 
+// logLevels are the levels of MCP's logging/setLevel (RFC 5424's, by name).
+var logLevels = []sdk.LoggingLevel{"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"}
+
 // recordLevel is the receiving middleware that records a session's
-// logging/setLevel once the SDK has taken it.
+// logging/setLevel once the SDK has taken it. A level that is none of
+// logLevels is refused (invalid params) before the SDK sees it: the SDK took
+// any string, and the session's stream recorded it, whatever its size.
 func (s *Server) recordLevel(next sdk.MethodHandler) sdk.MethodHandler {
 	return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
+		if params, ok := req.GetParams().(*sdk.SetLoggingLevelParams); ok && method == "logging/setLevel" && !slices.Contains(logLevels, params.Level) {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("invalid params: the level %.40q is none of %v", params.Level, logLevels)}
+		}
 		res, err := next(ctx, method, req)
 		if err != nil || method != "logging/setLevel" {
 			return res, err

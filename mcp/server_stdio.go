@@ -8,7 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -31,7 +33,9 @@ import (
 // other than initialize and ping before initialize is answered -32600 too (the
 // SDK answers it with code 0). Each answer goes out as one line, between the
 // SDK's. A line longer than maxLine bytes (0: the SDK's DefaultMaxLineLength) is
-// answered -32600 and skipped. When r ends, the session ends once the requests
+// answered -32600, with the id of its request when it has one (idScan), and
+// skipped. A request whose id is a number the SDK would answer under another id
+// (badRequestID) is answered -32600 too. When r ends, the session ends once the requests
 // read are answered (or cancelled by the client): a client that writes its
 // requests and closes its end gets every answer.
 func LineTransport(r io.Reader, w io.Writer, maxLine int) sdk.Transport {
@@ -217,9 +221,9 @@ func (t *lineTransport) filter(pw *io.PipeWriter, closed <-chan struct{}) {
 	br := bufio.NewReaderSize(t.r, 64<<10)
 	var st lineState
 	for {
-		line, tooLong, err := readLine(br, t.max)
+		line, tooLong, id, err := readLine(br, t.max)
 		if tooLong {
-			t.answer(nil, codeInvalidRequest, fmt.Sprintf("invalid request: the message is larger than %d bytes, the most this server takes", t.max))
+			t.answer(id, codeInvalidRequest, fmt.Sprintf("invalid request: the message is larger than %d bytes, the most this server takes", t.max))
 		} else if line = bytes.TrimSpace(line); len(line) > 0 {
 			if code, msg, id := st.check(line); code != 0 {
 				t.answer(id, code, msg)
@@ -259,23 +263,173 @@ func (t *lineTransport) answer(id json.RawMessage, code int, message string) {
 }
 
 // readLine reads the next line of br without its newline; one longer than max
-// is skipped to its end and reported tooLong.
-func readLine(br *bufio.Reader, max int) (line []byte, tooLong bool, err error) {
+// is skipped to its end and reported tooLong, with the id of the request it
+// holds (idScan; nil when none was found).
+func readLine(br *bufio.Reader, max int) (line []byte, tooLong bool, id json.RawMessage, err error) {
+	var scan *idScan
 	for {
 		chunk, err := br.ReadSlice('\n')
-		if !tooLong {
-			if len(line)+len(chunk) > max+2 { // the newline (and a CR) do not count
-				tooLong, line = true, nil
-			} else {
-				line = append(line, chunk...)
-			}
+		switch {
+		case scan != nil:
+			scan.write(chunk)
+		case len(line)+len(chunk) > max+2: // the newline (and a CR) do not count
+			tooLong, scan = true, &idScan{}
+			scan.write(line)
+			scan.write(chunk)
+			line = nil
+		default:
+			line = append(line, chunk...)
 		}
 		if errors.Is(err, bufio.ErrBufferFull) {
 			continue
 		}
-		return line, tooLong, err
+		if scan != nil {
+			id = scan.result()
+		}
+		return line, tooLong, id, err
 	}
 }
+
+// requestID returns the id of a JSON-RPC 2.0 request the SDK cannot decode (its
+// params nest deeper than the SDK reads), nil when it is no such request or its
+// id no string or number: its client waits for an answer of that id (the
+// TypeScript SDK until its request timeout, 60 s by default). A response's id
+// is the server's request's, and is not answered; a message of another JSON-RPC
+// version is answered with id null, as over Streamable HTTP.
+func requestID(raw []byte) json.RawMessage {
+	var m struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Method  *string         `json:"method"`
+	}
+	if json.Unmarshal(raw, &m) != nil || m.JSONRPC != "2.0" || m.Method == nil || len(m.ID) == 0 {
+		return nil
+	}
+	if c := m.ID[0]; c == '"' || c == '-' || c >= '0' && c <= '9' {
+		return m.ID
+	}
+	return nil
+}
+
+// maxScannedID bounds the id idScan finds, in bytes.
+const maxScannedID = 256
+
+// idScan finds the id of a JSON-RPC request read a piece at a time, in constant
+// memory: the member "id" of the top-level object, when its value is a string
+// or a number. It lets the server answer a line too long to read whole with the
+// id of its request, which its client waits for (the Python SDK's call for
+// ever), wherever the id stands (the Python SDK writes it first, the TypeScript
+// SDK last).
+type idScan struct {
+	depth    int
+	inString bool
+	escaped  bool
+	phase    int    // of the member being read at depth 1: scanKey, inKey, scanColon, inValue
+	key      []byte // the member's key, up to 3 bytes
+	isID     bool   // the member is "id"
+	value    []byte // the value of "id", up to maxScannedID+1 bytes
+	nested   bool   // the value of "id" is an object or an array
+	id       json.RawMessage
+	done     bool
+}
+
+const (
+	scanKey = iota
+	inKey
+	scanColon
+	inValue
+)
+
+func (s *idScan) write(p []byte) {
+	for _, c := range p {
+		if s.done {
+			return
+		}
+		s.byte(c)
+	}
+}
+
+func (s *idScan) byte(c byte) {
+	if s.inString {
+		closing := !s.escaped && c == '"'
+		s.escaped = !s.escaped && c == '\\'
+		switch {
+		case s.depth != 1:
+		case s.phase == inKey && closing:
+			s.phase, s.isID = scanColon, string(s.key) == "id"
+		case s.phase == inKey:
+			if len(s.key) < 3 {
+				s.key = append(s.key, c)
+			}
+		case s.phase == inValue && s.isID:
+			s.keep(c)
+		}
+		s.inString = !closing
+		return
+	}
+	switch c {
+	case ' ', '\t', '\r', '\n':
+	case '{', '[':
+		if s.depth == 0 && c == '[' {
+			s.done = true // a batch: its requests have an id each
+			return
+		}
+		if s.depth == 1 && s.phase == inValue && s.isID {
+			s.nested = true
+		}
+		s.depth++
+		if s.depth == 1 {
+			s.phase = scanKey
+		}
+	case '}', ']':
+		if s.depth--; s.depth == 0 {
+			s.endMember()
+			s.done = true
+		}
+	case '"':
+		s.inString = true
+		switch {
+		case s.depth == 1 && s.phase == scanKey:
+			s.phase, s.key = inKey, s.key[:0]
+		case s.depth == 1 && s.phase == inValue && s.isID:
+			s.keep(c)
+		}
+	case ':':
+		if s.depth == 1 && s.phase == scanColon {
+			s.phase, s.value, s.nested = inValue, s.value[:0], false
+		}
+	case ',':
+		if s.depth == 1 {
+			s.endMember()
+			s.phase = scanKey
+		}
+	default:
+		if s.depth == 1 && s.phase == inValue && s.isID {
+			s.keep(c)
+		}
+	}
+}
+
+func (s *idScan) keep(c byte) {
+	if len(s.value) <= maxScannedID {
+		s.value = append(s.value, c)
+	}
+}
+
+// endMember ends the member being read at depth 1: an "id" whose value is a
+// string or a number is the request's.
+func (s *idScan) endMember() {
+	if s.phase != inValue || !s.isID || s.nested || len(s.value) == 0 || len(s.value) > maxScannedID {
+		return
+	}
+	v := s.value
+	if (v[0] == '"' || v[0] == '-' || v[0] >= '0' && v[0] <= '9') && json.Valid(v) && utf8.Valid(v) {
+		s.id, s.done = json.RawMessage(slices.Clone(v)), true
+	}
+}
+
+// result returns the id found, nil for none.
+func (s *idScan) result() json.RawMessage { return s.id }
 
 // lineState is what check knows of the session: whether the client sent
 // initialize, and at which protocol version.
@@ -329,11 +483,17 @@ func (st *lineState) checkMessage(raw []byte) (code int, message string, id json
 	}
 	msg, err := jsonrpc.DecodeMessage(raw)
 	if err != nil {
-		return codeInvalidRequest, "invalid request: not a JSON-RPC 2.0 message: " + err.Error(), nil
+		return codeInvalidRequest, "invalid request: not a JSON-RPC 2.0 message: " + err.Error(), requestID(raw)
 	}
 	req, ok := msg.(*jsonrpc.Request)
 	if !ok {
 		return 0, "", nil
+	}
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(raw, &fields) == nil {
+		if msg, bad := badRequestID(fields); bad {
+			return codeInvalidRequest, msg, nil
+		}
 	}
 	var m struct {
 		ID     json.RawMessage `json:"id"`

@@ -28,6 +28,25 @@ func (n *Node) ToolSpecs() []messages.ToolSpec {
 	return n.agent.ToolSpecs()
 }
 
+// DisclosureTools returns the names of the default agent's tools that are its
+// disclosure strategy's own (load_tools; search_tools and call_tool), none under
+// the "all" strategy: they load tools into a session's model requests, which
+// means nothing to a caller outside any session (an MCP client of the node), to
+// whom ToolSpecs offers every tool.
+func (n *Node) DisclosureTools() []string {
+	if n.agent.Disclosure == nil {
+		return nil
+	}
+	var out []string
+	for _, s := range n.agent.Tools {
+		switch s.Name {
+		case actors.ToolLoadTools, actors.ToolSearchTools, actors.ToolCallTool:
+			out = append(out, s.Name)
+		}
+	}
+	return out
+}
+
 // maxDirectKey bounds the idempotency key of a direct call (CallTool), in bytes.
 const maxDirectKey = 512
 
