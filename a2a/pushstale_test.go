@@ -1,5 +1,3 @@
-//go:build review
-
 package a2a
 
 import (
