@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -567,12 +568,18 @@ type pushKey struct {
 // pushQueue is one config's notifications of one task not posted yet (of a run of
 // updates in one state, only the latest: each is the whole task); running says
 // a goroutine posts them; ended, that a terminal state was queued (later updates of
-// an earlier state are not posted).
+// an earlier state are not posted, nor those waiting before it); cut stops the
+// post of an update of a running task in flight, which the end queued supersedes.
 type pushQueue struct {
 	pending []pushItem
 	running bool
 	ended   bool
+	cut     context.CancelCauseFunc
 }
+
+// errSuperseded cuts the post of an update of a running task when the task's end
+// is queued: the end, the whole task too, is posted next.
+var errSuperseded = errors.New("a2a push: superseded by the task's end")
 
 type pushItem struct {
 	cfg   *sdk.PushConfig
@@ -704,8 +711,18 @@ func (s *PushSender) push(ctx context.Context, cfg *sdk.PushConfig, task *sdk.Ta
 	if q.ended && !task.Status.State.Terminal() {
 		return nil // an update from before the end, come late
 	}
-	q.ended = q.ended || task.Status.State.Terminal()
 	it := pushItem{cfg: &c, body: body, state: task.Status.State}
+	if it.state.Terminal() && !q.ended {
+		// The end says all the updates before it say (each post is the whole
+		// task): those waiting are not posted, the one in flight is not tried
+		// again, so that a webhook down or slow hears of the end first, not
+		// after each of them was tried 4 times (10 s each when unanswered).
+		q.pending = slices.DeleteFunc(q.pending, func(p pushItem) bool { return !p.state.Terminal() })
+		if q.cut != nil {
+			q.cut(errSuperseded)
+		}
+	}
+	q.ended = q.ended || it.state.Terminal()
 	if n := len(q.pending); n > 0 && q.pending[n-1].state == it.state && !it.state.Terminal() {
 		// A newer snapshot of the state the last one waiting has: each post is
 		// the whole task, so the older says nothing the newer does not. Without
@@ -735,8 +752,19 @@ func (s *PushSender) drain(ctx context.Context, q *pushQueue, task sdk.TaskID) {
 		it := q.pending[0]
 		q.pending[0] = pushItem{}
 		q.pending = q.pending[1:]
+		if it.state.Terminal() {
+			s.mu.Unlock()
+			s.send(ctx, it, task)
+			continue
+		}
+		itemCtx, cut := context.WithCancelCause(ctx)
+		q.cut = cut
 		s.mu.Unlock()
-		s.send(ctx, it, task)
+		s.send(itemCtx, it, task)
+		s.mu.Lock()
+		q.cut = nil
+		s.mu.Unlock()
+		cut(nil)
 	}
 }
 
@@ -849,6 +877,9 @@ func (s *PushSender) send(ctx context.Context, it pushItem, task sdk.TaskID) {
 	// other than 429 comes again however often it is sent.
 	if it.state.Terminal() && s.final != nil && status >= 200 && status < 500 && status != http.StatusTooManyRequests {
 		s.final(ctx, task, cfg.ID, it.state, status)
+	}
+	if err != nil && errors.Is(context.Cause(ctx), errSuperseded) {
+		return // the task's end is posted next
 	}
 	if err != nil {
 		s.logger.Warn("a2a push notification not delivered", "task", task, "url", redact.URL(cfg.URL), "err", pushError(err, cfg.URL))

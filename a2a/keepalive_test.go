@@ -86,10 +86,19 @@ func TestSilentStreamIsKeptAlive(t *testing.T) {
 				case strings.HasPrefix(line, "data: "):
 					events++
 				case line == ": keep-alive":
-					if len(lines) == 0 || lines[len(lines)-1] != "" {
+					// Between events: after an event's blank line, or another comment.
+					prev := len(lines) - 1
+					for prev >= 0 && lines[prev] == ": keep-alive" {
+						prev--
+					}
+					if prev < 0 || lines[prev] != "" {
 						t.Fatalf("a comment inside an event: %q", lines)
 					}
 					comments++
+				case line == "" && len(lines) > 0 && lines[len(lines)-1] == ": keep-alive":
+					// A blank line dispatches an event, one with no data to a
+					// parser that keeps the last id (httpx-sse).
+					t.Fatalf("a blank line after a comment: %q", lines)
 				}
 				lines = append(lines, line)
 			}

@@ -112,11 +112,31 @@ func TestPushSenderPostsATasksUpdatesInOrder(t *testing.T) {
 	}
 	s.backoff = time.Millisecond
 	cfg := &sdk.PushConfig{ID: "c", URL: hook.URL}
-	for _, st := range []sdk.TaskState{sdk.TaskStateWorking, sdk.TaskStateInputRequired, sdk.TaskStateWorking, sdk.TaskStateCompleted, sdk.TaskStateWorking} {
-		if err := s.SendPush(context.Background(), cfg, &sdk.Task{ID: "t1", Status: sdk.TaskStatus{State: st}}); err != nil {
-			t.Fatal(err)
+	send := func(states ...sdk.TaskState) {
+		t.Helper()
+		for _, st := range states {
+			if err := s.SendPush(context.Background(), cfg, &sdk.Task{ID: "t1", Status: sdk.TaskStatus{State: st}}); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
+	send(sdk.TaskStateWorking, sdk.TaskStateInputRequired, sdk.TaskStateWorking)
+	// The end, once the updates before it were posted (queued before they
+	// were, it supersedes them: TestPushEndIsNotHeldBehindStaleUpdates).
+	waitUntil := time.Now().Add(10 * time.Second)
+	for {
+		mu.Lock()
+		n := len(states)
+		mu.Unlock()
+		if n >= 3 {
+			break
+		}
+		if time.Now().After(waitUntil) {
+			t.Fatalf("the webhook got %d updates within 10 s, want 3", n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	send(sdk.TaskStateCompleted, sdk.TaskStateWorking)
 	want := []string{"working", "input-required", "working", "completed"}
 	deadline := time.Now().Add(10 * time.Second)
 	for {

@@ -442,7 +442,8 @@ func (s *PushStore) Save(ctx context.Context, id sdk.TaskID, config *sdk.PushCon
 	return copyConfig(c), nil
 }
 
-// Get implements a2asrv.PushConfigStore.
+// Get implements a2asrv.PushConfigStore: a config the task does not have is an
+// error wrapping sdk.ErrTaskNotFound and push.ErrPushConfigNotFound.
 func (s *PushStore) Get(ctx context.Context, id sdk.TaskID, configID string) (*sdk.PushConfig, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -452,7 +453,10 @@ func (s *PushStore) Get(ctx context.Context, id sdk.TaskID, configID string) (*s
 	}
 	c, ok := t.configs[configID]
 	if !ok {
-		return nil, push.ErrPushConfigNotFound
+		// TaskNotFoundError (-32001) naming it, as the A2A SDKs' servers (Python,
+		// JavaScript) answer: the SDK's own error is no A2A error, answered as
+		// -32603 "internal error" without a word.
+		return nil, fmt.Errorf("%w: task %s has no push config %q (%w)", sdk.ErrTaskNotFound, id, configID, push.ErrPushConfigNotFound)
 	}
 	if err := t.sealedErr[configID]; err != nil {
 		return nil, fmt.Errorf("%w: push config %s of task %s: %w", sdk.ErrInternalError, configID, id, err)

@@ -69,16 +69,19 @@ type Submission struct {
 }
 
 // Budget is a task's budget as a message's metadata gives it (the keys of a task
-// POSTed to /v1/tasks: "max_tokens", "max_cost_usd", "max_steps"); 0 means the
-// agent's.
+// POSTed to /v1/tasks: "max_tokens", "max_cost_usd", "max_steps", "deadline_ms");
+// 0 means the agent's (no deadline).
 type Budget struct {
 	MaxTokens  int
 	MaxCostUSD float64
 	MaxSteps   int
+	// DeadlineMS is the task's deadline in milliseconds from its submission: a
+	// task queued behind its context's running one fails at it while it waits.
+	DeadlineMS int64
 }
 
 // MessageBudget reads the budget of the task message m starts from its metadata:
-// "max_tokens" and "max_steps" are whole numbers, "max_cost_usd" a number; any
+// "max_tokens", "max_steps" and "deadline_ms" are whole numbers, "max_cost_usd" a number; any
 // other type is an error that wraps sdk.ErrInvalidParams (the Backend checks the
 // ranges: TaskChecker).
 func MessageBudget(m *sdk.Message) (Budget, error) {
@@ -101,6 +104,11 @@ func MessageBudget(m *sdk.Message) (Budget, error) {
 	if err := whole("max_steps", &b.MaxSteps); err != nil {
 		return b, err
 	}
+	var deadline int
+	if err := whole("deadline_ms", &deadline); err != nil {
+		return b, err
+	}
+	b.DeadlineMS = int64(deadline)
 	if v, ok := m.Metadata["max_cost_usd"]; ok && v != nil {
 		f, ok := v.(float64)
 		if !ok {

@@ -144,7 +144,7 @@ func a2aTask(s a2a.Submission) Task {
 		agent = ""
 	}
 	return Task{Input: s.Input, SessionID: s.SessionID, Agent: agent,
-		MaxTokens: s.Budget.MaxTokens, MaxCostUSD: s.Budget.MaxCostUSD, MaxSteps: s.Budget.MaxSteps}
+		MaxTokens: s.Budget.MaxTokens, MaxCostUSD: s.Budget.MaxCostUSD, MaxSteps: s.Budget.MaxSteps, DeadlineMS: s.Budget.DeadlineMS}
 }
 
 // CheckTask implements a2a.TaskChecker: what SubmitTask's admission refuses.

@@ -1,6 +1,6 @@
 // Package ssekeepalive keeps a Server-Sent Events response alive while it has
-// nothing to say: it writes an SSE comment (": keep-alive"), which clients
-// ignore, on a text/event-stream response that has been silent for a while, so
+// nothing to say: it writes an SSE comment line (": keep-alive", with no blank
+// line after it: no event), which clients ignore, on a text/event-stream response that has been silent for a while, so
 // that a client's read timeout, or a proxy's that cuts silent responses (nginx's
 // proxy_read_timeout, a load balancer's idle timeout), does not end it. The A2A
 // server's streams and the MCP server's streams of notifications use it.
@@ -107,7 +107,11 @@ func (k *writer) tick() bool {
 		k.written = false
 		return true
 	}
-	if _, err := k.ResponseWriter.Write([]byte(": keep-alive\n\n")); err != nil {
+	// A comment line alone, without the blank line that ends an event: a blank
+	// line dispatches an event to a parser that keeps the last event's id, as
+	// the SSE specification says (httpx-sse), one with no data, which the A2A
+	// Python SDK 0.3's resubscribe failed on.
+	if _, err := k.ResponseWriter.Write([]byte(": keep-alive\n")); err != nil {
 		return false
 	}
 	if f, ok := k.ResponseWriter.(http.Flusher); ok {

@@ -9,6 +9,9 @@ MODE default: a message streamed to its end, the task read back with get_task, a
   second message in the same context, and a message sent without streaming
   (ClientConfig(streaming=False): message/send).
 MODE one: one message streamed to its end (the test makes the model slow).
+MODE resubscribe: a message streamed until its first event, the stream left;
+  then tasks/resubscribe to its task, followed to its end (the test makes the
+  model slow: the subscription waits through a silence of seconds).
 
 Prints one JSON object on stdout, in the shape a2a-py-client.py prints (states as
 A2A 1.0 names them: TASK_STATE_COMPLETED...).
@@ -23,7 +26,7 @@ import httpx
 
 from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
 from a2a.client.errors import A2AClientError
-from a2a.types import Message, Part, Role, TaskArtifactUpdateEvent, TaskQueryParams, TaskStatusUpdateEvent, TextPart
+from a2a.types import Message, Part, Role, TaskArtifactUpdateEvent, TaskIdParams, TaskQueryParams, TaskStatusUpdateEvent, TextPart
 from a2a.utils.artifact import get_artifact_text
 from a2a.utils.message import get_message_text
 
@@ -37,10 +40,12 @@ def message(text, context_id=None):
                    context_id=context_id)
 
 
-async def stream(client, msg):
+async def stream(client, msg, events=None, first_only=False):
+    """What a client saw of a streamed message (of a subscription, with events:
+    client.resubscribe's), to its end or its first event."""
     out = {'events': [], 'taskId': '', 'contextId': '', 'answer': '', 'state': '', 'message': '', 'error': ''}
     try:
-        async for ev in client.send_message(msg):
+        async for ev in (events if events is not None else client.send_message(msg)):
             if isinstance(ev, Message):
                 out['events'].append('message:' + get_message_text(ev))
                 continue
@@ -63,6 +68,8 @@ async def stream(client, msg):
                 if update.last_chunk:
                     line += ':last'
                 out['events'].append(line)
+            if first_only:
+                break
     except A2AClientError as e:
         out['error'] = f'{type(e).__name__}: {e}'
     return out
@@ -85,6 +92,13 @@ async def main():
     client = ClientFactory(ClientConfig()).create(card)
     if mode == 'one':
         out['stream'] = await stream(client, message('take your time'))
+    elif mode == 'resubscribe':
+        first = await stream(client, message('take your time'), first_only=True)
+        out['stream'] = first
+        try:
+            out['subscribed'] = await stream(client, None, client.resubscribe(TaskIdParams(id=first['taskId'])))
+        except Exception as e:  # what the SDK raises besides A2AClientError
+            out['subscribed'] = {'events': [], 'error': f'{type(e).__name__}: {e}'[:300]}
     else:
         first = await stream(client, message('What is 12 * (7 + 5)?'))
         out['stream'] = first
