@@ -922,7 +922,7 @@ func (n *Node) stream(w http.ResponseWriter, r *http.Request) {
 			return
 		case <-heartbeat.C:
 			extend()
-			if _, err := io.WriteString(w, ": keep-alive\n\n"); err != nil {
+			if _, err := io.WriteString(w, ": keep-alive\n"); err != nil { // no blank line after it: see internal/ssekeepalive
 				return
 			}
 			fl.Flush()

@@ -579,7 +579,7 @@ func (n *Node) serveFeed(ctx context.Context, w io.Writer, flush, extend func(),
 			return
 		case <-tick.C:
 			extend()
-			if _, err := io.WriteString(w, ": keep-alive\n\n"); err != nil {
+			if _, err := io.WriteString(w, ": keep-alive\n"); err != nil { // no blank line after it: see internal/ssekeepalive
 				return
 			}
 			flush()
