@@ -67,7 +67,10 @@ type ProviderNamer interface {
 
 // Config configures a Gateway.
 type Config struct {
-	// Chain is tried in order until one model answers. Required.
+	// Chain is tried in order until one model answers. Required. A model named
+	// again in a chain (Chain's or a route's: a→b→a) is tried once, where it comes
+	// first, and the gateway logs a warning: its retries are spent the first time,
+	// and a second round would only double the waits and the spend of a failing call.
 	Chain []llm.Model
 	// Routes are more chains, which a request asks for by the names of their models
 	// (llm.Request.Models: an agent's own model and fallbacks). A model is told by its
@@ -231,7 +234,7 @@ func New(cfg Config) (*Gateway, error) {
 	}
 	mws = append(mws, Quotas(cfg.Quotas, cfg.Clock))
 	compose := func(models []llm.Model) llm.Model {
-		chain := wrap(models)
+		chain := wrap(once(models, cfg.Logger))
 		return Chain(chain[0], append(slices.Clone(mws), Fallback(cfg.Logger, chain[1:]...))...)
 	}
 	g := &Gateway{name: cfg.Chain[0].Name(), model: compose(cfg.Chain), routes: map[string]llm.Model{}}
@@ -242,6 +245,21 @@ func New(cfg Config) (*Gateway, error) {
 		}
 	}
 	return g, nil
+}
+
+// once returns models without those named again after their first place in the
+// chain, and logs each one it leaves out.
+func once(models []llm.Model, logger *slog.Logger) []llm.Model {
+	out := make([]llm.Model, 0, len(models))
+	for i, m := range models {
+		if slices.ContainsFunc(out, func(o llm.Model) bool { return o.Name() == m.Name() }) {
+			logger.Warn("gateway: a chain of models names a model twice; it is tried once, where it comes first",
+				"model", m.Name(), "chain", strings.Join(names(models), ", "), "place", i)
+			continue
+		}
+		out = append(out, m)
+	}
+	return out
 }
 
 // names are the names of models, in order.
