@@ -244,7 +244,37 @@ func New(cfg Config) (*Gateway, error) {
 			g.routes[key] = compose(r)
 		}
 	}
+	warnUnmatched(cfg)
 	return g, nil
+}
+
+// warnUnmatched logs each price and concurrency limit of cfg whose key no model of
+// its chains has (a typo, or a provider's name where a model's is wanted): it is
+// never applied, so its model's calls cost 0 or take the default 64 slots.
+func warnUnmatched(cfg Config) {
+	models, providers := map[string]bool{}, map[string]bool{}
+	for _, chain := range append([][]llm.Model{cfg.Chain}, cfg.Routes...) {
+		for _, m := range chain {
+			models[m.Name()] = true
+			if p, ok := m.(ProviderNamer); ok {
+				providers[p.Provider()] = true
+			} else {
+				providers[m.Name()] = true
+			}
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(cfg.Prices)) {
+		if !models[name] {
+			cfg.Logger.Warn("gateway: a price names no model of this node, and prices nothing: key prices by the model's name",
+				"price", name, "models", strings.Join(slices.Sorted(maps.Keys(models)), ", "))
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(cfg.Concurrency)) {
+		if !providers[name] {
+			cfg.Logger.Warn("gateway: a concurrency limit names no provider of this node's models, and limits nothing: key it by the provider's name",
+				"concurrency", name, "providers", strings.Join(slices.Sorted(maps.Keys(providers)), ", "))
+		}
+	}
 }
 
 // once returns models without those named again after their first place in the
