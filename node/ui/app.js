@@ -496,6 +496,10 @@ function childOf(p) {
   return id.length <= 128 ? id : "";
 }
 
+// MAX_NEST is the deepest a timeline's event is indented: a step's events are
+// caused by the step before, so a long session's chain would run off the page.
+const MAX_NEST = 24;
+
 // nest builds the timeline: each event under the event that caused it.
 function nest(events) {
   const byID = new Map();
@@ -614,22 +618,37 @@ async function sessionPage(id, seq, { signal }) {
       el("h2", {}, "Timeline")]);
   };
 
+  const rowOf = (e) => {
+    const { text, extra } = describe(e);
+    const p = e.payload || {};
+    const child = e.type === "tool.requested" ? childOf(p) : "";
+    const row = el("div", { class: "step" + (e.id === selected ? " selected" : ""), dataset: { id: e.id }, onclick: () => show(e) },
+      el("span", { class: "seq" }, e.seq),
+      el("span", { class: typeClass(e.type) }, e.type),
+      el("span", { class: "text" }, text, child ? [" → ", el("a", { href: "#/sessions/" + encodeURIComponent(child), onclick: (ev) => ev.stopPropagation() }, "child session " + child)] : null),
+      el("span", { class: "extra" }, extra.join(" · ")),
+      el("span", { class: "extra" }, e.actor));
+    const ctx = e.type === "model.requested" && p.context ? el("div", { class: "ctx" }, contextLine(p.context)) : null;
+    return [row, ctx];
+  };
+  // The events in causation order, each under its cause, drawn with a stack of
+  // their own (not the call stack): each step of a session is caused by the one
+  // before, so its chain is as deep as the session is long (thousands of events).
+  // Past MAX_NEST levels the events go on at that level.
   const drawTree = () => {
-    const walk = (nodes) => nodes.map(({ e, children }) => {
-      const { text, extra } = describe(e);
-      const p = e.payload || {};
-      const child = e.type === "tool.requested" ? childOf(p) : "";
-      const row = el("div", { class: "step" + (e.id === selected ? " selected" : ""), dataset: { id: e.id }, onclick: () => show(e) },
-        el("span", { class: "seq" }, e.seq),
-        el("span", { class: typeClass(e.type) }, e.type),
-        el("span", { class: "text" }, text, child ? [" → ", el("a", { href: "#/sessions/" + encodeURIComponent(child), onclick: (ev) => ev.stopPropagation() }, "child session " + child)] : null),
-        el("span", { class: "extra" }, extra.join(" · ")),
-        el("span", { class: "extra" }, e.actor));
-      const ctx = e.type === "model.requested" && p.context ? el("div", { class: "ctx" }, contextLine(p.context)) : null;
-      return [row, ctx, children.length ? el("div", { class: "children" }, walk(children)) : null];
-    });
     tree.replaceChildren();
-    append(tree, walk(nest(events)));
+    const stack = [{ nodes: nest(events), box: tree, depth: 0, i: 0 }];
+    while (stack.length) {
+      const top = stack[stack.length - 1];
+      if (top.i >= top.nodes.length) { stack.pop(); continue; }
+      const { e, children } = top.nodes[top.i++];
+      append(top.box, rowOf(e));
+      if (!children.length) continue;
+      if (top.depth >= MAX_NEST) { stack.push({ nodes: children, box: top.box, depth: top.depth, i: 0 }); continue; }
+      const box = el("div", { class: "children" });
+      top.box.append(box);
+      stack.push({ nodes: children, box, depth: top.depth + 1, i: 0 });
+    }
   };
 
   const refreshStatus = async () => {

@@ -1,10 +1,9 @@
-//go:build review
-
 package node_test
 
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -68,12 +67,23 @@ func TestDashboardShowsALongSessionInChromium(t *testing.T) {
 	b.navigate(base + "#/sessions/deep-1")
 	b.waitTrue("the timeline drawn or an error shown", `document.querySelector(".tree .step") || !document.getElementById("error").hidden`)
 	var got struct {
-		Error string
-		Steps int
+		Error    string
+		Steps    int
+		Last     string
+		Overflow int
 	}
 	b.eval(`({Error: document.getElementById("error").hidden ? "" : document.getElementById("error").textContent,
-		Steps: document.querySelectorAll(".tree .step").length})`, &got)
+		Steps: document.querySelectorAll(".tree .step").length,
+		Last: [...document.querySelectorAll(".tree .step")].pop()?.innerText ?? "",
+		Overflow: document.documentElement.scrollWidth - window.innerWidth})`, &got)
 	if got.Error != "" || got.Steps != 4002 {
 		t.Fatalf("the timeline of a 1000-step session: %d of 4002 events shown, error %q", got.Steps, got.Error)
+	}
+	if !strings.Contains(got.Last, "4002") || !strings.Contains(got.Last, "completed: done") {
+		t.Errorf("the timeline's last row is %q, want the task's end, 4002", got.Last)
+	}
+	// Its indentation stops at a depth: the page is no wider than the window.
+	if got.Overflow > 0 {
+		t.Errorf("the timeline is %d px wider than the window", got.Overflow)
 	}
 }
