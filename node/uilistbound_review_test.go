@@ -1,0 +1,44 @@
+//go:build review
+
+package node_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/troupe-run/troupe/llm"
+	"github.com/troupe-run/troupe/node"
+	"github.com/troupe-run/troupe/node/nodetest"
+)
+
+// The sessions list shows the latest 200 sessions (it asks GET /v1/sessions for
+// 200) and stays so while the feed pushes new ones: on a busy node a page left
+// open took in every session the feed told of, and redrew them all on each
+// change, until the next poll (a minute; ?poll sets it) cut the list back.
+func TestDashboardSessionsListStaysBoundedInChromium(t *testing.T) {
+	bin := chromium(t)
+	n := nodetest.Start(t, node.Config{Model: llm.Offline{}})
+	base := serveUI(t, n.Handler())
+	b := newBrowser(t, bin)
+	b.navigate(base + "?poll=3600#/sessions")
+	b.waitText("#main", "No sessions.")
+	b.waitText("#sessions-count", "live")
+	const sessions = 260
+	for i := range sessions {
+		if _, err := n.Submit(context.Background(), node.Task{Input: "echo hi", SessionID: fmt.Sprintf("many-%03d", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The last one started is listed, first.
+	b.waitTrue("the latest session listed", fmt.Sprintf(`document.querySelector('#main tbody tr[data-session="many-%03d"]')`, sessions-1))
+	for i := range sessions {
+		waitEnded(t, n, fmt.Sprintf("many-%03d", i))
+	}
+	b.waitTrue("the latest session completed", fmt.Sprintf(`document.querySelector('#main tbody tr[data-session="many-%03d"] .badge.completed')`, sessions-1))
+	var rows int
+	b.eval(`document.querySelectorAll("#main tbody tr[data-session]").length`, &rows)
+	if rows > 200 {
+		t.Fatalf("the sessions list shows %d rows; it asks for the latest 200", rows)
+	}
+}
