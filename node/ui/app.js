@@ -321,6 +321,9 @@ function sessionFeed(query, { onOpen, onRow, onResync }, signal) {
   return stop;
 }
 
+// LIST_LIMIT is how many sessions the list shows: the latest started.
+const LIST_LIMIT = 200;
+
 async function sessionsPage({ every, signal }) {
   const tbody = el("tbody");
   const agents = el("datalist", { id: "agents" });
@@ -375,11 +378,14 @@ async function sessionsPage({ every, signal }) {
     const at = rows.findIndex((s) => s.started_us < row.started_us ||
       (s.started_us === row.started_us && s.session_id > row.session_id));
     rows.splice(at < 0 ? rows.length : at, 0, row);
+    // The latest LIST_LIMIT, as the list asks for: a page left open on a busy node
+    // would take in every session the feed tells of.
+    if (rows.length > LIST_LIMIT) rows.length = LIST_LIMIT;
   };
   // Changes that come while a list is fetched are applied again on top of it.
   const fetching = new Set();
   const refresh = async () => {
-    const q = new URLSearchParams({ detail: "true", limit: "200", sessions_only: "true" });
+    const q = new URLSearchParams({ detail: "true", limit: String(LIST_LIMIT), sessions_only: "true" });
     if (sessionFilters.status) q.set("status", sessionFilters.status);
     if (sessionFilters.since) q.set("since", sessionFilters.since);
     const during = [];
