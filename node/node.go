@@ -840,6 +840,7 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	cfg.setDefaults()
 	cfg.warnUnpricedCosts()
+	cfg.warnQuotasOfNoAgent()
 	if cfg.Redactor == nil {
 		cfg.Redactor = redact.New()
 	}
@@ -1317,6 +1318,23 @@ func (c Config) warnUnpricedCosts() {
 	}
 	if c.MaxCostUSD > 0 {
 		c.Logger.Warn("the default agent has a cost budget (max_cost_usd), but the gateway has no price table (\"prices\"): its model calls cost 0, and the budget is never reached")
+	}
+}
+
+// warnQuotasOfNoAgent logs each gateway quota of an agent the node does not have
+// ("agent:asistant" for "assistant"): no call is charged to it, so it never
+// refuses one.
+func (c Config) warnQuotasOfNoAgent() {
+	agents := []string{"default"}
+	for _, a := range c.Agents {
+		agents = append(agents, a.Name)
+	}
+	for _, q := range c.Gateway.Quotas {
+		kind, name, _ := strings.Cut(q.Scope, ":")
+		if kind == "agent" && name != "*" && !slices.Contains(agents, name) {
+			c.Logger.Warn("a quota names an agent this node does not have, and never refuses a call",
+				"quota", q.Scope, "agents", strings.Join(agents, ", "))
+		}
 	}
 }
 

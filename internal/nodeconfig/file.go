@@ -663,8 +663,14 @@ func (g GatewayFile) validate() []error {
 	for i, q := range g.Quotas {
 		field := fmt.Sprintf("quotas[%d].", i)
 		kind, name, ok := strings.Cut(q.Scope, ":")
-		if !ok || name == "" || (kind != "agent" && kind != "team" && kind != "key") {
-			bad(field+"scope", "%q: want agent:NAME, team:NAME or key:NAME (agent:* for each agent)", q.Scope)
+		switch {
+		case !ok || name == "" || (kind != "agent" && kind != "team" && kind != "key"):
+			bad(field+"scope", "%q: want agent:NAME (agent:* for each agent)", q.Scope)
+		case kind != "agent":
+			// The node's sessions charge each model call to their agent
+			// (llm.Scope.Agent) and name no team nor key: such a quota would never
+			// refuse a call.
+			bad(field+"scope", "%q: the node charges each model call to its agent only, so a %s: quota would never apply: want agent:NAME (agent:* for each agent)", q.Scope, kind)
 		}
 		if q.Tokens < 1 || q.Tokens > maxQuotaTokens {
 			bad(field+"tokens", "%d is out of range: want 1 to %d", q.Tokens, int64(maxQuotaTokens))

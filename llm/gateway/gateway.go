@@ -67,7 +67,10 @@ type ProviderNamer interface {
 
 // Config configures a Gateway.
 type Config struct {
-	// Chain is tried in order until one model answers. Required.
+	// Chain is tried in order until one model answers. Required. A model named
+	// again in a chain (Chain's or a route's: a→b→a) is tried once, where it comes
+	// first, and the gateway logs a warning: its retries are spent the first time,
+	// and a second round would only double the waits and the spend of a failing call.
 	Chain []llm.Model
 	// Routes are more chains, which a request asks for by the names of their models
 	// (llm.Request.Models: an agent's own model and fallbacks). A model is told by its
@@ -231,7 +234,7 @@ func New(cfg Config) (*Gateway, error) {
 	}
 	mws = append(mws, Quotas(cfg.Quotas, cfg.Clock))
 	compose := func(models []llm.Model) llm.Model {
-		chain := wrap(models)
+		chain := wrap(once(models, cfg.Logger))
 		return Chain(chain[0], append(slices.Clone(mws), Fallback(cfg.Logger, chain[1:]...))...)
 	}
 	g := &Gateway{name: cfg.Chain[0].Name(), model: compose(cfg.Chain), routes: map[string]llm.Model{}}
@@ -241,7 +244,52 @@ func New(cfg Config) (*Gateway, error) {
 			g.routes[key] = compose(r)
 		}
 	}
+	warnUnmatched(cfg)
 	return g, nil
+}
+
+// warnUnmatched logs each price and concurrency limit of cfg whose key no model of
+// its chains has (a typo, or a provider's name where a model's is wanted): it is
+// never applied, so its model's calls cost 0 or take the default 64 slots.
+func warnUnmatched(cfg Config) {
+	models, providers := map[string]bool{}, map[string]bool{}
+	for _, chain := range append([][]llm.Model{cfg.Chain}, cfg.Routes...) {
+		for _, m := range chain {
+			models[m.Name()] = true
+			if p, ok := m.(ProviderNamer); ok {
+				providers[p.Provider()] = true
+			} else {
+				providers[m.Name()] = true
+			}
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(cfg.Prices)) {
+		if !models[name] {
+			cfg.Logger.Warn("gateway: a price names no model of this node, and prices nothing: key prices by the model's name",
+				"price", name, "models", strings.Join(slices.Sorted(maps.Keys(models)), ", "))
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(cfg.Concurrency)) {
+		if !providers[name] {
+			cfg.Logger.Warn("gateway: a concurrency limit names no provider of this node's models, and limits nothing: key it by the provider's name",
+				"concurrency", name, "providers", strings.Join(slices.Sorted(maps.Keys(providers)), ", "))
+		}
+	}
+}
+
+// once returns models without those named again after their first place in the
+// chain, and logs each one it leaves out.
+func once(models []llm.Model, logger *slog.Logger) []llm.Model {
+	out := make([]llm.Model, 0, len(models))
+	for i, m := range models {
+		if slices.ContainsFunc(out, func(o llm.Model) bool { return o.Name() == m.Name() }) {
+			logger.Warn("gateway: a chain of models names a model twice; it is tried once, where it comes first",
+				"model", m.Name(), "chain", strings.Join(names(models), ", "), "place", i)
+			continue
+		}
+		out = append(out, m)
+	}
+	return out
 }
 
 // names are the names of models, in order.

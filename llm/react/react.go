@@ -47,6 +47,15 @@ func Wrap(m llm.Model, opts Options) *Model {
 // Name implements llm.Model.
 func (m *Model) Name() string { return m.inner.Name() }
 
+// Provider names the wrapped model's provider (gateway.ProviderNamer: its
+// concurrency limit is per provider), else its name.
+func (m *Model) Provider() string {
+	if p, ok := m.inner.(interface{ Provider() string }); ok {
+		return p.Provider()
+	}
+	return m.inner.Name()
+}
+
 // Capabilities reports native tools: the wrapper turns text into tool calls.
 func (m *Model) Capabilities() llm.Capabilities {
 	c := llm.CapabilitiesOf(m.inner)

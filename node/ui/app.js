@@ -321,6 +321,9 @@ function sessionFeed(query, { onOpen, onRow, onResync }, signal) {
   return stop;
 }
 
+// LIST_LIMIT is how many sessions the list shows: the latest started.
+const LIST_LIMIT = 200;
+
 async function sessionsPage({ every, signal }) {
   const tbody = el("tbody");
   const agents = el("datalist", { id: "agents" });
@@ -375,11 +378,14 @@ async function sessionsPage({ every, signal }) {
     const at = rows.findIndex((s) => s.started_us < row.started_us ||
       (s.started_us === row.started_us && s.session_id > row.session_id));
     rows.splice(at < 0 ? rows.length : at, 0, row);
+    // The latest LIST_LIMIT, as the list asks for: a page left open on a busy node
+    // would take in every session the feed tells of.
+    if (rows.length > LIST_LIMIT) rows.length = LIST_LIMIT;
   };
   // Changes that come while a list is fetched are applied again on top of it.
   const fetching = new Set();
   const refresh = async () => {
-    const q = new URLSearchParams({ detail: "true", limit: "200", sessions_only: "true" });
+    const q = new URLSearchParams({ detail: "true", limit: String(LIST_LIMIT), sessions_only: "true" });
     if (sessionFilters.status) q.set("status", sessionFilters.status);
     if (sessionFilters.since) q.set("since", sessionFilters.since);
     const during = [];
@@ -495,6 +501,10 @@ function childOf(p) {
   const id = p.key.slice(0, i) + ".sub" + p.key.slice(i + 1);
   return id.length <= 128 ? id : "";
 }
+
+// MAX_NEST is the deepest a timeline's event is indented: a step's events are
+// caused by the step before, so a long session's chain would run off the page.
+const MAX_NEST = 24;
 
 // nest builds the timeline: each event under the event that caused it.
 function nest(events) {
@@ -614,22 +624,37 @@ async function sessionPage(id, seq, { signal }) {
       el("h2", {}, "Timeline")]);
   };
 
+  const rowOf = (e) => {
+    const { text, extra } = describe(e);
+    const p = e.payload || {};
+    const child = e.type === "tool.requested" ? childOf(p) : "";
+    const row = el("div", { class: "step" + (e.id === selected ? " selected" : ""), dataset: { id: e.id }, onclick: () => show(e) },
+      el("span", { class: "seq" }, e.seq),
+      el("span", { class: typeClass(e.type) }, e.type),
+      el("span", { class: "text" }, text, child ? [" → ", el("a", { href: "#/sessions/" + encodeURIComponent(child), onclick: (ev) => ev.stopPropagation() }, "child session " + child)] : null),
+      el("span", { class: "extra" }, extra.join(" · ")),
+      el("span", { class: "extra" }, e.actor));
+    const ctx = e.type === "model.requested" && p.context ? el("div", { class: "ctx" }, contextLine(p.context)) : null;
+    return [row, ctx];
+  };
+  // The events in causation order, each under its cause, drawn with a stack of
+  // their own (not the call stack): each step of a session is caused by the one
+  // before, so its chain is as deep as the session is long (thousands of events).
+  // Past MAX_NEST levels the events go on at that level.
   const drawTree = () => {
-    const walk = (nodes) => nodes.map(({ e, children }) => {
-      const { text, extra } = describe(e);
-      const p = e.payload || {};
-      const child = e.type === "tool.requested" ? childOf(p) : "";
-      const row = el("div", { class: "step" + (e.id === selected ? " selected" : ""), dataset: { id: e.id }, onclick: () => show(e) },
-        el("span", { class: "seq" }, e.seq),
-        el("span", { class: typeClass(e.type) }, e.type),
-        el("span", { class: "text" }, text, child ? [" → ", el("a", { href: "#/sessions/" + encodeURIComponent(child), onclick: (ev) => ev.stopPropagation() }, "child session " + child)] : null),
-        el("span", { class: "extra" }, extra.join(" · ")),
-        el("span", { class: "extra" }, e.actor));
-      const ctx = e.type === "model.requested" && p.context ? el("div", { class: "ctx" }, contextLine(p.context)) : null;
-      return [row, ctx, children.length ? el("div", { class: "children" }, walk(children)) : null];
-    });
     tree.replaceChildren();
-    append(tree, walk(nest(events)));
+    const stack = [{ nodes: nest(events), box: tree, depth: 0, i: 0 }];
+    while (stack.length) {
+      const top = stack[stack.length - 1];
+      if (top.i >= top.nodes.length) { stack.pop(); continue; }
+      const { e, children } = top.nodes[top.i++];
+      append(top.box, rowOf(e));
+      if (!children.length) continue;
+      if (top.depth >= MAX_NEST) { stack.push({ nodes: children, box: top.box, depth: top.depth, i: 0 }); continue; }
+      const box = el("div", { class: "children" });
+      top.box.append(box);
+      stack.push({ nodes: children, box, depth: top.depth + 1, i: 0 });
+    }
   };
 
   const refreshStatus = async () => {
