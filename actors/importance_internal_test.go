@@ -177,7 +177,9 @@ func importanceShapes(n int) map[string][]importanceTask {
 		}
 		return m
 	}
-	answer := func(s string) messages.ChatMessage { return messages.ChatMessage{Role: messages.RoleAssistant, Content: s} }
+	answer := func(s string) messages.ChatMessage {
+		return messages.ChatMessage{Role: messages.RoleAssistant, Content: s}
+	}
 	filler := strings.Repeat("lorem ipsum dolor sit amet ", 40)
 	chat := []string{"hello", "thanks!", "ok", "great, thank you", "bye"}
 	shapes := map[string][]importanceTask{}
