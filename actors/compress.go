@@ -224,8 +224,9 @@ type compressState struct {
 	// context (PurposeCondenseSection), by the item's ID; each stands for the item
 	// while its text is the one summarised.
 	sections map[string]*sectionSummary
-	// importance memoises importance filtering's weights and ranks of the turns.
-	importance importanceRank
+	// importance memoises importance filtering's weights and ranks of the turns
+	// (nil until it first filters: a pointer keeps SessionState in its size class).
+	importance *importanceRank
 	// pending is the compression call in flight, and its key.
 	pending    *compressCall
 	pendingKey string
@@ -265,7 +266,7 @@ type compressCall struct {
 func (s *SessionState) historyTurns() []pctx.TurnSpan {
 	c := &s.compress
 	if c.turnsOf > len(s.history) { // the history only grows; were it cut, what was derived from it goes
-		c.turns, c.turnsOf, c.importance = nil, 0, importanceRank{}
+		c.turns, c.turnsOf, c.importance = nil, 0, nil
 	}
 	if c.turnsOf == len(s.history) {
 		return c.turns
@@ -903,7 +904,10 @@ func (s *SessionState) sentMessage(c Compression, i int, answered bool) messages
 // sends, not the history.
 func (s *SessionState) importantParts(c Compression) []sentPart {
 	turns := s.historyTurns()
-	r := &s.compress.importance
+	if s.compress.importance == nil {
+		s.compress.importance = &importanceRank{}
+	}
+	r := s.compress.importance
 	budget := c.history()
 	task := -1
 	if s.active != nil {
