@@ -224,6 +224,9 @@ type compressState struct {
 	// context (PurposeCondenseSection), by the item's ID; each stands for the item
 	// while its text is the one summarised.
 	sections map[string]*sectionSummary
+	// importance memoises importance filtering's weights and ranks of the turns
+	// (nil until it first filters: a pointer keeps SessionState in its size class).
+	importance *importanceRank
 	// pending is the compression call in flight, and its key.
 	pending    *compressCall
 	pendingKey string
@@ -262,6 +265,9 @@ type compressCall struct {
 // historyTurns returns the turns of the session's conversation.
 func (s *SessionState) historyTurns() []pctx.TurnSpan {
 	c := &s.compress
+	if c.turnsOf > len(s.history) { // the history only grows; were it cut, what was derived from it goes
+		c.turns, c.turnsOf, c.importance = nil, 0, nil
+	}
 	if c.turnsOf == len(s.history) {
 		return c.turns
 	}
@@ -893,54 +899,57 @@ func (s *SessionState) sentMessage(c Compression, i int, answered bool) messages
 // latest Window turns and the task always, then the other turns by importance
 // (pctx.TurnImportance), the newer first among equals, while they fit
 // HistoryTokens; kept turns in their order, after a marker of how many were left
-// out.
+// out. The turns' weights and ranks are kept from step to step (importanceRank),
+// and the walk jumps over the turns that cannot fit, so a step costs what it
+// sends, not the history.
 func (s *SessionState) importantParts(c Compression) []sentPart {
 	turns := s.historyTurns()
-	keep := make([]bool, len(turns))
+	if s.compress.importance == nil {
+		s.compress.importance = &importanceRank{}
+	}
+	r := s.compress.importance
 	budget := c.history()
 	task := -1
 	if s.active != nil {
 		task = s.turnAt(s.active.start)
 	}
 	recent := max(len(turns)-c.window(), 0)
-	for i := range turns {
-		if i >= recent || i == task {
-			keep[i] = true
-			budget -= llm.EstimateTokens(s.history[turns[i].Start:turns[i].End])
+	r.weigh(s.history, turns, recent)
+	weight := func(i int) turnWeight {
+		if i < len(r.turns) {
+			return r.turns[i]
+		}
+		return weighTurn(s.history[turns[i].Start:turns[i].End]) // the latest turn, which may grow
+	}
+	kept := r.kept[:0]
+	for i := recent; i < len(turns); i++ {
+		budget -= weight(i).tokens
+	}
+	if task >= 0 && task < recent {
+		kept = append(kept, task)
+		budget -= weight(task).tokens
+	}
+	// The turns before the window, as importance ranks them: each level's newest
+	// first, jumping over those that do not fit. (The window keeps one turn at
+	// least, so the latest, which may still grow, is never among them.)
+	for _, l := range r.levels {
+		for k := l.tokens.lastAtMost(len(l.turns)-1, budget); k >= 0; k = l.tokens.lastAtMost(k-1, budget) {
+			if i := l.turns[k]; i < recent && i != task {
+				kept, budget = append(kept, i), budget-r.turns[i].tokens
+			}
 		}
 	}
-	order := make([]int, 0, recent)
-	for i := range recent {
-		if i != task {
-			order = append(order, i)
-		}
+	slices.Sort(kept)
+	r.kept = kept
+	size := 1
+	for _, i := range kept {
+		size += turns[i].End - turns[i].Start
 	}
-	score := func(i int) int { return pctx.TurnImportance(s.history[turns[i].Start:turns[i].End]) }
-	scores := make(map[int]int, len(order))
-	for _, i := range order {
-		scores[i] = score(i)
+	if recent < len(turns) {
+		size += len(s.history) - turns[recent].Start
 	}
-	sort.SliceStable(order, func(x, y int) bool {
-		if scores[order[x]] != scores[order[y]] {
-			return scores[order[x]] > scores[order[y]]
-		}
-		return order[x] > order[y]
-	})
-	for _, i := range order {
-		n := llm.EstimateTokens(s.history[turns[i].Start:turns[i].End])
-		if n > budget {
-			continue
-		}
-		keep[i], budget = true, budget-n
-	}
-	dropped := 0
-	for _, k := range keep {
-		if !k {
-			dropped++
-		}
-	}
-	out := make([]sentPart, 0, len(s.history)+1)
-	if dropped > 0 {
+	out := make([]sentPart, 0, size)
+	if dropped := recent - len(kept); dropped > 0 {
 		out = append(out, sentPart{index: -1, id: fmt.Sprintf("summary/dropped-%d", dropped), msg: messages.ChatMessage{Role: messages.RoleUser,
 			Content: fmt.Sprintf("[%d less important earlier turns of this conversation are not shown]", dropped)}})
 	}
@@ -951,12 +960,16 @@ func (s *SessionState) importantParts(c Compression) []sentPart {
 			break
 		}
 	}
-	for i, tr := range turns {
-		if keep[i] {
-			for j := tr.Start; j < tr.End; j++ {
-				out = append(out, sentPart{index: j, msg: s.sentMessage(c, j, j < answered)})
-			}
+	send := func(tr pctx.TurnSpan) {
+		for j := tr.Start; j < tr.End; j++ {
+			out = append(out, sentPart{index: j, msg: s.sentMessage(c, j, j < answered)})
 		}
+	}
+	for _, i := range kept {
+		send(turns[i])
+	}
+	for _, tr := range turns[recent:] {
+		send(tr)
 	}
 	return out
 }

@@ -189,3 +189,27 @@ func BenchmarkLongSessionVerify(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkLongSessionStepImportance is BenchmarkLongSessionStepCompressed's
+// importance strategy from 100 to 5,000 tasks: what it sends is chosen from every
+// older turn, so a step's cost must not grow with them (the turns' scores and
+// counts are kept from earlier steps, their order kept as turns leave the window).
+//
+//	go test ./actors -run '^$' -bench BenchmarkLongSessionStepImportance -benchmem
+func BenchmarkLongSessionStepImportance(b *testing.B) {
+	ag := benchStepAgent()
+	ag.Context.Compression = Compression{Strategy: "importance", Model: NoSummaryModel}
+	as := Agents{Default: ag}
+	for _, n := range []int{100, 1000, 5000} {
+		s, _ := longSession(b, as, "long", n, 1024)
+		a := as.Default
+		s.loopContext(&a)
+		b.Run(fmt.Sprintf("tasks=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				s.ctx.last.ok = false
+				s.loopContext(&a)
+			}
+		})
+	}
+}
