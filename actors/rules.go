@@ -269,6 +269,10 @@ const (
 	// critic's rubric) with its configuration and renders them from it
 	// (roster.go): older rules rendered them from the node's agents now.
 	rulesRoster = 10
+	// rulesCostTolerance is the version whose cost budget is reached by costs that
+	// add up to it, within the float64 sum's error (costReached): older rules
+	// let ten calls of $0.10 (0.9999999999999999) under $1 make an eleventh.
+	rulesCostTolerance = 10
 )
 
 // MinContextRules is the oldest version of the decision rules this build still

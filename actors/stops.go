@@ -96,7 +96,7 @@ func (a *Agent) overBudget(t *taskState) *messages.TaskFailed {
 func (a Agent) overCost(t *taskState) *messages.TaskFailed {
 	budget := a.costBudget(t)
 	own, sub := t.Usage.CostUSD, t.SubUsage.CostUSD
-	if budget == 0 || own+sub < budget {
+	if budget == 0 || !costReached(own+sub, budget, t.rules) {
 		return nil
 	}
 	msg := fmt.Sprintf("stopped: the task cost $%.4f without a final answer; its budget is $%.4f", own+sub, budget)
@@ -105,6 +105,22 @@ func (a Agent) overCost(t *taskState) *messages.TaskFailed {
 			own+sub, own, sub, budget)
 	}
 	return &messages.TaskFailed{Reason: messages.ReasonCostBudget, Error: msg, Steps: t.Steps, Usage: t.Usage}
+}
+
+// costTolerance is the share of a cost budget that the float64 sum of a task's
+// costs may fall short of it by and still reach it (rulesCostTolerance): ten calls
+// of $0.10 add up to 0.9999999999999999, 10,000 of $0.0001 to 0.9999999999999062,
+// a billionth of the budget covers both with room to spare, and no price is that
+// fine.
+const costTolerance = 1e-9
+
+// costReached says whether spent reaches budget under the task's rules: from
+// rules 10 (rulesCostTolerance) within costTolerance of it, before exactly.
+func costReached(spent, budget float64, rules int) bool {
+	if rules >= rulesCostTolerance {
+		return spent >= budget*(1-costTolerance)
+	}
+	return spent >= budget
 }
 
 // overTokens returns the TaskFailed of a task whose tokens reached its token budget, or nil.
