@@ -1172,9 +1172,14 @@ func (a *SessionActor) issueEffects(ctx actor.Context) {
 	if a.drain.on {
 		return // the session's next owner issues what is requested and unanswered
 	}
+	// The running task's agent, computed once and only when an effect needs it:
+	// most calls issue no tool call, and the agent is costly to derive
+	// (SessionState.ActiveTaskAgent). The state does not change in between.
+	var agent Agent
+	haveAgent := false
 	if key, _, ok := a.state.PendingModel(); ok && a.modelKey != key {
 		a.modelKey = key
-		agent := a.agent()
+		agent, haveAgent = a.agent(), true
 		r := a.state.Request(agent)
 		r.Scope = llm.Scope{Agent: agent.Name}
 		if r.Models == nil {
@@ -1189,18 +1194,27 @@ func (a *SessionActor) issueEffects(ctx actor.Context) {
 		a.deps.Effects.Perform(messages.EffectRequest{SessionID: a.id, Key: key, Model: &call}, a.reply)
 	}
 	a.queue = a.queue[:0]
-	agent := a.agent()
 	for _, pc := range pending {
+		if a.inflight.has(pc.Key) {
+			continue
+		}
+		if !haveAgent {
+			agent, haveAgent = a.agent(), true
+		}
 		// A chain's call is run by the session, step by step (chain.go).
-		if !a.inflight.has(pc.Key) && agent.hasTool(pc.Request.Tool) && !agent.isChainCall(pc.Request) {
+		if agent.hasTool(pc.Request.Tool) && !agent.isChainCall(pc.Request) {
 			a.queue = append(a.queue, pc)
 		}
 	}
-	a.dispatchTools(ctx)
+	a.dispatchToolsAs(ctx, agent.Name, haveAgent)
 	a.armDeadline(ctx)
 }
 
-func (a *SessionActor) dispatchTools(ctx actor.Context) {
+func (a *SessionActor) dispatchTools(ctx actor.Context) { a.dispatchToolsAs(ctx, "", false) }
+
+// dispatchToolsAs is dispatchTools, with the name of the running task's agent
+// when the caller has it (named; else it is derived when a call is dispatched).
+func (a *SessionActor) dispatchToolsAs(ctx actor.Context, agentName string, named bool) {
 	if a.drain.on {
 		return
 	}
@@ -1209,7 +1223,10 @@ func (a *SessionActor) dispatchTools(ctx actor.Context) {
 		a.queue = a.queue[1:]
 		a.inflight = append(a.inflight, pc.Key)
 		call := pc.Request
-		a.deps.Effects.Perform(messages.EffectRequest{SessionID: a.id, Key: pc.Key, Tool: &call, Agent: a.agent().Name}, a.reply)
+		if !named {
+			agentName, named = a.agent().Name, true
+		}
+		a.deps.Effects.Perform(messages.EffectRequest{SessionID: a.id, Key: pc.Key, Tool: &call, Agent: agentName}, a.reply)
 	}
 }
 
