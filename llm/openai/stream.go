@@ -240,23 +240,49 @@ func deltas(d sdk.ChatCompletionChunkChoiceDelta) []Delta {
 }
 
 // doneDecoder notes whether the event stream reached its [DONE] sentinel; the SDK's
-// stream ends the same way on [DONE] and on a closed connection.
+// stream ends the same way on [DONE] and on a closed connection. It also drops an
+// "error" member that is null from an event (no error: some servers put it in every
+// chunk), which the SDK would take for the provider's error, as any "error" member.
 type doneDecoder struct {
 	ssestream.Decoder
 	done bool
+	evt  ssestream.Event
 }
 
 func (d *doneDecoder) Next() bool {
 	if d.Decoder == nil || !d.Decoder.Next() {
 		return false
 	}
-	if bytes.HasPrefix(d.Event().Data, []byte("[DONE]")) {
+	d.evt = d.Decoder.Event()
+	if bytes.HasPrefix(d.evt.Data, []byte("[DONE]")) {
 		d.done = true
 	}
+	d.evt.Data = withoutNullError(d.evt.Data)
 	return true
 }
 
-func (d *doneDecoder) Event() ssestream.Event { return d.Decoder.Event() }
+func (d *doneDecoder) Event() ssestream.Event { return d.evt }
+
+// withoutNullError is data, a JSON object, without its top-level "error" member when
+// that member is null; any other data as it is.
+func withoutNullError(data []byte) []byte {
+	if !bytes.Contains(data, []byte(`"error"`)) {
+		return data
+	}
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(data, &obj) != nil {
+		return data
+	}
+	if e, ok := obj["error"]; !ok || !bytes.Equal(bytes.TrimSpace(e), []byte("null")) {
+		return data
+	}
+	delete(obj, "error")
+	b, err := json.Marshal(obj)
+	if err != nil {
+		return data
+	}
+	return b
+}
 
 func (d *doneDecoder) Err() error {
 	if d.Decoder == nil {
