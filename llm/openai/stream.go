@@ -14,6 +14,7 @@ import (
 	"github.com/openai/openai-go/v3/packages/ssestream"
 
 	"github.com/troupe-run/troupe/llm"
+	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/redact"
 )
 
@@ -35,7 +36,9 @@ var _ Streamer = (*Model)(nil)
 // chat completion: it does not stream) is read as Generate reads it, with no
 // increments. When Stream fails, the increments already
 // delivered belong to no answer: a retry streams again from the start. An error from
-// onDelta stops the stream and is returned (wrapped) as is.
+// onDelta stops the stream and is returned (wrapped) as is. A failure returns what
+// the call spent (llm.Model): the usage the provider reported, or, when it began
+// answering and reported none, an estimate of the prompt and of what it streamed.
 func (m *Model) Stream(ctx context.Context, req llm.Request, onDelta func(Delta) error) (llm.Response, error) {
 	const op = "stream"
 	if err := ctx.Err(); err != nil {
@@ -77,6 +80,7 @@ func (m *Model) Stream(ctx context.Context, req llm.Request, onDelta func(Delta)
 
 	var acc sdk.ChatCompletionAccumulator
 	var u sdk.CompletionUsage
+	began, reported := false, false // a chunk came; the provider reported usage
 	calls := streamedCalls{}
 	id := "" // the stream's id: its first chunk's that has one
 	for stream.Next() {
@@ -92,8 +96,9 @@ func (m *Model) Stream(ctx context.Context, req llm.Request, onDelta func(Delta)
 		if !acc.AddChunk(chunk) {
 			return llm.Response{}, m.who.errorf(op, "%w: chunk %q does not continue the stream", ErrMalformedResponse, clip(chunk.RawJSON()))
 		}
+		began = true
 		if chunk.JSON.Usage.Valid() {
-			u = chunk.Usage
+			u, reported = chunk.Usage, true
 		}
 		if onDelta == nil {
 			continue
@@ -112,6 +117,12 @@ func (m *Model) Stream(ctx context.Context, req llm.Request, onDelta func(Delta)
 	// A failed call returns the usage the provider reported before it failed
 	// (llm.Model): a stream cut after its usage chunk, an answer refused.
 	spent := llm.Response{Usage: usage(u)}
+	if !reported && began {
+		// The provider took the prompt and began answering, then stalled or was
+		// cut before its usage chunk: it bills what it took and streamed all the
+		// same, so the failure says so, estimated (llm.EstimateTokens).
+		spent.Usage = estimatedUsage(req, acc.ChatCompletion)
+	}
 	if err := stream.Err(); err != nil {
 		var se *ssestream.StreamError
 		if errors.As(err, &se) {
@@ -135,6 +146,20 @@ func (m *Model) Stream(ctx context.Context, req llm.Request, onDelta func(Delta)
 		return spent, err
 	}
 	return llm.Response{Message: msg, Usage: usage(u), FinishReason: llm.AbnormalFinish(cc.Choices[0].FinishReason)}, nil
+}
+
+// estimatedUsage estimates what a stream that failed before its usage chunk cost:
+// the prompt of req and the part of the answer cc holds.
+func estimatedUsage(req llm.Request, cc sdk.ChatCompletion) messages.Usage {
+	u := messages.Usage{PromptTokens: llm.EstimateTokens(req.Messages)}
+	if len(cc.Choices) > 0 {
+		part := messages.ChatMessage{Role: messages.RoleAssistant, Content: cc.Choices[0].Message.Content}
+		for _, c := range cc.Choices[0].Message.ToolCalls {
+			part.ToolCalls = append(part.ToolCalls, messages.ToolCall{Name: c.Function.Name, Arguments: c.Function.Arguments})
+		}
+		u.CompletionTokens = llm.EstimateTokens([]messages.ChatMessage{part})
+	}
+	return u
 }
 
 // whole is the answer of a chat completion body, as Generate reads it.
