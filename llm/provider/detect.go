@@ -199,7 +199,7 @@ func Detect(ctx context.Context, cfg Config, env func(string) string, probe Prob
 		if key == "" || (base != "" && (!hostKnown || hostP.Name != p.Name)) {
 			continue
 		}
-		return resolve(p, key, p.KeyEnv, p.KeyEnv+" is set")
+		return resolve(p, key, p.KeyEnv, p.KeyEnv+" is set"+unusedKeys(env, p.KeyEnv))
 	}
 
 	// 3. The user's own key.
@@ -272,6 +272,27 @@ func unsentKeys(env func(string) string, baseURL string) string {
 		}
 	}
 	return s
+}
+
+// unusedKeys says which other provider key variables are set and go unused beside
+// used, chosen by the order of Providers, and how to choose one of them; "" when
+// none is.
+func unusedKeys(env func(string) string, used string) string {
+	var others []string
+	for _, p := range Providers() {
+		if p.KeyEnv != "" && p.KeyEnv != used && strings.TrimSpace(env(p.KeyEnv)) != "" {
+			others = append(others, p.KeyEnv)
+		}
+	}
+	if len(others) == 0 {
+		return ""
+	}
+	verb := "is"
+	if len(others) > 1 {
+		verb = "are"
+	}
+	return fmt.Sprintf("; %s %s set too and not used (keys are tried in the order %s): to use another, name its provider with --model PROVIDER or %s",
+		strings.Join(others, ", "), verb, strings.Join(KeyVars(), ", "), EnvProvider)
 }
 
 // sourceName is how messages name a key's source.

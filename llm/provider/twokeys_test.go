@@ -1,5 +1,3 @@
-//go:build review
-
 package provider_test
 
 import (
