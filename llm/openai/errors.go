@@ -194,6 +194,9 @@ func (c caller) classify(op string, parent, call context.Context, x *exchange, e
 	switch {
 	case tooLarge:
 		return c.tooLarge(op)
+	case status == http.StatusNotFound:
+		return fmt.Errorf("llm/openai: %s: %w (the model is not served there, or the base URL is not the API's: it is the URL the API's paths follow, such as https://host/v1)",
+			op, c.apiError(status, header, body, err))
 	case status >= 400:
 		return fmt.Errorf("llm/openai: %s: %w", op, c.apiError(status, header, body, err))
 	case context.Cause(call) == errCallTimeout && parent.Err() == nil:
