@@ -1,5 +1,3 @@
-//go:build review
-
 package gateway_test
 
 import (

@@ -253,7 +253,30 @@ func (c caller) apiError(status int, header http.Header, body []byte, sdkErr err
 		StatusCode: status,
 		RetryAfter: retryAfter(status, header, time.Now()),
 		Message:    redact.New(c.apiKey).String(msg),
+		Code:       redact.New(c.apiKey).String(errorCode(body)),
 	}
+}
+
+// errorCode is the code of an error body shaped {"error": {"code", "type"}}: its
+// code, else its type (a short word, else none).
+func errorCode(body []byte) string {
+	var shaped struct {
+		Error struct {
+			Code json.RawMessage `json:"code"`
+			Type string          `json:"type"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(body, &shaped) != nil {
+		return ""
+	}
+	var code string
+	if json.Unmarshal(shaped.Error.Code, &code) != nil || code == "" {
+		code = shaped.Error.Type
+	}
+	if len(code) > 64 {
+		return ""
+	}
+	return code
 }
 
 // errorMessage extracts a human-readable message from an error body in any of the
