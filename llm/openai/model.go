@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 
 	sdk "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -291,6 +292,9 @@ func toolParams(specs []messages.ToolSpec) ([]sdk.ChatCompletionToolUnionParam, 
 // tool-call indices skip one (0, then 2).
 func (m *Model) message(req llm.Request, in sdk.ChatCompletionMessage) (messages.ChatMessage, error) {
 	out := messages.ChatMessage{Role: messages.RoleAssistant, Content: in.Content}
+	if text, ok := partsText(in.JSON.Content.Raw()); ok {
+		out.Content = text
+	}
 	if out.Content == "" && in.Refusal != "" {
 		out.Content = in.Refusal
 	}
@@ -308,6 +312,31 @@ func (m *Model) message(req llm.Request, in sdk.ChatCompletionMessage) (messages
 		out.ToolCalls = append(out.ToolCalls, messages.ToolCall{ID: id, Name: c.Function.Name, Arguments: c.Function.Arguments})
 	}
 	return out, nil
+}
+
+// partsText is the text of a content the provider gave as an array of parts rather
+// than a string (Mistral's reasoning models: "thinking" parts, then "text" parts):
+// its "text" parts, joined; the thinking is not the answer. raw is the content's
+// JSON; ok is false when it is no such array.
+func partsText(raw string) (text string, ok bool) {
+	raw = strings.TrimSpace(raw)
+	if !strings.HasPrefix(raw, "[") {
+		return "", false
+	}
+	var parts []struct {
+		Type string  `json:"type"`
+		Text *string `json:"text"`
+	}
+	if json.Unmarshal([]byte(raw), &parts) != nil {
+		return "", false
+	}
+	var b strings.Builder
+	for _, p := range parts {
+		if p.Type == "text" && p.Text != nil {
+			b.WriteString(*p.Text)
+		}
+	}
+	return b.String(), true
 }
 
 // usage maps the provider's token counts, including cached prompt tokens

@@ -92,6 +92,11 @@ func (m *Model) Stream(ctx context.Context, req llm.Request, onDelta func(Delta)
 			id = chunk.ID
 		}
 		chunk.ID = id
+		for i := range chunk.Choices {
+			if text, ok := partsText(chunk.Choices[i].Delta.JSON.Content.Raw()); ok {
+				chunk.Choices[i].Delta.Content = text
+			}
+		}
 		calls.place(&chunk)
 		if !acc.AddChunk(chunk) {
 			return llm.Response{}, m.who.errorf(op, "%w: chunk %q does not continue the stream", ErrMalformedResponse, clip(chunk.RawJSON()))
