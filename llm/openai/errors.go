@@ -67,7 +67,13 @@ type exchange struct {
 	// for a chat answer); tooLarge says the body went past it.
 	limit    int64
 	tooLarge bool
+	// head is the start of a successful answer's body as it was read, to say what
+	// came when it does not parse.
+	head []byte
 }
+
+// maxHead bounds exchange.head.
+const maxHead = 1 << 10
 
 // maxAnswerBytes bounds the body of a chat answer, streamed or whole: far above
 // any model's output limit (128k tokens streamed in chunks of some 250 bytes is
@@ -153,6 +159,13 @@ type watchedBody struct {
 
 func (b *watchedBody) Read(p []byte) (int, error) {
 	n, err := b.rc.Read(p)
+	if n > 0 {
+		b.x.mu.Lock()
+		if room := maxHead - len(b.x.head); room > 0 {
+			b.x.head = append(b.x.head, p[:min(n, room)]...)
+		}
+		b.x.mu.Unlock()
+	}
 	if b.x.limit > 0 {
 		if b.left -= int64(n); b.left < 0 {
 			b.x.mu.Lock()
@@ -209,10 +222,30 @@ func (c caller) classify(op string, parent, call context.Context, x *exchange, e
 		return c.errorf(op, "%w: %w", llm.ErrTransient, err)
 	}
 	if ct, head := x.wrongType(); ct != "" {
-		return c.errorf(op, "%w: the server answered HTTP %d with Content-Type %q, not JSON (is the base URL the API's, such as https://host/v1?): %q",
-			ErrMalformedResponse, status, clip(ct), redact.New(c.apiKey).String(clip(strings.Join(strings.Fields(string(head)), " "))))
+		return c.notJSON(op, status, ct, head)
+	}
+	x.mu.Lock()
+	head := x.head
+	x.mu.Unlock()
+	if !jsonObject(head) {
+		return c.notJSON(op, status, header.Get("Content-Type"), head)
 	}
 	return c.errorf(op, "%w: %w", ErrMalformedResponse, err)
+}
+
+// notJSON is the error of a successful response that is not JSON, of Content-Type
+// ct, whose body begins with head: an HTML page of a proxy or of a base URL that is
+// not the API's, whatever Content-Type it claims.
+func (c caller) notJSON(op string, status int, ct string, head []byte) error {
+	return c.errorf(op, "%w: the server answered HTTP %d with Content-Type %q, not JSON (is the base URL the API's, such as https://host/v1?): %q",
+		ErrMalformedResponse, status, clip(ct), redact.New(c.apiKey).String(clip(strings.Join(strings.Fields(string(head)), " "))))
+}
+
+// jsonObject reports whether body begins as a JSON object does; an answer that does
+// not is no answer whatever it says it is.
+func jsonObject(body []byte) bool {
+	body = bytes.TrimLeft(body, " \t\r\n\ufeff")
+	return len(body) > 0 && body[0] == '{'
 }
 
 // errorObject is the error of a successful response whose body is an error object

@@ -69,9 +69,12 @@ func (m *Model) Stream(ctx context.Context, req llm.Request, onDelta func(Delta)
 	case "application/json":
 		// A provider that does not stream (some OpenAI-compatible servers ignore
 		// "stream") answers whole: the same answer, with no increments.
-		return m.whole(op, req, raw.Body)
+		return m.whole(op, req, raw)
 	default:
 		_, _ = io.Copy(io.Discard, io.LimitReader(raw.Body, maxErrorBody))
+		if ct, head := x.wrongType(); ct != "" {
+			return llm.Response{}, m.who.notJSON(op, raw.StatusCode, ct, head)
+		}
 		return llm.Response{}, m.who.errorf(op, "%w: expected an event stream, got Content-Type %q", ErrMalformedResponse, mt)
 	}
 	dec := &doneDecoder{Decoder: ssestream.NewDecoder(raw)}
@@ -168,8 +171,8 @@ func estimatedUsage(req llm.Request, cc sdk.ChatCompletion) messages.Usage {
 }
 
 // whole is the answer of a chat completion body, as Generate reads it.
-func (m *Model) whole(op string, req llm.Request, body io.Reader) (llm.Response, error) {
-	b, err := io.ReadAll(body)
+func (m *Model) whole(op string, req llm.Request, raw *http.Response) (llm.Response, error) {
+	b, err := io.ReadAll(raw.Body)
 	if errors.Is(err, errAnswerTooLarge) {
 		return llm.Response{}, m.who.tooLarge(op)
 	}
@@ -178,6 +181,9 @@ func (m *Model) whole(op string, req llm.Request, body io.Reader) (llm.Response,
 	}
 	var cc sdk.ChatCompletion
 	if err := json.Unmarshal(b, &cc); err != nil {
+		if !jsonObject(b) {
+			return llm.Response{}, m.who.notJSON(op, raw.StatusCode, raw.Header.Get("Content-Type"), b[:min(len(b), maxHead)])
+		}
 		return llm.Response{}, m.who.errorf(op, "%w: %w", ErrMalformedResponse, err)
 	}
 	if len(cc.Choices) == 0 {
