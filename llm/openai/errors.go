@@ -155,16 +155,17 @@ type watchedBody struct {
 	rc   io.ReadCloser
 	x    *exchange
 	left int64 // bytes it may still read, when x.limit is set
+	// headRead is how much of the body x.head holds (at most maxHead).
+	headRead int
 }
 
 func (b *watchedBody) Read(p []byte) (int, error) {
 	n, err := b.rc.Read(p)
-	if n > 0 {
+	if k := min(n, maxHead-b.headRead); k > 0 {
 		b.x.mu.Lock()
-		if room := maxHead - len(b.x.head); room > 0 {
-			b.x.head = append(b.x.head, p[:min(n, room)]...)
-		}
+		b.x.head = append(b.x.head, p[:k]...)
 		b.x.mu.Unlock()
+		b.headRead += k
 	}
 	if b.x.limit > 0 {
 		if b.left -= int64(n); b.left < 0 {
