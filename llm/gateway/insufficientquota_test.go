@@ -13,12 +13,22 @@ import (
 )
 
 // OpenAI answers an account out of credits with a 429 whose code is
-// insufficient_quota: no retry can succeed before someone pays, so the gateway
+// insufficient_quota, Zhipu with a 429 whose code is 1113: no retry can succeed before someone pays, so the gateway
 // falls over to the next model at once. It retried it as a rate limit, every
 // attempt a wasted request and a wait, before the backup was asked.
 func TestAnAccountOutOfCreditsIsNotRetried(t *testing.T) {
+	for name, body := range map[string]string{
+		"openai": `{"error":{"message":"You exceeded your current quota, please check your plan and billing details.","type":"insufficient_quota","param":null,"code":"insufficient_quota"}}`,
+		// Zhipu: "your account is in arrears, top it up and try again".
+		"zhipu": `{"error":{"code":"1113","message":"您的账户已欠费，请充值后重试。"}}`,
+	} {
+		t.Run(name, func(t *testing.T) { outOfCredits(t, body) })
+	}
+}
+
+func outOfCredits(t *testing.T, body string) {
 	broke := openaitest.NewServer(t, func(openaitest.Request) openaitest.Reply {
-		return openaitest.Reply{Status: 429, Body: `{"error":{"message":"You exceeded your current quota, please check your plan and billing details.","type":"insufficient_quota","param":null,"code":"insufficient_quota"}}`}
+		return openaitest.Reply{Status: 429, Body: body}
 	})
 	up := openaitest.NewServer(t, openaitest.Sequence(openaitest.Completion(messages.ChatMessage{Content: "from backup"}, messages.Usage{PromptTokens: 3, CompletionTokens: 2})))
 	model := func(srv *openaitest.Server, name string) llm.Model {
