@@ -199,7 +199,11 @@ func Detect(ctx context.Context, cfg Config, env func(string) string, probe Prob
 		if key == "" || (base != "" && (!hostKnown || hostP.Name != p.Name)) {
 			continue
 		}
-		return resolve(p, key, p.KeyEnv, p.KeyEnv+" is set"+unusedKeys(env, p.KeyEnv))
+		own := ""
+		if cfg.APIKey != "" {
+			own = sourceName(ownSource)
+		}
+		return resolve(p, key, p.KeyEnv, p.KeyEnv+" is set"+unusedKeys(env, p.KeyEnv, own))
 	}
 
 	// 3. The user's own key.
@@ -276,13 +280,17 @@ func unsentKeys(env func(string) string, baseURL string) string {
 
 // unusedKeys says which other provider key variables are set and go unused beside
 // used, chosen by the order of Providers, and how to choose one of them; "" when
-// none is.
-func unusedKeys(env func(string) string, used string) string {
+// none is. own names the user's own key when it is set (LLM_API_KEY, ...), unused
+// too.
+func unusedKeys(env func(string) string, used, own string) string {
 	var others []string
 	for _, p := range Providers() {
 		if p.KeyEnv != "" && p.KeyEnv != used && strings.TrimSpace(env(p.KeyEnv)) != "" {
 			others = append(others, p.KeyEnv)
 		}
+	}
+	if own != "" {
+		others = append(others, own)
 	}
 	if len(others) == 0 {
 		return ""
@@ -291,8 +299,8 @@ func unusedKeys(env func(string) string, used string) string {
 	if len(others) > 1 {
 		verb = "are"
 	}
-	return fmt.Sprintf("; %s %s set too and not used (keys are tried in the order %s): to use another, name its provider with --model PROVIDER or %s",
-		strings.Join(others, ", "), verb, strings.Join(KeyVars(), ", "), EnvProvider)
+	return fmt.Sprintf("; %s %s set too and not used (keys are tried in the order %s, then %s): to use another, name its provider with --model PROVIDER or %s",
+		strings.Join(others, ", "), verb, strings.Join(KeyVars(), ", "), EnvAPIKey, EnvProvider)
 }
 
 // sourceName is how messages name a key's source.

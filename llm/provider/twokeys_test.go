@@ -21,6 +21,10 @@ func TestDetectNamesTheKeysItDidNotUse(t *testing.T) {
 			t.Errorf("reason %q does not say %q", r.Reason, want)
 		}
 	}
+	// The user's own key, beside a provider's, is not used either: it says so.
+	if r := detect(t, envOf("OPENAI_API_KEY", "o", "LLM_API_KEY", "l")); r.APIKey != "o" || !strings.Contains(r.Reason, "LLM_API_KEY is set too and not used") {
+		t.Errorf("reason %q (key %v)", r.Reason, r.APIKey == "o")
+	}
 	// One key: nothing more to say.
 	if r := detect(t, envOf("DEEPSEEK_API_KEY", "d")); r.Reason != "DEEPSEEK_API_KEY is set" {
 		t.Errorf("reason %q", r.Reason)
