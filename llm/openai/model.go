@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	sdk "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -28,6 +29,9 @@ type Model struct {
 	cfg  Config
 	chat sdk.ChatCompletionService
 	who  caller
+	// noStreamOptions is set once the server refused a stream's stream_options
+	// (shared by the copies of WithResponseFormat: one server).
+	noStreamOptions *atomic.Bool
 }
 
 var (
@@ -48,6 +52,8 @@ func New(cfg Config) (*Model, error) {
 		cfg:  cfg,
 		chat: sdk.NewChatCompletionService(clientOptions(cfg.BaseURL, cfg.APIKey, cfg.ExtraHeaders, cfg.HTTPClient)...),
 		who:  caller{provider: cfg.Provider, model: cfg.Model, apiKey: cfg.APIKey, callTimeout: cfg.timeout()},
+
+		noStreamOptions: new(atomic.Bool),
 	}, nil
 }
 

@@ -48,15 +48,32 @@ func (m *Model) Stream(ctx context.Context, req llm.Request, onDelta func(Delta)
 	if err != nil {
 		return llm.Response{}, err
 	}
-	params.StreamOptions.IncludeUsage = sdk.Bool(true)
 	call, cancel := context.WithTimeoutCause(ctx, m.who.callTimeout, errCallTimeout)
 	defer cancel()
-	x := &exchange{limit: maxAnswerBytes}
-	var raw *http.Response
-	// The response body is decoded here (not by NewStreaming) to see whether the
-	// stream really ended with [DONE].
-	_, err = m.chat.New(call, params, option.WithMiddleware(x.middleware),
-		option.WithJSONSet("stream", true), option.WithResponseBodyInto(&raw))
+	var (
+		x   *exchange
+		raw *http.Response
+	)
+	send := func() error {
+		params.StreamOptions = sdk.ChatCompletionStreamOptionsParam{}
+		if !m.noStreamOptions.Load() {
+			params.StreamOptions.IncludeUsage = sdk.Bool(true)
+		}
+		x, raw = &exchange{limit: maxAnswerBytes}, nil
+		// The response body is decoded here (not by NewStreaming) to see whether
+		// the stream really ended with [DONE].
+		_, err := m.chat.New(call, params, option.WithMiddleware(x.middleware),
+			option.WithJSONSet("stream", true), option.WithResponseBodyInto(&raw))
+		return err
+	}
+	err = send()
+	if err != nil && !m.noStreamOptions.Load() && refusedStreamOptions(x) {
+		// An API that takes no stream_options (Mistral's; it reports usage in the
+		// stream unasked) refused the request without answering it: send it again
+		// without them, as every later stream of this model is.
+		m.noStreamOptions.Store(true)
+		err = send()
+	}
 	if err != nil {
 		return llm.Response{}, m.who.classify(op, ctx, call, x, err)
 	}
@@ -154,6 +171,13 @@ func (m *Model) Stream(ctx context.Context, req llm.Request, onDelta func(Delta)
 		return spent, err
 	}
 	return llm.Response{Message: msg, Usage: usage(u), FinishReason: llm.AbnormalFinish(cc.Choices[0].FinishReason)}, nil
+}
+
+// refusedStreamOptions reports whether the server refused a request for its
+// stream_options: a 400 or 422 whose error names them.
+func refusedStreamOptions(x *exchange) bool {
+	_, status, _, body, _ := x.snapshot()
+	return (status == http.StatusBadRequest || status == http.StatusUnprocessableEntity) && bytes.Contains(body, []byte("stream_options"))
 }
 
 // estimatedUsage estimates what a stream that failed before its usage chunk cost:

@@ -1,5 +1,3 @@
-//go:build review
-
 package openai_test
 
 import (
