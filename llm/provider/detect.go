@@ -130,7 +130,7 @@ func Detect(ctx context.Context, cfg Config, env func(string) string, probe Prob
 		return Resolved{}, err
 	}
 	resolve := func(p Provider, key, source, reason string) (Resolved, error) {
-		r := Resolved{Provider: p.Name, BaseURL: first(cfg.BaseURL, p.BaseURL), Model: first(cfg.Model, p.DefaultModel),
+		r := Resolved{Provider: p.Name, BaseURL: apiBase(cfg.BaseURL, p), Model: first(cfg.Model, p.DefaultModel),
 			EmbeddingModel: first(cfg.EmbeddingModel, p.DefaultEmbeddingModel), APIKey: key, Timeout: cfg.Timeout,
 			ExtraHeaders: maps.Clone(cfg.ExtraHeaders), Reason: reason}
 		if key != "" {
@@ -301,6 +301,29 @@ func unusedKeys(env func(string) string, used, own string) string {
 	}
 	return fmt.Sprintf("; %s %s set too and not used (keys are tried in the order %s, then %s): to use another, name its provider with --model PROVIDER or %s",
 		strings.Join(others, ", "), verb, strings.Join(KeyVars(), ", "), EnvAPIKey, EnvProvider)
+}
+
+// apiBase is the base URL of p's API at base: base with p's API path when base is
+// one of p's hosts alone (https://dashscope-intl.aliyuncs.com, or a local server's
+// http://localhost:11434), the client adding the endpoint's path to it; p.BaseURL
+// when there is no base; else base as given.
+func apiBase(base string, p Provider) string {
+	if base == "" {
+		return p.BaseURL
+	}
+	u, err := url.Parse(base)
+	if err != nil || p.BaseURL == "" || strings.Trim(u.Path, "/") != "" || u.RawQuery != "" {
+		return base
+	}
+	if host, ok := ByBaseURL(base); !ok || host.Name != p.Name {
+		return base // a proxy's, say: its paths are its own
+	}
+	known, err := url.Parse(p.BaseURL)
+	if err != nil {
+		return base
+	}
+	u.Path, u.RawPath = known.Path, ""
+	return u.String()
 }
 
 // sourceName is how messages name a key's source.

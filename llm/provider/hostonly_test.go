@@ -1,5 +1,3 @@
-//go:build review
-
 package provider_test
 
 import "testing"
@@ -20,6 +18,8 @@ func TestDetectAddsAKnownProvidersAPIPathToItsBareHost(t *testing.T) {
 		{[]string{"LLM_BASE_URL", "http://localhost:11434/v1"}, "http://localhost:11434/v1"},
 		{[]string{"LLM_API_KEY", "g", "LLM_BASE_URL", "https://api.deepseek.com/beta"}, "https://api.deepseek.com/beta"},
 		{[]string{"LLM_BASE_URL", "http://10.0.0.5:9000", "LLM_MODEL", "m"}, "http://10.0.0.5:9000"},
+		// A provider named for a proxy's host: the proxy's paths are its own.
+		{[]string{"TROUPE_LLM_PROVIDER", "deepseek", "LLM_API_KEY", "g", "LLM_BASE_URL", "http://proxy.internal:8080"}, "http://proxy.internal:8080"},
 	} {
 		if r := detect(t, envOf(c.env...)); r.BaseURL != c.want {
 			t.Errorf("%v: base URL %s, want %s", c.env, r.BaseURL, c.want)
