@@ -181,10 +181,11 @@ func refusedStreamOptions(x *exchange) bool {
 }
 
 // estimatedUsage estimates what a stream that failed before its usage chunk cost:
-// the prompt of req and the part of the answer cc holds.
+// the prompt of req and the part of the answer cc holds (none before its first
+// text or tool call).
 func estimatedUsage(req llm.Request, cc sdk.ChatCompletion) messages.Usage {
 	u := messages.Usage{PromptTokens: llm.EstimateTokens(req.Messages)}
-	if len(cc.Choices) > 0 {
+	if len(cc.Choices) > 0 && (cc.Choices[0].Message.Content != "" || len(cc.Choices[0].Message.ToolCalls) > 0) {
 		part := messages.ChatMessage{Role: messages.RoleAssistant, Content: cc.Choices[0].Message.Content}
 		for _, c := range cc.Choices[0].Message.ToolCalls {
 			part.ToolCalls = append(part.ToolCalls, messages.ToolCall{Name: c.Function.Name, Arguments: c.Function.Arguments})
