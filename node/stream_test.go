@@ -348,7 +348,8 @@ func TestStreamCutMidAnswerIsRetriedWithReset(t *testing.T) {
 }
 
 // When every attempt is cut, the call fails cleanly: its model.responded records the
-// error and no text, never the half answer the deltas showed.
+// error and no text, never the half answer the deltas showed, with what the
+// attempts spent.
 func TestStreamCutEveryAttemptFailsCleanly(t *testing.T) {
 	pieces := tokens(40)
 	n, srv := streamingNode(t, 2, func(int) openaitest.Reply { return cutStream(pieces[:20]) })
@@ -370,6 +371,11 @@ func TestStreamCutEveryAttemptFailsCleanly(t *testing.T) {
 	resp := respondedAfter(t, n, "stream-fail", last)
 	if len(resp) != 1 || resp[0].Error == "" || resp[0].Message.Content != "" || len(resp[0].Message.ToolCalls) != 0 {
 		t.Fatalf("recorded answers: %+v", resp)
+	}
+	// What the cut attempts cost is recorded all the same, estimated: the provider
+	// took the prompt and streamed 20 pieces twice before the cuts.
+	if u := resp[0].Usage; u.PromptTokens == 0 || u.CompletionTokens == 0 {
+		t.Fatalf("the failed call records usage %+v, want what its two cut attempts spent", u)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strings"
 	"time"
 
 	"golang.org/x/net/http/httpguts"
@@ -153,6 +154,14 @@ func validateBaseURL(s string) error {
 	}
 	if u.User != nil {
 		return fmt.Errorf("llm/openai: base URL must not carry credentials; use APIKey")
+	}
+	// The endpoint pasted for the base URL: the client adds the endpoint's path to it.
+	path := strings.TrimRight(u.Path, "/")
+	for _, endpoint := range []string{"/chat/completions", "/completions", "/embeddings"} {
+		if strings.HasSuffix(path, endpoint) {
+			base := url.URL{Scheme: u.Scheme, Host: u.Host, Path: strings.TrimSuffix(path, endpoint)}
+			return fmt.Errorf("llm/openai: base URL ends in %s, the path this client adds to it: give the API's base URL, %q", endpoint, base.String())
+		}
 	}
 	return nil
 }

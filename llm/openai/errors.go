@@ -67,7 +67,13 @@ type exchange struct {
 	// for a chat answer); tooLarge says the body went past it.
 	limit    int64
 	tooLarge bool
+	// head is the start of a successful answer's body as it was read, to say what
+	// came when it does not parse.
+	head []byte
 }
+
+// maxHead bounds exchange.head.
+const maxHead = 1 << 10
 
 // maxAnswerBytes bounds the body of a chat answer, streamed or whole: far above
 // any model's output limit (128k tokens streamed in chunks of some 250 bytes is
@@ -149,10 +155,18 @@ type watchedBody struct {
 	rc   io.ReadCloser
 	x    *exchange
 	left int64 // bytes it may still read, when x.limit is set
+	// headRead is how much of the body x.head holds (at most maxHead).
+	headRead int
 }
 
 func (b *watchedBody) Read(p []byte) (int, error) {
 	n, err := b.rc.Read(p)
+	if k := min(n, maxHead-b.headRead); k > 0 {
+		b.x.mu.Lock()
+		b.x.head = append(b.x.head, p[:k]...)
+		b.x.mu.Unlock()
+		b.headRead += k
+	}
 	if b.x.limit > 0 {
 		if b.left -= int64(n); b.left < 0 {
 			b.x.mu.Lock()
@@ -194,6 +208,9 @@ func (c caller) classify(op string, parent, call context.Context, x *exchange, e
 	switch {
 	case tooLarge:
 		return c.tooLarge(op)
+	case status == http.StatusNotFound:
+		return fmt.Errorf("llm/openai: %s: %w (the model is not served there, or the base URL is not the API's: it is the URL the API's paths follow, such as https://host/v1)",
+			op, c.apiError(status, header, body, err))
 	case status >= 400:
 		return fmt.Errorf("llm/openai: %s: %w", op, c.apiError(status, header, body, err))
 	case context.Cause(call) == errCallTimeout && parent.Err() == nil:
@@ -206,10 +223,30 @@ func (c caller) classify(op string, parent, call context.Context, x *exchange, e
 		return c.errorf(op, "%w: %w", llm.ErrTransient, err)
 	}
 	if ct, head := x.wrongType(); ct != "" {
-		return c.errorf(op, "%w: the server answered HTTP %d with Content-Type %q, not JSON (is the base URL the API's, such as https://host/v1?): %q",
-			ErrMalformedResponse, status, clip(ct), redact.New(c.apiKey).String(clip(strings.Join(strings.Fields(string(head)), " "))))
+		return c.notJSON(op, status, ct, head)
+	}
+	x.mu.Lock()
+	head := x.head
+	x.mu.Unlock()
+	if !jsonObject(head) {
+		return c.notJSON(op, status, header.Get("Content-Type"), head)
 	}
 	return c.errorf(op, "%w: %w", ErrMalformedResponse, err)
+}
+
+// notJSON is the error of a successful response that is not JSON, of Content-Type
+// ct, whose body begins with head: an HTML page of a proxy or of a base URL that is
+// not the API's, whatever Content-Type it claims.
+func (c caller) notJSON(op string, status int, ct string, head []byte) error {
+	return c.errorf(op, "%w: the server answered HTTP %d with Content-Type %q, not JSON (is the base URL the API's, such as https://host/v1?): %q",
+		ErrMalformedResponse, status, clip(ct), redact.New(c.apiKey).String(clip(strings.Join(strings.Fields(string(head)), " "))))
+}
+
+// jsonObject reports whether body begins as a JSON object does; an answer that does
+// not is no answer whatever it says it is.
+func jsonObject(body []byte) bool {
+	body = bytes.TrimLeft(body, " \t\r\n\ufeff")
+	return len(body) > 0 && body[0] == '{'
 }
 
 // errorObject is the error of a successful response whose body is an error object
@@ -250,7 +287,30 @@ func (c caller) apiError(status int, header http.Header, body []byte, sdkErr err
 		StatusCode: status,
 		RetryAfter: retryAfter(status, header, time.Now()),
 		Message:    redact.New(c.apiKey).String(msg),
+		Code:       redact.New(c.apiKey).String(errorCode(body)),
 	}
+}
+
+// errorCode is the code of an error body shaped {"error": {"code", "type"}}: its
+// code, else its type (a short word, else none).
+func errorCode(body []byte) string {
+	var shaped struct {
+		Error struct {
+			Code json.RawMessage `json:"code"`
+			Type string          `json:"type"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(body, &shaped) != nil {
+		return ""
+	}
+	var code string
+	if json.Unmarshal(shaped.Error.Code, &code) != nil || code == "" {
+		code = shaped.Error.Type
+	}
+	if len(code) > 64 {
+		return ""
+	}
+	return code
 }
 
 // errorMessage extracts a human-readable message from an error body in any of the

@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
+	"sync/atomic"
 
 	sdk "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -27,6 +29,9 @@ type Model struct {
 	cfg  Config
 	chat sdk.ChatCompletionService
 	who  caller
+	// noStreamOptions is set once the server refused a stream's stream_options
+	// (shared by the copies of WithResponseFormat: one server).
+	noStreamOptions *atomic.Bool
 }
 
 var (
@@ -47,6 +52,8 @@ func New(cfg Config) (*Model, error) {
 		cfg:  cfg,
 		chat: sdk.NewChatCompletionService(clientOptions(cfg.BaseURL, cfg.APIKey, cfg.ExtraHeaders, cfg.HTTPClient)...),
 		who:  caller{provider: cfg.Provider, model: cfg.Model, apiKey: cfg.APIKey, callTimeout: cfg.timeout()},
+
+		noStreamOptions: new(atomic.Bool),
 	}, nil
 }
 
@@ -291,6 +298,9 @@ func toolParams(specs []messages.ToolSpec) ([]sdk.ChatCompletionToolUnionParam, 
 // tool-call indices skip one (0, then 2).
 func (m *Model) message(req llm.Request, in sdk.ChatCompletionMessage) (messages.ChatMessage, error) {
 	out := messages.ChatMessage{Role: messages.RoleAssistant, Content: in.Content}
+	if text, ok := partsText(in.JSON.Content.Raw()); ok {
+		out.Content = text
+	}
 	if out.Content == "" && in.Refusal != "" {
 		out.Content = in.Refusal
 	}
@@ -308,6 +318,31 @@ func (m *Model) message(req llm.Request, in sdk.ChatCompletionMessage) (messages
 		out.ToolCalls = append(out.ToolCalls, messages.ToolCall{ID: id, Name: c.Function.Name, Arguments: c.Function.Arguments})
 	}
 	return out, nil
+}
+
+// partsText is the text of a content the provider gave as an array of parts rather
+// than a string (Mistral's reasoning models: "thinking" parts, then "text" parts):
+// its "text" parts, joined; the thinking is not the answer. raw is the content's
+// JSON; ok is false when it is no such array.
+func partsText(raw string) (text string, ok bool) {
+	raw = strings.TrimSpace(raw)
+	if !strings.HasPrefix(raw, "[") {
+		return "", false
+	}
+	var parts []struct {
+		Type string  `json:"type"`
+		Text *string `json:"text"`
+	}
+	if json.Unmarshal([]byte(raw), &parts) != nil {
+		return "", false
+	}
+	var b strings.Builder
+	for _, p := range parts {
+		if p.Type == "text" && p.Text != nil {
+			b.WriteString(*p.Text)
+		}
+	}
+	return b.String(), true
 }
 
 // usage maps the provider's token counts, including cached prompt tokens

@@ -14,6 +14,7 @@ import (
 	"github.com/openai/openai-go/v3/packages/ssestream"
 
 	"github.com/troupe-run/troupe/llm"
+	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/redact"
 )
 
@@ -35,7 +36,9 @@ var _ Streamer = (*Model)(nil)
 // chat completion: it does not stream) is read as Generate reads it, with no
 // increments. When Stream fails, the increments already
 // delivered belong to no answer: a retry streams again from the start. An error from
-// onDelta stops the stream and is returned (wrapped) as is.
+// onDelta stops the stream and is returned (wrapped) as is. A failure returns what
+// the call spent (llm.Model): the usage the provider reported, or, when it began
+// answering and reported none, an estimate of the prompt and of what it streamed.
 func (m *Model) Stream(ctx context.Context, req llm.Request, onDelta func(Delta) error) (llm.Response, error) {
 	const op = "stream"
 	if err := ctx.Err(); err != nil {
@@ -45,15 +48,32 @@ func (m *Model) Stream(ctx context.Context, req llm.Request, onDelta func(Delta)
 	if err != nil {
 		return llm.Response{}, err
 	}
-	params.StreamOptions.IncludeUsage = sdk.Bool(true)
 	call, cancel := context.WithTimeoutCause(ctx, m.who.callTimeout, errCallTimeout)
 	defer cancel()
-	x := &exchange{limit: maxAnswerBytes}
-	var raw *http.Response
-	// The response body is decoded here (not by NewStreaming) to see whether the
-	// stream really ended with [DONE].
-	_, err = m.chat.New(call, params, option.WithMiddleware(x.middleware),
-		option.WithJSONSet("stream", true), option.WithResponseBodyInto(&raw))
+	var (
+		x   *exchange
+		raw *http.Response
+	)
+	send := func() error {
+		params.StreamOptions = sdk.ChatCompletionStreamOptionsParam{}
+		if !m.noStreamOptions.Load() {
+			params.StreamOptions.IncludeUsage = sdk.Bool(true)
+		}
+		x, raw = &exchange{limit: maxAnswerBytes}, nil
+		// The response body is decoded here (not by NewStreaming) to see whether
+		// the stream really ended with [DONE].
+		_, err := m.chat.New(call, params, option.WithMiddleware(x.middleware),
+			option.WithJSONSet("stream", true), option.WithResponseBodyInto(&raw))
+		return err
+	}
+	err = send()
+	if err != nil && !m.noStreamOptions.Load() && refusedStreamOptions(x) {
+		// An API that takes no stream_options (Mistral's; it reports usage in the
+		// stream unasked) refused the request without answering it: send it again
+		// without them, as every later stream of this model is.
+		m.noStreamOptions.Store(true)
+		err = send()
+	}
 	if err != nil {
 		return llm.Response{}, m.who.classify(op, ctx, call, x, err)
 	}
@@ -66,9 +86,12 @@ func (m *Model) Stream(ctx context.Context, req llm.Request, onDelta func(Delta)
 	case "application/json":
 		// A provider that does not stream (some OpenAI-compatible servers ignore
 		// "stream") answers whole: the same answer, with no increments.
-		return m.whole(op, req, raw.Body)
+		return m.whole(op, req, raw)
 	default:
 		_, _ = io.Copy(io.Discard, io.LimitReader(raw.Body, maxErrorBody))
+		if ct, head := x.wrongType(); ct != "" {
+			return llm.Response{}, m.who.notJSON(op, raw.StatusCode, ct, head)
+		}
 		return llm.Response{}, m.who.errorf(op, "%w: expected an event stream, got Content-Type %q", ErrMalformedResponse, mt)
 	}
 	dec := &doneDecoder{Decoder: ssestream.NewDecoder(raw)}
@@ -77,6 +100,7 @@ func (m *Model) Stream(ctx context.Context, req llm.Request, onDelta func(Delta)
 
 	var acc sdk.ChatCompletionAccumulator
 	var u sdk.CompletionUsage
+	began, reported := false, false // a chunk came; the provider reported usage
 	calls := streamedCalls{}
 	id := "" // the stream's id: its first chunk's that has one
 	for stream.Next() {
@@ -88,12 +112,18 @@ func (m *Model) Stream(ctx context.Context, req llm.Request, onDelta func(Delta)
 			id = chunk.ID
 		}
 		chunk.ID = id
+		for i := range chunk.Choices {
+			if text, ok := partsText(chunk.Choices[i].Delta.JSON.Content.Raw()); ok {
+				chunk.Choices[i].Delta.Content = text
+			}
+		}
 		calls.place(&chunk)
 		if !acc.AddChunk(chunk) {
 			return llm.Response{}, m.who.errorf(op, "%w: chunk %q does not continue the stream", ErrMalformedResponse, clip(chunk.RawJSON()))
 		}
+		began = true
 		if chunk.JSON.Usage.Valid() {
-			u = chunk.Usage
+			u, reported = chunk.Usage, true
 		}
 		if onDelta == nil {
 			continue
@@ -112,6 +142,12 @@ func (m *Model) Stream(ctx context.Context, req llm.Request, onDelta func(Delta)
 	// A failed call returns the usage the provider reported before it failed
 	// (llm.Model): a stream cut after its usage chunk, an answer refused.
 	spent := llm.Response{Usage: usage(u)}
+	if !reported && began {
+		// The provider took the prompt and began answering, then stalled or was
+		// cut before its usage chunk: it bills what it took and streamed all the
+		// same, so the failure says so, estimated (llm.EstimateTokens).
+		spent.Usage = estimatedUsage(req, acc.ChatCompletion)
+	}
 	if err := stream.Err(); err != nil {
 		var se *ssestream.StreamError
 		if errors.As(err, &se) {
@@ -137,9 +173,31 @@ func (m *Model) Stream(ctx context.Context, req llm.Request, onDelta func(Delta)
 	return llm.Response{Message: msg, Usage: usage(u), FinishReason: llm.AbnormalFinish(cc.Choices[0].FinishReason)}, nil
 }
 
+// refusedStreamOptions reports whether the server refused a request for its
+// stream_options: a 400 or 422 whose error names them.
+func refusedStreamOptions(x *exchange) bool {
+	_, status, _, body, _ := x.snapshot()
+	return (status == http.StatusBadRequest || status == http.StatusUnprocessableEntity) && bytes.Contains(body, []byte("stream_options"))
+}
+
+// estimatedUsage estimates what a stream that failed before its usage chunk cost:
+// the prompt of req and the part of the answer cc holds (none before its first
+// text or tool call).
+func estimatedUsage(req llm.Request, cc sdk.ChatCompletion) messages.Usage {
+	u := messages.Usage{PromptTokens: llm.EstimateTokens(req.Messages)}
+	if len(cc.Choices) > 0 && (cc.Choices[0].Message.Content != "" || len(cc.Choices[0].Message.ToolCalls) > 0) {
+		part := messages.ChatMessage{Role: messages.RoleAssistant, Content: cc.Choices[0].Message.Content}
+		for _, c := range cc.Choices[0].Message.ToolCalls {
+			part.ToolCalls = append(part.ToolCalls, messages.ToolCall{Name: c.Function.Name, Arguments: c.Function.Arguments})
+		}
+		u.CompletionTokens = llm.EstimateTokens([]messages.ChatMessage{part})
+	}
+	return u
+}
+
 // whole is the answer of a chat completion body, as Generate reads it.
-func (m *Model) whole(op string, req llm.Request, body io.Reader) (llm.Response, error) {
-	b, err := io.ReadAll(body)
+func (m *Model) whole(op string, req llm.Request, raw *http.Response) (llm.Response, error) {
+	b, err := io.ReadAll(raw.Body)
 	if errors.Is(err, errAnswerTooLarge) {
 		return llm.Response{}, m.who.tooLarge(op)
 	}
@@ -148,6 +206,9 @@ func (m *Model) whole(op string, req llm.Request, body io.Reader) (llm.Response,
 	}
 	var cc sdk.ChatCompletion
 	if err := json.Unmarshal(b, &cc); err != nil {
+		if !jsonObject(b) {
+			return llm.Response{}, m.who.notJSON(op, raw.StatusCode, raw.Header.Get("Content-Type"), b[:min(len(b), maxHead)])
+		}
 		return llm.Response{}, m.who.errorf(op, "%w: %w", ErrMalformedResponse, err)
 	}
 	if len(cc.Choices) == 0 {
@@ -240,23 +301,49 @@ func deltas(d sdk.ChatCompletionChunkChoiceDelta) []Delta {
 }
 
 // doneDecoder notes whether the event stream reached its [DONE] sentinel; the SDK's
-// stream ends the same way on [DONE] and on a closed connection.
+// stream ends the same way on [DONE] and on a closed connection. It also drops an
+// "error" member that is null from an event (no error: some servers put it in every
+// chunk), which the SDK would take for the provider's error, as any "error" member.
 type doneDecoder struct {
 	ssestream.Decoder
 	done bool
+	evt  ssestream.Event
 }
 
 func (d *doneDecoder) Next() bool {
 	if d.Decoder == nil || !d.Decoder.Next() {
 		return false
 	}
-	if bytes.HasPrefix(d.Event().Data, []byte("[DONE]")) {
+	d.evt = d.Decoder.Event()
+	if bytes.HasPrefix(d.evt.Data, []byte("[DONE]")) {
 		d.done = true
 	}
+	d.evt.Data = withoutNullError(d.evt.Data)
 	return true
 }
 
-func (d *doneDecoder) Event() ssestream.Event { return d.Decoder.Event() }
+func (d *doneDecoder) Event() ssestream.Event { return d.evt }
+
+// withoutNullError is data, a JSON object, without its top-level "error" member when
+// that member is null; any other data as it is.
+func withoutNullError(data []byte) []byte {
+	if !bytes.Contains(data, []byte(`"error"`)) {
+		return data
+	}
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(data, &obj) != nil {
+		return data
+	}
+	if e, ok := obj["error"]; !ok || !bytes.Equal(bytes.TrimSpace(e), []byte("null")) {
+		return data
+	}
+	delete(obj, "error")
+	b, err := json.Marshal(obj)
+	if err != nil {
+		return data
+	}
+	return b
+}
 
 func (d *doneDecoder) Err() error {
 	if d.Decoder == nil {

@@ -68,3 +68,28 @@ func TestFailedCallsReturnTheirUsage(t *testing.T) {
 		})
 	}
 }
+
+// A stream cut before its usage chunk fails with an estimate of what it spent: the
+// prompt, and the text it streamed; a provider that sent only the opening chunk
+// streamed nothing to count.
+func TestCutStreamsEstimateWhatTheySpent(t *testing.T) {
+	prompt := llm.EstimateTokens(hello().Messages)
+	for _, c := range []struct {
+		name  string
+		reply openaitest.Reply
+		want  messages.Usage
+	}{
+		{"opened only", openaitest.Reply{Events: []string{openaitest.RoleChunk()}, Abort: true}, messages.Usage{PromptTokens: prompt}},
+		{"text streamed", openaitest.Reply{Events: []string{openaitest.RoleChunk(), openaitest.ContentChunk("twelve bytes")}, Abort: true},
+			messages.Usage{PromptTokens: prompt, CompletionTokens: llm.EstimateTokens([]messages.ChatMessage{{Content: "twelve bytes"}})}},
+		{"nothing came", openaitest.Error(503, "down"), messages.Usage{}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			srv := openaitest.NewServer(t, openaitest.Sequence(c.reply))
+			r, err := newModel(t, srv).Stream(deadline(t), hello(), nil)
+			if !errors.Is(err, llm.ErrTransient) || r.Usage != c.want {
+				t.Fatalf("usage %+v, err %v: want usage %+v", r.Usage, err, c.want)
+			}
+		})
+	}
+}

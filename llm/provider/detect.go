@@ -130,7 +130,7 @@ func Detect(ctx context.Context, cfg Config, env func(string) string, probe Prob
 		return Resolved{}, err
 	}
 	resolve := func(p Provider, key, source, reason string) (Resolved, error) {
-		r := Resolved{Provider: p.Name, BaseURL: first(cfg.BaseURL, p.BaseURL), Model: first(cfg.Model, p.DefaultModel),
+		r := Resolved{Provider: p.Name, BaseURL: apiBase(cfg.BaseURL, p), Model: first(cfg.Model, p.DefaultModel),
 			EmbeddingModel: first(cfg.EmbeddingModel, p.DefaultEmbeddingModel), APIKey: key, Timeout: cfg.Timeout,
 			ExtraHeaders: maps.Clone(cfg.ExtraHeaders), Reason: reason}
 		if key != "" {
@@ -199,7 +199,11 @@ func Detect(ctx context.Context, cfg Config, env func(string) string, probe Prob
 		if key == "" || (base != "" && (!hostKnown || hostP.Name != p.Name)) {
 			continue
 		}
-		return resolve(p, key, p.KeyEnv, p.KeyEnv+" is set")
+		own := ""
+		if cfg.APIKey != "" {
+			own = sourceName(ownSource)
+		}
+		return resolve(p, key, p.KeyEnv, p.KeyEnv+" is set"+unusedKeys(env, p.KeyEnv, own))
 	}
 
 	// 3. The user's own key.
@@ -272,6 +276,54 @@ func unsentKeys(env func(string) string, baseURL string) string {
 		}
 	}
 	return s
+}
+
+// unusedKeys says which other provider key variables are set and go unused beside
+// used, chosen by the order of Providers, and how to choose one of them; "" when
+// none is. own names the user's own key when it is set (LLM_API_KEY, ...), unused
+// too.
+func unusedKeys(env func(string) string, used, own string) string {
+	var others []string
+	for _, p := range Providers() {
+		if p.KeyEnv != "" && p.KeyEnv != used && strings.TrimSpace(env(p.KeyEnv)) != "" {
+			others = append(others, p.KeyEnv)
+		}
+	}
+	if own != "" {
+		others = append(others, own)
+	}
+	if len(others) == 0 {
+		return ""
+	}
+	verb := "is"
+	if len(others) > 1 {
+		verb = "are"
+	}
+	return fmt.Sprintf("; %s %s set too and not used (keys are tried in the order %s, then %s): to use another, name its provider with --model PROVIDER or %s",
+		strings.Join(others, ", "), verb, strings.Join(KeyVars(), ", "), EnvAPIKey, EnvProvider)
+}
+
+// apiBase is the base URL of p's API at base: base with p's API path when base is
+// one of p's hosts alone (https://dashscope-intl.aliyuncs.com, or a local server's
+// http://localhost:11434), the client adding the endpoint's path to it; p.BaseURL
+// when there is no base; else base as given.
+func apiBase(base string, p Provider) string {
+	if base == "" {
+		return p.BaseURL
+	}
+	u, err := url.Parse(base)
+	if err != nil || p.BaseURL == "" || strings.Trim(u.Path, "/") != "" || u.RawQuery != "" {
+		return base
+	}
+	if host, ok := ByBaseURL(base); !ok || host.Name != p.Name {
+		return base // a proxy's, say: its paths are its own
+	}
+	known, err := url.Parse(p.BaseURL)
+	if err != nil {
+		return base
+	}
+	u.Path, u.RawPath = known.Path, ""
+	return u.String()
 }
 
 // sourceName is how messages name a key's source.
