@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http/httptest"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/eventlog/sqlite"
 	"github.com/troupe-run/troupe/llm"
+	"github.com/troupe-run/troupe/llm/gateway"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
 	"github.com/troupe-run/troupe/node/nodetest"
@@ -284,4 +286,46 @@ func TestMetricsCountAResumedTaskUnderItsAgent(t *testing.T) {
 	if v, ok := sampleOf(fams, "troupe_tasks_total", "agent", "unknown", "outcome", "completed"); ok && v != 0 {
 		t.Errorf("the resumed task ended under agent \"unknown\" (%v)", v)
 	}
+}
+
+// retriedModel fails its first calls with the errors in fails, then answers "ok".
+type retriedModel struct {
+	mu    sync.Mutex
+	fails []error
+}
+
+func (*retriedModel) Name() string { return "retried" }
+
+func (m *retriedModel) Generate(context.Context, llm.Request) (llm.Response, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.fails) > 0 {
+		err := m.fails[0]
+		m.fails = m.fails[1:]
+		return llm.Response{Usage: messages.Usage{PromptTokens: 10}}, err
+	}
+	return llm.Response{Message: messages.ChatMessage{Role: messages.RoleAssistant, Content: "ok"}}, nil
+}
+
+// A model call the gateway sends again after a transient failure is counted in
+// troupe_model_retries_total, by model and reason: the provider bills each attempt,
+// and the session records the call once.
+func TestModelRetriesAreCounted(t *testing.T) {
+	m := &retriedModel{fails: []error{
+		&llm.APIError{StatusCode: 429, Message: "slow down"},
+		&llm.APIError{StatusCode: 503, Message: "overloaded"},
+		fmt.Errorf("reading the answer: %w", context.DeadlineExceeded),
+	}}
+	m.fails[2] = fmt.Errorf("%w: %w", llm.ErrTransient, m.fails[2])
+	n := nodetest.Start(t, node.Config{Model: m, Gateway: gateway.Config{Retry: gateway.RetryPolicy{Initial: time.Millisecond, Max: time.Millisecond}}})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := n.Submit(ctx, node.Task{Input: "hi", SessionID: "retried"}); err != nil {
+		t.Fatal(err)
+	}
+	waitCompleted(t, n, []string{"retried"}, 20*time.Second)
+	fams := scrape(t, n)
+	wantSample(t, fams, 1, "troupe_model_retries_total", "model", "retried", "reason", "rate_limited")
+	wantSample(t, fams, 1, "troupe_model_retries_total", "model", "retried", "reason", "server_error")
+	wantSample(t, fams, 1, "troupe_model_retries_total", "model", "retried", "reason", "timeout")
 }

@@ -187,6 +187,7 @@ func (n *Node) newEffects(reg *tools.Registry) (actors.Effects, error) {
 		// a long unbroken piece: a prompt of 300 KB of '<' took minutes).
 		gwCfg.Tokenizer = &rag.Cl100k{}
 	}
+	gwCfg.Retry.OnRetry = n.countRetries(gwCfg.Retry.OnRetry)
 	gw, err := gateway.New(gwCfg)
 	if err != nil {
 		return nil, err
@@ -491,4 +492,35 @@ func (n *Node) closeStopped() error {
 // calls itself) takes every chain as routable: its model nodes answer.
 func (n *Node) routable(models []string) bool {
 	return n.gw == nil || n.gw.Routes(models)
+}
+
+// countRetries returns the gateway's retry hook (then): it counts each model call
+// sent again after a transient failure in troupe_model_retries_total, by model and
+// reason, since the provider bills every attempt and the session records only the
+// call's sum (its usage is every attempt's).
+func (n *Node) countRetries(then func(model string, err error)) func(model string, err error) {
+	retries := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "troupe", Subsystem: "model", Name: "retries_total",
+		Help: "Model calls the gateway sent again after a transient failure, by model and reason: rate_limited (429), server_error (5xx), timeout (408, or no answer in time), other (a connection cut, a stream cut short). Each attempt is billed by the provider; the session records the call once, with every attempt's usage."},
+		[]string{"model", "reason"})
+	n.metrics.Registry.MustRegister(retries)
+	return func(model string, err error) {
+		retries.WithLabelValues(model, retryReason(err)).Inc()
+		if then != nil {
+			then(model, err)
+		}
+	}
+}
+
+// retryReason is the reason label of troupe_model_retries_total for err.
+func retryReason(err error) string {
+	var api *llm.APIError
+	switch {
+	case errors.As(err, &api) && api.StatusCode == 429:
+		return "rate_limited"
+	case errors.As(err, &api) && api.StatusCode >= 500:
+		return "server_error"
+	case errors.As(err, &api) && api.StatusCode == 408, errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
+	}
+	return "other"
 }

@@ -35,6 +35,12 @@ type RetryPolicy struct {
 	// longer than the backoff is honoured, up to MaxRetryAfter (default 60 s): a
 	// longer hint fails over to the next model instead of waiting.
 	Initial, Max, MaxRetryAfter time.Duration
+	// OnRetry, when set, is called as a model's call failed with a transient error
+	// and is about to be sent again (after the wait): with the model's name and the
+	// error. A provider bills each attempt, so an operator counts them (the node's
+	// troupe_model_retries_total). It is called on the call's goroutine and must
+	// not block.
+	OnRetry func(model string, err error)
 }
 
 // Price is the cost of a model in US dollars per million tokens.

@@ -92,6 +92,9 @@ func (r *retrying) Generate(ctx context.Context, req llm.Request) (llm.Response,
 			return spent, fmt.Errorf("%w (waiting %s to retry would pass the call's deadline: %w)", err, wait, context.DeadlineExceeded)
 		}
 		r.logger.Info("retrying model call", "model", r.Name(), "attempt", attempt, "wait", wait, "err", err)
+		if r.p.OnRetry != nil {
+			r.p.OnRetry(r.Name(), err)
+		}
 		if serr := r.sleep(ctx, wait); serr != nil {
 			return spent, stopped(ctx, fmt.Errorf("%w; waiting %s to retry: %w", err, wait, serr))
 		}
