@@ -571,7 +571,7 @@ func (s *server) transport() sdk.Transport {
 		// end waiting on it once the server exited.
 		cmd.WaitDelay = time.Second
 		ownGroup(cmd)
-		return &stdioTransport{CommandTransport: sdk.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}}
+		return &stdioTransport{cmd: cmd, terminate: 2 * time.Second, log: s.c.cfg.Logger.With("mcp_server", s.name)}
 	}
 	var rt http.RoundTripper = boundedBodies{base: http.DefaultTransport}
 	if len(s.cfg.Headers) > 0 {
@@ -579,22 +579,6 @@ func (s *server) transport() sdk.Transport {
 		rt = headerTransport{base: rt, headers: s.cfg.Headers, scheme: u.Scheme, host: u.Host}
 	}
 	return &sdk.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: &http.Client{Transport: rt}, OAuthHandler: s.oauth}
-}
-
-// stdioTransport starts a stdio server in a process group of its own, and ends
-// what is left of the group when the connection closes: a server's children (a
-// browser, a language server, the node that "npx" starts) do not outlive it.
-type stdioTransport struct {
-	sdk.CommandTransport
-}
-
-func (t *stdioTransport) Connect(ctx context.Context) (sdk.Connection, error) {
-	conn, err := t.CommandTransport.Connect(ctx)
-	if err != nil {
-		stopGroup(t.Command)
-		return nil, err
-	}
-	return &stdioConn{Connection: conn, cmd: t.Command}, nil
 }
 
 // stuckWriteGrace is how long a write to a stdio server may go on after its
