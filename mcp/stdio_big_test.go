@@ -1,5 +1,3 @@
-//go:build review
-
 package mcp_test
 
 import (
@@ -12,13 +10,6 @@ import (
 
 	"github.com/troupe-run/troupe/mcp"
 )
-
-func init() {
-	if os.Getenv("TROUPE_MCP_TEST_SERVER") == "big" {
-		bigServer()
-		os.Exit(0)
-	}
-}
 
 // bigServer is a stdio server whose tool "big" answers 20 MB of text, more than the
 // node reads of one message (16 MiB), writing the result before the id as the

@@ -47,3 +47,28 @@ func TestJSONLinesSkipsWhatIsNotJSON(t *testing.T) {
 		}
 	}
 }
+
+// A value longer than the limit is not passed on: a response becomes an error
+// response to its id, wherever the id is written; anything else is dropped.
+func TestJSONLinesReplacesAnAnswerLongerThanTheLimit(t *testing.T) {
+	long := strings.Repeat("a", 100)
+	in := `{"result":{"text":"` + long + `","id":7},"jsonrpc":"2.0","id" : "x\"1"}` + "\n" +
+		`{"jsonrpc":"2.0","id":8,"result":{"text":"` + long + `"}}` + "\n" +
+		`{"jsonrpc":"2.0","method":"notifications/message","params":{"id":9,"data":"` + long + `"}}` + "\n" +
+		`{"jsonrpc":"2.0","id":10,"result":{}}` + "\n"
+	var logged bytes.Buffer
+	j := &jsonLines{r: bufio.NewReader(strings.NewReader(in)), log: slog.New(slog.NewTextHandler(&logged, nil)), limit: 64}
+	got, err := io.ReadAll(j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"error":{"code":-32603,"message":"the server's answer is 159 bytes, larger than 64, the most the node reads of one message"},"id":"x\"1","jsonrpc":"2.0"}` + "\n\n" +
+		`{"error":{"code":-32603,"message":"the server's answer is 145 bytes, larger than 64, the most the node reads of one message"},"id":8,"jsonrpc":"2.0"}` + "\n\n" +
+		"\n" + `{"jsonrpc":"2.0","id":10,"result":{}}` + "\n"
+	if string(got) != want {
+		t.Errorf("passed\n%s\nwant\n%s", got, want)
+	}
+	if !strings.Contains(logged.String(), "larger than the node reads of one; dropped") {
+		t.Errorf("the dropped notification is not logged:\n%s", logged.String())
+	}
+}
