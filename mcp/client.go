@@ -1,8 +1,10 @@
 package mcp
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -578,7 +580,10 @@ func (s *server) transport() sdk.Transport {
 		u, _ := url.Parse(s.cfg.URL) // valid (Validate)
 		rt = headerTransport{base: rt, headers: s.cfg.Headers, scheme: u.Scheme, host: u.Host}
 	}
-	return &sdk.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: &http.Client{Transport: rt}, OAuthHandler: s.oauth}
+	// MaxEventSize is set: the SDK documents 0 as its default bound, and reads
+	// events without one (boundedBodies bounds them first).
+	return &sdk.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: &http.Client{Transport: rt}, OAuthHandler: s.oauth,
+		MaxEventSize: sdk.DefaultMaxEventSize}
 }
 
 // stuckWriteGrace is how long a write to a stdio server may go on after its
@@ -667,30 +672,143 @@ func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 // maxResponseBytes bounds the body of one HTTP response of a server that is not an
-// event stream (a JSON answer, an error page): the SDK reads such a body whole, so
-// a server that sends an endless one would otherwise fill the node's memory. It is
-// the SDK's own bound of one message over stdio and of one event of a stream.
+// event stream (a JSON answer, an error page), and one event of a stream: the SDK
+// reads such a body or event whole, so a server that sends an endless one would
+// otherwise fill the node's memory. It is the SDK's own bound of one message over
+// stdio.
 const maxResponseBytes = sdk.DefaultMaxLineLength
 
 // ErrResponseTooLarge fails a request to a server whose answer (a body that is not
-// an event stream) is larger than the node reads.
-var ErrResponseTooLarge = fmt.Errorf("the server's answer is larger than %d bytes, the most the node reads of one", maxResponseBytes)
+// an event stream) is larger than the node reads of one, when it is not the answer
+// to a request of the node's (boundedBodies answers those with an error response).
+var ErrResponseTooLarge = fmt.Errorf("the server's answer is larger than %d bytes, the most the node reads of one message", maxResponseBytes)
 
-// boundedBodies cuts a response body that is not an event stream at
-// maxResponseBytes: reading past it fails with ErrResponseTooLarge. Event streams
-// are bounded by the SDK, an event at a time.
+// boundedBodies bounds what the node reads of a server's answer at
+// maxResponseBytes. An answer to a request (a JSON body, or an event of the
+// request's stream) that is larger is replaced by an error response to the
+// request's id, which fails that call alone: the SDK took it for a broken
+// connection, and the call was sent again to the server, which performed it a
+// second time; and it read an event of a stream with no bound at all. Another body
+// fails its reading with ErrResponseTooLarge past the bound; another event (on the
+// stream of no request) is dropped.
 type boundedBodies struct{ base http.RoundTripper }
 
 func (t boundedBodies) RoundTrip(r *http.Request) (*http.Response, error) {
+	id := postedRequestID(r)
 	resp, err := t.base.RoundTrip(r)
 	if err != nil || resp.Body == nil {
 		return resp, err
 	}
-	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "text/event-stream" {
+	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	switch {
+	case mt == "text/event-stream":
+		resp.Body = &boundedEvents{body: resp.Body, r: bufio.NewReaderSize(resp.Body, 64<<10), id: id, lineStart: true}
+	case id != nil && resp.StatusCode/100 == 2:
+		data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes+1))
+		_ = resp.Body.Close()
+		if len(data) > maxResponseBytes {
+			data, err = tooLarge(id), nil
+			resp.ContentLength = int64(len(data))
+			resp.Header.Del("Content-Length")
+		}
+		resp.Body = io.NopCloser(io.MultiReader(bytes.NewReader(data), errReader{err}))
+	default:
 		resp.Body = &boundedBody{body: resp.Body, left: maxResponseBytes}
 	}
 	return resp, nil
 }
+
+// postedRequestID is the JSON-RPC id of the request r posts (nil: r posts no request).
+func postedRequestID(r *http.Request) json.RawMessage {
+	if r.Method != http.MethodPost || r.GetBody == nil {
+		return nil
+	}
+	body, err := r.GetBody()
+	if err != nil {
+		return nil
+	}
+	defer body.Close()
+	var req struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+	}
+	if json.NewDecoder(body).Decode(&req) != nil || req.Method == "" || len(req.ID) == 0 || string(req.ID) == "null" {
+		return nil
+	}
+	return req.ID
+}
+
+// tooLarge is the error response to the request id whose answer is too large.
+func tooLarge(id json.RawMessage) []byte {
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id,
+		"error": map[string]any{"code": -32603, "message": ErrResponseTooLarge.Error()}})
+	return b
+}
+
+type errReader struct{ err error }
+
+func (e errReader) Read([]byte) (int, error) {
+	if e.err != nil {
+		return 0, e.err
+	}
+	return 0, io.EOF
+}
+
+// boundedEvents hands on the events of a stream whole, each at most
+// maxResponseBytes: a larger one (or one that does not end) is replaced by an
+// error response to the stream's request, or dropped on a stream of no request.
+type boundedEvents struct {
+	body      io.ReadCloser
+	r         *bufio.Reader
+	id        json.RawMessage // the stream's request's
+	ev        []byte          // the event so far
+	over      bool            // the event is over the bound: its rest is skipped
+	lineStart bool
+	out       []byte
+	err       error
+}
+
+func (b *boundedEvents) Read(p []byte) (int, error) {
+	for len(b.out) == 0 {
+		if b.err != nil {
+			return 0, b.err
+		}
+		chunk, err := b.r.ReadSlice('\n')
+		b.take(chunk, err == nil)
+		if err != nil && !errors.Is(err, bufio.ErrBufferFull) {
+			// An event cut short goes on as it is: the SDK's reader says what
+			// is wrong.
+			b.err, b.out, b.ev = err, append(b.out, b.ev...), nil
+		}
+	}
+	n := copy(p, b.out)
+	b.out = b.out[n:]
+	return n, nil
+}
+
+// take adds a piece of a line to the event, complete when it ends the line; a
+// blank line ends the event.
+func (b *boundedEvents) take(chunk []byte, complete bool) {
+	blank := b.lineStart && complete && (len(chunk) == 1 || len(chunk) == 2 && chunk[0] == '\r')
+	b.lineStart = complete
+	if b.over {
+		b.over = !blank
+		return
+	}
+	if len(b.ev)+len(chunk) > maxResponseBytes {
+		b.ev, b.over = nil, !blank
+		if b.id != nil {
+			b.out = append(append([]byte("event: message\ndata: "), tooLarge(b.id)...), "\n\n"...)
+		}
+		return
+	}
+	b.ev = append(b.ev, chunk...)
+	if blank {
+		b.out, b.ev = b.ev, nil
+	}
+}
+
+func (b *boundedEvents) Close() error { return b.body.Close() }
 
 type boundedBody struct {
 	body io.ReadCloser
