@@ -305,6 +305,7 @@ type server struct {
 	tools    []tools.Tool
 	skipped  []string
 	offer    remoteOffer // its resources, templates and prompts, for a Server (proxy.go)
+	stderr   *lineLogger // a stdio server's stderr, of its last connection
 }
 
 func (s *server) status() ServerStatus {
@@ -396,14 +397,14 @@ func (s *server) connect(ctx context.Context) (*sdk.ClientSession, error) {
 		if cause := context.Cause(cctx); cause != nil && cctx.Err() != nil {
 			err = fmt.Errorf("%w (%v)", cause, err)
 		}
-		return nil, fmt.Errorf("connect: %w", err)
+		return nil, s.withStderr(fmt.Errorf("connect: %w", err))
 	}
 	if err := s.list(cctx, cs); err != nil {
 		_ = cs.Close()
 		if cause := context.Cause(cctx); cause != nil && cctx.Err() != nil {
 			err = fmt.Errorf("%w (%v)", cause, err)
 		}
-		return nil, err
+		return nil, s.withStderr(err)
 	}
 	s.mu.Lock()
 	s.cs, s.state, s.since, s.err = cs, StateConnected, time.Now(), nil
@@ -432,7 +433,7 @@ func (s *server) serve(ctx context.Context, cs *sdk.ClientSession) error {
 			if err == nil {
 				err = errors.New("the server closed the connection")
 			}
-			return fmt.Errorf("connection lost: %w", err)
+			return s.withStderr(fmt.Errorf("connection lost: %w", err))
 		case <-s.kick:
 			_ = cs.Close()
 			<-ended
@@ -568,7 +569,11 @@ func (s *server) transport() sdk.Transport {
 			}
 			cmd.Env = env
 		}
-		cmd.Stderr = &lineLogger{log: s.c.cfg.Logger.With("mcp_server", s.name)}
+		stderr := &lineLogger{log: s.c.cfg.Logger.With("mcp_server", s.name)}
+		s.mu.Lock()
+		s.stderr = stderr
+		s.mu.Unlock()
+		cmd.Stderr = stderr
 		// A child of the server that holds its stderr does not keep the server's
 		// end waiting on it once the server exited.
 		cmd.WaitDelay = time.Second
@@ -835,15 +840,26 @@ func (b *boundedBody) Read(p []byte) (int, error) {
 func (b *boundedBody) Close() error { return b.body.Close() }
 
 // lineLogger logs what a stdio server writes to its stderr, a line at a time (each
-// cut at 1 KiB), at debug level.
+// cut at 1 KiB), at debug level, and keeps its last lines: a server that fails
+// (at start: a module missing, a bad flag; or later: a crash) says why there, and
+// the error that marks it down gives them (Tail).
 type lineLogger struct {
 	log *slog.Logger
-	buf []byte
+
+	mu   sync.Mutex
+	buf  []byte
+	tail []string // the last stderrTailLines lines
 }
 
-const maxLogLine = 1 << 10
+const (
+	maxLogLine      = 1 << 10
+	stderrTailLines = 5
+	stderrTailLine  = 300 // bytes of each line in Tail
+)
 
 func (l *lineLogger) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	n := len(p)
 	for len(p) > 0 {
 		i := bytes.IndexByte(p, '\n')
@@ -856,11 +872,50 @@ func (l *lineLogger) Write(p []byte) (int, error) {
 		l.buf = append(l.buf, p[:min(room, i)]...)
 		if line := strings.TrimSpace(string(l.buf)); line != "" {
 			l.log.Debug("mcp server stderr", "line", line)
+			l.tail = append(l.tail, line)
+			if len(l.tail) > stderrTailLines {
+				l.tail = slices.Delete(l.tail, 0, 1)
+			}
 		}
 		l.buf = l.buf[:0]
 		p = p[i+1:]
 	}
 	return n, nil
+}
+
+// Tail returns the last lines the server wrote on its stderr (each cut at 300
+// bytes), joined by " | ", or "".
+func (l *lineLogger) Tail() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	lines := slices.Clone(l.tail)
+	if line := strings.TrimSpace(string(l.buf)); line != "" {
+		lines = append(lines, line)
+		if len(lines) > stderrTailLines {
+			lines = lines[1:]
+		}
+	}
+	for i, line := range lines {
+		if len(line) > stderrTailLine {
+			lines[i] = cutUTF8(line, stderrTailLine) + "…"
+		}
+	}
+	return strings.Join(lines, " | ")
+}
+
+// withStderr adds to err, why a stdio server's connection failed or was lost, the
+// last lines the server wrote on its stderr.
+func (s *server) withStderr(err error) error {
+	s.mu.Lock()
+	l := s.stderr
+	s.mu.Unlock()
+	if err == nil || l == nil {
+		return err
+	}
+	if tail := l.Tail(); tail != "" {
+		return fmt.Errorf("%w; the server's stderr ended with: %s", err, tail)
+	}
+	return err
 }
 
 // version is the node binary's module version, for the client's and the server's

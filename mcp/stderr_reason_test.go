@@ -1,5 +1,3 @@
-//go:build review
-
 package mcp_test
 
 import (
