@@ -1,8 +1,10 @@
 package mcp
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -303,6 +305,7 @@ type server struct {
 	tools    []tools.Tool
 	skipped  []string
 	offer    remoteOffer // its resources, templates and prompts, for a Server (proxy.go)
+	stderr   *lineLogger // a stdio server's stderr, of its last connection
 }
 
 func (s *server) status() ServerStatus {
@@ -394,14 +397,14 @@ func (s *server) connect(ctx context.Context) (*sdk.ClientSession, error) {
 		if cause := context.Cause(cctx); cause != nil && cctx.Err() != nil {
 			err = fmt.Errorf("%w (%v)", cause, err)
 		}
-		return nil, fmt.Errorf("connect: %w", err)
+		return nil, s.withStderr(fmt.Errorf("connect: %w", err))
 	}
 	if err := s.list(cctx, cs); err != nil {
 		_ = cs.Close()
 		if cause := context.Cause(cctx); cause != nil && cctx.Err() != nil {
 			err = fmt.Errorf("%w (%v)", cause, err)
 		}
-		return nil, err
+		return nil, s.withStderr(err)
 	}
 	s.mu.Lock()
 	s.cs, s.state, s.since, s.err = cs, StateConnected, time.Now(), nil
@@ -430,7 +433,7 @@ func (s *server) serve(ctx context.Context, cs *sdk.ClientSession) error {
 			if err == nil {
 				err = errors.New("the server closed the connection")
 			}
-			return fmt.Errorf("connection lost: %w", err)
+			return s.withStderr(fmt.Errorf("connection lost: %w", err))
 		case <-s.kick:
 			_ = cs.Close()
 			<-ended
@@ -566,35 +569,26 @@ func (s *server) transport() sdk.Transport {
 			}
 			cmd.Env = env
 		}
-		cmd.Stderr = &lineLogger{log: s.c.cfg.Logger.With("mcp_server", s.name)}
+		stderr := &lineLogger{log: s.c.cfg.Logger.With("mcp_server", s.name)}
+		s.mu.Lock()
+		s.stderr = stderr
+		s.mu.Unlock()
+		cmd.Stderr = stderr
 		// A child of the server that holds its stderr does not keep the server's
 		// end waiting on it once the server exited.
 		cmd.WaitDelay = time.Second
 		ownGroup(cmd)
-		return &stdioTransport{CommandTransport: sdk.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}}
+		return &stdioTransport{cmd: cmd, terminate: 2 * time.Second, log: s.c.cfg.Logger.With("mcp_server", s.name)}
 	}
 	var rt http.RoundTripper = boundedBodies{base: http.DefaultTransport}
 	if len(s.cfg.Headers) > 0 {
 		u, _ := url.Parse(s.cfg.URL) // valid (Validate)
 		rt = headerTransport{base: rt, headers: s.cfg.Headers, scheme: u.Scheme, host: u.Host}
 	}
-	return &sdk.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: &http.Client{Transport: rt}, OAuthHandler: s.oauth}
-}
-
-// stdioTransport starts a stdio server in a process group of its own, and ends
-// what is left of the group when the connection closes: a server's children (a
-// browser, a language server, the node that "npx" starts) do not outlive it.
-type stdioTransport struct {
-	sdk.CommandTransport
-}
-
-func (t *stdioTransport) Connect(ctx context.Context) (sdk.Connection, error) {
-	conn, err := t.CommandTransport.Connect(ctx)
-	if err != nil {
-		stopGroup(t.Command)
-		return nil, err
-	}
-	return &stdioConn{Connection: conn, cmd: t.Command}, nil
+	// MaxEventSize is set: the SDK documents 0 as its default bound, and reads
+	// events without one (boundedBodies bounds them first).
+	return &sdk.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: &http.Client{Transport: rt}, OAuthHandler: s.oauth,
+		MaxEventSize: sdk.DefaultMaxEventSize}
 }
 
 // stuckWriteGrace is how long a write to a stdio server may go on after its
@@ -683,30 +677,143 @@ func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 // maxResponseBytes bounds the body of one HTTP response of a server that is not an
-// event stream (a JSON answer, an error page): the SDK reads such a body whole, so
-// a server that sends an endless one would otherwise fill the node's memory. It is
-// the SDK's own bound of one message over stdio and of one event of a stream.
+// event stream (a JSON answer, an error page), and one event of a stream: the SDK
+// reads such a body or event whole, so a server that sends an endless one would
+// otherwise fill the node's memory. It is the SDK's own bound of one message over
+// stdio.
 const maxResponseBytes = sdk.DefaultMaxLineLength
 
 // ErrResponseTooLarge fails a request to a server whose answer (a body that is not
-// an event stream) is larger than the node reads.
-var ErrResponseTooLarge = fmt.Errorf("the server's answer is larger than %d bytes, the most the node reads of one", maxResponseBytes)
+// an event stream) is larger than the node reads of one, when it is not the answer
+// to a request of the node's (boundedBodies answers those with an error response).
+var ErrResponseTooLarge = fmt.Errorf("the server's answer is larger than %d bytes, the most the node reads of one message", maxResponseBytes)
 
-// boundedBodies cuts a response body that is not an event stream at
-// maxResponseBytes: reading past it fails with ErrResponseTooLarge. Event streams
-// are bounded by the SDK, an event at a time.
+// boundedBodies bounds what the node reads of a server's answer at
+// maxResponseBytes. An answer to a request (a JSON body, or an event of the
+// request's stream) that is larger is replaced by an error response to the
+// request's id, which fails that call alone: the SDK took it for a broken
+// connection, and the call was sent again to the server, which performed it a
+// second time; and it read an event of a stream with no bound at all. Another body
+// fails its reading with ErrResponseTooLarge past the bound; another event (on the
+// stream of no request) is dropped.
 type boundedBodies struct{ base http.RoundTripper }
 
 func (t boundedBodies) RoundTrip(r *http.Request) (*http.Response, error) {
+	id := postedRequestID(r)
 	resp, err := t.base.RoundTrip(r)
 	if err != nil || resp.Body == nil {
 		return resp, err
 	}
-	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "text/event-stream" {
+	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	switch {
+	case mt == "text/event-stream":
+		resp.Body = &boundedEvents{body: resp.Body, r: bufio.NewReaderSize(resp.Body, 64<<10), id: id, lineStart: true}
+	case id != nil && resp.StatusCode/100 == 2:
+		data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes+1))
+		_ = resp.Body.Close()
+		if len(data) > maxResponseBytes {
+			data, err = tooLarge(id), nil
+			resp.ContentLength = int64(len(data))
+			resp.Header.Del("Content-Length")
+		}
+		resp.Body = io.NopCloser(io.MultiReader(bytes.NewReader(data), errReader{err}))
+	default:
 		resp.Body = &boundedBody{body: resp.Body, left: maxResponseBytes}
 	}
 	return resp, nil
 }
+
+// postedRequestID is the JSON-RPC id of the request r posts (nil: r posts no request).
+func postedRequestID(r *http.Request) json.RawMessage {
+	if r.Method != http.MethodPost || r.GetBody == nil {
+		return nil
+	}
+	body, err := r.GetBody()
+	if err != nil {
+		return nil
+	}
+	defer body.Close()
+	var req struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+	}
+	if json.NewDecoder(body).Decode(&req) != nil || req.Method == "" || len(req.ID) == 0 || string(req.ID) == "null" {
+		return nil
+	}
+	return req.ID
+}
+
+// tooLarge is the error response to the request id whose answer is too large.
+func tooLarge(id json.RawMessage) []byte {
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id,
+		"error": map[string]any{"code": -32603, "message": ErrResponseTooLarge.Error()}})
+	return b
+}
+
+type errReader struct{ err error }
+
+func (e errReader) Read([]byte) (int, error) {
+	if e.err != nil {
+		return 0, e.err
+	}
+	return 0, io.EOF
+}
+
+// boundedEvents hands on the events of a stream whole, each at most
+// maxResponseBytes: a larger one (or one that does not end) is replaced by an
+// error response to the stream's request, or dropped on a stream of no request.
+type boundedEvents struct {
+	body      io.ReadCloser
+	r         *bufio.Reader
+	id        json.RawMessage // the stream's request's
+	ev        []byte          // the event so far
+	over      bool            // the event is over the bound: its rest is skipped
+	lineStart bool
+	out       []byte
+	err       error
+}
+
+func (b *boundedEvents) Read(p []byte) (int, error) {
+	for len(b.out) == 0 {
+		if b.err != nil {
+			return 0, b.err
+		}
+		chunk, err := b.r.ReadSlice('\n')
+		b.take(chunk, err == nil)
+		if err != nil && !errors.Is(err, bufio.ErrBufferFull) {
+			// An event cut short goes on as it is: the SDK's reader says what
+			// is wrong.
+			b.err, b.out, b.ev = err, append(b.out, b.ev...), nil
+		}
+	}
+	n := copy(p, b.out)
+	b.out = b.out[n:]
+	return n, nil
+}
+
+// take adds a piece of a line to the event, complete when it ends the line; a
+// blank line ends the event.
+func (b *boundedEvents) take(chunk []byte, complete bool) {
+	blank := b.lineStart && complete && (len(chunk) == 1 || len(chunk) == 2 && chunk[0] == '\r')
+	b.lineStart = complete
+	if b.over {
+		b.over = !blank
+		return
+	}
+	if len(b.ev)+len(chunk) > maxResponseBytes {
+		b.ev, b.over = nil, !blank
+		if b.id != nil {
+			b.out = append(append([]byte("event: message\ndata: "), tooLarge(b.id)...), "\n\n"...)
+		}
+		return
+	}
+	b.ev = append(b.ev, chunk...)
+	if blank {
+		b.out, b.ev = b.ev, nil
+	}
+}
+
+func (b *boundedEvents) Close() error { return b.body.Close() }
 
 type boundedBody struct {
 	body io.ReadCloser
@@ -733,15 +840,26 @@ func (b *boundedBody) Read(p []byte) (int, error) {
 func (b *boundedBody) Close() error { return b.body.Close() }
 
 // lineLogger logs what a stdio server writes to its stderr, a line at a time (each
-// cut at 1 KiB), at debug level.
+// cut at 1 KiB), at debug level, and keeps its last lines: a server that fails
+// (at start: a module missing, a bad flag; or later: a crash) says why there, and
+// the error that marks it down gives them (Tail).
 type lineLogger struct {
 	log *slog.Logger
-	buf []byte
+
+	mu   sync.Mutex
+	buf  []byte
+	tail []string // the last stderrTailLines lines
 }
 
-const maxLogLine = 1 << 10
+const (
+	maxLogLine      = 1 << 10
+	stderrTailLines = 5
+	stderrTailLine  = 300 // bytes of each line in Tail
+)
 
 func (l *lineLogger) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	n := len(p)
 	for len(p) > 0 {
 		i := bytes.IndexByte(p, '\n')
@@ -754,11 +872,50 @@ func (l *lineLogger) Write(p []byte) (int, error) {
 		l.buf = append(l.buf, p[:min(room, i)]...)
 		if line := strings.TrimSpace(string(l.buf)); line != "" {
 			l.log.Debug("mcp server stderr", "line", line)
+			l.tail = append(l.tail, line)
+			if len(l.tail) > stderrTailLines {
+				l.tail = slices.Delete(l.tail, 0, 1)
+			}
 		}
 		l.buf = l.buf[:0]
 		p = p[i+1:]
 	}
 	return n, nil
+}
+
+// Tail returns the last lines the server wrote on its stderr (each cut at 300
+// bytes), joined by " | ", or "".
+func (l *lineLogger) Tail() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	lines := slices.Clone(l.tail)
+	if line := strings.TrimSpace(string(l.buf)); line != "" {
+		lines = append(lines, line)
+		if len(lines) > stderrTailLines {
+			lines = lines[1:]
+		}
+	}
+	for i, line := range lines {
+		if len(line) > stderrTailLine {
+			lines[i] = cutUTF8(line, stderrTailLine) + "…"
+		}
+	}
+	return strings.Join(lines, " | ")
+}
+
+// withStderr adds to err, why a stdio server's connection failed or was lost, the
+// last lines the server wrote on its stderr.
+func (s *server) withStderr(err error) error {
+	s.mu.Lock()
+	l := s.stderr
+	s.mu.Unlock()
+	if err == nil || l == nil {
+		return err
+	}
+	if tail := l.Tail(); tail != "" {
+		return fmt.Errorf("%w; the server's stderr ended with: %s", err, tail)
+	}
+	return err
 }
 
 // version is the node binary's module version, for the client's and the server's

@@ -26,6 +26,9 @@ func TestMain(m *testing.M) {
 	case "rude":
 		rudeServer()
 		os.Exit(0)
+	case "big":
+		bigServer()
+		os.Exit(0)
 	case "forker":
 		// A server that starts a child holding its stdout and stderr, which
 		// ignores them and outlives it unless killed.

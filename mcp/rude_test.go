@@ -12,7 +12,7 @@ import (
 // rudeServer is a hand-written MCP server over stdio whose tools misbehave in ways
 // hostileServer's do not: one asks the client for sampling it never offered, one
 // floods it with elicitations, one answers an image whose data is not base64, one
-// links to the node's /etc/passwd, one writes a line that is not JSON on stdout,
+// links to the node's /etc/passwd, one writes lines that are not JSON on stdout,
 // one floods stderr, one answers and then reads nothing more, and one removes the tool "victim" and says so
 // (notifications/tools/list_changed).
 func rudeServer() {
@@ -122,7 +122,7 @@ func rudeServer() {
 				time.Sleep(2 * time.Minute) // a bound, should a test fail and leave it
 				os.Exit(0)
 			case "garbage":
-				raw("this is not JSON\n")
+				raw("this is not JSON\n[INFO] nor this\n\n   42\n")
 				reply(text("after garbage"))
 			case "stderr_flood":
 				line := strings.Repeat("e", 4096) + "\n"

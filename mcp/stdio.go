@@ -1,0 +1,324 @@
+package mcp
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os/exec"
+	"strings"
+	"syscall"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// stdioTransport starts a stdio server in a process group of its own, and ends
+// what is left of the group when the connection closes: a server's children (a
+// browser, a language server, the node that "npx" starts) do not outlive it.
+//
+// What the server writes on its stdout outside JSON-RPC messages (a banner, a
+// log line of a console.log) is skipped and logged (jsonLines), as the MCP SDKs'
+// Python and TypeScript clients skip it: the SDK's reader took it for a message
+// and closed the connection, and a server that prints a banner at start never
+// connected.
+type stdioTransport struct {
+	cmd *exec.Cmd
+	// terminate is how long closing waits for the server to exit after its
+	// stdin is closed, then after SIGTERM, before it kills it.
+	terminate time.Duration
+	log       *slog.Logger
+}
+
+func (t *stdioTransport) Connect(ctx context.Context) (sdk.Connection, error) {
+	stdout, err := t.cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdin, err := t.cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := t.cmd.Start(); err != nil {
+		stopGroup(t.cmd)
+		return nil, err
+	}
+	out := &jsonLines{r: bufio.NewReaderSize(stdout, 64<<10), log: t.log}
+	in := &serverStdin{WriteCloser: stdin, cmd: t.cmd, terminate: t.terminate}
+	conn, err := (&sdk.IOTransport{Reader: io.NopCloser(out), Writer: in}).Connect(ctx)
+	if err != nil {
+		_ = in.Close()
+		stopGroup(t.cmd)
+		return nil, err
+	}
+	return &stdioConn{Connection: conn, cmd: t.cmd}, nil
+}
+
+// serverStdin is a stdio server's stdin. Closing it ends the server as the MCP
+// specification asks: its stdin is closed, then it is sent SIGTERM if it did not
+// exit within terminate, then SIGKILL.
+type serverStdin struct {
+	io.WriteCloser
+	cmd       *exec.Cmd
+	terminate time.Duration
+}
+
+func (s *serverStdin) Close() error {
+	if err := s.WriteCloser.Close(); err != nil {
+		return fmt.Errorf("closing stdin: %w", err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- s.cmd.Wait() }()
+	wait := func() (error, bool) {
+		select {
+		case err := <-exited:
+			return err, true
+		case <-time.After(s.terminate):
+			return nil, false
+		}
+	}
+	if err, ok := wait(); ok {
+		return err
+	}
+	if s.cmd.Process.Signal(syscall.SIGTERM) == nil {
+		if err, ok := wait(); ok {
+			return err
+		}
+	}
+	if err := s.cmd.Process.Kill(); err != nil {
+		return err
+	}
+	if err, ok := wait(); ok {
+		return err
+	}
+	return errors.New("the server's process did not exit after SIGKILL")
+}
+
+// jsonLines passes on what a stdio server writes on its stdout that is a JSON
+// object or a batch (an array of objects), a whole value at a time, and skips any
+// line that starts otherwise, logging it (cut at 1 KiB; the first at warning level,
+// the others at debug level). It follows the JSON values it passes (their strings
+// and nesting), so a message written over several lines passes whole.
+//
+// A value longer than limit is not passed on: the SDK's reader would fail on it
+// and close the connection, failing every call in flight, and the call it answered
+// would be sent again to the server started anew, which performs it again (and
+// answers as much again). A response (an object with an "id" and no "method") is
+// replaced by an error response to its id, which fails its call alone; anything
+// else is dropped and logged.
+type jsonLines struct {
+	r     *bufio.Reader
+	log   *slog.Logger
+	limit int // of one value (0: maxStdioMessage)
+
+	out []byte // what Read hands on next
+
+	// The value being read.
+	depth int // 0: between values
+	inStr bool
+	esc   bool
+	val   []byte // the value so far, while at most limit
+	over  bool   // it is longer than limit
+	size  int
+	// Its own members, when it is an object.
+	object    bool
+	inKey     bool
+	inMember  bool   // after the member's ':'
+	key       []byte // the member's name
+	member    string
+	id        []byte
+	hasMethod bool
+
+	skipping bool
+	skipped  []byte // the head of the line being skipped
+	logged   int
+}
+
+// maxStdioMessage is the most of one message a stdio server's stdout gives the
+// SDK: its own bound (sdk.DefaultMaxLineLength), less room for the white space
+// before the message, which the SDK counts too.
+const maxStdioMessage = sdk.DefaultMaxLineLength - 1<<10
+
+func (j *jsonLines) Read(p []byte) (int, error) {
+	for len(j.out) == 0 {
+		c, err := j.r.ReadByte()
+		if err != nil {
+			if j.skipping {
+				j.endSkip()
+			}
+			// A value cut short goes on as it is: the SDK's reader says what
+			// is wrong.
+			j.out, j.val = append(j.out, j.val...), nil
+			if len(j.out) == 0 {
+				return 0, err
+			}
+			break
+		}
+		j.step(c)
+	}
+	n := copy(p, j.out)
+	j.out = j.out[n:]
+	return n, nil
+}
+
+func (j *jsonLines) step(c byte) {
+	switch {
+	case j.skipping:
+		if c == '\n' {
+			j.endSkip()
+		} else if len(j.skipped) < maxLogLine {
+			j.skipped = append(j.skipped, c)
+		}
+	case j.depth > 0:
+		j.follow(c)
+		j.keep(c)
+		if j.depth == 0 {
+			j.endValue()
+		}
+	case c == '{' || c == '[' && j.batchAhead():
+		j.depth, j.object = 1, c == '{'
+		j.inStr, j.esc, j.over, j.size = false, false, false, 0
+		j.inKey, j.inMember, j.member, j.id, j.hasMethod = false, false, "", nil, false
+		j.keep(c)
+	case c == ' ' || c == '\t' || c == '\r' || c == '\n':
+		j.out = append(j.out, c)
+	default:
+		j.skipping = true
+		j.skipped = append(j.skipped[:0], c)
+	}
+}
+
+// keep adds c to the value, up to limit.
+func (j *jsonLines) keep(c byte) {
+	j.size++
+	if j.over {
+		return
+	}
+	if len(j.val) >= j.limitOrDefault() {
+		j.over, j.val = true, nil
+		return
+	}
+	j.val = append(j.val, c)
+}
+
+// follow tracks the strings and nesting of the value being read, and the names
+// of its own members, and the value of its "id".
+func (j *jsonLines) follow(c byte) {
+	own := j.object && j.depth == 1 // c is not inside a member's object or array
+	if j.inStr {
+		switch {
+		case j.esc:
+			j.esc = false
+		case c == '\\':
+			j.esc = true
+		case c == '"':
+			j.inStr = false
+		}
+		if own && j.inKey {
+			if !j.inStr {
+				j.inKey, j.member = false, string(j.key)
+				j.hasMethod = j.hasMethod || j.member == "method"
+			} else if len(j.key) < 64 {
+				j.key = append(j.key, c)
+			}
+			return
+		}
+		j.captureID(c)
+		return
+	}
+	switch c {
+	case '"':
+		j.inStr = true
+		if own && !j.inMember {
+			j.inKey, j.key = true, j.key[:0]
+			return
+		}
+	case ':':
+		if own {
+			j.inMember = true
+			return
+		}
+	case ',':
+		if own {
+			j.inMember, j.member = false, ""
+			return
+		}
+	case '{', '[':
+		j.depth++
+	case '}', ']':
+		j.depth--
+		if j.depth == 0 {
+			return
+		}
+	}
+	j.captureID(c)
+}
+
+func (j *jsonLines) captureID(c byte) {
+	if j.member == "id" && j.inMember && len(j.id) < 256 {
+		j.id = append(j.id, c)
+	}
+}
+
+// endValue hands on the value just read, or, when it was longer than limit, an
+// error response to its id in its place.
+func (j *jsonLines) endValue() {
+	if !j.over {
+		j.out, j.val = j.val, nil
+		return
+	}
+	id := bytes.TrimSpace(j.id)
+	if j.object && !j.hasMethod && len(id) > 0 && json.Valid(id) {
+		j.log.Warn("mcp server answered more than the node reads of one message; the call fails", "bytes", j.size, "id", string(id))
+		msg := fmt.Sprintf("the server's answer is %d bytes, larger than %d, the most the node reads of one message", j.size, j.limitOrDefault())
+		resp, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": json.RawMessage(id), "error": map[string]any{"code": -32603, "message": msg}})
+		j.out = append(resp, '\n')
+		return
+	}
+	j.log.Warn("mcp server wrote a message larger than the node reads of one; dropped", "bytes", j.size)
+}
+
+func (j *jsonLines) limitOrDefault() int {
+	if j.limit == 0 {
+		return maxStdioMessage
+	}
+	return j.limit
+}
+
+// batchAhead reports whether the '[' just read opens a batch: the next byte but
+// white space is '{' or ']' ("[INFO] starting" is a line of a log).
+func (j *jsonLines) batchAhead() bool {
+	for i := 1; i <= 4<<10; i++ {
+		b, err := j.r.Peek(i)
+		if len(b) < i || err != nil {
+			return true // the decoder says what is wrong
+		}
+		switch b[i-1] {
+		case ' ', '\t', '\r', '\n':
+			continue
+		case '{', ']':
+			return true
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+func (j *jsonLines) endSkip() {
+	j.skipping = false
+	line := strings.TrimSpace(string(j.skipped))
+	if line == "" {
+		return
+	}
+	level := slog.LevelDebug
+	if j.logged == 0 {
+		level = slog.LevelWarn
+	}
+	j.logged++
+	j.log.Log(context.Background(), level, "mcp server wrote a line that is not JSON-RPC on its stdout; skipped", "line", line)
+}
