@@ -293,6 +293,10 @@ type server struct {
 	// refresh asks the connection's loop to list the server's offer again
 	// (list_changed); kick asks it to drop the connection and reconnect at once.
 	refresh, kick chan struct{}
+	// sent holds the idempotency keys of the tool calls written to a stdio server's
+	// stdin whole (stdioConn.Write), so that a call whose connection broke after it
+	// went out is not sent again unless its tool says it may be (remoteTool.Call).
+	sent sentKeys
 
 	mu       sync.Mutex
 	cs       *sdk.ClientSession // nil while down
@@ -516,9 +520,16 @@ func (s *server) session(ctx context.Context) (*sdk.ClientSession, error) {
 
 // do runs f on the server's session. When the connection turns out broken (a stdio
 // server's process died, an HTTP server forgot the session after a restart), it
-// reconnects and runs f once more: the request never reached a live session, and
+// reconnects and runs f once more: the request did not reach a live session, and
 // a tool call carries the same idempotency key both times.
 func (s *server) do(ctx context.Context, f func(*sdk.ClientSession) error) error {
+	return s.doOnce(ctx, f, nil)
+}
+
+// doOnce is do, but when the connection broke it asks sent (unless nil) first,
+// and when sent says the request went out, returns the error wrapped in
+// ErrOutcomeUnknown instead of running f again.
+func (s *server) doOnce(ctx context.Context, f func(*sdk.ClientSession) error, sent func() bool) error {
 	cs, err := s.session(ctx)
 	if err != nil {
 		return err
@@ -532,6 +543,9 @@ func (s *server) do(ctx context.Context, f func(*sdk.ClientSession) error) error
 		return err // the server answered with an error, or is there to answer
 	}
 	s.broken(cs)
+	if sent != nil && sent() {
+		return fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
+	}
 	cs2, err2 := s.session(ctx)
 	if err2 != nil {
 		return fmt.Errorf("%w; reconnecting: %w", err, err2)
@@ -578,7 +592,7 @@ func (s *server) transport() sdk.Transport {
 		// end waiting on it once the server exited.
 		cmd.WaitDelay = time.Second
 		ownGroup(cmd)
-		return &stdioTransport{cmd: cmd, terminate: 2 * time.Second, log: s.c.cfg.Logger.With("mcp_server", s.name)}
+		return &stdioTransport{cmd: cmd, terminate: 2 * time.Second, log: s.c.cfg.Logger.With("mcp_server", s.name), sent: &s.sent}
 	}
 	var rt http.RoundTripper = boundedBodies{base: http.DefaultTransport}
 	if len(s.cfg.Headers) > 0 {
@@ -602,6 +616,7 @@ var ErrServerNotReading = errors.New("the server is not reading its stdin: the m
 type stdioConn struct {
 	sdk.Connection
 	cmd     *exec.Cmd
+	sent    *sentKeys // the keys of the tool calls written whole; nil: none kept
 	once    sync.Once
 	err     error
 	aborted atomic.Bool
@@ -638,7 +653,57 @@ func (c *stdioConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	if err != nil && c.aborted.Load() {
 		return fmt.Errorf("%w (%v)", ErrServerNotReading, err)
 	}
+	if err == nil && c.sent != nil {
+		if req, ok := msg.(*jsonrpc.Request); ok && req.Method == "tools/call" {
+			c.sent.add(callKey(req.Params))
+		}
+	}
 	return err
+}
+
+// ErrOutcomeUnknown fails a tool call whose server's connection broke after the
+// call was written to it (a stdio server that died mid-call): the server may have
+// performed it, so it is not sent again, unless its tool is marked idempotent or
+// read-only (the MCP annotations idempotentHint, readOnlyHint).
+var ErrOutcomeUnknown = errors.New("the connection to the server broke after the call was sent: it may have been performed, and it is not sent again (its tool is not marked idempotentHint or readOnlyHint)")
+
+// sentKeys is a set of tool calls' idempotency keys.
+type sentKeys struct {
+	mu   sync.Mutex
+	keys map[string]struct{}
+}
+
+func (k *sentKeys) add(key string) {
+	if key == "" {
+		return
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.keys == nil {
+		k.keys = map[string]struct{}{}
+	}
+	k.keys[key] = struct{}{}
+}
+
+// take says whether key is in the set, and removes it.
+func (k *sentKeys) take(key string) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	_, ok := k.keys[key]
+	delete(k.keys, key)
+	return ok
+}
+
+// callKey is the idempotency key in a tools/call request's params (_meta), or "".
+func callKey(params json.RawMessage) string {
+	var p struct {
+		Meta map[string]any `json:"_meta"`
+	}
+	if json.Unmarshal(params, &p) != nil {
+		return ""
+	}
+	key, _ := p.Meta[IdempotencyKeyMeta].(string)
+	return key
 }
 
 // Close closes the connection (the server is asked to exit, then made to), then

@@ -43,7 +43,7 @@ func TestHostileServer(t *testing.T) {
 			t.Errorf("skipped:\n%s\nlacks %s", skipped, want)
 		}
 	}
-	want := "hostile__die hostile__fails hostile__grow hostile__hang hostile__huge hostile__meta hostile__ok hostile__weird_name_with_spaces"
+	want := "hostile__die hostile__die_again hostile__fails hostile__grow hostile__hang hostile__huge hostile__meta hostile__ok hostile__weird_name_with_spaces"
 	if got := strings.Join(names(c), " "); got != want {
 		t.Fatalf("catalog %s, want %s", got, want)
 	}
@@ -86,11 +86,11 @@ func TestHostileServer(t *testing.T) {
 	if _, ok := c.Tool("hostile__extra"); !ok {
 		t.Fatalf("no hostile__extra after list_changed: %v", names(c))
 	}
-	// A server that exits mid-call: the call is sent once more, with the same key, to
-	// the server started again, which exits again: the call fails; the server comes
-	// back.
-	if _, err := call(t, c, "hostile__die", "{}"); err == nil {
-		t.Error("die answered")
+	// A server that exits mid-call: the call went out, so it may have been
+	// performed, and it is not sent again (its tool is not marked idempotent); the
+	// server comes back.
+	if _, err := call(t, c, "hostile__die", "{}"); !errors.Is(err, mcp.ErrOutcomeUnknown) {
+		t.Errorf("die: %v, want the outcome unknown", err)
 	}
 	waitFor(t, 10*time.Second, "reconnected", func() bool {
 		st := c.Status()[0]
@@ -313,5 +313,34 @@ func TestRudeServer(t *testing.T) {
 		if out := mustCall(t, c, "rude__ok", "{}"); out != "fine" {
 			t.Errorf("%s: ok answered %q", mode, out)
 		}
+	}
+}
+
+// A stdio server that dies mid-call performs the call once: the call went out
+// whole, so it is not sent again to the server started anew (which performed it
+// again: a second side effect), and fails with ErrOutcomeUnknown, unless its tool
+// says a second call does no more than the first (idempotentHint), when it is sent
+// again with the same key. A server that died while idle is called anew.
+func TestServerDyingMidCallPerformsItOnce(t *testing.T) {
+	calls := filepath.Join(t.TempDir(), "calls")
+	cfg := testServer(t, "hostile")
+	cfg.Env["TROUPE_MCP_TEST_CALLS"] = calls
+	c := startClient(t, map[string]mcp.ServerConfig{"hostile": cfg}, nil)
+	performed := func() string {
+		b, _ := os.ReadFile(calls)
+		return strings.Join(strings.Fields(string(b)), " ")
+	}
+	if _, err := call(t, c, "hostile__die", "{}"); !errors.Is(err, mcp.ErrOutcomeUnknown) {
+		t.Errorf("die: %v, want the outcome unknown", err)
+	}
+	if got := performed(); got != "die" {
+		t.Fatalf("performed %q, want die once", got)
+	}
+	waitFor(t, 10*time.Second, "reconnected", func() bool { return c.Status()[0].State == mcp.StateConnected })
+	if _, err := call(t, c, "hostile__die_again", "{}"); err == nil || errors.Is(err, mcp.ErrOutcomeUnknown) {
+		t.Errorf("die_again: %v, want it sent again (and failed again)", err)
+	}
+	if got := performed(); got != "die die_again die_again" {
+		t.Fatalf("performed %q, want die_again twice: an idempotent tool is sent again", got)
 	}
 }

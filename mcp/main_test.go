@@ -82,6 +82,8 @@ func hostileServer() {
 			map[string]any{"name": "huge", "description": "answers 10 MB", "inputSchema": obj},
 			map[string]any{"name": "hang", "description": "never answers", "inputSchema": obj},
 			map[string]any{"name": "die", "description": "exits", "inputSchema": obj},
+			map[string]any{"name": "die_again", "description": "exits, and says a second call does no more", "inputSchema": obj,
+				"annotations": map[string]any{"idempotentHint": true}},
 			map[string]any{"name": "grow", "description": "adds a tool", "inputSchema": obj},
 			map[string]any{"name": "meta", "description": "answers its _meta", "inputSchema": obj},
 			map[string]any{"name": "ok", "description": "answers fine", "inputSchema": map[string]any{"properties": map[string]any{}}},
@@ -127,7 +129,12 @@ func hostileServer() {
 			case "huge":
 				reply(text(strings.Repeat("x", 10<<20)))
 			case "hang":
-			case "die":
+			case "die", "die_again":
+				if path := os.Getenv("TROUPE_MCP_TEST_CALLS"); path != "" { // the calls performed, across restarts
+					f, _ := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+					fmt.Fprintln(f, req.Params.Name)
+					f.Close()
+				}
 				os.Exit(3)
 			case "grow":
 				mu.Lock()

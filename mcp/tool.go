@@ -132,7 +132,8 @@ func (s *server) build(remote []*sdk.Tool, hasResources bool, resources []*sdk.R
 		if desc == "" {
 			desc = t.Title
 		}
-		out = append(out, &remoteTool{srv: s, remote: t.Name,
+		resend := t.Annotations != nil && (t.Annotations.IdempotentHint || t.Annotations.ReadOnlyHint)
+		out = append(out, &remoteTool{srv: s, remote: t.Name, resend: resend,
 			spec: messages.ToolSpec{Name: name, Description: clipDescription(desc), Parameters: schema}})
 	}
 	pseudo := func(short string, make func(name string) tools.Tool) {
@@ -354,6 +355,9 @@ type remoteTool struct {
 	srv    *server
 	remote string // the server's name for it
 	spec   messages.ToolSpec
+	// resend says that the call may be sent again when the connection broke after
+	// it went out: the server marks the tool idempotentHint or readOnlyHint.
+	resend bool
 }
 
 func (t *remoteTool) Spec() messages.ToolSpec { return t.spec }
@@ -374,12 +378,24 @@ func (t *remoteTool) Call(ctx context.Context, c tools.Call) (string, error) {
 	if c.Key != "" {
 		params.Meta = sdk.Meta{IdempotencyKeyMeta: c.Key}
 	}
+	// A call whose connection broke is sent again to the server started anew only
+	// when it did not go out (a stdio server that died while idle), or when its tool
+	// says a second call does no more than the first: one that went out may have
+	// been performed, and few servers read the key (ErrOutcomeUnknown).
+	var sent func() bool
+	if c.Key != "" {
+		t.srv.sent.take(c.Key) // an earlier attempt's (the call resumed after a restart)
+		defer t.srv.sent.take(c.Key)
+		if !t.resend {
+			sent = func() bool { return t.srv.sent.take(c.Key) }
+		}
+	}
 	var res *sdk.CallToolResult
-	err = t.srv.do(ctx, func(cs *sdk.ClientSession) error {
+	err = t.srv.doOnce(ctx, func(cs *sdk.ClientSession) error {
 		var err error
 		res, err = cs.CallTool(ctx, params)
 		return err
-	})
+	}, sent)
 	if err != nil {
 		return "", fmt.Errorf("mcp server %q, tool %q: %w", t.srv.name, t.remote, err)
 	}
