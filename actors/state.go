@@ -3,6 +3,7 @@ package actors
 import (
 	"bytes"
 	"cmp"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -508,12 +509,41 @@ func (s *SessionState) Apply(e messages.Envelope) error {
 	if e.Seq != s.LastSeq+1 {
 		return fmt.Errorf("actors: session %s: event seq %d follows %d: the log has a gap or a duplicate", s.SessionID, e.Seq, s.LastSeq)
 	}
-	p, err := e.Decode()
+	p, err := decodeFolded(e)
 	if err != nil {
 		return err
 	}
 	return s.apply(e, p)
 }
+
+// decodeFolded is e.Decode for the fold, which reads no model request's context
+// report (applyLoop, applyParadigm): a model request's report is skipped, not
+// decoded. It is most of a long session's log (the items of every context sent),
+// and decoding it was most of a refold's time and memory. The payload is still
+// checked to be JSON; a payload that does not decode so is decoded by e.Decode,
+// for its error.
+func decodeFolded(e messages.Envelope) (messages.Payload, error) {
+	if e.Type != messages.TypeModelRequested {
+		return e.Decode()
+	}
+	if cur, ok := messages.CurrentVersion(e.Type); !ok || e.Version > cur {
+		return e.Decode()
+	}
+	var p struct {
+		messages.ModelRequested
+		Context skippedJSON `json:"context"`
+	}
+	if err := json.Unmarshal(e.Payload, &p); err != nil {
+		return e.Decode()
+	}
+	return &p.ModelRequested, nil
+}
+
+// skippedJSON is a JSON value left undecoded.
+type skippedJSON struct{}
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (*skippedJSON) UnmarshalJSON([]byte) error { return nil }
 
 // applyEncoded folds e, whose payload is the JSON encoding of p (an event the agent
 // decided, or the answer of an effect it encoded), sparing the decoding of a payload
