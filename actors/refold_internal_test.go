@@ -13,7 +13,7 @@ import (
 
 // refoldShapes are recorded sessions of several shapes, by name: the tool loop
 // with several calls per step, each compression strategy (with and without a
-// summary model), and the reflection paradigm.
+// summary model), the reflection paradigm, and tasks waiting their turn.
 func refoldShapes(t *testing.T) map[string]struct {
 	as     Agents
 	events []messages.Envelope
@@ -75,6 +75,22 @@ func refoldShapes(t *testing.T) map[string]struct {
 		as     Agents
 		events []messages.Envelope
 	}{r.as, r.events}
+	// Tasks submitted while one runs, one of them failing at its deadline while it
+	// waits its turn (decideQueued).
+	r = newCompressRun(t, compressAgent(Compression{}), scripted(t, "m", 40, func(step int) string { return fmt.Sprintf("answer %d", step) }), nil, noTools)
+	for i := range 5 {
+		deadline := int64(0)
+		if i == 2 {
+			deadline = 7
+		}
+		r.add(&messages.TaskSubmitted{Input: fmt.Sprintf("question %d", i), Rules: ContextRules, DeadlineUS: deadline}, "", "", "ingress")
+	}
+	r.settle()
+	r.task("question 5")
+	out["queued"] = struct {
+		as     Agents
+		events []messages.Envelope
+	}{r.as, r.events}
 	return out
 }
 
@@ -106,6 +122,11 @@ func TestRefoldWithoutContextReportsFoldsTheSameState(t *testing.T) {
 				}
 				if err := skipped.Apply(e); err != nil {
 					t.Fatal(err)
+				}
+				for _, q := range skipped.tasks[:skipped.unqueued] {
+					if q.phase == phaseQueued {
+						t.Fatalf("after event %d task %s waits its turn before the first that may (%d)", e.Seq, q.ID, skipped.unqueued)
+					}
 				}
 				if !reflect.DeepEqual(whole, skipped) {
 					t.Fatalf("after event %d (%s) the states differ", e.Seq, e.Type)

@@ -392,7 +392,12 @@ type SessionState struct {
 	LastTS  int64
 	history []messages.ChatMessage
 	tasks   []*taskState
-	active  *taskState
+	// No task before tasks[unqueued] waits its turn: a task leaves phaseQueued
+	// once and never returns to it, so next and queuedTask look from there
+	// (without it, a refold of n tasks looked at every earlier task at each
+	// task's end: n²/2 looks).
+	unqueued int
+	active   *taskState
 	// lastEnded is the task whose end was recorded last (the highest-seq
 	// task.completed or task.failed): the one Status reports on when none runs.
 	// Tasks end in the order they were submitted, but for one that failed while
@@ -707,7 +712,7 @@ func (s *SessionState) applyLoop(e messages.Envelope, p messages.Payload) error 
 
 // queuedTask returns the task with this ID when it waits its turn, else nil.
 func (s *SessionState) queuedTask(id string) *taskState {
-	for _, t := range s.tasks {
+	for _, t := range s.tasks[s.unqueued:] {
 		if t.ID == id && t.phase == phaseQueued {
 			return t
 		}
@@ -780,12 +785,14 @@ func (s *SessionState) next() {
 		s.active.loop = loopState{} // an ended task's loop detection is done with
 	}
 	s.active = nil
-	for _, t := range s.tasks {
-		if t.phase == phaseQueued {
+	for i := s.unqueued; i < len(s.tasks); i++ {
+		if t := s.tasks[i]; t.phase == phaseQueued {
+			s.unqueued = i
 			s.activate(t)
 			return
 		}
 	}
+	s.unqueued = len(s.tasks)
 }
 
 // Decision is an event the agent decided to record next: its payload, the event that
