@@ -218,3 +218,77 @@ func TestRefoldDoesNotDecodeContextReports(t *testing.T) {
 		t.Fatalf("a corrupt payload: %v, want %v", err, want)
 	}
 }
+
+// decodeFolded decodes a model request as Envelope.Decode does, its report
+// aside, and fails where it fails, whatever the place, the spacing and the
+// validity of the report's member.
+func TestDecodeFoldedMatchesDecode(t *testing.T) {
+	report := `{"window":8000,"kept":[{"id":"turn/1","kind":"turn","tokens":3,"score":0.5}],"notes":["a,\"context\":1}"]}`
+	payloads := []string{
+		`{"key":"s/2","model":"m","step":1,"messages":3,"prompt_hash":"h","tools":["fetch"],"context":` + report + `}`,
+		`{"key":"s/2","model":"m","step":1,"context":` + report + `,"messages":3}`,
+		`{"context":` + report + `,"key":"s/2","step":2}`,
+		`{"context":` + report + `}`,
+		` { "key" : "s/2" , "step":1 ,"context": ` + report + ` } ` + "\n",
+		`{"key":"s/2","step":1,"context":null}`,
+		`{"key":"s/2","step":1,"context":{"notes":[{"context":1}],"kept":[]},"context":{}}`,
+		`{"key":"s/2","step":1,"Context":{},"context":{}}`,
+		`{"key":"a,\"context\":{}}","step":1}`,
+		`{"key":"s/2","step":1}`,
+		// Not JSON, or not a model request: each fails as Decode fails.
+		`{,"context":{}}`,
+		`{"key":"s/2",,"context":{}}`,
+		`{"key":"s/2","step":"one","context":{}}`,
+		`{"key":"s/2","ConteXt":{"kept":[{"kind":0}]}}`,
+		`{"key":"s/2","context":5}`,
+		`{"key":"s/2","context":{"kept":[}`,
+		`{"key":"s/2","context":{}}}`,
+		`{"key":"s/2","context":{} {}}`,
+		`{"key":"s/2","context":}`,
+		`{"key":"s/2" "x","context":{}}`,
+		`{"key":"s/2","context":{}`,
+		`[1,"context":{}}`,
+		`{"key":"s/2,"context":{}}`,
+		``,
+	}
+	for _, payload := range payloads {
+		checkDecodeFolded(t, []byte(payload))
+	}
+}
+
+func checkDecodeFolded(t *testing.T, payload []byte) {
+	t.Helper()
+	e := messages.Envelope{ID: "s/2", SessionID: "s", Seq: 2, Type: messages.TypeModelRequested, Version: 1, Payload: payload}
+	want, wantErr := e.Decode()
+	if wantErr != nil {
+		// A report that is JSON and not of a report's shape: the fold skips it,
+		// and decodes the rest.
+		var skipped struct {
+			messages.ModelRequested
+			Context skippedJSON `json:"context"`
+		}
+		if json.Unmarshal(payload, &skipped) == nil {
+			want, wantErr = &skipped.ModelRequested, nil
+		}
+	}
+	got, err := decodeFolded(e)
+	if wantErr != nil || err != nil {
+		if wantErr == nil || err == nil || err.Error() != wantErr.Error() {
+			t.Fatalf("%s: got %v, want %v", payload, err, wantErr)
+		}
+		return
+	}
+	w := *want.(*messages.ModelRequested)
+	w.Context = nil
+	if !reflect.DeepEqual(*got.(*messages.ModelRequested), w) {
+		t.Fatalf("%s: got %+v, want %+v", payload, got, w)
+	}
+}
+
+func FuzzDecodeFolded(f *testing.F) {
+	f.Add([]byte(`{"key":"s/2","model":"m","step":1,"messages":3,"prompt_hash":"h","tools":["fetch"],"context":{"window":8000,"kept":[{"id":"turn/1","kind":"turn","tokens":3,"score":0.5}]}}`))
+	f.Add([]byte(`{"key":"s/2","context":{} }`))
+	f.Fuzz(func(t *testing.T, payload []byte) {
+		checkDecodeFolded(t, payload)
+	})
+}

@@ -538,10 +538,56 @@ func decodeFolded(e messages.Envelope) (messages.Payload, error) {
 		messages.ModelRequested
 		Context skippedJSON `json:"context"`
 	}
-	if err := json.Unmarshal(e.Payload, &p); err != nil {
+	payload := e.Payload
+	if rest, ok := withoutLastReport(payload); ok {
+		payload = rest
+	}
+	if err := json.Unmarshal(payload, &p); err != nil {
 		return e.Decode()
 	}
 	return &p.ModelRequested, nil
+}
+
+// reportKey opens the context report's member of a model request's payload.
+const reportKey = `,"context":`
+
+// withoutLastReport returns payload, a model request's, without its context
+// report when that is its last member, as Envelope encodes it; ok is false when it
+// is not, or when the report is not one JSON value (messages.ValidJSON, a third of
+// encoding/json's check). Then encoding/json neither checks nor skips the report:
+// it was two scans of most of the payload. Its rest, one JSON object that is not
+// {}, is one exactly when payload is one (the report's member appended to the
+// rest's), and decodes as payload does but for the report (decodeFolded's
+// json.Unmarshal checks it, and the fold falls back to Envelope.Decode on any
+// error).
+func withoutLastReport(payload []byte) (rest []byte, ok bool) {
+	end := len(payload)
+	for end > 0 && isJSONSpace(payload[end-1]) {
+		end--
+	}
+	if end == 0 || payload[end-1] != '}' {
+		return nil, false
+	}
+	at := bytes.LastIndex(payload[:end], []byte(reportKey))
+	if at < 0 {
+		return nil, false
+	}
+	before := at
+	for before > 0 && isJSONSpace(payload[before-1]) {
+		before--
+	}
+	if before == 0 || payload[before-1] == '{' || !messages.ValidJSON(payload[at+len(reportKey):end-1]) {
+		return nil, false
+	}
+	rest = make([]byte, at+1)
+	copy(rest, payload[:at])
+	rest[at] = '}'
+	return rest, true
+}
+
+// isJSONSpace reports whether c is whitespace in JSON.
+func isJSONSpace(c byte) bool {
+	return c == ' ' || c == '\t' || c == '\n' || c == '\r'
 }
 
 // skippedJSON is a JSON value left undecoded.
