@@ -57,7 +57,8 @@ func TestReactivationReadsOnlyTheTail(t *testing.T) {
 	if res, err := sys.Root.RequestFuture(host, &SubmitTask{Envelope: e}, 30*time.Second).Result(); err != nil {
 		t.Fatalf("submit: %v %v", res, err)
 	}
-	waitTaskEnd(t, lg, "long", e.ID)
+	from := uint64(len(events)) + 1
+	waitTaskEnd(t, lg, "long", e.ID, &from)
 	if n := store.events.Load(); n > 256 {
 		t.Fatalf("the next task of a passivated session of 1,000 tasks (%d events) read %d events from the log", len(events), n)
 	}

@@ -229,6 +229,9 @@ func (s *SessionState) applyParadigm(e messages.Envelope, p messages.Payload, ke
 			return false
 		}
 		t.pending = &auxModel{eventID: e.ID, key: key, req: *p}
+		// As the loop's request (applyLoop): the state reads none of its report, and
+		// a refold does not decode it (decodeFolded).
+		t.pending.req.Context = nil
 		t.Steps = p.Step
 		took = true
 	case *messages.ModelResponded:

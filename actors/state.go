@@ -3,6 +3,7 @@ package actors
 import (
 	"bytes"
 	"cmp"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -391,7 +392,12 @@ type SessionState struct {
 	LastTS  int64
 	history []messages.ChatMessage
 	tasks   []*taskState
-	active  *taskState
+	// No task before tasks[unqueued] waits its turn: a task leaves phaseQueued
+	// once and never returns to it, so next and queuedTask look from there
+	// (without it, a refold of n tasks looked at every earlier task at each
+	// task's end: n²/2 looks).
+	unqueued int
+	active   *taskState
 	// lastEnded is the task whose end was recorded last (the highest-seq
 	// task.completed or task.failed): the one Status reports on when none runs.
 	// Tasks end in the order they were submitted, but for one that failed while
@@ -508,12 +514,87 @@ func (s *SessionState) Apply(e messages.Envelope) error {
 	if e.Seq != s.LastSeq+1 {
 		return fmt.Errorf("actors: session %s: event seq %d follows %d: the log has a gap or a duplicate", s.SessionID, e.Seq, s.LastSeq)
 	}
-	p, err := e.Decode()
+	p, err := decodeFolded(e)
 	if err != nil {
 		return err
 	}
 	return s.apply(e, p)
 }
+
+// decodeFolded is e.Decode for the fold, which reads no model request's context
+// report (applyLoop, applyParadigm): a model request's report is skipped, not
+// decoded. It is most of a long session's log (the items of every context sent),
+// and decoding it was most of a refold's time and memory. The payload is still
+// checked to be JSON; a payload that does not decode so is decoded by e.Decode,
+// for its error.
+func decodeFolded(e messages.Envelope) (messages.Payload, error) {
+	if e.Type != messages.TypeModelRequested {
+		return e.Decode()
+	}
+	if cur, ok := messages.CurrentVersion(e.Type); !ok || e.Version > cur {
+		return e.Decode()
+	}
+	var p struct {
+		messages.ModelRequested
+		Context skippedJSON `json:"context"`
+	}
+	payload := e.Payload
+	if rest, ok := withoutLastReport(payload); ok {
+		payload = rest
+	}
+	if err := json.Unmarshal(payload, &p); err != nil {
+		return e.Decode()
+	}
+	return &p.ModelRequested, nil
+}
+
+// reportKey opens the context report's member of a model request's payload.
+const reportKey = `,"context":`
+
+// withoutLastReport returns payload, a model request's, without its context
+// report when that is its last member, as Envelope encodes it; ok is false when it
+// is not, or when the report is not one JSON value (messages.ValidJSON, a third of
+// encoding/json's check). Then encoding/json neither checks nor skips the report:
+// it was two scans of most of the payload. Its rest, one JSON object that is not
+// {}, is one exactly when payload is one (the report's member appended to the
+// rest's), and decodes as payload does but for the report (decodeFolded's
+// json.Unmarshal checks it, and the fold falls back to Envelope.Decode on any
+// error).
+func withoutLastReport(payload []byte) (rest []byte, ok bool) {
+	end := len(payload)
+	for end > 0 && isJSONSpace(payload[end-1]) {
+		end--
+	}
+	if end == 0 || payload[end-1] != '}' {
+		return nil, false
+	}
+	at := bytes.LastIndex(payload[:end], []byte(reportKey))
+	if at < 0 {
+		return nil, false
+	}
+	before := at
+	for before > 0 && isJSONSpace(payload[before-1]) {
+		before--
+	}
+	if before == 0 || payload[before-1] == '{' || !messages.ValidJSON(payload[at+len(reportKey):end-1]) {
+		return nil, false
+	}
+	rest = make([]byte, at+1)
+	copy(rest, payload[:at])
+	rest[at] = '}'
+	return rest, true
+}
+
+// isJSONSpace reports whether c is whitespace in JSON.
+func isJSONSpace(c byte) bool {
+	return c == ' ' || c == '\t' || c == '\n' || c == '\r'
+}
+
+// skippedJSON is a JSON value left undecoded.
+type skippedJSON struct{}
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (*skippedJSON) UnmarshalJSON([]byte) error { return nil }
 
 // applyEncoded folds e, whose payload is the JSON encoding of p (an event the agent
 // decided, or the answer of an effect it encoded), sparing the decoding of a payload
@@ -677,7 +758,7 @@ func (s *SessionState) applyLoop(e messages.Envelope, p messages.Payload) error 
 
 // queuedTask returns the task with this ID when it waits its turn, else nil.
 func (s *SessionState) queuedTask(id string) *taskState {
-	for _, t := range s.tasks {
+	for _, t := range s.tasks[s.unqueued:] {
 		if t.ID == id && t.phase == phaseQueued {
 			return t
 		}
@@ -750,12 +831,14 @@ func (s *SessionState) next() {
 		s.active.loop = loopState{} // an ended task's loop detection is done with
 	}
 	s.active = nil
-	for _, t := range s.tasks {
-		if t.phase == phaseQueued {
+	for i := s.unqueued; i < len(s.tasks); i++ {
+		if t := s.tasks[i]; t.phase == phaseQueued {
+			s.unqueued = i
 			s.activate(t)
 			return
 		}
 	}
+	s.unqueued = len(s.tasks)
 }
 
 // Decision is an event the agent decided to record next: its payload, the event that
