@@ -6,49 +6,9 @@ import (
 	"bytes"
 	"compress/gzip"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 )
-
-// importGoldenAs writes the golden export, changed by edit, to a file and imports it
-// into a fresh log: the exit code, stdout, stderr and the log's directory.
-func importGoldenAs(t *testing.T, edit func(golden []byte) []byte) (int, string, string, string) {
-	t.Helper()
-	golden, err := os.ReadFile(filepath.Join("testdata", "session.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	file := filepath.Join(t.TempDir(), "session.jsonl")
-	if err := os.WriteFile(file, edit(golden), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	code, out, errs := replay(t, "import", file, "--data", dir)
-	return code, out, errs, dir
-}
-
-// replay stats prints the names a session recorded (a tool's name is the model's
-// choice, an unknown tool's too) for a terminal: their control and bidi characters
-// are escaped, as list and show escape them.
-func TestStatsEscapesNamesForTheTerminal(t *testing.T) {
-	code, _, errs, dir := importGoldenAs(t, func(g []byte) []byte {
-		return bytes.ReplaceAll(g, []byte(`"tool":"calculator"`), []byte(`"tool":"calc\u001b]0;pwned\u0007\u202e"`))
-	})
-	if code != 0 {
-		t.Fatalf("import: %s", errs)
-	}
-	code, out, errs := replay(t, "stats", "--data", dir)
-	if code != 0 {
-		t.Fatalf("stats: %d %s", code, errs)
-	}
-	if strings.ContainsAny(out, "\x1b\a\u202e") {
-		t.Fatalf("stats printed a recorded name's control characters to the terminal:\n%q", out)
-	}
-	if !strings.Contains(out, `calc\x1b]0;pwned\a\u202e`) {
-		t.Fatalf("stats does not show the tool's name escaped:\n%s", out)
-	}
-}
 
 // replay stats --json of a log with nothing in it gives empty lists, as list --json
 // gives [], not null: a script's `.tools[]` or `for t in s["tools"]` works on it.
