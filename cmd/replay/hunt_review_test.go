@@ -10,22 +10,6 @@ import (
 	"testing"
 )
 
-// replay stats --json of a log with nothing in it gives empty lists, as list --json
-// gives [], not null: a script's `.tools[]` or `for t in s["tools"]` works on it.
-func TestStatsJSONOfNothingHasEmptyLists(t *testing.T) {
-	code, _, errs, dir := importGoldenAs(t, func(g []byte) []byte { return g })
-	if code != 0 {
-		t.Fatalf("import: %s", errs)
-	}
-	code, out, errs := replay(t, "stats", "--data", dir, "--agent", "nobody", "--json")
-	if code != 0 {
-		t.Fatalf("stats: %d %s", code, errs)
-	}
-	if strings.Contains(out, "null") {
-		t.Fatalf("stats --json of nothing has null lists:\n%s", out)
-	}
-}
-
 // An export as users get it back: saved by a Windows editor with a byte order mark,
 // or gzip'd to be mailed, imports as the export it is.
 func TestImportTakesAnExportWithABOMOrGzipped(t *testing.T) {
