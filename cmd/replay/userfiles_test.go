@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"compress/gzip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -60,5 +61,44 @@ func TestStatsJSONOfNothingHasEmptyLists(t *testing.T) {
 	}
 	if strings.Contains(out, "null") {
 		t.Fatalf("stats --json of nothing has null lists:\n%s", out)
+	}
+}
+
+// An export as users get it back: saved by a Windows editor with a byte order mark,
+// or gzip'd to be mailed, imports as the export it is.
+func TestImportTakesAnExportWithABOMOrGzipped(t *testing.T) {
+	for name, edit := range map[string]func([]byte) []byte{
+		"BOM": func(g []byte) []byte { return append([]byte("\ufeff"), g...) },
+		"BOM and CRLF": func(g []byte) []byte {
+			return append([]byte("\ufeff"), bytes.ReplaceAll(g, []byte("\n"), []byte("\r\n"))...)
+		},
+		"gzip": func(g []byte) []byte {
+			var b bytes.Buffer
+			zw := gzip.NewWriter(&b)
+			zw.Write(g)
+			zw.Close()
+			return b.Bytes()
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			code, out, errs, _ := importGoldenAs(t, edit)
+			if code != 0 || !strings.Contains(out, "imported session") {
+				t.Fatalf("import: %d %s %s", code, out, errs)
+			}
+		})
+	}
+	// A gzip'd export cut short is refused, and nothing is written.
+	code, _, errs, dir := importGoldenAs(t, func(g []byte) []byte {
+		var b bytes.Buffer
+		zw := gzip.NewWriter(&b)
+		zw.Write(g)
+		zw.Close()
+		return b.Bytes()[:b.Len()/2]
+	})
+	if code != 1 || !strings.Contains(errs, "bad session export") {
+		t.Fatalf("import of a gzip'd export cut short: %d %s", code, errs)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Fatalf("a rejected import wrote %d files", len(entries))
 	}
 }
