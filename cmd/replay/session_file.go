@@ -163,6 +163,16 @@ func readExport(r io.Reader) (events, configs []messages.Envelope, err error) {
 		if len(bytes.TrimSpace(b)) == 0 {
 			continue
 		}
+		if len(events) == h.Events && len(configs) == h.Configs {
+			// Past what the header counts: another export (two files
+			// concatenated), or events added by hand.
+			var next exportHeader
+			if json.Unmarshal(b, &next) == nil && next.Format == exportFormat {
+				return nil, nil, fmt.Errorf("%w: line %d: the header of another export (of session %q) after the %d events and %d configurations of this one: import one export per file",
+					ErrBadExport, line, next.SessionID, h.Events, h.Configs)
+			}
+			return nil, nil, fmt.Errorf("%w: line %d: more lines than the header's %d events and %d configurations", ErrBadExport, line, h.Events, h.Configs)
+		}
 		e, err := messages.Unmarshal(b)
 		if err != nil {
 			return nil, nil, fmt.Errorf("%w: line %d: %w", ErrBadExport, line, err)
@@ -174,9 +184,6 @@ func readExport(r io.Reader) (events, configs []messages.Envelope, err error) {
 		if len(events) == h.Events && h.Configs > 0 {
 			if err := checkConfigEvent(e, p); err != nil {
 				return nil, nil, fmt.Errorf("%w: line %d: %w", ErrBadExport, line, err)
-			}
-			if len(configs) == h.Configs {
-				return nil, nil, fmt.Errorf("%w: line %d: more configurations than the header's %d", ErrBadExport, line, h.Configs)
 			}
 			configs = append(configs, e)
 			continue
