@@ -548,8 +548,22 @@ func (tl *Timeline) Render(w io.Writer) {
 		parent = "  child of " + tl.Parent
 	}
 	fmt.Fprint(w, node.EscapeControls(fmt.Sprintf("session %s  %s  %d events  tokens %d+%d%s\n", tl.SessionID, tl.Status, tl.Events, tl.Usage.PromptTokens, tl.Usage.CompletionTokens, parent)))
-	var walk func(s *Step, depth int)
-	walk = func(s *Step, depth int) {
+	// Depth-first with a stack of its own, each step indented by its depth in the
+	// causation chain up to maxNest levels: a chain deeper than that (an imported
+	// file's, each event caused by the one before) goes on at that depth, so that a
+	// line's length and the output's size do not grow with the square of its events.
+	type frame struct {
+		s     *Step
+		depth int
+	}
+	stack := make([]frame, 0, len(tl.Roots))
+	for i := len(tl.Roots) - 1; i >= 0; i-- {
+		stack = append(stack, frame{tl.Roots[i], 0})
+	}
+	for len(stack) > 0 {
+		f := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		s, depth := f.s, min(f.depth, maxNest)
 		extra := ""
 		if s.LatencyUS > 0 {
 			extra += "  " + (time.Duration(s.LatencyUS) * time.Microsecond).String()
@@ -561,14 +575,14 @@ func (tl *Timeline) Render(w io.Writer) {
 		if s.Context != nil {
 			renderContext(w, s.Context, "      "+strings.Repeat("  ", depth+1))
 		}
-		for _, c := range s.Children {
-			walk(c, depth+1)
+		for i := len(s.Children) - 1; i >= 0; i-- {
+			stack = append(stack, frame{s.Children[i], f.depth + 1})
 		}
 	}
-	for _, r := range tl.Roots {
-		walk(r, 0)
-	}
 }
+
+// maxNest is the deepest level replay show indents a step to (the dashboard's too).
+const maxNest = 24
 
 // spentBy says what who spent on models (u), "" when nothing: " [its sub-agents
 // spent 900 tokens, $0.0120]".
