@@ -18,11 +18,8 @@ import (
 
 	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/internal/cliflags"
-	"github.com/troupe-run/troupe/knowledge"
-	"github.com/troupe-run/troupe/memory"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
-	"github.com/troupe-run/troupe/tools/notes"
 )
 
 func main() {
@@ -407,15 +404,11 @@ func BuildTimeline(events []messages.Envelope) (*Timeline, error) {
 		}
 		byID[e.ID] = st
 	}
-	tl.Status = eventlog.SessionStatus(latest, submitted, ended)
-	switch {
-	case notes.IsStream(tl.SessionID):
-		tl.Status = notes.Status // an agent's notes, not a session: no task runs there
-	case memory.IsStream(tl.SessionID):
-		tl.Status = memory.Status // a memory namespace, not a session
-	case knowledge.IsStream(tl.SessionID):
-		tl.Status = knowledge.Status // a knowledge base, not a session
-	}
+	// A stream of the log that is no session (an agent's notes, a memory namespace,
+	// a knowledge base, a configuration, …) has its kind as status, as list gives it.
+	info := []eventlog.SessionInfo{{ID: tl.SessionID, Status: eventlog.SessionStatus(latest, submitted, ended)}}
+	node.MarkStreams(info)
+	tl.Status = info[0].Status
 	return tl, nil
 }
 
