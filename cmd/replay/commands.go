@@ -640,6 +640,12 @@ func importFile(ctx context.Context, st store, file string, stdout, stderr io.Wr
 
 // fork copies a session up to a seq into a new session and continues it live.
 func fork(ctx context.Context, st store, parentID string, at uint64, modelSpec, input, newID string, ac agentConfig, stdout, stderr io.Writer) int {
+	if kind := streamKind(parentID); kind != "" {
+		// No task ran there (verify says so too): its events would only begin a
+		// session that is none of theirs.
+		fmt.Fprintf(stderr, "error: %q is a stream of the log (%s), no session: there is no task to fork (no fork was made)\n", parentID, kind)
+		return 1
+	}
 	base, err := provider.Load("", nil)
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)
