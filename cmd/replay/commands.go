@@ -563,6 +563,11 @@ func recordedModels(events []messages.Envelope, from uint64) (first string, byAg
 }
 
 func export(ctx context.Context, log eventlog.Log, id, out string, stdout, stderr io.Writer) int {
+	if kind := streamKind(id); kind != "" {
+		// import takes sessions only.
+		fmt.Fprintf(stderr, "error: %q is a stream of the log (%s), no session: export exports sessions\n", id, kind)
+		return 1
+	}
 	events, err := readSession(ctx, log, id)
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)
