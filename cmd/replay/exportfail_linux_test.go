@@ -1,5 +1,3 @@
-//go:build review && linux
-
 package main
 
 import (
