@@ -2,6 +2,7 @@ package eventlog
 
 import (
 	"context"
+	"encoding/json"
 
 	"fmt"
 	"sort"
@@ -100,6 +101,26 @@ type Stats struct {
 	Tools    []ToolUsage    `json:"tools"`
 	Sessions []SessionUsage `json:"sessions"`
 	Memory   []MemoryOps    `json:"memory"`
+}
+
+// MarshalJSON encodes a list with nothing in it as [], not null (replay stats
+// --json, GET /v1/stats), so that a client iterates it as it iterates any other.
+func (s Stats) MarshalJSON() ([]byte, error) {
+	type plain Stats
+	p := plain(s)
+	if p.Models == nil {
+		p.Models = []ModelUsage{}
+	}
+	if p.Tools == nil {
+		p.Tools = []ToolUsage{}
+	}
+	if p.Sessions == nil {
+		p.Sessions = []SessionUsage{}
+	}
+	if p.Memory == nil {
+		p.Memory = []MemoryOps{}
+	}
+	return json.Marshal(p)
 }
 
 // ModelUsage is the tokens and cost of one model for one agent on one UTC day.

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"maps"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -563,6 +564,11 @@ func recordedModels(events []messages.Envelope, from uint64) (first string, byAg
 }
 
 func export(ctx context.Context, log eventlog.Log, id, out string, stdout, stderr io.Writer) int {
+	if kind := streamKind(id); kind != "" {
+		// import takes sessions only.
+		fmt.Fprintf(stderr, "error: %q is a stream of the log (%s), no session: export exports sessions\n", id, kind)
+		return 1
+	}
 	events, err := readSession(ctx, log, id)
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)
@@ -573,17 +579,12 @@ func export(ctx context.Context, log eventlog.Log, id, out string, stdout, stder
 		fmt.Fprintln(stderr, "error:", err)
 		return 1
 	}
-	w := stdout
-	if out != "" {
-		f, err := os.Create(out)
-		if err != nil {
-			fmt.Fprintln(stderr, "error:", err)
-			return 1
-		}
-		defer f.Close()
-		w = f
+	if out == "" {
+		err = writeExport(stdout, events, configs...)
+	} else {
+		err = writeFileWhole(out, func(w io.Writer) error { return writeExport(w, events, configs...) })
 	}
-	if err := writeExport(w, events, configs...); err != nil {
+	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)
 		return 1
 	}
@@ -640,6 +641,12 @@ func importFile(ctx context.Context, st store, file string, stdout, stderr io.Wr
 
 // fork copies a session up to a seq into a new session and continues it live.
 func fork(ctx context.Context, st store, parentID string, at uint64, modelSpec, input, newID string, ac agentConfig, stdout, stderr io.Writer) int {
+	if kind := streamKind(parentID); kind != "" {
+		// No task ran there (verify says so too): its events would only begin a
+		// session that is none of theirs.
+		fmt.Fprintf(stderr, "error: %q is a stream of the log (%s), no session: there is no task to fork (no fork was made)\n", parentID, kind)
+		return 1
+	}
 	base, err := provider.Load("", nil)
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)
@@ -822,4 +829,50 @@ func unfinishedTasks(events []messages.Envelope) int {
 		}
 	}
 	return max(n, 0)
+}
+
+// writeFileWhole writes file with write, whole or not at all: into a temporary
+// file beside it, renamed over it once written, synced and closed, so that a
+// failure part way (a full disk) leaves neither a part nor a former file's loss
+// behind. A file that is no regular file (/dev/stdout, a named pipe) is written
+// in place.
+func writeFileWhole(file string, write func(io.Writer) error) (err error) {
+	mode := os.FileMode(0o644)
+	if fi, err := os.Stat(file); err == nil {
+		if !fi.Mode().IsRegular() {
+			f, err := os.OpenFile(file, os.O_WRONLY|os.O_TRUNC, 0)
+			if err != nil {
+				return err
+			}
+			if err := write(f); err != nil {
+				f.Close()
+				return err
+			}
+			return f.Close()
+		}
+		mode = fi.Mode().Perm()
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(file), "."+filepath.Base(file)+".*.tmp")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", file, err)
+	}
+	defer func() {
+		if err != nil {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	if err := write(tmp); err != nil {
+		return fmt.Errorf("write %s: %w", file, err)
+	}
+	if err := tmp.Chmod(mode); err != nil {
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		return fmt.Errorf("write %s: %w", file, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("write %s: %w", file, err)
+	}
+	return os.Rename(tmp.Name(), file)
 }

@@ -18,11 +18,8 @@ import (
 
 	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/internal/cliflags"
-	"github.com/troupe-run/troupe/knowledge"
-	"github.com/troupe-run/troupe/memory"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
-	"github.com/troupe-run/troupe/tools/notes"
 )
 
 func main() {
@@ -407,15 +404,11 @@ func BuildTimeline(events []messages.Envelope) (*Timeline, error) {
 		}
 		byID[e.ID] = st
 	}
-	tl.Status = eventlog.SessionStatus(latest, submitted, ended)
-	switch {
-	case notes.IsStream(tl.SessionID):
-		tl.Status = notes.Status // an agent's notes, not a session: no task runs there
-	case memory.IsStream(tl.SessionID):
-		tl.Status = memory.Status // a memory namespace, not a session
-	case knowledge.IsStream(tl.SessionID):
-		tl.Status = knowledge.Status // a knowledge base, not a session
-	}
+	// A stream of the log that is no session (an agent's notes, a memory namespace,
+	// a knowledge base, a configuration, …) has its kind as status, as list gives it.
+	info := []eventlog.SessionInfo{{ID: tl.SessionID, Status: eventlog.SessionStatus(latest, submitted, ended)}}
+	node.MarkStreams(info)
+	tl.Status = info[0].Status
 	return tl, nil
 }
 
@@ -548,8 +541,22 @@ func (tl *Timeline) Render(w io.Writer) {
 		parent = "  child of " + tl.Parent
 	}
 	fmt.Fprint(w, node.EscapeControls(fmt.Sprintf("session %s  %s  %d events  tokens %d+%d%s\n", tl.SessionID, tl.Status, tl.Events, tl.Usage.PromptTokens, tl.Usage.CompletionTokens, parent)))
-	var walk func(s *Step, depth int)
-	walk = func(s *Step, depth int) {
+	// Depth-first with a stack of its own, each step indented by its depth in the
+	// causation chain up to maxNest levels: a chain deeper than that (an imported
+	// file's, each event caused by the one before) goes on at that depth, so that a
+	// line's length and the output's size do not grow with the square of its events.
+	type frame struct {
+		s     *Step
+		depth int
+	}
+	stack := make([]frame, 0, len(tl.Roots))
+	for i := len(tl.Roots) - 1; i >= 0; i-- {
+		stack = append(stack, frame{tl.Roots[i], 0})
+	}
+	for len(stack) > 0 {
+		f := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		s, depth := f.s, min(f.depth, maxNest)
 		extra := ""
 		if s.LatencyUS > 0 {
 			extra += "  " + (time.Duration(s.LatencyUS) * time.Microsecond).String()
@@ -561,14 +568,14 @@ func (tl *Timeline) Render(w io.Writer) {
 		if s.Context != nil {
 			renderContext(w, s.Context, "      "+strings.Repeat("  ", depth+1))
 		}
-		for _, c := range s.Children {
-			walk(c, depth+1)
+		for i := len(s.Children) - 1; i >= 0; i-- {
+			stack = append(stack, frame{s.Children[i], f.depth + 1})
 		}
 	}
-	for _, r := range tl.Roots {
-		walk(r, 0)
-	}
 }
+
+// maxNest is the deepest level replay show indents a step to (the dashboard's too).
+const maxNest = 24
 
 // spentBy says what who spent on models (u), "" when nothing: " [its sub-agents
 // spent 900 tokens, $0.0120]".

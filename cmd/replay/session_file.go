@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"compress/gzip"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -107,8 +108,21 @@ func (lr *lineReader) next() ([]byte, error) {
 // count; then the configurations' events the header counts, each the one event of a
 // configuration's stream (checkConfigEvent). No line may be longer than
 // maxExportLine. It returns nothing unless all of it is sound.
+//
+// An export as users get it back is read as the export it is: gzip'd (to be mailed
+// or stored), or saved by an editor with a UTF-8 byte order mark and CRLF line
+// endings.
 func readExport(r io.Reader) (events, configs []messages.Envelope, err error) {
-	lr := &lineReader{r: bufio.NewReaderSize(r, 64<<10)}
+	br := bufio.NewReaderSize(r, 64<<10)
+	if magic, _ := br.Peek(2); bytes.Equal(magic, []byte{0x1f, 0x8b}) {
+		zr, err := gzip.NewReader(br)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%w: the file is gzip'd, and its gzip header is bad: %w", ErrBadExport, err)
+		}
+		defer zr.Close()
+		br = bufio.NewReaderSize(zr, 64<<10)
+	}
+	lr := &lineReader{r: br}
 	first, err := lr.next()
 	if err == io.EOF {
 		return nil, nil, fmt.Errorf("%w: the file is empty", ErrBadExport)
@@ -116,6 +130,7 @@ func readExport(r io.Reader) (events, configs []messages.Envelope, err error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %w", ErrBadExport, err)
 	}
+	first = bytes.TrimPrefix(first, []byte("\ufeff")) // a byte order mark
 	var h exportHeader
 	d := json.NewDecoder(bytes.NewReader(first))
 	d.DisallowUnknownFields()
@@ -148,6 +163,16 @@ func readExport(r io.Reader) (events, configs []messages.Envelope, err error) {
 		if len(bytes.TrimSpace(b)) == 0 {
 			continue
 		}
+		if len(events) == h.Events && len(configs) == h.Configs {
+			// Past what the header counts: another export (two files
+			// concatenated), or events added by hand.
+			var next exportHeader
+			if json.Unmarshal(b, &next) == nil && next.Format == exportFormat {
+				return nil, nil, fmt.Errorf("%w: line %d: the header of another export (of session %q) after the %d events and %d configurations of this one: import one export per file",
+					ErrBadExport, line, next.SessionID, h.Events, h.Configs)
+			}
+			return nil, nil, fmt.Errorf("%w: line %d: more lines than the header's %d events and %d configurations", ErrBadExport, line, h.Events, h.Configs)
+		}
 		e, err := messages.Unmarshal(b)
 		if err != nil {
 			return nil, nil, fmt.Errorf("%w: line %d: %w", ErrBadExport, line, err)
@@ -159,9 +184,6 @@ func readExport(r io.Reader) (events, configs []messages.Envelope, err error) {
 		if len(events) == h.Events && h.Configs > 0 {
 			if err := checkConfigEvent(e, p); err != nil {
 				return nil, nil, fmt.Errorf("%w: line %d: %w", ErrBadExport, line, err)
-			}
-			if len(configs) == h.Configs {
-				return nil, nil, fmt.Errorf("%w: line %d: more configurations than the header's %d", ErrBadExport, line, h.Configs)
 			}
 			configs = append(configs, e)
 			continue

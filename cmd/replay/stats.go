@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/troupe-run/troupe/eventlog"
+	"github.com/troupe-run/troupe/node"
 )
 
 // parseSince reads --since (eventlog.ParseSince).
@@ -41,19 +43,19 @@ func stats(ctx context.Context, log eventlog.Log, since, agent string, asJSON bo
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "MODELS\tDAY\tAGENT\tMODEL\tCALLS\tPROMPT\tCOMPLETION\tCACHED\tCOST USD\t")
 	for _, m := range s.Models {
-		fmt.Fprintf(tw, "\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%.6f\t\n", m.Day, m.Agent, m.Model, m.Calls, m.PromptTokens, m.CompletionTokens, m.CachedTokens, m.CostUSD)
+		fmt.Fprintf(tw, "\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%.6f\t\n", m.Day, esc(m.Agent), esc(m.Model), m.Calls, m.PromptTokens, m.CompletionTokens, m.CachedTokens, m.CostUSD)
 	}
 	fmt.Fprintln(tw, "TOOLS\tTOOL\tCALLS\tERRORS\tERROR RATE\tP50\tP95\t")
 	for _, t := range s.Tools {
-		fmt.Fprintf(tw, "\t%s\t%d\t%d\t%.1f%%\t%s\t%s\t\n", t.Tool, t.Calls, t.Errors, 100*t.ErrorRate, us(t.P50US), us(t.P95US))
+		fmt.Fprintf(tw, "\t%s\t%d\t%d\t%.1f%%\t%s\t%s\t\n", esc(t.Tool), t.Calls, t.Errors, 100*t.ErrorRate, us(t.P50US), us(t.P95US))
 	}
 	fmt.Fprintln(tw, "SESSIONS\tAGENT\tSESSIONS\tCOMPLETED\tFAILED\tRUNNING\tAVG STEPS\tP50 DURATION\tP95 DURATION\t")
 	for _, a := range s.Sessions {
-		fmt.Fprintf(tw, "\t%s\t%d\t%d\t%d\t%d\t%.1f\t%s\t%s\t\n", a.Agent, a.Sessions, a.Completed, a.Failed, a.Running, a.AvgSteps, us(a.P50DurationUS), us(a.P95DurationUS))
+		fmt.Fprintf(tw, "\t%s\t%d\t%d\t%d\t%d\t%.1f\t%s\t%s\t\n", esc(a.Agent), a.Sessions, a.Completed, a.Failed, a.Running, a.AvgSteps, us(a.P50DurationUS), us(a.P95DurationUS))
 	}
 	fmt.Fprintln(tw, "MEMORY\tTIER\tOP\tCOUNT\t")
 	for _, m := range s.Memory {
-		fmt.Fprintf(tw, "\t%s\t%s\t%d\t\n", m.Tier, m.Op, m.Count)
+		fmt.Fprintf(tw, "\t%s\t%s\t%d\t\n", esc(m.Tier), esc(m.Op), m.Count)
 	}
 	if err := tw.Flush(); err != nil {
 		fmt.Fprintln(stderr, "error:", err)
@@ -61,5 +63,12 @@ func stats(ctx context.Context, log eventlog.Log, since, agent string, asJSON bo
 	}
 	return 0
 }
+
+// esc escapes a name the log recorded (a tool's is the model's choice) for the
+// terminal, as list and show do (node.EscapeControls), and its tabs and newlines,
+// which would break the table's columns and rows; --json has it as recorded.
+func esc(s string) string { return cellEscaper.Replace(node.EscapeControls(s)) }
+
+var cellEscaper = strings.NewReplacer("\t", `\t`, "\n", `\n`)
 
 func us(v int64) string { return (time.Duration(v) * time.Microsecond).String() }

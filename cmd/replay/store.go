@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/eventlog/clickhouse"
@@ -22,6 +23,11 @@ type store struct {
 	notices io.Writer
 }
 
+// clickhouseOpenWait is how long a command retries a ClickHouse it cannot reach (a
+// server restarting) before it fails with the reason: a typo'd address or a server
+// that is down is an error, not a wait until the user interrupts it.
+var clickhouseOpenWait = 30 * time.Second
+
 // open opens the log. A read-only embedded log takes no lock, so it can be read while
 // a node serves from the same directory. A read-only ClickHouse log leaves the
 // repair of compacted streams' summaries to the nodes (NoSummaryRepair).
@@ -31,7 +37,7 @@ func (s store) open(ctx context.Context, readOnly bool) (eventlog.Log, error) {
 		if db == "" {
 			db = "troupe"
 		}
-		l, err := clickhouse.Open(ctx, clickhouse.Config{Addr: clickhouse.SplitAddr(s.clickhouse), Database: db, NoSummaryRepair: readOnly})
+		l, err := clickhouse.Open(ctx, clickhouse.Config{Addr: clickhouse.SplitAddr(s.clickhouse), Database: db, NoSummaryRepair: readOnly, OpenWait: clickhouseOpenWait})
 		if err != nil {
 			return nil, fmt.Errorf("clickhouse %s: %w", s.clickhouse, err)
 		}

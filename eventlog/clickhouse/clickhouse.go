@@ -99,7 +99,8 @@ const abortGrace = 5 * time.Second
 
 // Open connects to ClickHouse, creates the database and brings its schema to
 // SchemaVersion (see Migrations), and starts the writer. While the server cannot be
-// reached, Open retries with the configured backoff until ctx ends.
+// reached, Open retries with the configured backoff until ctx ends (or, with
+// Config.OpenWait, until that long has passed).
 func Open(ctx context.Context, cfg Config) (*Log, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -107,6 +108,7 @@ func Open(ctx context.Context, cfg Config) (*Log, error) {
 	cfg = cfg.WithDefaults()
 	opts := options(cfg)
 	var conn driver.Conn
+	began := time.Now()
 	for attempt := 0; ; attempt++ {
 		var err error
 		conn, err = connect(ctx, opts, cfg.Database)
@@ -117,6 +119,9 @@ func Open(ctx context.Context, cfg Config) (*Log, error) {
 			return nil, err
 		}
 		wait := backoff(cfg, attempt)
+		if cfg.OpenWait > 0 && time.Since(began)+wait > cfg.OpenWait {
+			return nil, fmt.Errorf("%w (gave up after %d attempts in %s)", err, attempt+1, time.Since(began).Round(time.Second))
+		}
 		cfg.Logger.Warn("eventlog/clickhouse: cannot open the event log, retrying", "err", err, "attempt", attempt+1, "retry_in", wait.Round(time.Millisecond))
 		timer := time.NewTimer(wait)
 		select {

@@ -78,6 +78,12 @@ type Config struct {
 	// up. Defaults 100ms and 5s.
 	RetryInitialBackoff time.Duration
 	RetryMaxBackoff     time.Duration
+	// OpenWait, when not 0, bounds how long Open retries while the server cannot
+	// be reached: past it, Open returns the last error instead of waiting for the
+	// next attempt. A command a user waits for (replay) sets it; a node leaves it 0
+	// and retries until its ctx ends. An attempt under way, a migration included,
+	// is not cut short.
+	OpenWait time.Duration
 	// CompactMin is the fewest superseded events of a knowledge base that a
 	// compaction deletes at once (eventlog.CompactingCost): each deletion is
 	// a mutation (ALTER TABLE … DELETE) that rewrites every data part holding
@@ -207,6 +213,7 @@ func (c Config) Validate() error {
 		{"FlushInterval", c.FlushInterval},
 		{"RetryInitialBackoff", c.RetryInitialBackoff},
 		{"RetryMaxBackoff", c.RetryMaxBackoff},
+		{"OpenWait", c.OpenWait},
 		{"CloseTimeout", c.CloseTimeout},
 	} {
 		if d.v < 0 {
