@@ -472,13 +472,24 @@ func skipSpace(b []byte, i int) int {
 // skipString returns the index after the JSON string starting at b[i] (a quote),
 // or -1.
 func skipString(b []byte, i int) int {
-	for j := i + 1; j < len(b); j++ {
-		switch b[j] {
-		case '\\':
-			j++
-		case '"':
-			return j + 1
+	// The closing quote is the first one after b[i] not escaped: not preceded by
+	// an odd run of backslashes (each backslash escapes the byte after it, so the
+	// parity of the run decides). bytes.IndexByte finds each quote in long text
+	// many bytes at a time.
+	for j := i + 1; j < len(b); {
+		k := bytes.IndexByte(b[j:], '"')
+		if k < 0 {
+			return -1
 		}
+		k += j
+		n := 0
+		for k-n-1 > i && b[k-n-1] == '\\' {
+			n++
+		}
+		if n%2 == 0 {
+			return k + 1
+		}
+		j = k + 1
 	}
 	return -1
 }

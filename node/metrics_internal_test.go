@@ -36,6 +36,42 @@ func TestScanMembers(t *testing.T) {
 	}
 }
 
+// skipString ends a string where a byte-by-byte scan does (each backslash
+// skipping the byte after it), for every string of quotes, backslashes and
+// letters up to 9 bytes long, from every start.
+func TestSkipStringAsByteScan(t *testing.T) {
+	byByte := func(b []byte, i int) int {
+		for j := i + 1; j < len(b); j++ {
+			switch b[j] {
+			case '\\':
+				j++
+			case '"':
+				return j + 1
+			}
+		}
+		return -1
+	}
+	alphabet := []byte{'"', '\\', 'a'}
+	var each func(b []byte)
+	each = func(b []byte) {
+		for i := range b {
+			if b[i] != '"' {
+				continue
+			}
+			if got, want := skipString(b, i), byByte(b, i); got != want {
+				t.Fatalf("skipString(%q, %d) = %d, want %d", b, i, got, want)
+			}
+		}
+		if len(b) == 9 {
+			return
+		}
+		for _, c := range alphabet {
+			each(append(b, c))
+		}
+	}
+	each(nil)
+}
+
 func envelope(t testing.TB, p messages.Payload, id, task string) messages.Envelope {
 	t.Helper()
 	e, err := messages.NewEnvelope(p)
