@@ -381,10 +381,59 @@ func checkMetadata(raw json.RawMessage) (json.RawMessage, error) {
 	if err := json.Unmarshal(raw, &obj); err != nil || obj == nil {
 		return nil, fmt.Errorf("%w: metadata must be a JSON object", ErrInvalid)
 	}
+	if key, ok := repeatedKey(raw); ok {
+		// Decoding keeps the last value of a key given twice and drops the other
+		// unsaid; another reader of the same body takes the first.
+		return nil, fmt.Errorf("%w: metadata key %q is given twice in one object: give each key once", ErrInvalid, key)
+	}
 	if len(obj) == 0 {
 		return nil, nil
 	}
 	return json.Marshal(obj)
+}
+
+// repeatedKey finds a key given twice in one object of the JSON value raw, at any
+// depth (it returns false for malformed JSON, which the caller refuses otherwise).
+func repeatedKey(raw []byte) (string, bool) {
+	type frame struct {
+		seen map[string]bool // nil in an array
+		key  bool            // a key comes next
+	}
+	d := json.NewDecoder(bytes.NewReader(raw))
+	var stack []*frame
+	for {
+		tok, err := d.Token()
+		if err != nil {
+			return "", false
+		}
+		var top *frame
+		if len(stack) > 0 {
+			top = stack[len(stack)-1]
+		}
+		if s, ok := tok.(string); ok && top != nil && top.seen != nil && top.key {
+			if top.seen[s] {
+				return s, true
+			}
+			top.seen[s], top.key = true, false
+			continue
+		}
+		switch tok {
+		case json.Delim('{'):
+			stack = append(stack, &frame{seen: map[string]bool{}, key: true})
+		case json.Delim('['):
+			stack = append(stack, &frame{})
+		case json.Delim('}'), json.Delim(']'):
+			if stack = stack[:len(stack)-1]; len(stack) == 0 {
+				return "", false
+			}
+			stack[len(stack)-1].key = true
+		default:
+			if top == nil {
+				return "", false
+			}
+			top.key = true
+		}
+	}
 }
 
 // mergeMetadata merges two metadata objects key by key. With overwrite, b's keys win
