@@ -1,5 +1,3 @@
-//go:build review
-
 package skills_test
 
 import (

@@ -244,7 +244,7 @@ func hiddenRune(text string) (int, rune) {
 	i := 0
 	for _, r := range text {
 		switch {
-		case r == '\t' || r == '\n' || r == '\r', r == 0x200C, r == 0x200D:
+		case r == '\t' || r == '\n', r == 0x200C, r == 0x200D:
 		case unicode.IsControl(r), unicode.Is(unicode.Cf, r),
 			r >= 0xE0100 && r <= 0xE01EF:
 			return i, r
