@@ -258,6 +258,11 @@ func ParseMemoryQuery(get func(string) string) (string, memory.Query, error) {
 	if len(q.Text) > 8<<10 {
 		return "", memory.Query{}, fmt.Errorf("%w: q is longer than 8 KiB", memory.ErrInvalid)
 	}
+	if !utf8.ValidString(q.Text) {
+		// Embedded (JSON) or routed to the namespace's owner, each bad byte would
+		// become U+FFFD: another text than the one asked for.
+		return "", memory.Query{}, fmt.Errorf("%w: q is not valid UTF-8: percent-encode the query's text as UTF-8", memory.ErrInvalid)
+	}
 	if s := get("limit"); s != "" {
 		l, err := strconv.Atoi(s)
 		if err != nil || l < 1 || l > 100 {
