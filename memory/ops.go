@@ -26,7 +26,7 @@ type AddRequest struct {
 	// Importance is in [0, 1]; nil means 0.5.
 	Importance *float64
 	// Timestamp is when the remembered thing happened; zero means now. It may not
-	// lie more than MaxFuture ahead.
+	// lie more than MaxFuture ahead, nor before the year 1 (UTC).
 	Timestamp time.Time
 	// Metadata is a JSON object, or empty.
 	Metadata     json.RawMessage
@@ -262,6 +262,9 @@ func (ns *Namespace) prepare(r AddRequest, now time.Time) (*Memory, error) {
 	if ts.After(now.Add(MaxFuture)) {
 		return nil, fmt.Errorf("%w: timestamp %s is more than %s in the future", ErrInvalid, ts.Format(time.RFC3339), MaxFuture)
 	}
+	if err := checkTimestampYear(ts); err != nil {
+		return nil, err
+	}
 	var parts []string
 	for _, p := range r.Participants {
 		if p = strings.TrimSpace(p); p != "" && !slices.Contains(parts, p) {
@@ -273,6 +276,18 @@ func (ns *Namespace) prepare(r AddRequest, now time.Time) (*Memory, error) {
 		Importance: imp, Timestamp: ts.UTC().Truncate(time.Microsecond), Hash: pmem.ContentHash(content), Metadata: meta,
 		Participants: parts, Outcome: ns.redact(strings.TrimSpace(r.Outcome)), Sources: ns.redactSources(cloneSources(r.Sources)),
 	}, nil
+}
+
+// checkTimestampYear refuses a timestamp before the year 1 in UTC (RFC 3339 writes
+// "0000-01-01T00:00:00+01:00", the year -1 in UTC): a search's answer, the memory
+// tool's and the history's carry the memory's time as JSON, which cannot write a
+// year before 0, so each search of its namespace would fail. The zero time, the
+// first instant of the year 1, is a client's unset time: now.
+func checkTimestampYear(ts time.Time) error {
+	if ts.Before(time.Time{}) {
+		return fmt.Errorf("%w: timestamp %s is before the year 1 (UTC): give when the remembered thing happened, from 0001-01-01T00:00:00Z on", ErrInvalid, ts.Format(time.RFC3339))
+	}
+	return nil
 }
 
 // checkContent checks a memory's content and returns it trimmed and redacted.
@@ -381,10 +396,59 @@ func checkMetadata(raw json.RawMessage) (json.RawMessage, error) {
 	if err := json.Unmarshal(raw, &obj); err != nil || obj == nil {
 		return nil, fmt.Errorf("%w: metadata must be a JSON object", ErrInvalid)
 	}
+	if key, ok := repeatedKey(raw); ok {
+		// Decoding keeps the last value of a key given twice and drops the other
+		// unsaid; another reader of the same body takes the first.
+		return nil, fmt.Errorf("%w: metadata key %q is given twice in one object: give each key once", ErrInvalid, key)
+	}
 	if len(obj) == 0 {
 		return nil, nil
 	}
 	return json.Marshal(obj)
+}
+
+// repeatedKey finds a key given twice in one object of the JSON value raw, at any
+// depth (it returns false for malformed JSON, which the caller refuses otherwise).
+func repeatedKey(raw []byte) (string, bool) {
+	type frame struct {
+		seen map[string]bool // nil in an array
+		key  bool            // a key comes next
+	}
+	d := json.NewDecoder(bytes.NewReader(raw))
+	var stack []*frame
+	for {
+		tok, err := d.Token()
+		if err != nil {
+			return "", false
+		}
+		var top *frame
+		if len(stack) > 0 {
+			top = stack[len(stack)-1]
+		}
+		if s, ok := tok.(string); ok && top != nil && top.seen != nil && top.key {
+			if top.seen[s] {
+				return s, true
+			}
+			top.seen[s], top.key = true, false
+			continue
+		}
+		switch tok {
+		case json.Delim('{'):
+			stack = append(stack, &frame{seen: map[string]bool{}, key: true})
+		case json.Delim('['):
+			stack = append(stack, &frame{})
+		case json.Delim('}'), json.Delim(']'):
+			if stack = stack[:len(stack)-1]; len(stack) == 0 {
+				return "", false
+			}
+			stack[len(stack)-1].key = true
+		default:
+			if top == nil {
+				return "", false
+			}
+			top.key = true
+		}
+	}
 }
 
 // mergeMetadata merges two metadata objects key by key. With overwrite, b's keys win

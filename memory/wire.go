@@ -179,8 +179,12 @@ func (in Input) Check() error {
 		}
 	}
 	if in.Timestamp != "" {
-		if _, err := time.Parse(time.RFC3339Nano, in.Timestamp); err != nil {
+		ts, err := time.Parse(time.RFC3339Nano, in.Timestamp)
+		if err != nil {
 			return fmt.Errorf("%w: timestamp %q is not RFC 3339 (like 2026-12-01T09:30:00Z)", ErrInvalid, in.Timestamp)
+		}
+		if err := checkTimestampYear(ts); err != nil {
+			return err
 		}
 	}
 	if len(in.Metadata) > 0 {

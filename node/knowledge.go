@@ -356,9 +356,9 @@ func (n *Node) postKBDocument(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "%v", err)
 		return
 	}
-	key := r.Header.Get("Idempotency-Key")
-	if len(key) > 200 {
-		writeError(w, http.StatusBadRequest, "Idempotency-Key is longer than 200 bytes")
+	key, err := idempotencyKey(r)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "%v", err)
 		return
 	}
 	if r.ContentLength > kbMaxBody {
@@ -703,9 +703,9 @@ func (n *Node) deleteKBDocument(w http.ResponseWriter, r *http.Request) {
 	}
 	// The rest of CheckSource is the knowledge base's to apply: a document it
 	// holds is removed whatever its name (one named before the rules tightened).
-	key := r.Header.Get("Idempotency-Key")
-	if len(key) > 200 {
-		writeError(w, http.StatusBadRequest, "Idempotency-Key is longer than 200 bytes")
+	key, err := idempotencyKey(r)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "%v", err)
 		return
 	}
 	if key != "" {

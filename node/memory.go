@@ -17,6 +17,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -95,9 +96,9 @@ func (n *Node) postMemories(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "%v", err)
 		return
 	}
-	key := r.Header.Get("Idempotency-Key")
-	if len(key) > 200 {
-		writeError(w, http.StatusBadRequest, "Idempotency-Key is longer than 200 bytes")
+	key, err := idempotencyKey(r)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "%v", err)
 		return
 	}
 	if key == "" {
@@ -257,6 +258,11 @@ func ParseMemoryQuery(get func(string) string) (string, memory.Query, error) {
 	if len(q.Text) > 8<<10 {
 		return "", memory.Query{}, fmt.Errorf("%w: q is longer than 8 KiB", memory.ErrInvalid)
 	}
+	if !utf8.ValidString(q.Text) {
+		// Embedded (JSON) or routed to the namespace's owner, each bad byte would
+		// become U+FFFD: another text than the one asked for.
+		return "", memory.Query{}, fmt.Errorf("%w: q is not valid UTF-8: percent-encode the query's text as UTF-8", memory.ErrInvalid)
+	}
 	if s := get("limit"); s != "" {
 		l, err := strconv.Atoi(s)
 		if err != nil || l < 1 || l > 100 {
@@ -375,6 +381,30 @@ func (n *Node) memoryHistory(w http.ResponseWriter, r *http.Request) {
 	default:
 		writeJSON(w, http.StatusOK, ans)
 	}
+}
+
+// idempotencyKey is the request's Idempotency-Key header ("" without one): at most
+// 200 bytes of UTF-8. The key is kept in the events of the writes it made, as JSON,
+// where a byte that is not UTF-8 (a header may carry any byte from 0x80) would
+// become U+FFFD: after a restart the key read back would not be the key sent, and
+// a retry, or another request under it, would be taken for a new one.
+func idempotencyKey(r *http.Request) (string, error) {
+	key := r.Header.Get("Idempotency-Key")
+	if len(key) > 200 {
+		return "", errors.New("Idempotency-Key is longer than 200 bytes")
+	}
+	if !utf8.ValidString(key) {
+		at := 0
+		for at < len(key) {
+			c, n := utf8.DecodeRuneInString(key[at:])
+			if c == utf8.RuneError && n <= 1 {
+				break
+			}
+			at += n
+		}
+		return "", fmt.Errorf("Idempotency-Key is not UTF-8 (byte %d, 0x%02x): use ASCII letters, digits and dashes, such as a UUID", at, key[at])
+	}
+	return key, nil
 }
 
 func randomKey() string {

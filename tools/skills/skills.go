@@ -174,17 +174,20 @@ func parse(b []byte) (frontMatter, string, error) {
 		return fm, "", errors.New("the file is not UTF-8 text")
 	}
 	text := strings.ReplaceAll(strings.TrimPrefix(string(b), "\uFEFF"), "\r\n", "\n")
-	rest, ok := strings.CutPrefix(text, "---\n")
-	if !ok {
+	first, rest, _ := strings.Cut(text, "\n")
+	if !delimiter(first) {
 		return fm, "", errors.New("no front matter: the file must begin with a line \"---\", then YAML with name and description, then \"---\"")
 	}
 	var header, body string
-	if h, after, found := strings.Cut(rest, "\n---\n"); found {
-		header, body = h, after
-	} else if h, found := strings.CutSuffix(rest, "\n---"); found {
-		header = h
-	} else {
-		return fm, "", errors.New("the front matter is not closed: add a line \"---\" after the YAML")
+	closed := false
+	for off := 0; !closed; {
+		line, after, found := strings.Cut(rest[off:], "\n")
+		if delimiter(line) {
+			header, body, closed = rest[:off], after, true
+		} else if !found {
+			return fm, "", errors.New("the front matter is not closed: add a line \"---\" after the YAML")
+		}
+		off += len(line) + 1
 	}
 	if err := yaml.Unmarshal([]byte(header), &fm); err != nil {
 		return fm, "", fmt.Errorf("the front matter is not valid YAML: %s", fileLines(err))
@@ -208,6 +211,10 @@ func parse(b []byte) (frontMatter, string, error) {
 	}
 	return fm, strings.TrimSpace(body), nil
 }
+
+// delimiter reports whether line is a front matter's "---" line; blanks after the
+// dashes, which an editor may keep and a reader does not see, are allowed.
+func delimiter(line string) bool { return strings.TrimRight(line, " \t") == "---" }
 
 var yamlLine = regexp.MustCompile(`line (\d+)`)
 
@@ -237,7 +244,7 @@ func hiddenRune(text string) (int, rune) {
 	i := 0
 	for _, r := range text {
 		switch {
-		case r == '\t' || r == '\n' || r == '\r', r == 0x200C, r == 0x200D:
+		case r == '\t' || r == '\n', r == 0x200C, r == 0x200D:
 		case unicode.IsControl(r), unicode.Is(unicode.Cf, r),
 			r >= 0xE0100 && r <= 0xE01EF:
 			return i, r
