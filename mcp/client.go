@@ -654,12 +654,19 @@ func (c *stdioConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 		return fmt.Errorf("%w (%v)", ErrServerNotReading, err)
 	}
 	if err == nil && c.sent != nil {
-		if req, ok := msg.(*jsonrpc.Request); ok && req.Method == "tools/call" {
-			c.sent.add(callKey(req.Params))
+		if key, ok := ctx.Value(callKeyCtx{}).(string); ok {
+			if req, ok := msg.(*jsonrpc.Request); ok && req.Method == "tools/call" {
+				c.sent.add(key)
+			}
 		}
 	}
 	return err
 }
+
+// callKeyCtx is the context key of a tool call's idempotency key
+// (remoteTool.Call), which stdioConn.Write notes once the call went out whole,
+// without decoding the request's params again.
+type callKeyCtx struct{}
 
 // ErrOutcomeUnknown fails a tool call whose server's connection broke after the
 // call was written to it (a stdio server that died mid-call): the server may have
@@ -692,18 +699,6 @@ func (k *sentKeys) take(key string) bool {
 	_, ok := k.keys[key]
 	delete(k.keys, key)
 	return ok
-}
-
-// callKey is the idempotency key in a tools/call request's params (_meta), or "".
-func callKey(params json.RawMessage) string {
-	var p struct {
-		Meta map[string]any `json:"_meta"`
-	}
-	if json.Unmarshal(params, &p) != nil {
-		return ""
-	}
-	key, _ := p.Meta[IdempotencyKeyMeta].(string)
-	return key
 }
 
 // Close closes the connection (the server is asked to exit, then made to), then

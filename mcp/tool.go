@@ -384,7 +384,8 @@ func (t *remoteTool) Call(ctx context.Context, c tools.Call) (string, error) {
 	// been performed, and few servers read the key (ErrOutcomeUnknown).
 	var sent func() bool
 	if c.Key != "" {
-		t.srv.sent.take(c.Key) // an earlier attempt's (the call resumed after a restart)
+		ctx = context.WithValue(ctx, callKeyCtx{}, c.Key) // for stdioConn.Write
+		t.srv.sent.take(c.Key)                            // an earlier attempt's (the call resumed after a restart)
 		defer t.srv.sent.take(c.Key)
 		if !t.resend {
 			sent = func() bool { return t.srv.sent.take(c.Key) }

@@ -513,13 +513,16 @@ func (n *Node) countRetries(then func(model string, err error)) func(model strin
 
 // retryReason is the reason label of troupe_model_retries_total for err.
 func retryReason(err error) string {
-	var api *llm.APIError
+	status := 0
+	if api := (*llm.APIError)(nil); errors.As(err, &api) {
+		status = api.StatusCode
+	}
 	switch {
-	case errors.As(err, &api) && api.StatusCode == 429:
+	case status == 429:
 		return "rate_limited"
-	case errors.As(err, &api) && api.StatusCode >= 500:
+	case status >= 500:
 		return "server_error"
-	case errors.As(err, &api) && api.StatusCode == 408, errors.Is(err, context.DeadlineExceeded):
+	case status == 408, errors.Is(err, context.DeadlineExceeded):
 		return "timeout"
 	}
 	return "other"
