@@ -150,20 +150,7 @@ func (s *SessionState) liveDigest(name string, rules int) string {
 	if (rules >= rulesRoster) != (recorded >= rulesRoster) {
 		// A task of rules that record another form than new tasks do (with or
 		// without the roster): computed apart, memoized under another key.
-		key := "\x00" + name
-		if d, ok := s.digests[key]; ok {
-			return d
-		}
-		d := ""
-		if a, ok := s.agents.For(name); ok {
-			c := a.configOf(rules)
-			d = configDigest(&c)
-		}
-		if s.digests == nil {
-			s.digests = map[string]string{}
-		}
-		s.digests[key] = d
-		return d
+		return s.memoDigest("\x00"+name, name, rules)
 	}
 	if d, ok := s.digests[name]; ok {
 		return d
@@ -174,15 +161,25 @@ func (s *SessionState) liveDigest(name string, rules int) string {
 		}
 		return s.agents.digests[name] // "" for one it does not have
 	}
+	return s.memoDigest(name, name, recorded)
+}
+
+// memoDigest returns the digest of agent name's configuration as a task under
+// rules records it ("" for an agent the state does not have), memoized in
+// s.digests under key.
+func (s *SessionState) memoDigest(key, name string, rules int) string {
+	if d, ok := s.digests[key]; ok {
+		return d
+	}
 	d := ""
 	if a, ok := s.agents.For(name); ok {
-		c := a.configOf(recorded)
+		c := a.configOf(rules)
 		d = configDigest(&c)
 	}
 	if s.digests == nil {
 		s.digests = map[string]string{}
 	}
-	s.digests[name] = d
+	s.digests[key] = d
 	return d
 }
 
