@@ -395,7 +395,7 @@ func runKafka(ctx context.Context, o options, scenario string, round, nodes int,
 			return result{}, err
 		}
 		cfg.Log = log
-		pub := &timedPublisher{Publisher: clients.Publisher, stats: map[string]*publishStats{}}
+		pub := &timedPublisher{Publisher: clients.Publisher, stats: map[string]*publishStats{}, noEvents: o.noEventsFeed}
 		pubs = append(pubs, pub)
 		// Wired as `node serve --kafka` wires a node: sharded by partition, the nodes
 		// sharing one log.
@@ -443,8 +443,16 @@ func runKafka(ctx context.Context, o options, scenario string, round, nodes int,
 // background, so this is the bus's time, not time a session waits.
 type timedPublisher struct {
 	message.Publisher
-	mu    sync.Mutex
-	stats map[string]*publishStats
+	noEvents bool // -no-events-feed: tell the node that troupe.events has no reader
+	mu       sync.Mutex
+	stats    map[string]*publishStats
+}
+
+// HasReaders implements actors.TopicReaders (through the node's outbox): a Kafka
+// topic may always have readers, except troupe.events with -no-events-feed, whose
+// records the session actors then neither encode nor publish.
+func (p *timedPublisher) HasReaders(topic string) bool {
+	return !p.noEvents || topic != messages.TopicEvents
 }
 
 type publishStats struct {

@@ -34,6 +34,7 @@ type options struct {
 	cpuProfile                                     string
 	memProfile                                     string
 	countRequests                                  bool
+	noEventsFeed                                   bool            // Kafka nodes publish nothing on troupe.events
 	requests                                       *requestCounter // with countRequests, on kfake
 }
 
@@ -50,6 +51,7 @@ func main() {
 	flag.DurationVar(&o.timeout, "timeout", time.Minute, "how long one task may take before it counts as an error")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of each scenario's measured phase to PREFIX-<scenario>-r<round>.pprof")
 	flag.BoolVar(&o.countRequests, "requests", false, "count, at the in-process kfake, the Kafka requests of each scenario's measured phase, by kind and topic, and the records produced")
+	flag.BoolVar(&o.noEventsFeed, "no-events-feed", false, "Kafka scenarios: the nodes publish no troupe.events records, as an embedded node whose feed has no reader publishes none (a diagnostic: what the public feed costs; results still go to troupe.results)")
 	flag.StringVar(&o.memProfile, "memprofile", "", "write the allocations of the whole run (warm-up and setup included) to this file when it ends")
 	flag.Parse()
 	for _, s := range strings.Split(scenarios, ",") {
