@@ -124,7 +124,7 @@ func (m *Model) Generate(ctx context.Context, req llm.Request) (llm.Response, er
 	call, cancel := context.WithTimeoutCause(ctx, m.who.callTimeout, errCallTimeout)
 	defer cancel()
 	x := &exchange{limit: maxAnswerBytes}
-	cc, err := m.chat.New(call, params, option.WithMiddleware(x.middleware))
+	cc, err := m.chat.New(call, params, append(idempotency(req), option.WithMiddleware(x.middleware))...)
 	if err != nil {
 		return llm.Response{}, m.who.classify("chat", ctx, call, x, err)
 	}
@@ -141,6 +141,23 @@ func (m *Model) Generate(ctx context.Context, req llm.Request) (llm.Response, er
 		return llm.Response{Usage: usage(cc.Usage)}, err // what the refused answer cost (llm.Model)
 	}
 	return llm.Response{Message: msg, Usage: usage(cc.Usage), FinishReason: llm.AbnormalFinish(cc.Choices[0].FinishReason)}, nil
+}
+
+// idempotency is the Idempotency-Key header of req's call: its key (llm.Request.Key),
+// the same on every attempt of the call and when it is issued again after a crash,
+// so a provider that deduplicates requests by that header performs and bills it
+// once. None when the call has no key, or one no header can carry (effect keys are
+// printable ASCII). The SDK sends no such header of its own on chat completions.
+func idempotency(req llm.Request) []option.RequestOption {
+	if req.Key == "" || len(req.Key) > 512 {
+		return nil
+	}
+	for i := 0; i < len(req.Key); i++ {
+		if c := req.Key[i]; c < ' ' || c >= 0x7f {
+			return nil
+		}
+	}
+	return []option.RequestOption{option.WithHeader("Idempotency-Key", req.Key)}
 }
 
 // params builds the chat request body.
