@@ -32,7 +32,8 @@ var (
 	// fall back rather than retry.
 	ErrMalformedResponse = errors.New("llm/openai: malformed response")
 	// ErrTruncatedStream means an event stream ended (the connection closed) before
-	// the provider finished the answer and sent [DONE]. It also wraps llm.ErrTransient.
+	// the provider finished the answer: a finish_reason for every choice. It also
+	// wraps llm.ErrTransient.
 	ErrTruncatedStream = errors.New("llm/openai: stream ended before the answer was complete")
 	// ErrInvalidRequest means the request cannot be sent as it is (a tool message
 	// without a tool_call_id, a tool schema that is not JSON, ...). Not transient.
