@@ -10,6 +10,7 @@ import (
 	"math"
 	"mime"
 	"net/http"
+	"net/http/httptrace"
 	"strconv"
 	"strings"
 	"sync"
@@ -54,8 +55,10 @@ const maxRetryAfter = 24 * time.Hour
 // classified by what the server did rather than by the text of the SDK's errors. It is
 // installed as SDK middleware; the SDK makes exactly one attempt (no retries).
 type exchange struct {
-	mu      sync.Mutex
-	sent    bool
+	mu   sync.Mutex
+	sent bool
+	// wrote says the whole request went out: the provider may have taken the prompt.
+	wrote   bool
 	status  int
 	header  http.Header
 	body    []byte // the body of an error response, or of a success that is not JSON (bounded)
@@ -96,6 +99,15 @@ func (x *exchange) middleware(req *http.Request, next option.MiddlewareNext) (*h
 	x.mu.Lock()
 	x.sent = true
 	x.mu.Unlock()
+	req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
+		WroteRequest: func(w httptrace.WroteRequestInfo) {
+			if w.Err == nil {
+				x.mu.Lock()
+				x.wrote = true
+				x.mu.Unlock()
+			}
+		},
+	}))
 	res, err := next(req)
 	if err != nil || res == nil {
 		return res, err

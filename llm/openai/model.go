@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -113,6 +114,8 @@ func (m Model) LogValue() slog.Value { return m.cfg.LogValue() }
 // Generate implements llm.Model with one chat completion. Errors: *llm.APIError
 // (wrapped) for HTTP errors, llm.ErrTransient for timeouts and dropped connections,
 // the context's error when ctx ends first, ErrMalformedResponse, ErrInvalidRequest.
+// A call that timed out after its request went out returns with its error an
+// estimate of its prompt's tokens (timedOutSpend): the provider bills them.
 func (m *Model) Generate(ctx context.Context, req llm.Request) (llm.Response, error) {
 	if err := ctx.Err(); err != nil {
 		return llm.Response{}, m.who.errorf("chat", "%w", err)
@@ -126,7 +129,7 @@ func (m *Model) Generate(ctx context.Context, req llm.Request) (llm.Response, er
 	x := &exchange{limit: maxAnswerBytes}
 	cc, err := m.chat.New(call, params, append(idempotency(req), option.WithMiddleware(x.middleware))...)
 	if err != nil {
-		return llm.Response{}, m.who.classify("chat", ctx, call, x, err)
+		return timedOutSpend(req, ctx, call, x), m.who.classify("chat", ctx, call, x, err)
 	}
 	if cc == nil || len(cc.Choices) == 0 {
 		if cc != nil {
@@ -141,6 +144,23 @@ func (m *Model) Generate(ctx context.Context, req llm.Request) (llm.Response, er
 		return llm.Response{Usage: usage(cc.Usage)}, err // what the refused answer cost (llm.Model)
 	}
 	return llm.Response{Message: msg, Usage: usage(cc.Usage), FinishReason: llm.AbnormalFinish(cc.Choices[0].FinishReason)}, nil
+}
+
+// timedOutSpend is what a whole (not streamed) call that failed spent (llm.Model):
+// when the request went out whole and the call timed out (Config.Timeout or the
+// caller's deadline) before an HTTP error came, the provider took the prompt and
+// bills it, answer or not, though it reported nothing: its prompt, estimated
+// (llm.EstimateTokens), as a stream that stalled is (estimatedUsage). Nothing for
+// any other failure.
+func timedOutSpend(req llm.Request, parent, call context.Context, x *exchange) llm.Response {
+	x.mu.Lock()
+	wrote, status := x.wrote, x.status
+	x.mu.Unlock()
+	timedOut := context.Cause(call) == errCallTimeout || errors.Is(parent.Err(), context.DeadlineExceeded)
+	if !wrote || status >= 400 || !timedOut {
+		return llm.Response{}
+	}
+	return llm.Response{Usage: estimatedUsage(req, sdk.ChatCompletion{})}
 }
 
 // idempotency is the Idempotency-Key header of req's call: its key (llm.Request.Key),
