@@ -3,6 +3,8 @@ package openai
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -91,6 +93,16 @@ func (m *Model) Name() string { return m.cfg.Model }
 
 // Provider names the provider the model runs at, e.g. "deepseek".
 func (m *Model) Provider() string { return m.cfg.Provider }
+
+// Endpoint names the rate limit the model's calls share (the gateway's
+// EndpointNamer): its base URL and a digest of its API key, never the key.
+func (m *Model) Endpoint() string {
+	if m.cfg.APIKey == "" {
+		return m.cfg.BaseURL
+	}
+	sum := sha256.Sum256([]byte(m.cfg.APIKey))
+	return m.cfg.BaseURL + " key " + hex.EncodeToString(sum[:6])
+}
 
 // Capabilities implements llm.CapabilityReporter: native tools (function calling,
 // parallel calls), streaming (Stream) and JSON mode (Config.ResponseFormat). Whether
