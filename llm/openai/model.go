@@ -139,7 +139,7 @@ func (m *Model) Generate(ctx context.Context, req llm.Request) (llm.Response, er
 	call, cancel := context.WithTimeoutCause(ctx, m.who.callTimeout, errCallTimeout)
 	defer cancel()
 	x := &exchange{limit: maxAnswerBytes}
-	cc, err := m.chat.New(call, params, append(idempotency(req), option.WithMiddleware(x.middleware))...)
+	cc, err := m.chat.New(call, params, append(idempotency(req, m.cfg.Model), option.WithMiddleware(x.middleware))...)
 	if err != nil {
 		return timedOutSpend(req, ctx, call, x), m.who.classify("chat", ctx, call, x, err)
 	}
@@ -175,21 +175,20 @@ func timedOutSpend(req llm.Request, parent, call context.Context, x *exchange) l
 	return llm.Response{Usage: estimatedUsage(req, sdk.ChatCompletion{})}
 }
 
-// idempotency is the Idempotency-Key header of req's call: its key (llm.Request.Key),
-// the same on every attempt of the call and when it is issued again after a crash,
-// so a provider that deduplicates requests by that header performs and bills it
-// once. None when the call has no key, or one no header can carry (effect keys are
-// printable ASCII). The SDK sends no such header of its own on chat completions.
-func idempotency(req llm.Request) []option.RequestOption {
-	if req.Key == "" || len(req.Key) > 512 {
+// idempotency is the Idempotency-Key header of req's call to model: a digest of
+// its key (llm.Request.Key, the effect key) and the model, the same on every
+// attempt of the call and when it is issued again after a crash, so a provider
+// that deduplicates requests by that header performs and bills it once. The model
+// is in it because a fallback to another model of the same provider is another
+// request; a digest, because the key names the session, which is the user's and
+// not the provider's to read. None when the call has no key. The SDK sends no such
+// header of its own on chat completions.
+func idempotency(req llm.Request, model string) []option.RequestOption {
+	if req.Key == "" {
 		return nil
 	}
-	for i := 0; i < len(req.Key); i++ {
-		if c := req.Key[i]; c < ' ' || c >= 0x7f {
-			return nil
-		}
-	}
-	return []option.RequestOption{option.WithHeader("Idempotency-Key", req.Key)}
+	sum := sha256.Sum256([]byte(req.Key + "\x00" + model))
+	return []option.RequestOption{option.WithHeader("Idempotency-Key", "troupe-"+hex.EncodeToString(sum[:16]))}
 }
 
 // params builds the chat request body.

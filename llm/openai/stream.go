@@ -64,7 +64,7 @@ func (m *Model) Stream(ctx context.Context, req llm.Request, onDelta func(Delta)
 		x, raw = &exchange{limit: maxAnswerBytes}, nil
 		// The response body is decoded here (not by NewStreaming) to see whether
 		// the stream really ended with [DONE].
-		_, err := m.chat.New(call, params, append(idempotency(req), option.WithMiddleware(x.middleware),
+		_, err := m.chat.New(call, params, append(idempotency(req, m.cfg.Model), option.WithMiddleware(x.middleware),
 			option.WithJSONSet("stream", true), option.WithResponseBodyInto(&raw))...)
 		return err
 	}
