@@ -329,3 +329,44 @@ func TestModelRetriesAreCounted(t *testing.T) {
 	wantSample(t, fams, 1, "troupe_model_retries_total", "model", "retried", "reason", "server_error")
 	wantSample(t, fams, 1, "troupe_model_retries_total", "model", "retried", "reason", "timeout")
 }
+
+// rateLimitedModel answers its first call 429 with Retry-After (and says so on
+// limited), then answers "ok".
+type rateLimitedModel struct {
+	calls   atomic.Int32
+	limited chan struct{}
+}
+
+func (*rateLimitedModel) Name() string { return "limited" }
+
+func (m *rateLimitedModel) Generate(context.Context, llm.Request) (llm.Response, error) {
+	if m.calls.Add(1) == 1 {
+		close(m.limited)
+		return llm.Response{}, &llm.APIError{StatusCode: 429, Message: "slow down", RetryAfter: 2 * time.Second}
+	}
+	return llm.Response{Message: messages.ChatMessage{Role: messages.RoleAssistant, Content: "ok"}}, nil
+}
+
+// A model call held back by its provider's cooldown after a 429 (another session's
+// call was rate limited) is counted in troupe_model_cooldown_holds_total.
+func TestModelCooldownHoldsAreCounted(t *testing.T) {
+	m := &rateLimitedModel{limited: make(chan struct{})}
+	n := nodetest.Start(t, node.Config{Model: m})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := n.Submit(ctx, node.Task{Input: "hi", SessionID: "rate-limited"}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-m.limited:
+	case <-ctx.Done():
+		t.Fatal("no model call")
+	}
+	if _, err := n.Submit(ctx, node.Task{Input: "hi", SessionID: "held"}); err != nil {
+		t.Fatal(err)
+	}
+	waitCompleted(t, n, []string{"rate-limited", "held"}, 20*time.Second)
+	fams := scrape(t, n)
+	wantSample(t, fams, 1, "troupe_model_cooldown_holds_total", "model", "limited", "action", "waited")
+	wantSample(t, fams, 1, "troupe_model_retries_total", "model", "limited", "reason", "rate_limited")
+}

@@ -188,6 +188,7 @@ func (n *Node) newEffects(reg *tools.Registry) (actors.Effects, error) {
 		gwCfg.Tokenizer = &rag.Cl100k{}
 	}
 	gwCfg.Retry.OnRetry = n.countRetries(gwCfg.Retry.OnRetry)
+	gwCfg.Retry.OnCooldown = n.countCooldowns(gwCfg.Retry.OnCooldown)
 	gw, err := gateway.New(gwCfg)
 	if err != nil {
 		return nil, err
@@ -507,6 +508,28 @@ func (n *Node) countRetries(then func(model string, err error)) func(model strin
 		retries.WithLabelValues(model, retryReason(err)).Inc()
 		if then != nil {
 			then(model, err)
+		}
+	}
+}
+
+// countCooldowns returns the gateway's cooldown hook (then): it counts each model
+// call held back by its provider's cooldown after a 429 in
+// troupe_model_cooldown_holds_total, by model and what the call did: waited for
+// the cooldown's end, or failed over (to the next model of its chain, or failed:
+// its deadline was too near).
+func (n *Node) countCooldowns(then func(model string, waited bool)) func(model string, waited bool) {
+	holds := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "troupe", Subsystem: "model", Name: "cooldown_holds_total",
+		Help: "Model calls the gateway held back because their provider (base URL and key) answered 429 and asked for a wait, by model and action: waited (sent once the wait ended), failed_over (not sent: the next model of the chain took it, or the call's deadline came first)."},
+		[]string{"model", "action"})
+	n.metrics.Registry.MustRegister(holds)
+	return func(model string, waited bool) {
+		action := "failed_over"
+		if waited {
+			action = "waited"
+		}
+		holds.WithLabelValues(model, action).Inc()
+		if then != nil {
+			then(model, waited)
 		}
 	}
 }

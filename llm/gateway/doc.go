@@ -25,6 +25,7 @@
 //	  Pricing          pricing.go   CostUSD at the price of the model that answered
 //	  CountTokens      tokens.go    counts the tokens a provider did not report
 //	  Retry            retry.go     retries transient failures of this model
+//	  Cooldown         cooldown.go  after a 429, holds its provider's calls until the wait ends
 //	  LimitConcurrency limit.go     one of the provider's slots per attempt
 //	  Streaming        stream.go    streams the attempt when the caller asks (llm.WithDeltas)
 //	  the model
@@ -48,6 +49,11 @@
 //     attempts' to its answer or failure, Fallback the models' it tried (each priced
 //     as its own), Quotas charges it, so what a task records and budgets count is
 //     what was spent (a ReAct reply that could not be parsed was).
+//   - Cooldown is inside Retry, so every attempt, the first as the retries, waits for
+//     its provider's cooldown after a 429 (by base URL and key, shared by every call
+//     of the node) instead of finding the limit again on its own; a model with a
+//     fallback after it does not wait, and Fallback tries the next one at once. It is
+//     outside LimitConcurrency, so a call waiting holds no slot.
 //   - Retry is outside LimitConcurrency, so a call holds its provider's slot during an
 //     attempt, not during the backoff between attempts.
 //

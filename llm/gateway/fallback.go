@@ -41,7 +41,9 @@ func (f *fallback) Generate(ctx context.Context, req llm.Request) (llm.Response,
 	errs := make([]error, 0, len(f.chain))
 	var spent llm.Response // the Usage of the models tried so far (llm.Model)
 	for i, m := range f.chain {
-		resp, err := m.Generate(ctx, req)
+		// A model with a fallback after it does not wait for its provider's
+		// cooldown (Cooldown): the next model may answer at once.
+		resp, err := m.Generate(withFollowed(ctx, i < len(f.chain)-1), req)
 		spent.Usage = spent.Usage.Add(resp.Usage)
 		if err == nil {
 			if name := m.Name(); name != f.name {

@@ -41,6 +41,11 @@ type RetryPolicy struct {
 	// troupe_model_retries_total). It is called on the call's goroutine and must
 	// not block.
 	OnRetry func(model string, err error)
+	// OnCooldown, when set, is called once for each call held back by its
+	// provider's cooldown after a 429 (Cooldown): with the model's name, and whether
+	// the call waited for the cooldown's end (else it failed over at once, or
+	// failed). It is called on the call's goroutine and must not block.
+	OnCooldown func(model string, waited bool)
 }
 
 // Price is the cost of a model in US dollars per million tokens.
@@ -216,13 +221,14 @@ func New(cfg Config) (*Gateway, error) {
 	// transient failures retried, each attempt holding one of its provider's slots
 	// and streamed when the caller asks for increments (llm.WithDeltas).
 	limit := LimitConcurrency(cfg.Concurrency)
+	cool := Cooldown(cfg.Retry, cfg.Clock, cfg.Sleep, cfg.Retry.OnCooldown)
 	wrapped := map[string]llm.Model{}
 	wrap := func(models []llm.Model) []llm.Model {
 		out := make([]llm.Model, len(models))
 		for i, m := range models {
 			w, ok := wrapped[m.Name()]
 			if !ok {
-				w = Chain(m, Pricing(cfg.Prices), CountTokens(cfg.Tokenizer), Retry(cfg.Retry, cfg.Sleep, cfg.Logger), limit, Streaming())
+				w = Chain(m, Pricing(cfg.Prices), CountTokens(cfg.Tokenizer), Retry(cfg.Retry, cfg.Sleep, cfg.Logger), cool, limit, Streaming())
 				wrapped[m.Name()] = w
 			}
 			out[i] = w

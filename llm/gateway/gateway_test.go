@@ -49,22 +49,28 @@ func (c *clock) add(d time.Duration) {
 	c.mu.Unlock()
 }
 
+// sleeps records the waits of a gateway; when it has a clock, each wait moves it on
+// by its length, as a real one passes.
 type sleeps struct {
 	mu    sync.Mutex
 	waits []time.Duration
+	clock *clock
 }
 
 func (s *sleeps) sleep(_ context.Context, d time.Duration) error {
 	s.mu.Lock()
 	s.waits = append(s.waits, d)
 	s.mu.Unlock()
+	if s.clock != nil {
+		s.clock.add(d)
+	}
 	return nil
 }
 
 func newGateway(t *testing.T, cfg gateway.Config) (*gateway.Gateway, *sleeps, *clock) {
 	t.Helper()
-	s := &sleeps{}
 	c := &clock{now: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
+	s := &sleeps{clock: c}
 	cfg.Sleep, cfg.Clock = s.sleep, c.Now
 	g, err := gateway.New(cfg)
 	if err != nil {

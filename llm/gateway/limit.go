@@ -57,3 +57,14 @@ func (m *limited) Generate(ctx context.Context, req llm.Request) (llm.Response, 
 	defer func() { <-m.slots }()
 	return m.Model.Generate(ctx, req)
 }
+
+// Provider names the provider whose slots the call takes (ProviderNamer).
+func (m *limited) Provider() string { return m.provider }
+
+// Endpoint names the wrapped model's rate limit (EndpointNamer), for Cooldown.
+func (m *limited) Endpoint() string {
+	if e, ok := m.Model.(EndpointNamer); ok {
+		return e.Endpoint()
+	}
+	return ""
+}

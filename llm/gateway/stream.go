@@ -35,5 +35,13 @@ func (s streaming) Provider() string {
 	return s.Model.Name()
 }
 
+// Endpoint names the wrapped model's rate limit (EndpointNamer), for Cooldown.
+func (s streaming) Endpoint() string {
+	if e, ok := s.Model.(EndpointNamer); ok {
+		return e.Endpoint()
+	}
+	return ""
+}
+
 // Capabilities reports the wrapped model's (llm.CapabilityReporter).
 func (s streaming) Capabilities() llm.Capabilities { return llm.CapabilitiesOf(s.Model) }

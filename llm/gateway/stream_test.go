@@ -72,8 +72,9 @@ func TestGatewayStreamsThroughRetryAndFallback(t *testing.T) {
 // A stream cut on every attempt fails with the transient truncation, never a partial
 // answer.
 func TestGatewayStreamCutEveryAttemptFails(t *testing.T) {
-	cut := openaitest.Reply{Events: []string{openaitest.RoleChunk(), openaitest.ContentChunk("half")}, Stall: false}
-	cut.Events = append(cut.Events, openaitest.FinishChunk("stop")) // no [DONE]: cut before the end
+	// No finish_reason, no [DONE]: cut before the end. (A stream cut after its
+	// finish_reason is whole: TestGatewayTakesAStreamFinishedWithoutDone.)
+	cut := openaitest.Reply{Events: []string{openaitest.RoleChunk(), openaitest.ContentChunk("half")}}
 	srv := openaitest.NewServer(t, func(openaitest.Request) openaitest.Reply { return cut })
 	m, err := openai.New(openai.Config{Provider: "p", BaseURL: srv.URL, Model: "p", Timeout: 10 * time.Second})
 	if err != nil {
@@ -88,5 +89,30 @@ func TestGatewayStreamCutEveryAttemptFails(t *testing.T) {
 	resp, err := g.Generate(ctx, ask("q"))
 	if !errors.Is(err, openai.ErrTruncatedStream) || resp.Message.Content != "" || len(attempts) != 3 {
 		t.Fatalf("%+v %v attempts %v", resp, err, attempts)
+	}
+}
+
+// A stream that delivered its finish_reason and usage but closed without [DONE] is
+// the answer, taken once and recorded with its usage: no retry pays for it again.
+func TestGatewayTakesAStreamFinishedWithoutDone(t *testing.T) {
+	u := messages.Usage{PromptTokens: 40, CompletionTokens: 3}
+	srv := openaitest.NewServer(t, func(openaitest.Request) openaitest.Reply {
+		return openaitest.Stream(openaitest.RoleChunk(), openaitest.ContentChunk("whole"), openaitest.FinishChunk("stop"), openaitest.UsageChunk(u))
+	})
+	m, err := openai.New(openai.Config{Provider: "p", BaseURL: srv.URL, Model: "p", Timeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := gateway.New(gateway.Config{Chain: []llm.Model{m}, Retry: gateway.RetryPolicy{MaxAttempts: 3, Initial: time.Millisecond, Max: time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := llm.WithDeltas(context.Background(), func(int, llm.Delta) {})
+	resp, err := g.Generate(ctx, ask("q"))
+	if err != nil || resp.Message.Content != "whole" || resp.Usage.PromptTokens != u.PromptTokens || resp.Usage.CompletionTokens != u.CompletionTokens {
+		t.Fatalf("%+v %v: want the answer with usage %+v", resp, err, u)
+	}
+	if n := len(srv.Requests()); n != 1 {
+		t.Fatalf("%d requests: the finished answer was sent again", n)
 	}
 }

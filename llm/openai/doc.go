@@ -16,6 +16,10 @@
 //		APIKey: key, Model: "deepseek-chat", Timeout: time.Minute})
 //	resp, err := m.Generate(ctx, llm.Request{Step: 1, Messages: msgs, Tools: specs})
 //
+// A call with an idempotency key (llm.Request.Key, the effect key) sends it as an
+// Idempotency-Key header, the same on every attempt and when the call is issued again
+// after a crash, so a provider that deduplicates by it performs the call once.
+//
 // Optional capabilities, found by type assertion: Stream (the Streamer interface)
 // delivers Deltas as they arrive and returns the same Response Generate would;
 // Capabilities (llm.CapabilityReporter) reports native tools, streaming and JSON

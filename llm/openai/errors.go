@@ -10,6 +10,7 @@ import (
 	"math"
 	"mime"
 	"net/http"
+	"net/http/httptrace"
 	"strconv"
 	"strings"
 	"sync"
@@ -32,7 +33,8 @@ var (
 	// fall back rather than retry.
 	ErrMalformedResponse = errors.New("llm/openai: malformed response")
 	// ErrTruncatedStream means an event stream ended (the connection closed) before
-	// the provider finished the answer and sent [DONE]. It also wraps llm.ErrTransient.
+	// the provider finished the answer: a finish_reason for every choice. It also
+	// wraps llm.ErrTransient.
 	ErrTruncatedStream = errors.New("llm/openai: stream ended before the answer was complete")
 	// ErrInvalidRequest means the request cannot be sent as it is (a tool message
 	// without a tool_call_id, a tool schema that is not JSON, ...). Not transient.
@@ -53,8 +55,10 @@ const maxRetryAfter = 24 * time.Hour
 // classified by what the server did rather than by the text of the SDK's errors. It is
 // installed as SDK middleware; the SDK makes exactly one attempt (no retries).
 type exchange struct {
-	mu      sync.Mutex
-	sent    bool
+	mu   sync.Mutex
+	sent bool
+	// wrote says the whole request went out: the provider may have taken the prompt.
+	wrote   bool
 	status  int
 	header  http.Header
 	body    []byte // the body of an error response, or of a success that is not JSON (bounded)
@@ -95,6 +99,15 @@ func (x *exchange) middleware(req *http.Request, next option.MiddlewareNext) (*h
 	x.mu.Lock()
 	x.sent = true
 	x.mu.Unlock()
+	req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
+		WroteRequest: func(w httptrace.WroteRequestInfo) {
+			if w.Err == nil {
+				x.mu.Lock()
+				x.wrote = true
+				x.mu.Unlock()
+			}
+		},
+	}))
 	res, err := next(req)
 	if err != nil || res == nil {
 		return res, err

@@ -3,7 +3,10 @@ package openai
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -91,6 +94,16 @@ func (m *Model) Name() string { return m.cfg.Model }
 // Provider names the provider the model runs at, e.g. "deepseek".
 func (m *Model) Provider() string { return m.cfg.Provider }
 
+// Endpoint names the rate limit the model's calls share (the gateway's
+// EndpointNamer): its base URL and a digest of its API key, never the key.
+func (m *Model) Endpoint() string {
+	if m.cfg.APIKey == "" {
+		return m.cfg.BaseURL
+	}
+	sum := sha256.Sum256([]byte(m.cfg.APIKey))
+	return m.cfg.BaseURL + " key " + hex.EncodeToString(sum[:6])
+}
+
 // Capabilities implements llm.CapabilityReporter: native tools (function calling,
 // parallel calls), streaming (Stream) and JSON mode (Config.ResponseFormat). Whether
 // a given provider's model honours them is the provider's business; an unsupported
@@ -113,6 +126,8 @@ func (m Model) LogValue() slog.Value { return m.cfg.LogValue() }
 // Generate implements llm.Model with one chat completion. Errors: *llm.APIError
 // (wrapped) for HTTP errors, llm.ErrTransient for timeouts and dropped connections,
 // the context's error when ctx ends first, ErrMalformedResponse, ErrInvalidRequest.
+// A call that timed out after its request went out returns with its error an
+// estimate of its prompt's tokens (timedOutSpend): the provider bills them.
 func (m *Model) Generate(ctx context.Context, req llm.Request) (llm.Response, error) {
 	if err := ctx.Err(); err != nil {
 		return llm.Response{}, m.who.errorf("chat", "%w", err)
@@ -124,9 +139,9 @@ func (m *Model) Generate(ctx context.Context, req llm.Request) (llm.Response, er
 	call, cancel := context.WithTimeoutCause(ctx, m.who.callTimeout, errCallTimeout)
 	defer cancel()
 	x := &exchange{limit: maxAnswerBytes}
-	cc, err := m.chat.New(call, params, option.WithMiddleware(x.middleware))
+	cc, err := m.chat.New(call, params, append(idempotency(req, m.cfg.Model), option.WithMiddleware(x.middleware))...)
 	if err != nil {
-		return llm.Response{}, m.who.classify("chat", ctx, call, x, err)
+		return timedOutSpend(req, ctx, call, x), m.who.classify("chat", ctx, call, x, err)
 	}
 	if cc == nil || len(cc.Choices) == 0 {
 		if cc != nil {
@@ -141,6 +156,39 @@ func (m *Model) Generate(ctx context.Context, req llm.Request) (llm.Response, er
 		return llm.Response{Usage: usage(cc.Usage)}, err // what the refused answer cost (llm.Model)
 	}
 	return llm.Response{Message: msg, Usage: usage(cc.Usage), FinishReason: llm.AbnormalFinish(cc.Choices[0].FinishReason)}, nil
+}
+
+// timedOutSpend is what a whole (not streamed) call that failed spent (llm.Model):
+// when the request went out whole and the call timed out (Config.Timeout or the
+// caller's deadline) before an HTTP error came, the provider took the prompt and
+// bills it, answer or not, though it reported nothing: its prompt, estimated
+// (llm.EstimateTokens), as a stream that stalled is (estimatedUsage). Nothing for
+// any other failure.
+func timedOutSpend(req llm.Request, parent, call context.Context, x *exchange) llm.Response {
+	x.mu.Lock()
+	wrote, status := x.wrote, x.status
+	x.mu.Unlock()
+	timedOut := context.Cause(call) == errCallTimeout || errors.Is(parent.Err(), context.DeadlineExceeded)
+	if !wrote || status >= 400 || !timedOut {
+		return llm.Response{}
+	}
+	return llm.Response{Usage: estimatedUsage(req, sdk.ChatCompletion{})}
+}
+
+// idempotency is the Idempotency-Key header of req's call to model: a digest of
+// its key (llm.Request.Key, the effect key) and the model, the same on every
+// attempt of the call and when it is issued again after a crash, so a provider
+// that deduplicates requests by that header performs and bills it once. The model
+// is in it because a fallback to another model of the same provider is another
+// request; a digest, because the key names the session, which is the user's and
+// not the provider's to read. None when the call has no key. The SDK sends no such
+// header of its own on chat completions.
+func idempotency(req llm.Request, model string) []option.RequestOption {
+	if req.Key == "" {
+		return nil
+	}
+	sum := sha256.Sum256([]byte(req.Key + "\x00" + model))
+	return []option.RequestOption{option.WithHeader("Idempotency-Key", "troupe-"+hex.EncodeToString(sum[:16]))}
 }
 
 // params builds the chat request body.

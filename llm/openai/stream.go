@@ -30,9 +30,11 @@ var _ Streamer = (*Model)(nil)
 
 // Stream implements Streamer with a streamed chat completion (stream_options
 // include_usage). The response is assembled by the SDK's ChatCompletionAccumulator.
-// The stream must end with a finish_reason and [DONE]: a stream the connection cuts
-// short fails with ErrTruncatedStream (transient) and never returns a partial answer;
-// one that stalls fails at Config.Timeout. A provider that answers whole (a JSON
+// The answer is whole once every choice came with its finish_reason, whether [DONE]
+// follows or the stream closes, is cut or stalls after it (the provider ended, and
+// bills, that answer: a retry would pay for it twice). A stream the connection cuts
+// short before that fails with ErrTruncatedStream (transient) and never returns a
+// partial answer; one that stalls fails at Config.Timeout. A provider that answers whole (a JSON
 // chat completion: it does not stream) is read as Generate reads it, with no
 // increments. When Stream fails, the increments already
 // delivered belong to no answer: a retry streams again from the start. An error from
@@ -62,8 +64,8 @@ func (m *Model) Stream(ctx context.Context, req llm.Request, onDelta func(Delta)
 		x, raw = &exchange{limit: maxAnswerBytes}, nil
 		// The response body is decoded here (not by NewStreaming) to see whether
 		// the stream really ended with [DONE].
-		_, err := m.chat.New(call, params, option.WithMiddleware(x.middleware),
-			option.WithJSONSet("stream", true), option.WithResponseBodyInto(&raw))
+		_, err := m.chat.New(call, params, append(idempotency(req, m.cfg.Model), option.WithMiddleware(x.middleware),
+			option.WithJSONSet("stream", true), option.WithResponseBodyInto(&raw))...)
 		return err
 	}
 	err = send()
@@ -148,6 +150,19 @@ func (m *Model) Stream(ctx context.Context, req llm.Request, onDelta func(Delta)
 		// same, so the failure says so, estimated (llm.EstimateTokens).
 		spent.Usage = estimatedUsage(req, acc.ChatCompletion)
 	}
+	cc := acc.ChatCompletion
+	if finished(cc) && ctx.Err() == nil && endedAfterAnswer(stream.Err(), call, x) {
+		// Every choice finished: the answer is whole, though the stream closed (or
+		// was cut, or stalled) before [DONE]. It is the answer the provider bills;
+		// sending it again would be paid twice. Its usage is what the provider
+		// reported, or none (the gateway counts it, as for a provider that reports
+		// no usage).
+		msg, err := m.message(req, cc.Choices[0].Message)
+		if err != nil {
+			return spent, err
+		}
+		return llm.Response{Message: msg, Usage: usage(u), FinishReason: llm.AbnormalFinish(cc.Choices[0].FinishReason)}, nil
+	}
 	if err := stream.Err(); err != nil {
 		var se *ssestream.StreamError
 		if errors.As(err, &se) {
@@ -159,7 +174,6 @@ func (m *Model) Stream(ctx context.Context, req llm.Request, onDelta func(Delta)
 	if err := call.Err(); err != nil {
 		return spent, m.who.classify(op, ctx, call, x, err)
 	}
-	cc := acc.ChatCompletion
 	switch {
 	case len(cc.Choices) == 0 || cc.Choices[0].FinishReason == "":
 		return spent, m.who.errorf(op, "%w (no finish_reason): %w", ErrTruncatedStream, llm.ErrTransient)
@@ -171,6 +185,38 @@ func (m *Model) Stream(ctx context.Context, req llm.Request, onDelta func(Delta)
 		return spent, err
 	}
 	return llm.Response{Message: msg, Usage: usage(u), FinishReason: llm.AbnormalFinish(cc.Choices[0].FinishReason)}, nil
+}
+
+// finished reports whether every choice of a streamed answer came with its
+// finish_reason: the provider ended the answer.
+func finished(cc sdk.ChatCompletion) bool {
+	if len(cc.Choices) == 0 {
+		return false
+	}
+	for _, c := range cc.Choices {
+		if c.FinishReason == "" {
+			return false
+		}
+	}
+	return true
+}
+
+// endedAfterAnswer reports whether a stream ended in a way that leaves a finished
+// answer whole: closed (err nil, [DONE] or not), its connection cut, or stalled
+// until Config.Timeout. An error event from the provider does not, nor an answer
+// past the size bound.
+func endedAfterAnswer(err error, call context.Context, x *exchange) bool {
+	if err == nil {
+		return true
+	}
+	var se *ssestream.StreamError
+	if errors.As(err, &se) {
+		return false
+	}
+	x.mu.Lock()
+	readErr, tooLarge := x.readErr, x.tooLarge
+	x.mu.Unlock()
+	return !tooLarge && (readErr != nil || context.Cause(call) == errCallTimeout)
 }
 
 // refusedStreamOptions reports whether the server refused a request for its

@@ -115,8 +115,6 @@ func TestTruncatedStreams(t *testing.T) {
 	cases := map[string]openaitest.Reply{
 		// The server closes the response cleanly, but before finishing the answer.
 		"closed before finish": openaitest.Stream(openaitest.RoleChunk(), openaitest.ContentChunk("The ans")),
-		// finish_reason arrived, but neither the usage chunk nor [DONE].
-		"closed before done": openaitest.Stream(openaitest.RoleChunk(), openaitest.ContentChunk("Hi"), openaitest.FinishChunk("stop")),
 		// The tool call's arguments were cut off mid-way.
 		"closed mid tool call": openaitest.Stream(openaitest.RoleChunk(), openaitest.ToolCallChunk(0, "c", "calculator", `{"expr`)),
 		// The connection is cut mid-response.
@@ -141,6 +139,33 @@ func TestTruncatedStreams(t *testing.T) {
 			// provider having reported nothing), and nothing when nothing came.
 			if r.Usage = (messages.Usage{}); !reflect.DeepEqual(r, llm.Response{}) {
 				t.Fatalf("partial answer returned: %+v", r)
+			}
+		})
+	}
+}
+
+// A stream whose every choice came with its finish_reason is a whole answer, though
+// it closed, was cut or stalled before [DONE] (and before its usage, if it had
+// any): the provider ended and bills that answer, and retrying it would pay for it
+// again. Its usage is the one the provider reported, or none.
+func TestStreamFinishedWithoutDoneIsWhole(t *testing.T) {
+	u := messages.Usage{PromptTokens: 9, CompletionTokens: 2}
+	finish := []string{openaitest.RoleChunk(), openaitest.ContentChunk("Hi"), openaitest.FinishChunk("stop")}
+	for _, c := range []struct {
+		name  string
+		reply openaitest.Reply
+		want  messages.Usage
+	}{
+		{"closed after its usage", openaitest.Stream(append(finish, openaitest.UsageChunk(u))...), u},
+		{"closed after its finish_reason", openaitest.Stream(finish...), messages.Usage{}},
+		{"cut after its usage", openaitest.Reply{Events: append(finish, openaitest.UsageChunk(u)), Abort: true}, u},
+		{"stalled after its usage", openaitest.Reply{Events: append(finish, openaitest.UsageChunk(u)), Stall: true}, u},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			srv := openaitest.NewServer(t, openaitest.Sequence(c.reply))
+			_, r, err := stream(t, newModel(t, srv, func(c *openai.Config) { c.Timeout = 300 * time.Millisecond }))
+			if err != nil || r.Message.Content != "Hi" || r.Usage != c.want || r.FinishReason != "" {
+				t.Fatalf("%+v %v: want the answer %q with usage %+v", r, err, "Hi", c.want)
 			}
 		})
 	}

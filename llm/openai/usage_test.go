@@ -30,7 +30,8 @@ func TestNegativeUsageIsNotKept(t *testing.T) {
 
 // A call that fails after the provider reported what it cost returns that usage
 // with its error (llm.Model), so the task's spend, its budgets and the quotas count
-// it: a stream cut after its usage chunk (no [DONE]), and an answer refused as
+// it: a stream cut after its usage chunk but before its finish_reason (a provider
+// that reports usage as it goes), and an answer refused as
 // malformed (a tool call with no name), streamed or whole.
 func TestFailedCallsReturnTheirUsage(t *testing.T) {
 	u := messages.Usage{PromptTokens: 120, CompletionTokens: 7}
@@ -42,7 +43,7 @@ func TestFailedCallsReturnTheirUsage(t *testing.T) {
 		want   error
 	}{
 		{"stream cut after its usage", openaitest.Stream(openaitest.RoleChunk(), openaitest.ContentChunk("par"),
-			openaitest.FinishChunk("stop"), openaitest.UsageChunk(u)), true, openai.ErrTruncatedStream},
+			openaitest.UsageChunk(u)), true, openai.ErrTruncatedStream},
 		{"streamed answer refused", openaitest.Stream(openaitest.RoleChunk(), openaitest.ToolCallChunk(0, "c1", "", "{}"),
 			openaitest.FinishChunk("tool_calls"), openaitest.UsageChunk(u), openaitest.Done), true, openai.ErrMalformedResponse},
 		{"whole answer refused", openaitest.Completion(nameless, u), false, openai.ErrMalformedResponse},
