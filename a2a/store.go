@@ -61,6 +61,8 @@ type TaskStore struct {
 	mu      sync.Mutex
 	live    map[sdk.TaskID]*liveTask
 	tick    uint64 // counts uses: liveTask.used
+	// saved, when set (tests), is called with each task saved, after it is.
+	saved func(*sdk.Task)
 }
 
 // liveTask is a task a TaskStore holds: a snapshot (the SDK changes the tasks it
@@ -125,8 +127,11 @@ func (s *TaskStore) Save(ctx context.Context, task *sdk.Task) error {
 		}
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.put(task.ID, snap)
+	s.mu.Unlock()
+	if s.saved != nil {
+		s.saved(snap)
+	}
 	return nil
 }
 
@@ -198,7 +203,10 @@ func (s *TaskStore) dropOldest() {
 }
 
 // Get implements a2asrv.TaskStore: the live task, else the one its session's
-// events tell, else sdk.ErrTaskNotFound.
+// events tell, else sdk.ErrTaskNotFound. A live task that has not ended is never
+// older than its session's events: when they say it ended, its state and
+// artifacts are theirs (the SDK saves a task's answer artifact and its end one
+// after the other, and the task saved between says working with the answer).
 func (s *TaskStore) Get(ctx context.Context, id sdk.TaskID) (*sdk.Task, error) {
 	s.mu.Lock()
 	var t *sdk.Task
@@ -207,10 +215,17 @@ func (s *TaskStore) Get(ctx context.Context, id sdk.TaskID) (*sdk.Task, error) {
 		lt.used, t = s.tick, lt.task
 	}
 	s.mu.Unlock()
-	if t != nil {
-		return copyTask(t)
+	if t == nil {
+		return s.rebuild(ctx, id)
 	}
-	return s.rebuild(ctx, id)
+	c, err := copyTask(t)
+	if err != nil || c.Status.State.Terminal() || claimed(c) {
+		return c, err
+	}
+	if ended, err := s.rebuild(ctx, id); err == nil && ended.Status.State.Terminal() {
+		c.Status, c.Artifacts = ended.Status, ended.Artifacts
+	}
+	return c, nil
 }
 
 var _ TaskEnds = (*TaskStore)(nil)
