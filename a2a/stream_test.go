@@ -250,3 +250,35 @@ func TestTaskReadBetweenItsAnswerAndItsEndSaysItEnded(t *testing.T) {
 		t.Fatalf("%d reads were older than the log, first: %s", len(bad), bad[0])
 	}
 }
+
+// message/send (SendMessage) gives the task with the history its configuration's
+// historyLength asks for, as tasks/get does: none for 0, the whole without it; and
+// so does a message sent again.
+func TestSendMessageHonoursHistoryLength(t *testing.T) {
+	b := newStreamBackend(3)
+	store := NewTaskStore(b)
+	exec := NewExecutor(b, "default")
+	d := NewDedupe(a2asrv.NewHandler(exec, a2asrv.WithTaskStore(store)), exec, store)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	send := func(m *sdk.Message, length *int) *sdk.Task {
+		t.Helper()
+		res, err := d.OnSendMessage(ctx, &sdk.MessageSendParams{Message: m, Config: &sdk.MessageSendConfig{HistoryLength: length}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.(*sdk.Task)
+	}
+	zero := 0
+	m := sdk.NewMessage(sdk.MessageRoleUser, sdk.TextPart{Text: "count"})
+	again := *m
+	if task := send(m, &zero); task.History == nil || len(task.History) != 0 {
+		t.Fatalf("historyLength 0: %d messages of history (nil: %v), want none", len(task.History), task.History == nil)
+	}
+	if task := send(&again, &zero); len(task.History) != 0 {
+		t.Fatalf("historyLength 0, sent again: %d messages of history, want none", len(task.History))
+	}
+	if task := send(sdk.NewMessage(sdk.MessageRoleUser, sdk.TextPart{Text: "count"}), nil); len(task.History) == 0 {
+		t.Fatal("no historyLength: no history")
+	}
+}
