@@ -30,6 +30,7 @@ func (b *floodBackend) SubmitTask(_ context.Context, sub Submission) error {
 	submitted := b.envelope(&messages.TaskSubmitted{Input: "flood"}, 1)
 	submitted.ID, submitted.SessionID = sub.EnvelopeID, sub.SessionID
 	requested := b.envelope(&messages.ModelRequested{Key: "call-1", Step: 1}, 2)
+	requested.SessionID = sub.SessionID
 	b.mu.Lock()
 	b.log = append(b.log, submitted, requested)
 	b.mu.Unlock()
@@ -42,6 +43,7 @@ func (b *floodBackend) SubmitTask(_ context.Context, sub Submission) error {
 		}
 		responded := b.envelope(&messages.ModelResponded{Key: "call-1", Message: messages.ChatMessage{Role: messages.RoleAssistant, Content: "done"}}, 3)
 		completed := b.envelope(&messages.TaskCompleted{Output: "done", Steps: 1}, 4)
+		responded.SessionID, completed.SessionID = sub.SessionID, sub.SessionID
 		b.mu.Lock()
 		b.log = append(b.log, responded, completed)
 		b.mu.Unlock()

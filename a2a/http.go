@@ -768,7 +768,7 @@ func (s *PushSender) drain(ctx context.Context, q *pushQueue, task sdk.TaskID) {
 	}
 }
 
-// Send posts body to cfg's URL, trying again after a failure or a 5xx or 429
+// Send posts body to cfg's URL, trying again after a failure or a 3xx, 5xx or 429
 // answer with doubling back-off; it returns the last error.
 func (s *PushSender) Send(ctx context.Context, cfg *sdk.PushConfig, body []byte) error {
 	_, err := s.post(ctx, cfg, body)
@@ -837,6 +837,11 @@ func (s *PushSender) postTries(ctx context.Context, cfg *sdk.PushConfig, body []
 		switch {
 		case resp.StatusCode >= 200 && resp.StatusCode < 300:
 			return status, nil
+		case resp.StatusCode >= 300 && resp.StatusCode < 400:
+			// A redirect is not a delivery, and is not followed (the target it
+			// names was never checked against the allow list): a failure, tried
+			// again as a 5xx is.
+			last = fmt.Errorf("webhook answered %s (a redirect, not followed)", resp.Status)
 		case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500:
 			last = fmt.Errorf("webhook answered %s", resp.Status)
 			if most > 0 {
@@ -874,8 +879,8 @@ func (s *PushSender) send(ctx context.Context, it pushItem, task sdk.TaskID) {
 		cancel()
 	}
 	// The end is posted when the webhook took it, or refused it for good: a 4xx
-	// other than 429 comes again however often it is sent.
-	if it.state.Terminal() && s.final != nil && status >= 200 && status < 500 && status != http.StatusTooManyRequests {
+	// other than 429 comes again however often it is sent. A redirect took nothing.
+	if it.state.Terminal() && s.final != nil && (status >= 200 && status < 300 || status >= 400 && status < 500 && status != http.StatusTooManyRequests) {
 		s.final(ctx, task, cfg.ID, it.state, status)
 	}
 	if err != nil && errors.Is(context.Cause(ctx), errSuperseded) {

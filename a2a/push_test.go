@@ -80,6 +80,38 @@ func TestPushSenderGivesUpOnClientErrors(t *testing.T) {
 	}
 }
 
+// A webhook that answers with a redirect did not take the notification: the
+// redirect is not followed (its target was never checked against the allow list)
+// and the post is tried again, as after a 5xx; a task's end only redirected is
+// never taken for posted.
+func TestPushSenderRetriesARedirectWithoutFollowingIt(t *testing.T) {
+	var followed atomic.Int64
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { followed.Add(1) }))
+	defer target.Close()
+	var hits atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if hits.Add(1) <= 2 || r.URL.Path == "/always" {
+			http.Redirect(w, r, target.URL, http.StatusFound)
+		}
+	}))
+	defer srv.Close()
+	s, _ := NewPushSender([]string{"127.0.0.1"}, slog.New(slog.DiscardHandler))
+	s.backoff = time.Millisecond
+	if err := s.Send(context.Background(), &sdk.PushConfig{URL: srv.URL}, []byte(`{}`)); err != nil || hits.Load() != 3 {
+		t.Fatalf("err %v after %d posts; want two redirects tried again, the third post taken", err, hits.Load())
+	}
+	var finals atomic.Int64
+	s.final = func(context.Context, sdk.TaskID, string, sdk.TaskState, int) { finals.Add(1) }
+	s.endAttempts, s.endBackoffMax = 2, time.Millisecond
+	s.send(context.Background(), pushItem{cfg: &sdk.PushConfig{ID: "c", URL: srv.URL + "/always"}, body: []byte(`{}`), state: sdk.TaskStateCompleted}, "t1")
+	if finals.Load() != 0 || hits.Load() != 5 {
+		t.Fatalf("an end answered only with redirects: %d posts (want 5), taken for posted %d times", hits.Load(), finals.Load())
+	}
+	if followed.Load() != 0 {
+		t.Fatalf("the redirect was followed %d times", followed.Load())
+	}
+}
+
 // A task's notifications to a config are posted one at a time, in the order the
 // updates came, even when the first is slow or retried; an update of an earlier
 // state that comes after the end is not posted: a webhook never sees a task go back.

@@ -895,10 +895,16 @@ func (d *Dedupe) OnSendMessage(ctx context.Context, p *sdk.MessageSendParams) (s
 		return nil, err
 	}
 	if seen {
+		var t *sdk.Task
 		if blocking(p) {
-			return d.awaitTask(ctx, id)
+			t, err = d.awaitTask(ctx, id)
+		} else {
+			t, err = d.RequestHandler.OnGetTask(ctx, &sdk.TaskQueryParams{ID: id})
 		}
-		return d.RequestHandler.OnGetTask(ctx, &sdk.TaskQueryParams{ID: id})
+		if err != nil {
+			return nil, err
+		}
+		return withHistory(t, p), nil
 	}
 	res, err := d.RequestHandler.OnSendMessage(ctx, p)
 	if answer {
@@ -917,7 +923,26 @@ func (d *Dedupe) OnSendMessage(ctx context.Context, p *sdk.MessageSendParams) (s
 		delete(c.Metadata, ClaimKey)
 		res = &c
 	}
+	if t, ok := res.(*sdk.Task); ok {
+		res = withHistory(t, p)
+	}
 	return res, err
+}
+
+// withHistory is task t with the history its sender asked for
+// (configuration.historyLength), as tasks/get cuts it: none for 0, the last n
+// messages for n; the whole history when the sender did not say.
+func withHistory(t *sdk.Task, p *sdk.MessageSendParams) *sdk.Task {
+	if t == nil || p == nil || p.Config == nil || p.Config.HistoryLength == nil {
+		return t
+	}
+	c := *t
+	if n := *p.Config.HistoryLength; n <= 0 {
+		c.History = []*sdk.Message{}
+	} else if n < len(t.History) {
+		c.History = t.History[len(t.History)-n:]
+	}
+	return &c
 }
 
 // blocking reports whether the client of p waits for its task to end (or to ask

@@ -61,6 +61,8 @@ type TaskStore struct {
 	mu      sync.Mutex
 	live    map[sdk.TaskID]*liveTask
 	tick    uint64 // counts uses: liveTask.used
+	// saved, when set (tests), is called with each task saved, after it is.
+	saved func(*sdk.Task)
 }
 
 // liveTask is a task a TaskStore holds: a snapshot (the SDK changes the tasks it
@@ -68,6 +70,10 @@ type TaskStore struct {
 type liveTask struct {
 	task *sdk.Task
 	used uint64
+	// from is the seq of the task's task.submitted event once a read of its
+	// session's events found it (0 before): a read of a running task checks its
+	// session's events from there on, not the session's whole history.
+	from uint64
 }
 
 var _ a2asrv.TaskStore = (*TaskStore)(nil)
@@ -125,15 +131,24 @@ func (s *TaskStore) Save(ctx context.Context, task *sdk.Task) error {
 		}
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.put(task.ID, snap)
+	s.mu.Unlock()
+	if s.saved != nil {
+		s.saved(snap)
+	}
 	return nil
 }
 
 // put holds task t as id, making room first when id is new and the store is
 // full. The caller holds s.mu.
 func (s *TaskStore) put(id sdk.TaskID, t *sdk.Task) {
-	if _, ok := s.live[id]; !ok && len(s.live) >= s.max {
+	old, ok := s.live[id]
+	if ok {
+		s.tick++
+		old.task, old.used = t, s.tick
+		return
+	}
+	if len(s.live) >= s.max {
 		s.dropOldest()
 	}
 	s.tick++
@@ -198,19 +213,41 @@ func (s *TaskStore) dropOldest() {
 }
 
 // Get implements a2asrv.TaskStore: the live task, else the one its session's
-// events tell, else sdk.ErrTaskNotFound.
+// events tell, else sdk.ErrTaskNotFound. A live task that has not ended is never
+// older than its session's events: when they say it ended, its state and
+// artifacts are theirs (the SDK saves a task's answer artifact and its end one
+// after the other, and the task saved between says working with the answer).
 func (s *TaskStore) Get(ctx context.Context, id sdk.TaskID) (*sdk.Task, error) {
 	s.mu.Lock()
 	var t *sdk.Task
+	var from uint64
 	if lt, ok := s.live[id]; ok {
 		s.tick++
-		lt.used, t = s.tick, lt.task
+		lt.used, t, from = s.tick, lt.task, lt.from
 	}
 	s.mu.Unlock()
-	if t != nil {
-		return copyTask(t)
+	if t == nil {
+		return s.rebuild(ctx, id)
 	}
-	return s.rebuild(ctx, id)
+	c, err := copyTask(t)
+	if err != nil || c.Status.State.Terminal() || claimed(c) {
+		return c, err
+	}
+	ended, submitted, err := s.rebuildFrom(ctx, id, max(from, 1))
+	if err != nil {
+		return c, nil
+	}
+	if from == 0 {
+		s.mu.Lock()
+		if lt, ok := s.live[id]; ok {
+			lt.from = submitted
+		}
+		s.mu.Unlock()
+	}
+	if ended.Status.State.Terminal() {
+		c.Status, c.Artifacts = ended.Status, ended.Artifacts
+	}
+	return c, nil
 }
 
 var _ TaskEnds = (*TaskStore)(nil)
@@ -273,16 +310,33 @@ func (s *TaskStore) EndedAmong(ctx context.Context, ids []sdk.TaskID) (map[sdk.T
 
 // rebuild tells task id from its session's events.
 func (s *TaskStore) rebuild(ctx context.Context, id sdk.TaskID) (*sdk.Task, error) {
+	task, _, err := s.rebuildFrom(ctx, id, 1)
+	return task, err
+}
+
+// rebuildFrom is rebuild reading the session's events from seq from on (at most
+// the seq of the task's task.submitted event), and returns that event's seq too.
+func (s *TaskStore) rebuildFrom(ctx context.Context, id sdk.TaskID, from uint64) (*sdk.Task, uint64, error) {
 	session, envID, ok := ParseTaskID(id)
 	if !ok {
-		return nil, sdk.ErrTaskNotFound
+		return nil, 0, sdk.ErrTaskNotFound
 	}
-	events, err := s.backend.Events(ctx, session, 1)
+	events, err := s.backend.Events(ctx, session, from)
 	if err != nil {
-		return nil, fmt.Errorf("a2a: session %s: %w", session, err)
+		return nil, 0, fmt.Errorf("a2a: session %s: %w", session, err)
 	}
 	task, _, err := taskOf(id, session, envID, events)
-	return task, err
+	if err != nil {
+		return nil, 0, err
+	}
+	var submitted uint64
+	for i := range events {
+		if events[i].Type == messages.TypeTaskSubmitted && events[i].ID == envID {
+			submitted = events[i].Seq
+			break
+		}
+	}
+	return task, submitted, nil
 }
 
 // taskOf tells task id (the task.submitted envID of session) from the session's

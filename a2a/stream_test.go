@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	sdk "github.com/a2aproject/a2a-go/a2a"
 	"github.com/a2aproject/a2a-go/a2asrv"
@@ -51,6 +52,7 @@ func (b *streamBackend) SubmitTask(_ context.Context, sub Submission) error {
 	}
 	responded := b.envelope(&messages.ModelResponded{Key: key, Message: messages.ChatMessage{Role: messages.RoleAssistant, Content: whole}}, 3)
 	completed := b.envelope(&messages.TaskCompleted{Output: whole, Steps: 1}, 4)
+	requested.SessionID, responded.SessionID, completed.SessionID = session, session, session
 	b.mu.Lock()
 	b.log = append(b.log, submitted, requested, responded, completed)
 	b.mu.Unlock()
@@ -64,12 +66,12 @@ func (b *streamBackend) SubmitTask(_ context.Context, sub Submission) error {
 	return nil
 }
 
-func (b *streamBackend) Events(_ context.Context, _ string, from uint64) ([]messages.Envelope, error) {
+func (b *streamBackend) Events(_ context.Context, session string, from uint64) ([]messages.Envelope, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	var out []messages.Envelope
 	for _, e := range b.log {
-		if e.Seq >= from {
+		if e.SessionID == session && e.Seq >= from {
 			out = append(out, e)
 		}
 	}
@@ -163,5 +165,120 @@ func BenchmarkStreamedAnswer(b *testing.B) {
 				streamTask(b, n, nil)
 			}
 		})
+	}
+}
+
+// A task read while it runs never says working once its session's events say it
+// ended, though the SDK saves its answer artifact and its end one after the other:
+// tasks/get between the two answers the end. Each task's events are all in the log
+// from its start, so every read of a task that shows its whole answer must show it
+// completed; the store's hook reads each task at each save (the window between the
+// two saves included), and pollers read the tasks meanwhile too.
+func TestTaskReadBetweenItsAnswerAndItsEndSaysItEnded(t *testing.T) {
+	b := newStreamBackend(3)
+	store := NewTaskStore(b)
+	const whole = "tok0 tok1 tok2 "
+	var mu sync.Mutex
+	var bad []string
+	check := func(task *sdk.Task, err error, who string) {
+		if err != nil || artifactText(task) != whole || task.Status.State == sdk.TaskStateCompleted {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		bad = append(bad, fmt.Sprintf("%s: task %s says %s with its whole answer", who, task.ID, task.Status.State))
+	}
+	store.saved = func(saved *sdk.Task) {
+		task, err := store.Get(context.Background(), saved.ID)
+		check(task, err, "at a save")
+	}
+	exec := NewExecutor(b, "default")
+	d := NewDedupe(a2asrv.NewHandler(exec, a2asrv.WithTaskStore(store)), exec, store)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const tasks = 20
+	ids := make(chan sdk.TaskID, tasks)
+	var polls sync.WaitGroup
+	for range 4 {
+		polls.Add(1)
+		go func() {
+			defer polls.Done()
+			var seen []sdk.TaskID
+			for {
+				select {
+				case id, ok := <-ids:
+					if !ok {
+						return
+					}
+					seen = append(seen, id)
+				default:
+				}
+				for _, id := range seen {
+					task, err := d.OnGetTask(ctx, &sdk.TaskQueryParams{ID: id})
+					check(task, err, "poll")
+				}
+				if ctx.Err() != nil {
+					return
+				}
+			}
+		}()
+	}
+	no := false
+	for range tasks {
+		res, err := d.OnSendMessage(ctx, &sdk.MessageSendParams{Message: sdk.NewMessage(sdk.MessageRoleUser, sdk.TextPart{Text: "count"}),
+			Config: &sdk.MessageSendConfig{Blocking: &no}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := res.(*sdk.Task).ID
+		ids <- id
+		// The backend's tasks share one live stream: one runs at a time.
+		for {
+			task, err := store.Get(ctx, id)
+			if err == nil && task.Status.State == sdk.TaskStateCompleted && artifactText(task) == whole {
+				break
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("task %s did not end: %v", id, err)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	close(ids)
+	polls.Wait()
+	if len(bad) > 0 {
+		t.Fatalf("%d reads were older than the log, first: %s", len(bad), bad[0])
+	}
+}
+
+// message/send (SendMessage) gives the task with the history its configuration's
+// historyLength asks for, as tasks/get does: none for 0, the whole without it; and
+// so does a message sent again.
+func TestSendMessageHonoursHistoryLength(t *testing.T) {
+	b := newStreamBackend(3)
+	store := NewTaskStore(b)
+	exec := NewExecutor(b, "default")
+	d := NewDedupe(a2asrv.NewHandler(exec, a2asrv.WithTaskStore(store)), exec, store)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	send := func(m *sdk.Message, length *int) *sdk.Task {
+		t.Helper()
+		res, err := d.OnSendMessage(ctx, &sdk.MessageSendParams{Message: m, Config: &sdk.MessageSendConfig{HistoryLength: length}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.(*sdk.Task)
+	}
+	zero := 0
+	m := sdk.NewMessage(sdk.MessageRoleUser, sdk.TextPart{Text: "count"})
+	again := *m
+	if task := send(m, &zero); task.History == nil || len(task.History) != 0 {
+		t.Fatalf("historyLength 0: %d messages of history (nil: %v), want none", len(task.History), task.History == nil)
+	}
+	if task := send(&again, &zero); len(task.History) != 0 {
+		t.Fatalf("historyLength 0, sent again: %d messages of history, want none", len(task.History))
+	}
+	if task := send(sdk.NewMessage(sdk.MessageRoleUser, sdk.TextPart{Text: "count"}), nil); len(task.History) == 0 {
+		t.Fatal("no historyLength: no history")
 	}
 }

@@ -2,8 +2,8 @@ package mcp
 
 import "testing"
 
-// idScan finds a request's top-level id however the message is cut in pieces,
-// and nothing but a string or a number.
+// msgScan finds a request's top-level id however the message is cut in pieces,
+// and, for the server (newRequestIDScan), nothing but a string or a number.
 func TestIDScan(t *testing.T) {
 	for msg, want := range map[string]string{
 		`{"jsonrpc":"2.0","id":7,"method":"x"}`:                   `7`,
@@ -19,7 +19,7 @@ func TestIDScan(t *testing.T) {
 		`{"params":"` + string(make([]byte, 10)) + `","id":"tail"}`: `"tail"`,
 	} {
 		for _, step := range []int{1, 3, len(msg)} {
-			var s idScan
+			s := newRequestIDScan()
 			for i := 0; i < len(msg); i += step {
 				s.write([]byte(msg[i:min(i+step, len(msg))]))
 			}

@@ -121,8 +121,16 @@ func (s *Server) serveSessions(h http.Handler, w http.ResponseWriter, r *http.Re
 		}
 		return
 	}
-	if !validSessionID(id) || r.Method == http.MethodPost && isInitialize(peekBody(r)) {
+	var body []byte
+	if r.Method == http.MethodPost {
+		body = peekBody(r)
+	}
+	if r.Method == http.MethodPost && isInitialize(body) {
 		h.ServeHTTP(w, r)
+		return
+	}
+	if !validSessionID(id) {
+		sessionNotFound(w, body)
 		return
 	}
 	if r.Method == http.MethodDelete {
@@ -308,6 +316,20 @@ func isInitialize(body []byte) bool {
 		}
 	}
 	return false
+}
+
+// codeSessionNotFound is the JSON-RPC error code of a request in a session the
+// server does not have (the TypeScript SDK's server answers it).
+const codeSessionNotFound = -32001
+
+// sessionNotFound answers a request of body (nil: a GET or DELETE) in a session
+// the server does not have and will not resume: 404, as the SDK's handler answers,
+// with a JSON-RPC error of the request's id, "session not found", as the rest of
+// the server's refusals, where the SDK's is plain text.
+func sessionNotFound(w http.ResponseWriter, body []byte) {
+	var one struct{ ID json.RawMessage }
+	_ = json.Unmarshal(body, &one)
+	writeRPCErrorID(w, http.StatusNotFound, codeSessionNotFound, "session not found", one.ID)
 }
 
 // validSessionID reports whether id has the shape of the IDs the server makes

@@ -8,9 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"sync"
-	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -33,7 +31,7 @@ import (
 // other than initialize and ping before initialize is answered -32600 too (the
 // SDK answers it with code 0). Each answer goes out as one line, between the
 // SDK's. A line longer than maxLine bytes (0: the SDK's DefaultMaxLineLength) is
-// answered -32600, with the id of its request when it has one (idScan), and
+// answered -32600, with the id of its request when it has one (msgScan), and
 // skipped. A request whose id is a number the SDK would answer under another id
 // (badRequestID) is answered -32600 too. When r ends, the session ends once the requests
 // read are answered (or cancelled by the client): a client that writes its
@@ -264,16 +262,16 @@ func (t *lineTransport) answer(id json.RawMessage, code int, message string) {
 
 // readLine reads the next line of br without its newline; one longer than max
 // is skipped to its end and reported tooLong, with the id of the request it
-// holds (idScan; nil when none was found).
+// holds (msgScan; nil when none was found).
 func readLine(br *bufio.Reader, max int) (line []byte, tooLong bool, id json.RawMessage, err error) {
-	var scan *idScan
+	var scan *msgScan
 	for {
 		chunk, err := br.ReadSlice('\n')
 		switch {
 		case scan != nil:
 			scan.write(chunk)
 		case len(line)+len(chunk) > max+2: // the newline (and a CR) do not count
-			tooLong, scan = true, &idScan{}
+			tooLong, scan = true, newRequestIDScan()
 			scan.write(line)
 			scan.write(chunk)
 			line = nil
@@ -310,126 +308,6 @@ func requestID(raw []byte) json.RawMessage {
 	}
 	return nil
 }
-
-// maxScannedID bounds the id idScan finds, in bytes.
-const maxScannedID = 256
-
-// idScan finds the id of a JSON-RPC request read a piece at a time, in constant
-// memory: the member "id" of the top-level object, when its value is a string
-// or a number. It lets the server answer a line too long to read whole with the
-// id of its request, which its client waits for (the Python SDK's call for
-// ever), wherever the id stands (the Python SDK writes it first, the TypeScript
-// SDK last).
-type idScan struct {
-	depth    int
-	inString bool
-	escaped  bool
-	phase    int    // of the member being read at depth 1: scanKey, inKey, scanColon, inValue
-	key      []byte // the member's key, up to 3 bytes
-	isID     bool   // the member is "id"
-	value    []byte // the value of "id", up to maxScannedID+1 bytes
-	nested   bool   // the value of "id" is an object or an array
-	id       json.RawMessage
-	done     bool
-}
-
-const (
-	scanKey = iota
-	inKey
-	scanColon
-	inValue
-)
-
-func (s *idScan) write(p []byte) {
-	for _, c := range p {
-		if s.done {
-			return
-		}
-		s.byte(c)
-	}
-}
-
-func (s *idScan) byte(c byte) {
-	if s.inString {
-		closing := !s.escaped && c == '"'
-		s.escaped = !s.escaped && c == '\\'
-		switch {
-		case s.depth != 1:
-		case s.phase == inKey && closing:
-			s.phase, s.isID = scanColon, string(s.key) == "id"
-		case s.phase == inKey:
-			if len(s.key) < 3 {
-				s.key = append(s.key, c)
-			}
-		case s.phase == inValue && s.isID:
-			s.keep(c)
-		}
-		s.inString = !closing
-		return
-	}
-	switch c {
-	case ' ', '\t', '\r', '\n':
-	case '{', '[':
-		if s.depth == 0 && c == '[' {
-			s.done = true // a batch: its requests have an id each
-			return
-		}
-		if s.depth == 1 && s.phase == inValue && s.isID {
-			s.nested = true
-		}
-		s.depth++
-		if s.depth == 1 {
-			s.phase = scanKey
-		}
-	case '}', ']':
-		if s.depth--; s.depth == 0 {
-			s.endMember()
-			s.done = true
-		}
-	case '"':
-		s.inString = true
-		switch {
-		case s.depth == 1 && s.phase == scanKey:
-			s.phase, s.key = inKey, s.key[:0]
-		case s.depth == 1 && s.phase == inValue && s.isID:
-			s.keep(c)
-		}
-	case ':':
-		if s.depth == 1 && s.phase == scanColon {
-			s.phase, s.value, s.nested = inValue, s.value[:0], false
-		}
-	case ',':
-		if s.depth == 1 {
-			s.endMember()
-			s.phase = scanKey
-		}
-	default:
-		if s.depth == 1 && s.phase == inValue && s.isID {
-			s.keep(c)
-		}
-	}
-}
-
-func (s *idScan) keep(c byte) {
-	if len(s.value) <= maxScannedID {
-		s.value = append(s.value, c)
-	}
-}
-
-// endMember ends the member being read at depth 1: an "id" whose value is a
-// string or a number is the request's.
-func (s *idScan) endMember() {
-	if s.phase != inValue || !s.isID || s.nested || len(s.value) == 0 || len(s.value) > maxScannedID {
-		return
-	}
-	v := s.value
-	if (v[0] == '"' || v[0] == '-' || v[0] >= '0' && v[0] <= '9') && json.Valid(v) && utf8.Valid(v) {
-		s.id, s.done = json.RawMessage(slices.Clone(v)), true
-	}
-}
-
-// result returns the id found, nil for none.
-func (s *idScan) result() json.RawMessage { return s.id }
 
 // lineState is what check knows of the session: whether the client sent
 // initialize, and at which protocol version.

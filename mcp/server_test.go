@@ -573,8 +573,9 @@ func TestServerHTTPNewerProtocolFallsBack(t *testing.T) {
 }
 
 // Only a session ID of the shape the server makes is resumed: one a client made
-// up (a path, lower case, another length) is answered 404 "session not found",
-// and nothing is recorded under it.
+// up (a path, lower case, another length) is answered 404 "session not found" (a
+// JSON-RPC error of the request's id, where the SDK answers plain text), and
+// nothing is recorded under it.
 func TestServerHTTPResumesOnlyItsOwnSessionIDs(t *testing.T) {
 	n := nodetest.Start(t, node.Config{Model: answerScript(t, "unused")})
 	srv := mcp.NewServer(n, mcp.ServerOptions{})
@@ -597,8 +598,9 @@ func TestServerHTTPResumesOnlyItsOwnSessionIDs(t *testing.T) {
 		}
 		raw, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(raw), "session not found") {
-			t.Errorf("session %q: %s %q, want 404 session not found", id, resp.Status, raw)
+		if resp.StatusCode != http.StatusNotFound || resp.Header.Get("Content-Type") != "application/json" ||
+			!strings.Contains(string(raw), `"error":{"code":-32001,"message":"session not found"}`) || !strings.Contains(string(raw), `"id":1`) {
+			t.Errorf("session %q: %s %q %q, want 404 with a JSON-RPC error of id 1, session not found", id, resp.Status, resp.Header.Get("Content-Type"), raw)
 		}
 		if events, err := n.Log().Read(ctx, "mcp/session/"+id, 1); err != nil || len(events) != 0 {
 			t.Errorf("session %q: %d events recorded under it (%v)", id, len(events), err)

@@ -2,7 +2,6 @@ package mcp
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -102,8 +101,8 @@ func (s *serverStdin) Close() error {
 // jsonLines passes on what a stdio server writes on its stdout that is a JSON
 // object or a batch (an array of objects), a whole value at a time, and skips any
 // line that starts otherwise, logging it (cut at 1 KiB; the first at warning level,
-// the others at debug level). It follows the JSON values it passes (their strings
-// and nesting), so a message written over several lines passes whole.
+// the others at debug level). It follows the JSON values it passes (msgScan: their
+// strings and nesting), so a message written over several lines passes whole.
 //
 // A value longer than limit is not passed on: the SDK's reader would fail on it
 // and close the connection, failing every call in flight, and the call it answered
@@ -119,20 +118,11 @@ type jsonLines struct {
 	out []byte // what Read hands on next
 
 	// The value being read.
-	depth int // 0: between values
-	inStr bool
-	esc   bool
-	val   []byte // the value so far, while at most limit
-	over  bool   // it is longer than limit
-	size  int
-	// Its own members, when it is an object.
-	object    bool
-	inKey     bool
-	inMember  bool   // after the member's ':'
-	key       []byte // the member's name
-	member    string
-	id        []byte
-	hasMethod bool
+	reading bool    // between a value's start and its end
+	scan    msgScan // its strings and nesting, and, when an object, its "method" and "id"
+	val     []byte  // the value so far, while at most limit
+	over    bool    // it is longer than limit
+	size    int
 
 	skipping bool
 	skipped  []byte // the head of the line being skipped
@@ -174,16 +164,18 @@ func (j *jsonLines) step(c byte) {
 		} else if len(j.skipped) < maxLogLine {
 			j.skipped = append(j.skipped, c)
 		}
-	case j.depth > 0:
-		j.follow(c)
+	case j.reading:
+		j.scan.step(c)
 		j.keep(c)
-		if j.depth == 0 {
+		if j.scan.ended {
+			j.reading = false
 			j.endValue()
 		}
 	case c == '{' || c == '[' && j.batchAhead():
-		j.depth, j.object = 1, c == '{'
-		j.inStr, j.esc, j.over, j.size = false, false, false, 0
-		j.inKey, j.inMember, j.member, j.id, j.hasMethod = false, false, "", nil, false
+		j.reading, j.over, j.size = true, false, 0
+		j.scan.reset()
+		j.scan.accept = json.Valid
+		j.scan.step(c)
 		j.keep(c)
 	case c == ' ' || c == '\t' || c == '\r' || c == '\n':
 		j.out = append(j.out, c)
@@ -206,65 +198,6 @@ func (j *jsonLines) keep(c byte) {
 	j.val = append(j.val, c)
 }
 
-// follow tracks the strings and nesting of the value being read, and the names
-// of its own members, and the value of its "id".
-func (j *jsonLines) follow(c byte) {
-	own := j.object && j.depth == 1 // c is not inside a member's object or array
-	if j.inStr {
-		switch {
-		case j.esc:
-			j.esc = false
-		case c == '\\':
-			j.esc = true
-		case c == '"':
-			j.inStr = false
-		}
-		if own && j.inKey {
-			if !j.inStr {
-				j.inKey, j.member = false, string(j.key)
-				j.hasMethod = j.hasMethod || j.member == "method"
-			} else if len(j.key) < 64 {
-				j.key = append(j.key, c)
-			}
-			return
-		}
-		j.captureID(c)
-		return
-	}
-	switch c {
-	case '"':
-		j.inStr = true
-		if own && !j.inMember {
-			j.inKey, j.key = true, j.key[:0]
-			return
-		}
-	case ':':
-		if own {
-			j.inMember = true
-			return
-		}
-	case ',':
-		if own {
-			j.inMember, j.member = false, ""
-			return
-		}
-	case '{', '[':
-		j.depth++
-	case '}', ']':
-		j.depth--
-		if j.depth == 0 {
-			return
-		}
-	}
-	j.captureID(c)
-}
-
-func (j *jsonLines) captureID(c byte) {
-	if j.member == "id" && j.inMember && len(j.id) < 256 {
-		j.id = append(j.id, c)
-	}
-}
-
 // endValue hands on the value just read, or, when it was longer than limit, an
 // error response to its id in its place.
 func (j *jsonLines) endValue() {
@@ -272,8 +205,8 @@ func (j *jsonLines) endValue() {
 		j.out, j.val = j.val, nil
 		return
 	}
-	id := bytes.TrimSpace(j.id)
-	if j.object && !j.hasMethod && len(id) > 0 && json.Valid(id) {
+	id := j.scan.result() // valid JSON (accept), white space outside strings left out
+	if j.scan.object && !j.scan.hasMethod && len(id) > 0 {
 		j.log.Warn("mcp server answered more than the node reads of one message; the call fails", "bytes", j.size, "id", string(id))
 		msg := fmt.Sprintf("the server's answer is %d bytes, larger than %d, the most the node reads of one message", j.size, j.limitOrDefault())
 		resp, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": json.RawMessage(id), "error": map[string]any{"code": -32603, "message": msg}})

@@ -23,6 +23,7 @@ import (
 
 	"github.com/troupe-run/troupe/actors"
 	"github.com/troupe-run/troupe/eventlog"
+	"github.com/troupe-run/troupe/internal/ssekeepalive"
 	"github.com/troupe-run/troupe/messages"
 )
 
@@ -503,7 +504,7 @@ func (n *Node) getSession(w http.ResponseWriter, r *http.Request) {
 	st, err := n.fold(r.Context(), id)
 	switch {
 	case errors.Is(err, ErrUnknownSession):
-		writeError(w, http.StatusNotFound, "no session %q", id)
+		writeError(w, http.StatusNotFound, "no session %q", echoID(id))
 	case err != nil:
 		writeError(w, http.StatusInternalServerError, "session %s: %v", id, err)
 	default:
@@ -582,7 +583,24 @@ func (n *Node) listSessions(w http.ResponseWriter, r *http.Request) {
 // session list names their kind): it has no status and runs no task. Its events
 // are read as a session's are.
 func notASession(w http.ResponseWriter, id string) {
-	writeError(w, http.StatusNotFound, "no session %q: it is a stream of the log that is no session (GET /v1/sessions/{id}/events reads its events)", id)
+	writeError(w, http.StatusNotFound, "no session %q: it is a stream of the log that is no session (GET /v1/sessions/{id}/events reads its events)", echoID(id))
+}
+
+// maxEchoedID bounds what an answer echoes of a session ID the client sent: a
+// path holds up to a megabyte of it.
+const maxEchoedID = 128
+
+// echoID is id as an answer echoes it: its first maxEchoedID bytes (cut at a
+// character's start) and "…" when it is longer.
+func echoID(id string) string {
+	if len(id) <= maxEchoedID {
+		return id
+	}
+	cut := maxEchoedID
+	for cut > 0 && !utf8.RuneStart(id[cut]) {
+		cut--
+	}
+	return id[:cut] + "…"
 }
 
 // maxEventsPage bounds GET /v1/sessions/{id}/events?limit=.
@@ -629,7 +647,7 @@ func (n *Node) getEvents(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		if !known {
-			writeError(w, http.StatusNotFound, "no session %q", id)
+			writeError(w, http.StatusNotFound, "no session %q", echoID(id))
 			return
 		}
 	}
@@ -727,7 +745,7 @@ func (n *Node) cancel(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, "session %s: %v; the cancellation was not recorded: send it again", id, err)
 		return
 	case !ok:
-		writeError(w, http.StatusNotFound, "no session %q", id)
+		writeError(w, http.StatusNotFound, "no session %q", echoID(id))
 		return
 	}
 	// The task running as the request came: one handled after it ended (sent
@@ -801,11 +819,13 @@ func (n *Node) stream(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusInternalServerError, "session %s: %v", id, err)
 			return
 		case !known:
-			writeError(w, http.StatusNotFound, "no session %q", id)
+			writeError(w, http.StatusNotFound, "no session %q", echoID(id))
 			return
 		}
 	}
-	extend, every := n.startSSE(w)
+	w, extend, stopKeepAlive := n.startSSE(w)
+	defer stopKeepAlive()
+	fl = w.(http.Flusher)
 	if r.Method == http.MethodHead {
 		// A HEAD (a monitor's check) gets the stream's headers and ends: net/http
 		// discards a HEAD answer's body, so a stream that went on would never end
@@ -843,8 +863,6 @@ func (n *Node) stream(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	fl.Flush()
-	heartbeat := time.NewTicker(every)
-	defer heartbeat.Stop()
 	pending := map[uint64]messages.Envelope{}
 	// drain sends the pending events that follow the last one sent, in order, and
 	// forgets those sent already.
@@ -920,12 +938,6 @@ func (n *Node) stream(w http.ResponseWriter, r *http.Request) {
 			return
 		case <-n.streamsDone:
 			return
-		case <-heartbeat.C:
-			extend()
-			if _, err := io.WriteString(w, ": keep-alive\n"); err != nil { // no blank line after it: see internal/ssekeepalive
-				return
-			}
-			fl.Flush()
 		case <-gap:
 			gap = nil
 			more, err := n.log.Read(r.Context(), id, last+1)
@@ -1009,12 +1021,15 @@ func (n *Node) sessionKnown(ctx context.Context, id string, last uint64) (bool, 
 	return len(events) > 0, err
 }
 
-// startSSE starts a Server-Sent Events answer: the stream outlives the server's
-// read and write timeouts (the request has no body left to read, and each write gets
-// a deadline of its own, which extend pushes back), and heartbeats must come every
-// heartbeat to extend the deadline before it passes (HTTP/2 resets a stream whose
-// deadline passed even between writes).
-func (n *Node) startSSE(w http.ResponseWriter) (extend func(), heartbeat time.Duration) {
+// startSSE starts a Server-Sent Events answer, to be written and flushed through
+// the writer it returns: the stream outlives the server's read and write timeouts
+// (the request has no body left to read, and each write gets a deadline of its own,
+// which extend pushes back), and a stream silent for half the write timeout (15 s
+// at most) gets a keep-alive comment (internal/ssekeepalive, as A2A's and MCP's
+// streams) that extends the deadline before it passes (HTTP/2 resets a stream
+// whose deadline passed even between writes). stop ends the keep-alive: the
+// handler calls it before it returns.
+func (n *Node) startSSE(w http.ResponseWriter) (sse http.ResponseWriter, extend, stop func()) {
 	rc := http.NewResponseController(w)
 	_ = rc.SetReadDeadline(time.Time{})
 	writeTimeout := n.cfg.HTTP.WriteTimeout
@@ -1022,6 +1037,27 @@ func (n *Node) startSSE(w http.ResponseWriter) (extend func(), heartbeat time.Du
 	extend()
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
-	w.WriteHeader(http.StatusOK)
-	return extend, max(min(15*time.Second, writeTimeout/2), time.Millisecond)
+	sse, stop = ssekeepalive.Wrap(deadlined{w, extend}, max(min(15*time.Second, writeTimeout/2), time.Millisecond))
+	sse.WriteHeader(http.StatusOK)
+	return sse, extend, stop
 }
+
+// deadlined is a stream's writer whose every write (a keep-alive comment too)
+// extends its write deadline first.
+type deadlined struct {
+	http.ResponseWriter
+	extend func()
+}
+
+func (d deadlined) Write(p []byte) (int, error) {
+	d.extend()
+	return d.ResponseWriter.Write(p)
+}
+
+func (d deadlined) Flush() {
+	if f, ok := d.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (d deadlined) Unwrap() http.ResponseWriter { return d.ResponseWriter }

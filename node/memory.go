@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
@@ -295,9 +296,37 @@ func SearchHits(results []memory.Result) []SearchHit {
 		if len(meta) == 0 {
 			meta = json.RawMessage("{}")
 		}
-		hits[i] = SearchHit{ID: r.Memory.ID, Tier: r.Memory.Tier, Content: r.Memory.Content, Score: r.Score, Metadata: meta, Timestamp: r.Memory.Timestamp}
+		ts, _ := wireTime(r.Memory.Timestamp)
+		hits[i] = SearchHit{ID: r.Memory.ID, Tier: r.Memory.Tier, Content: r.Memory.Content, Score: r.Score, Metadata: meta, Timestamp: ts}
 	}
 	return hits
+}
+
+// wireTime is t as a search answer can write it in JSON (RFC 3339: the years 0 to
+// 9999), and whether it is t: a memory dated before the year 1, stored before
+// such a timestamp was refused (memory.checkTimestampYear), is dated the year 1's
+// first instant; one past the year 9999, that year's last. Without, its time could
+// not be written, and every search of its namespace failed.
+func wireTime(t time.Time) (time.Time, bool) {
+	t = t.UTC()
+	switch {
+	case t.Year() < 1:
+		return time.Time{}, false
+	case t.Year() > 9999:
+		return time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC), false
+	}
+	return t, true
+}
+
+// warnUnwritableTimes logs each result of a search of namespace ns whose time a
+// search answer cannot write (wireTime: it answers with another).
+func warnUnwritableTimes(logger *slog.Logger, ns string, results []memory.Result) {
+	for _, r := range results {
+		if ts, ok := wireTime(r.Memory.Timestamp); !ok {
+			logger.Warn("memory: a stored memory's time cannot be written; it is answered as another", "namespace", ns, "memory", r.Memory.ID,
+				"at_us", r.Memory.Timestamp.UnixMicro(), "answered", ts.Format(time.RFC3339))
+		}
+	}
 }
 
 func (n *Node) searchMemories(w http.ResponseWriter, r *http.Request) {

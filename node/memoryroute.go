@@ -176,6 +176,7 @@ func (n *Node) memoryLocal(ctx context.Context, c messages.MemoryCommand, max in
 		if err != nil {
 			return nil, err
 		}
+		warnUnwritableTimes(n.cfg.Logger, c.Namespace, results)
 		hits := SearchHits(results)
 		var note string
 		if ns, err := n.memories.Namespace(ctx, c.Namespace); err == nil {

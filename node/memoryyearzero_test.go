@@ -1,12 +1,21 @@
 package node_test
 
 import (
+	"context"
+	"fmt"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/troupe-run/troupe/eventlog/sqlite"
+	"github.com/troupe-run/troupe/memory"
+	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
+	"github.com/troupe-run/troupe/node/nodetest"
+	pmem "github.com/troupe-run/troupe/pipelines/memory"
 )
 
 // TestMemoryTimestampBeforeYearOneIsRefused: a timestamp RFC 3339 can write but
@@ -35,5 +44,54 @@ func TestMemoryTimestampBeforeYearOneIsRefused(t *testing.T) {
 	mn.mustPost(t, `{"namespace":"user:alice","tier":"episodic","content":"The year 1","timestamp":"0001-01-01T00:00:01Z"}`)
 	if code, ans := mn.search(t, url.Values{"namespace": {"user:alice"}, "q": {"year"}}); code != http.StatusOK || len(ans.Results) == 0 {
 		t.Fatalf("search: %d %+v", code, ans)
+	}
+}
+
+// TestMemoryStoredBeforeYearOneIsSearched: a namespace that already holds a
+// memory dated before the year 1 (stored before such a timestamp was refused)
+// answers its searches, that memory dated the year 1's first instant (and a
+// warning logged), where every search of the namespace answered 503.
+func TestMemoryStoredBeforeYearOneIsSearched(t *testing.T) {
+	base, err := sqlite.Open(context.Background(), sqlite.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = base.Close() })
+	stream := memory.Stream("user:alice")
+	var events []messages.Envelope
+	for i, m := range []struct {
+		id, content string
+		at          time.Time
+	}{
+		{"m_1", "Alice moved to Lisbon", time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)},
+		{"m_2", "Alice was born in Lisbon", time.Date(-1, 12, 31, 23, 0, 0, 0, time.UTC)},
+	} {
+		e, err := messages.NewEnvelope(&messages.MemoryAdded{Reason: "added", Memory: messages.MemoryRecord{MemoryID: m.id, Tier: "episodic",
+			Content: m.content, Importance: 0.5, AtUS: m.at.UnixMicro(), Hash: pmem.ContentHash(m.content)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.ID, e.SessionID, e.Seq, e.Actor = fmt.Sprintf("%s/%d", stream, i+1), stream, uint64(i+1), "session"
+		e.TS = time.Date(2026, 5, 1, 0, 0, i, 0, time.UTC).UnixMicro()
+		events = append(events, e)
+	}
+	if err := base.Append(context.Background(), events); err != nil {
+		t.Fatal(err)
+	}
+	logged := &syncBuffer{}
+	mn := memoryNode{log: newCountingLog(base), emb: &countingEmbedder{}}
+	mn.n = nodetest.Start(t, node.Config{Log: mn.log, Memory: &memory.Config{Embedder: mn.emb},
+		Logger: slog.New(slog.NewTextHandler(logged, nil))})
+	code, ans := mn.search(t, url.Values{"namespace": {"user:alice"}, "q": {"Alice Lisbon"}, "mode": {"keyword"}})
+	if code != http.StatusOK || len(ans.Results) != 2 {
+		t.Fatalf("search: %d %+v, want both memories", code, ans)
+	}
+	for _, r := range ans.Results {
+		if r.ID == "m_2" && !r.Timestamp.Equal(time.Time{}) {
+			t.Errorf("the memory dated the year -1 is answered with %s, want 0001-01-01T00:00:00Z", r.Timestamp)
+		}
+	}
+	if !strings.Contains(logged.String(), "m_2") {
+		t.Errorf("no warning names the memory; logged:\n%s", logged.String())
 	}
 }

@@ -542,20 +542,20 @@ func (n *Node) sessionsStream(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer leave()
-	extend, heartbeat := n.startSSE(w)
+	w, extend, stopKeepAlive := n.startSSE(w)
+	defer stopKeepAlive()
+	fl = w.(http.Flusher)
 	fl.Flush()
 	if r.Method == http.MethodHead {
 		return // the headers only, as stream's
 	}
-	n.serveFeed(r.Context(), w, fl.Flush, extend, sub, filter, heartbeat)
+	n.serveFeed(r.Context(), w, fl.Flush, extend, sub, filter)
 }
 
 // serveFeed writes sub's changes that filter wants to w until ctx ends, the node
-// closes its streams or a write fails; a comment line every heartbeat keeps proxies
+// closes its streams or a write fails; the keep-alive of its writer (startSSE) keeps proxies
 // from closing an idle stream.
-func (n *Node) serveFeed(ctx context.Context, w io.Writer, flush, extend func(), sub *feedSub, filter feedFilter, heartbeat time.Duration) {
-	tick := time.NewTicker(heartbeat)
-	defer tick.Stop()
+func (n *Node) serveFeed(ctx context.Context, w io.Writer, flush, extend func(), sub *feedSub, filter feedFilter) {
 	// resync drops what is queued, which misses changes, and has the client list the
 	// sessions again.
 	resync := func() bool {
@@ -577,12 +577,6 @@ func (n *Node) serveFeed(ctx context.Context, w io.Writer, flush, extend func(),
 			return
 		case <-sub.gone:
 			return
-		case <-tick.C:
-			extend()
-			if _, err := io.WriteString(w, ": keep-alive\n"); err != nil { // no blank line after it: see internal/ssekeepalive
-				return
-			}
-			flush()
 		case <-sub.behind:
 			if !resync() {
 				return

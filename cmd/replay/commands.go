@@ -594,16 +594,20 @@ func export(ctx context.Context, log eventlog.Log, id, out string, stdout, stder
 	return 0
 }
 
-// importFile loads an export into the log. Nothing is written unless the whole file is
-// valid and the session is new to this log.
-func importFile(ctx context.Context, st store, file string, stdout, stderr io.Writer) int {
-	f, err := os.Open(file)
-	if err != nil {
-		fmt.Fprintln(stderr, "error:", err)
-		return 1
+// importFile loads an export into the log: file, or stdin when file is "-". Nothing
+// is written unless the whole file is valid and the session is new to this log.
+func importFile(ctx context.Context, st store, file string, stdin io.Reader, stdout, stderr io.Writer) int {
+	in := stdin
+	if file != "-" {
+		f, err := os.Open(file)
+		if err != nil {
+			fmt.Fprintln(stderr, "error:", err)
+			return 1
+		}
+		defer f.Close()
+		in = f
 	}
-	defer f.Close()
-	events, configs, err := readExport(f)
+	events, configs, err := readExport(in)
 	if err != nil {
 		fmt.Fprintf(stderr, "error: %s: %v\n", file, err)
 		return 1

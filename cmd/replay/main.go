@@ -37,7 +37,7 @@ const usage = `usage:
   replay verify <session-id> [--data DIR] [--config FILE] [--agents FILE] [--json] [--full]
   replay fork <session-id> --at SEQ [--data DIR] [--config FILE] [--agents FILE] [--model auto|offline|scripted:FILE|PROVIDER[:MODEL]] [--input TEXT] [--session NEW-ID] [--memory-writes]
   replay export <session-id> [--data DIR] [--out FILE]
-  replay import <file> [--data DIR]
+  replay import <file|-> [--data DIR]
   replay stats [--since 24h|2026-11-01] [--agent NAME] [--data DIR] [--json]
 `
 
@@ -48,11 +48,16 @@ var commandUsage = map[string]string{
 	"verify": "replay verify <session-id> [--data DIR] [--config FILE] [--agents FILE] [--json] [--full]",
 	"fork":   "replay fork <session-id> --at SEQ [--data DIR] [--config FILE] [--agents FILE] [--model auto|offline|scripted:FILE|PROVIDER[:MODEL]] [--input TEXT] [--session NEW-ID] [--memory-writes]",
 	"export": "replay export <session-id> [--data DIR] [--out FILE]",
-	"import": "replay import <file> [--data DIR]",
+	"import": "replay import <file|-> [--data DIR]",
 	"stats":  "replay stats [--since 24h|2026-11-01] [--agent NAME] [--data DIR] [--json]",
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	return runIn(ctx, args, os.Stdin, stdout, stderr)
+}
+
+// runIn is run reading stdin where a command reads standard input (import -).
+func runIn(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	// The MCP client's goroutines log warnings to stderr while run writes its own
 	// messages there.
 	stdout, stderr = cliflags.Serialize(stdout, stderr)
@@ -168,7 +173,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return fork(ctx, st, positional[0], at, modelFlag, input, newID, ac, stdout, stderr)
 	case "import":
-		return importFile(ctx, st, positional[0], stdout, stderr)
+		return importFile(ctx, st, positional[0], stdin, stdout, stderr)
 	}
 	// verify's agent is built first: a bad --config is a usage error, whatever the log.
 	ac := agentConfig{stop: func() {}}

@@ -1,0 +1,73 @@
+package a2a
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+
+	sdk "github.com/a2aproject/a2a-go/a2a"
+
+	"github.com/troupe-run/troupe/messages"
+)
+
+// froms is a Backend over one session's log that notes the seq each read of its
+// events starts at.
+type froms struct {
+	streamBackend
+	mu    sync.Mutex
+	reads []uint64
+}
+
+func (b *froms) Events(ctx context.Context, session string, from uint64) ([]messages.Envelope, error) {
+	b.mu.Lock()
+	b.reads = append(b.reads, from)
+	b.mu.Unlock()
+	return b.streamBackend.Events(ctx, session, from)
+}
+
+// A read of a task that runs checks its session's events for its end (so that it
+// never says working once they say it ended), but from the task's task.submitted
+// on once it knows where that is, not the session's whole history each time: an
+// A2A conversation is one session, and a client polls tasks/get.
+func TestReadOfARunningTaskReadsItsSessionFromTheTask(t *testing.T) {
+	b := &froms{streamBackend: *newStreamBackend(1)}
+	const session = "long"
+	for i := 1; i <= 1000; i++ {
+		e := b.envelope(&messages.TaskSubmitted{Input: fmt.Sprintf("old %d", i)}, uint64(i))
+		e.SessionID = session
+		b.log = append(b.log, e)
+	}
+	id := TaskIDFor(session, "m-1")
+	_, envID, _ := ParseTaskID(id)
+	submitted := b.envelope(&messages.TaskSubmitted{Input: "now"}, 1001)
+	submitted.ID, submitted.SessionID = envID, session
+	requested := b.envelope(&messages.ModelRequested{Key: "call-1", Step: 1}, 1002)
+	requested.SessionID = session
+	b.log = append(b.log, submitted, requested)
+
+	store := NewTaskStore(b)
+	ctx := context.Background()
+	if err := store.Save(ctx, &sdk.Task{ID: id, ContextID: session, Status: sdk.TaskStatus{State: sdk.TaskStateWorking}}); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		task, err := store.Get(ctx, id)
+		if err != nil || task.Status.State != sdk.TaskStateWorking {
+			t.Fatalf("task %v, %v: want it working", task, err)
+		}
+		// A save between reads keeps what the reads learnt.
+		if err := store.Save(ctx, task); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if want := []uint64{1, 1001, 1001}; fmt.Sprint(b.reads) != fmt.Sprint(want) {
+		t.Fatalf("reads of the session's events from seqs %v, want %v", b.reads, want)
+	}
+	completed := b.envelope(&messages.TaskCompleted{Output: "done", Steps: 1}, 1003)
+	completed.SessionID = session
+	b.log = append(b.log, completed)
+	if task, err := store.Get(ctx, id); err != nil || task.Status.State != sdk.TaskStateCompleted {
+		t.Fatalf("task %v, %v: want it completed once its session says so", task, err)
+	}
+}
