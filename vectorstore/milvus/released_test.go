@@ -1,5 +1,3 @@
-//go:build review
-
 package milvus_test
 
 import (
@@ -35,6 +33,12 @@ func TestCollectionReleasedUnderTheStoreIsLoadedAgain(t *testing.T) {
 		t.Fatalf("Search: %v %v", hitIDs(hits), err)
 	}
 
+	// A Session Store's delete waits for a query, which needs the collection loaded too.
+	session := newStore(t, milvus.Config{Addr: addr, Prefix: prefix, Consistency: milvus.Session})
+	if hits, err := session.Search(ctx, "c", vectorstore.Query{Vector: v, K: 1}); err != nil || len(hits) != 1 {
+		t.Fatalf("Search at Session: %v %v", hitIDs(hits), err)
+	}
+
 	raw, err := client.NewClient(ctx, client.Config{Address: addr})
 	if err != nil {
 		t.Fatal(err)
@@ -52,5 +56,14 @@ func TestCollectionReleasedUnderTheStoreIsLoadedAgain(t *testing.T) {
 	}
 	if hits, err := s.Search(ctx, "c", vectorstore.Query{Vector: []float32{0, 1, 0}, K: 1}); err != nil || !slices.Equal(hitIDs(hits), []string{"b"}) {
 		t.Errorf("Search after the Upsert: %v %v, want [b]", hitIDs(hits), err)
+	}
+	if err := raw.ReleaseCollection(ctx, prefix+"c"); err != nil {
+		t.Fatal(err)
+	}
+	if err := session.Delete(ctx, "c", []string{"a"}); err != nil {
+		t.Errorf("Delete at Session of the released collection: %v", err)
+	}
+	if hits, err := session.Search(ctx, "c", vectorstore.Query{Vector: v, K: 5}); err != nil || !slices.Equal(hitIDs(hits), []string{"b"}) {
+		t.Errorf("Search after the Delete: %v %v, want [b]", hitIDs(hits), err)
 	}
 }
