@@ -109,7 +109,8 @@
 //
 // Namespace.Search looks at each tier asked for (all by default). Its candidates
 // come from the vector store (the query embedded with QueryEmbedder, or with the
-// encoder of the modality for image and audio memories; K = CandidateFactor ×
+// encoder of the modality for image and audio memories, before the search takes
+// the namespace, so that a slow embedder holds up no other write or search of it; K = CandidateFactor ×
 // limit, filtered on ns and tier), from the tier's keyword index (the same K) and,
 // in the semantic tier, from the entity graph (the entities of the query: those
 // ExtractEntities finds, and its runs of one to three words that name an entity a
