@@ -44,6 +44,9 @@
 // (Config.Extract, by default pipelines/memory's offline ExtractEntities), and added
 // in one Append, a batch of a thousand memories included. The vector goes into the
 // event (MemoryRecord.Vector), so a fold, a recovery or a replay never embeds again.
+// An embedder that fails, or answers a vector that is empty or holds a NaN or an
+// infinite component, fails the write, which writes nothing (a hybrid search ranks
+// by keyword instead, and says so); a zero vector is a memory without one.
 //
 // The working tier is bounded: a write that would leave more than WorkingCapacity
 // working memories forgets the least valuable (importance × WorkingTimeDecay of

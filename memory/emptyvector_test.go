@@ -1,5 +1,3 @@
-//go:build review
-
 package memory_test
 
 import (

@@ -302,7 +302,7 @@ func (s *search) embedQuery(ctx context.Context) error {
 			if _, ok := s.qvecs[mod]; ok {
 				continue
 			}
-			vs, err := s.ns.queryEmbedder(mod).Embed(ctx, []string{s.text})
+			v, err := s.embedOne(ctx, mod)
 			if err != nil && s.q.Mode == ModeHybrid && ctx.Err() == nil {
 				// A hybrid search answers by keyword and entity graph, and says
 				// so, rather than not at all; a vector search fails below.
@@ -314,19 +314,29 @@ func (s *search) embedQuery(ctx context.Context) error {
 				continue
 			}
 			if err != nil {
-				return fmt.Errorf("memory: embedding the query for %s memories: %w", mod, err)
-			}
-			if len(vs) != 1 {
-				return fmt.Errorf("memory: the %s query embedder returned %d vectors for 1 text", mod, len(vs))
-			}
-			v, err := usable(vs[0])
-			if err != nil {
-				return fmt.Errorf("memory: the %s query embedder: %w", mod, err)
+				return err
 			}
 			s.qvecs[mod] = v
 		}
 	}
 	return nil
+}
+
+// embedOne embeds the query for modality mod: its vector (nil for a zero one), or
+// why the query embedder failed or answered what is no vector.
+func (s *search) embedOne(ctx context.Context, mod Modality) ([]float32, error) {
+	vs, err := s.ns.queryEmbedder(mod).Embed(ctx, []string{s.text})
+	if err != nil {
+		return nil, fmt.Errorf("memory: embedding the query for %s memories: %w", mod, err)
+	}
+	if len(vs) != 1 {
+		return nil, fmt.Errorf("memory: the %s query embedder returned %d vectors for 1 text", mod, len(vs))
+	}
+	v, err := usable(vs[0])
+	if err != nil {
+		return nil, fmt.Errorf("memory: the %s query embedder: %w", mod, err)
+	}
+	return v, nil
 }
 
 // keep reports whether memory m may be a result of tier t: live in t, of a
