@@ -44,6 +44,9 @@
 // (Config.Extract, by default pipelines/memory's offline ExtractEntities), and added
 // in one Append, a batch of a thousand memories included. The vector goes into the
 // event (MemoryRecord.Vector), so a fold, a recovery or a replay never embeds again.
+// An embedder that fails, or answers a vector that is empty or holds a NaN or an
+// infinite component, fails the write, which writes nothing (a hybrid search ranks
+// by keyword instead, and says so); a zero vector is a memory without one.
 //
 // The working tier is bounded: a write that would leave more than WorkingCapacity
 // working memories forgets the least valuable (importance × WorkingTimeDecay of
@@ -109,7 +112,8 @@
 //
 // Namespace.Search looks at each tier asked for (all by default). Its candidates
 // come from the vector store (the query embedded with QueryEmbedder, or with the
-// encoder of the modality for image and audio memories; K = CandidateFactor ×
+// encoder of the modality for image and audio memories, before the search takes
+// the namespace, so that a slow embedder holds up no other write or search of it; K = CandidateFactor ×
 // limit, filtered on ns and tier), from the tier's keyword index (the same K) and,
 // in the semantic tier, from the entity graph (the entities of the query: those
 // ExtractEntities finds, and its runs of one to three words that name an entity a

@@ -603,8 +603,15 @@ func (pre *precomputed) extract(ctx context.Context, ns *Namespace, m *Memory) e
 	return ns.extract(ctx, m, pre.extracted)
 }
 
-// usable returns v, or nil for a zero vector; a NaN or infinite component is an error.
+// usable returns v, or nil for a zero vector; a NaN or infinite component is an
+// error, and so is an empty vector: no embedder has vectors of no dimension (the
+// offline one gives a text of no word a zero vector of its own), so it is an
+// embedder failing (a server or proxy answering "embedding": []), and a memory
+// written with it would be without a vector for good.
 func usable(v []float32) ([]float32, error) {
+	if len(v) == 0 {
+		return nil, errors.New("an empty vector")
+	}
 	zero := true
 	for _, x := range v {
 		if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {

@@ -146,10 +146,13 @@ func (ns *Namespace) Search(ctx context.Context, q Query) ([]Result, error) {
 // nothing): the collections whose vectors a hybrid search ranked without the vector
 // store, and why.
 func (ns *Namespace) SearchNoted(ctx context.Context, q Query) ([]Result, string, error) {
+	s, err := ns.startSearch(ctx, q)
+	if err != nil {
+		return nil, "", err
+	}
 	ns.mu.Lock()
 	defer ns.mu.Unlock()
-	s, err := ns.prepareSearch(ctx, q)
-	if err != nil {
+	if err := ns.prepareSearch(ctx, s); err != nil {
 		return nil, "", err
 	}
 	lists := make([][]pmem.Ranked, 0, len(s.q.Tiers))
@@ -222,22 +225,31 @@ func (s *search) note() string {
 	return strings.Join(notes, "; ")
 }
 
-// prepareSearch starts a search of q: it checks q, folds the namespace (forgetting what
-// expired) and embeds the query once. The caller holds ns.mu.
-func (ns *Namespace) prepareSearch(ctx context.Context, q Query) (*search, error) {
+// startSearch starts a search of q: it checks q and embeds the query once. The
+// caller does not hold ns.mu: a query embedder that is slow, hangs or trickles its
+// answer until its timeout holds up no write, search or read of the namespace.
+func (ns *Namespace) startSearch(ctx context.Context, q Query) (*search, error) {
 	if err := q.check(); err != nil {
 		return nil, err
 	}
-	if err := ns.foldExpire(ctx); err != nil {
-		return nil, err
-	}
-	s := &search{ns: ns, q: q, text: strings.TrimSpace(q.Text), now: ns.cfg.Now(), qvecs: map[Modality][]float32{}}
+	s := &search{ns: ns, q: q, text: strings.TrimSpace(q.Text), qvecs: map[Modality][]float32{}}
 	if s.text != "" && q.Mode != ModeKeyword {
 		if err := s.embedQuery(ctx); err != nil {
 			return nil, err
 		}
 	}
 	return s, nil
+}
+
+// prepareSearch readies s, started by startSearch, to rank: it folds the namespace
+// (forgetting what expired) and takes the time of the search. The caller holds
+// ns.mu.
+func (ns *Namespace) prepareSearch(ctx context.Context, s *search) error {
+	if err := ns.foldExpire(ctx); err != nil {
+		return err
+	}
+	s.now = ns.cfg.Now()
+	return nil
 }
 
 // results merges the tiers' ranked lists, best first; a memory forgotten since its
@@ -282,14 +294,15 @@ func (s *search) modalities(t Tier) []Modality {
 	return []Modality{s.q.Modality}
 }
 
-// embedQuery embeds the query text once per modality searched.
+// embedQuery embeds the query text once per modality searched. It reads only s's
+// query and the namespace's configuration: the caller need not hold ns.mu.
 func (s *search) embedQuery(ctx context.Context) error {
 	for _, t := range s.q.Tiers {
 		for _, mod := range s.modalities(t) {
 			if _, ok := s.qvecs[mod]; ok {
 				continue
 			}
-			vs, err := s.ns.queryEmbedder(mod).Embed(ctx, []string{s.text})
+			v, err := s.embedOne(ctx, mod)
 			if err != nil && s.q.Mode == ModeHybrid && ctx.Err() == nil {
 				// A hybrid search answers by keyword and entity graph, and says
 				// so, rather than not at all; a vector search fails below.
@@ -301,19 +314,29 @@ func (s *search) embedQuery(ctx context.Context) error {
 				continue
 			}
 			if err != nil {
-				return fmt.Errorf("memory: embedding the query for %s memories: %w", mod, err)
-			}
-			if len(vs) != 1 {
-				return fmt.Errorf("memory: the %s query embedder returned %d vectors for 1 text", mod, len(vs))
-			}
-			v, err := usable(vs[0])
-			if err != nil {
-				return fmt.Errorf("memory: the %s query embedder: %w", mod, err)
+				return err
 			}
 			s.qvecs[mod] = v
 		}
 	}
 	return nil
+}
+
+// embedOne embeds the query for modality mod: its vector (nil for a zero one), or
+// why the query embedder failed or answered what is no vector.
+func (s *search) embedOne(ctx context.Context, mod Modality) ([]float32, error) {
+	vs, err := s.ns.queryEmbedder(mod).Embed(ctx, []string{s.text})
+	if err != nil {
+		return nil, fmt.Errorf("memory: embedding the query for %s memories: %w", mod, err)
+	}
+	if len(vs) != 1 {
+		return nil, fmt.Errorf("memory: the %s query embedder returned %d vectors for 1 text", mod, len(vs))
+	}
+	v, err := usable(vs[0])
+	if err != nil {
+		return nil, fmt.Errorf("memory: the %s query embedder: %w", mod, err)
+	}
+	return v, nil
 }
 
 // keep reports whether memory m may be a result of tier t: live in t, of a

@@ -19,10 +19,13 @@ type TierSearch struct {
 
 // PrepareSearch starts a search of q (see Search).
 func (ns *Namespace) PrepareSearch(ctx context.Context, q Query) (*TierSearch, error) {
+	s, err := ns.startSearch(ctx, q)
+	if err != nil {
+		return nil, err
+	}
 	ns.mu.Lock()
 	defer ns.mu.Unlock()
-	s, err := ns.prepareSearch(ctx, q)
-	if err != nil {
+	if err := ns.prepareSearch(ctx, s); err != nil {
 		return nil, err
 	}
 	return &TierSearch{s: s, tiers: slices.Compact(slices.Clone(s.q.Tiers))}, nil

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/troupe-run/troupe/eventlog"
+	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/memory"
 	"github.com/troupe-run/troupe/messages"
 )
@@ -83,6 +84,11 @@ const (
 	afterTaskInputs = 4096
 	// afterTaskTimeout bounds one Remember (extraction and decisions, with a model).
 	afterTaskTimeout = 2 * time.Minute
+	// afterTaskRetryFirst, afterTaskRetryMax and afterTaskRetryFor pace the
+	// retries of a Remember that failed transiently (rememberLogged).
+	afterTaskRetryFirst = 500 * time.Millisecond
+	afterTaskRetryMax   = 30 * time.Second
+	afterTaskRetryFor   = 5 * time.Minute
 )
 
 // afterTaskWriter remembers completed tasks (Config.MemoryWriteAfterTask): observe
@@ -147,11 +153,37 @@ func (w *afterTaskWriter) observe(sessionID string, events []messages.Envelope) 
 	}
 }
 
-// rememberLogged remembers job, and logs a failure: the task's result stands.
+// rememberLogged remembers job, and logs a failure: the task's result stands. A
+// transient failure (llm.ErrTransient: the embedder or the model down, slow or
+// answering 5xx) is tried again, afterTaskRetryFirst, then twice as long each time up to
+// afterTaskRetryMax apart, for afterTaskRetryFor: the key makes a retry write
+// nothing twice, and a turn that completed during a restart of the embedder is
+// remembered once it is back instead of being lost. The jobs behind it wait, in order.
 func (w *afterTaskWriter) rememberLogged(ctx context.Context, job afterTaskJob) {
-	if err := w.remember(ctx, job); err != nil {
-		w.n.cfg.Logger.Warn("memory write after task failed; the task's result stands", "session", job.session,
-			"seq", job.completed.Seq, "err", err)
+	giveUp := time.Now().Add(afterTaskRetryFor)
+	wait := afterTaskRetryFirst
+	for {
+		err := w.remember(ctx, job)
+		if err == nil {
+			return
+		}
+		if !errors.Is(err, llm.ErrTransient) || ctx.Err() != nil || time.Now().Add(wait).After(giveUp) {
+			w.n.cfg.Logger.Warn("memory write after task failed; the task's result stands", "session", job.session,
+				"seq", job.completed.Seq, "err", err)
+			return
+		}
+		w.n.cfg.Logger.Info("memory write after task failed for now; it is tried again", "session", job.session,
+			"seq", job.completed.Seq, "in", wait, "err", err)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			w.n.cfg.Logger.Warn("memory write after task failed; the task's result stands", "session", job.session,
+				"seq", job.completed.Seq, "err", err)
+			return
+		case <-t.C:
+		}
+		wait = min(2*wait, afterTaskRetryMax)
 	}
 }
 

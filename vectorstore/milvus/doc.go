@@ -111,5 +111,8 @@
 // when busy, where keepalive alone took 19 s). A collection dropped under the
 // Store (or lost with the server's data) is forgotten by the request that finds it
 // gone, which then tries once more: an Upsert creates it again
-// (TestCollectionDroppedUnderTheStore).
+// (TestCollectionDroppedUnderTheStore). One the server no longer holds loaded
+// (released by an operator, or by a Milvus killed and started again) is loaded
+// again by the search, or the Session delete, that finds it "not loaded"
+// (TestCollectionReleasedUnderTheStoreIsLoadedAgain).
 package milvus

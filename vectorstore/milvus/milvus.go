@@ -467,6 +467,23 @@ func (s *Store) gone(name string, c *collection, err error) bool {
 	return true
 }
 
+// released reports whether err, from a search (or a Session delete's query) of collection c (called name), says
+// that the server no longer holds c loaded: an operator released it, or a Milvus
+// killed and started again came back without it loaded. Then the Store forgets c,
+// so that the next lookup makes it ready again (describe loads it): a Store that
+// kept c as loaded failed every search of it until its process restarted.
+func (s *Store) released(name string, c *collection, err error) bool {
+	if !strings.Contains(err.Error(), "not loaded") {
+		return false
+	}
+	s.cmu.Lock()
+	defer s.cmu.Unlock()
+	if s.colls[name] == c {
+		delete(s.colls, name)
+	}
+	return true
+}
+
 // remade reports whether collection name, known as c, is no longer that collection
 // on the server: dropped, or made again with another dimension by another client
 // (an operator's move to another embedding model, whose nodes make the collections
@@ -664,8 +681,8 @@ func (s *Store) Delete(ctx context.Context, collection string, ids []string) err
 			return err
 		}
 		err = s.deleteIn(ctx, c, uniq)
-		if err != nil && attempt == 0 && s.gone(collection, c, err) {
-			continue // dropped under the Store: look again
+		if err != nil && attempt == 0 && (s.gone(collection, c, err) || s.released(collection, c, err)) {
+			continue // dropped under the Store, or released (a Session delete's query needs it loaded): look again
 		}
 		if err != nil {
 			return s.fail(ctx, "delete", collection, err)
@@ -721,9 +738,9 @@ func (s *Store) Search(ctx context.Context, collection string, q vectorstore.Que
 			return nil, err
 		}
 		hits, err := s.search(ctx, collection, c, q)
-		if err != nil && attempt == 0 && (s.gone(collection, c, err) ||
+		if err != nil && attempt == 0 && (s.gone(collection, c, err) || s.released(collection, c, err) ||
 			(errors.Is(err, vectorstore.ErrDimension) || refusal(err)) && ctx.Err() == nil && s.remade(ctx, collection, c)) {
-			continue // dropped under the Store, or made again with another dimension: look again
+			continue // dropped, released or made again with another dimension under the Store: look again
 		}
 		return hits, err
 	}
