@@ -364,7 +364,7 @@ func (pl *planner) dedupe() {
 			}
 			var ids, cos []string
 			near.each(i, i+1, func(j int) bool { return g[j].gone }, func(j int, c float64) {
-				if it := g[j]; !pl.contradict(k, it) {
+				if it := g[j]; !pl.contradict(k, it) && !vectorSaysNothing(k, it) {
 					it.gone, it.merged = true, true
 					ids = append(ids, it.m.ID)
 					s, _ := atLeast(c, pl.p.DuplicateThreshold)
@@ -378,6 +378,29 @@ func (pl *planner) dedupe() {
 			}
 		}
 	}
+}
+
+// vectorSaysNothing reports whether a's and b's vectors are the same numbers while
+// their texts share no word (pmem.Tokenize: no stopword): a real embedder gives
+// two texts one vector only when they read the same to it, so this is an embedder
+// answering one vector whatever it is given (a broken server, a caching proxy),
+// and the cosine of 1 is no evidence that they are duplicates. Merging on it
+// merged unrelated facts into one, the others then found by no search. Texts that
+// share a word (two long ones cut at the embedder's limit alike) merge as before.
+func vectorSaysNothing(a, b *item) bool {
+	if !slices.Equal(a.m.Vector, b.m.Vector) {
+		return false
+	}
+	words := map[string]bool{}
+	for _, w := range pmem.Tokenize(a.m.Content) {
+		words[w] = true
+	}
+	for _, w := range pmem.Tokenize(b.m.Content) {
+		if words[w] {
+			return false
+		}
+	}
+	return true
 }
 
 // promote is rule 3.
