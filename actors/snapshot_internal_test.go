@@ -1,12 +1,24 @@
 package actors
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
 	"reflect"
 	"strconv"
 	"testing"
+	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/troupe-run/troupe/eventlog"
+	"github.com/troupe-run/troupe/eventlog/sqlite"
+	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/messages"
+	"github.com/troupe-run/troupe/tools"
 )
 
 // roundTrip returns s encoded and decoded (a fold snapshot's state).
@@ -191,4 +203,148 @@ func foldDiff(a, b reflect.Value, path string) string {
 		return ""
 	}
 	return ""
+}
+
+// failingSnapshots is a log whose snapshots cannot be read.
+type failingSnapshots struct{ *readCounter }
+
+func (failingSnapshots) LoadSnapshot(context.Context, string) (eventlog.FoldSnapshot, bool, error) {
+	return eventlog.FoldSnapshot{}, false, errors.New("disk on fire")
+}
+
+// A session uses its fold snapshot only when everything about it holds: one of
+// other rules, another codec, other agents, a checksum that does not hold, a
+// state that does not decode (or decodes to another seq), or an event at its seq
+// that is not the log's (another ID or content, or none) is ignored, and so is a
+// snapshot the log fails to read: the session folds its whole history, and its
+// next task runs as ever. Each activation is passivated after its task, which
+// saves a good snapshot again.
+func TestSessionIgnoresASnapshotThatDoesNotHold(t *testing.T) {
+	ctx := context.Background()
+	ag := benchStepAgent()
+	ag.Model = llm.OfflineName
+	as := Agents{Default: ag}
+	lg, err := sqlite.Open(ctx, sqlite.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lg.Close()
+	_, events := longSession(t, as, "s", 40, 64)
+	if err := lg.Append(ctx, events); err != nil {
+		t.Fatal(err)
+	}
+	reg, err := tools.NewRegistry()
+	if err != nil {
+		t.Fatal(err)
+	}
+	effects := NewLocalEffects(LocalEffectsConfig{Model: llm.Offline{}, Tools: reg})
+	defer effects.Close()
+	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	defer sys.Shutdown()
+	counter := &readCounter{Log: lg}
+	from, k := uint64(len(events))+1, 0
+	// activate runs a task in the session on a new host, passivates it, and
+	// returns how many events it read.
+	activate := func(store EventStore) int64 {
+		t.Helper()
+		counter.events.Store(0)
+		host := sys.Root.Spawn(NewSessionHostProps(SessionDeps{Store: store, Effects: effects, Agent: ag, SnapshotAfter: 1}))
+		k++
+		e, err := messages.NewEnvelope(&messages.TaskSubmitted{Input: "What is 2 + 2?"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.ID, e.SessionID, e.Actor = fmt.Sprintf("again-%d", k), "s", "test"
+		if res, err := sys.Root.RequestFuture(host, &SubmitTask{Envelope: e}, 30*time.Second).Result(); err != nil {
+			t.Fatalf("submit: %v %v", res, err)
+		}
+		waitTaskEnd(t, lg, "s", e.ID, &from)
+		if err := sys.Root.PoisonFuture(host).Wait(); err != nil {
+			t.Fatal(err)
+		}
+		all, err := lg.Read(ctx, "s", 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if last := all[len(all)-1]; last.Type != messages.TypeTaskCompleted || last.CorrelationID != e.ID {
+			t.Fatalf("task %s ended with %s %s", e.ID, last.Type, last.CorrelationID)
+		}
+		return counter.events.Load()
+	}
+	if n := activate(counter); n < int64(len(events)) {
+		t.Fatalf("the first activation read %d events", n)
+	}
+	good, ok, err := lg.LoadSnapshot(ctx, "s")
+	if err != nil || !ok {
+		t.Fatalf("no snapshot saved at passivation: %v %v", ok, err)
+	}
+	resum := func(s *eventlog.FoldSnapshot) { s.Sum = stateSum(s.State) }
+	cases := []struct {
+		name   string
+		tamper func(*eventlog.FoldSnapshot)
+		store  EventStore
+	}{
+		{"rules", func(s *eventlog.FoldSnapshot) { s.Rules-- }, nil},
+		{"codec", func(s *eventlog.FoldSnapshot) { s.Codec = "0/" + s.Codec }, nil},
+		{"agents", func(s *eventlog.FoldSnapshot) { s.Agents = agentsDigest(&Agents{Default: benchStepAgent()}) }, nil},
+		{"checksum", func(s *eventlog.FoldSnapshot) { s.State[len(s.State)/2]++ }, nil},
+		{"garbage", func(s *eventlog.FoldSnapshot) { s.State = []byte("not a state at all"); resum(s) }, nil},
+		{"truncated", func(s *eventlog.FoldSnapshot) { s.State = s.State[:len(s.State)*2/3]; resum(s) }, nil},
+		{"event ID", func(s *eventlog.FoldSnapshot) { s.EventID = "s/other" }, nil},
+		{"event content", func(s *eventlog.FoldSnapshot) { s.EventSum = eventSum(events[0]) }, nil},
+		{"beyond the log", func(s *eventlog.FoldSnapshot) { s.Seq += 1000 }, nil},
+		{"state of another seq", func(s *eventlog.FoldSnapshot) { s.State, s.Sum = good.State, good.Sum }, nil},
+		{"read fails", func(*eventlog.FoldSnapshot) {}, failingSnapshots{counter}},
+	}
+	for _, c := range cases {
+		snap, ok, err := lg.LoadSnapshot(ctx, "s")
+		if err != nil || !ok || snap.Seq <= good.Seq && c.name != "rules" {
+			t.Fatalf("%s: no new snapshot saved at passivation: %+v %v %v", c.name, snap.Seq, ok, err)
+		}
+		// The log holds a good snapshot: a session uses it.
+		if n := activate(counter); n > 20 {
+			t.Fatalf("before %s: a good snapshot, and the session read %d events", c.name, n)
+		}
+		if snap, _, err = lg.LoadSnapshot(ctx, "s"); err != nil {
+			t.Fatal(err)
+		}
+		snap.State = bytes.Clone(snap.State)
+		c.tamper(&snap)
+		if err := lg.SaveSnapshot(ctx, snap); err != nil {
+			t.Fatal(err)
+		}
+		store := c.store
+		if store == nil {
+			store = counter
+		}
+		if n := activate(store); n < int64(len(events)) {
+			t.Fatalf("%s: the session read %d events, want its whole history", c.name, n)
+		}
+	}
+}
+
+// Bytes that are no state's encoding (each prefix of one, and one with any of
+// its bytes changed) decode to an error or to a state, never to a panic, and
+// allocate no more than they hold.
+func TestDecodeStateOfCorruptBytesFailsCleanly(t *testing.T) {
+	as := Agents{Default: benchStepAgent()}
+	s, _ := runLongSession(t, as, "s", longShape{tasks: 3, resultBytes: 40, steps: 2, calls: 2})
+	b, err := encodeState(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range b {
+		if _, err := decodeState(b[:i], "s", &as); err == nil {
+			t.Fatalf("a prefix of %d bytes of %d decoded", i, len(b))
+		}
+		c := bytes.Clone(b)
+		for _, x := range []byte{0xff, 0x80, 0x01} {
+			c[i] ^= x
+			decodeState(c, "s", &as) //nolint:errcheck // an error or a state: no panic
+			c[i] ^= x
+		}
+	}
+	if _, err := decodeState(b, "other", &as); err == nil {
+		t.Fatal("the state of session s decoded as other's")
+	}
 }

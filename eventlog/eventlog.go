@@ -731,8 +731,9 @@ type FoldSnapshot struct {
 // session (the SQLite log): a store without it has session actors fold their
 // sessions from the start. Find it with a type assertion.
 type Snapshots interface {
-	// SaveSnapshot keeps s as its session's snapshot, in one transaction, unless
-	// the one kept is of a higher Seq.
+	// SaveSnapshot keeps s as its session's snapshot, in place of the one kept
+	// (whatever its Seq: one that no longer holds, beyond the log, must not stay
+	// for good), in one transaction.
 	SaveSnapshot(ctx context.Context, s FoldSnapshot) error
 	// LoadSnapshot returns the session's snapshot; ok is false when it has none.
 	LoadSnapshot(ctx context.Context, sessionID string) (s FoldSnapshot, ok bool, err error)

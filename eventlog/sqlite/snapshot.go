@@ -13,7 +13,7 @@ import (
 var _ eventlog.Snapshots = (*Log)(nil)
 
 // SaveSnapshot implements eventlog.Snapshots: one statement in a transaction of
-// the writer, which keeps the snapshot of the higher seq.
+// the writer.
 func (l *Log) SaveSnapshot(ctx context.Context, s eventlog.FoldSnapshot) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("eventlog/sqlite: save snapshot: %w", err)

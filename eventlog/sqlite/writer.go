@@ -435,13 +435,9 @@ func (w *writeStmts) prepare(ctx context.Context, dc any) error {
 			EXISTS (SELECT 1 FROM events WHERE session_id = ?1 AND seq > ?2)`},
 		// Positional parameters: the driver names a numbered one anew on every call.
 		{&w.restart, `UPDATE sessions SET started_us = ? WHERE session_id = ? AND started_us > ?`},
-		// A session's fold snapshot, unless the one kept is of a higher seq.
-		{&w.saveSnapshot, `INSERT INTO fold_snapshots (session_id, seq, event_id, event_sum, rules, codec, agents, state, sum)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-			ON CONFLICT (session_id) DO UPDATE SET
-				seq = excluded.seq, event_id = excluded.event_id, event_sum = excluded.event_sum, rules = excluded.rules,
-				codec = excluded.codec, agents = excluded.agents, state = excluded.state, sum = excluded.sum
-			WHERE excluded.seq >= fold_snapshots.seq`},
+		// A session's fold snapshot, in place of the one kept.
+		{&w.saveSnapshot, `INSERT OR REPLACE INTO fold_snapshots (session_id, seq, event_id, event_sum, rules, codec, agents, state, sum)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`},
 	}...) {
 		stmt, err := c.PrepareContext(ctx, s.query)
 		if err != nil {
