@@ -139,10 +139,14 @@ type SessionDeps struct {
 	LogWrites func(attempt int, err error, retried bool)
 	// SnapshotAfter is how many events a session stopping idle (passivated, or its
 	// node closing) must have folded beyond its fold snapshot, or from its start,
-	// to save a new one when Store keeps them (eventlog.Snapshots): the next
-	// activation folds the events after it instead of the whole history. Default
-	// 256; negative: never.
+	// to save a new one when the log keeps them (Snapshots): the next activation
+	// folds the events after it instead of the whole history. Default 256;
+	// negative: never.
 	SnapshotAfter int
+	// Snapshots, when set, keeps the sessions' fold snapshots; nil: Store, if it
+	// keeps them (eventlog.Snapshots). Wrappers of a log, such as a node's, pass
+	// the log itself here.
+	Snapshots eventlog.Snapshots
 
 	// spawned, when set (by a test), sees each session actor the host creates.
 	spawned func(*SessionActor)
@@ -202,7 +206,10 @@ func (d *SessionDeps) withDefaults() {
 	if d.SnapshotAfter == 0 {
 		d.SnapshotAfter = 256
 	}
-	d.snapshots, _ = d.Store.(eventlog.Snapshots)
+	d.snapshots = d.Snapshots
+	if d.snapshots == nil {
+		d.snapshots, _ = d.Store.(eventlog.Snapshots)
+	}
 	if d.snapshots != nil && d.SnapshotAfter > 0 {
 		agents := d.agents
 		d.snapshotKey = sync.OnceValue(func() foldKey { return snapshotKey(agents) })
