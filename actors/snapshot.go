@@ -101,7 +101,7 @@ var (
 
 // encodeState encodes s's folded state (decodeState reads it back).
 func encodeState(s *SessionState) (out []byte, err error) {
-	e := &stateEncoder{ptrs: map[ptrKey]uint64{}}
+	e := &stateEncoder{ptrs: map[ptrKey]uint64{}, plans: plans{}}
 	defer func() {
 		if r := recover(); r != nil {
 			out, err = nil, fmt.Errorf("%w: %v", errNoSnapshot, r)
@@ -117,7 +117,7 @@ func encodeState(s *SessionState) (out []byte, err error) {
 // decodeState decodes an encodeState encoding into a state of session id with
 // agents as.
 func decodeState(b []byte, id string, as *Agents) (s *SessionState, err error) {
-	d := &stateDecoder{buf: b}
+	d := &stateDecoder{buf: b, plans: plans{}}
 	s = &SessionState{}
 	defer func() {
 		if r := recover(); r != nil {
@@ -139,6 +139,29 @@ func decodeState(b []byte, id string, as *Agents) (s *SessionState, err error) {
 	}
 	s.agents = as
 	return s, nil
+}
+
+// structPlan is how the codec walks a struct type: per field, whether it skips
+// it, and the arrays a slice field may be in (inlineArrays).
+type structPlan struct {
+	skip   []bool
+	arrays [][]int
+}
+
+// plans memoizes the struct plans of one encoding or decoding.
+type plans map[reflect.Type]*structPlan
+
+func (ps plans) of(t reflect.Type) *structPlan {
+	if p, ok := ps[t]; ok {
+		return p
+	}
+	p := &structPlan{skip: make([]bool, t.NumField()), arrays: make([][]int, t.NumField())}
+	for i := range t.NumField() {
+		p.skip[i] = snapshotSkips(t.Field(i).Type)
+		p.arrays[i] = inlineArrays(t, i)
+	}
+	ps[t] = p
+	return p
 }
 
 // inlineArrays returns the array fields of struct t whose elements are of the
@@ -164,9 +187,10 @@ type ptrKey struct {
 }
 
 type stateEncoder struct {
-	buf  []byte
-	ptrs map[ptrKey]uint64
-	err  error
+	buf   []byte
+	ptrs  map[ptrKey]uint64
+	plans plans
+	err   error
 }
 
 func (e *stateEncoder) uvarint(u uint64) { e.buf = binary.AppendUvarint(e.buf, u) }
@@ -224,12 +248,13 @@ func (e *stateEncoder) value(v reflect.Value) {
 			e.value(it.Value())
 		}
 	case reflect.Struct:
+		plan := e.plans.of(v.Type())
 		for i := range v.NumField() {
-			f := v.Field(i)
-			if snapshotSkips(f.Type()) {
+			if plan.skip[i] {
 				continue
 			}
-			if arrays := inlineArrays(v.Type(), i); len(arrays) > 0 {
+			f := v.Field(i)
+			if arrays := plan.arrays[i]; len(arrays) > 0 {
 				// A slice in an array beside it (its first elements, without an
 				// allocation): which, and its length; the array holds its elements.
 				j := slices.IndexFunc(arrays, func(j int) bool {
@@ -276,9 +301,10 @@ func (e *stateEncoder) value(v reflect.Value) {
 }
 
 type stateDecoder struct {
-	buf  []byte
-	ptrs []reflect.Value
-	err  error
+	buf   []byte
+	ptrs  []reflect.Value
+	plans plans
+	err   error
 }
 
 func (d *stateDecoder) fail(format string, args ...any) {
@@ -404,12 +430,13 @@ func (d *stateDecoder) value(v reflect.Value) {
 	case reflect.Struct:
 		type alias struct{ slice, array, n int }
 		var aliases []alias
+		plan := d.plans.of(v.Type())
 		for i := range v.NumField() {
-			f := v.Field(i)
-			if snapshotSkips(f.Type()) {
+			if plan.skip[i] {
 				continue
 			}
-			if arrays := inlineArrays(v.Type(), i); len(arrays) > 0 {
+			f := v.Field(i)
+			if arrays := plan.arrays[i]; len(arrays) > 0 {
 				if j := d.uvarint(); j > 0 {
 					if j > uint64(len(arrays)) {
 						d.fail("bad inline array %d", j)
