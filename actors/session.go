@@ -723,7 +723,11 @@ func (a *SessionActor) saveSnapshot() {
 	snap := eventlog.FoldSnapshot{SessionID: a.id, Seq: s.LastSeq, EventID: s.lastID, EventSum: eventSum(last[0]),
 		Rules: key.Rules, Codec: key.Codec, Agents: key.Agents, State: b, Sum: stateSum(b)}
 	if err := a.deps.snapshots.SaveSnapshot(a.ioCtx(), snap); err != nil {
-		a.deps.Logger.Warn("session fold snapshot not saved", "session", a.id, "error", err)
+		level := slog.LevelWarn
+		if errors.Is(err, eventlog.ErrClosed) {
+			level = slog.LevelDebug // the node closed its log before its sessions stopped
+		}
+		a.deps.Logger.Log(context.Background(), level, "session fold snapshot not saved", "session", a.id, "error", err)
 		return
 	}
 	a.snapSeq = s.LastSeq

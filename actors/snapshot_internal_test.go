@@ -53,8 +53,8 @@ func sameFold(a, b *SessionState) string {
 
 // A fold snapshot taken after any event, with the events after it folded on
 // top, is the state the whole history folds to: after every event of sessions
-// of many shapes (tools, every compression strategy, reflection, queued tasks, a
-// long session), the state restored from a snapshot taken at the previous event
+// of many shapes (tools, every compression strategy, reflection, plan_execute,
+// queued tasks, a long session), the state restored from a snapshot taken at the previous event
 // and folded on equals the full fold, and so do its next decision and request;
 // and states restored at a few seqs and folded through the whole rest equal the
 // last full fold.
@@ -66,6 +66,22 @@ func TestSnapshotThenTailFoldsTheSameState(t *testing.T) {
 		as     Agents
 		events []messages.Envelope
 	}{as, events}
+	// A plan_execute task: a tool step, and a goal step that runs the loop.
+	calc := messages.ToolSpec{Name: "calculator", Description: "computes", Parameters: []byte(`{"type":"object"}`)}
+	pas := Agents{Default: benchStepAgent(), Named: map[string]Agent{"reviewer": {Name: "reviewer", Model: "m", Tools: []messages.ToolSpec{calc}, Paradigm: PlanExecute{}}}}
+	pevents, _ := runScripted(t, pas, "What is 2 + 3, explained?", map[string][]string{
+		PurposePlan:   {`{"steps": [{"id": "s1", "tool": "calculator", "args": {"expression": "2+3"}, "deps": []}, {"id": "s2", "goal": "explain the sum", "deps": ["s1"]}]}`},
+		PurposeStep:   {"it is five", "it is five"},
+		"":            {"it is five", "it is five"},
+		PurposeAnswer: {"5, since 2 + 3 = 5"},
+	}, func(messages.ToolCallRequested) string { return "5" })
+	if last := pevents[len(pevents)-1]; last.Type != messages.TypeTaskCompleted || len(pevents) < 8 {
+		t.Fatalf("the plan_execute task ended with %s after %d events", last.Type, len(pevents))
+	}
+	shapes["plan_execute"] = struct {
+		as     Agents
+		events []messages.Envelope
+	}{pas, pevents}
 	for name, sh := range shapes {
 		t.Run(name, func(t *testing.T) {
 			// step folds e into s and decides as a session actor does, which fills
@@ -346,5 +362,15 @@ func TestDecodeStateOfCorruptBytesFailsCleanly(t *testing.T) {
 	}
 	if _, err := decodeState(b, "other", &as); err == nil {
 		t.Fatal("the state of session s decoded as other's")
+	}
+}
+
+// A state holding what the codec does not encode (a team's run, which holds its
+// compiled paradigm) has no snapshot: its session folds from the start.
+func TestStateOfATeamHasNoSnapshot(t *testing.T) {
+	s := NewSessionState("s")
+	s.tasks = []*taskState{{ID: "t", run: &teamRun{team: &team{}}}}
+	if _, err := encodeState(s); !errors.Is(err, errNoSnapshot) {
+		t.Fatalf("encodeState = %v, want errNoSnapshot", err)
 	}
 }
