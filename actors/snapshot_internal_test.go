@@ -403,3 +403,109 @@ func BenchmarkFoldSnapshot(b *testing.B) {
 		}
 	})
 }
+
+// stalledModel is the offline model that answers nothing until its call's
+// context ends (a node killed amid the call).
+type stalledModel struct{ llm.Offline }
+
+func (stalledModel) Generate(ctx context.Context, _ llm.Request) (llm.Response, error) {
+	<-ctx.Done()
+	return llm.Response{}, ctx.Err()
+}
+
+// A session with a fold snapshot whose actor stopped amid a task (its model call
+// requested, not answered: a crash) saves no snapshot of that state, and recovers
+// from its whole history, as without a snapshot: it issues the call again and
+// the task completes.
+func TestSessionStoppedAmidATaskRecoversFromItsWholeHistory(t *testing.T) {
+	ctx := context.Background()
+	ag := benchStepAgent()
+	ag.Model = llm.OfflineName
+	as := Agents{Default: ag}
+	lg, err := sqlite.Open(ctx, sqlite.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lg.Close()
+	_, events := longSession(t, as, "s", 40, 64)
+	if err := lg.Append(ctx, events); err != nil {
+		t.Fatal(err)
+	}
+	reg, err := tools.NewRegistry()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	defer sys.Shutdown()
+	counter := &readCounter{Log: lg}
+	from := uint64(len(events)) + 1
+	host := func(m llm.Model) (*actor.PID, func()) {
+		effects := NewLocalEffects(LocalEffectsConfig{Model: m, Tools: reg})
+		return sys.Root.Spawn(NewSessionHostProps(SessionDeps{Store: counter, Effects: effects, Agent: ag, SnapshotAfter: 1})), func() { effects.Close() }
+	}
+	submit := func(h *actor.PID, id string) {
+		e, err := messages.NewEnvelope(&messages.TaskSubmitted{Input: "What is 2 + 2?"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.ID, e.SessionID, e.Actor = id, "s", "test"
+		if res, err := sys.Root.RequestFuture(h, &SubmitTask{Envelope: e}, 30*time.Second).Result(); err != nil {
+			t.Fatalf("submit: %v %v", res, err)
+		}
+	}
+	h, closeEffects := host(llm.Offline{})
+	submit(h, "first")
+	waitTaskEnd(t, lg, "s", "first", &from)
+	if err := sys.Root.PoisonFuture(h).Wait(); err != nil {
+		t.Fatal(err)
+	}
+	closeEffects()
+	good, ok, err := lg.LoadSnapshot(ctx, "s")
+	if err != nil || !ok {
+		t.Fatalf("no snapshot: %v %v", ok, err)
+	}
+	// The next task stalls in its model call, and its session stops.
+	h, closeEffects = host(stalledModel{})
+	submit(h, "stalled")
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		evs, err := lg.Read(ctx, "s", good.Seq+1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(evs) > 0 && evs[len(evs)-1].Type == messages.TypeModelRequested {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the task's model call was not requested in 30 s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := sys.Root.PoisonFuture(h).Wait(); err != nil {
+		t.Fatal(err)
+	}
+	closeEffects()
+	if snap, _, err := lg.LoadSnapshot(ctx, "s"); err != nil || snap.Seq != good.Seq {
+		t.Fatalf("a session stopped amid a task saved a snapshot at seq %d (had %d): %v", snap.Seq, good.Seq, err)
+	}
+	counter.events.Store(0)
+	h, closeEffects = host(llm.Offline{})
+	defer closeEffects()
+	if res, err := sys.Root.RequestFuture(h, &ResumeSession{SessionID: "s"}, 30*time.Second).Result(); err != nil {
+		t.Fatalf("resume: %v %v", res, err)
+	}
+	waitTaskEnd(t, lg, "s", "stalled", &from)
+	if n := counter.events.Load(); n < int64(len(events)) {
+		t.Fatalf("the session resumed amid a task read %d events, want its whole history", n)
+	}
+	all, err := lg.Read(ctx, "s", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last := all[len(all)-1]; last.Type != messages.TypeTaskCompleted || last.CorrelationID != "stalled" {
+		t.Fatalf("the stalled task ended with %s", last.Type)
+	}
+	if err := sys.Root.PoisonFuture(h).Wait(); err != nil {
+		t.Fatal(err)
+	}
+}
