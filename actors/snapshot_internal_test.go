@@ -509,3 +509,36 @@ func TestSessionStoppedAmidATaskRecoversFromItsWholeHistory(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// The agents' digest, a fold snapshot's key, is the same for agents built alike
+// (pointers, maps and compiled routes digested by what they hold, not where), and
+// another when the configuration a fold depends on differs.
+func TestAgentsDigestIsOfTheConfiguration(t *testing.T) {
+	build := func(prompt string, rounds int, route string) *Agents {
+		team, err := NewTeam(Team{Pattern: TeamOrchestrator, Fallback: "b",
+			Members: []TeamMember{{Name: "a", Description: "adds"}, {Name: "b", Description: "backs up"}},
+			Routes:  []TeamRoute{{Match: route, Member: "a"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := benchStepAgent()
+		a.SystemPrompt = prompt
+		a.Approvals = map[string]bool{"calculator": true, "clock": false}
+		r := benchStepAgent()
+		r.Name, r.Paradigm = "reviewer", Reflection{MaxRounds: rounds}
+		m := benchStepAgent()
+		m.Name, m.Paradigm = "team", team
+		return &Agents{Default: a, Named: map[string]Agent{"reviewer": r, "team": m, "x": benchStepAgent(), "y": benchStepAgent()}}
+	}
+	d := agentsDigest(build("p", 2, "^add"))
+	for range 5 {
+		if got := agentsDigest(build("p", 2, "^add")); got != d {
+			t.Fatal("agents built alike have other digests")
+		}
+	}
+	for _, other := range []*Agents{build("q", 2, "^add"), build("p", 3, "^add"), build("p", 2, "^sum")} {
+		if agentsDigest(other) == d {
+			t.Fatal("agents configured otherwise have the same digest")
+		}
+	}
+}
