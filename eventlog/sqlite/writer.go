@@ -577,14 +577,14 @@ func (l *Log) runWriter() {
 func (l *Log) gather(first *appendReq) []*appendReq {
 	group := append(l.group[:0], first)
 	defer func() { l.group = group[:0] }()
-	events, bytes := len(first.events), payloadBytes(first.events)
+	events, bytes := len(first.events), reqBytes(first)
 	yielded := false
 	for events < l.cfg.MaxGroupEvents && bytes < maxGroupBytes {
 		select {
 		case r := <-l.reqs:
 			group = append(group, r)
 			events += len(r.events)
-			bytes += payloadBytes(r.events)
+			bytes += reqBytes(r)
 		default:
 			if yielded {
 				return group
@@ -597,6 +597,15 @@ func (l *Log) gather(first *appendReq) []*appendReq {
 		}
 	}
 	return group
+}
+
+// reqBytes is what r writes: its events' payloads, or a snapshot's state (a
+// large one fills a group alone, as a large batch does).
+func reqBytes(r *appendReq) int {
+	if r.snap != nil {
+		return len(r.snap.State)
+	}
+	return payloadBytes(r.events)
 }
 
 func payloadBytes(events []messages.Envelope) int {
