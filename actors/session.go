@@ -661,7 +661,7 @@ func (a *SessionActor) restoreSnapshot() ([]messages.Envelope, bool) {
 	why := ""
 	key := a.deps.snapshotKey()
 	switch {
-	case snap.Rules != key.Rules || snap.Codec != key.Codec:
+	case key.Codec == "" || snap.Rules != key.Rules || snap.Codec != key.Codec:
 		why = "of another build"
 	case snap.Agents != key.Agents:
 		why = "of other agents"
@@ -720,6 +720,9 @@ func (a *SessionActor) saveSnapshot() {
 		return
 	}
 	key := a.deps.snapshotKey()
+	if key.Codec == "" {
+		return // the build cannot be told (snapshotBuild)
+	}
 	snap := eventlog.FoldSnapshot{SessionID: a.id, Seq: s.LastSeq, EventID: s.lastID, EventSum: eventSum(last[0]),
 		Rules: key.Rules, Codec: key.Codec, Agents: key.Agents, State: b, Sum: stateSum(b)}
 	if err := a.deps.snapshots.SaveSnapshot(a.ioCtx(), snap); err != nil {

@@ -7,11 +7,14 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"math"
+	"os"
 	"reflect"
 	"slices"
 	"sort"
 	"strconv"
+	"sync"
 	"unsafe"
 
 	"github.com/troupe-run/troupe/messages"
@@ -500,10 +503,39 @@ type foldKey struct {
 	Agents string
 }
 
-// snapshotKey returns the fold key of states of agents as.
+// snapshotKey returns the fold key of states of agents as; the zero key, which
+// saves and uses no snapshot, when the running build cannot be told
+// (snapshotBuild).
 func snapshotKey(as *Agents) foldKey {
-	return foldKey{Rules: ContextRules, Codec: snapshotLayout, Agents: agentsDigest(as)}
+	build := snapshotBuild()
+	if build == "" {
+		return foldKey{}
+	}
+	return foldKey{Rules: ContextRules, Codec: snapshotLayout + "/" + build, Agents: agentsDigest(as)}
 }
+
+// snapshotBuild is a digest of the running executable, read once: a snapshot
+// is used only by the build that saved it. The layout digest tells builds whose
+// state has other fields apart, but not a fold changed with the same fields (a
+// fix of how an event folds), whose old snapshots would hold what the new fold
+// never makes; a deploy then folds each session's whole history once, as before
+// snapshots, and saves a new one. "" when the executable cannot be read.
+var snapshotBuild = sync.OnceValue(func() string {
+	path, err := os.Executable()
+	if err != nil {
+		return ""
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return ""
+	}
+	return hex.EncodeToString(h.Sum(nil)[:12])
+})
 
 // agentsDigest digests as deterministically by reflection: what pointers point
 // to (not where; a pointer back to one being digested only as such), maps in

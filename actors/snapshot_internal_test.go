@@ -542,3 +542,17 @@ func TestAgentsDigestIsOfTheConfiguration(t *testing.T) {
 		}
 	}
 }
+
+// A snapshot is used only by the build that saved it: its key names the running
+// executable's digest beside the state's layout, so a fold fixed without a field
+// changed does not take a state the old fold made.
+func TestSnapshotKeyNamesTheBuild(t *testing.T) {
+	build := snapshotBuild()
+	if len(build) != 24 {
+		t.Fatalf("snapshotBuild() = %q, want the executable's digest", build)
+	}
+	key := snapshotKey(&Agents{})
+	if key.Codec != snapshotLayout+"/"+build {
+		t.Fatalf("key's codec %q, want the layout %q and the build %q", key.Codec, snapshotLayout, build)
+	}
+}
