@@ -31,8 +31,10 @@ func (r *readCounter) Read(ctx context.Context, sessionID string, fromSeq uint64
 // BenchmarkLongSessionReactivate is one task of a passivated session that ran n
 // tasks before, on the embedded node's session host and SQLite log: the session
 // actor starts, reads and folds the session's events, then runs the task (the
-// offline model). Each iteration starts a new host, as after a passivation; the
-// events/op it reports are those the task's session read from the log.
+// offline model). Each iteration starts a new host, as after a passivation (one
+// activation before the first passivates the session once: a fold snapshot, the
+// log keeping them, is saved then); the events/op it reports are those the
+// task's session read from the log.
 //
 //	go test ./actors -run '^$' -bench BenchmarkLongSessionReactivate -benchmem
 func BenchmarkLongSessionReactivate(b *testing.B) {
@@ -62,7 +64,7 @@ func BenchmarkLongSessionReactivate(b *testing.B) {
 			b.ReportAllocs()
 			k := 0
 			from := uint64(len(events)) + 1
-			for b.Loop() {
+			activate := func() {
 				sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
 				host := sys.Root.Spawn(NewSessionHostProps(SessionDeps{Store: store, Effects: effects, Agent: ag}))
 				e, err := messages.NewEnvelope(&messages.TaskSubmitted{Input: "What is 2 + 2?"})
@@ -78,7 +80,16 @@ func BenchmarkLongSessionReactivate(b *testing.B) {
 				_ = sys.Root.PoisonFuture(host).Wait()
 				sys.Shutdown()
 			}
-			b.ReportMetric(float64(store.events.Load())/float64(k), "events/op")
+			// The history was written to the log directly: one activation first
+			// folds it as a session that ran it would have, and passivates.
+			activate()
+			store.events.Store(0)
+			iterations := 0
+			for b.Loop() {
+				iterations++
+				activate()
+			}
+			b.ReportMetric(float64(store.events.Load())/float64(iterations), "events/op")
 		})
 	}
 }

@@ -137,6 +137,16 @@ type SessionDeps struct {
 	// attempts. It must be cheap: every append calls it. The sessions then log each
 	// failed attempt at debug level; without LogWrites, as a warning.
 	LogWrites func(attempt int, err error, retried bool)
+	// SnapshotAfter is how many events a session stopping idle (passivated, or its
+	// node closing) must have folded beyond its fold snapshot, or from its start,
+	// to save a new one when the log keeps them (Snapshots): the next activation
+	// folds the events after it instead of the whole history. Default 256;
+	// negative: never.
+	SnapshotAfter int
+	// Snapshots, when set, keeps the sessions' fold snapshots; nil: Store, if it
+	// keeps them (eventlog.Snapshots). Wrappers of a log, such as a node's, pass
+	// the log itself here.
+	Snapshots eventlog.Snapshots
 
 	// spawned, when set (by a test), sees each session actor the host creates.
 	spawned func(*SessionActor)
@@ -152,6 +162,10 @@ type SessionDeps struct {
 	live   map[string]bool
 	// stored are the configurations the sessions stored (storeConfig).
 	stored *storedConfigs
+	// snapshots is Store if it keeps fold snapshots, and snapshotKey the key of
+	// the sessions' (nil when they save and use none).
+	snapshots   eventlog.Snapshots
+	snapshotKey func() foldKey
 }
 
 func (d *SessionDeps) withDefaults() {
@@ -189,6 +203,17 @@ func (d *SessionDeps) withDefaults() {
 	}
 	d.live = liveConfigs(d.agents)
 	d.stored = &storedConfigs{}
+	if d.SnapshotAfter == 0 {
+		d.SnapshotAfter = 256
+	}
+	d.snapshots = d.Snapshots
+	if d.snapshots == nil {
+		d.snapshots, _ = d.Store.(eventlog.Snapshots)
+	}
+	if d.snapshots != nil && d.SnapshotAfter > 0 {
+		agents := d.agents
+		d.snapshotKey = sync.OnceValue(func() foldKey { return snapshotKey(agents) })
+	}
 }
 
 // SubmitTask asks a session to run a task. The reply is a *TaskAccepted or an error,
@@ -328,6 +353,12 @@ type SessionActor struct {
 	// claimRetried is set when such a batch was refused after an attempt whose
 	// outcome was unknown, which may have written it (see claim).
 	claiming, claimRetried bool
+	// undurable is set while the state may hold events the log does not (a step
+	// or a load that has not ended well): such a state saves no fold snapshot.
+	// snapSeq is the seq of the session's fold snapshot, as far as this
+	// incarnation knows.
+	undurable bool
+	snapSeq   uint64
 	// storingConfig is set while storeConfig appends: a configuration's stream
 	// that holds another event at its position is left as it is.
 	storingConfig bool
@@ -439,6 +470,9 @@ func (a *SessionActor) Receive(ctx actor.Context) {
 	case *actor.Restarting, *actor.Stopping:
 		a.stopTimer()
 		a.idle.stop()
+		if _, ok := m.(*actor.Stopping); ok {
+			a.saveSnapshot()
+		}
 	case *idleTimeout:
 		// The timeout is armed again below: a session that was idle-timed while busy
 		// (a long call) or whose host kept it (a message in flight) passivates later.
@@ -526,14 +560,18 @@ func (a *SessionActor) recover(ctx actor.Context) {
 // reset makes the session's state that of a session with no events, and forgets
 // the effects in flight.
 func (a *SessionActor) reset() {
-	if as := a.deps.agents; as != nil {
-		a.state = NewSessionState(a.id).withSharedAgents(as)
-	} else {
-		a.state = NewSessionState(a.id).WithAgents(a.agents())
-	}
+	a.state = a.newState()
 	a.inflight = a.inflight[:0]
 	a.queue = nil
 	a.modelKey = messages.EffectKey{}
+}
+
+// newState returns the state of the session with no events.
+func (a *SessionActor) newState() *SessionState {
+	if as := a.deps.agents; as != nil {
+		return NewSessionState(a.id).withSharedAgents(as)
+	}
+	return NewSessionState(a.id).WithAgents(a.agents())
 }
 
 // load folds the session's events, read from the log, into a state with none
@@ -543,18 +581,27 @@ func (a *SessionActor) reset() {
 // (panics): the supervisor restarts the actor, which reads again.
 func (a *SessionActor) load(ctx actor.Context) error {
 	a.unread = false
-	events, err := a.deps.Store.Read(a.ioCtx(), a.id, 1)
-	if err != nil {
-		return fmt.Errorf("session %s: read events: %w", a.id, err)
+	a.undurable = true
+	events, restored := a.restoreSnapshot()
+	if restored {
+		if err := a.fold(events); err != nil || a.state.Active() != "" {
+			// A task runs: the session recovers from its whole history, as its
+			// hooks (Recovered) read it. A fold that fails does so again below.
+			a.state, a.snapSeq, restored = a.newState(), 0, false
+		}
 	}
-	if err := a.loadConfigs(events); err != nil {
-		return fmt.Errorf("session %s: %w", a.id, err)
+	if !restored {
+		var err error
+		if events, err = a.deps.Store.Read(a.ioCtx(), a.id, 1); err != nil {
+			return fmt.Errorf("session %s: read events: %w", a.id, err)
+		}
+		if err := a.fold(events); err != nil {
+			return err
+		}
 	}
+	a.undurable = false
 	var latest int64 // the session's latest TS (eventlog.SessionInfo.UpdatedUS)
 	for _, e := range events {
-		if err := a.state.Apply(e); err != nil {
-			return fmt.Errorf("session %s: fold: %w", a.id, err)
-		}
 		latest = max(latest, e.TS)
 	}
 	if a.republish && len(events) > 0 && !a.onBus(events[len(events)-1]) && latest >= a.publishedBefore {
@@ -576,6 +623,117 @@ func (a *SessionActor) load(ctx actor.Context) error {
 	}
 	a.step(ctx, nil)
 	return nil
+}
+
+// fold folds events, read from the log, into the state, with the recorded
+// configurations their tasks name (loadConfigs).
+func (a *SessionActor) fold(events []messages.Envelope) error {
+	if err := a.loadConfigs(events); err != nil {
+		return fmt.Errorf("session %s: %w", a.id, err)
+	}
+	for _, e := range events {
+		if err := a.state.Apply(e); err != nil {
+			return fmt.Errorf("session %s: fold: %w", a.id, err)
+		}
+	}
+	return nil
+}
+
+// restoreSnapshot makes the state the one of the session's fold snapshot, and
+// returns the events after it, when the log keeps snapshots and the session's
+// holds: its key is the sessions' (the rules, the codec, the agents), its
+// checksum holds, it decodes, and the log's event at its seq is the one it was
+// folded from. Otherwise it returns false and leaves the state as it was: the
+// session folds its whole history. A session republishing its latest task
+// (SetOwnership.Republish) reads it whole.
+func (a *SessionActor) restoreSnapshot() ([]messages.Envelope, bool) {
+	if a.deps.snapshotKey == nil || a.republish {
+		return nil, false
+	}
+	snap, ok, err := a.deps.snapshots.LoadSnapshot(a.ioCtx(), a.id)
+	if err != nil {
+		a.deps.Logger.Warn("session fold snapshot not read: folding the whole history", "session", a.id, "error", err)
+		return nil, false
+	}
+	if !ok {
+		return nil, false
+	}
+	why := ""
+	key := a.deps.snapshotKey()
+	switch {
+	case key.Codec == "" || snap.Rules != key.Rules || snap.Codec != key.Codec:
+		why = "of another build"
+	case snap.Agents != key.Agents:
+		why = "of other agents"
+	case snap.Sum != stateSum(snap.State):
+		why = "corrupt"
+	}
+	var events []messages.Envelope
+	if why == "" {
+		if events, err = a.deps.Store.Read(a.ioCtx(), a.id, snap.Seq); err != nil {
+			return nil, false // the whole history's read says it
+		}
+		if len(events) == 0 || events[0].Seq != snap.Seq || events[0].ID != snap.EventID || eventSum(events[0]) != snap.EventSum {
+			why = "of another history"
+		}
+	}
+	var s *SessionState
+	if why == "" {
+		if s, err = decodeState(snap.State, a.id, a.state.agents); err != nil || s.LastSeq != snap.Seq || s.lastID != snap.EventID {
+			why = "corrupt"
+		}
+	}
+	if why != "" {
+		a.deps.Logger.Debug("session fold snapshot ignored: folding the whole history", "session", a.id, "seq", snap.Seq, "snapshot", why)
+		return nil, false
+	}
+	a.state, a.snapSeq = s, snap.Seq
+	return events[1:], true
+}
+
+// saveSnapshot saves the state as the session's fold snapshot, when the log
+// keeps them and the state is worth one: it reflects the log (undurable unset),
+// no task runs and no effect is in flight, and it folded SnapshotAfter events
+// beyond the session's snapshot. A state that has none (errNoSnapshot: a team's
+// task) or a log that refuses it leaves the snapshot as it was.
+func (a *SessionActor) saveSnapshot() {
+	s := a.state
+	if a.deps.snapshotKey == nil || s == nil || a.unread || a.undurable || s.LastSeq == 0 ||
+		s.Active() != "" || !a.modelKey.IsZero() || len(a.inflight) > 0 || s.LastSeq < a.snapSeq+uint64(a.deps.SnapshotAfter) {
+		return
+	}
+	b, err := encodeState(s)
+	if err != nil {
+		a.deps.Logger.Debug("session fold snapshot not saved", "session", a.id, "error", err)
+		return
+	}
+	// The log's event at the state's last seq, which the next load checks: also
+	// proof that the state's events are the log's.
+	var last []messages.Envelope
+	if pr, ok := a.deps.Store.(eventlog.PageReader); ok {
+		last, err = pr.ReadN(a.ioCtx(), a.id, s.LastSeq, 1)
+	} else {
+		last, err = a.deps.Store.Read(a.ioCtx(), a.id, s.LastSeq)
+	}
+	if err != nil || len(last) == 0 || last[0].Seq != s.LastSeq || last[0].ID != s.lastID {
+		a.deps.Logger.Debug("session fold snapshot not saved: the log's last event is not the state's", "session", a.id, "seq", s.LastSeq, "error", err)
+		return
+	}
+	key := a.deps.snapshotKey()
+	if key.Codec == "" {
+		return // the build cannot be told (snapshotBuild)
+	}
+	snap := eventlog.FoldSnapshot{SessionID: a.id, Seq: s.LastSeq, EventID: s.lastID, EventSum: eventSum(last[0]),
+		Rules: key.Rules, Codec: key.Codec, Agents: key.Agents, State: b, Sum: stateSum(b)}
+	if err := a.deps.snapshots.SaveSnapshot(a.ioCtx(), snap); err != nil {
+		level := slog.LevelWarn
+		if errors.Is(err, eventlog.ErrClosed) {
+			level = slog.LevelDebug // the node closed its log before its sessions stopped
+		}
+		a.deps.Logger.Log(context.Background(), level, "session fold snapshot not saved", "session", a.id, "error", err)
+		return
+	}
+	a.snapSeq = s.LastSeq
 }
 
 // loadConfigs hands the state the recorded configurations that the tasks among
@@ -942,6 +1100,7 @@ func (a *SessionActor) eventAt(p messages.Payload, cause, task string, seq uint6
 // payloads, when given, are the payloads batch's events were encoded from, to fold
 // without decoding them again (SessionState.applyEncoded) unless redaction changed them.
 func (a *SessionActor) step(ctx actor.Context, batch []messages.Envelope, payloads ...messages.Payload) error {
+	a.undurable = true // until the batch is appended
 	// The state is updated before the batch is durable. That is safe: a write that
 	// fails for good restarts the actor, which refolds from the log, so in-memory
 	// state never outlives a write it does not reflect.
@@ -1011,6 +1170,7 @@ func (a *SessionActor) step(ctx actor.Context, batch []messages.Envelope, payloa
 		}
 		a.publish(batch)
 	}
+	a.undurable = false
 	if a.deps.Handed != nil {
 		a.deps.Handed(a.id)
 	}

@@ -708,3 +708,33 @@ func CheckCompactable(stream string, seqs []uint64) error {
 	}
 	return nil
 }
+
+// FoldSnapshot is a session's folded state at Seq, encoded by the session actor
+// (actors): a derived cache, never a source of truth. A session actor uses it only
+// when its key (Rules, Codec, Agents) is its own, its checksum (Sum, of State)
+// holds, and the log's event at Seq is still the one it was folded from (EventID,
+// EventSum); otherwise it folds the session from its first event. Replay,
+// verify and fork never read one.
+type FoldSnapshot struct {
+	SessionID string
+	Seq       uint64
+	EventID   string // the ID of the session's event at Seq
+	EventSum  string // a digest of that event (actors)
+	Rules     int    // the decision rules of the build that folded it
+	Codec     string // the state's encoding and layout
+	Agents    string // a digest of the agents the state was folded with
+	State     []byte
+	Sum       string // the checksum of State
+}
+
+// Snapshots is the optional capability of a Log to keep one fold snapshot per
+// session (the SQLite log): a store without it has session actors fold their
+// sessions from the start. Find it with a type assertion.
+type Snapshots interface {
+	// SaveSnapshot keeps s as its session's snapshot, in place of the one kept
+	// (whatever its Seq: one that no longer holds, beyond the log, must not stay
+	// for good), in one transaction.
+	SaveSnapshot(ctx context.Context, s FoldSnapshot) error
+	// LoadSnapshot returns the session's snapshot; ok is false when it has none.
+	LoadSnapshot(ctx context.Context, sessionID string) (s FoldSnapshot, ok bool, err error)
+}

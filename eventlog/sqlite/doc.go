@@ -133,6 +133,10 @@
 // owner's events of a session cost it one entry. Read finds in it the highest
 // epoch before fromSeq, and an embedded node, which appends without a lease,
 // never writes to it. Table sessions holds the summaries, table ownership the epochs Own took, with the number of tasks submitted and ended
-// (a session with a task not ended is running). PRAGMA user_version records the schema
+// (a session with a task not ended is running). Table fold_snapshots holds one
+// fold snapshot per session (eventlog.Snapshots): a derived cache of its folded
+// state, which a session actor checks against the log before it uses it, and
+// which can be deleted at any time (its sessions then fold from the start).
+// PRAGMA user_version records the schema
 // version; Open migrates older files and refuses newer ones.
 package sqlite

@@ -123,6 +123,22 @@ var migrations = [][]string{
 	{
 		`ALTER TABLE ownership ADD COLUMN published_us INTEGER NOT NULL DEFAULT 0`,
 	},
+	// 11: one fold snapshot per session (eventlog.Snapshots): a derived cache of
+	// its folded state, which a session actor re-activated folds the events after
+	// instead of its whole history. A new table: older builds run beside it.
+	{
+		`CREATE TABLE fold_snapshots (
+			session_id TEXT    NOT NULL PRIMARY KEY,
+			seq        INTEGER NOT NULL,
+			event_id   TEXT    NOT NULL,
+			event_sum  TEXT    NOT NULL,
+			rules      INTEGER NOT NULL,
+			codec      TEXT    NOT NULL,
+			agents     TEXT    NOT NULL,
+			state      BLOB    NOT NULL,
+			sum        TEXT    NOT NULL
+		)`,
+	},
 }
 
 // epochStartWhere is the condition of index events_by_epoch_start: a leased event
@@ -264,7 +280,7 @@ func payloadField(alias, path string) string {
 }
 
 // SchemaVersion is the schema version this build writes.
-const SchemaVersion = 10 // = len(migrations), checked by a test
+const SchemaVersion = 11 // = len(migrations), checked by a test
 
 // olderBuildSteps are the migrations whose statements a process of an older
 // build, still running on a Shared log, cannot live with, and what migrate does

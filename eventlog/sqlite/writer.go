@@ -88,16 +88,17 @@ const maxGroupBytes = 16 << 20
 // appendReq is one Append (or AppendLeased, or Own) call waiting for the writer.
 type appendReq struct {
 	ctx     context.Context
-	events  []messages.Envelope // checked by eventlog.CheckBatch
-	lease   *eventlog.Lease     // AppendLeased's; nil for Append
-	claim   bool                // Claim or ClaimLeased: only into a session with no events
-	own     *ownReq             // set for Own, which has no events
-	free    *releaseReq         // set for Release, which has no events
-	prune   *pruneReq           // set for PruneStreams and PruneListed, which have no events
-	compact *compactReq         // set for DeleteEvents, which has no events
-	probe   bool                // set for Writable's probe write, which has no events
-	done    chan error          // buffered: the writer never blocks on it
-	pooled  bool                // from Log.reqPool, to go back once answered
+	events  []messages.Envelope    // checked by eventlog.CheckBatch
+	lease   *eventlog.Lease        // AppendLeased's; nil for Append
+	claim   bool                   // Claim or ClaimLeased: only into a session with no events
+	own     *ownReq                // set for Own, which has no events
+	free    *releaseReq            // set for Release, which has no events
+	prune   *pruneReq              // set for PruneStreams and PruneListed, which have no events
+	compact *compactReq            // set for DeleteEvents, which has no events
+	snap    *eventlog.FoldSnapshot // set for SaveSnapshot, which has no events
+	probe   bool                   // set for Writable's probe write, which has no events
+	done    chan error             // buffered: the writer never blocks on it
+	pooled  bool                   // from Log.reqPool, to go back once answered
 }
 
 // ownReq is an Own (or TakeOver) call: the writer sets epoch, and previous,
@@ -137,6 +138,7 @@ type writeStmts struct {
 	current, maxEpoch, takeOwner driver.Stmt
 	owner                        driver.Stmt
 	releaseOwner, markOwner      driver.Stmt
+	saveSnapshot                 driver.Stmt
 	aliased, addAlias            driver.Stmt
 	dropProbe                    driver.Stmt // deletes the row of Writable's probe
 	pruneAliases, pruneEvents    driver.Stmt // PruneStreams's, in this order,
@@ -433,6 +435,9 @@ func (w *writeStmts) prepare(ctx context.Context, dc any) error {
 			EXISTS (SELECT 1 FROM events WHERE session_id = ?1 AND seq > ?2)`},
 		// Positional parameters: the driver names a numbered one anew on every call.
 		{&w.restart, `UPDATE sessions SET started_us = ? WHERE session_id = ? AND started_us > ?`},
+		// A session's fold snapshot, in place of the one kept.
+		{&w.saveSnapshot, `INSERT OR REPLACE INTO fold_snapshots (session_id, seq, event_id, event_sum, rules, codec, agents, state, sum)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`},
 	}...) {
 		stmt, err := c.PrepareContext(ctx, s.query)
 		if err != nil {
@@ -453,7 +458,7 @@ func (w *writeStmts) close() error {
 	var errs []error
 	stmts := []*driver.Stmt{&w.begin, &w.commit, &w.rollback, &w.savepoint, &w.release, &w.undo, &w.insert, &w.byID, &w.byPos, &w.claimed, &w.hasEvents, &w.summarize, &w.touch, &w.settle, &w.create, &w.restart,
 		&w.current, &w.maxEpoch, &w.takeOwner, &w.owner, &w.releaseOwner, &w.markOwner, &w.aliased, &w.addAlias, &w.dropProbe, &w.pruneAliases, &w.pruneEvents, &w.pruneSessions,
-		&w.lastSeq, &w.compactAlias, &w.compactEvent, &w.compactSummary, &w.holeAt,
+		&w.lastSeq, &w.compactAlias, &w.compactEvent, &w.compactSummary, &w.holeAt, &w.saveSnapshot,
 		&w.pruneListedAliases, &w.pruneListedEvents, &w.pruneListedSessions}
 	for i := range w.insertRows {
 		stmts = append(stmts, &w.insertRows[i])
@@ -572,14 +577,14 @@ func (l *Log) runWriter() {
 func (l *Log) gather(first *appendReq) []*appendReq {
 	group := append(l.group[:0], first)
 	defer func() { l.group = group[:0] }()
-	events, bytes := len(first.events), payloadBytes(first.events)
+	events, bytes := len(first.events), reqBytes(first)
 	yielded := false
 	for events < l.cfg.MaxGroupEvents && bytes < maxGroupBytes {
 		select {
 		case r := <-l.reqs:
 			group = append(group, r)
 			events += len(r.events)
-			bytes += payloadBytes(r.events)
+			bytes += reqBytes(r)
 		default:
 			if yielded {
 				return group
@@ -592,6 +597,15 @@ func (l *Log) gather(first *appendReq) []*appendReq {
 		}
 	}
 	return group
+}
+
+// reqBytes is what r writes: its events' payloads, or a snapshot's state (a
+// large one fills a group alone, as a large batch does).
+func reqBytes(r *appendReq) int {
+	if r.snap != nil {
+		return len(r.snap.State)
+	}
+	return payloadBytes(r.events)
 }
 
 func payloadBytes(events []messages.Envelope) int {
@@ -634,7 +648,7 @@ func (l *Log) writeGroup(group []*appendReq) {
 	}
 	l.wrote(err)
 	for _, r := range live {
-		if r.own == nil && r.free == nil && r.prune == nil && r.compact == nil && !r.probe { // Own, Release, prune and compaction calls and probes are not appends
+		if r.own == nil && r.free == nil && r.prune == nil && r.compact == nil && r.snap == nil && !r.probe { // Own, Release, prune, compaction and snapshot calls and probes are not appends
 			l.stats.appends.Add(1)
 		}
 	}
@@ -755,7 +769,7 @@ func (l *Log) commitGroup(reqs []*appendReq, savepoints bool) ([]error, error) {
 			err error
 		)
 		starts, tails := len(l.w.starting), len(l.w.tailing) // a request undone takes its starts and tails with it
-		if r.own != nil || r.free != nil || r.prune != nil || r.compact != nil || r.probe {
+		if r.own != nil || r.free != nil || r.prune != nil || r.compact != nil || r.snap != nil || r.probe {
 			err = l.flushRows(ctx) // a prune deletes rows; none of them looks up events, but none is an append either
 		}
 		switch {
@@ -770,6 +784,8 @@ func (l *Log) commitGroup(reqs []*appendReq, savepoints bool) ([]error, error) {
 			err = l.pruneStreams(ctx, r.prune)
 		case r.compact != nil:
 			err = l.deleteEvents(ctx, r.compact)
+		case r.snap != nil:
+			err = l.saveSnapshot(ctx, r.snap)
 		default:
 			n, err = l.applyReq(ctx, r, !savepoints)
 		}

@@ -1,0 +1,72 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/troupe-run/troupe/actors"
+	"github.com/troupe-run/troupe/eventlog"
+	"github.com/troupe-run/troupe/messages"
+)
+
+// An embedded node's session passivated after a long history saves a fold
+// snapshot in the SQLite log, through the wrappers of the node's session store
+// (SessionDeps.Snapshots), and its next task, folded from it, runs.
+func TestPassivatedSessionSavesAFoldSnapshot(t *testing.T) {
+	n, err := New(context.Background(), Config{DataDir: t.TempDir(), IdleTimeout: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start, err := n.Start(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer start()
+	snaps, ok := n.log.(eventlog.Snapshots)
+	if !ok {
+		t.Fatalf("the embedded node's log (%T) keeps no snapshots", n.log)
+	}
+	waitPassivated := func() {
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			res, err := n.system.Root.RequestFuture(n.host, &actors.CountSessions{}, 5*time.Second).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.(int) == 0 {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the session never passivated")
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	var seq uint64
+	for i := 0; seq == 0; i++ {
+		if i == 200 {
+			t.Fatal("no snapshot after 200 tasks")
+		}
+		runTask(t, n, "long", fmt.Sprintf("echo %d", i))
+		if i%20 == 19 {
+			waitPassivated()
+			snap, ok, err := snaps.LoadSnapshot(context.Background(), "long")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ok {
+				seq = snap.Seq
+			}
+		}
+	}
+	events, err := n.log.Read(context.Background(), "long", seq)
+	if err != nil || len(events) == 0 || events[0].Seq != seq {
+		t.Fatalf("the snapshot is at seq %d, the log's events from there: %d, %v", seq, len(events), err)
+	}
+	runTask(t, n, "long", "echo after")
+	if events, err = n.log.Read(context.Background(), "long", seq+1); err != nil || len(events) == 0 || events[len(events)-1].Type != messages.TypeTaskCompleted {
+		t.Fatalf("the task after the snapshot: %d events, %v", len(events), err)
+	}
+}
