@@ -958,8 +958,9 @@ func (n *Node) handleTask(msg *message.Message) error {
 	if repeated := msg.Metadata.Get(messages.MetaRepeatedHeaders); repeated != "" {
 		// A record that gives a header different values (kcat -H type=task.submitted
 		// -H type=task.cancel) reaches the node with the last one only: run as it,
-		// a cancellation could start the work it meant to stop.
-		return fmt.Errorf("%w: message %s: its record gives headers more than one value (%s): this node cannot tell which is meant: give each header once",
+		// a cancellation could start the work it meant to stop. One whose session_id
+		// header names another session than its key would run in the header's.
+		return fmt.Errorf("%w: message %s: its record gives a header more than one value, or a session_id header other than its key (%s): this node cannot tell which is meant: give each header once, and a session_id header only with its session's key",
 			errPermanent, msg.UUID, repeated)
 	}
 	typ, header, err := taskTopicType(msg)
