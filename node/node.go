@@ -1031,13 +1031,23 @@ func (n *Node) handleTask(msg *message.Message) error {
 		return fmt.Errorf("task %s for session %s: %w", env.ID, env.SessionID, err) // retried
 	}
 	err, failed := res.(error)
-	if !failed || !errors.Is(err, actors.ErrSessionPanicked) {
+	// The log refused the task's append as taking what another event holds: its
+	// ID, when a record's UUID header (which names the task) repeats another
+	// session's event's. A race with another writer of the session is over at the
+	// next attempt, whose actor folds the log again; an ID taken stays taken.
+	refused := failed && errors.Is(err, actors.ErrSessionFailed) && errors.Is(err, eventlog.ErrSeqConflict)
+	if !failed || !errors.Is(err, actors.ErrSessionPanicked) && !refused {
 		n.panics.forget(msg.UUID)
 	} else if n.panics.again(msg.UUID) >= panicsBeforePoison {
 		// A bug the session's actor meets on this task every time (its next actor
-		// folds the same log and decides the same way): retried, it would hold the
-		// session's later messages, and its partition, for good.
+		// folds the same log and decides the same way), or an ID the log holds for
+		// another event: retried, it would hold the session's later messages, and
+		// its partition, for good.
 		n.panics.forget(msg.UUID)
+		if refused {
+			return fmt.Errorf("%w: task %s for session %s: the event log refused it %d times in a row as another event's (a record's _watermill_message_uuid header is its task's ID: one that repeats the ID of another session's task or event is refused): %w",
+				errPermanent, env.ID, env.SessionID, panicsBeforePoison, err)
+		}
 		return fmt.Errorf("%w: task %s for session %s: the session's actor panicked on it %d times in a row: %w",
 			errPermanent, env.ID, env.SessionID, panicsBeforePoison, err)
 	}
