@@ -1467,6 +1467,11 @@ func checkReplyTopic(topic string) error {
 	if topic == "." || topic == ".." {
 		return fmt.Errorf("%w: reply_topic %q is not a legal Kafka topic name", ErrBadTask, topic)
 	}
+	if strings.HasPrefix(topic, "__") {
+		// Kafka's own (__consumer_offsets, __transaction_state, …): the broker
+		// never takes a client's record there.
+		return fmt.Errorf("%w: reply_topic %q starts with \"__\", as Kafka's internal topics do (__consumer_offsets, __transaction_state), which take no client's records", ErrBadTask, topic)
+	}
 	// Kafka treats '.' and '_' in topic names alike: troupe_results collides with
 	// troupe.results (created first, it takes its place; created second, it is
 	// refused).
