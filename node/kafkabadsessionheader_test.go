@@ -1,5 +1,3 @@
-//go:build review
-
 package node_test
 
 import (
