@@ -92,10 +92,15 @@ func (m DefaultMarshaler) Marshal(topic string, msg *message.Message) (kafkago.M
 // kcat -H type=task.submitted -H type=task.cancel) or the UUID header, the record
 // also lists its values in messages.MetaRepeatedHeaders, so that its reader can
 // refuse it rather than act on one of them; other headers (two b3 or traceparent
-// values set by different tools) are not listed.
+// values set by different tools) are not listed. So does a keyed record whose
+// header KeyMetadata (session_id) names another value than its key (a producer's
+// own session_id header): its metadata entry holds the header's, but the record
+// is placed, and its client meant it, by its key.
 func (m DefaultMarshaler) Unmarshal(rec kafkago.Message) (*message.Message, error) {
 	md := make(message.Metadata, len(rec.Headers))
 	id, hasID, repeated := "", false, false
+	keyName := m.keyMetadata()
+	keyDecides := rec.Key != nil && messages.DecidingHeader(keyName)
 	for _, h := range rec.Headers {
 		if h.Key == HeaderUUID {
 			repeated = repeated || hasID && id != string(h.Value)
@@ -105,17 +110,23 @@ func (m DefaultMarshaler) Unmarshal(rec kafkago.Message) (*message.Message, erro
 		if v, ok := md[h.Key]; ok && v != string(h.Value) && messages.DecidingHeader(h.Key) {
 			repeated = true
 		}
+		if keyDecides && h.Key == keyName && string(h.Value) != string(rec.Key) {
+			// The key and the header name two sessions (a producer's own session_id
+			// header): read as the header's, the task would run where its key does
+			// not say; read as the key's, where its header does not.
+			repeated = true
+		}
 		md[h.Key] = string(h.Value)
 	}
 	if repeated {
-		md[messages.MetaRepeatedHeaders] = repeatedHeaders(rec.Headers)
+		md[messages.MetaRepeatedHeaders] = repeatedHeaders(rec, keyName)
 	}
 	if id == "" {
 		id = messages.RecordID(rec.Topic, rec.Partition, rec.Offset, rec.Time)
 	}
-	if k := m.keyMetadata(); rec.Key != nil {
-		if _, ok := md[k]; !ok {
-			md[k] = string(rec.Key)
+	if rec.Key != nil {
+		if _, ok := md[keyName]; !ok {
+			md[keyName] = string(rec.Key)
 		}
 	}
 	msg := message.NewMessage(id, rec.Value)
@@ -125,18 +136,29 @@ func (m DefaultMarshaler) Unmarshal(rec kafkago.Message) (*message.Message, erro
 
 // repeatedHeaders lists, for messages.MetaRepeatedHeaders, each occurrence of the
 // header names a node decides by (and the UUID header's) that headers give
-// different values, in order.
-func repeatedHeaders(headers []kafkago.Header) string {
+// different values, in order; and, when a header keyName (a deciding one) names
+// another value than the record's key, the key first, as key="…", then each
+// occurrence of that header.
+func repeatedHeaders(rec kafkago.Message, keyName string) string {
+	headers := rec.Headers
 	first := map[string]string{}
 	differ := map[string]bool{}
+	keyDiffers := false
 	for _, h := range headers {
 		if v, ok := first[h.Key]; !ok {
 			first[h.Key] = string(h.Value)
 		} else if v != string(h.Value) && (h.Key == HeaderUUID || messages.DecidingHeader(h.Key)) {
 			differ[h.Key] = true
 		}
+		if rec.Key != nil && h.Key == keyName && h.Key != HeaderUUID && messages.DecidingHeader(h.Key) && string(h.Value) != string(rec.Key) {
+			differ[h.Key], keyDiffers = true, true
+		}
 	}
 	var b strings.Builder
+	if keyDiffers {
+		b.WriteString("key=")
+		b.WriteString(messages.QuoteHead(string(rec.Key)))
+	}
 	for _, h := range headers {
 		if !differ[h.Key] {
 			continue

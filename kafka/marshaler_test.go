@@ -194,3 +194,39 @@ func TestDefaultMarshalerRepeatedHeaders(t *testing.T) {
 		}
 	}
 }
+
+// A keyed record whose session_id header names another session than its key (a
+// producer's own header of that name) is listed in messages.MetaRepeatedHeaders,
+// the key first: read as the header's session, a task ran where its key did not
+// say. The same value in both, a record without a key, or no such header, sets
+// nothing; the key's metadata entry is the header's, as before.
+func TestDefaultMarshalerKeyAndSessionHeaderDiffer(t *testing.T) {
+	h := func(k, v string) kafkago.Header { return kafkago.Header{Key: k, Value: []byte(v)} }
+	cases := []struct {
+		name    string
+		key     []byte
+		headers []kafkago.Header
+		want    string
+		session string
+	}{
+		{"differ", []byte("s-1"), []kafkago.Header{h("session_id", "web-1")}, `key="s-1", "session_id"="web-1"`, "web-1"},
+		{"same", []byte("s-1"), []kafkago.Header{h("session_id", "s-1")}, "", "s-1"},
+		{"no key", nil, []kafkago.Header{h("session_id", "web-1")}, "", "web-1"},
+		{"no header", []byte("s-1"), []kafkago.Header{h("type", "task.cancel")}, "", "s-1"},
+		{"other case", []byte("s-1"), []kafkago.Header{h("Session_Id", "web-1")}, "", "s-1"},
+		{"repeated, one the key's", []byte("s-1"), []kafkago.Header{h("session_id", "s-1"), h("session_id", "web-1")},
+			`key="s-1", "session_id"="s-1", "session_id"="web-1"`, "web-1"},
+	}
+	for _, c := range cases {
+		msg, err := kafka.DefaultMarshaler{}.Unmarshal(kafkago.Message{Topic: "troupe.tasks", Key: c.key, Headers: c.headers})
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if got := msg.Metadata[messages.MetaRepeatedHeaders]; got != c.want {
+			t.Errorf("%s: %s = %q; want %q", c.name, messages.MetaRepeatedHeaders, got, c.want)
+		}
+		if got := msg.Metadata.Get(messages.MetaSessionID); got != c.session {
+			t.Errorf("%s: session %q; want %q", c.name, got, c.session)
+		}
+	}
+}

@@ -64,7 +64,10 @@ const (
 	// different values, which its metadata cannot hold: it lists each occurrence
 	// of those headers, in order, as "name"="value" (quoted, each value cut to its
 	// first 64 bytes), comma-separated. The metadata entry of such a header holds
-	// its last value, as does that of any other header given more than once.
+	// its last value, as does that of any other header given more than once. A
+	// keyed record whose MetaSessionID header names another value than its key
+	// (Kafka keys a record by its session) is listed too: key="…" first, then that
+	// header's occurrences.
 	MetaRepeatedHeaders = "_troupe_repeated_headers"
 )
 

@@ -126,7 +126,21 @@ func (n *Node) storedTask(ctx context.Context, stream string) ([]byte, error) {
 	if !strings.HasPrefix(stream, messages.BusStream(messages.BusStoredTask, "")) {
 		return nil, fmt.Errorf("%w: the header %s names %s, not a stored task", errPermanent, messages.MetaStored, QuoteHead(stream))
 	}
-	b, err := n.loadMessage(ctx, stream)
+	events, err := n.log.Read(ctx, stream, 1)
+	if err != nil {
+		return nil, fmt.Errorf("read the stored message %s: %w", stream, err) // retried
+	}
+	if len(events) == 0 {
+		// A node stores a task in the shared log before it publishes the reference,
+		// so a reference read from a log that answers names a stream that will never
+		// be there: a record copied from another cluster, or sent back from
+		// troupe.poison with its headers, or read again after --stored-retention
+		// pruned its message. Retried, it held its session, then its partition, for
+		// good.
+		return nil, fmt.Errorf("%w: the header %s names %s, a stored task this node's event log does not hold (another cluster's, or pruned after the stored retention)",
+			errPermanent, messages.MetaStored, QuoteHead(stream))
+	}
+	b, err := messages.BusStoredMessage(stream, events)
 	if errors.Is(err, messages.ErrCorrupt) || err == nil && len(b) == 0 {
 		return nil, fmt.Errorf("%w: %w", errPermanent, err)
 	}

@@ -314,7 +314,7 @@ func (in *Ingress) admitTask(t Task, a Arrival, c *child) (messages.Envelope, *m
 		switch {
 		case a.Source == SourceBus && a.Key != "":
 			if !ValidSessionID(a.Key) {
-				return messages.Envelope{}, nil, fmt.Errorf("%w: session %s (the record's key): not a valid session ID", ErrBadTask, QuoteHead(a.Key))
+				return messages.Envelope{}, nil, fmt.Errorf("%w: session %s (the record's key, or its session_id header): not a valid session ID", ErrBadTask, QuoteHead(a.Key))
 			}
 			t.SessionID = a.Key
 		case t.TaskID != "":

@@ -958,8 +958,9 @@ func (n *Node) handleTask(msg *message.Message) error {
 	if repeated := msg.Metadata.Get(messages.MetaRepeatedHeaders); repeated != "" {
 		// A record that gives a header different values (kcat -H type=task.submitted
 		// -H type=task.cancel) reaches the node with the last one only: run as it,
-		// a cancellation could start the work it meant to stop.
-		return fmt.Errorf("%w: message %s: its record gives headers more than one value (%s): this node cannot tell which is meant: give each header once",
+		// a cancellation could start the work it meant to stop. One whose session_id
+		// header names another session than its key would run in the header's.
+		return fmt.Errorf("%w: message %s: its record gives a header more than one value, or a session_id header other than its key (%s): this node cannot tell which is meant: give each header once, and a session_id header only with its session's key",
 			errPermanent, msg.UUID, repeated)
 	}
 	typ, header, err := taskTopicType(msg)
@@ -1030,13 +1031,23 @@ func (n *Node) handleTask(msg *message.Message) error {
 		return fmt.Errorf("task %s for session %s: %w", env.ID, env.SessionID, err) // retried
 	}
 	err, failed := res.(error)
-	if !failed || !errors.Is(err, actors.ErrSessionPanicked) {
+	// The log refused the task's append as taking what another event holds: its
+	// ID, when a record's UUID header (which names the task) repeats another
+	// session's event's. A race with another writer of the session is over at the
+	// next attempt, whose actor folds the log again; an ID taken stays taken.
+	refused := failed && errors.Is(err, actors.ErrSessionFailed) && errors.Is(err, eventlog.ErrSeqConflict)
+	if !failed || !errors.Is(err, actors.ErrSessionPanicked) && !refused {
 		n.panics.forget(msg.UUID)
 	} else if n.panics.again(msg.UUID) >= panicsBeforePoison {
 		// A bug the session's actor meets on this task every time (its next actor
-		// folds the same log and decides the same way): retried, it would hold the
-		// session's later messages, and its partition, for good.
+		// folds the same log and decides the same way), or an ID the log holds for
+		// another event: retried, it would hold the session's later messages, and
+		// its partition, for good.
 		n.panics.forget(msg.UUID)
+		if refused {
+			return fmt.Errorf("%w: task %s for session %s: the event log refused it %d times in a row as another event's (a record's _watermill_message_uuid header is its task's ID: one that repeats the ID of another session's task or event is refused): %w",
+				errPermanent, env.ID, env.SessionID, panicsBeforePoison, err)
+		}
 		return fmt.Errorf("%w: task %s for session %s: the session's actor panicked on it %d times in a row: %w",
 			errPermanent, env.ID, env.SessionID, panicsBeforePoison, err)
 	}
@@ -1455,6 +1466,11 @@ func checkReplyTopic(topic string) error {
 	}
 	if topic == "." || topic == ".." {
 		return fmt.Errorf("%w: reply_topic %q is not a legal Kafka topic name", ErrBadTask, topic)
+	}
+	if strings.HasPrefix(topic, "__") {
+		// Kafka's own (__consumer_offsets, __transaction_state, …): the broker
+		// never takes a client's record there.
+		return fmt.Errorf("%w: reply_topic %q starts with \"__\", as Kafka's internal topics do (__consumer_offsets, __transaction_state), which take no client's records", ErrBadTask, topic)
 	}
 	// Kafka treats '.' and '_' in topic names alike: troupe_results collides with
 	// troupe.results (created first, it takes its place; created second, it is

@@ -3,6 +3,7 @@ package node
 import (
 	"errors"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -194,6 +195,16 @@ func (o *outbox) publish(topic string, msgs []*message.Message) {
 			o.logger.Error("bus publish failed; the log has these events, live watchers and the sink miss them", "topic", topic, "messages", len(msgs), "attempts", attempt, "err", err)
 			return
 		}
+		if attempt >= o.retries && refusedForGood(topic, err) {
+			// A task's reply_topic the broker will never take (a name Kafka takes
+			// for an existing topic's, one the node may not write to): retried, it
+			// held every later batch, so no event or result of any session reached
+			// the bus. The result is on troupe.results and in the log.
+			o.failed()
+			o.logger.Error("a task's reply topic refuses its messages for good; given up (the results are on troupe.results and in the log)",
+				"topic", topic, "messages", len(msgs), "attempts", attempt, "err", err)
+			return
+		}
 		if attempt == o.retries {
 			o.failed()
 		}
@@ -201,6 +212,25 @@ func (o *outbox) publish(topic string, msgs []*message.Message) {
 		time.Sleep(backoff)
 		backoff = min(backoff*2, 5*time.Second)
 	}
+}
+
+// refusedForGood reports a publish to a topic other than the node's own (a task's
+// reply_topic) that the broker answered with a Kafka error that is no outage
+// (InvalidTopic, TopicAuthorizationFailed, …: its Temporary is false). An error
+// without a Kafka code (a connection refused, a timeout) or a temporary one (a
+// leader moving, a topic not created yet) is an outage, retried as long as it
+// lasts; so is any error of the node's own topics.
+func refusedForGood(topic string, err error) bool {
+	if slices.Contains(ownTopics(), topic) {
+		return false
+	}
+	// kafka-go's Error: a code the broker answered, which says whether it is
+	// worth another attempt.
+	var code interface {
+		Temporary() bool
+		Title() string
+	}
+	return errors.As(err, &code) && !code.Temporary()
 }
 
 func (o *outbox) isClosing() bool {

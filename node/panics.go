@@ -8,9 +8,10 @@ import (
 // panicsBeforePoison is how many times in a row a session's actor may panic on a
 // task read from the bus (actors.ErrSessionPanicked) before the task goes to the
 // poison topic: a bug met again at each attempt would otherwise hold the session's
-// later messages, and its partition's commits, for good. Failures that are no bug
-// (a log that is down or refuses a batch, a partition moving) are retried for as
-// long as they last.
+// later messages, and its partition's commits, for good. So may the log refuse the
+// task's append as another event's (eventlog.ErrSeqConflict: an ID taken stays
+// taken). Other failures that are no bug (a log that is down or refuses a batch, a
+// partition moving) are retried for as long as they last.
 const panicsBeforePoison = 3
 
 // panicCountsMax bounds the messages panicCounts tracks: past it, it starts again
