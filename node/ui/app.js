@@ -561,25 +561,65 @@ async function readEventsSince(info, since, signal) {
 const ROW_PX = 28;
 const OVERSCAN = 30;
 
-// flatten lays the timeline out as rows, each event under the event that caused
-// it (depth its indentation), with a stack of its own (not the call stack): each
-// step of a session is caused by the one before, so its chain is as deep as the
-// session is long. Past MAX_NEST levels the events go on at that level. index maps
-// an event's id to its row.
-function flatten(events) {
-  const rows = [];
-  const index = new Map();
-  const stack = [{ nodes: nest(events), depth: 0, i: 0 }];
+// A layout is the timeline as rows, each event under the event that caused it
+// (depth its indentation; past MAX_NEST levels the events go on at that level),
+// the context line of a model call a row of its own. index maps an event's id to
+// its row, depth to its depth; count is how many events are laid out; path is
+// the last row's event and its causes (its ancestors), the events after which an
+// event caused by one of them goes at the end of the rows.
+function layOut(events) {
+  const l = { rows: [], index: new Map(), depth: new Map(), parent: new Map(), count: events.length, path: [], onPath: new Map() };
+  // With a stack of its own, not the call stack: each step of a session is caused
+  // by the one before, so its chain is as deep as the session is long.
+  const stack = [{ nodes: nest(events), depth: 0, i: 0, parent: null }];
   while (stack.length) {
     const top = stack[stack.length - 1];
     if (top.i >= top.nodes.length) { stack.pop(); continue; }
     const { e, children } = top.nodes[top.i++];
-    index.set(e.id, rows.length);
-    rows.push({ e, depth: top.depth });
-    if (e.type === "model.requested" && e.payload && e.payload.context) rows.push({ e, depth: top.depth, ctx: true });
-    if (children.length) stack.push({ nodes: children, depth: Math.min(top.depth + 1, MAX_NEST), i: 0 });
+    addRow(l, e, top.depth, top.parent);
+    if (children.length) stack.push({ nodes: children, depth: Math.min(top.depth + 1, MAX_NEST), i: 0, parent: e });
   }
-  return { rows, index };
+  // (Bounded: two events of one id, which no log writes, could make a loop.)
+  for (let e = l.rows.length ? l.rows[l.rows.length - 1].e : null; e && l.path.length < l.rows.length; e = l.parent.get(e.id)) l.path.push(e);
+  l.path.reverse();
+  l.path.forEach((e, i) => l.onPath.set(e.id, i));
+  return l;
+}
+
+function addRow(l, e, depth, parent) {
+  l.index.set(e.id, l.rows.length);
+  l.depth.set(e.id, depth);
+  l.parent.set(e.id, parent);
+  l.rows.push({ e, depth });
+  if (e.type === "model.requested" && e.payload && e.payload.context) l.rows.push({ e, depth, ctx: true });
+}
+
+// extend lays out the events after the layout's count at the end of its rows,
+// in the common case where each is caused by the last row's event or one of its
+// causes, or by none laid out: a page of events costs its own length, not the
+// session's. It is false (the layout half extended) when an event goes between
+// rows: then the events are laid out again.
+function extend(l, events) {
+  for (; l.count < events.length; l.count++) {
+    const e = events[l.count];
+    // Its cause, if laid out before it (as nest takes it).
+    const id = e.causation_id && e.causation_id !== e.id ? e.causation_id : "";
+    const c = id && l.index.has(id) ? l.rows[l.index.get(id)].e : null;
+    let depth = 0;
+    if (c) {
+      const at = l.onPath.get(c.id);
+      if (at === undefined) return false;
+      while (l.path.length > at + 1) l.onPath.delete(l.path.pop().id);
+      depth = Math.min(l.depth.get(c.id) + 1, MAX_NEST);
+    } else {
+      l.path = [];
+      l.onPath = new Map();
+    }
+    addRow(l, e, depth, c);
+    l.onPath.set(e.id, l.path.length);
+    l.path.push(e);
+  }
+  return true;
 }
 
 // rowText is what the timeline's search matches in an event's row.
@@ -614,7 +654,7 @@ async function sessionPage(id, seq, { signal }) {
   const liveLabel = document.getElementById("live");
   render(head, live, finder, el("div", { class: "split" }, tree, detail));
 
-  let layout = { rows: [], index: new Map() };
+  let layout = layOut([]);
   let texts = []; // rowText by row, filled as the search needs them
   let drawn = ""; // the range of rows drawn, "first:last:layout"
   let generation = 0;
@@ -736,9 +776,12 @@ async function sessionPage(id, seq, { signal }) {
   };
   signal.addEventListener("abort", () => cancelAnimationFrame(frame));
 
+  // drawTree lays out the events not yet laid out and draws the rows in view.
   const drawTree = () => {
-    layout = flatten(events);
-    texts = [];
+    if (!extend(layout, events)) {
+      layout = layOut(events);
+      texts = [];
+    }
     generation++;
     drawRows();
   };
