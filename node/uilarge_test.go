@@ -102,3 +102,57 @@ func TestDashboardDrawsOnlyTheRowsInViewOfALargeSessionInChromium(t *testing.T) 
 		t.Errorf("the address of event 90001 shows %q", h)
 	}
 }
+
+// The timeline lays a session out a page of events at a time (timeline.js,
+// extend: at the end of its rows when it can, else all again) as it would all at
+// once (layOut): the same rows, in the same order, at the same depths, for
+// sessions of random causations (a step's cause, an earlier event's, none, a
+// later event's, its own), read in pages of random lengths.
+func TestDashboardTimelineLaysOutPageByPageAsWholeInChromium(t *testing.T) {
+	bin := chromium(t)
+	n := nodetest.Start(t, node.Config{})
+	base := serveUI(t, n.Handler())
+	b := newBrowser(t, bin)
+	b.navigate(base + "#/charts")
+	var got struct {
+		Sessions, Differ, Extended int
+		First                      string
+	}
+	b.eval(`(async () => {
+		const { layOut, extend } = await import("/ui/timeline.js");
+		let seed = 7;
+		const rand = () => (seed = (seed * 1103515245 + 12345) % 2147483648) / 2147483648;
+		const shape = (l) => JSON.stringify(l.rows.map((r) => [r.e.id, r.depth, Boolean(r.ctx)]));
+		const out = { Sessions: 0, Differ: 0, Extended: 0, First: "" };
+		for (let s = 0; s < 2000; s++) {
+			const events = [];
+			const n = 1 + Math.floor(rand() * 80);
+			for (let i = 1; i <= n; i++) {
+				const r = rand();
+				const cause = i > 1 && r < 0.6 ? "e" + (i - 1) : i > 1 && r < 0.85 ? "e" + (1 + Math.floor(rand() * (i - 1)))
+					: r < 0.9 ? "e" + (i + 1 + Math.floor(rand() * 5)) : r < 0.93 ? "e" + i : "";
+				events.push({ id: "e" + i, seq: i, causation_id: cause, type: rand() < 0.3 ? "model.requested" : "tool.completed",
+					payload: rand() < 0.5 ? { context: { used: 1 } } : {} });
+			}
+			let l = layOut([]);
+			for (let k = 0; k < n;) {
+				k = Math.min(n, k + 1 + Math.floor(rand() * 8));
+				if (extend(l, events.slice(0, k))) out.Extended++;
+				else l = layOut(events.slice(0, k));
+			}
+			out.Sessions++;
+			const whole = layOut(events);
+			if (shape(l) !== shape(whole) || l.count !== n) {
+				out.Differ++;
+				if (!out.First) out.First = JSON.stringify(events.map((e) => e.id + "<" + e.causation_id)) + "\n" + shape(l) + "\n" + shape(whole);
+			}
+		}
+		return out;
+	})()`, &got)
+	if got.Sessions != 2000 || got.Differ != 0 {
+		t.Errorf("%d of %d sessions laid out page by page differ from laid out whole; the first:\n%s", got.Differ, got.Sessions, got.First)
+	}
+	if got.Extended == 0 {
+		t.Error("no page was laid out at the end of the rows")
+	}
+}
