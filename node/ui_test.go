@@ -17,11 +17,12 @@ import (
 func TestDashboardAssetsAreServedWithTheirTypesAndAStrictPolicy(t *testing.T) {
 	_, srv := startNode(t, t.TempDir())
 	for path, want := range map[string]string{
-		"/ui/":           "text/html; charset=utf-8",
-		"/ui/index.html": "text/html; charset=utf-8",
-		"/ui/app.js":     "text/javascript; charset=utf-8",
-		"/ui/chart.js":   "text/javascript; charset=utf-8",
-		"/ui/style.css":  "text/css; charset=utf-8",
+		"/ui/":            "text/html; charset=utf-8",
+		"/ui/index.html":  "text/html; charset=utf-8",
+		"/ui/app.js":      "text/javascript; charset=utf-8",
+		"/ui/chart.js":    "text/javascript; charset=utf-8",
+		"/ui/timeline.js": "text/javascript; charset=utf-8",
+		"/ui/style.css":   "text/css; charset=utf-8",
 	} {
 		resp, err := http.Get(srv.URL + path)
 		if err != nil {

@@ -5,6 +5,7 @@
 // the DOM), never parsed as HTML.
 
 import { barChart } from "./chart.js";
+import { extend, layOut } from "./timeline.js";
 
 const main = document.getElementById("main");
 // The login's cookies (node/uisession.go): the session is HttpOnly; the CSRF value
@@ -502,23 +503,6 @@ function childOf(p) {
   return id.length <= 128 ? id : "";
 }
 
-// MAX_NEST is the deepest a timeline's event is indented: a step's events are
-// caused by the step before, so a long session's chain would run off the page.
-const MAX_NEST = 24;
-
-// nest builds the timeline: each event under the event that caused it.
-function nest(events) {
-  const byID = new Map();
-  const roots = [];
-  for (const e of events) {
-    const node = { e, children: [] };
-    const parent = e.causation_id && e.causation_id !== e.id ? byID.get(e.causation_id) : undefined;
-    (parent ? parent.children : roots).push(node);
-    byID.set(e.id, node);
-  }
-  return roots;
-}
-
 function contextLine(c) {
   const kept = (c.kept || []).length, dropped = (c.dropped || []).length, trunc = (c.truncated || []).length;
   let s = `context: ${fmtInt(c.used)} of ${fmtInt(c.budget)} tokens (window ${fmtInt(c.window)}, system ${fmtInt(c.system)}, reserved ${fmtInt(c.reserved)}); ${kept} kept`;
@@ -535,18 +519,6 @@ const EVENTS_PAGE = 2000;
 
 function eventsPage(id, from) {
   return api(`/v1/sessions/${encodeURIComponent(id)}/events?from=${from}&limit=${EVENTS_PAGE}`);
-}
-
-// readEvents reads a session's events from seq from on, page after page, until a
-// page shorter than EVENTS_PAGE (the last) or the signal's abort.
-async function readEvents(id, from, signal) {
-  const all = [];
-  for (;;) {
-    const page = await eventsPage(id, from);
-    for (const e of page) all.push(e);
-    if (page.length < EVENTS_PAGE || signal.aborted) return all;
-    from = page[page.length - 1].seq + 1;
-  }
 }
 
 // readEventsSince reads the events of a session (a row of GET /v1/sessions) whose
@@ -566,17 +538,49 @@ async function readEventsSince(info, since, signal) {
   return pages.flat();
 }
 
+// ROW_PX is the height of a timeline's row (an event, or the context line under
+// a model call), which style.css fixes: the timeline draws only the rows in view
+// (and OVERSCAN more either side), so a session of 100,000 events is as quick to
+// show and to scroll as one of 100.
+const ROW_PX = 28;
+const OVERSCAN = 30;
+
+// rowText is what the timeline's search matches in an event's row.
+function rowText(e) {
+  const { text, extra } = describe(e);
+  return `#${e.seq} ${e.type} ${text} ${extra.join(" ")} ${e.actor}`.toLowerCase();
+}
+
 async function sessionPage(id, seq, { signal }) {
   const base = "/v1/sessions/" + encodeURIComponent(id);
-  const [status, events] = await Promise.all([api(base), readEvents(id, 1, signal)]);
+  // The first page of events is drawn as soon as it comes, before the session's
+  // status (which the node folds from all its events: seconds for a long one);
+  // the other pages are read after it.
+  const status = { status: "" };
+  const statusRead = api(base);
+  statusRead.catch(() => {}); // awaited below
+  const events = await eventsPage(id, 1);
+  if (!events.length) Object.assign(status, await statusRead); // no such session: its 404
   if (signal.aborted) return;
+  let complete = events.length < EVENTS_PAGE;
   let selected = null;
   const detail = el("div", { class: "detail" }, el("p", { class: "muted" }, "Click an event to see its payload."));
-  const tree = el("div", { class: "tree" });
+  const rowsBox = el("div", { class: "rows" });
+  const sizer = el("div", { class: "sizer" }, rowsBox);
+  const tree = el("div", { class: "tree", onscroll: () => drawSoon() }, sizer);
+  const found = el("span", { class: "muted", id: "find-status" });
+  const findInput = el("input", { type: "search", id: "find", placeholder: "find an event (text, type or #seq)",
+    onkeydown: (ev) => { if (ev.key === "Enter") { ev.preventDefault(); find(ev.shiftKey ? -1 : 1); } } });
+  const finder = el("div", { class: "filters" }, findInput, found);
   const head = el("div");
   const live = el("div", { class: "output delta", hidden: true });
   const liveLabel = document.getElementById("live");
-  render(head, live, el("div", { class: "split" }, tree, detail));
+  render(head, live, finder, el("div", { class: "split" }, tree, detail));
+
+  let layout = layOut([]);
+  let texts = []; // rowText by row, filled as the search needs them
+  let drawn = ""; // the range of rows drawn, "first:last:layout"
+  let generation = 0;
 
   const show = (e) => {
     selected = e.id;
@@ -589,6 +593,36 @@ async function sessionPage(id, seq, { signal }) {
       el("h2", {}, `#${e.seq} ${e.type}`),
       el("p", { class: "muted" }, `${e.actor} · ${fmtTime(e.ts)}`),
       el("pre", {}, JSON.stringify(e, null, 2)));
+  };
+
+  // reveal scrolls the timeline to an event's row, in the middle of the view.
+  const reveal = (e) => {
+    const at = layout.index.get(e.id);
+    if (at === undefined) return;
+    const top = at * ROW_PX, view = tree.clientHeight;
+    if (top < tree.scrollTop || top + ROW_PX > tree.scrollTop + view) tree.scrollTop = Math.max(0, top - view / 2);
+    drawRows();
+  };
+
+  // find selects the next event (dir 1) or the one before (-1) from the one
+  // selected whose row says what the search box does; "#123" is event 123.
+  const find = (dir) => {
+    const q = findInput.value.trim().toLowerCase();
+    if (!q) { found.textContent = ""; return; }
+    const rows = layout.rows;
+    const bySeq = /^#\d+$/.test(q) ? Number(q.slice(1)) : 0;
+    const from = selected !== null && layout.index.has(selected) ? layout.index.get(selected) : (dir > 0 ? -1 : rows.length);
+    for (let k = 1; k <= rows.length; k++) {
+      const i = ((from + dir * k) % rows.length + rows.length) % rows.length;
+      const r = rows[i];
+      if (r.ctx) continue;
+      if (bySeq ? r.e.seq !== bySeq : !(texts[i] ??= rowText(r.e)).includes(q)) continue;
+      show(r.e);
+      reveal(r.e);
+      found.textContent = `#${r.e.seq}` + (complete ? "" : " (still reading the session's events)");
+      return;
+    }
+    found.textContent = "not found" + (complete ? "" : " yet (still reading the session's events)");
   };
 
   const drawHead = () => {
@@ -611,9 +645,9 @@ async function sessionPage(id, seq, { signal }) {
     append(head, [
       el("h1", {}, "Session ", el("span", { id: "session-id" }, id)),
       el("div", { class: "summary" },
-        stat("Status", badge(status.status)),
+        stat("Status", status.status ? badge(status.status) : "…"),
         stat("Agent", agent),
-        stat("Events", fmtInt(events.length)),
+        stat("Events", el("span", { id: "events-count" }, fmtInt(events.length) + (complete ? "" : "+ (reading…)"))),
         stat("Tokens", `${fmtInt(usage.prompt_tokens)} + ${fmtInt(usage.completion_tokens)}`),
         stat("Cost", fmtCost(usage.cost_usd) || "—"),
         stat("Started", fmtTime(events.length && events[0].ts)),
@@ -624,37 +658,55 @@ async function sessionPage(id, seq, { signal }) {
       el("h2", {}, "Timeline")]);
   };
 
-  const rowOf = (e) => {
-    const { text, extra } = describe(e);
-    const p = e.payload || {};
-    const child = e.type === "tool.requested" ? childOf(p) : "";
-    const row = el("div", { class: "step" + (e.id === selected ? " selected" : ""), dataset: { id: e.id }, onclick: () => show(e) },
-      el("span", { class: "seq" }, e.seq),
-      el("span", { class: typeClass(e.type) }, e.type),
-      el("span", { class: "text" }, text, child ? [" → ", el("a", { href: "#/sessions/" + encodeURIComponent(child), onclick: (ev) => ev.stopPropagation() }, "child session " + child)] : null),
-      el("span", { class: "extra" }, extra.join(" · ")),
-      el("span", { class: "extra" }, e.actor));
-    const ctx = e.type === "model.requested" && p.context ? el("div", { class: "ctx" }, contextLine(p.context)) : null;
-    return [row, ctx];
-  };
-  // The events in causation order, each under its cause, drawn with a stack of
-  // their own (not the call stack): each step of a session is caused by the one
-  // before, so its chain is as deep as the session is long (thousands of events).
-  // Past MAX_NEST levels the events go on at that level.
-  const drawTree = () => {
-    tree.replaceChildren();
-    const stack = [{ nodes: nest(events), box: tree, depth: 0, i: 0 }];
-    while (stack.length) {
-      const top = stack[stack.length - 1];
-      if (top.i >= top.nodes.length) { stack.pop(); continue; }
-      const { e, children } = top.nodes[top.i++];
-      append(top.box, rowOf(e));
-      if (!children.length) continue;
-      if (top.depth >= MAX_NEST) { stack.push({ nodes: children, box: top.box, depth: top.depth, i: 0 }); continue; }
-      const box = el("div", { class: "children" });
-      top.box.append(box);
-      stack.push({ nodes: children, box, depth: top.depth + 1, i: 0 });
+  const rowOf = ({ e, depth, ctx }) => {
+    let row;
+    if (ctx) {
+      row = el("div", { class: "ctx" }, contextLine(e.payload.context));
+    } else {
+      const { text, extra } = describe(e);
+      const child = e.type === "tool.requested" ? childOf(e.payload || {}) : "";
+      row = el("div", { class: "step" + (e.id === selected ? " selected" : ""), dataset: { id: e.id }, onclick: () => show(e) },
+        el("span", { class: "seq" }, e.seq),
+        el("span", { class: typeClass(e.type) }, e.type),
+        el("span", { class: "text" }, text, child ? [" → ", el("a", { href: "#/sessions/" + encodeURIComponent(child), onclick: (ev) => ev.stopPropagation() }, "child session " + child)] : null),
+        el("span", { class: "extra" }, extra.join(" · ")),
+        el("span", { class: "extra" }, e.actor));
     }
+    // The indentation of its depth, set through the DOM (the policy refuses
+    // inline style attributes, not the DOM's).
+    if (depth) { row.classList.add("nested"); row.style.marginLeft = (depth * 1.4) + "em"; }
+    return row;
+  };
+
+  // drawRows draws the rows in view: the sizer is as tall as all the rows, and
+  // the rows box holds the ones in view, moved down to where they sit.
+  const drawRows = () => {
+    const n = layout.rows.length;
+    sizer.style.height = (n * ROW_PX) + "px";
+    const view = tree.clientHeight || window.innerHeight;
+    const first = Math.max(0, Math.floor(tree.scrollTop / ROW_PX) - OVERSCAN);
+    const last = Math.min(n, Math.ceil((tree.scrollTop + view) / ROW_PX) + OVERSCAN);
+    const key = `${first}:${last}:${generation}:${selected}`;
+    if (key === drawn) return;
+    drawn = key;
+    rowsBox.style.transform = `translateY(${first * ROW_PX}px)`;
+    rowsBox.replaceChildren(...layout.rows.slice(first, last).map(rowOf));
+  };
+  let frame = 0;
+  const drawSoon = () => {
+    if (frame) return;
+    frame = requestAnimationFrame(() => { frame = 0; drawRows(); });
+  };
+  signal.addEventListener("abort", () => cancelAnimationFrame(frame));
+
+  // drawTree lays out the events not yet laid out and draws the rows in view.
+  const drawTree = () => {
+    if (!extend(layout, events)) {
+      layout = layOut(events);
+      texts = [];
+    }
+    generation++;
+    drawRows();
   };
 
   const refreshStatus = async () => {
@@ -665,10 +717,38 @@ async function sessionPage(id, seq, { signal }) {
     if (!signal.aborted) liveLabel.textContent = status.status === "running" ? "● live" : "";
   };
 
+  // selectSeq shows event seq of the page's address once it is read.
+  const selectSeq = () => {
+    if (!seq) return true;
+    const e = events.find((x) => x.seq === seq);
+    if (!e) return complete;
+    show(e);
+    reveal(e);
+    return true;
+  };
+
   drawHead();
   drawTree();
-  const first = seq && events.find((e) => e.seq === seq);
-  if (first) show(first);
+  let sought = selectSeq();
+  const statusShown = statusRead.then((s) => {
+    if (signal.aborted) return;
+    Object.assign(status, s);
+    drawHead();
+  });
+  // The other pages, each drawn as it comes: the page stays usable meanwhile.
+  while (!complete) {
+    const page = await eventsPage(id, events[events.length - 1].seq + 1);
+    if (signal.aborted) return;
+    for (const e of page) events.push(e);
+    complete = page.length < EVENTS_PAGE;
+    drawTree();
+    document.getElementById("events-count").textContent = fmtInt(events.length) + (complete ? "" : "+ (reading…)");
+    if (!sought) sought = selectSeq();
+  }
+  await statusShown;
+  if (signal.aborted) return;
+  if (events.length > EVENTS_PAGE) drawHead();
+  tree.dataset.complete = "";
   if (status.status !== "running") return;
 
   // Live: the events after the last one read, as they are recorded.
