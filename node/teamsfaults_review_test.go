@@ -3,15 +3,9 @@
 package node_test
 
 import (
-	"context"
-	"encoding/json"
-	"fmt"
-	"strings"
 	"testing"
 
-	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/llm"
-	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
 	"github.com/troupe-run/troupe/node/nodetest"
 )
@@ -40,44 +34,4 @@ func TestReviewChildSessionPreSeeded(t *testing.T) {
 	if len(first.Messages) != 2 {
 		t.Errorf("the child's first request holds %d messages, want its prompt and its task alone", len(first.Messages))
 	}
-}
-
-// A task.submitted envelope a Kafka client published whole, with a parent of its
-// own making: a depth below 1 lifts the bound on nesting.
-func TestReviewForgedParentDepth(t *testing.T) {
-	model := newByAgent(t, map[string][]llm.ScriptStep{
-		"lead": {delegateCall("d1", "lead", "go deeper"), {Content: "done"}},
-	})
-	n := nodetest.Start(t, subagentsConfig(model))
-	payload, _ := json.Marshal(map[string]any{
-		"input": "go deep", "agent": "lead",
-		"parent": map[string]any{"session_id": "nobody", "key": "nobody/1", "depth": -3},
-	})
-	env := map[string]any{"id": "forged-1", "type": "task.submitted", "session_id": "forged", "payload": json.RawMessage(payload)}
-	b, _ := json.Marshal(env)
-	live, stop := n.Watch("forged")
-	defer stop()
-	_, err := n.SubmitFrom(context.Background(), node.Arrival{Source: node.SourceBus, Payload: b, MessageID: "forged-1"})
-	if err != nil {
-		t.Logf("refused: %v", err)
-		return
-	}
-	for e := range live {
-		if e.Type == messages.TypeTaskCompleted || e.Type == messages.TypeTaskFailed {
-			break
-		}
-	}
-	infos, err := n.Log().Sessions(context.Background(), eventlog.Filter{SessionsOnly: true, Prefix: "forged"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	deepest := 0
-	for _, i := range infos {
-		deepest = max(deepest, strings.Count(i.ID, ".sub"))
-	}
-	if deepest > node.MaxDelegationDepth {
-		t.Errorf("a task whose envelope names a parent %d deep started a chain of %d sub-agents (sessions %d); the bound is %d",
-			-3, deepest, len(infos), node.MaxDelegationDepth)
-	}
-	_ = fmt.Sprint
 }
