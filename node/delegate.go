@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -70,15 +71,19 @@ const (
 	DelegateTimeout = 30 * time.Minute
 )
 
-const (
-	// delegateGrace is how much longer than DelegateTimeout a delegate call may
-	// wait: the child fails at its deadline, and the call answers with that.
-	delegateGrace = time.Minute
-	// delegateConcurrency bounds the delegate calls waiting at once on a node. A
-	// call only waits; a tight bound would queue a child's own delegate calls behind
-	// their parents', which wait for them.
-	delegateConcurrency = 1 << 12
-)
+// delegateGrace is how much longer than DelegateTimeout a delegate call may
+// wait: the child fails at its deadline, and the call answers with that.
+const delegateGrace = time.Minute
+
+// delegateConcurrency is the node's bound on the delegate calls running at once:
+// none in effect. A call only waits for its child, and any bound deadlocks: the
+// calls of the parents waiting for their children take every slot, and the
+// children's own delegate calls wait for one behind them, until the calls' 31
+// minutes pass (1030 tasks of an agent whose sub-agents delegate in turn took all
+// of 4096 slots: TestNestedDelegationDoesNotWaitForSlots). What bounds the calls
+// waiting is the sessions': each runs at most MaxParallelTools tool calls at once.
+// A variable only so that a test can take every slot.
+var delegateConcurrency = math.MaxInt32
 
 // delegateArgs are the arguments of a delegate call.
 type delegateArgs = actors.DelegateArgs
