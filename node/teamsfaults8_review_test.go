@@ -8,10 +8,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/troupe-run/troupe/internal/nodeconfig"
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/node"
 	"github.com/troupe-run/troupe/node/nodetest"
-	"github.com/troupe-run/troupe/internal/nodeconfig"
 )
 
 // A task the ingress takes (up to 1 MiB) given to a team: its members' tasks, the
