@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -70,15 +71,19 @@ const (
 	DelegateTimeout = 30 * time.Minute
 )
 
-const (
-	// delegateGrace is how much longer than DelegateTimeout a delegate call may
-	// wait: the child fails at its deadline, and the call answers with that.
-	delegateGrace = time.Minute
-	// delegateConcurrency bounds the delegate calls waiting at once on a node. A
-	// call only waits; a tight bound would queue a child's own delegate calls behind
-	// their parents', which wait for them.
-	delegateConcurrency = 1 << 12
-)
+// delegateGrace is how much longer than DelegateTimeout a delegate call may
+// wait: the child fails at its deadline, and the call answers with that.
+const delegateGrace = time.Minute
+
+// delegateConcurrency is the node's bound on the delegate calls running at once:
+// none in effect. A call only waits for its child, and any bound deadlocks: the
+// calls of the parents waiting for their children take every slot, and the
+// children's own delegate calls wait for one behind them, until the calls' 31
+// minutes pass (1030 tasks of an agent whose sub-agents delegate in turn took all
+// of 4096 slots: TestNestedDelegationDoesNotWaitForSlots). What bounds the calls
+// waiting is the sessions': each runs at most MaxParallelTools tool calls at once.
+// A variable only so that a test can take every slot.
+var delegateConcurrency = math.MaxInt32
 
 // delegateArgs are the arguments of a delegate call.
 type delegateArgs = actors.DelegateArgs
@@ -214,6 +219,9 @@ func (n *Node) delegate(ctx context.Context, a delegateArgs) (string, error) {
 		return "", err
 	}
 	childID, taskID := ChildSessionID(key), childTaskID(key)
+	if err := n.checkChildSession(ctx, childID, taskID); err != nil {
+		return "", err
+	}
 	deadline := n.cfg.Clock.Now().Add(DelegateTimeout).UnixMicro()
 	if parent.DeadlineUS > 0 {
 		deadline = min(deadline, parent.DeadlineUS)
@@ -234,6 +242,39 @@ func (n *Node) delegate(ctx context.Context, a delegateArgs) (string, error) {
 		return "", err
 	}
 	return n.awaitChild(ctx, a.Agent, childID, taskID, n.resultBound(parent.Agent), live)
+}
+
+// checkChildSession refuses a delegate call whose child session childID holds
+// tasks already and not the call's own (taskID): a client named a session of its
+// own after the child (POST /v1/tasks with session_id "boss.sub4"), and the
+// sub-agent would work in that conversation, not with the clean context its task
+// alone gives it (its answer the client's to steer). A child that recorded the
+// call's task (the call is performed again) is the call's. A log that cannot be
+// read leaves the call to go on, as before (awaitChild reads it again).
+func (n *Node) checkChildSession(ctx context.Context, childID, taskID string) error {
+	events, err := n.log.Read(ctx, childID, 1)
+	if err != nil {
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
+		n.cfg.Logger.Warn("delegate: read the child session before starting it", "session", childID, "err", err)
+		return nil
+	}
+	other := ""
+	for _, e := range events {
+		if e.Type != messages.TypeTaskSubmitted {
+			continue
+		}
+		if e.ID == taskID {
+			return nil
+		}
+		other = cmp.Or(other, e.ID)
+	}
+	if other != "" {
+		return fmt.Errorf("delegate: session %s, where this call's sub-agent would work, holds another task already (%s, not this call's): "+
+			"no sub-agent starts in another conversation; do the task yourself", childID, QuoteHead(other))
+	}
+	return nil
 }
 
 // answerBound is how much of a child's answer a delegate call returns, and how it

@@ -283,6 +283,9 @@ func TestDelegateCallCancelledInTheQueueCancelsItsChild(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = base.Close() })
+	// A bound the fillers can take (the node's has none in effect).
+	defer func(c int) { delegateConcurrency = c }(delegateConcurrency)
+	delegateConcurrency = 64
 	log := &heldReads{Log: base, session: "filler", release: make(chan struct{})}
 	model := &heldModel{release: make(chan struct{})}
 	t.Cleanup(func() { close(model.release) })

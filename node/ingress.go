@@ -391,6 +391,9 @@ func (in *Ingress) admitEnvelope(payload []byte) (messages.Envelope, string, err
 	if err := in.checkSessionShape(env.SessionID); err != nil {
 		return messages.Envelope{}, "", err
 	}
+	if err := checkParent(env, ts.Parent); err != nil {
+		return messages.Envelope{}, "", err
+	}
 	if t.TaskID != "" {
 		if err := in.checkTaskIDShape(t.TaskID); err != nil {
 			return messages.Envelope{}, "", err
@@ -413,6 +416,29 @@ func (in *Ingress) admitEnvelope(payload []byte) (messages.Envelope, string, err
 		env.Payload = b
 	}
 	return env, ts.TaskID, nil
+}
+
+// checkParent refuses a task.submitted envelope whose parent (its task is a
+// sub-agent's) is not one a delegate call makes (Node.delegate): a depth from 1 to
+// MaxDelegationDepth, and the child session and task of the parent's call
+// (ChildSessionID, childTaskID). The depth of a sub-agent's delegate call is its
+// task's parent's plus one: an envelope published whole with a depth of its own
+// below 1 would lift the bound on nesting for the whole tree under it.
+func checkParent(env messages.Envelope, p *messages.ParentRef) error {
+	if p == nil {
+		return nil
+	}
+	key, err := messages.ParseEffectKey(p.Key)
+	switch {
+	case p.Depth < 1 || p.Depth > MaxDelegationDepth:
+		return fmt.Errorf("%w: parent: depth %d: a sub-agent's task is 1 to %d deep", ErrBadTask, p.Depth, MaxDelegationDepth)
+	case err != nil || key.SessionID != p.SessionID:
+		return fmt.Errorf("%w: parent: key %s is no delegate call of session %s", ErrBadTask, QuoteHead(p.Key), QuoteHead(p.SessionID))
+	case env.SessionID != ChildSessionID(key) || env.ID != childTaskID(key):
+		return fmt.Errorf("%w: parent: a sub-agent's task of call %s is task %s of session %s, not %s of %s", ErrBadTask,
+			QuoteHead(p.Key), QuoteHead(childTaskID(key)), ChildSessionID(key), QuoteHead(env.ID), env.SessionID)
+	}
+	return nil
 }
 
 // checkSessionShape refuses a session ID the redactor would change (one shaped like a
