@@ -1,5 +1,3 @@
-//go:build review
-
 package node_test
 
 import (
@@ -15,7 +13,7 @@ import (
 	"github.com/troupe-run/troupe/node/nodetest"
 )
 
-func testReviewStopMidFanOut(t *testing.T, deadline bool) {
+func testDelegateStopMidFanOut(t *testing.T, deadline bool) {
 	held := make(chan struct{})
 	t.Cleanup(func() { close(held) })
 	var open atomic.Int64
@@ -91,5 +89,5 @@ func (c *ctxCounting) Generate(ctx context.Context, r llm.Request) (llm.Response
 	return resp, err
 }
 
-func TestReviewCancelMidNestedFanOut(t *testing.T)   { testReviewStopMidFanOut(t, false) }
-func TestReviewDeadlineMidNestedFanOut(t *testing.T) { testReviewStopMidFanOut(t, true) }
+func TestDelegateCancelMidNestedFanOut(t *testing.T)   { testDelegateStopMidFanOut(t, false) }
+func TestDelegateDeadlineMidNestedFanOut(t *testing.T) { testDelegateStopMidFanOut(t, true) }

@@ -1,5 +1,3 @@
-//go:build review
-
 package node_test
 
 import (
@@ -17,7 +15,7 @@ import (
 
 // Hostile delegate arguments: each is an error result the model can read, and no
 // child starts.
-func TestReviewHostileDelegateArguments(t *testing.T) {
+func TestHostileDelegateArgumentsAreErrorResults(t *testing.T) {
 	big := strings.Repeat("x", 1<<20+1)
 	cases := []string{
 		`{"agent":"helper","task":"` + big + `"}`,

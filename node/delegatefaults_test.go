@@ -1,5 +1,3 @@
-//go:build review
-
 package node_test
 
 import (
@@ -18,7 +16,7 @@ import (
 
 // A node stopped (as a kill) while a reply's 8 delegate calls run 4 at a time:
 // the next node runs each child once, and the parent gets each answer once.
-func TestReviewFanOutRestart(t *testing.T) {
+func TestDelegateFanOutRestart(t *testing.T) {
 	dir := t.TempDir()
 	held := make(chan struct{})
 	t.Cleanup(func() { close(held) })
@@ -111,7 +109,7 @@ func (p panicky) Generate(ctx context.Context, r llm.Request) (llm.Response, err
 }
 
 // A child whose model panics: the parent gets a clear error and goes on.
-func TestReviewChildModelPanics(t *testing.T) {
+func TestDelegateChildModelPanics(t *testing.T) {
 	model := panicky{newByAgent(t, map[string][]llm.ScriptStep{
 		"lead": {delegateCall("d1", "flaky", "anything"), {Content: "carried on"}},
 	})}
@@ -128,7 +126,7 @@ func TestReviewChildModelPanics(t *testing.T) {
 }
 
 // 200 delegate calls in one reply: another session answers meanwhile.
-func TestReviewFanOut200StaysResponsive(t *testing.T) {
+func TestDelegateFanOut200StaysResponsive(t *testing.T) {
 	held := make(chan struct{})
 	model := newByAgent(t, map[string][]llm.ScriptStep{
 		"lead":   {delegateCalls(200, "helper"), {Content: "gathered"}},
