@@ -361,10 +361,13 @@ func (n *Node) remember(ctx context.Context, name, key string, turn memory.Turn)
 }
 
 // rememberAnswer is the answer of a routed Remember: how many memories it
-// updated, or why it failed.
+// updated, or why it failed, and whether that failure is transient (llm.ErrTransient
+// at the owner: its embedder or model down), which the sender's write after task
+// tries again (rememberLogged) as it does a local one.
 type rememberAnswer struct {
-	Updated int    `json:"updated"`
-	Error   string `json:"error,omitempty"`
+	Updated   int    `json:"updated"`
+	Error     string `json:"error,omitempty"`
+	Transient bool   `json:"transient,omitempty"`
 }
 
 // rememberRemote sends the write after task of a turn to the owner of namespace
@@ -380,6 +383,11 @@ func (n *Node) rememberRemote(ctx context.Context, name, key string, turn memory
 	c := messages.MemoryCommand{ID: n.cfg.IDs.NewID(), SessionID: memory.Stream(name), Namespace: name, Action: memoryRemember,
 		Key: key, Args: args, ReplyTopic: messages.TopicReplies, ReplyNode: n.cfg.NodeID}
 	res, err := n.memoryRemoteWithin(ctx, c, afterTaskTimeout)
+	if errors.Is(err, context.DeadlineExceeded) {
+		// The owner did not answer (it stops, or its partition moves): sent again
+		// under its key, the write is made once.
+		return fmt.Errorf("%w: %w", err, llm.ErrTransient)
+	}
 	if err != nil {
 		return err
 	}
@@ -387,16 +395,19 @@ func (n *Node) rememberRemote(ctx context.Context, name, key string, turn memory
 	if err := json.Unmarshal(res, &ans); err != nil {
 		return fmt.Errorf("the answer of the namespace's owner: %w", err)
 	}
-	if ans.Error != "" {
+	switch {
+	case ans.Error != "" && ans.Transient:
+		return fmt.Errorf("the namespace's owner: %s: %w", ans.Error, llm.ErrTransient)
+	case ans.Error != "":
 		return errors.New(ans.Error)
 	}
 	return nil
 }
 
 // rememberLocal runs a routed write after task on this node, the namespace's
-// owner. A failure of Remember (its model's, say) is answered, not retried: the
-// write after task is best effort, and a retry would hold the namespace's later
-// commands behind it. A fenced write is not answered (handleMemoryCommand).
+// owner. A failure of Remember (its model's, say) is answered, not retried here: a
+// retry would hold the namespace's later commands behind it. A transient one is
+// answered as such (rememberAnswer.Transient), and its sender tries it again. A fenced write is not answered (handleMemoryCommand).
 func (n *Node) rememberLocal(ctx context.Context, c messages.MemoryCommand) (json.RawMessage, error) {
 	var turn memory.Turn
 	if err := json.Unmarshal(c.Args, &turn); err != nil {
@@ -410,7 +421,7 @@ func (n *Node) rememberLocal(ctx context.Context, c messages.MemoryCommand) (jso
 	}
 	ans := rememberAnswer{Updated: updated}
 	if err != nil {
-		ans.Error = err.Error()
+		ans.Error, ans.Transient = err.Error(), errors.Is(err, llm.ErrTransient)
 	}
 	return json.Marshal(ans)
 }
