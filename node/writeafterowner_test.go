@@ -6,11 +6,11 @@ import (
 	"time"
 
 	"github.com/troupe-run/troupe/eventlog"
+	"github.com/troupe-run/troupe/kafka"
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/memory"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
-	"github.com/troupe-run/troupe/kafka"
 )
 
 // The write after task of a session whose namespace is another node's rides out
