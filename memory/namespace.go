@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -538,6 +539,23 @@ func (ns *Namespace) ForgottenSources() [][]string {
 		out[i] = slices.Clone(ids)
 	}
 	return out
+}
+
+// RememberedUnder reports whether a Remember under key wrote to the namespace, as
+// of the last fold (Refresh): one of its facts' writes (key/i, key/i/invalidate:
+// see Remember) is applied. A Remember that found no fact, or whose facts were all
+// NONE, wrote nothing, and reports false: performed again under key, it writes
+// nothing twice.
+func (ns *Namespace) RememberedUnder(key string) bool {
+	ns.mu.Lock()
+	defer ns.mu.Unlock()
+	for i := range MaxFacts {
+		k := key + "/" + strconv.Itoa(i)
+		if ns.st.keys[k] != nil || ns.st.keys[k+"/invalidate"] != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // Refresh folds what other writers appended to the namespace's stream since the

@@ -426,6 +426,12 @@ const republishWindow = 10 * time.Minute
 // each reads its log, and a takeover of many must leave connections to the rest
 // of the node. The listings get a minute.
 func (n *Node) resumeOwned(ctx context.Context, gen int64, owns, cleanly func(string) bool, before func(string) int64) error {
+	if n.afterTask != nil {
+		// The turns of the partitions' sessions that their previous owner (or this
+		// node, before a restart) did not remember are remembered here
+		// (memoryagent.go).
+		n.afterTask.recover(owns)
+	}
 	lctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	infos, err := n.log.Sessions(lctx, eventlog.Filter{Status: messages.StatusRunning, SessionsOnly: true})

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -89,11 +90,27 @@ const (
 	afterTaskRetryFirst = 500 * time.Millisecond
 	afterTaskRetryMax   = 30 * time.Second
 	afterTaskRetryFor   = 5 * time.Minute
+	// afterTaskRecover is how far back a start, or a partition's assignment, looks
+	// for completed tasks not remembered yet (recoverPending): a node down for
+	// longer leaves those that completed before unremembered.
+	afterTaskRecover = time.Hour
+	// afterTaskRecoverSessions bounds the sessions whose logs one recovery reads:
+	// the most recently started of those updated within afterTaskRecover.
+	afterTaskRecoverSessions = 4096
 )
 
 // afterTaskWriter remembers completed tasks (Config.MemoryWriteAfterTask): observe
 // picks the task.completed events out of a session's batches, and one worker (a
 // queueWorker) runs Remember for each, in order.
+//
+// The queue is in memory; what it held is derived again from the log. A node
+// that closed, or was killed, while turns waited (or were retried, the embedder
+// down) remembers them at its next start, and in a cluster the next owner of a
+// session's partition does (recover, recoverPending): each task.completed of the
+// sessions updated within afterTaskRecover whose turn's Remember wrote nothing to
+// its namespace yet is remembered, under the key it had, before the tasks
+// completed after it. A turn remembered before is not performed again; one whose
+// Remember found nothing to write is, and writes nothing again.
 type afterTaskWriter struct {
 	n *Node
 	q *queueWorker[afterTaskJob]
@@ -113,6 +130,9 @@ type afterTaskJob struct {
 	completed messages.Envelope
 	input     taskInput
 	haveInput bool
+	// recover, when set, makes the job the recovery of the turns of the sessions
+	// it picks that the log says are not remembered yet (recoverPending).
+	recover func(session string) bool
 }
 
 // newAfterTaskWriter remembers each task in the namespace of its agent
@@ -160,6 +180,10 @@ func (w *afterTaskWriter) observe(sessionID string, events []messages.Envelope) 
 // nothing twice, and a turn that completed during a restart of the embedder is
 // remembered once it is back instead of being lost. The jobs behind it wait, in order.
 func (w *afterTaskWriter) rememberLogged(ctx context.Context, job afterTaskJob) {
+	if job.recover != nil {
+		w.recoverPending(ctx, job.recover)
+		return
+	}
 	giveUp := time.Now().Add(afterTaskRetryFor)
 	wait := afterTaskRetryFirst
 	for {
@@ -208,7 +232,7 @@ func (w *afterTaskWriter) remember(ctx context.Context, job afterTaskJob) error 
 		Messages: []messages.ChatMessage{{Role: messages.RoleUser, Content: in.input}, {Role: messages.RoleAssistant, Content: output}},
 		Source:   messages.MemorySource{Kind: "session", ID: job.session, Seq: job.completed.Seq},
 	}
-	key := job.session + "/" + strconv.FormatUint(job.completed.Seq, 10)
+	key := afterTaskKey(job)
 	if w.n.memoryRouted() {
 		// The namespace is written by the owner of its partition, as every other
 		// write of it is (memoryroute.go): this node's write would be fenced.
@@ -221,6 +245,97 @@ func (w *afterTaskWriter) remember(ctx context.Context, job afterTaskJob) error 
 		return fmt.Errorf("namespace %s: %w", name, err)
 	}
 	return nil
+}
+
+// afterTaskKey is the idempotency key of a job's Remember: "<session>/<seq of
+// task.completed>".
+func afterTaskKey(job afterTaskJob) string {
+	return job.session + "/" + strconv.FormatUint(job.completed.Seq, 10)
+}
+
+// recover queues the recovery of the turns of the sessions pick picks that are
+// not remembered yet (recoverPending), behind the jobs queued: the node offers it
+// as it starts, before it routes a task, and as it is assigned partitions.
+func (w *afterTaskWriter) recover(pick func(session string) bool) {
+	if pick == nil {
+		pick = func(string) bool { return true }
+	}
+	if w.q.offer(afterTaskJob{recover: pick}) == queueFull {
+		w.n.cfg.Logger.Warn("memory write after task: the queue is full; the completed tasks not remembered yet are not looked for")
+	}
+}
+
+// recoverPending remembers, in the order of the log, the completed tasks of the
+// sessions pick picks, among those updated within afterTaskRecover (at most
+// afterTaskRecoverSessions of them), whose Remember wrote nothing to the
+// namespace yet (memory.Namespace.RememberedUnder their key): those a node closed
+// or killed before it remembered them, on this node or another. Each is
+// remembered as a job observed live is (rememberLogged), under the same key.
+func (w *afterTaskWriter) recoverPending(ctx context.Context, pick func(string) bool) {
+	since := w.n.cfg.Clock.Now().Add(-afterTaskRecover).UnixMicro()
+	infos, err := w.n.log.Sessions(ctx, eventlog.Filter{UpdatedSinceUS: since, SessionsOnly: true, Limit: afterTaskRecoverSessions})
+	if err != nil {
+		w.n.cfg.Logger.Warn("memory write after task: list the sessions updated lately; the completed tasks not remembered yet are not", "err", err)
+		return
+	}
+	slices.Reverse(infos) // the oldest first
+	recovered := 0
+	for _, s := range infos {
+		if ctx.Err() != nil {
+			return
+		}
+		if !pick(s.ID) {
+			continue
+		}
+		events, err := w.n.log.Read(ctx, s.ID, 1)
+		if err != nil {
+			w.n.cfg.Logger.Warn("memory write after task: read a session; its completed tasks not remembered yet are not", "session", s.ID, "err", err)
+			continue
+		}
+		inputs := map[string]taskInput{}
+		for _, e := range events {
+			switch e.Type {
+			case messages.TypeTaskSubmitted:
+				if p, err := e.Decode(); err == nil {
+					ts := p.(*messages.TaskSubmitted)
+					inputs[e.ID] = taskInput{input: ts.Input, agent: ts.Agent}
+				}
+			case messages.TypeTaskCompleted:
+				if e.TS < since {
+					continue
+				}
+				in, ok := inputs[e.CorrelationID]
+				job := afterTaskJob{session: s.ID, completed: e, input: in, haveInput: ok}
+				if w.remembered(ctx, job) {
+					continue
+				}
+				recovered++
+				w.rememberLogged(ctx, job)
+			}
+		}
+	}
+	if recovered > 0 {
+		w.n.cfg.Logger.Info("memory write after task: completed tasks not remembered before a restart or a rebalance were remembered again", "count", recovered)
+	}
+}
+
+// remembered reports whether job's Remember wrote to its namespace already, as
+// the namespace's stream in the log says (on any node: the owner of the
+// namespace appends its writes before it answers). When the log cannot tell, it
+// reports false: the write is made again under its key, which writes nothing twice.
+func (w *afterTaskWriter) remembered(ctx context.Context, job afterTaskJob) bool {
+	if w.n.memories == nil {
+		return false
+	}
+	name := w.n.cfg.memoryNamespace(job.input.agent)
+	ns, err := w.n.memories.Namespace(ctx, name)
+	if err != nil {
+		return false
+	}
+	if err := ns.Refresh(ctx); err != nil {
+		return false
+	}
+	return ns.RememberedUnder(afterTaskKey(job))
 }
 
 // remember runs Remember on namespace name here, and returns how many memories it
@@ -246,10 +361,13 @@ func (n *Node) remember(ctx context.Context, name, key string, turn memory.Turn)
 }
 
 // rememberAnswer is the answer of a routed Remember: how many memories it
-// updated, or why it failed.
+// updated, or why it failed, and whether that failure is transient (llm.ErrTransient
+// at the owner: its embedder or model down), which the sender's write after task
+// tries again (rememberLogged) as it does a local one.
 type rememberAnswer struct {
-	Updated int    `json:"updated"`
-	Error   string `json:"error,omitempty"`
+	Updated   int    `json:"updated"`
+	Error     string `json:"error,omitempty"`
+	Transient bool   `json:"transient,omitempty"`
 }
 
 // rememberRemote sends the write after task of a turn to the owner of namespace
@@ -265,6 +383,11 @@ func (n *Node) rememberRemote(ctx context.Context, name, key string, turn memory
 	c := messages.MemoryCommand{ID: n.cfg.IDs.NewID(), SessionID: memory.Stream(name), Namespace: name, Action: memoryRemember,
 		Key: key, Args: args, ReplyTopic: messages.TopicReplies, ReplyNode: n.cfg.NodeID}
 	res, err := n.memoryRemoteWithin(ctx, c, afterTaskTimeout)
+	if errors.Is(err, context.DeadlineExceeded) {
+		// The owner did not answer (it stops, or its partition moves): sent again
+		// under its key, the write is made once.
+		return fmt.Errorf("%w: %w", err, llm.ErrTransient)
+	}
 	if err != nil {
 		return err
 	}
@@ -272,16 +395,19 @@ func (n *Node) rememberRemote(ctx context.Context, name, key string, turn memory
 	if err := json.Unmarshal(res, &ans); err != nil {
 		return fmt.Errorf("the answer of the namespace's owner: %w", err)
 	}
-	if ans.Error != "" {
+	switch {
+	case ans.Error != "" && ans.Transient:
+		return fmt.Errorf("the namespace's owner: %s: %w", ans.Error, llm.ErrTransient)
+	case ans.Error != "":
 		return errors.New(ans.Error)
 	}
 	return nil
 }
 
 // rememberLocal runs a routed write after task on this node, the namespace's
-// owner. A failure of Remember (its model's, say) is answered, not retried: the
-// write after task is best effort, and a retry would hold the namespace's later
-// commands behind it. A fenced write is not answered (handleMemoryCommand).
+// owner. A failure of Remember (its model's, say) is answered, not retried here: a
+// retry would hold the namespace's later commands behind it. A transient one is
+// answered as such (rememberAnswer.Transient), and its sender tries it again. A fenced write is not answered (handleMemoryCommand).
 func (n *Node) rememberLocal(ctx context.Context, c messages.MemoryCommand) (json.RawMessage, error) {
 	var turn memory.Turn
 	if err := json.Unmarshal(c.Args, &turn); err != nil {
@@ -295,7 +421,7 @@ func (n *Node) rememberLocal(ctx context.Context, c messages.MemoryCommand) (jso
 	}
 	ans := rememberAnswer{Updated: updated}
 	if err != nil {
-		ans.Error = err.Error()
+		ans.Error, ans.Transient = err.Error(), errors.Is(err, llm.ErrTransient)
 	}
 	return json.Marshal(ans)
 }

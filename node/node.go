@@ -1122,6 +1122,12 @@ func (n *Node) Run(ctx context.Context) error {
 		go func() { defer close(pruned); n.pruneStored(expireCtx, p) }()
 		defer func() { stopExpiring(); <-pruned }()
 	}
+	// The turns a node closed or killed before it remembered them are remembered
+	// before those of the tasks it completes from now (memoryagent.go); a sharded
+	// node looks for them in the partitions it is assigned instead.
+	if n.afterTask != nil && !n.sharded() && n.cfg.Roles.Has(RoleSessions) {
+		n.afterTask.recover(func(id string) bool { return n.cfg.Resume == nil || n.cfg.Resume(id) })
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- n.router.Run(ctx) }()
 	select {
