@@ -1,5 +1,3 @@
-//go:build review
-
 package react_test
 
 import (
