@@ -329,7 +329,7 @@ func TestReviewCatalogGrowsPastTheWindow(t *testing.T) {
 // several scripts: each request fits the window, counted with tiktoken.
 func TestReviewInputsNearTheBudget(t *testing.T) {
 	texts := map[string]string{
-		"english":   strings.Repeat("the budget is near ", 850),
+		"english":   strings.Repeat("the budget is near ", 740),
 		"cjk":       strings.Repeat("日本語の文章と中文句子，한국어 문장", 200),
 		"emoji-zwj": strings.Repeat("👩‍👩‍👧‍👦🏳️‍🌈👍🏽", 150),
 		"combining": strings.Repeat("e\u0301\u0302\u0303\u0304a\u0308\u0330", 400),
@@ -472,6 +472,60 @@ func TestReviewDigestLongerThanItsInputIsNotSent(t *testing.T) {
 	for _, msg := range last.Messages {
 		if msg.Role == messages.RoleTool && len(msg.Content) > len(out)+200 {
 			t.Errorf("the tool result (%d bytes) was sent as a %d-byte digest", len(out), len(msg.Content))
+		}
+	}
+}
+
+// reactModel answers a text-protocol request: first with a long reply that is
+// not in the protocol, then with a Finish line.
+type reactModel struct {
+	mu   sync.Mutex
+	reqs []llm.Request
+}
+
+func (m *reactModel) Name() string { return "textual" }
+func (m *reactModel) Capabilities() llm.Capabilities {
+	return llm.Capabilities{NativeTools: false}
+}
+func (m *reactModel) Generate(ctx context.Context, req llm.Request) (llm.Response, error) {
+	m.mu.Lock()
+	m.reqs = append(m.reqs, req)
+	loop := 0
+	for _, r := range m.reqs {
+		if r.Purpose == "" {
+			loop++
+		}
+	}
+	m.mu.Unlock()
+	content := "Finish[done]"
+	if req.Purpose != "" {
+		content = "a short summary"
+	} else if loop == 1 {
+		content = strings.Repeat("I am thinking about this at length without the format. ", 40) // ~440 tokens, within the reserve
+	}
+	return llm.Response{Message: messages.ChatMessage{Role: messages.RoleAssistant, Content: content}}, nil
+}
+
+// A react agent whose prompt fills its budget: what the text protocol sends stays
+// within the window less the reserve. It does not: the builder counts the tools'
+// native schemas, and the text protocol sends them rendered as text with its
+// instructions, some 30 tokens more here (3,526 of 3,500). Counting the rendering
+// changes the prompts of recorded react sessions: a rules 11 candidate. A retry
+// after an unparseable reply stays within the window (llm/react clips the reply it
+// sends back; before, 4,019 of 4,000 with one reply of 440 tokens).
+func TestReviewReActRetryWithinTheWindow(t *testing.T) {
+	m := &reactModel{}
+	n := nodetest.Start(t, node.Config{Model: m, Agents: []node.NamedAgent{{Name: "r", Paradigm: node.ParadigmReAct}},
+		Context: actors.ContextOptions{Window: 4000, ReservedOutput: 500}})
+	events := runAgentTask(t, n, node.Task{Input: strings.Repeat("the budget is near ", 740), SessionID: "react", Agent: "r"})
+	t.Logf("%s", lastEnd(t, events))
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for i, r := range m.reqs {
+		msgs, specs := tkPromptTokens(t, r)
+		t.Logf("request %d (%q): %d messages, %d+%d tokens", i+1, r.Purpose, len(r.Messages), msgs, specs)
+		if limit := map[bool]int{true: 3500, false: 4000}[i == 0]; msgs+specs > limit {
+			t.Errorf("request %d: %d tokens > %d", i+1, msgs+specs, limit)
 		}
 	}
 }
