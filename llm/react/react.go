@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/messages"
@@ -73,6 +74,7 @@ func (m *Model) Generate(ctx context.Context, req llm.Request) (llm.Response, er
 	text := req
 	text.Tools = nil
 	text.Messages = Render(req.Messages, req.Tools)
+	rendered := text.Messages[:len(text.Messages):len(text.Messages)]
 	var usage messages.Usage
 	for attempt := 0; ; attempt++ {
 		// Streamed when the caller asks (llm.WithDeltas): the increments are the
@@ -90,11 +92,38 @@ func (m *Model) Generate(ctx context.Context, req llm.Request) (llm.Response, er
 		if attempt >= m.opts.MaxRetries {
 			return llm.Response{Usage: usage}, fmt.Errorf("%w after %d attempts: %v; last reply: %q", ErrUnparseable, attempt+1, perr, clip(resp.Message.Content))
 		}
-		text.Messages = append(text.Messages,
-			messages.ChatMessage{Role: messages.RoleAssistant, Content: resp.Message.Content},
+		// Only the latest reply goes back, clipped: the request filled the context
+		// window less the answer's reserve, and replies appended whole (each up to
+		// the model's output limit) would take the retry past the window, which a
+		// provider refuses.
+		text.Messages = append(rendered,
+			messages.ChatMessage{Role: messages.RoleAssistant, Content: clipReply(resp.Message.Content)},
 			messages.ChatMessage{Role: messages.RoleUser, Content: fmt.Sprintf(
 				"Your reply could not be parsed: %v. Reply with \"Thought: …\" followed by exactly one line \"Action: tool_name[input]\" or \"Finish[final answer]\".", perr)})
 	}
+}
+
+// Bounds of a reply sent back for a parse error (clipReply), in bytes.
+const (
+	replyHead = 800
+	replyTail = 200
+)
+
+// clipReply returns a reply that could not be parsed as it is sent back to the
+// model: whole up to replyHead+replyTail bytes, else its head and tail around how
+// much was left out.
+func clipReply(s string) string {
+	if len(s) <= replyHead+replyTail {
+		return s
+	}
+	head, tail := replyHead, len(s)-replyTail
+	for head > 0 && !utf8.RuneStart(s[head]) {
+		head--
+	}
+	for tail < len(s) && !utf8.RuneStart(s[tail]) {
+		tail++
+	}
+	return fmt.Sprintf("%s\n[… %d bytes of this reply left out …]\n%s", s[:head], tail-head, s[tail:])
 }
 
 func clip(s string) string {
