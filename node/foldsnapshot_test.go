@@ -3,11 +3,13 @@ package node
 import (
 	"context"
 	"fmt"
+	"os"
 	"testing"
 	"time"
 
 	"github.com/troupe-run/troupe/actors"
-	"github.com/troupe-run/troupe/eventlog"
+	"github.com/troupe-run/troupe/eventlog/clickhouse"
+	"github.com/troupe-run/troupe/eventlog/clickhouse/chtest"
 	"github.com/troupe-run/troupe/messages"
 )
 
@@ -24,9 +26,44 @@ func TestPassivatedSessionSavesAFoldSnapshot(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer start()
-	snaps, ok := n.log.(eventlog.Snapshots)
-	if !ok {
-		t.Fatalf("the embedded node's log (%T) keeps no snapshots", n.log)
+	passivatedSessionSavesAFoldSnapshot(t, n)
+}
+
+// A node on the ClickHouse log (as `node serve --clickhouse`, a cluster's nodes)
+// does the same through the ClickHouse log's fold snapshots.
+//
+//	TROUPE_TEST_CLICKHOUSE=127.0.0.1:9000 go test ./node -run TestPassivatedSessionSavesAFoldSnapshotOnClickHouse -count=1
+func TestPassivatedSessionSavesAFoldSnapshotOnClickHouse(t *testing.T) {
+	addr := os.Getenv("TROUPE_TEST_CLICKHOUSE")
+	if addr == "" {
+		t.Skip("TROUPE_TEST_CLICKHOUSE is not set (see deploy/clickhouse.sh)")
+	}
+	lg, err := clickhouse.Open(context.Background(), clickhouse.Config{Addr: clickhouse.SplitAddr(addr),
+		Database: chtest.Database(t, addr, "troupe_test_"), FlushInterval: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lg.Close()
+	n, err := New(context.Background(), Config{Log: lg, DataDir: t.TempDir(), NodeID: "solo", IdleTimeout: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start, err := n.Start(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer start()
+	passivatedSessionSavesAFoldSnapshot(t, n)
+}
+
+// passivatedSessionSavesAFoldSnapshot runs tasks of one session on n, letting it
+// passivate every 20, until its log holds a fold snapshot of it, and then one
+// more task, folded from it.
+func passivatedSessionSavesAFoldSnapshot(t *testing.T, n *Node) {
+	t.Helper()
+	snaps := n.snapshots()
+	if snaps == nil {
+		t.Fatalf("the node's log (%T) keeps no snapshots", n.log)
 	}
 	waitPassivated := func() {
 		deadline := time.Now().Add(10 * time.Second)
