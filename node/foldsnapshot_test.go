@@ -2,12 +2,14 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"testing"
 	"time"
 
 	"github.com/troupe-run/troupe/actors"
+	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/eventlog/clickhouse"
 	"github.com/troupe-run/troupe/eventlog/clickhouse/chtest"
 	"github.com/troupe-run/troupe/messages"
@@ -105,5 +107,35 @@ func passivatedSessionSavesAFoldSnapshot(t *testing.T, n *Node) {
 	runTask(t, n, "long", "echo after")
 	if events, err = n.log.Read(context.Background(), "long", seq+1); err != nil || len(events) == 0 || events[len(events)-1].Type != messages.TypeTaskCompleted {
 		t.Fatalf("the task after the snapshot: %d events, %v", len(events), err)
+	}
+}
+
+// savedSnapshots is an eventlog.Snapshots that counts its saves.
+type savedSnapshots struct{ saves int }
+
+func (s *savedSnapshots) SaveSnapshot(context.Context, eventlog.FoldSnapshot) error {
+	s.saves++
+	return nil
+}
+
+func (s *savedSnapshots) LoadSnapshot(context.Context, string) (eventlog.FoldSnapshot, bool, error) {
+	return eventlog.FoldSnapshot{}, false, nil
+}
+
+// A node that owns its log (ownedLog) saves its sessions' fold snapshots while
+// it holds the log, and refuses them, as its writes, once another node took it.
+func TestOwnedLogRefusesSnapshotsOnceTaken(t *testing.T) {
+	raw := &savedSnapshots{}
+	o := &logOwner{owned: make(chan struct{}), taken: make(chan struct{})}
+	s := ownedSnapshots{raw, o}
+	snap := eventlog.FoldSnapshot{SessionID: "s", Seq: 1, EventID: "s/1"}
+	close(o.owned)
+	if err := s.SaveSnapshot(context.Background(), snap); err != nil || raw.saves != 1 {
+		t.Fatalf("a save by the owner: %v, %d saves", err, raw.saves)
+	}
+	o.err = errLogTaken
+	close(o.taken)
+	if err := s.SaveSnapshot(context.Background(), snap); !errors.Is(err, errLogTaken) || raw.saves != 1 {
+		t.Fatalf("a save once the log was taken: %v, %d saves; want errLogTaken and none", err, raw.saves)
 	}
 }
