@@ -10,6 +10,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/eventlog/sqlite"
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/messages"
@@ -97,7 +98,7 @@ func BenchmarkLongSessionReactivate(b *testing.B) {
 // waitTaskEnd waits until the log holds the end of task id, reading the session's
 // events from *from on, and leaves *from past the events it read: a benchmark
 // reads the events of its own task, not the session's whole history again.
-func waitTaskEnd(tb testing.TB, lg *sqlite.Log, session, id string, from *uint64) {
+func waitTaskEnd(tb testing.TB, lg eventlog.Log, session, id string, from *uint64) {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		evs, err := lg.Read(context.Background(), session, *from)

@@ -728,8 +728,8 @@ type FoldSnapshot struct {
 }
 
 // Snapshots is the optional capability of a Log to keep one fold snapshot per
-// session (the SQLite log): a store without it has session actors fold their
-// sessions from the start. Find it with a type assertion.
+// session (the SQLite and ClickHouse logs): a store without it has session
+// actors fold their sessions from the start. Find it with a type assertion.
 type Snapshots interface {
 	// SaveSnapshot keeps s as its session's snapshot, in place of the one kept
 	// (whatever its Seq: one that no longer holds, beyond the log, must not stay

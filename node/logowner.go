@@ -320,3 +320,33 @@ func (l *ownedLog) DeleteEvents(ctx context.Context, stream string, seqs []uint6
 }
 
 func (l *ownedLog) CompactMin() int { return l.raw.CompactMin() }
+
+// ownedSnapshots are the fold snapshots of an owned log (eventlog.Snapshots):
+// a save is a write too, refused once another node took the log. (A stale
+// save that lands is harmless: a session actor checks a snapshot against the
+// log's event at its seq.)
+type ownedSnapshots struct {
+	eventlog.Snapshots
+	o *logOwner
+}
+
+func (s ownedSnapshots) SaveSnapshot(ctx context.Context, snap eventlog.FoldSnapshot) error {
+	if err := s.o.refusal(); err != nil {
+		return err
+	}
+	return s.Snapshots.SaveSnapshot(ctx, snap)
+}
+
+// snapshots returns the fold snapshots the node's sessions keep in its log
+// (SessionDeps.Snapshots): the log's own, past the node's wrappers (ownedLog,
+// of a ClickHouse log a node owns without Kafka); nil when it keeps none.
+func (n *Node) snapshots() eventlog.Snapshots {
+	if l, ok := n.log.(*ownedLog); ok {
+		if s, ok := l.raw.(eventlog.Snapshots); ok {
+			return ownedSnapshots{s, l.o}
+		}
+		return nil
+	}
+	s, _ := n.log.(eventlog.Snapshots)
+	return s
+}

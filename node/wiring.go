@@ -285,9 +285,9 @@ func (n *Node) newSessionHost(agents actors.Agents, effects actors.Effects) erro
 		LogWrites: n.outage.wrote,
 	}
 	deps.Live, deps.Recovered = n.sessionEvents, n.metrics.sessions.recovered
-	// The log itself keeps the sessions' fold snapshots (the SQLite log), past
-	// the wrappers of store; ClickHouse keeps none: its sessions fold from the start.
-	deps.Snapshots, _ = n.log.(eventlog.Snapshots)
+	// The log itself keeps the sessions' fold snapshots (SQLite, ClickHouse),
+	// past the wrappers of store.
+	deps.Snapshots = n.snapshots()
 	if n.parentEnds != nil {
 		// The late answers a session's failed tasks wait for (lateanswers.go).
 		deps.LateCalls = n.parentEnds.recovered

@@ -86,6 +86,9 @@ type Log struct {
 	// streams queued.
 	betweenSummary func(stream string)
 	beforeTake     func()
+
+	// lastSaved is the saved_us of the last fold snapshot saved (savedUS).
+	lastSaved atomic.Uint64
 }
 
 var (

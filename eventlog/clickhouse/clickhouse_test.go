@@ -180,11 +180,11 @@ func TestSchema(t *testing.T) {
 		}
 	}
 	tables := queryStrings(t, conn, "SELECT name FROM system.tables WHERE database = ? ORDER BY name", db)
-	if want := []string{"event_ids", "event_ids_mv", "events", "fenced_events", "fenced_events_mv", "memory_ops", "model_usage", "open_tasks", "open_tasks_mv", "ownership", "published_marks", "releases", "schema_migrations", "session_agents", "session_outcomes", "session_summaries", "session_summaries_mv", "session_tasks", "session_tasks_mv", "sessions", "sessions_mv", "tool_usage", "write_probes"}; !slices.Equal(tables, want) {
+	if want := []string{"event_ids", "event_ids_mv", "events", "fenced_events", "fenced_events_mv", "fold_snapshots", "memory_ops", "model_usage", "open_tasks", "open_tasks_mv", "ownership", "published_marks", "releases", "schema_migrations", "session_agents", "session_outcomes", "session_summaries", "session_summaries_mv", "session_tasks", "session_tasks_mv", "sessions", "sessions_mv", "tool_usage", "write_probes"}; !slices.Equal(tables, want) {
 		t.Fatalf("tables %q, want %q", tables, want)
 	}
 	versions := queryStrings(t, conn, "SELECT toString(version) FROM "+db+".schema_migrations FINAL ORDER BY version")
-	if !slices.Equal(versions, []string{"1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11", "12", "13", "14", "15"}) {
+	if !slices.Equal(versions, []string{"1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11", "12", "13", "14", "15", "16"}) {
 		t.Fatalf("schema_migrations holds %v", versions)
 	}
 	b, err := conn.PrepareBatch(ctx, "INSERT INTO "+db+".schema_migrations (version, name, applied_us)")

@@ -307,6 +307,8 @@ func literal(v any) (string, error) {
 		}
 		b.WriteByte('\'')
 		return b.String(), nil
+	case []byte:
+		return literal(string(v))
 	case int:
 		return strconv.Itoa(v), nil
 	case int8, int16, int32, int64:
@@ -624,6 +626,21 @@ func TestDumpStatements(t *testing.T) {
 	// mid-compaction), in the background at Open; here, with one stale stream.
 	r.at("repair summaries", answer{"ANY LEFT JOIN", [][]any{{eventlog.KnowledgeStreamPrefix + "docs'x"}}})
 	l.repairSummaries(ctx)
+
+	// Fold snapshots: two saves of one session (the latest saved is read), and the
+	// read of a session's latest, its state bytes of any value.
+	for i, seq := range []uint64{5, 4} {
+		r.at(fmt.Sprintf("save snapshot %d", i+1))
+		if err := l.SaveSnapshot(ctx, eventlog.FoldSnapshot{SessionID: sid, Seq: seq, EventID: fmt.Sprintf("%s/%d", sid, seq), EventSum: "e'1",
+			Rules: 10, Codec: "1/abc/def", Agents: "a\\b", State: []byte("st\x00a'te\xff"), Sum: "c"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.at("load snapshot")
+	r.expect("FROM fold_snapshots", 1)
+	if _, _, err := l.LoadSnapshot(ctx, sid); err != nil {
+		t.Fatal(err)
+	}
 
 	// Writable sends nothing while writes go through; once one failed, its probe.
 	r.at("writable")

@@ -99,6 +99,14 @@ type Config struct {
 	// a reader that closes at once would only stop it. A Log opened so still
 	// settles the summaries of its own compactions.
 	NoSummaryRepair bool
+	// MaxSnapshotBytes bounds the state of a fold snapshot (eventlog.Snapshots)
+	// that SaveSnapshot writes: a larger one is refused with ErrSnapshotTooLarge,
+	// before anything is sent, and the session's snapshot stays as it was (its
+	// session actor logs it and folds as without one). A state is about 3 KB a
+	// task of a long session (14 MB at 5,000 tasks); the native protocol and the
+	// server take one row of hundreds of megabytes, which the bound keeps from
+	// the writer's connections and the server's memory. Default 64 MiB.
+	MaxSnapshotBytes int
 	// CloseTimeout bounds how long Close waits for buffered appends to be written
 	// before it fails them with eventlog.ErrClosed. Default 10s.
 	CloseTimeout time.Duration
@@ -126,6 +134,7 @@ const (
 	DefaultRetryMaxBackoff     = 5 * time.Second
 	DefaultCloseTimeout        = 10 * time.Second
 	DefaultCompactMin          = 512
+	DefaultMaxSnapshotBytes    = 64 << 20
 )
 
 // SplitAddr splits a comma-separated list of addresses, such as the value of an
@@ -167,6 +176,7 @@ func (c Config) WithDefaults() Config {
 	setDuration(&c.RetryMaxBackoff, max(DefaultRetryMaxBackoff, c.RetryInitialBackoff))
 	setDuration(&c.CloseTimeout, DefaultCloseTimeout)
 	setInt(&c.CompactMin, DefaultCompactMin)
+	setInt(&c.MaxSnapshotBytes, DefaultMaxSnapshotBytes)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -230,6 +240,7 @@ func (c Config) Validate() error {
 		{"MaxBuffered", c.MaxBuffered},
 		{"MaxBufferedBytes", c.MaxBufferedBytes},
 		{"CompactMin", c.CompactMin},
+		{"MaxSnapshotBytes", c.MaxSnapshotBytes},
 	} {
 		if n.v < 0 {
 			errs = append(errs, fmt.Errorf("%s is %d, want >= 0", n.name, n.v))

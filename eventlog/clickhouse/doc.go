@@ -271,6 +271,23 @@
 // owners and table published_marks what they published (see Fencing), and table fenced_events the events written
 // under an epoch that was no longer current (see Fencing).
 //
+// # Fold snapshots
+//
+// Log implements eventlog.Snapshots with table fold_snapshots (schema 16): a
+// session actor passivated after a long history saves its folded state there,
+// and, re-activated, folds the events after it instead of the whole history.
+// Each save is an INSERT of a row stamped with when it was saved (saved_us,
+// rising per Log); a ReplacingMergeTree keeps each session's latest, and
+// LoadSnapshot takes the latest of the rows not merged yet, reading the state of
+// that one row (a granule a row). The last saved wins whatever its seq, as in the
+// SQLite log. Saves are not fenced: a stale owner may save the state of a
+// history that diverged, which the session actor, checking the log's event at
+// the snapshot's seq, does not use (actors.TestStaleOwnersSnapshotIsNotUsed). A state
+// beyond Config.MaxSnapshotBytes (64 MiB) is refused with ErrSnapshotTooLarge,
+// the session keeping the snapshot it had. A snapshot is a derived cache: the
+// pruning of streams leaves it (sessions are not pruned), and dropping the table's
+// rows costs only whole folds.
+//
 // # Large payloads
 //
 // A payload is a String column value: it is stored and returned byte for byte,

@@ -35,7 +35,7 @@ var schemaFS embed.FS
 
 // SchemaVersion is the schema version this build writes: the number of the last
 // file in schema/.
-const SchemaVersion = 15
+const SchemaVersion = 16
 
 // Migration is one numbered schema file.
 type Migration struct {
