@@ -1,5 +1,3 @@
-//go:build review
-
 package knowledge_test
 
 import (
