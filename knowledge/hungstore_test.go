@@ -1,5 +1,3 @@
-//go:build review
-
 package knowledge_test
 
 import (
@@ -132,7 +130,7 @@ func TestAHungVectorStoreDoesNotHoldUpTheBase(t *testing.T) {
 	if err := b.Refresh(testCtx(t)); err != nil {
 		t.Fatal(err)
 	}
-	if ids := storeIDs(t, f.store, "docs", 256); len(ids) != 3 {
+	if ids := storeIDs(t, store.Store, "docs", 256); len(ids) != 3 {
 		t.Errorf("the store holds %d vectors once it answers, want 3", len(ids))
 	}
 }
