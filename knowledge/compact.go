@@ -117,6 +117,7 @@ func (s *state) forget(deleted []uint64) {
 // another compaction of the base runs (it deletes them). Searches and writes of
 // the base go on while the log deletes (see compact).
 func (b *Base) Compact(ctx context.Context) (int, error) {
+	b.sync(ctx)
 	b.mu.Lock()
 	if err := b.fold(ctx); err != nil {
 		b.mu.Unlock()

@@ -23,8 +23,11 @@ import (
 // heading paths and text, and the chunks' vectors in the vector store), brought up
 // to date with the log before every operation. It is safe for concurrent use:
 // searches run in parallel with each other; a write holds the knowledge base for
-// the time of its append and of the projections' update, so a search sees every
-// document either as it was before a write or as it is after it, never a mix.
+// the time of its append and of the fold's update (its chunks and keyword index),
+// so a search sees every document either as it was before a write or as it is
+// after it, never a mix. The vector store is written after, without that lock
+// (sync): a store that is slow or does not answer holds up no search nor write
+// of the base, which search the fold's vectors until the store is in line.
 type Base struct {
 	bs     *Bases
 	cfg    *Config
@@ -39,17 +42,25 @@ type Base struct {
 	use     entity.Use // its passivation (Bases.bases)
 
 	mu sync.RWMutex
-	st *state
-	kw *pmem.KeywordIndex
+	// syncMu is held by the one sync of the store that runs at a time (sync),
+	// which calls the store without mu: a store that stops answering holds up
+	// no search and no write of the base, only the next sync.
+	syncMu sync.Mutex
+	st     *state
+	kw     *pmem.KeywordIndex
 	// dirty holds the chunks whose vector must be upserted (live) or deleted (gone)
-	// from the store: what a failed sync left is tried again by the next operation.
-	dirty map[string]struct{}
+	// from the store, each with the mark (gen) of its last change: what a failed
+	// sync left is tried again by the next operation, and a chunk changed while a
+	// sync wrote it stays dirty.
+	dirty map[string]uint64
+	gen   uint64
 	// stale says the store may disagree with the fold on any chunk: until a
 	// rebuild (rebuildVectors) after the first fold in this process succeeds (the
 	// store is persistent and may hold chunks from before a restart, among them
 	// chunks replaced or removed since, or lack those a process that died never
-	// wrote).
-	stale bool
+	// wrote). staleGen is the mark of the change that made it stale.
+	stale    bool
+	staleGen uint64
 	// trouble is the vector store's last failure, while it lasts (nil: none); a
 	// sync leaves the store alone until troubleRetry.
 	trouble      error
@@ -98,6 +109,10 @@ func releaseBase(b *Base, let func(synced uint64)) bool {
 		return false
 	}
 	defer b.mu.Unlock()
+	if !b.syncMu.TryLock() { // a sync writes the store
+		return false
+	}
+	defer b.syncMu.Unlock()
 	if !b.inLine() || b.backlog > 0 || b.compacting {
 		return false
 	}
@@ -121,7 +136,7 @@ func (b *Base) trustStore() {
 
 func newBase(bs *Bases, name string) *Base {
 	b := &Base{bs: bs, cfg: &bs.cfg, name: name, stream: Stream(name), coll: Collection(name),
-		st: newState(), kw: pmem.NewKeywordIndexWith(pmem.KeywordOptions{Tokenize: (&stemCache{}).terms}), dirty: map[string]struct{}{},
+		st: newState(), kw: pmem.NewKeywordIndexWith(pmem.KeywordOptions{Tokenize: (&stemCache{}).terms}), dirty: map[string]uint64{},
 		stale: true, parked: map[string]error{}}
 	b.s = entity.Stream{Log: bs.cfg.Log, ID: b.stream, Kind: "knowledge", IDPrefix: "kb-", Now: bs.cfg.Now, Conflict: ErrConflict,
 		Closed: func() error {
@@ -139,7 +154,7 @@ type baseFold struct{ *Base }
 
 func (f baseFold) Seq() uint64                     { return f.st.seq }
 func (f baseFold) Apply(e messages.Envelope) error { return f.apply(e) }
-func (f baseFold) Sync(ctx context.Context) error  { f.syncStore(ctx); return nil }
+func (f baseFold) Sync(context.Context) error      { f.countBacklog(); return nil }
 func (f baseFold) Applied(key string) bool {
 	_, ok := f.st.keys[key]
 	return ok
@@ -314,8 +329,9 @@ func indexText(c *chunk) string {
 	return strings.Join(c.headingPath, "\n") + "\n" + c.text
 }
 
-// fold folds the events appended since the last fold and brings the projections
-// up to date. The caller holds mu for writing.
+// fold folds the events appended since the last fold and brings the keyword
+// index up to date, marking the vectors to write (the caller calls sync once it
+// released mu). The caller holds mu for writing.
 func (b *Base) fold(ctx context.Context) error { return b.s.CatchUp(ctx, baseFold{b}) }
 
 // apply folds one event into the state and the keyword index, and marks the
@@ -332,12 +348,12 @@ func (b *Base) apply(e messages.Envelope) error {
 	}
 	for _, c := range eff.removed {
 		b.kw.Remove(c.id)
-		b.dirty[c.id] = struct{}{}
+		b.mark(c.id)
 		delete(b.parked, c.id)
 	}
 	for _, c := range eff.added {
 		b.kw.Put(c.id, indexText(c))
-		b.dirty[c.id] = struct{}{}
+		b.mark(c.id)
 		delete(b.parked, c.id) // a changed chunk gets another try
 	}
 	for _, c := range eff.added {
@@ -381,6 +397,15 @@ func (b *Base) useCollection(coll string) {
 	}
 	b.retired = slices.DeleteFunc(b.retired, func(c string) bool { return c == coll })
 	b.coll, b.stale = coll, true
+	b.gen++
+	b.staleGen = b.gen
+}
+
+// mark marks chunk id's vector to be written (or deleted) by the next sync. The
+// caller holds mu for writing.
+func (b *Base) mark(id string) {
+	b.gen++
+	b.dirty[id] = b.gen
 }
 
 // write makes one change (entity.Stream.Write): it folds the stream and, unless the
@@ -418,13 +443,120 @@ func (b *Base) vectorItem(c *chunk) vectorstore.Item {
 	return vectorstore.Item{ID: c.id, Vector: c.vector, Metadata: map[string]string{"kb": b.name, "source": c.source}}
 }
 
-// syncStore brings the vector store in line with the fold, unless it failed
-// lately (troubleRetry): a rebuild while stale, else the chunks marked dirty. A
-// failure is recorded (trouble) and told to Config.VectorTrouble; what it left is
-// tried again by a later operation. It never fails the operation: the events are
-// in the log, and searches use the fold's vectors while the store lags. The
-// caller holds mu for writing.
-func (b *Base) syncStore(ctx context.Context) {
+// sync brings the vector store in line with the fold, unless it failed lately
+// (troubleRetry) or another sync runs (which goes on while it finds more to
+// write): a rebuild while stale, else the chunks marked dirty. It reads what to
+// write under mu, writes it without mu, so that searches and writes of the base
+// go on while the store is slow or does not answer (they search the fold's
+// vectors meanwhile: Base.pool), then records under mu what was written,
+// leaving marked what changed meanwhile. A failure is recorded (trouble) and
+// told to Config.VectorTrouble; what it left is tried again by a later
+// operation. It never fails the operation: the events are in the log. The
+// caller does not hold mu.
+func (b *Base) sync(ctx context.Context) {
+	if !b.syncMu.TryLock() {
+		return
+	}
+	defer b.syncMu.Unlock()
+	for range syncRounds {
+		if !b.syncRound(ctx) {
+			return
+		}
+	}
+}
+
+// syncRounds bounds the rounds of one sync while writes keep marking vectors;
+// a later operation (or Bases.CatchUpVectors) writes the rest.
+const syncRounds = 8
+
+// syncPlan is what one round of sync writes, read from the fold under mu.
+type syncPlan struct {
+	gen     uint64
+	rebuild bool
+	coll    string
+	retired []string
+	// rebuild: every chunk the stream named, the live ones' items, and what
+	// storedVectors and the check of compacted events need.
+	ever  []string
+	live  map[string]vectorstore.Item
+	probe []float32
+	want  int
+	holes bool
+	seq   uint64
+	// not rebuild: the dirty chunks to delete and to upsert.
+	dels []string
+	ups  []vectorstore.Item
+}
+
+// syncRound runs one round of sync; it reports whether another may find more
+// to write. The caller holds syncMu, not mu.
+func (b *Base) syncRound(ctx context.Context) bool {
+	b.mu.Lock()
+	p, ok := b.planSync()
+	b.mu.Unlock()
+	if !ok {
+		return false
+	}
+	var err error
+	var refused []vectorstore.Parked
+	if p.rebuild {
+		refused, err = b.rebuildVectors(ctx, p)
+	} else {
+		refused, err = b.syncVectors(ctx, p)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	defer b.countBacklog()
+	for _, r := range refused {
+		if g, marked := b.dirty[r.Item.ID]; b.st.chunks[r.Item.ID] == nil || marked && g > p.gen {
+			continue // changed since: it gets another try
+		}
+		perr := fmt.Errorf("knowledge: %s: the vector of chunk %s (%s) was refused by %s: %w", b.name, r.Item.ID, r.Item.Metadata["source"], p.coll, r.Err)
+		b.parked[r.Item.ID] = perr
+		if b.cfg.VectorParked != nil {
+			b.cfg.VectorParked(b.name, p.coll, r.Item.ID, perr)
+		}
+	}
+	now := b.cfg.Now()
+	switch {
+	case err != nil && ctx.Err() != nil:
+		// The caller gave up: nothing is known of the store.
+		return false
+	case err != nil:
+		b.failed(err, now)
+		return false
+	}
+	if p.rebuild {
+		b.retired = slices.DeleteFunc(b.retired, func(c string) bool { return slices.Contains(p.retired, c) && c != b.coll })
+		if b.staleGen <= p.gen {
+			b.stale = false
+		}
+		maps.DeleteFunc(b.dirty, func(_ string, g uint64) bool { return g <= p.gen })
+	} else {
+		for _, id := range p.dels {
+			if g, ok := b.dirty[id]; ok && g <= p.gen {
+				delete(b.dirty, id)
+			}
+		}
+		for _, it := range p.ups {
+			if g, ok := b.dirty[it.ID]; ok && g <= p.gen {
+				delete(b.dirty, it.ID)
+			}
+		}
+	}
+	if b.trouble != nil {
+		b.trouble = nil
+		b.troubleWait = 0
+		if b.cfg.VectorTrouble != nil {
+			b.cfg.VectorTrouble(b.name, b.coll, nil)
+		}
+	}
+	return b.stale || len(b.dirty) > 0
+}
+
+// planSync reads what a round of sync writes; ok false when there is nothing to
+// write, or the store failed lately. The caller holds mu for writing.
+func (b *Base) planSync() (p syncPlan, ok bool) {
 	defer b.countBacklog()
 	b.searchMu.Lock()
 	met := b.searchTrouble
@@ -435,29 +567,52 @@ func (b *Base) syncStore(ctx context.Context) {
 		b.failed(met, now)
 	}
 	if b.trouble != nil && now.Before(b.troubleRetry) {
-		return
+		return p, false
 	}
-	var err error
-	if b.stale {
-		err = b.rebuildVectors(ctx)
-	} else {
-		err = b.syncVectors(ctx)
+	if !b.stale && len(b.dirty) == 0 {
+		if b.trouble != nil { // nothing to write: the store is in line again
+			b.trouble, b.troubleWait = nil, 0
+			if b.cfg.VectorTrouble != nil {
+				b.cfg.VectorTrouble(b.name, b.coll, nil)
+			}
+		}
+		return p, false
 	}
-	switch {
-	case err != nil && ctx.Err() != nil:
-		// The caller gave up: nothing is known of the store.
-	case err != nil:
-		b.failed(err, now)
-	case b.trouble != nil:
-		b.trouble = nil
-		b.troubleWait = 0
-		if b.cfg.VectorTrouble != nil {
-			b.cfg.VectorTrouble(b.name, b.coll, nil)
+	p = syncPlan{gen: b.gen, rebuild: b.stale, coll: b.coll, retired: slices.Clone(b.retired)}
+	if p.rebuild {
+		p.ever = slices.Sorted(maps.Keys(b.st.ever))
+		p.live = make(map[string]vectorstore.Item, len(b.st.chunks))
+		for id, c := range b.st.chunks {
+			if len(c.vector) > 0 {
+				p.live[id] = b.vectorItem(c)
+			}
+		}
+		for _, id := range slices.Sorted(maps.Keys(b.st.chunks)) {
+			if v := b.st.chunks[id].vector; len(v) > 0 {
+				p.probe = v
+				break
+			}
+		}
+		p.want, p.holes, p.seq = len(p.ever), b.st.holes, b.st.seq
+		if p.holes {
+			// The store may hold chunks the stream no longer names (see
+			// rebuildVectors): ask for as many as Milvus answers at most.
+			p.want = max(p.want, storedVectorsHoles)
+		}
+		return p, true
+	}
+	for _, id := range slices.Sorted(maps.Keys(b.dirty)) {
+		if c := b.st.chunks[id]; c != nil && len(c.vector) > 0 {
+			p.ups = append(p.ups, b.vectorItem(c))
+		} else {
+			p.dels = append(p.dels, id)
 		}
 	}
+	return p, true
 }
 
 // failed records a failure of the vector store and tells Config.VectorTrouble.
+// The caller holds mu for writing.
 func (b *Base) failed(err error, now time.Time) {
 	b.trouble = err
 	b.troubleWait = min(max(2*b.troubleWait, troubleWaitMin), troubleWaitMax)
@@ -477,33 +632,13 @@ func (b *Base) searchFailed(err error) {
 	b.searchMu.Unlock()
 }
 
-// syncVectors brings the vector store in line with the fold: the chunks marked
-// dirty are upserted when live and deleted when gone. What fails stays marked, for
-// the next operation to try again. The caller holds mu for writing.
-func (b *Base) syncVectors(ctx context.Context) error {
-	if len(b.dirty) == 0 {
-		return nil
+// syncVectors writes the dirty chunks of p: upserted when live, deleted when
+// gone. The caller holds syncMu, not mu.
+func (b *Base) syncVectors(ctx context.Context, p syncPlan) ([]vectorstore.Parked, error) {
+	if err := b.deleteVectorsFrom(ctx, p.coll, p.dels); err != nil {
+		return nil, err
 	}
-	var dels []string
-	var ups []vectorstore.Item
-	for _, id := range slices.Sorted(maps.Keys(b.dirty)) {
-		if c := b.st.chunks[id]; c != nil && len(c.vector) > 0 {
-			ups = append(ups, b.vectorItem(c))
-		} else {
-			dels = append(dels, id)
-		}
-	}
-	if err := b.deleteVectors(ctx, dels); err != nil {
-		return err
-	}
-	for _, id := range dels {
-		delete(b.dirty, id)
-	}
-	if err := b.upsertVectors(ctx, ups); err != nil {
-		return err
-	}
-	clear(b.dirty)
-	return nil
+	return b.upsertVectors(ctx, p.coll, p.ups)
 }
 
 // countBacklog counts the vectors the store still lacks or holds wrongly (the
@@ -524,38 +659,26 @@ func (b *Base) countBacklog() {
 	b.backlog = n
 }
 
-// rebuildVectors makes the vector store hold exactly the fold's vectors after the
-// first fold in this process: every chunk the stream ever named that is no longer
-// live is deleted, every live one upserted, in batches of VectorBatch. What the
-// store holds already as the fold has it (storedVectors) is not written again, so
-// that opening a base in line with its store (every node rag command, every start
-// of a node) writes nothing, and only the chunks of the stream it holds are
-// deleted. It is idempotent. The caller holds mu for writing.
-func (b *Base) rebuildVectors(ctx context.Context) error {
+// rebuildVectors makes the vector store hold exactly the fold's vectors of p
+// after the first fold in this process: every chunk the stream ever named that
+// is no longer live is deleted, every live one upserted, in batches of
+// VectorBatch. What the store holds already as the fold has it (storedVectors)
+// is not written again, so that opening a base in line with its store (every
+// node rag command, every start of a node) writes nothing, and only the chunks
+// of the stream it holds are deleted. It is idempotent. The caller holds syncMu,
+// not mu.
+func (b *Base) rebuildVectors(ctx context.Context, p syncPlan) ([]vectorstore.Parked, error) {
 	var dels []string
 	var ups []vectorstore.Item
-	ever := slices.Sorted(maps.Keys(b.st.ever))
-	want := len(ever)
-	if b.st.holes {
-		// The store may hold chunks the stream no longer names (see below): ask
-		// for as many as Milvus answers at most.
-		want = max(want, storedVectorsHoles)
-	}
-	stored := b.storedVectors(ctx, want)
-	live := func(id string) *chunk {
-		if c := b.st.chunks[id]; c != nil && len(c.vector) > 0 {
-			return c
-		}
-		return nil
-	}
-	for _, id := range ever {
-		c := live(id)
+	stored := b.storedVectors(ctx, p)
+	for _, id := range p.ever {
+		it, live := p.live[id]
 		switch {
-		case c != nil:
-			if it, ok := stored[id]; ok && sameVector(it, b.vectorItem(c)) {
+		case live:
+			if st, ok := stored[id]; ok && sameVector(st, it) {
 				continue
 			}
-			ups = append(ups, b.vectorItem(c))
+			ups = append(ups, it)
 		case stored == nil:
 			dels = append(dels, id)
 		default:
@@ -566,39 +689,33 @@ func (b *Base) rebuildVectors(ctx context.Context) error {
 			}
 		}
 	}
-	if stored != nil && b.st.holes {
+	if stored != nil && p.holes {
 		// Compaction deleted events that may have named chunks the store still
 		// holds: its items of the base that the fold does not hold are stale, if
 		// the stream gained nothing since the fold (a writer appends before it
 		// writes to the store, so any item listed is of an event stored by now).
 		var unknown []string
 		for id := range stored {
-			if _, named := b.st.ever[id]; !named {
+			if _, named := slices.BinarySearch(p.ever, id); !named { // p.ever is sorted
 				unknown = append(unknown, id)
 			}
 		}
 		if len(unknown) > 0 {
-			if newer, err := b.cfg.Log.Read(ctx, b.stream, b.st.seq+1); err == nil && len(newer) == 0 {
+			if newer, err := b.cfg.Log.Read(ctx, b.stream, p.seq+1); err == nil && len(newer) == 0 {
 				slices.Sort(unknown)
 				dels = append(dels, unknown...)
 			}
 		}
 	}
-	for len(b.retired) > 0 {
-		if err := b.deleteVectorsFrom(ctx, b.retired[0], ever); err != nil {
-			return err
+	for _, coll := range p.retired {
+		if err := b.deleteVectorsFrom(ctx, coll, p.ever); err != nil {
+			return nil, err
 		}
-		b.retired = b.retired[1:]
 	}
-	if err := b.deleteVectors(ctx, dels); err != nil {
-		return err
+	if err := b.deleteVectorsFrom(ctx, p.coll, dels); err != nil {
+		return nil, err
 	}
-	if err := b.upsertVectors(ctx, ups); err != nil {
-		return err
-	}
-	clear(b.dirty)
-	b.stale = false
-	return nil
+	return b.upsertVectors(ctx, p.coll, ups)
 }
 
 // storedVectors lists the items the store's collection holds for the knowledge
@@ -608,21 +725,12 @@ func (b *Base) rebuildVectors(ctx context.Context) error {
 // with, the store failing or refusing so large a K, more items than expected, a
 // base of more than storedVectorsMax chunks, whose copies would cost more memory
 // than writing them again costs time): the rebuild then writes everything.
-func (b *Base) storedVectors(ctx context.Context, ever int) map[string]vectorstore.Item {
-	if ever >= storedVectorsMax {
+func (b *Base) storedVectors(ctx context.Context, p syncPlan) map[string]vectorstore.Item {
+	ever := p.want
+	if ever >= storedVectorsMax || p.probe == nil {
 		return nil
 	}
-	var probe []float32
-	for _, id := range slices.Sorted(maps.Keys(b.st.chunks)) {
-		if v := b.st.chunks[id].vector; len(v) > 0 {
-			probe = v
-			break
-		}
-	}
-	if probe == nil {
-		return nil
-	}
-	hits, err := b.cfg.Vectors.Search(ctx, b.coll, vectorstore.Query{Vector: probe, K: ever + 1, Filter: map[string]string{"kb": b.name}})
+	hits, err := b.cfg.Vectors.Search(ctx, p.coll, vectorstore.Query{Vector: p.probe, K: ever + 1, Filter: map[string]string{"kb": b.name}})
 	if err != nil || len(hits) > ever {
 		return nil
 	}
@@ -646,27 +754,16 @@ func sameVector(a, b vectorstore.Item) bool {
 	return a.ID == b.ID && slices.Equal(a.Vector, b.Vector) && maps.Equal(a.Metadata, b.Metadata) && a.Text == b.Text
 }
 
-// upsertVectors upserts items in batches of VectorBatch. The items the store
-// refuses are parked and told to Config.VectorParked, the others written
+// upsertVectors upserts items into coll in batches of VectorBatch. The items the
+// store refuses are returned, to be parked (syncRound), the others written
 // (vectorstore.UpsertIsolating); an error that is no refusal (the store is down)
-// fails the rest. The caller holds mu for writing.
-func (b *Base) upsertVectors(ctx context.Context, items []vectorstore.Item) error {
-	refused, err := vectorstore.UpsertIsolating(ctx, b.cfg.Vectors, b.coll, items, VectorBatch)
-	for _, r := range refused {
-		perr := fmt.Errorf("knowledge: %s: the vector of chunk %s (%s) was refused by %s: %w", b.name, r.Item.ID, r.Item.Metadata["source"], b.coll, r.Err)
-		b.parked[r.Item.ID] = perr
-		if b.cfg.VectorParked != nil {
-			b.cfg.VectorParked(b.name, b.coll, r.Item.ID, perr)
-		}
-	}
+// fails the rest.
+func (b *Base) upsertVectors(ctx context.Context, coll string, items []vectorstore.Item) ([]vectorstore.Parked, error) {
+	refused, err := vectorstore.UpsertIsolating(ctx, b.cfg.Vectors, coll, items, VectorBatch)
 	if err != nil {
-		return fmt.Errorf("knowledge: %s: upserting %d vectors into %s: %w", b.name, len(items), b.coll, err)
+		return refused, fmt.Errorf("knowledge: %s: upserting %d vectors into %s: %w", b.name, len(items), coll, err)
 	}
-	return nil
-}
-
-func (b *Base) deleteVectors(ctx context.Context, ids []string) error {
-	return b.deleteVectorsFrom(ctx, b.coll, ids)
+	return refused, nil
 }
 
 func (b *Base) deleteVectorsFrom(ctx context.Context, coll string, ids []string) error {
@@ -678,11 +775,17 @@ func (b *Base) deleteVectorsFrom(ctx context.Context, coll string, ids []string)
 	return nil
 }
 
-// refresh folds what other writers appended since the last operation.
+// refresh folds what other writers appended since the last operation, and
+// syncs the store (sync).
 func (b *Base) refresh(ctx context.Context) error {
 	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.fold(ctx)
+	err := b.fold(ctx)
+	b.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	b.sync(ctx)
+	return nil
 }
 
 // Refresh folds what other writers (another process on the same log) appended to

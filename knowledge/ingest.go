@@ -184,6 +184,7 @@ func (b *Base) ingest(ctx context.Context, source string, body []byte, key strin
 	}
 	res = AddResult{Source: source, Status: StatusAdded, Hash: hash, Chunks: len(chunks), Tokens: tokens, Bytes: len(body), MarkdownBytes: len(md)}
 	defer b.compactIfDue(ctx) // after the unlock: searches and writes go on meanwhile
+	defer b.sync(ctx)         // after the unlock, before the compaction
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	var decidedRes AddResult
@@ -317,6 +318,7 @@ func (b *Base) Remove(ctx context.Context, source, key string) error {
 		return invalid // never stored: no fold needed to say so
 	}
 	defer b.compactIfDue(ctx) // after the unlock: searches and writes go on meanwhile
+	defer b.sync(ctx)         // after the unlock, before the compaction
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	applied, err := b.write(ctx, key, func() (messages.Payload, error) {

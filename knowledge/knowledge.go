@@ -376,8 +376,6 @@ func (bs *Bases) Base(ctx context.Context, name string) (*Base, error) {
 	b, stale, err := bs.bases.Open(name, now, func() *Base { return newBase(bs, name) }, func(b *Base) error {
 		b.mu.Lock()
 		defer b.mu.Unlock()
-		// The fold syncs the store (stale: a rebuild); a store that is down
-		// leaves it stale, for a later operation, and the base opens anyway.
 		return b.fold(ctx)
 	})
 	if err != nil {
@@ -387,6 +385,11 @@ func (bs *Bases) Base(ctx context.Context, name string) (*Base, error) {
 		if err := b.refresh(ctx); err != nil {
 			return nil, err
 		}
+	} else {
+		// The first sync (a rebuild) happens here, without the locks of the
+		// base and of the registry; a store that is down leaves the base
+		// stale, for a later operation, and the base opens anyway.
+		b.sync(ctx)
 	}
 	bs.bases.Sweep(now, bs.cfg.IdleTimeout, bs.cfg.MaxBases, false, name)
 	return b, nil

@@ -608,7 +608,7 @@ func TestEmbedderDimensionMismatch(t *testing.T) {
 	if _, err := b.AddText(testCtx(t), "b.md", "text two", ""); !errors.Is(err, knowledge.ErrEmbedder) || !strings.Contains(err.Error(), "dimension 256") {
 		t.Errorf("another embedder's dimension: %v", err)
 	}
-	if _, err := b.Search(testCtx(t), knowledge.Query{Text: "text"}); !errors.Is(err, knowledge.ErrInvalid) {
+	if _, err := b.Search(testCtx(t), knowledge.Query{Text: "text", Mode: knowledge.ModeVector}); !errors.Is(err, knowledge.ErrDimension) {
 		t.Errorf("a query of another dimension: %v", err)
 	}
 	if res, err := b.Search(testCtx(t), knowledge.Query{Text: "text", Mode: knowledge.ModeBM25}); err != nil || len(res.Hits) != 1 {

@@ -195,8 +195,9 @@ const (
 // (overlapping documents) kept once (the best), Config.Rerank applied to that pool, and the pool
 // cut to q.Limit. The model calls carry Request.Key derived from the knowledge base
 // and the query, so a recording gateway replays them. When the query embedder
-// fails, a hybrid search ranks by BM25 alone and a note says so; a vector search
-// fails with ErrEmbedder.
+// fails, or gives vectors of another dimension than the knowledge base's (its
+// server switched models), a hybrid search ranks by BM25 alone and a note says
+// so; a vector search fails with ErrEmbedder (ErrDimension for the dimension).
 func (b *Base) Search(ctx context.Context, q Query) (SearchResult, error) {
 	if err := q.check(b.cfg); err != nil {
 		return SearchResult{}, err
@@ -266,6 +267,12 @@ func (b *Base) Search(ctx context.Context, q Query) (SearchResult, error) {
 		qvecs = append(qvecs, hydeVec)
 	}
 	pool, note, err := b.pool(ctx, q, queries, qvecs)
+	if errors.Is(err, ErrDimension) && q.Mode == ModeHybrid {
+		// As when the embedder fails: the BM25 half answers, and says so.
+		res.Notes = append(res.Notes, "the query's vectors are not of the knowledge base's dimension, so the search ranked by BM25 alone, without the vector half: "+err.Error())
+		q.Mode = ModeBM25
+		pool, note, err = b.pool(ctx, q, queries, nil)
+	}
 	if err != nil {
 		return SearchResult{}, err
 	}
@@ -318,8 +325,10 @@ func (b *Base) pool(ctx context.Context, q Query, queries []string, qvecs [][]fl
 				continue
 			}
 			if len(v) != dim {
+				// The node's embedder changed model, not the request: an embedder
+				// fault (Search answers a hybrid search by BM25).
 				return nil, "", fmt.Errorf("%w: the query embedder gives %d dimensions, the knowledge base's vectors have %d: search with the embedder it was ingested with",
-					ErrInvalid, len(v), dim)
+					ErrDimension, len(v), dim)
 			}
 			var ids []string
 			if lag == nil {
