@@ -12,8 +12,9 @@ import (
 
 // setSchema4 turns the log in dir back into what a schema-4 build left: the full
 // epoch index, no running-sessions index, no released_us nor published_us in
-// ownership, user_version 4 (migrations 5, 6, 9 and 10 undone; the events table
-// keeps what 7 and 8 changed, which migrating it again from 4 redoes).
+// ownership, no fold_snapshots, user_version 4 (migrations 5, 6, 9, 10 and 11
+// undone; the events table keeps what 7 and 8 changed, which migrating it again
+// from 4 redoes).
 func setSchema4(t *testing.T, dir string) {
 	t.Helper()
 	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "events.db"))
@@ -27,6 +28,7 @@ func setSchema4(t *testing.T, dir string) {
 		`CREATE INDEX events_by_epoch ON events (session_id, epoch, seq)`,
 		`ALTER TABLE ownership DROP COLUMN released_us`,
 		`ALTER TABLE ownership DROP COLUMN published_us`,
+		`DROP TABLE IF EXISTS fold_snapshots`,
 		`PRAGMA user_version = 4`,
 	} {
 		if _, err := db.Exec(q); err != nil {
