@@ -314,7 +314,7 @@ func (n *Node) postApproval(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, ErrBadTask):
 		writeError(w, http.StatusBadRequest, "%v", err)
 	case errors.Is(err, ErrUnknownSession):
-		writeError(w, http.StatusNotFound, "no session %q", echoID(id))
+		writeError(w, http.StatusNotFound, "no session %s", QuoteHead(id))
 	case errors.Is(err, actors.ErrApprovalNotPending):
 		writeError(w, http.StatusConflict, "%v", err)
 	case errors.Is(err, actors.ErrSessionFailed):

@@ -504,7 +504,7 @@ func (n *Node) getSession(w http.ResponseWriter, r *http.Request) {
 	st, err := n.fold(r.Context(), id)
 	switch {
 	case errors.Is(err, ErrUnknownSession):
-		writeError(w, http.StatusNotFound, "no session %q", echoID(id))
+		writeError(w, http.StatusNotFound, "no session %s", QuoteHead(id))
 	case err != nil:
 		writeError(w, http.StatusInternalServerError, "session %s: %v", id, err)
 	default:
@@ -583,24 +583,7 @@ func (n *Node) listSessions(w http.ResponseWriter, r *http.Request) {
 // session list names their kind): it has no status and runs no task. Its events
 // are read as a session's are.
 func notASession(w http.ResponseWriter, id string) {
-	writeError(w, http.StatusNotFound, "no session %q: it is a stream of the log that is no session (GET /v1/sessions/{id}/events reads its events)", echoID(id))
-}
-
-// maxEchoedID bounds what an answer echoes of a session ID the client sent: a
-// path holds up to a megabyte of it.
-const maxEchoedID = 128
-
-// echoID is id as an answer echoes it: its first maxEchoedID bytes (cut at a
-// character's start) and "…" when it is longer.
-func echoID(id string) string {
-	if len(id) <= maxEchoedID {
-		return id
-	}
-	cut := maxEchoedID
-	for cut > 0 && !utf8.RuneStart(id[cut]) {
-		cut--
-	}
-	return id[:cut] + "…"
+	writeError(w, http.StatusNotFound, "no session %s: it is a stream of the log that is no session (GET /v1/sessions/{id}/events reads its events)", QuoteHead(id))
 }
 
 // maxEventsPage bounds GET /v1/sessions/{id}/events?limit=.
@@ -647,7 +630,7 @@ func (n *Node) getEvents(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		if !known {
-			writeError(w, http.StatusNotFound, "no session %q", echoID(id))
+			writeError(w, http.StatusNotFound, "no session %s", QuoteHead(id))
 			return
 		}
 	}
@@ -745,7 +728,7 @@ func (n *Node) cancel(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, "session %s: %v; the cancellation was not recorded: send it again", id, err)
 		return
 	case !ok:
-		writeError(w, http.StatusNotFound, "no session %q", echoID(id))
+		writeError(w, http.StatusNotFound, "no session %s", QuoteHead(id))
 		return
 	}
 	// The task running as the request came: one handled after it ended (sent
@@ -819,7 +802,7 @@ func (n *Node) stream(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusInternalServerError, "session %s: %v", id, err)
 			return
 		case !known:
-			writeError(w, http.StatusNotFound, "no session %q", echoID(id))
+			writeError(w, http.StatusNotFound, "no session %s", QuoteHead(id))
 			return
 		}
 	}
