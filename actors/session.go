@@ -162,9 +162,8 @@ type SessionDeps struct {
 	live   map[string]bool
 	// stored are the configurations the sessions stored (storeConfig).
 	stored *storedConfigs
-	// snapshots is Store if it keeps fold snapshots, and snapshotKey the key of
-	// the sessions' (nil when they save and use none).
-	snapshots   eventlog.Snapshots
+	// snapshotKey is the key of the sessions' fold snapshots (nil when they save
+	// and use none).
 	snapshotKey func() foldKey
 }
 
@@ -206,11 +205,10 @@ func (d *SessionDeps) withDefaults() {
 	if d.SnapshotAfter == 0 {
 		d.SnapshotAfter = 256
 	}
-	d.snapshots = d.Snapshots
-	if d.snapshots == nil {
-		d.snapshots, _ = d.Store.(eventlog.Snapshots)
+	if d.Snapshots == nil {
+		d.Snapshots, _ = d.Store.(eventlog.Snapshots)
 	}
-	if d.snapshots != nil && d.SnapshotAfter > 0 {
+	if d.Snapshots != nil && d.SnapshotAfter > 0 {
 		agents := d.agents
 		d.snapshotKey = sync.OnceValue(func() foldKey { return snapshotKey(agents) })
 	}
@@ -650,7 +648,7 @@ func (a *SessionActor) restoreSnapshot() ([]messages.Envelope, bool) {
 	if a.deps.snapshotKey == nil || a.republish {
 		return nil, false
 	}
-	snap, ok, err := a.deps.snapshots.LoadSnapshot(a.ioCtx(), a.id)
+	snap, ok, err := a.deps.Snapshots.LoadSnapshot(a.ioCtx(), a.id)
 	if err != nil {
 		a.deps.Logger.Warn("session fold snapshot not read: folding the whole history", "session", a.id, "error", err)
 		return nil, false
@@ -702,6 +700,10 @@ func (a *SessionActor) saveSnapshot() {
 		s.Active() != "" || !a.modelKey.IsZero() || len(a.inflight) > 0 || s.LastSeq < a.snapSeq+uint64(a.deps.SnapshotAfter) {
 		return
 	}
+	key := a.deps.snapshotKey()
+	if key.Codec == "" {
+		return // the build cannot be told (snapshotBuild)
+	}
 	b, err := encodeState(s)
 	if err != nil {
 		a.deps.Logger.Debug("session fold snapshot not saved", "session", a.id, "error", err)
@@ -719,13 +721,9 @@ func (a *SessionActor) saveSnapshot() {
 		a.deps.Logger.Debug("session fold snapshot not saved: the log's last event is not the state's", "session", a.id, "seq", s.LastSeq, "error", err)
 		return
 	}
-	key := a.deps.snapshotKey()
-	if key.Codec == "" {
-		return // the build cannot be told (snapshotBuild)
-	}
 	snap := eventlog.FoldSnapshot{SessionID: a.id, Seq: s.LastSeq, EventID: s.lastID, EventSum: eventSum(last[0]),
 		Rules: key.Rules, Codec: key.Codec, Agents: key.Agents, State: b, Sum: stateSum(b)}
-	if err := a.deps.snapshots.SaveSnapshot(a.ioCtx(), snap); err != nil {
+	if err := a.deps.Snapshots.SaveSnapshot(a.ioCtx(), snap); err != nil {
 		level := slog.LevelWarn
 		if errors.Is(err, eventlog.ErrClosed) {
 			level = slog.LevelDebug // the node closed its log before its sessions stopped
