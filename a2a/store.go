@@ -329,14 +329,17 @@ func (s *TaskStore) rebuildFrom(ctx context.Context, id sdk.TaskID, from uint64)
 	if err != nil {
 		return nil, 0, err
 	}
-	var submitted uint64
+	return task, submittedOf(events, envID).Seq, nil
+}
+
+// submittedOf is the task.submitted event envID among events; nil when none is.
+func submittedOf(events []messages.Envelope, envID string) *messages.Envelope {
 	for i := range events {
 		if events[i].Type == messages.TypeTaskSubmitted && events[i].ID == envID {
-			submitted = events[i].Seq
-			break
+			return &events[i]
 		}
 	}
-	return task, submitted, nil
+	return nil
 }
 
 // taskOf tells task id (the task.submitted envID of session) from the session's
@@ -345,13 +348,7 @@ func (s *TaskStore) rebuildFrom(ctx context.Context, id sdk.TaskID, from uint64)
 // events have no such task.
 func taskOf(id sdk.TaskID, session, envID string, events []messages.Envelope) (*sdk.Task, *taskRun, error) {
 	run := newTaskRun()
-	var submitted *messages.Envelope
-	for i := range events {
-		if events[i].Type == messages.TypeTaskSubmitted && events[i].ID == envID {
-			submitted = &events[i]
-			break
-		}
-	}
+	submitted := submittedOf(events, envID)
 	if submitted == nil {
 		return nil, nil, sdk.ErrTaskNotFound
 	}
