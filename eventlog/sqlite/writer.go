@@ -101,6 +101,12 @@ type appendReq struct {
 	pooled  bool                   // from Log.reqPool, to go back once answered
 }
 
+// appends reports whether r appends events: Own, Release, prune, compaction and
+// snapshot calls and probes do not.
+func (r *appendReq) appends() bool {
+	return r.own == nil && r.free == nil && r.prune == nil && r.compact == nil && r.snap == nil && !r.probe
+}
+
 // ownReq is an Own (or TakeOver) call: the writer sets epoch, and previous,
 // before it answers.
 type ownReq struct {
@@ -648,7 +654,7 @@ func (l *Log) writeGroup(group []*appendReq) {
 	}
 	l.wrote(err)
 	for _, r := range live {
-		if r.own == nil && r.free == nil && r.prune == nil && r.compact == nil && r.snap == nil && !r.probe { // Own, Release, prune, compaction and snapshot calls and probes are not appends
+		if r.appends() {
 			l.stats.appends.Add(1)
 		}
 	}
@@ -769,7 +775,7 @@ func (l *Log) commitGroup(reqs []*appendReq, savepoints bool) ([]error, error) {
 			err error
 		)
 		starts, tails := len(l.w.starting), len(l.w.tailing) // a request undone takes its starts and tails with it
-		if r.own != nil || r.free != nil || r.prune != nil || r.compact != nil || r.snap != nil || r.probe {
+		if !r.appends() {
 			err = l.flushRows(ctx) // a prune deletes rows; none of them looks up events, but none is an append either
 		}
 		switch {
