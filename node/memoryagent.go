@@ -156,9 +156,8 @@ func (w *afterTaskWriter) observe(sessionID string, events []messages.Envelope) 
 			if len(w.inputs) >= afterTaskInputs {
 				continue
 			}
-			if p, err := e.Decode(); err == nil {
-				ts := p.(*messages.TaskSubmitted)
-				w.inputs[e.ID] = taskInput{input: ts.Input, agent: ts.Agent}
+			if in, err := taskInputOf(e); err == nil {
+				w.inputs[e.ID] = in
 			}
 		case messages.TypeTaskFailed:
 			delete(w.inputs, e.CorrelationID)
@@ -186,14 +185,18 @@ func (w *afterTaskWriter) rememberLogged(ctx context.Context, job afterTaskJob) 
 	}
 	giveUp := time.Now().Add(afterTaskRetryFor)
 	wait := afterTaskRetryFirst
+	var err error
+	defer func() {
+		if err != nil {
+			w.n.cfg.Logger.Warn("memory write after task failed; the task's result stands", "session", job.session,
+				"seq", job.completed.Seq, "err", err)
+		}
+	}()
 	for {
-		err := w.remember(ctx, job)
-		if err == nil {
+		if err = w.remember(ctx, job); err == nil {
 			return
 		}
 		if !errors.Is(err, llm.ErrTransient) || ctx.Err() != nil || time.Now().Add(wait).After(giveUp) {
-			w.n.cfg.Logger.Warn("memory write after task failed; the task's result stands", "session", job.session,
-				"seq", job.completed.Seq, "err", err)
 			return
 		}
 		w.n.cfg.Logger.Info("memory write after task failed for now; it is tried again", "session", job.session,
@@ -202,8 +205,6 @@ func (w *afterTaskWriter) rememberLogged(ctx context.Context, job afterTaskJob) 
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			w.n.cfg.Logger.Warn("memory write after task failed; the task's result stands", "session", job.session,
-				"seq", job.completed.Seq, "err", err)
 			return
 		case <-t.C:
 		}
@@ -280,6 +281,7 @@ func (w *afterTaskWriter) recoverPending(ctx context.Context, pick func(string) 
 	}
 	slices.Reverse(infos) // the oldest first
 	recovered := 0
+	refreshed := map[string]*memory.Namespace{} // each namespace read from the log once a pass
 	for _, s := range infos {
 		if ctx.Err() != nil {
 			return
@@ -296,9 +298,8 @@ func (w *afterTaskWriter) recoverPending(ctx context.Context, pick func(string) 
 		for _, e := range events {
 			switch e.Type {
 			case messages.TypeTaskSubmitted:
-				if p, err := e.Decode(); err == nil {
-					ts := p.(*messages.TaskSubmitted)
-					inputs[e.ID] = taskInput{input: ts.Input, agent: ts.Agent}
+				if in, err := taskInputOf(e); err == nil {
+					inputs[e.ID] = in
 				}
 			case messages.TypeTaskCompleted:
 				if e.TS < since {
@@ -306,7 +307,7 @@ func (w *afterTaskWriter) recoverPending(ctx context.Context, pick func(string) 
 				}
 				in, ok := inputs[e.CorrelationID]
 				job := afterTaskJob{session: s.ID, completed: e, input: in, haveInput: ok}
-				if w.remembered(ctx, job) {
+				if w.remembered(ctx, job, refreshed) {
 					continue
 				}
 				recovered++
@@ -323,17 +324,23 @@ func (w *afterTaskWriter) recoverPending(ctx context.Context, pick func(string) 
 // the namespace's stream in the log says (on any node: the owner of the
 // namespace appends its writes before it answers). When the log cannot tell, it
 // reports false: the write is made again under its key, which writes nothing twice.
-func (w *afterTaskWriter) remembered(ctx context.Context, job afterTaskJob) bool {
+// refreshed holds the namespaces this recovery pass brought up to date with the
+// log already: each is read once a pass, not once a task.
+func (w *afterTaskWriter) remembered(ctx context.Context, job afterTaskJob, refreshed map[string]*memory.Namespace) bool {
 	if w.n.memories == nil {
 		return false
 	}
 	name := w.n.cfg.memoryNamespace(job.input.agent)
-	ns, err := w.n.memories.Namespace(ctx, name)
-	if err != nil {
-		return false
-	}
-	if err := ns.Refresh(ctx); err != nil {
-		return false
+	ns := refreshed[name]
+	if ns == nil {
+		var err error
+		if ns, err = w.n.memories.Namespace(ctx, name); err != nil {
+			return false
+		}
+		if err := ns.Refresh(ctx); err != nil {
+			return false
+		}
+		refreshed[name] = ns
 	}
 	return ns.RememberedUnder(afterTaskKey(job))
 }
@@ -434,15 +441,20 @@ func (w *afterTaskWriter) inputOf(ctx context.Context, session, taskID string) (
 	}
 	for _, e := range events {
 		if e.ID == taskID && e.Type == messages.TypeTaskSubmitted {
-			p, err := e.Decode()
-			if err != nil {
-				return taskInput{}, err
-			}
-			ts := p.(*messages.TaskSubmitted)
-			return taskInput{input: ts.Input, agent: ts.Agent}, nil
+			return taskInputOf(e)
 		}
 	}
 	return taskInput{}, fmt.Errorf("node: no task.submitted %s in session %s", taskID, session)
+}
+
+// taskInputOf reads a task's input and agent from its task.submitted event e.
+func taskInputOf(e messages.Envelope) (taskInput, error) {
+	p, err := e.Decode()
+	if err != nil {
+		return taskInput{}, err
+	}
+	ts := p.(*messages.TaskSubmitted)
+	return taskInput{input: ts.Input, agent: ts.Agent}, nil
 }
 
 // close stops the worker once it has remembered the tasks queued (node run closes
