@@ -531,27 +531,25 @@ func (b *Base) syncRound(ctx context.Context) bool {
 		if b.staleGen <= p.gen {
 			b.stale = false
 		}
-		maps.DeleteFunc(b.dirty, func(_ string, g uint64) bool { return g <= p.gen })
-	} else {
-		for _, id := range p.dels {
-			if g, ok := b.dirty[id]; ok && g <= p.gen {
-				delete(b.dirty, id)
-			}
-		}
-		for _, it := range p.ups {
-			if g, ok := b.dirty[it.ID]; ok && g <= p.gen {
-				delete(b.dirty, it.ID)
-			}
-		}
 	}
-	if b.trouble != nil {
-		b.trouble = nil
-		b.troubleWait = 0
-		if b.cfg.VectorTrouble != nil {
-			b.cfg.VectorTrouble(b.name, b.coll, nil)
-		}
-	}
+	// The chunks marked when the round was planned were all written (planSync puts
+	// each in ups or dels, or the rebuild wrote them all); one marked since has a
+	// later mark, and stays.
+	maps.DeleteFunc(b.dirty, func(_ string, g uint64) bool { return g <= p.gen })
+	b.recovered()
 	return b.stale || len(b.dirty) > 0
+}
+
+// recovered clears the vector store's last failure, if any, and tells
+// Config.VectorTrouble that it is over. The caller holds mu for writing.
+func (b *Base) recovered() {
+	if b.trouble == nil {
+		return
+	}
+	b.trouble, b.troubleWait = nil, 0
+	if b.cfg.VectorTrouble != nil {
+		b.cfg.VectorTrouble(b.name, b.coll, nil)
+	}
 }
 
 // planSync reads what a round of sync writes; ok false when there is nothing to
@@ -570,27 +568,20 @@ func (b *Base) planSync() (p syncPlan, ok bool) {
 		return p, false
 	}
 	if !b.stale && len(b.dirty) == 0 {
-		if b.trouble != nil { // nothing to write: the store is in line again
-			b.trouble, b.troubleWait = nil, 0
-			if b.cfg.VectorTrouble != nil {
-				b.cfg.VectorTrouble(b.name, b.coll, nil)
-			}
-		}
+		b.recovered() // nothing to write: the store is in line again
 		return p, false
 	}
 	p = syncPlan{gen: b.gen, rebuild: b.stale, coll: b.coll, retired: slices.Clone(b.retired)}
 	if p.rebuild {
 		p.ever = slices.Sorted(maps.Keys(b.st.ever))
 		p.live = make(map[string]vectorstore.Item, len(b.st.chunks))
+		var probe string // the probe is the vector of the live chunk of the least ID
 		for id, c := range b.st.chunks {
 			if len(c.vector) > 0 {
 				p.live[id] = b.vectorItem(c)
-			}
-		}
-		for _, id := range slices.Sorted(maps.Keys(b.st.chunks)) {
-			if v := b.st.chunks[id].vector; len(v) > 0 {
-				p.probe = v
-				break
+				if p.probe == nil || id < probe {
+					probe, p.probe = id, c.vector
+				}
 			}
 		}
 		p.want, p.holes, p.seq = len(p.ever), b.st.holes, b.st.seq
