@@ -806,7 +806,7 @@ func (n *Node) stream(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	w, extend, stopKeepAlive := n.startSSE(w)
+	w, stopKeepAlive := n.startSSE(w)
 	defer stopKeepAlive()
 	fl = w.(http.Flusher)
 	if r.Method == http.MethodHead {
@@ -824,7 +824,6 @@ func (n *Node) stream(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return false
 		}
-		extend()
 		if _, err := fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", e.Seq, e.Type, b); err != nil {
 			return false
 		}
@@ -836,7 +835,6 @@ func (n *Node) stream(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return false
 		}
-		extend()
 		_, err = fmt.Fprintf(w, "event: %s\ndata: %s\n\n", e.Type, b)
 		return err == nil
 	}
@@ -1006,23 +1004,23 @@ func (n *Node) sessionKnown(ctx context.Context, id string, last uint64) (bool, 
 
 // startSSE starts a Server-Sent Events answer, to be written and flushed through
 // the writer it returns: the stream outlives the server's read and write timeouts
-// (the request has no body left to read, and each write gets a deadline of its own,
-// which extend pushes back), and a stream silent for half the write timeout (15 s
+// (the request has no body left to read, and each write through it gets a deadline
+// of its own, deadlined), and a stream silent for half the write timeout (15 s
 // at most) gets a keep-alive comment (internal/ssekeepalive, as A2A's and MCP's
 // streams) that extends the deadline before it passes (HTTP/2 resets a stream
 // whose deadline passed even between writes). stop ends the keep-alive: the
 // handler calls it before it returns.
-func (n *Node) startSSE(w http.ResponseWriter) (sse http.ResponseWriter, extend, stop func()) {
+func (n *Node) startSSE(w http.ResponseWriter) (sse http.ResponseWriter, stop func()) {
 	rc := http.NewResponseController(w)
 	_ = rc.SetReadDeadline(time.Time{})
 	writeTimeout := n.cfg.HTTP.WriteTimeout
-	extend = func() { _ = rc.SetWriteDeadline(time.Now().Add(writeTimeout)) }
+	extend := func() { _ = rc.SetWriteDeadline(time.Now().Add(writeTimeout)) }
 	extend()
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	sse, stop = ssekeepalive.Wrap(deadlined{w, extend}, max(min(15*time.Second, writeTimeout/2), time.Millisecond))
 	sse.WriteHeader(http.StatusOK)
-	return sse, extend, stop
+	return sse, stop
 }
 
 // deadlined is a stream's writer whose every write (a keep-alive comment too)

@@ -542,27 +542,26 @@ func (n *Node) sessionsStream(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer leave()
-	w, extend, stopKeepAlive := n.startSSE(w)
+	w, stopKeepAlive := n.startSSE(w)
 	defer stopKeepAlive()
 	fl = w.(http.Flusher)
 	fl.Flush()
 	if r.Method == http.MethodHead {
 		return // the headers only, as stream's
 	}
-	n.serveFeed(r.Context(), w, fl.Flush, extend, sub, filter)
+	n.serveFeed(r.Context(), w, fl.Flush, sub, filter)
 }
 
 // serveFeed writes sub's changes that filter wants to w until ctx ends, the node
 // closes its streams or a write fails; the keep-alive of its writer (startSSE) keeps proxies
 // from closing an idle stream.
-func (n *Node) serveFeed(ctx context.Context, w io.Writer, flush, extend func(), sub *feedSub, filter feedFilter) {
+func (n *Node) serveFeed(ctx context.Context, w io.Writer, flush func(), sub *feedSub, filter feedFilter) {
 	// resync drops what is queued, which misses changes, and has the client list the
 	// sessions again.
 	resync := func() bool {
 		for len(sub.ch) > 0 { // this goroutine is the only reader
 			<-sub.ch
 		}
-		extend()
 		if _, err := io.WriteString(w, "event: resync\ndata: {}\n\n"); err != nil {
 			return false
 		}
@@ -608,7 +607,6 @@ func (n *Node) serveFeed(ctx context.Context, w io.Writer, flush, extend func(),
 			if err != nil {
 				return
 			}
-			extend()
 			if _, err := fmt.Fprintf(w, "event: session\ndata: %s\n\n", b); err != nil {
 				return
 			}

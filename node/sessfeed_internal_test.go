@@ -75,7 +75,7 @@ func TestSessionFeedSubscriberThatNeverReadsGetsResyncAndSlowsNothing(t *testing
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		n.serveFeed(ctx, &out, func() {}, func() {}, sub, feedFilter{})
+		n.serveFeed(ctx, &out, func() {}, sub, feedFilter{})
 	}()
 	waitFor := func(what string, ok func(string) bool) {
 		t.Helper()
@@ -145,7 +145,7 @@ func TestSessionFeedStreamsEndWithTheBusSubscription(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		n.serveFeed(context.Background(), &lockedBuf{}, func() {}, func() {}, sub, feedFilter{})
+		n.serveFeed(context.Background(), &lockedBuf{}, func() {}, sub, feedFilter{})
 	}()
 	n.feed.busEnded()
 	n.feed.busEnded() // twice: closes nothing twice
@@ -230,7 +230,7 @@ func TestSessionFeedMakesEachRowOnceForAllSubscribers(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			defer leave()
-			n.serveFeed(ctx, out, func() {}, func() {}, sub, feedFilter{})
+			n.serveFeed(ctx, out, func() {}, sub, feedFilter{})
 		}()
 	}
 	reads := func(session string) int {
@@ -294,7 +294,7 @@ func TestSessionFeedReadsOnlyTheEventsAfterASessionsLastRow(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		n.serveFeed(ctx, out, func() {}, func() {}, sub, feedFilter{})
+		n.serveFeed(ctx, out, func() {}, sub, feedFilter{})
 	}()
 	defer func() { cancel(); <-done }()
 	const tasks = 3
