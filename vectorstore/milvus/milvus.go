@@ -459,12 +459,18 @@ func (s *Store) gone(name string, c *collection, err error) bool {
 	if !errors.As(err, &missing) && !strings.Contains(msg, "collection not found") && !strings.Contains(msg, "can't find collection") {
 		return false
 	}
+	s.forget(name, c)
+	return true
+}
+
+// forget drops c, known as collection name, from what the Store knows, unless
+// another lookup replaced it already: the next lookup asks the server again.
+func (s *Store) forget(name string, c *collection) {
 	s.cmu.Lock()
 	defer s.cmu.Unlock()
 	if s.colls[name] == c {
 		delete(s.colls, name)
 	}
-	return true
 }
 
 // released reports whether err, from a search (or a Session delete's query) of collection c (called name), says
@@ -476,11 +482,7 @@ func (s *Store) released(name string, c *collection, err error) bool {
 	if !strings.Contains(err.Error(), "not loaded") {
 		return false
 	}
-	s.cmu.Lock()
-	defer s.cmu.Unlock()
-	if s.colls[name] == c {
-		delete(s.colls, name)
-	}
+	s.forget(name, c)
 	return true
 }
 
@@ -493,11 +495,7 @@ func (s *Store) released(name string, c *collection, err error) bool {
 // dimension, and sent those of the old, which the server refused as items
 // (ErrRefused) or failed to search.
 func (s *Store) remade(ctx context.Context, name string, c *collection) bool {
-	s.cmu.Lock()
-	if s.colls[name] == c {
-		delete(s.colls, name)
-	}
-	s.cmu.Unlock()
+	s.forget(name, c)
 	fresh, err := s.describe(ctx, name)
 	return err == nil && (fresh == nil || fresh.dim != c.dim)
 }
