@@ -22,22 +22,27 @@ func bigTeamTask() string {
 
 // teamsNode starts a node of examples/teams.yaml on the offline model, recording
 // its tasks under decision rules pin (0: this build's).
-func teamsNode(t *testing.T, pin int) *node.Node {
+func teamsNode(t *testing.T, pin int) (*node.Node, actors.Agents) {
 	t.Helper()
 	file, err := nodeconfig.LoadAgents(filepath.Join("..", "examples", "teams.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return nodetest.Start(t, node.Config{Model: llm.Offline{}, Agents: file.NodeAgents(), DecisionRules: pin})
+	cfg := node.Config{Model: llm.Offline{}, Agents: file.NodeAgents(), DecisionRules: pin}
+	all, err := cfg.AllAgents()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nodetest.Start(t, cfg), all
 }
 
 // From decision rules 11 a team bounds its hand-overs (actors.MaxHandOverArguments):
 // a task near the ingress's 1 MiB reaches each member cut in its middle, its head
 // and tail kept around a note, and every pattern completes, where under rules 10
 // the hand-over's arguments were past the delegate tool's bound and the team
-// failed (member_failed) on them.
+// failed (member_failed) on them. The team's session verifies.
 func TestTeamHandsOverAnInputNear1MiB(t *testing.T) {
-	n := teamsNode(t, 0)
+	n, all := teamsNode(t, 0)
 	input := bigTeamTask()
 	for _, team := range []string{"desk", "compute_then_write", "panel", "frontdesk"} {
 		session := "big-" + strings.ReplaceAll(team, "_", "-")
@@ -56,6 +61,9 @@ func TestTeamHandsOverAnInputNear1MiB(t *testing.T) {
 				t.Errorf("team %s: a hand-over of %d bytes", team, len(r.Arguments))
 			}
 		}
+		if div, err := actors.VerifyAmong(all, events); err != nil || div != nil {
+			t.Errorf("team %s: verify: %+v %v", team, div, err)
+		}
 		task, _ := childTask(t, n, ids[0])
 		at := strings.Index(task.Input, "\n[… ")
 		if !strings.HasPrefix(task.Input, "Write a haiku about tea. tea") || at < 0 ||
@@ -69,7 +77,7 @@ func TestTeamHandsOverAnInputNear1MiB(t *testing.T) {
 // A team task recorded under decision rules 10 hands over as it did: whole, past
 // the delegate tool's bound, and the team fails on it.
 func TestTeamHandOverUnderRules10AsBefore(t *testing.T) {
-	n := teamsNode(t, 10)
+	n, _ := teamsNode(t, 10)
 	res, err := n.RunTask(context.Background(), node.Task{Input: bigTeamTask(), SessionID: "big-desk", Agent: "desk"})
 	if err != nil || res.Status != messages.StatusFailed || res.Reason != messages.ReasonMemberFailed ||
 		!strings.Contains(res.Error, "invalid arguments: the arguments are") {
