@@ -181,7 +181,23 @@ import (
 //     node's now (an agents file that gained an agent changed the prompt of a
 //     delegating task's call in flight, and replay verify of its session
 //     diverged).
-const ContextRules = 10
+//   - 11: a delegate call is admitted against what is left of its task's token
+//     budget: the calls requested side by side (a reply's, a team's fan-out) share
+//     it only as far as each share holds MinSubAgentTokens; past that, the first of
+//     them in the order requested start, each with an equal share of at least
+//     that, and the others are error results the parent's model (or team) sees,
+//     starting no child (node's childBudget, SharesFloored). Under 1 to 10 each
+//     got its share however small (64 calls on 900 tokens: 14 each), and, as a
+//     budget stops a task after the model call that reached it, each child still
+//     made its call: the tree spent 33 times its budget. And a team's hand-over
+//     (a delegate call's arguments: the member's task, the team's brief and
+//     state) is bounded by MaxHandOverArguments (team.go's handOverArgs): past
+//     it, the team's task is cut in its middle and the state's values are cut
+//     shorter, each with a note, where under 1 to 10 a task near the ingress's 1
+//     MiB made a hand-over past the delegate tool's bound, and the team failed
+//     (member_failed) on arguments the user never wrote. Prompts are version 10's,
+//     but for such a member's task.
+const ContextRules = 11
 
 // The versions of the rules whose changes the code tests for by name (ContextRules
 // lists them all).
@@ -273,7 +289,30 @@ const (
 	// add up to it, within the float64 sum's error (costReached): older rules
 	// let ten calls of $0.10 (0.9999999999999999) under $1 make an eleventh.
 	rulesCostTolerance = 10
+	// rulesShareFloor is the version whose delegate calls are admitted against
+	// their task's token budget, each child's share at least MinSubAgentTokens
+	// (SharesFloored): older rules gave each its share however small.
+	rulesShareFloor = 11
+	// rulesHandOverWithin is the version whose team bounds a hand-over's
+	// arguments by MaxHandOverArguments (handOverArgs): older rules made them
+	// whole, past the delegate tool's bound.
+	rulesHandOverWithin = 11
 )
+
+// MinSubAgentTokens is the least share of its task's token budget a sub-agent
+// starts with under decision rules 11 (SharesFloored): what one model call of
+// an agent (its system prompt, its tools' schemas, its task, an answer) holds at
+// the least. A child's budget only stops it after the call that reached it, so a
+// share below it is spent by the child's first call whatever it is.
+const MinSubAgentTokens = 500
+
+// SharesFloored reports whether the delegate calls of a task recorded as spec
+// are admitted against its token budget, each child's share at least
+// MinSubAgentTokens: from rules 11 (rulesShareFloor).
+func SharesFloored(spec *messages.TaskSubmitted) bool {
+	v := rulesOf(spec)
+	return v >= rulesShareFloor && supportedRules(v)
+}
 
 // MinContextRules is the oldest version of the decision rules this build still
 // has. A task recorded under an older one, or a newer one (a later build's), is

@@ -887,8 +887,7 @@ func (r *teamRun) decide(v *view) *Decision {
 					return &Decision{Payload: f, CausationID: cause(w.cause), TaskID: v.t.ID}
 				}
 			}
-			args, _ := json.Marshal(DelegateArgs{Agent: w.member, Task: r.taskText(v, w)}) // strings always encode
-			return v.call(w.purpose, w.id, DelegateTool, string(args), cause(w.cause))
+			return v.call(w.purpose, w.id, DelegateTool, r.handOverArgs(v, w), cause(w.cause))
 		}
 	}
 	if r.needRoute && r.routeKey == "" {
@@ -933,9 +932,15 @@ func memberLine(m TeamMember) string {
 // role, the team's state, the protocol it may use). It is built from folded state
 // only, so a refold or a replay builds the same bytes.
 func (r *teamRun) taskText(v *view, w *teamWant) string {
+	return r.taskTextOf(v, w, r.input, r.state.render(r.team.cfg.Members, r.rules))
+}
+
+// taskTextOf is taskText of the team's task input and its state rendered as
+// state ("": none).
+func (r *teamRun) taskTextOf(v *view, w *teamWant, input, state string) string {
 	cfg := r.team.cfg
 	var b strings.Builder
-	b.WriteString(r.input)
+	b.WriteString(input)
 	b.WriteString(llm.TeamBrief)
 	fmt.Fprintf(&b, "You are %q, working for team %q (pattern %s). ", w.member, v.a.Name, cfg.Pattern)
 	switch w.purpose {
@@ -981,8 +986,8 @@ func (r *teamRun) taskText(v *view, w *teamWant) string {
 	default:
 		fmt.Fprintf(&b, "\nTo share facts with the team, end your answer with a line for each: %s <key> = <value>; a %s line elsewhere is not read", llm.TeamStateLine, llm.TeamStateLine)
 	}
-	if s := r.state.render(cfg.Members, r.rules); s != "" {
-		b.WriteString("\n\n" + s)
+	if state != "" {
+		b.WriteString("\n\n" + state)
 	}
 	return b.String()
 }
@@ -1032,6 +1037,12 @@ func (s teamState) apply(u messages.TeamStateUpdated) {
 // sorted; values in order, each with its writer (teamValueText). An empty state
 // renders as "".
 func (s teamState) render(members []TeamMember, rules int) string {
+	return s.renderWithin(members, rules, TeamHandOverBytes)
+}
+
+// renderWithin is render with each value cut past valueBytes (from decision
+// rules 7: teamValueWithin).
+func (s teamState) renderWithin(members []TeamMember, rules, valueBytes int) string {
 	if len(s) == 0 {
 		return ""
 	}
@@ -1068,7 +1079,7 @@ func (s teamState) render(members []TeamMember, rules int) string {
 		slices.Sort(keys)
 		for _, k := range keys {
 			for _, v := range sec[k] {
-				fmt.Fprintf(&b, "<%s by=%q>%s</%s>\n", k, v.by, teamValueText(rules, v.value), k)
+				fmt.Fprintf(&b, "<%s by=%q>%s</%s>\n", k, v.by, teamValueWithin(rules, v.value, valueBytes), k)
 			}
 		}
 		if name == messages.TeamSectionGlobal {
@@ -1089,10 +1100,15 @@ func (s teamState) render(members []TeamMember, rules int) string {
 // ("</member><member name=…>"). Under older rules it was cut at teamValueCut and
 // written as it is.
 func teamValueText(rules int, value string) string {
+	return teamValueWithin(rules, value, TeamHandOverBytes)
+}
+
+// teamValueWithin is teamValueText with the value cut past n bytes (from rules 7;
+// a hand-over bounded by MaxHandOverArguments cuts them shorter: handOverArgs).
+func teamValueWithin(rules int, value string, n int) string {
 	if rules < rulesTeamPrompts {
 		return cut(value, teamValueCut)
 	}
-	n := TeamHandOverBytes
 	if len(value) <= n {
 		return teamValueEscaper.Replace(value)
 	}

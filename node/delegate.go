@@ -441,6 +441,13 @@ type budgets struct {
 // parent has none: the child runs under its agent's. It follows from the parent's
 // events before the call, so a call performed again computes the same; the
 // child's task records it. A budget already spent is an error: no child starts.
+// From decision rules 11 (the parent's: actors.SharesFloored) the calls are
+// admitted against what is left of a token budget: when an equal share would be
+// less than actors.MinSubAgentTokens, only as many calls as each get that much
+// start, the first requested, sharing it equally, and the others are errors
+// (shareRefusal), the parent's model told to delegate fewer at once; under older
+// rules each child got its share however small, and made its model call all the
+// same (a budget stops a task after the call that reached it).
 func (n *Node) childBudget(events []messages.Envelope, key messages.EffectKey, parent *messages.TaskSubmitted, childAgent string) (budgets, error) {
 	parentAgent := n.agentBudgets(parent.Agent)
 	budget := budgets{tokens: cmp.Or(parent.MaxTokens, parentAgent.tokens), usd: cmp.Or(parent.MaxCostUSD, parentAgent.usd)}
@@ -449,6 +456,7 @@ func (n *Node) childBudget(events []messages.Envelope, key messages.EffectKey, p
 	}
 	var (
 		used, inReply, recorded int
+		before                  int // the calls side by side requested before this one
 		usedUSD                 float64
 		taskID, cause           string
 	)
@@ -488,6 +496,9 @@ func (n *Node) childBudget(events []messages.Envelope, key messages.EffectKey, p
 		case *messages.ToolCallRequested:
 			if p.Tool == DelegateTool {
 				recorded++
+				if e.Seq < key.Seq {
+					before++
+				}
 			}
 		}
 	}
@@ -501,7 +512,17 @@ func (n *Node) childBudget(events []messages.Envelope, key messages.EffectKey, p
 		if left <= 0 {
 			return budgets{}, fmt.Errorf("delegate: the task's token budget of %d is spent (%d tokens used): no sub-agent can start", budget.tokens, used)
 		}
-		child.tokens = max(left/ways, 1)
+		share := max(left/ways, 1)
+		if actors.SharesFloored(parent) && share < actors.MinSubAgentTokens {
+			// Admitted against the budget: as many as each get the least a
+			// sub-agent's model call needs, the first requested.
+			fit := left / actors.MinSubAgentTokens
+			if before >= fit {
+				return budgets{}, shareRefusal(budget.tokens, left, ways, fit)
+			}
+			share = left / fit
+		}
+		child.tokens = share
 		if own.tokens > 0 {
 			child.tokens = min(child.tokens, own.tokens)
 		}
@@ -517,6 +538,24 @@ func (n *Node) childBudget(events []messages.Envelope, key messages.EffectKey, p
 		}
 	}
 	return child, nil
+}
+
+// shareRefusal is the error of a delegate call refused under decision rules 11
+// because what is left of its task's token budget (left of budget) gives each of
+// the ways calls requested side by side less than actors.MinSubAgentTokens, and
+// the fit calls requested first took it.
+func shareRefusal(budget, left, ways, fit int) error {
+	if ways == 1 {
+		return fmt.Errorf("delegate: the task's token budget of %d has %d tokens left, and a sub-agent needs at least %d: "+
+			"no sub-agent starts; do the rest yourself", budget, left, actors.MinSubAgentTokens)
+	}
+	started := "no sub-agent starts"
+	if fit > 0 {
+		started = fmt.Sprintf("the first %d of them start, each with %d tokens, and this one does not", fit, left/fit)
+	}
+	return fmt.Errorf("delegate: the task's token budget of %d has %d tokens left for the %d sub-agents delegated at once, "+
+		"and a sub-agent needs at least %d: %s; delegate fewer at once, or do the rest yourself",
+		budget, left, ways, actors.MinSubAgentTokens, started)
 }
 
 // agentBudgets is the token and cost budgets of the tasks of agent that set none:

@@ -33,7 +33,9 @@ func childTask(t *testing.T, n *node.Node, childID string) (*messages.TaskSubmit
 // parent has left (and no more than its own agent's budget); what it spends is
 // recorded on the delegate call's tool.completed and counts against the parent's
 // budget: the second child has only 200 tokens, stops at its first step, and its
-// 300 tokens put the parent over its 1,000, which stops before another model call.
+// 300 tokens put the parent over its 1,000, which stops before another model call
+// (a task of decision rules 10: from 11 the second call is refused, its 200 tokens
+// less than a sub-agent needs, TestDelegateCallPastTheBudgetsFloorIsRefused).
 func TestDelegateChildrenSpendTheParentsBudget(t *testing.T) {
 	lead := func(s llm.ScriptStep) llm.ScriptStep { s.Usage = promptTokens(100); return s }
 	model := newByAgent(t, map[string][]llm.ScriptStep{
@@ -45,6 +47,7 @@ func TestDelegateChildrenSpendTheParentsBudget(t *testing.T) {
 		},
 	})
 	cfg := subagentsConfig(model)
+	cfg.DecisionRules = 10 // from rules 11 the second child (200 tokens) would not start: TestDelegateCallPastTheBudgetsFloorIsRefused
 	n := nodetest.Start(t, cfg)
 	parent := runAgentTask(t, n, node.Task{Input: "Ask the helper twice.", SessionID: "spender", Agent: "lead", MaxTokens: 1000})
 
@@ -119,8 +122,8 @@ func TestDelegateCallsOfOneReplyShareTheBudget(t *testing.T) {
 		want      [2]int
 		wantCost  [2]float64
 	}{
-		// (1,000 - 100) / 2 = 450 each; thrifty's own budget is 10.
-		{"shared", 1000, 0, [2]int{450, 10}, [2]float64{}},
+		// (2,000 - 100) / 2 = 950 each; thrifty's own budget is 10.
+		{"shared", 2000, 0, [2]int{950, 10}, [2]float64{}},
 		// No budget: the children's tasks set none, and run under their agents'
 		// (thrifty's 10).
 		{"unbounded", 0, 0, [2]int{0, 0}, [2]float64{}},

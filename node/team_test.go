@@ -275,15 +275,15 @@ func TestTeamTakesItsOwnContext(t *testing.T) {
 // leaves zero the default agent's: they bound its own model calls (the agent the
 // node builds for it) and, as an agent's budget covers its sub-agents, its
 // members' work: a pipeline's second stage is handed what the first left of the
-// team's 500 tokens (100), not of the default agent's 100,000, and stops when it
+// team's 5000 tokens (1000), not of the default agent's 100,000, and stops when it
 // has spent them. The team's budget spent, its task ends with token_budget (from
 // decision rules 3; member_failed before), the stage's failure kept in the team's
 // state and on its delegate call.
 func TestTeamTakesItsOwnBudgets(t *testing.T) {
 	model := newByAgent(t, map[string][]llm.ScriptStep{
-		"first": {{Content: "draft", Usage: promptTokens(400)}},
-		"second": {{ToolCalls: []messages.ToolCall{{ID: "c1", Name: "calculator", Arguments: `{"expression":"6*7"}`}}, Usage: promptTokens(300)},
-			{Content: "never asked", Usage: promptTokens(300)}},
+		"first": {{Content: "draft", Usage: promptTokens(4000)}},
+		"second": {{ToolCalls: []messages.ToolCall{{ID: "c1", Name: "calculator", Arguments: `{"expression":"6*7"}`}}, Usage: promptTokens(3000)},
+			{Content: "never asked", Usage: promptTokens(3000)}},
 	})
 	crew := func(name string, tokens int, usd float64) node.NamedAgent {
 		return node.NamedAgent{Name: name, MaxTokens: tokens, MaxCostUSD: usd,
@@ -291,13 +291,13 @@ func TestTeamTakesItsOwnBudgets(t *testing.T) {
 	}
 	cfg := node.Config{Model: model, MaxTokens: 100_000, MaxCostUSD: 5, Agents: []node.NamedAgent{
 		{Name: "first", SystemPrompt: "You draft."}, {Name: "second", SystemPrompt: "You finish.", Tools: []string{"calculator"}},
-		crew("crew", 500, 0.25), crew("plain", 0, 0)}}
+		crew("crew", 5000, 0.25), crew("plain", 0, 0)}}
 	all, err := cfg.AllAgents()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a := all.Named["crew"]; a.MaxTokens != 500 || a.MaxCostUSD != 0.25 {
-		t.Errorf("team with its own budgets: %d tokens, $%g; want 500 and $0.25", a.MaxTokens, a.MaxCostUSD)
+	if a := all.Named["crew"]; a.MaxTokens != 5000 || a.MaxCostUSD != 0.25 {
+		t.Errorf("team with its own budgets: %d tokens, $%g; want 5000 and $0.25", a.MaxTokens, a.MaxCostUSD)
 	}
 	if a := all.Named["plain"]; a.MaxTokens != 100_000 || a.MaxCostUSD != 5 {
 		t.Errorf("team without budgets: %d tokens, $%g; want the default agent's 100000 and $5", a.MaxTokens, a.MaxCostUSD)
@@ -309,15 +309,15 @@ func TestTeamTakesItsOwnBudgets(t *testing.T) {
 		t.Fatalf("delegations %s", got)
 	}
 	second, secondEvents := childTask(t, n, ids[1])
-	if second.MaxTokens != 100 {
-		t.Errorf("the second stage's budget: %d tokens; want the 100 left of the team's 500", second.MaxTokens)
+	if second.MaxTokens != 1000 {
+		t.Errorf("the second stage's budget: %d tokens; want the 1000 left of the team's 5000", second.MaxTokens)
 	}
 	if f := payloads[*messages.TaskFailed](t, secondEvents); len(f) != 1 || f[0].Reason != messages.ReasonTokenBudget {
 		t.Errorf("the second stage's end: %+v; want it stopped by its token budget", f)
 	}
-	if f := payloads[*messages.TaskFailed](t, events); len(f) != 1 || f[0].Reason != messages.ReasonTokenBudget || f[0].SubAgentsUsage != promptTokens(700) ||
-		f[0].Error != "stopped: the task used 700 tokens (0 prompt + 0 completion of its own, 700 by its sub-agents) without a final answer; its budget is 500" {
-		t.Errorf("the team's end: %+v; want token_budget, its members' 700 tokens counted", f)
+	if f := payloads[*messages.TaskFailed](t, events); len(f) != 1 || f[0].Reason != messages.ReasonTokenBudget || f[0].SubAgentsUsage != promptTokens(7000) ||
+		f[0].Error != "stopped: the task used 7000 tokens (0 prompt + 0 completion of its own, 7000 by its sub-agents) without a final answer; its budget is 5000" {
+		t.Errorf("the team's end: %+v; want token_budget, its members' 7000 tokens counted", f)
 	}
 	// The stage's failure is still recorded: its delegate call's error and its
 	// answer in the team's state.
@@ -361,19 +361,19 @@ func TestTeamRefusesAnAgentsOwnSettings(t *testing.T) {
 }
 
 // A team whose budget its members spent starts no other member: a fan-out whose
-// branches spent 600 of its 500 tokens ends with token_budget, saying what they
+// branches spent 6000 of its 5000 tokens ends with token_budget, saying what they
 // spent, and its aggregator's child session never starts (before decision rules 3
 // its delegate call was made, refused at once, and the team failed with
 // member_failed). The session verifies.
 func TestTeamWhoseBudgetIsSpentStartsNoMoreMembers(t *testing.T) {
 	model := newByAgent(t, map[string][]llm.ScriptStep{
-		"first":  {{Content: "A", Usage: promptTokens(300)}},
-		"second": {{Content: "B", Usage: promptTokens(300)}},
+		"first":  {{Content: "A", Usage: promptTokens(3000)}},
+		"second": {{Content: "B", Usage: promptTokens(3000)}},
 		"agg":    {{Content: "never asked"}},
 	})
 	cfg := node.Config{Model: model, Agents: []node.NamedAgent{
 		{Name: "first", SystemPrompt: "You answer."}, {Name: "second", SystemPrompt: "You answer."}, {Name: "agg", SystemPrompt: "You combine."},
-		{Name: "panel", MaxTokens: 500, Team: &actors.Team{Pattern: actors.TeamFanOut,
+		{Name: "panel", MaxTokens: 5000, Team: &actors.Team{Pattern: actors.TeamFanOut,
 			Members: []actors.TeamMember{{Name: "first"}, {Name: "second"}}, Aggregator: "agg"}}}}
 	all, err := cfg.AllAgents()
 	if err != nil {
@@ -385,9 +385,9 @@ func TestTeamWhoseBudgetIsSpentStartsNoMoreMembers(t *testing.T) {
 		t.Fatalf("delegations %s; want the branches only", strings.Join(calls, " "))
 	}
 	f := payloads[*messages.TaskFailed](t, events)
-	if len(f) != 1 || f[0].Reason != messages.ReasonTokenBudget || f[0].SubAgentsUsage != promptTokens(600) ||
-		f[0].Error != "stopped: the task used 600 tokens (0 prompt + 0 completion of its own, 600 by its sub-agents) without a final answer; its budget is 500" {
-		t.Fatalf("the team's end: %+v; want token_budget, its members' 600 tokens counted", f)
+	if len(f) != 1 || f[0].Reason != messages.ReasonTokenBudget || f[0].SubAgentsUsage != promptTokens(6000) ||
+		f[0].Error != "stopped: the task used 6000 tokens (0 prompt + 0 completion of its own, 6000 by its sub-agents) without a final answer; its budget is 5000" {
+		t.Fatalf("the team's end: %+v; want token_budget, its members' 6000 tokens counted", f)
 	}
 	if task := payloads[*messages.TaskSubmitted](t, events); len(task) != 1 || task[0].Rules != actors.ContextRules {
 		t.Errorf("the team's task: %+v; want it recorded under rules %d", task, actors.ContextRules)
