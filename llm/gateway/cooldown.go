@@ -157,8 +157,11 @@ func (c *coolingDown) wait(ctx context.Context) error {
 // rateLimited reports whether err is a provider's rate limit (a transient 429), and
 // how long its provider asked to be left alone.
 func (c *coolingDown) rateLimited(err error) (time.Duration, bool) {
-	var api *llm.APIError
-	if err == nil || !errors.As(err, &api) || api.StatusCode != http.StatusTooManyRequests || !errors.Is(err, llm.ErrTransient) {
+	if err == nil {
+		return 0, false
+	}
+	var api *llm.APIError // on the heap (errors.As): made for a failed call only
+	if !errors.As(err, &api) || api.StatusCode != http.StatusTooManyRequests || !errors.Is(err, llm.ErrTransient) {
 		return 0, false
 	}
 	if hint, ok := llm.RetryAfter(err); ok {

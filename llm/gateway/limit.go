@@ -49,10 +49,16 @@ func (m *limited) Generate(ctx context.Context, req llm.Request) (llm.Response, 
 	if err := ctx.Err(); err != nil {
 		return llm.Response{}, err
 	}
+	// A free slot is taken without asking ctx for its Done channel, which a
+	// cancelable context makes on first use: most calls find a slot.
 	select {
 	case m.slots <- struct{}{}:
-	case <-ctx.Done():
-		return llm.Response{}, fmt.Errorf("gateway: waiting for one of the %d call slots of provider %s: %w", cap(m.slots), m.provider, ctx.Err())
+	default:
+		select {
+		case m.slots <- struct{}{}:
+		case <-ctx.Done():
+			return llm.Response{}, fmt.Errorf("gateway: waiting for one of the %d call slots of provider %s: %w", cap(m.slots), m.provider, ctx.Err())
+		}
 	}
 	defer func() { <-m.slots }()
 	return m.Model.Generate(ctx, req)
