@@ -135,6 +135,25 @@ func (k *keyRecorder) Generate(_ context.Context, r llm.Request) (llm.Response, 
 // cuts it, as it would after the default 5 s, which the test would only wait out.
 const heldCallGrace = 100 * time.Millisecond
 
+// startWithTask starts a node of cfg and submits task to it: the first node of a
+// test that stops it amid the task (the stop it returns) and has the task go on
+// elsewhere.
+func startWithTask(t *testing.T, cfg node.Config, task node.Task) (*node.Node, func()) {
+	t.Helper()
+	n, err := node.New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop, err := n.Start(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.Submit(context.Background(), task); err != nil {
+		t.Fatal(err)
+	}
+	return n, stop
+}
+
 func TestNodeCloseClosesTheModelRequest(t *testing.T) {
 	dir := t.TempDir()
 	srv, model := heldProvider(t)

@@ -359,18 +359,8 @@ func TestResumedTaskKeepsItsTrace(t *testing.T) {
 	t.Cleanup(func() { _ = tp1.Shutdown(context.Background()); _ = tp2.Shutdown(context.Background()) })
 
 	started := make(chan struct{}, 1)
-	n1, err := node.New(context.Background(), node.Config{DataDir: dir, Model: model(), Tools: []tools.Tool{stallingTool{started: started}},
-		Traces: telemetry.With(tp1), HandoffGrace: heldCallGrace})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop1, err := n1.Start(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := n1.Submit(context.Background(), node.Task{Input: "go slow", SessionID: "resumed"}); err != nil {
-		t.Fatal(err)
-	}
+	n1, stop1 := startWithTask(t, node.Config{DataDir: dir, Model: model(), Tools: []tools.Tool{stallingTool{started: started}},
+		Traces: telemetry.With(tp1), HandoffGrace: heldCallGrace}, node.Task{Input: "go slow", SessionID: "resumed"})
 	select {
 	case <-started:
 	case <-time.After(10 * time.Second):
