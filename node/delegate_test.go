@@ -467,10 +467,7 @@ func TestDelegateInACluster(t *testing.T) {
 	}
 	a, logA, partsA := start("a")
 	b, logB, partsB := start("b")
-	waitFor(t, 60*time.Second, "both nodes own partitions", func() bool {
-		pa, pb := a.PartitionsOwned(), b.PartitionsOwned()
-		return pa > 0 && pb > 0 && pa+pb == memoryClusterPartitions
-	})
+	waitPartitionsSplit(t, a, b)
 	parent := ""
 	for i := range 1000 {
 		id := fmt.Sprintf("p%d", i)

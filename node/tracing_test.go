@@ -492,10 +492,7 @@ func TestMemoryCommandSpansJoinTheTasksTrace(t *testing.T) {
 	}
 	a := startMemoryClusterNode(t, k, group, shared, "a", withTool)
 	b := startMemoryClusterNode(t, k, group, shared, "b", withTool)
-	waitFor(t, 60*time.Second, "both nodes own partitions", func() bool {
-		pa, pb := a.n.PartitionsOwned(), b.n.PartitionsOwned()
-		return pa > 0 && pb > 0 && pa+pb == memoryClusterPartitions
-	})
+	waitPartitionsSplit(t, a.n, b.n)
 	ns := namespaceOn(t, b, "team:")
 	session := ""
 	for i := range 100 {
