@@ -140,14 +140,7 @@ const heldCallGrace = 100 * time.Millisecond
 // elsewhere.
 func startWithTask(t *testing.T, cfg node.Config, task node.Task) (*node.Node, func()) {
 	t.Helper()
-	n, err := node.New(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop, err := n.Start(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	n, stop := nodetest.StartWithStop(t, cfg)
 	if _, err := n.Submit(context.Background(), task); err != nil {
 		t.Fatal(err)
 	}
@@ -157,14 +150,7 @@ func startWithTask(t *testing.T, cfg node.Config, task node.Task) (*node.Node, f
 func TestNodeCloseClosesTheModelRequest(t *testing.T) {
 	dir := t.TempDir()
 	srv, model := heldProvider(t)
-	n, err := node.New(context.Background(), node.Config{DataDir: dir, Model: model, HandoffGrace: heldCallGrace})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop, err := n.Start(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	n, stop := nodetest.StartWithStop(t, node.Config{DataDir: dir, Model: model, HandoffGrace: heldCallGrace})
 	if _, err := n.Submit(context.Background(), node.Task{Input: "think hard", SessionID: "held-close"}); err != nil {
 		stop()
 		t.Fatal(err)
