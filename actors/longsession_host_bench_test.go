@@ -66,7 +66,7 @@ func BenchmarkLongSessionReactivate(b *testing.B) {
 			k := 0
 			from := uint64(len(events)) + 1
 			activate := func() {
-				sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+				sys := quietSystem()
 				host := sys.Root.Spawn(NewSessionHostProps(SessionDeps{Store: store, Effects: effects, Agent: ag}))
 				k++
 				id := fmt.Sprintf("again-%d", k)
@@ -110,6 +110,11 @@ func waitTaskEnd(tb testing.TB, lg eventlog.Log, session, id string, from *uint6
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// quietSystem returns an actor system that logs nothing.
+func quietSystem() *actor.ActorSystem {
+	return actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
 }
 
 // submitTask submits to host a task of session, of ID id, asking "What is 2 + 2?",

@@ -2,10 +2,7 @@ package actors
 
 import (
 	"fmt"
-	"log/slog"
 	"testing"
-
-	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/tools"
@@ -27,7 +24,7 @@ func TestReactivationReadsOnlyTheTail(t *testing.T) {
 	}
 	effects := NewLocalEffects(LocalEffectsConfig{Model: llm.Offline{}, Tools: reg})
 	defer effects.Close()
-	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	sys := quietSystem()
 	defer sys.Shutdown()
 	from := uint64(len(events)) + 1
 	// The first activation reads the whole history (nothing folded it before:

@@ -3,13 +3,10 @@ package actors
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"os"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/eventlog/clickhouse"
@@ -59,7 +56,7 @@ func reactivation(t *testing.T, store *chReadCounter, ag Agent, session string, 
 	}
 	effects := NewLocalEffects(LocalEffectsConfig{Model: llm.Offline{}, Tools: reg})
 	defer effects.Close()
-	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	sys := quietSystem()
 	defer sys.Shutdown()
 	store.events.Store(0)
 	host := sys.Root.Spawn(NewSessionHostProps(SessionDeps{Store: store, Effects: effects, Agent: ag}))

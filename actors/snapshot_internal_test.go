@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"reflect"
 	"strconv"
 	"testing"
@@ -243,7 +242,7 @@ func TestSessionIgnoresASnapshotThatDoesNotHold(t *testing.T) {
 	}
 	effects := NewLocalEffects(LocalEffectsConfig{Model: llm.Offline{}, Tools: reg})
 	defer effects.Close()
-	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	sys := quietSystem()
 	defer sys.Shutdown()
 	counter := &readCounter{Log: lg}
 	from, k := uint64(len(events))+1, 0
@@ -406,7 +405,7 @@ func TestSessionStoppedAmidATaskRecoversFromItsWholeHistory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	sys := quietSystem()
 	defer sys.Shutdown()
 	counter := &readCounter{Log: lg}
 	from := uint64(len(events)) + 1
