@@ -66,18 +66,12 @@ func BenchmarkLongSessionReactivate(b *testing.B) {
 			k := 0
 			from := uint64(len(events)) + 1
 			activate := func() {
-				sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+				sys := quietSystem()
 				host := sys.Root.Spawn(NewSessionHostProps(SessionDeps{Store: store, Effects: effects, Agent: ag}))
-				e, err := messages.NewEnvelope(&messages.TaskSubmitted{Input: "What is 2 + 2?"})
-				if err != nil {
-					b.Fatal(err)
-				}
 				k++
-				e.ID, e.SessionID, e.Actor = fmt.Sprintf("again-%d", k), "long", "test"
-				if res, err := sys.Root.RequestFuture(host, &SubmitTask{Envelope: e}, 30*time.Second).Result(); err != nil {
-					b.Fatalf("submit: %v %v", res, err)
-				}
-				waitTaskEnd(b, lg, "long", e.ID, &from)
+				id := fmt.Sprintf("again-%d", k)
+				submitTask(b, sys, host, "long", id)
+				waitTaskEnd(b, lg, "long", id, &from)
 				_ = sys.Root.PoisonFuture(host).Wait()
 				sys.Shutdown()
 			}
@@ -116,4 +110,44 @@ func waitTaskEnd(tb testing.TB, lg eventlog.Log, session, id string, from *uint6
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// quietSystem returns an actor system that logs nothing.
+func quietSystem() *actor.ActorSystem {
+	return actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+}
+
+// submitTask submits to host a task of session, of ID id, asking "What is 2 + 2?",
+// failing tb when the host does not take it within 30 s.
+func submitTask(tb testing.TB, sys *actor.ActorSystem, host *actor.PID, session, id string) {
+	tb.Helper()
+	e, err := messages.NewEnvelope(&messages.TaskSubmitted{Input: "What is 2 + 2?"})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	e.ID, e.SessionID, e.Actor = id, session, "test"
+	if res, err := sys.Root.RequestFuture(host, &SubmitTask{Envelope: e}, 30*time.Second).Result(); err != nil {
+		tb.Fatalf("submit: %v %v", res, err)
+	}
+}
+
+// loggedLongSession returns an agent that answers offline, a log (in a directory
+// of the test's, closed at its end) holding the events of a session id of n tasks
+// it ran (longSession, each tool result resultBytes long), and those events.
+func loggedLongSession(t *testing.T, id string, n, resultBytes int) (Agent, *sqlite.Log, []messages.Envelope) {
+	t.Helper()
+	ag := benchStepAgent()
+	ag.Model = llm.OfflineName
+	lg, err := sqlite.Open(context.Background(), sqlite.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = lg.Close() })
+	_, events := longSession(t, Agents{Default: ag}, id, n, resultBytes)
+	for i := 0; i < len(events); i += 500 {
+		if err := lg.Append(context.Background(), events[i:min(i+500, len(events))]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return ag, lg, events
 }

@@ -1,17 +1,10 @@
 package actors
 
 import (
-	"context"
 	"fmt"
-	"log/slog"
 	"testing"
-	"time"
 
-	"github.com/asynkron/protoactor-go/actor"
-
-	"github.com/troupe-run/troupe/eventlog/sqlite"
 	"github.com/troupe-run/troupe/llm"
-	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/tools"
 )
 
@@ -23,20 +16,7 @@ import (
 //
 //	go test ./actors -run TestReactivationReadsOnlyTheTail -count=1
 func TestReactivationReadsOnlyTheTail(t *testing.T) {
-	ag := benchStepAgent()
-	ag.Model = llm.OfflineName
-	as := Agents{Default: ag}
-	lg, err := sqlite.Open(context.Background(), sqlite.Config{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lg.Close()
-	_, events := longSession(t, as, "long", 1000, 256)
-	for i := 0; i < len(events); i += 500 {
-		if err := lg.Append(context.Background(), events[i:min(i+500, len(events))]); err != nil {
-			t.Fatal(err)
-		}
-	}
+	ag, lg, events := loggedLongSession(t, "long", 1000, 256)
 	store := &readCounter{Log: lg}
 	reg, err := tools.NewRegistry()
 	if err != nil {
@@ -44,7 +24,7 @@ func TestReactivationReadsOnlyTheTail(t *testing.T) {
 	}
 	effects := NewLocalEffects(LocalEffectsConfig{Model: llm.Offline{}, Tools: reg})
 	defer effects.Close()
-	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	sys := quietSystem()
 	defer sys.Shutdown()
 	from := uint64(len(events)) + 1
 	// The first activation reads the whole history (nothing folded it before:
@@ -53,15 +33,9 @@ func TestReactivationReadsOnlyTheTail(t *testing.T) {
 	for round, want := range []string{"whole", "tail"} {
 		store.events.Store(0)
 		host := sys.Root.Spawn(NewSessionHostProps(SessionDeps{Store: store, Effects: effects, Agent: ag}))
-		e, err := messages.NewEnvelope(&messages.TaskSubmitted{Input: "What is 2 + 2?"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		e.ID, e.SessionID, e.Actor = fmt.Sprintf("again-%d", round), "long", "test"
-		if res, err := sys.Root.RequestFuture(host, &SubmitTask{Envelope: e}, 30*time.Second).Result(); err != nil {
-			t.Fatalf("submit: %v %v", res, err)
-		}
-		waitTaskEnd(t, lg, "long", e.ID, &from)
+		id := fmt.Sprintf("again-%d", round)
+		submitTask(t, sys, host, "long", id)
+		waitTaskEnd(t, lg, "long", id, &from)
 		if err := sys.Root.PoisonFuture(host).Wait(); err != nil { // the sessions passivate
 			t.Fatal(err)
 		}

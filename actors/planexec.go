@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"unicode/utf8"
 
+	"github.com/troupe-run/troupe/internal/textclip"
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/messages"
 )
@@ -571,19 +571,7 @@ const (
 // clipMiddle returns s when it has at most n bytes, else its head (two thirds of
 // n) and its tail (the rest), cut between characters, with a marker of the bytes
 // left out between them.
-func clipMiddle(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	head, tail := n*2/3, len(s)-(n-n*2/3)
-	for head > 0 && !utf8.RuneStart(s[head]) {
-		head--
-	}
-	for tail < len(s) && !utf8.RuneStart(s[tail]) {
-		tail++
-	}
-	return fmt.Sprintf("%s\n[… %d bytes left out …]\n%s", s[:head], tail-head, s[tail:])
-}
+func clipMiddle(s string, n int) string { return textclip.Middle(s, n*2/3, n-n*2/3, "") }
 
 // stepTitle is what a step does, in a line.
 func stepTitle(s planStep) string {

@@ -3,14 +3,11 @@ package actors
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"runtime"
 	"sync"
 	"testing"
 	"time"
 	"weak"
-
-	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/troupe-run/troupe/eventlog/sqlite"
 	"github.com/troupe-run/troupe/llm"
@@ -34,7 +31,7 @@ func testRetention(t *testing.T, idle time.Duration, maxLive int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	sys := quietSystem()
 	reg, err := tools.NewRegistry()
 	if err != nil {
 		t.Fatal(err)

@@ -3,13 +3,10 @@ package actors
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"os"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/eventlog/clickhouse"
@@ -59,19 +56,13 @@ func reactivation(t *testing.T, store *chReadCounter, ag Agent, session string, 
 	}
 	effects := NewLocalEffects(LocalEffectsConfig{Model: llm.Offline{}, Tools: reg})
 	defer effects.Close()
-	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	sys := quietSystem()
 	defer sys.Shutdown()
 	store.events.Store(0)
 	host := sys.Root.Spawn(NewSessionHostProps(SessionDeps{Store: store, Effects: effects, Agent: ag}))
-	e, err := messages.NewEnvelope(&messages.TaskSubmitted{Input: "What is 2 + 2?"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.ID, e.SessionID, e.Actor = fmt.Sprintf("again-%d", round), session, "test"
-	if res, err := sys.Root.RequestFuture(host, &SubmitTask{Envelope: e}, 30*time.Second).Result(); err != nil {
-		t.Fatalf("submit: %v %v", res, err)
-	}
-	waitTaskEnd(t, store.Log, session, e.ID, from)
+	id := fmt.Sprintf("again-%d", round)
+	submitTask(t, sys, host, session, id)
+	waitTaskEnd(t, store.Log, session, id, from)
 	if err := sys.Root.PoisonFuture(host).Wait(); err != nil { // the sessions passivate
 		t.Fatal(err)
 	}

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"reflect"
 	"strconv"
 	"testing"
@@ -15,7 +14,6 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/troupe-run/troupe/eventlog"
-	"github.com/troupe-run/troupe/eventlog/sqlite"
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/tools"
@@ -237,25 +235,14 @@ func (failingSnapshots) LoadSnapshot(context.Context, string) (eventlog.FoldSnap
 // saves a good snapshot again.
 func TestSessionIgnoresASnapshotThatDoesNotHold(t *testing.T) {
 	ctx := context.Background()
-	ag := benchStepAgent()
-	ag.Model = llm.OfflineName
-	as := Agents{Default: ag}
-	lg, err := sqlite.Open(ctx, sqlite.Config{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lg.Close()
-	_, events := longSession(t, as, "s", 40, 64)
-	if err := lg.Append(ctx, events); err != nil {
-		t.Fatal(err)
-	}
+	ag, lg, events := loggedLongSession(t, "s", 40, 64)
 	reg, err := tools.NewRegistry()
 	if err != nil {
 		t.Fatal(err)
 	}
 	effects := NewLocalEffects(LocalEffectsConfig{Model: llm.Offline{}, Tools: reg})
 	defer effects.Close()
-	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	sys := quietSystem()
 	defer sys.Shutdown()
 	counter := &readCounter{Log: lg}
 	from, k := uint64(len(events))+1, 0
@@ -266,15 +253,9 @@ func TestSessionIgnoresASnapshotThatDoesNotHold(t *testing.T) {
 		counter.events.Store(0)
 		host := sys.Root.Spawn(NewSessionHostProps(SessionDeps{Store: store, Effects: effects, Agent: ag, SnapshotAfter: 1}))
 		k++
-		e, err := messages.NewEnvelope(&messages.TaskSubmitted{Input: "What is 2 + 2?"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		e.ID, e.SessionID, e.Actor = fmt.Sprintf("again-%d", k), "s", "test"
-		if res, err := sys.Root.RequestFuture(host, &SubmitTask{Envelope: e}, 30*time.Second).Result(); err != nil {
-			t.Fatalf("submit: %v %v", res, err)
-		}
-		waitTaskEnd(t, lg, "s", e.ID, &from)
+		id := fmt.Sprintf("again-%d", k)
+		submitTask(t, sys, host, "s", id)
+		waitTaskEnd(t, lg, "s", id, &from)
 		if err := sys.Root.PoisonFuture(host).Wait(); err != nil {
 			t.Fatal(err)
 		}
@@ -282,8 +263,8 @@ func TestSessionIgnoresASnapshotThatDoesNotHold(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if last := all[len(all)-1]; last.Type != messages.TypeTaskCompleted || last.CorrelationID != e.ID {
-			t.Fatalf("task %s ended with %s %s", e.ID, last.Type, last.CorrelationID)
+		if last := all[len(all)-1]; last.Type != messages.TypeTaskCompleted || last.CorrelationID != id {
+			t.Fatalf("task %s ended with %s %s", id, last.Type, last.CorrelationID)
 		}
 		return counter.events.Load()
 	}
@@ -419,23 +400,12 @@ func (stalledModel) Generate(ctx context.Context, _ llm.Request) (llm.Response, 
 // the task completes.
 func TestSessionStoppedAmidATaskRecoversFromItsWholeHistory(t *testing.T) {
 	ctx := context.Background()
-	ag := benchStepAgent()
-	ag.Model = llm.OfflineName
-	as := Agents{Default: ag}
-	lg, err := sqlite.Open(ctx, sqlite.Config{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lg.Close()
-	_, events := longSession(t, as, "s", 40, 64)
-	if err := lg.Append(ctx, events); err != nil {
-		t.Fatal(err)
-	}
+	ag, lg, events := loggedLongSession(t, "s", 40, 64)
 	reg, err := tools.NewRegistry()
 	if err != nil {
 		t.Fatal(err)
 	}
-	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	sys := quietSystem()
 	defer sys.Shutdown()
 	counter := &readCounter{Log: lg}
 	from := uint64(len(events)) + 1
@@ -443,18 +413,8 @@ func TestSessionStoppedAmidATaskRecoversFromItsWholeHistory(t *testing.T) {
 		effects := NewLocalEffects(LocalEffectsConfig{Model: m, Tools: reg})
 		return sys.Root.Spawn(NewSessionHostProps(SessionDeps{Store: counter, Effects: effects, Agent: ag, SnapshotAfter: 1})), func() { effects.Close() }
 	}
-	submit := func(h *actor.PID, id string) {
-		e, err := messages.NewEnvelope(&messages.TaskSubmitted{Input: "What is 2 + 2?"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		e.ID, e.SessionID, e.Actor = id, "s", "test"
-		if res, err := sys.Root.RequestFuture(h, &SubmitTask{Envelope: e}, 30*time.Second).Result(); err != nil {
-			t.Fatalf("submit: %v %v", res, err)
-		}
-	}
 	h, closeEffects := host(llm.Offline{})
-	submit(h, "first")
+	submitTask(t, sys, h, "s", "first")
 	waitTaskEnd(t, lg, "s", "first", &from)
 	if err := sys.Root.PoisonFuture(h).Wait(); err != nil {
 		t.Fatal(err)
@@ -466,7 +426,7 @@ func TestSessionStoppedAmidATaskRecoversFromItsWholeHistory(t *testing.T) {
 	}
 	// The next task stalls in its model call, and its session stops.
 	h, closeEffects = host(stalledModel{})
-	submit(h, "stalled")
+	submitTask(t, sys, h, "s", "stalled")
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		evs, err := lg.Read(ctx, "s", good.Seq+1)

@@ -1,7 +1,6 @@
 package actors
 
 import (
-	"log/slog"
 	"runtime"
 	"testing"
 	"time"
@@ -23,7 +22,7 @@ func (p *wakeupProbe) Receive(ctx actor.Context) { p.got = append(p.got, ctx.Mes
 // or all of them once they are a quarter of it). A time.AfterFunc whose callback
 // names the PID fails this test.
 func TestStoppedWakeupLetsGoOfItsActor(t *testing.T) {
-	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	sys := quietSystem()
 	t.Cleanup(sys.Shutdown)
 	arm := func(d time.Duration) {
 		for range 64 {
@@ -66,7 +65,7 @@ func (p *chanProbe) Receive(ctx actor.Context) {
 // sends its message once none was handled for its wait, and, after it did, waits
 // again from the next message handled.
 func TestIdleWakeupWaitsFromTheLastMessage(t *testing.T) {
-	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	sys := quietSystem()
 	t.Cleanup(sys.Shutdown)
 	p := &chanProbe{got: make(chan any, 4)}
 	pid := sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return p }))

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -83,11 +82,10 @@ func (s *hungStore) Search(ctx context.Context, coll string, q vectorstore.Query
 // write of the base waited for the hung call.
 func TestAHungVectorStoreDoesNotHoldUpTheBase(t *testing.T) {
 	store := &hungStore{Store: openStore(t, "")}
-	var now atomic.Int64
-	now.Store(t0.UnixNano())
+	clock := newTestClock()
 	f := newFixture(t, func(c *knowledge.Config) {
 		c.Vectors = store
-		c.Now = func() time.Time { return time.Unix(0, now.Load()) }
+		c.Now = clock.Now
 	})
 	b := f.base(t, "docs")
 	addText(t, b, "a.md", "The lighthouse keeper logs the weather.")
@@ -126,7 +124,7 @@ func TestAHungVectorStoreDoesNotHoldUpTheBase(t *testing.T) {
 	if err := <-added; err != nil {
 		t.Fatal(err)
 	}
-	now.Add(int64(time.Minute)) // past any retry wait
+	clock.Add(time.Minute) // past any retry wait
 	if err := b.Refresh(testCtx(t)); err != nil {
 		t.Fatal(err)
 	}

@@ -737,13 +737,12 @@ func (s *flakyStore) Search(ctx context.Context, coll string, q vectorstore.Quer
 // store again. Config.VectorTrouble hears of the failure and the recovery.
 func TestVectorStoreOutageCatchesUp(t *testing.T) {
 	store := &flakyStore{Store: openStore(t, "")}
-	var now atomic.Int64
-	now.Store(t0.UnixNano())
+	clock := newTestClock()
 	var mu sync.Mutex
 	var heard []string
 	f := newFixture(t, func(c *knowledge.Config) {
 		c.Vectors = store
-		c.Now = func() time.Time { return time.Unix(0, now.Load()) }
+		c.Now = clock.Now
 		c.VectorTrouble = func(base, coll string, err error) {
 			mu.Lock()
 			defer mu.Unlock()
@@ -773,7 +772,7 @@ func TestVectorStoreOutageCatchesUp(t *testing.T) {
 	}
 
 	store.down.Store(false)
-	now.Add(int64(time.Minute)) // past the retry wait
+	clock.Add(time.Minute) // past the retry wait
 	calls := f.emb.calls.Load()
 	res := search(t, b, knowledge.Query{Text: "lighthouse weather", Mode: knowledge.ModeVector, Limit: 1})
 	if got := sources(res.Hits); len(got) != 1 || got[0] != "a.md" || len(res.Notes) != 0 || store.searches.Load() != 1 {

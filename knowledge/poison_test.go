@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -78,11 +77,10 @@ func TestRefusedChunkIsParkedNotBlocking(t *testing.T) {
 // down, and falls to zero once it takes them.
 func TestKnowledgeVectorBacklogRisesDuringOutage(t *testing.T) {
 	store := &flakyStore{Store: openStore(t, "")}
-	var now atomic.Int64
-	now.Store(t0.UnixNano())
+	clock := newTestClock()
 	f := newFixture(t, func(c *knowledge.Config) {
 		c.Vectors = store
-		c.Now = func() time.Time { return time.Unix(0, now.Load()) }
+		c.Now = clock.Now
 	})
 	b := f.base(t, "docs")
 	addText(t, b, "a.md", "Tide tables for the harbour.")
@@ -96,7 +94,7 @@ func TestKnowledgeVectorBacklogRisesDuringOutage(t *testing.T) {
 		t.Errorf("VectorBacklog = %d during the outage, want 2", n)
 	}
 	store.down.Store(false)
-	now.Add(int64(time.Minute)) // past the retry wait
+	clock.Add(time.Minute) // past the retry wait
 	// No operation on the base: the node's catch-up (CatchUpVectors) writes them.
 	if err := f.bases.CatchUpVectors(testCtx(t)); err != nil {
 		t.Fatal(err)

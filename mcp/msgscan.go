@@ -50,6 +50,9 @@ func (s *msgScan) reset() {
 	*s = msgScan{accept: s.accept, key: s.key[:0], value: s.value[:0]}
 }
 
+// open reports whether the value started and has not ended.
+func (s *msgScan) open() bool { return s.depth > 0 }
+
 // write follows the bytes of p, up to the value's end.
 func (s *msgScan) write(p []byte) {
 	for _, c := range p {

@@ -117,12 +117,11 @@ type jsonLines struct {
 
 	out []byte // what Read hands on next
 
-	// The value being read.
-	reading bool    // between a value's start and its end
-	scan    msgScan // its strings and nesting, and, when an object, its "method" and "id"
-	val     []byte  // the value so far, while at most limit
-	over    bool    // it is longer than limit
-	size    int
+	// The value being read (while scan.open).
+	scan msgScan // its strings and nesting, and, when an object, its "method" and "id"
+	val  []byte  // the value so far, while at most limit
+	over bool    // it is longer than limit
+	size int
 
 	skipping bool
 	skipped  []byte // the head of the line being skipped
@@ -164,15 +163,14 @@ func (j *jsonLines) step(c byte) {
 		} else if len(j.skipped) < maxLogLine {
 			j.skipped = append(j.skipped, c)
 		}
-	case j.reading:
+	case j.scan.open():
 		j.scan.step(c)
 		j.keep(c)
 		if j.scan.ended {
-			j.reading = false
 			j.endValue()
 		}
 	case c == '{' || c == '[' && j.batchAhead():
-		j.reading, j.over, j.size = true, false, 0
+		j.over, j.size = false, 0
 		j.scan.reset()
 		j.scan.accept = json.Valid
 		j.scan.step(c)

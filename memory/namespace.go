@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -542,7 +541,7 @@ func (ns *Namespace) ForgottenSources() [][]string {
 }
 
 // RememberedUnder reports whether a Remember under key wrote to the namespace, as
-// of the last fold (Refresh): one of its facts' writes (key/i, key/i/invalidate:
+// of the last fold (Refresh): one of its facts' writes (factKey, invalidationKey:
 // see Remember) is applied. A Remember that found no fact, or whose facts were all
 // NONE, wrote nothing, and reports false: performed again under key, it writes
 // nothing twice.
@@ -550,8 +549,8 @@ func (ns *Namespace) RememberedUnder(key string) bool {
 	ns.mu.Lock()
 	defer ns.mu.Unlock()
 	for i := range MaxFacts {
-		k := key + "/" + strconv.Itoa(i)
-		if ns.st.keys[k] != nil || ns.st.keys[k+"/invalidate"] != nil {
+		k := factKey(key, i)
+		if ns.st.keys[k] != nil || ns.st.keys[invalidationKey(k)] != nil {
 			return true
 		}
 	}

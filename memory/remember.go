@@ -864,7 +864,7 @@ func (ns *Namespace) Remember(ctx context.Context, key string, turn Turn, opts R
 			return decisions, err
 		}
 		d.Content = CleanText(d.Content) // a model's decided text, as the fact's
-		if err := ns.apply1(ctx, sub(strconv.Itoa(i)), turn, opts, near, &d); err != nil {
+		if err := ns.apply1(ctx, factKey(key, i), turn, opts, near, &d); err != nil {
 			return decisions, fmt.Errorf("memory: remember fact %d (%s): %w", i+1, d.Event, err)
 		}
 		decisions = append(decisions, d)
@@ -927,6 +927,24 @@ func (ns *Namespace) changedSince(near []Memory, id string) bool {
 		}
 	}
 	return false
+}
+
+// factKey is the key a Remember under key writes its i-th fact with (key/i), none
+// when key is empty; RememberedUnder looks for it.
+func factKey(key string, i int) string {
+	if key == "" {
+		return ""
+	}
+	return key + "/" + strconv.Itoa(i)
+}
+
+// invalidationKey is the key a fact written under key invalidates the memory it
+// contradicts with (key/invalidate), none when key is empty.
+func invalidationKey(key string) string {
+	if key == "" {
+		return ""
+	}
+	return key + "/invalidate"
 }
 
 // apply1 applies one decision under key, setting its MemoryID (and turning it into
@@ -1002,11 +1020,7 @@ func (ns *Namespace) apply1(ctx context.Context, key string, turn Turn, opts Rem
 		if by == target {
 			return nil
 		}
-		ikey := ""
-		if key != "" {
-			ikey = key + "/invalidate"
-		}
-		err := ns.Invalidate(ctx, ikey, target, by, "mem0 DELETE: contradicted by "+by+": "+d.Reason)
+		err := ns.Invalidate(ctx, invalidationKey(key), target, by, "mem0 DELETE: contradicted by "+by+": "+d.Reason)
 		if errors.Is(err, ErrNotFound) {
 			return nil // forgotten meanwhile: nothing is left to invalidate
 		}

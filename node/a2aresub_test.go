@@ -74,14 +74,7 @@ func restartAfterTwoTasks(ctx context.Context, t *testing.T, cfg node.Config, qu
 
 func a2aNodeToStop(t *testing.T, cfg node.Config) (string, func()) {
 	t.Helper()
-	n, err := node.New(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop, err := n.Start(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	n, stop := nodetest.StartWithStop(t, cfg)
 	api := httptest.NewServer(n.Handler())
 	var once sync.Once
 	end := func() { once.Do(func() { api.Close(); stop() }) }

@@ -43,17 +43,7 @@ func TestAGrownAgentsFileKeepsTheRecordedPrompt(t *testing.T) {
 	held := make(chan struct{})
 	t.Cleanup(func() { close(held) })
 	first := &namedModel{name: "model-a", hold: held}
-	n1, err := node.New(context.Background(), node.Config{Model: first, DataDir: dir, HandoffGrace: heldCallGrace, Agents: delegatingAgents(false)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop1, err := n1.Start(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := n1.Submit(context.Background(), node.Task{Input: "hello", SessionID: "s", Agent: "lead"}); err != nil {
-		t.Fatal(err)
-	}
+	_, stop1 := startWithTask(t, node.Config{Model: first, DataDir: dir, HandoffGrace: heldCallGrace, Agents: delegatingAgents(false)}, node.Task{Input: "hello", SessionID: "s", Agent: "lead"})
 	waitFor(t, 10*time.Second, "the model call", func() bool { return len(first.requests()) == 1 })
 	stop1()
 

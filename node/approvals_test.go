@@ -216,14 +216,7 @@ func TestHTTPApprovalApprovesAndRunsTheToolOnce(t *testing.T) {
 // of the task waits for approval (and each of then returned), and returns that call.
 func stopAtApproval(t *testing.T, cfg node.Config, task node.Task, then ...func(*node.Node)) node.PendingApproval {
 	t.Helper()
-	first, err := node.New(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop, err := first.Start(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	first, stop := nodetest.StartWithStop(t, cfg)
 	defer stop()
 	if _, err := first.Submit(context.Background(), task); err != nil {
 		t.Fatal(err)

@@ -135,17 +135,22 @@ func (k *keyRecorder) Generate(_ context.Context, r llm.Request) (llm.Response, 
 // cuts it, as it would after the default 5 s, which the test would only wait out.
 const heldCallGrace = 100 * time.Millisecond
 
+// startWithTask starts a node of cfg and submits task to it: the first node of a
+// test that stops it amid the task (the stop it returns) and has the task go on
+// elsewhere.
+func startWithTask(t *testing.T, cfg node.Config, task node.Task) (*node.Node, func()) {
+	t.Helper()
+	n, stop := nodetest.StartWithStop(t, cfg)
+	if _, err := n.Submit(context.Background(), task); err != nil {
+		t.Fatal(err)
+	}
+	return n, stop
+}
+
 func TestNodeCloseClosesTheModelRequest(t *testing.T) {
 	dir := t.TempDir()
 	srv, model := heldProvider(t)
-	n, err := node.New(context.Background(), node.Config{DataDir: dir, Model: model, HandoffGrace: heldCallGrace})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop, err := n.Start(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	n, stop := nodetest.StartWithStop(t, node.Config{DataDir: dir, Model: model, HandoffGrace: heldCallGrace})
 	if _, err := n.Submit(context.Background(), node.Task{Input: "think hard", SessionID: "held-close"}); err != nil {
 		stop()
 		t.Fatal(err)

@@ -472,13 +472,7 @@ func TestClusterMalformedEffectRequest(t *testing.T) {
 	if rep := answers[session+"/3"]; rep.Error != "" || rep.Output != `paid {"amount":1}` {
 		t.Errorf("good request answered %+v", rep)
 	}
-	m := findRecord(t, k, node.TopicPoison, session)
-	reason := ""
-	for _, h := range m.Headers {
-		if h.Key == "reason_poisoned" {
-			reason = string(h.Value)
-		}
-	}
+	reason := header(findRecord(t, k, node.TopicPoison, session), "reason_poisoned")
 	if !strings.Contains(reason, "effect request") || !strings.Contains(reason, "corrupt") {
 		t.Errorf("poison reason %q", reason)
 	}

@@ -76,17 +76,7 @@ func TestACallInFlightIsReissuedUnderTheRecordedConfiguration(t *testing.T) {
 	held := make(chan struct{})
 	t.Cleanup(func() { close(held) })
 	first := &namedModel{name: "model-a", hold: held}
-	n1, err := node.New(context.Background(), node.Config{Model: first, SystemPrompt: "You are the first configuration.", DataDir: dir, HandoffGrace: heldCallGrace})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop1, err := n1.Start(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := n1.Submit(context.Background(), node.Task{Input: "hello", SessionID: "s"}); err != nil {
-		t.Fatal(err)
-	}
+	_, stop1 := startWithTask(t, node.Config{Model: first, SystemPrompt: "You are the first configuration.", DataDir: dir, HandoffGrace: heldCallGrace}, node.Task{Input: "hello", SessionID: "s"})
 	waitFor(t, 10*time.Second, "the model call", func() bool { return len(first.requests()) == 1 })
 	stop1() // closed with the call unanswered
 
@@ -167,17 +157,7 @@ func TestACallInFlightIsReissuedWithTheSecretsOfItsPrompt(t *testing.T) {
 			held := make(chan struct{})
 			t.Cleanup(func() { close(held) })
 			m1 := &namedModel{name: "model-a", hold: held}
-			n1, err := node.New(context.Background(), node.Config{Model: m1, SystemPrompt: first, DataDir: dir, Secrets: []string{secret}, HandoffGrace: heldCallGrace})
-			if err != nil {
-				t.Fatal(err)
-			}
-			stop1, err := n1.Start(context.Background())
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := n1.Submit(context.Background(), node.Task{Input: "deploy", SessionID: "s"}); err != nil {
-				t.Fatal(err)
-			}
+			_, stop1 := startWithTask(t, node.Config{Model: m1, SystemPrompt: first, DataDir: dir, Secrets: []string{secret}, HandoffGrace: heldCallGrace}, node.Task{Input: "deploy", SessionID: "s"})
 			waitFor(t, 10*time.Second, "the model call", func() bool { return len(m1.requests()) == 1 })
 			stop1()
 

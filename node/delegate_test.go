@@ -376,17 +376,7 @@ func TestDelegateSurvivesARestart(t *testing.T) {
 	}
 	cfg1 := config(first)
 	cfg1.HandoffGrace = heldCallGrace // the child's second model call never answers on the first node
-	n1, err := node.New(context.Background(), cfg1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop1, err := n1.Start(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := n1.Submit(context.Background(), node.Task{Input: "go", SessionID: "boss", Agent: "lead"}); err != nil {
-		t.Fatal(err)
-	}
+	_, stop1 := startWithTask(t, cfg1, node.Task{Input: "go", SessionID: "boss", Agent: "lead"})
 	waitFor(t, 10*time.Second, "the child's second model call", func() bool { return first.callsOf("helper") >= 2 })
 	stop1() // as a kill: nothing records the calls in flight
 
@@ -477,10 +467,7 @@ func TestDelegateInACluster(t *testing.T) {
 	}
 	a, logA, partsA := start("a")
 	b, logB, partsB := start("b")
-	waitFor(t, 60*time.Second, "both nodes own partitions", func() bool {
-		pa, pb := a.PartitionsOwned(), b.PartitionsOwned()
-		return pa > 0 && pb > 0 && pa+pb == memoryClusterPartitions
-	})
+	waitPartitionsSplit(t, a, b)
 	parent := ""
 	for i := range 1000 {
 		id := fmt.Sprintf("p%d", i)

@@ -30,17 +30,7 @@ func TestDelegateFanOutRestart(t *testing.T) {
 	}
 	cfg1 := subagentsConfig(first)
 	cfg1.DataDir, cfg1.HandoffGrace = dir, heldCallGrace
-	n1, err := node.New(context.Background(), cfg1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop1, err := n1.Start(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := n1.Submit(context.Background(), node.Task{Input: "go", SessionID: "boss", Agent: "lead"}); err != nil {
-		t.Fatal(err)
-	}
+	_, stop1 := startWithTask(t, cfg1, node.Task{Input: "go", SessionID: "boss", Agent: "lead"})
 	waitFor(t, 10*time.Second, "4 children's model calls", func() bool { return first.callsOf("helper") >= 4 })
 	time.Sleep(100 * time.Millisecond)
 	stop1()

@@ -107,14 +107,7 @@ func TestCatalogLoadsAGroupThroughANode(t *testing.T) {
 	rec := &requestLog{}
 	cfg := node.Config{DataDir: dir, Tools: serverTools(), Disclosure: disclosure.Catalog,
 		Model: rec.model(t, call("c1", "load_tools", `{"group":"mcp:tickets"}`), call("c2", "tickets_open", `{"id":"7"}`), llm.ScriptStep{Content: "opened"})}
-	n, err := node.New(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop, err := n.Start(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	n, stop := nodetest.StartWithStop(t, cfg)
 	events := nodetest.Run(t, n, "catalog", "open ticket 7")
 	stop()
 	sections, names, system := rec.get()

@@ -18,6 +18,7 @@ import (
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
+	"github.com/troupe-run/troupe/node/nodetest"
 )
 
 // gatedModel answers its first call only once gate closes, and says when that
@@ -56,17 +57,10 @@ func shardedNode(t *testing.T, log eventlog.Log, name string, model llm.Model) *
 	t.Helper()
 	bus := node.NewEmbeddedBus(watermill.NopLogger{})
 	t.Cleanup(func() { _ = bus.Close() })
-	n, err := node.New(context.Background(), node.Config{
+	n, stop := nodetest.StartWithStop(t, node.Config{
 		Log: log, NodeID: name, Model: model,
 		Bus: &node.Bus{Publisher: bus, Tasks: onePartition{bus}, Live: bus, Sharded: true, Partition: func(string, int) int { return 0 }},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop, err := n.Start(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
 	t.Cleanup(stop)
 	return n
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/troupe-run/troupe/knowledge"
 	"github.com/troupe-run/troupe/memory"
 	"github.com/troupe-run/troupe/node"
+	"github.com/troupe-run/troupe/node/nodetest"
 )
 
 // TestIdempotencyKeyHoldsAcrossARestart: an Idempotency-Key is kept in the
@@ -28,15 +29,8 @@ func TestIdempotencyKeyHoldsAcrossARestart(t *testing.T) {
 	data := t.TempDir()
 	start := func() (memoryNode, func()) {
 		mn := memoryNode{log: newCountingLog(lg), emb: &countingEmbedder{}}
-		n, err := node.New(context.Background(), node.Config{Log: mn.log, DataDir: data, Memory: &memory.Config{Embedder: mn.emb},
+		n, stop := nodetest.StartWithStop(t, node.Config{Log: mn.log, DataDir: data, Memory: &memory.Config{Embedder: mn.emb},
 			Knowledge: &knowledge.Config{}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		stop, err := n.Start(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
 		mn.n = n
 		return mn, stop
 	}

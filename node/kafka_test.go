@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -134,6 +135,37 @@ func (k kafkaEnv) waitTopic(t *testing.T, name string) {
 	}
 }
 
+// produce writes recs to troupe.tasks in one call, within a minute, with a
+// producer of its own (writer), failing the test on an error.
+func (k kafkaEnv) produce(t *testing.T, recs ...kgo.Message) {
+	t.Helper()
+	w := k.writer(t, messages.TopicTasks)
+	defer w.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := w.WriteMessages(ctx, recs...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// poisonReasons returns the reasons (the header reason_poisoned) of the records
+// on troupe.poison keyed by one of keys, in the order they are read.
+func poisonReasons(t *testing.T, k kafkaEnv, keys ...string) []string {
+	t.Helper()
+	var reasons []string
+	eachRecord(t, k, node.TopicPoison, func(m kgo.Message) {
+		if !slices.Contains(keys, string(m.Key)) {
+			return
+		}
+		for _, h := range m.Headers {
+			if h.Key == "reason_poisoned" {
+				reasons = append(reasons, string(h.Value))
+			}
+		}
+	})
+	return reasons
+}
+
 // findRecord waits for a record with this key on a Troupe topic (without the
 // prefix), reading every partition (the topic's partition count depends on the
 // broker's setup).
@@ -203,13 +235,7 @@ func TestKafkaIngressPlainJSONTaskToResult(t *testing.T) {
 	if res.Status != messages.StatusCompleted || res.Output != "144" {
 		t.Fatalf("result: %+v", res)
 	}
-	m := findRecord(t, k, node.TopicPoison, session)
-	reason := ""
-	for _, h := range m.Headers {
-		if h.Key == "reason_poisoned" {
-			reason = string(h.Value)
-		}
-	}
+	reason := header(findRecord(t, k, node.TopicPoison, session), "reason_poisoned")
 	if !strings.Contains(reason, "malformed JSON") {
 		t.Fatalf("poison reason %q", reason)
 	}
@@ -354,13 +380,7 @@ func TestKafkaRecordGivingItsTypeTwoValuesIsPoisoned(t *testing.T) {
 		}
 	}()
 
-	m := findRecord(t, k, node.TopicPoison, session)
-	reason := ""
-	for _, h := range m.Headers {
-		if h.Key == "reason_poisoned" {
-			reason = string(h.Value)
-		}
-	}
+	reason := header(findRecord(t, k, node.TopicPoison, session), "reason_poisoned")
 	if want := `"type"="task.submitted", "type"="task.cancel"`; !strings.Contains(reason, want) {
 		t.Fatalf("poison reason %q; want it to name %s", reason, want)
 	}

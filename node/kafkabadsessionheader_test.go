@@ -1,7 +1,6 @@
 package node_test
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
@@ -19,14 +18,8 @@ func TestBadSessionHeaderIsNamedInTheRefusal(t *testing.T) {
 	k := newKafkaEnv(t)
 	k.node(t)
 	bad := "bad session " + time.Now().Format("150405.000000")
-	w := k.writer(t, messages.TopicTasks)
-	defer w.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := w.WriteMessages(ctx, kgo.Message{Value: []byte(`{"input":"echo x","task_id":"x"}`),
-		Headers: []kgo.Header{{Key: messages.MetaSessionID, Value: []byte(bad)}}}); err != nil {
-		t.Fatal(err)
-	}
+	k.produce(t, kgo.Message{Value: []byte(`{"input":"echo x","task_id":"x"}`),
+		Headers: []kgo.Header{{Key: messages.MetaSessionID, Value: []byte(bad)}}})
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		var reason string

@@ -32,14 +32,8 @@ func TestKafkaTaskReadPastItsDeadlineFailsAtOnce(t *testing.T) {
 	model := &countingModel{}
 	n := k.nodeWith(t, node.Config{Model: model})
 	session := "kafka-late-" + time.Now().Format("150405.000000")
-	w := k.writer(t, messages.TopicTasks)
-	defer w.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := w.WriteMessages(ctx, kgo.Message{Key: []byte(session), Time: time.Now().Add(-time.Hour),
-		Value: []byte(`{"input":"What is 2 + 2?","session_id":"` + session + `","deadline_ms":60000}`)}); err != nil {
-		t.Fatal(err)
-	}
+	k.produce(t, kgo.Message{Key: []byte(session), Time: time.Now().Add(-time.Hour),
+		Value: []byte(`{"input":"What is 2 + 2?","session_id":"` + session + `","deadline_ms":60000}`)})
 	events := waitEnded(t, n, session)
 	last := events[len(events)-1]
 	p, _ := last.Decode()

@@ -1,7 +1,6 @@
 package node_test
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
@@ -9,7 +8,6 @@ import (
 	kgo "github.com/segmentio/kafka-go"
 
 	"github.com/troupe-run/troupe/messages"
-	"github.com/troupe-run/troupe/node"
 )
 
 // A plain task keyed by its session (as the README says: its session_id, else the
@@ -24,17 +22,11 @@ func TestTaskWhoseSessionHeaderDiffersFromItsKeyIsRefused(t *testing.T) {
 	k.node(t)
 	stamp := time.Now().Format("150405.000000")
 	keyed, other := "keyed-"+stamp, "header-"+stamp
-	w := k.writer(t, messages.TopicTasks)
-	defer w.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := w.WriteMessages(ctx,
+	k.produce(t,
 		kgo.Message{Key: []byte(keyed), Value: []byte(`{"input":"echo misrouted","task_id":"first"}`),
 			Headers: []kgo.Header{{Key: messages.MetaSessionID, Value: []byte(other)}}},
 		kgo.Message{Key: []byte(keyed), Value: []byte(`{"input":"echo next","task_id":"next"}`)},
-	); err != nil {
-		t.Fatal(err)
-	}
+	)
 	if res, ok := waitTaskResult(t, k, keyed, "next", 30*time.Second); !ok || res.Status != messages.StatusCompleted {
 		t.Fatalf("task next: %+v (found %v), want it completed", res, ok)
 	}
@@ -44,17 +36,7 @@ func TestTaskWhoseSessionHeaderDiffersFromItsKeyIsRefused(t *testing.T) {
 	if res, ok := waitTaskResult(t, k, keyed, "first", time.Second); ok {
 		t.Errorf("task first ran in the key's session: %+v; want it refused", res)
 	}
-	var reasons []string
-	eachRecord(t, k, node.TopicPoison, func(m kgo.Message) {
-		if string(m.Key) != keyed && string(m.Key) != other {
-			return
-		}
-		for _, h := range m.Headers {
-			if h.Key == "reason_poisoned" {
-				reasons = append(reasons, string(h.Value))
-			}
-		}
-	})
+	reasons := poisonReasons(t, k, keyed, other)
 	if len(reasons) != 1 || !strings.Contains(reasons[0], keyed) || !strings.Contains(reasons[0], other) {
 		t.Errorf("poisoned with reasons %q; want one naming both %s and %s", reasons, keyed, other)
 	}

@@ -45,23 +45,15 @@ func TestLongRefusedCancelIsPoisonedAndItsPartitionMoves(t *testing.T) {
 	k := newKafkaEnv(t)
 	k.node(t)
 	session := "longcancel-" + time.Now().Format("150405.000000")
-	w := k.writer(t, messages.TopicTasks)
-	defer w.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
 	long := strings.Repeat("a", 600_000)
-	if err := w.WriteMessages(ctx, kgo.Message{Key: []byte(session), Value: []byte(`{"session_id":"` + long + `"}`),
-		Headers: []kgo.Header{{Key: "type", Value: []byte(messages.TypeCancelRequested)}}}); err != nil {
-		t.Fatal(err)
-	}
+	k.produce(t, kgo.Message{Key: []byte(session), Value: []byte(`{"session_id":"` + long + `"}`),
+		Headers: []kgo.Header{{Key: "type", Value: []byte(messages.TypeCancelRequested)}}})
 	const tasks = 70
 	var recs []kgo.Message
 	for i := range tasks {
 		recs = append(recs, kgo.Message{Key: []byte(session), Value: []byte(fmt.Sprintf(`{"input":"echo %d","task_id":"t-%d"}`, i, i))})
 	}
-	if err := w.WriteMessages(ctx, recs...); err != nil {
-		t.Fatal(err)
-	}
+	k.produce(t, recs...)
 	last := fmt.Sprintf("t-%d", tasks-1)
 	if res, ok := waitTaskResult(t, k, session, last, 30*time.Second); !ok || res.Status != messages.StatusCompleted {
 		t.Errorf("task %s: %+v (found %v), want it completed", last, res, ok)
@@ -125,17 +117,9 @@ func TestNearLimitMalformedRecordIsPoisonedAndItsSessionMoves(t *testing.T) {
 	k := newKafkaEnv(t)
 	k.node(t)
 	session := "nearlimit-" + time.Now().Format("150405.000000")
-	w := k.writer(t, messages.TopicTasks)
-	defer w.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
 	big := `{"input":"` + strings.Repeat("x", 1_048_450-len(`{"input":"`)) // no closing quote: malformed
-	if err := w.WriteMessages(ctx, kgo.Message{Key: []byte(session), Value: []byte(big)}); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.WriteMessages(ctx, kgo.Message{Key: []byte(session), Value: []byte(`{"input":"echo next","task_id":"next"}`)}); err != nil {
-		t.Fatal(err)
-	}
+	k.produce(t, kgo.Message{Key: []byte(session), Value: []byte(big)})
+	k.produce(t, kgo.Message{Key: []byte(session), Value: []byte(`{"input":"echo next","task_id":"next"}`)})
 	if res, ok := waitTaskResult(t, k, session, "next", 30*time.Second); !ok || res.Status != messages.StatusCompleted {
 		t.Errorf("task next: %+v (found %v), want it completed", res, ok)
 	}
@@ -201,17 +185,11 @@ func TestLongHeaderRefusedIsPoisoned(t *testing.T) {
 	k := newKafkaEnv(t)
 	k.node(t)
 	session := "longheader-" + time.Now().Format("150405.000000")
-	w := k.writer(t, messages.TopicTasks)
-	defer w.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := w.WriteMessages(ctx,
+	k.produce(t,
 		kgo.Message{Key: []byte(session), Value: []byte(`{"input":"echo refused"}`),
 			Headers: []kgo.Header{{Key: messages.MetaStored, Value: []byte(strings.Repeat("s", 600_000))}}},
 		kgo.Message{Key: []byte(session), Value: []byte(`{"input":"echo next","task_id":"next"}`)},
-	); err != nil {
-		t.Fatal(err)
-	}
+	)
 	if res, ok := waitTaskResult(t, k, session, "next", 30*time.Second); !ok || res.Status != messages.StatusCompleted {
 		t.Errorf("task next: %+v (found %v), want it completed", res, ok)
 	}

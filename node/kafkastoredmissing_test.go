@@ -1,7 +1,6 @@
 package node_test
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
@@ -9,7 +8,6 @@ import (
 	kgo "github.com/segmentio/kafka-go"
 
 	"github.com/troupe-run/troupe/messages"
-	"github.com/troupe-run/troupe/node"
 )
 
 // A record on troupe.tasks whose stored header names a stored task's stream
@@ -22,32 +20,16 @@ func TestTaskNamingAStoredStreamTheLogLacksIsPoisoned(t *testing.T) {
 	k := newKafkaEnv(t)
 	k.node(t)
 	session := "storedmissing-" + time.Now().Format("150405.000000")
-	w := k.writer(t, messages.TopicTasks)
-	defer w.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
 	missing := messages.BusStream(messages.BusStoredTask, "no-such-task")
-	if err := w.WriteMessages(ctx,
+	k.produce(t,
 		kgo.Message{Key: []byte(session), Value: []byte(`{"input":"echo refused","task_id":"refused"}`),
 			Headers: []kgo.Header{{Key: messages.MetaStored, Value: []byte(missing)}}},
 		kgo.Message{Key: []byte(session), Value: []byte(`{"input":"echo next","task_id":"next"}`)},
-	); err != nil {
-		t.Fatal(err)
-	}
+	)
 	if res, ok := waitTaskResult(t, k, session, "next", 30*time.Second); !ok || res.Status != messages.StatusCompleted {
 		t.Fatalf("task next: %+v (found %v), want it completed", res, ok)
 	}
-	var reasons []string
-	eachRecord(t, k, node.TopicPoison, func(m kgo.Message) {
-		if string(m.Key) != session {
-			return
-		}
-		for _, h := range m.Headers {
-			if h.Key == "reason_poisoned" {
-				reasons = append(reasons, string(h.Value))
-			}
-		}
-	})
+	reasons := poisonReasons(t, k, session)
 	if len(reasons) != 1 || !strings.Contains(reasons[0], missing) {
 		t.Errorf("poisoned with reasons %q; want one naming %s", reasons, missing)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/troupe-run/troupe/eventlog/clickhouse/chtest"
 	"github.com/troupe-run/troupe/knowledge"
 	"github.com/troupe-run/troupe/node"
+	"github.com/troupe-run/troupe/node/nodetest"
 )
 
 // A node on the ClickHouse log (TROUPE_TEST_CLICKHOUSE names the server) whose
@@ -40,14 +41,7 @@ func TestKBCompactionOnClickHouseAcrossARestart(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		n, err := node.New(context.Background(), node.Config{Log: lg, DataDir: dataDir, Knowledge: &knowledge.Config{}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		stopNode, err := n.Start(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
+		n, stopNode := nodetest.StartWithStop(t, node.Config{Log: lg, DataDir: dataDir, Knowledge: &knowledge.Config{}})
 		return kbNode{n: n, log: lg}, func() {
 			stopNode()
 			if err := lg.Close(); err != nil {

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/kafka"
@@ -49,10 +48,7 @@ func TestKBClusterRoutesWritesToTheBaseOwner(t *testing.T) {
 		})
 	}
 	a, b := start(0, "a"), start(1, "b")
-	waitFor(t, 60*time.Second, "both nodes own partitions", func() bool {
-		pa, pb := a.n.PartitionsOwned(), b.n.PartitionsOwned()
-		return pa > 0 && pb > 0 && pa+pb == memoryClusterPartitions
-	})
+	waitPartitionsSplit(t, a.n, b.n)
 	base := ""
 	for i := range 1000 {
 		if name := fmt.Sprintf("kb%d", i); b.parts.owns(kafka.PartitionOf(knowledge.Stream(name), memoryClusterPartitions)) {
@@ -152,10 +148,7 @@ func TestKBClusterCompactsOnTheBaseOwner(t *testing.T) {
 		})
 	}
 	a, b := start("a"), start("b")
-	waitFor(t, 60*time.Second, "both nodes own partitions", func() bool {
-		pa, pb := a.n.PartitionsOwned(), b.n.PartitionsOwned()
-		return pa > 0 && pb > 0 && pa+pb == memoryClusterPartitions
-	})
+	waitPartitionsSplit(t, a.n, b.n)
 	base := ""
 	for i := range 1000 {
 		if name := fmt.Sprintf("kb%d", i); b.parts.owns(kafka.PartitionOf(knowledge.Stream(name), memoryClusterPartitions)) {

@@ -13,6 +13,7 @@ import (
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
+	"github.com/troupe-run/troupe/node/nodetest"
 )
 
 // blindLog is a log whose reads of the sessions blind picks fail once on is set:
@@ -34,14 +35,7 @@ func (l *blindLog) Read(ctx context.Context, sessionID string, fromSeq uint64) (
 func startOn(t *testing.T, log eventlog.Log, cfg node.Config) (*node.Node, func()) {
 	t.Helper()
 	cfg.Log, cfg.DataDir = log, t.TempDir()
-	n, err := node.New(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop, err := n.Start(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	n, stop := nodetest.StartWithStop(t, cfg)
 	return n, stop
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/troupe-run/troupe/memory"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
+	"github.com/troupe-run/troupe/node/nodetest"
 	"github.com/troupe-run/troupe/tools/notes"
 )
 
@@ -248,15 +249,8 @@ func TestFailedNewTakesNoLog(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer lc.Close()
-	c, err := node.New(context.Background(), node.Config{Log: lc, DataDir: t.TempDir(), NodeID: "node-c", Knowledge: &knowledge.Config{},
+	c, stopC := nodetest.StartWithStop(t, node.Config{Log: lc, DataDir: t.TempDir(), NodeID: "node-c", Knowledge: &knowledge.Config{},
 		Memory: &memory.Config{}, MemoryTool: &memory.ToolConfig{Namespace: "agent:a"}, Notes: &notes.Config{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stopC, err := c.Start(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
 	defer stopC()
 	cn := soloNode{kbNode: kbNode{n: c, log: lc}}
 	if w := cn.write(t, "c0", "s", 2); len(w.refused) > 0 {

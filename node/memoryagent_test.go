@@ -270,14 +270,7 @@ func TestWriteAfterTaskBeforeClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := node.Config{DataDir: dir, Model: model, Memory: &memory.Config{}, MemoryTool: &memory.ToolConfig{Namespace: "agent:a"}, MemoryWriteAfterTask: true}
-	n, err := node.New(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop, err := n.Start(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	n, stop := nodetest.StartWithStop(t, cfg)
 	res, err := n.RunTask(context.Background(), node.Task{Input: "My favourite colour is green.", SessionID: "s-close"})
 	stop()
 	if err != nil || res.Status != messages.StatusCompleted {

@@ -63,6 +63,16 @@ type memoryClusterNode struct {
 
 const memoryClusterPartitions = 6
 
+// waitPartitionsSplit waits until nodes a and b both own partitions of the
+// tasks topic, memoryClusterPartitions between them.
+func waitPartitionsSplit(t *testing.T, a, b *node.Node) {
+	t.Helper()
+	waitFor(t, 60*time.Second, "both nodes own partitions", func() bool {
+		pa, pb := a.PartitionsOwned(), b.PartitionsOwned()
+		return pa > 0 && pb > 0 && pa+pb == memoryClusterPartitions
+	})
+}
+
 func startMemoryClusterNode(t *testing.T, k kafkaEnv, group string, shared eventlog.Log, name string, tweak ...func(*node.Config)) memoryClusterNode {
 	t.Helper()
 	clients, err := kafka.DialNode(k.brokers, group, k.layout(memoryClusterPartitions), watermill.NopLogger{})
@@ -120,10 +130,7 @@ func TestMemoryClusterRoutesToTheNamespaceOwner(t *testing.T) {
 	shared := sharedLog(t)
 	a := startMemoryClusterNode(t, k, group, shared, "a")
 	b := startMemoryClusterNode(t, k, group, shared, "b")
-	waitFor(t, 60*time.Second, "both nodes own partitions", func() bool {
-		pa, pb := a.n.PartitionsOwned(), b.n.PartitionsOwned()
-		return pa > 0 && pb > 0 && pa+pb == memoryClusterPartitions
-	})
+	waitPartitionsSplit(t, a.n, b.n)
 	ns := namespaceOn(t, b, "user:")
 
 	ids := a.mustPost(t, `[{"namespace":"`+ns+`","tier":"semantic","content":"Carol works at the Lisbon office","metadata":{"via":"a"}},
@@ -349,10 +356,7 @@ func TestMemoryClusterToolCallsRunOnTheNamespaceOwner(t *testing.T) {
 	}
 	a := startMemoryClusterNode(t, k, group, shared, "a", withTool)
 	b := startMemoryClusterNode(t, k, group, shared, "b", withTool)
-	waitFor(t, 60*time.Second, "both nodes own partitions", func() bool {
-		pa, pb := a.n.PartitionsOwned(), b.n.PartitionsOwned()
-		return pa > 0 && pb > 0 && pa+pb == memoryClusterPartitions
-	})
+	waitPartitionsSplit(t, a.n, b.n)
 	ns := namespaceOn(t, b, "team:")
 	session := ""
 	for i := range 100 {

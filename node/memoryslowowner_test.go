@@ -23,10 +23,7 @@ func TestMemoryClusterWriteSlowerThanTheCommandTimeoutIsAnswered(t *testing.T) {
 	slow := func(c *node.Config) { c.Memory = &memory.Config{Embedder: slowEmbedder{pause: 2 * time.Second}} }
 	a := startMemoryClusterNode(t, k, group, shared, "a", slow)
 	b := startMemoryClusterNode(t, k, group, shared, "b", slow)
-	waitFor(t, 60*time.Second, "both nodes own partitions", func() bool {
-		pa, pb := a.n.PartitionsOwned(), b.n.PartitionsOwned()
-		return pa > 0 && pb > 0 && pa+pb == memoryClusterPartitions
-	})
+	waitPartitionsSplit(t, a.n, b.n)
 	ns := namespaceOn(t, b, "user:")
 	code, ids, msg := a.post(t, `{"namespace":"`+ns+`","tier":"semantic","content":"Carol works at the Lisbon office"}`, "Idempotency-Key", "slow-1")
 	if code != http.StatusCreated || len(ids) != 1 {

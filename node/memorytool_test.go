@@ -127,14 +127,7 @@ func TestMemoryToolCallIssuedAgainAfterARestartWritesOnce(t *testing.T) {
 	stalling := &stallingLog{Log: counted, written: make(chan struct{})}
 	firstCfg := cfg(stalling)
 	firstCfg.HandoffGrace = heldCallGrace // the add's append stalls until the call is cut
-	first, err := node.New(context.Background(), firstCfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stopFirst, err := first.Start(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	first, stopFirst := nodetest.StartWithStop(t, firstCfg)
 	if _, err := first.Submit(context.Background(), node.Task{Input: "book a seat", SessionID: "booking-1"}); err != nil {
 		t.Fatal(err)
 	}

@@ -141,14 +141,7 @@ func wantOneTask(t *testing.T, fams map[string]*dto.MetricFamily) {
 func TestMetricsCountTasksOncePerNode(t *testing.T) {
 	dir := t.TempDir()
 	cfg := node.Config{DataDir: dir, Model: metricsScript(t)}
-	first, err := node.New(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop, err := first.Start(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	first, stop := nodetest.StartWithStop(t, cfg)
 	events := nodetest.Run(t, first, "metered", "what is 6*7?")
 	if u := recordedUsage(t, events); u != (messages.Usage{PromptTokens: 230, CompletionTokens: 15, CachedTokens: 40, CostUSD: 0.75}) {
 		stop()

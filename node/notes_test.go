@@ -61,16 +61,9 @@ func scripted(t *testing.T, call messages.ToolCall) llm.Model {
 func TestNotesOutliveTheNode(t *testing.T) {
 	dir := t.TempDir()
 	const secret = "sk-live-0123456789abcdefghij"
-	first, err := node.New(context.Background(), node.Config{DataDir: dir, Notes: &notes.Config{}, Secrets: []string{secret},
+	first, stop := nodetest.StartWithStop(t, node.Config{DataDir: dir, Notes: &notes.Config{}, Secrets: []string{secret},
 		Model: scripted(t, messages.ToolCall{ID: "c1", Name: "notes",
 			Arguments: `{"op":"add","args":{"type":"preference","tags":["alice"],"body":"Alice likes aisle seats; her key is ` + secret + `"}}`})})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop, err := first.Start(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
 	added := answers(nodetest.Run(t, first, "s-1", "remember Alice's seat"))
 	stop()
 	if len(added) != 1 || !strings.Contains(added[0], `"id":"n1"`) || strings.Contains(added[0], secret) {

@@ -105,10 +105,7 @@ func testNotesOnTheStreamOwner(t *testing.T, logOf func() eventlog.Log, reader e
 	}
 	a := startMemoryClusterNode(t, k, group, logOf(), "a", withNotes)
 	b := startMemoryClusterNode(t, k, group, logOf(), "b", withNotes)
-	waitFor(t, 60*time.Second, "both nodes own partitions", func() bool {
-		pa, pb := a.n.PartitionsOwned(), b.n.PartitionsOwned()
-		return pa > 0 && pb > 0 && pa+pb == memoryClusterPartitions
-	})
+	waitPartitionsSplit(t, a.n, b.n)
 	stream := notes.Stream("default")
 	owner, other := a, b
 	if !a.parts.owns(kafka.PartitionOf(stream, memoryClusterPartitions)) {
@@ -244,10 +241,7 @@ func TestNotesClusterManyCallsToOneStream(t *testing.T) {
 	}
 	a := startMemoryClusterNode(t, k, group, gated, "a", withNotes)
 	b := startMemoryClusterNode(t, k, group, gated, "b", withNotes)
-	waitFor(t, 60*time.Second, "both nodes own partitions", func() bool {
-		pa, pb := a.n.PartitionsOwned(), b.n.PartitionsOwned()
-		return pa > 0 && pb > 0 && pa+pb == memoryClusterPartitions
-	})
+	waitPartitionsSplit(t, a.n, b.n)
 	stream := notes.Stream("default")
 	owner, other := a, b
 	if !a.parts.owns(kafka.PartitionOf(stream, memoryClusterPartitions)) {
@@ -360,9 +354,7 @@ func TestNotesClusterWithoutMemoryIsAnswered(t *testing.T) {
 	}
 	a := startMemoryClusterNode(t, k, group, shared, "a", withNotes)
 	b := startMemoryClusterNode(t, k, group, shared, "b", withNotes)
-	waitFor(t, 60*time.Second, "both nodes own partitions", func() bool {
-		return a.n.PartitionsOwned() > 0 && b.n.PartitionsOwned() > 0 && a.n.PartitionsOwned()+b.n.PartitionsOwned() == memoryClusterPartitions
-	})
+	waitPartitionsSplit(t, a.n, b.n)
 	for i, owner := range []memoryClusterNode{a, b} {
 		session := sessionsOn(t, owner, fmt.Sprintf("plain-notes-%d", i), 1)[0]
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)

@@ -2,7 +2,6 @@ package node_test
 
 import (
 	"bytes"
-	"context"
 	"io"
 	"log/slog"
 	"net/http"
@@ -58,14 +57,7 @@ func TestFinishedTasksDoNotLogNoSubscribersAtInfo(t *testing.T) {
 	for _, level := range []slog.Level{slog.LevelInfo, slog.LevelDebug} {
 		var buf syncBuffer
 		logger := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: level}))
-		n, err := node.New(context.Background(), node.Config{DataDir: t.TempDir(), Logger: logger})
-		if err != nil {
-			t.Fatal(err)
-		}
-		stop, err := n.Start(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
+		n, stop := nodetest.StartWithStop(t, node.Config{DataDir: t.TempDir(), Logger: logger})
 		for i := range 3 {
 			nodetest.Run(t, n, "quiet-"+strconv.Itoa(i), "echo done")
 		}

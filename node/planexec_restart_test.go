@@ -77,17 +77,7 @@ func runPlanRestart(t *testing.T, kill bool) planRestartRun {
 	if kill {
 		cfg1 := config(first, true)
 		cfg1.HandoffGrace = heldCallGrace
-		n1, err := node.New(context.Background(), cfg1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		stop1, err := n1.Start(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := n1.Submit(context.Background(), node.Task{Input: "tally", SessionID: "plan", Agent: "planner"}); err != nil {
-			t.Fatal(err)
-		}
+		n1, stop1 := startWithTask(t, cfg1, node.Task{Input: "tally", SessionID: "plan", Agent: "planner"})
 		waitFor(t, 10*time.Second, "a, c and d finished, b in flight", func() bool {
 			return len(payloads[*messages.ToolCallCompleted](t, readAll(t, n1.Log(), "plan"))) == 3
 		})

@@ -11,6 +11,7 @@ import (
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
+	"github.com/troupe-run/troupe/node/nodetest"
 	"github.com/troupe-run/troupe/tools"
 )
 
@@ -81,14 +82,7 @@ func TestQueuedTasksSurviveANodeStop(t *testing.T) {
 	}
 	const tasks, session = 30, "hot7"
 
-	first, err := node.New(context.Background(), cfg("first"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	stopFirst, err := first.Start(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	first, stopFirst := nodetest.StartWithStop(t, cfg("first"))
 	var wg sync.WaitGroup
 	errs := make(chan error, tasks)
 	for i := range tasks {
@@ -128,14 +122,7 @@ func TestQueuedTasksSurviveANodeStop(t *testing.T) {
 	}
 	t.Logf("stopped with %d of %d tasks ended", len(ended), tasks)
 
-	second, err := node.New(context.Background(), cfg("second"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	stopSecond, err := second.Start(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	second, stopSecond := nodetest.StartWithStop(t, cfg("second"))
 	defer stopSecond()
 	deadline = time.Now().Add(60 * time.Second)
 	for {

@@ -165,10 +165,7 @@ func TestWriteAfterTaskRunsOnTheNamespaceOwner(t *testing.T) {
 	}
 	a := startMemoryClusterNode(t, k, group, shared, "a", withMemory)
 	b := startMemoryClusterNode(t, k, group, shared, "b", withMemory)
-	waitFor(t, 60*time.Second, "both nodes own partitions", func() bool {
-		pa, pb := a.n.PartitionsOwned(), b.n.PartitionsOwned()
-		return pa > 0 && pb > 0 && pa+pb == memoryClusterPartitions
-	})
+	waitPartitionsSplit(t, a.n, b.n)
 	owner, other := a, b
 	if !a.parts.owns(kafka.PartitionOf(memory.Stream(namespace), memoryClusterPartitions)) {
 		owner, other = b, a

@@ -330,17 +330,7 @@ func TestMaxStepsLoweredAcrossARestart(t *testing.T) {
 	}
 	cfg1 := config(first, 5)
 	cfg1.HandoffGrace = heldCallGrace // the third model call never answers on the first node
-	n1, err := node.New(context.Background(), cfg1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop1, err := n1.Start(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := n1.Submit(context.Background(), node.Task{Input: "count", SessionID: "s", Agent: "stepper"}); err != nil {
-		t.Fatal(err)
-	}
+	_, stop1 := startWithTask(t, cfg1, node.Task{Input: "count", SessionID: "s", Agent: "stepper"})
 	waitFor(t, 10*time.Second, "the third model call", func() bool { return first.callsOf("stepper") >= 3 })
 	stop1()
 

@@ -248,13 +248,7 @@ func TestKafkaRecordsWithTaskIDsGetResultsNamingThem(t *testing.T) {
 	if err := w.WriteMessages(ctx, kgo.Message{Key: []byte(badSession), Value: []byte(`{"input":"echo x","task_id":"a/b"}`)}); err != nil {
 		t.Fatal(err)
 	}
-	m := findRecord(t, k, node.TopicPoison, badSession)
-	reason := ""
-	for _, h := range m.Headers {
-		if h.Key == "reason_poisoned" {
-			reason = string(h.Value)
-		}
-	}
+	reason := header(findRecord(t, k, node.TopicPoison, badSession), "reason_poisoned")
 	if !strings.Contains(reason, "task_id") {
 		t.Errorf("poison reason %q, want one naming task_id", reason)
 	}

@@ -121,17 +121,7 @@ func TestTeamFanOutSurvivesARestart(t *testing.T) {
 	}
 	cfg1 := config(first)
 	cfg1.HandoffGrace = heldCallGrace // slow's second model call never answers on the first node
-	n1, err := node.New(context.Background(), cfg1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop1, err := n1.Start(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := n1.Submit(context.Background(), node.Task{Input: "tally", SessionID: "team", Agent: "panel"}); err != nil {
-		t.Fatal(err)
-	}
+	n1, stop1 := startWithTask(t, cfg1, node.Task{Input: "tally", SessionID: "team", Agent: "panel"})
 	waitFor(t, 10*time.Second, "the fast branch's answer in the team's state, the slow one's second model call", func() bool {
 		return first.callsOf("slow") >= 2 && len(payloads[*messages.TeamStateUpdated](t, readAll(t, n1.Log(), "team"))) > 0
 	})
@@ -520,17 +510,7 @@ func TestTeamChangedAcrossARestartFailsClearly(t *testing.T) {
 	}
 	cfg1 := config(first, "calc", "writer")
 	cfg1.HandoffGrace = heldCallGrace // calc's model call never answers on the first node
-	n1, err := node.New(context.Background(), cfg1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop1, err := n1.Start(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := n1.Submit(context.Background(), node.Task{Input: "do it", SessionID: "team", Agent: "desk"}); err != nil {
-		t.Fatal(err)
-	}
+	_, stop1 := startWithTask(t, cfg1, node.Task{Input: "do it", SessionID: "team", Agent: "desk"})
 	waitFor(t, 10*time.Second, "calc's model call", func() bool { return first.callsOf("calc") >= 1 })
 	stop1()
 

@@ -359,18 +359,8 @@ func TestResumedTaskKeepsItsTrace(t *testing.T) {
 	t.Cleanup(func() { _ = tp1.Shutdown(context.Background()); _ = tp2.Shutdown(context.Background()) })
 
 	started := make(chan struct{}, 1)
-	n1, err := node.New(context.Background(), node.Config{DataDir: dir, Model: model(), Tools: []tools.Tool{stallingTool{started: started}},
-		Traces: telemetry.With(tp1), HandoffGrace: heldCallGrace})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop1, err := n1.Start(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := n1.Submit(context.Background(), node.Task{Input: "go slow", SessionID: "resumed"}); err != nil {
-		t.Fatal(err)
-	}
+	n1, stop1 := startWithTask(t, node.Config{DataDir: dir, Model: model(), Tools: []tools.Tool{stallingTool{started: started}},
+		Traces: telemetry.With(tp1), HandoffGrace: heldCallGrace}, node.Task{Input: "go slow", SessionID: "resumed"})
 	select {
 	case <-started:
 	case <-time.After(10 * time.Second):
@@ -502,10 +492,7 @@ func TestMemoryCommandSpansJoinTheTasksTrace(t *testing.T) {
 	}
 	a := startMemoryClusterNode(t, k, group, shared, "a", withTool)
 	b := startMemoryClusterNode(t, k, group, shared, "b", withTool)
-	waitFor(t, 60*time.Second, "both nodes own partitions", func() bool {
-		pa, pb := a.n.PartitionsOwned(), b.n.PartitionsOwned()
-		return pa > 0 && pb > 0 && pa+pb == memoryClusterPartitions
-	})
+	waitPartitionsSplit(t, a.n, b.n)
 	ns := namespaceOn(t, b, "team:")
 	session := ""
 	for i := range 100 {

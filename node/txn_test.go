@@ -113,10 +113,7 @@ func TestRecordsWithoutAValueArePoisonedClearly(t *testing.T) {
 	if res := readResult(t, k, session); res.Status != messages.StatusCompleted || res.Output != "next" {
 		t.Fatalf("result %+v, want the next task completed", res)
 	}
-	var reasons []string
-	for _, m := range topicRecords(t, k, node.TopicPoison, session) {
-		reasons = append(reasons, header(m, "reason_poisoned"))
-	}
+	reasons := poisonReasons(t, k, session)
 	if len(reasons) != 2 {
 		t.Fatalf("poisoned %d records of %s, want 2: %q", len(reasons), session, reasons)
 	}

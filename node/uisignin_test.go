@@ -15,6 +15,7 @@ import (
 	"github.com/troupe-run/troupe/eventlog/sqlite"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
+	"github.com/troupe-run/troupe/node/nodetest"
 )
 
 // startServed builds and starts a node with cfg, serves its Handler on a loopback
@@ -22,14 +23,7 @@ import (
 // a second call does nothing).
 func startServed(t *testing.T, cfg node.Config) (string, func()) {
 	t.Helper()
-	n, err := node.New(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stopNode, err := n.Start(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	n, stopNode := nodetest.StartWithStop(t, cfg)
 	srv := httptest.NewServer(n.Handler())
 	stopped := false
 	stop := func() {

@@ -71,15 +71,8 @@ func (w durableWorld) start(t *testing.T, emb llm.Embedder, data string) (*node.
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := node.New(context.Background(), node.Config{Log: w.log, DataDir: data, Model: model, Memory: &memory.Config{Embedder: emb},
+	n, stop := nodetest.StartWithStop(t, node.Config{Log: w.log, DataDir: data, Model: model, Memory: &memory.Config{Embedder: emb},
 		MemoryTool: &memory.ToolConfig{Namespace: "agent:a"}, MemoryWriteAfterTask: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop, err := n.Start(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
 	var once sync.Once
 	stopOnce := func() { once.Do(stop) }
 	t.Cleanup(stopOnce)

@@ -34,10 +34,7 @@ func TestWriteAfterTaskRetriesATransientFailureAtTheNamespaceOwner(t *testing.T)
 	}
 	a := startMemoryClusterNode(t, k, group, shared, "a", withMemory)
 	b := startMemoryClusterNode(t, k, group, shared, "b", withMemory)
-	waitFor(t, 60*time.Second, "both nodes own partitions", func() bool {
-		pa, pb := a.n.PartitionsOwned(), b.n.PartitionsOwned()
-		return pa > 0 && pb > 0 && pa+pb == memoryClusterPartitions
-	})
+	waitPartitionsSplit(t, a.n, b.n)
 	other := b
 	if !a.parts.owns(kafka.PartitionOf(memory.Stream(namespace), memoryClusterPartitions)) {
 		other = a
@@ -72,10 +69,7 @@ func TestWriteAfterTaskPendingOnAStoppedNodeIsRememberedByTheNextOwner(t *testin
 	}
 	a := startMemoryClusterNode(t, k, group, shared, "a", withMemory(embA))
 	b := startMemoryClusterNode(t, k, group, shared, "b", withMemory(embB))
-	waitFor(t, 60*time.Second, "both nodes own partitions", func() bool {
-		pa, pb := a.n.PartitionsOwned(), b.n.PartitionsOwned()
-		return pa > 0 && pb > 0 && pa+pb == memoryClusterPartitions
-	})
+	waitPartitionsSplit(t, a.n, b.n)
 	session := sessionsOn(t, a, "pending", 1)[0]
 	if _, err := a.n.Submit(context.Background(), node.Task{Input: "I live in Oslo and I like tea.", SessionID: session}); err != nil {
 		t.Fatal(err)

@@ -25,14 +25,9 @@ func (l *Log) DeleteEvents(ctx context.Context, stream string, seqs []uint64) (i
 	if err := eventlog.CheckCompactable(stream, seqs); err != nil {
 		return 0, fmt.Errorf("eventlog/sqlite: delete events: %w", err)
 	}
-	if err := ctx.Err(); err != nil {
-		return 0, fmt.Errorf("eventlog/sqlite: delete %d events of %s: %w", len(seqs), stream, err)
-	}
-	if l.isClosed() {
-		return 0, fmt.Errorf("eventlog/sqlite: delete %d events of %s: %w", len(seqs), stream, eventlog.ErrClosed)
-	}
-	if l.cfg.ReadOnly {
-		return 0, fmt.Errorf("eventlog/sqlite: delete %d events of %s in %s: %w", len(seqs), stream, l.path, ErrReadOnly)
+	what := fmt.Sprintf("delete %d events of %s", len(seqs), stream)
+	if err := l.writable(ctx, what, what+" in"); err != nil {
+		return 0, err
 	}
 	if len(seqs) == 0 {
 		return 0, nil

@@ -65,11 +65,7 @@ func ownOne(ctx context.Context, t *testing.T, l *Log, node string, p int) event
 func TestEpochIndexHoldsEpochStarts(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	l, err := Open(ctx, Config{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l := openTemp(ctx, t)
 	events := make([]messages.Envelope, 10)
 	for i := range events {
 		events[i] = testEvent(t, "s", uint64(i+1), "session")
@@ -117,11 +113,7 @@ func TestEpochStartAfterAnotherEpoch(t *testing.T) {
 		{"Committed", []uint64{3}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			l, err := Open(ctx, Config{Dir: t.TempDir()})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer l.Close()
+			l := openTemp(ctx, t)
 			ev := func(seq uint64) messages.Envelope { return testEvent(t, "s", seq, "session") }
 			a, b := ownOne(ctx, t, l, "node-a", 0), ownOne(ctx, t, l, "node-b", 1)
 			if err := l.AppendLeased(ctx, a, []messages.Envelope{ev(1), ev(2)}); err != nil {

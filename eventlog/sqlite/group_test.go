@@ -70,6 +70,17 @@ func waitQueued(t *testing.T, l *Log, n int) {
 	}
 }
 
+// openTemp opens a log in a directory of the test's, closed at the test's end.
+func openTemp(ctx context.Context, t *testing.T) *Log {
+	t.Helper()
+	l, err := Open(ctx, Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	return l
+}
+
 func testEvent(t *testing.T, session string, seq uint64, actor string) messages.Envelope {
 	t.Helper()
 	e, err := messages.NewEnvelope(&messages.ToolCallCompleted{Key: "k", CallID: "c", Tool: "calculator", Result: "144"})

@@ -103,11 +103,7 @@ func TestDerivedIDsUniqueWithAliases(t *testing.T) {
 		wantAppend(ctx, t, l, eventlog.ErrSeqConflict, idEvent(t, "b", 1, "b/1"))
 	})
 	t.Run("InsertOfSeveralRows", func(t *testing.T) {
-		l, err := Open(ctx, Config{Dir: t.TempDir()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer l.Close()
+		l := openTemp(ctx, t)
 		wantAppend(ctx, t, l, nil, idEvent(t, "g", 1, "h/1"), idEvent(t, "g", 2, "g/2"))
 		wantAppend(ctx, t, l, eventlog.ErrSeqConflict, idEvent(t, "h", 1, "h/1"))
 		wantIDs(ctx, t, l, "g", "h/1", "g/2")
@@ -155,11 +151,7 @@ func TestDerivedIDsUniqueWithAliases(t *testing.T) {
 func TestIDIndexHoldsNonDerivedIDs(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	l, err := Open(ctx, Config{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l := openTemp(ctx, t)
 	wantIDIndex(ctx, t, l.rdb)
 }
 

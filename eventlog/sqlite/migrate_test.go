@@ -177,11 +177,7 @@ func TestMigrateFromVersion4(t *testing.T) {
 func TestEpochIndexHoldsLeasedEvents(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	l, err := Open(ctx, Config{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l := openTemp(ctx, t)
 	wantEpochIndex(ctx, t, l)
 }
 

@@ -47,14 +47,8 @@ func (l *Log) PruneStreams(ctx context.Context, prefix string, beforeUS int64, l
 	if limit <= 0 {
 		return 0, fmt.Errorf("eventlog/sqlite: prune streams of %s: limit %d, want > 0", prefix, limit)
 	}
-	if err := ctx.Err(); err != nil {
-		return 0, fmt.Errorf("eventlog/sqlite: prune streams of %s: %w", prefix, err)
-	}
-	if l.isClosed() {
-		return 0, fmt.Errorf("eventlog/sqlite: prune streams of %s: %w", prefix, eventlog.ErrClosed)
-	}
-	if l.cfg.ReadOnly {
-		return 0, fmt.Errorf("eventlog/sqlite: prune streams of %s in %s: %w", prefix, l.path, ErrReadOnly)
+	if err := l.writable(ctx, "prune streams of "+prefix, "prune streams of "+prefix+" in"); err != nil {
+		return 0, err
 	}
 	from, end := eventlog.PrefixRange(prefix)
 	p := &pruneReq{from: from, end: end, beforeUS: beforeUS, limit: int64(limit)}
@@ -70,14 +64,9 @@ func (l *Log) PruneListed(ctx context.Context, streams []eventlog.StreamBound) (
 	if err := eventlog.CheckPruneList(streams); err != nil {
 		return 0, fmt.Errorf("eventlog/sqlite: prune listed streams: %w", err)
 	}
-	if err := ctx.Err(); err != nil {
-		return 0, fmt.Errorf("eventlog/sqlite: prune %d listed streams: %w", len(streams), err)
-	}
-	if l.isClosed() {
-		return 0, fmt.Errorf("eventlog/sqlite: prune %d listed streams: %w", len(streams), eventlog.ErrClosed)
-	}
-	if l.cfg.ReadOnly {
-		return 0, fmt.Errorf("eventlog/sqlite: prune %d listed streams in %s: %w", len(streams), l.path, ErrReadOnly)
+	what := fmt.Sprintf("prune %d listed streams", len(streams))
+	if err := l.writable(ctx, what, what+" in"); err != nil {
+		return 0, err
 	}
 	if len(streams) == 0 {
 		return 0, nil

@@ -35,14 +35,8 @@ func (l *Log) MarkPublished(ctx context.Context, node string, epoch uint64, part
 // arguments were checked (eventlog.CheckRelease, CheckMark), once the log can take
 // it. what names the call in errors, and doing what it does to a read-only log.
 func (l *Log) markOwners(ctx context.Context, what, doing string, o *releaseReq) error {
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("eventlog/sqlite: %s: %w", what, err)
-	}
-	if l.isClosed() {
-		return fmt.Errorf("eventlog/sqlite: %s: %w", what, eventlog.ErrClosed)
-	}
-	if l.cfg.ReadOnly {
-		return fmt.Errorf("eventlog/sqlite: %s of %s: %w", doing, l.path, ErrReadOnly)
+	if err := l.writable(ctx, what, doing+" of"); err != nil {
+		return err
 	}
 	if o.epoch > math.MaxInt64 {
 		return fmt.Errorf("eventlog/sqlite: %s: epoch %d out of range", what, o.epoch)

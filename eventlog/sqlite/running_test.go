@@ -17,11 +17,7 @@ import (
 // nothing. The listing is the one the general statement makes.
 func TestRunningSessionsAreListedThroughTheirIndex(t *testing.T) {
 	ctx := context.Background()
-	l, err := Open(ctx, Config{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = l.Close() })
+	l := openTemp(ctx, t)
 	seq := map[string]uint64{}
 	add := func(session string, p messages.Payload) {
 		e, err := messages.NewEnvelope(p)

@@ -15,14 +15,8 @@ var _ eventlog.Snapshots = (*Log)(nil)
 // SaveSnapshot implements eventlog.Snapshots: one statement in a transaction of
 // the writer.
 func (l *Log) SaveSnapshot(ctx context.Context, s eventlog.FoldSnapshot) error {
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("eventlog/sqlite: save snapshot: %w", err)
-	}
-	if l.isClosed() {
-		return fmt.Errorf("eventlog/sqlite: save snapshot: %w", eventlog.ErrClosed)
-	}
-	if l.cfg.ReadOnly {
-		return fmt.Errorf("eventlog/sqlite: save a snapshot in %s: %w", l.path, ErrReadOnly)
+	if err := l.writable(ctx, "save snapshot", "save a snapshot in"); err != nil {
+		return err
 	}
 	if s.SessionID == "" || s.Seq == 0 || s.Seq > math.MaxInt64 || s.EventID == "" {
 		return fmt.Errorf("eventlog/sqlite: save snapshot: %w: session %q at seq %d of event %q", eventlog.ErrInvalidEvent, s.SessionID, s.Seq, s.EventID)

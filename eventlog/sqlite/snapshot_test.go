@@ -15,11 +15,7 @@ import (
 func TestFoldSnapshotIsTheLastSaved(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	l, err := Open(ctx, Config{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l := openTemp(ctx, t)
 	if _, ok, err := l.LoadSnapshot(ctx, "s"); ok || err != nil {
 		t.Fatalf("a session without a snapshot: %v, %v", ok, err)
 	}

@@ -247,14 +247,8 @@ func (l *Log) AppendLeased(ctx context.Context, lease eventlog.Lease, events []m
 
 // append hands a batch to the writer: a claim (Claim, ClaimLeased) when claim is set.
 func (l *Log) append(ctx context.Context, lease *eventlog.Lease, events []messages.Envelope, claim bool) error {
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("eventlog/sqlite: append: %w", err)
-	}
-	if l.isClosed() {
-		return fmt.Errorf("eventlog/sqlite: append: %w", eventlog.ErrClosed)
-	}
-	if l.cfg.ReadOnly {
-		return fmt.Errorf("eventlog/sqlite: append to %s: %w", l.path, ErrReadOnly)
+	if err := l.writable(ctx, "append", "append to"); err != nil {
+		return err
 	}
 	check := eventlog.CheckBatch
 	if claim {
@@ -308,14 +302,8 @@ func (l *Log) own(ctx context.Context, what, node string, partitions []int) (*ow
 	if err := eventlog.CheckOwn(node, partitions); err != nil {
 		return nil, fmt.Errorf("eventlog/sqlite: %s: %w", what, err)
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("eventlog/sqlite: %s: %w", what, err)
-	}
-	if l.isClosed() {
-		return nil, fmt.Errorf("eventlog/sqlite: %s: %w", what, eventlog.ErrClosed)
-	}
-	if l.cfg.ReadOnly {
-		return nil, fmt.Errorf("eventlog/sqlite: %s: own partitions of %s: %w", what, l.path, ErrReadOnly)
+	if err := l.writable(ctx, what, what+": own partitions of"); err != nil {
+		return nil, err
 	}
 	for _, p := range partitions {
 		if p > math.MaxInt32 {
@@ -562,6 +550,23 @@ func (l *Log) Stats() Stats {
 		Transactions: l.stats.transactions.Load(),
 		Events:       l.stats.events.Load(),
 	}
+}
+
+// writable reports why a write cannot be made now: ctx is done or the log closed
+// ("eventlog/sqlite: <what>: <cause>"), or the log is read-only
+// ("eventlog/sqlite: <readOnly> <path>: ErrReadOnly", readOnly saying what the
+// write does to the log: "append to").
+func (l *Log) writable(ctx context.Context, what, readOnly string) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("eventlog/sqlite: %s: %w", what, err)
+	}
+	if l.isClosed() {
+		return fmt.Errorf("eventlog/sqlite: %s: %w", what, eventlog.ErrClosed)
+	}
+	if l.cfg.ReadOnly {
+		return fmt.Errorf("eventlog/sqlite: %s %s: %w", readOnly, l.path, ErrReadOnly)
+	}
+	return nil
 }
 
 func (l *Log) isClosed() bool {

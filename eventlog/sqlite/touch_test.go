@@ -15,11 +15,7 @@ import (
 func TestSummaryOfPlainBatchWritesNoIndex(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	l, err := Open(ctx, Config{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l := openTemp(ctx, t)
 	for _, c := range []struct {
 		query  string
 		btrees int

@@ -8,7 +8,6 @@ import (
 
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/llm/gateway"
-	"github.com/troupe-run/troupe/llm/openai"
 	"github.com/troupe-run/troupe/llm/openai/openaitest"
 	"github.com/troupe-run/troupe/messages"
 )
@@ -22,10 +21,7 @@ func TestIdempotencyKeyIsSentOnEveryAttempt(t *testing.T) {
 	for _, streamed := range []bool{false, true} {
 		srv := openaitest.NewServer(t, openaitest.Sequence(openaitest.Error(503, "busy"), openaitest.Completion(ok, messages.Usage{PromptTokens: 1}),
 			openaitest.Completion(ok, messages.Usage{PromptTokens: 1})))
-		m, err := openai.New(openai.Config{Provider: "p", BaseURL: srv.URL, Model: "p", Timeout: 10 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
+		m := provider(t, srv, "p", "")
 		g, err := gateway.New(gateway.Config{Chain: []llm.Model{m}, Retry: gateway.RetryPolicy{Initial: time.Millisecond, Max: time.Millisecond}})
 		if err != nil {
 			t.Fatal(err)
@@ -67,11 +63,7 @@ func TestIdempotencyKeyDiffersAcrossAFallback(t *testing.T) {
 	srv := openaitest.NewServer(t, openaitest.Sequence(openaitest.Error(400, "bad"), openaitest.Completion(ok, messages.Usage{PromptTokens: 1})))
 	var chain []llm.Model
 	for _, name := range []string{"big", "small"} {
-		m, err := openai.New(openai.Config{Provider: "p", BaseURL: srv.URL, Model: name, Timeout: 10 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		chain = append(chain, m)
+		chain = append(chain, provider(t, srv, name, ""))
 	}
 	g, err := gateway.New(gateway.Config{Chain: chain, Retry: gateway.RetryPolicy{Initial: time.Millisecond, Max: time.Millisecond}})
 	if err != nil {

@@ -76,10 +76,7 @@ func TestGatewayStreamCutEveryAttemptFails(t *testing.T) {
 	// finish_reason is whole: TestGatewayTakesAStreamFinishedWithoutDone.)
 	cut := openaitest.Reply{Events: []string{openaitest.RoleChunk(), openaitest.ContentChunk("half")}}
 	srv := openaitest.NewServer(t, func(openaitest.Request) openaitest.Reply { return cut })
-	m, err := openai.New(openai.Config{Provider: "p", BaseURL: srv.URL, Model: "p", Timeout: 10 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := provider(t, srv, "p", "")
 	g, err := gateway.New(gateway.Config{Chain: []llm.Model{m}, Retry: gateway.RetryPolicy{MaxAttempts: 3, Initial: time.Millisecond, Max: time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
@@ -99,10 +96,7 @@ func TestGatewayTakesAStreamFinishedWithoutDone(t *testing.T) {
 	srv := openaitest.NewServer(t, func(openaitest.Request) openaitest.Reply {
 		return openaitest.Stream(openaitest.RoleChunk(), openaitest.ContentChunk("whole"), openaitest.FinishChunk("stop"), openaitest.UsageChunk(u))
 	})
-	m, err := openai.New(openai.Config{Provider: "p", BaseURL: srv.URL, Model: "p", Timeout: 10 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := provider(t, srv, "p", "")
 	g, err := gateway.New(gateway.Config{Chain: []llm.Model{m}, Retry: gateway.RetryPolicy{MaxAttempts: 3, Initial: time.Millisecond, Max: time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)

@@ -151,34 +151,29 @@ func (m *Model) Stream(ctx context.Context, req llm.Request, onDelta func(Delta)
 		spent.Usage = estimatedUsage(req, acc.ChatCompletion)
 	}
 	cc := acc.ChatCompletion
-	if finished(cc) && ctx.Err() == nil && endedAfterAnswer(stream.Err(), call, x) {
-		// Every choice finished: the answer is whole, though the stream closed (or
-		// was cut, or stalled) before [DONE]. It is the answer the provider bills;
-		// sending it again would be paid twice. Its usage is what the provider
-		// reported, or none (the gateway counts it, as for a provider that reports
-		// no usage).
-		msg, err := m.message(req, cc.Choices[0].Message)
-		if err != nil {
-			return spent, err
+	// An answer whose every choice finished is whole, though the stream closed (or
+	// was cut, or stalled) before [DONE]. It is the answer the provider bills;
+	// sending it again would be paid twice. Its usage is what the provider
+	// reported, or none (the gateway counts it, as for a provider that reports no
+	// usage). Any other answer is whole only when the stream ended well.
+	if !finished(cc) || ctx.Err() != nil || !endedAfterAnswer(stream.Err(), call, x) {
+		if err := stream.Err(); err != nil {
+			var se *ssestream.StreamError
+			if errors.As(err, &se) {
+				return spent, m.who.errorf(op, "the provider reported an error mid-stream: %s: %w",
+					redact.New(m.who.apiKey).String(errorMessage(se.Event.Data)), llm.ErrTransient)
+			}
+			return spent, m.who.classify(op, ctx, call, x, err)
 		}
-		return llm.Response{Message: msg, Usage: usage(u), FinishReason: llm.AbnormalFinish(cc.Choices[0].FinishReason)}, nil
-	}
-	if err := stream.Err(); err != nil {
-		var se *ssestream.StreamError
-		if errors.As(err, &se) {
-			return spent, m.who.errorf(op, "the provider reported an error mid-stream: %s: %w",
-				redact.New(m.who.apiKey).String(errorMessage(se.Event.Data)), llm.ErrTransient)
+		if err := call.Err(); err != nil {
+			return spent, m.who.classify(op, ctx, call, x, err)
 		}
-		return spent, m.who.classify(op, ctx, call, x, err)
-	}
-	if err := call.Err(); err != nil {
-		return spent, m.who.classify(op, ctx, call, x, err)
-	}
-	switch {
-	case len(cc.Choices) == 0 || cc.Choices[0].FinishReason == "":
-		return spent, m.who.errorf(op, "%w (no finish_reason): %w", ErrTruncatedStream, llm.ErrTransient)
-	case !dec.done:
-		return spent, m.who.errorf(op, "%w (no [DONE]): %w", ErrTruncatedStream, llm.ErrTransient)
+		switch {
+		case len(cc.Choices) == 0 || cc.Choices[0].FinishReason == "":
+			return spent, m.who.errorf(op, "%w (no finish_reason): %w", ErrTruncatedStream, llm.ErrTransient)
+		case !dec.done:
+			return spent, m.who.errorf(op, "%w (no [DONE]): %w", ErrTruncatedStream, llm.ErrTransient)
+		}
 	}
 	msg, err := m.message(req, cc.Choices[0].Message)
 	if err != nil {

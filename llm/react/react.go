@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
-	"unicode/utf8"
 
+	"github.com/troupe-run/troupe/internal/textclip"
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/tools"
@@ -97,34 +97,18 @@ func (m *Model) Generate(ctx context.Context, req llm.Request) (llm.Response, er
 		// the model's output limit) would take the retry past the window, which a
 		// provider refuses.
 		text.Messages = append(rendered,
-			messages.ChatMessage{Role: messages.RoleAssistant, Content: clipReply(resp.Message.Content)},
+			messages.ChatMessage{Role: messages.RoleAssistant, Content: textclip.Middle(resp.Message.Content, replyHead, replyTail, " of this reply")},
 			messages.ChatMessage{Role: messages.RoleUser, Content: fmt.Sprintf(
 				"Your reply could not be parsed: %v. Reply with \"Thought: …\" followed by exactly one line \"Action: tool_name[input]\" or \"Finish[final answer]\".", perr)})
 	}
 }
 
-// Bounds of a reply sent back for a parse error (clipReply), in bytes.
+// Bounds of a reply sent back for a parse error, whole up to their sum, else its
+// head and tail around how much was left out (textclip.Middle), in bytes.
 const (
 	replyHead = 800
 	replyTail = 200
 )
-
-// clipReply returns a reply that could not be parsed as it is sent back to the
-// model: whole up to replyHead+replyTail bytes, else its head and tail around how
-// much was left out.
-func clipReply(s string) string {
-	if len(s) <= replyHead+replyTail {
-		return s
-	}
-	head, tail := replyHead, len(s)-replyTail
-	for head > 0 && !utf8.RuneStart(s[head]) {
-		head--
-	}
-	for tail < len(s) && !utf8.RuneStart(s[tail]) {
-		tail++
-	}
-	return fmt.Sprintf("%s\n[… %d bytes of this reply left out …]\n%s", s[:head], tail-head, s[tail:])
-}
 
 func clip(s string) string {
 	if len(s) > 200 {

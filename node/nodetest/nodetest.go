@@ -18,6 +18,15 @@ func Start(tb testing.TB, cfg node.Config) *node.Node {
 	if cfg.DataDir == "" {
 		cfg.DataDir = tb.TempDir()
 	}
+	n, stop := StartWithStop(tb, cfg)
+	tb.Cleanup(stop)
+	return n
+}
+
+// StartWithStop builds and starts a node of cfg as it is, and returns it with its
+// stop, for a test that stops it itself (a restart, a kill amid a task).
+func StartWithStop(tb testing.TB, cfg node.Config) (*node.Node, func()) {
+	tb.Helper()
 	n, err := node.New(context.Background(), cfg)
 	if err != nil {
 		tb.Fatal(err)
@@ -26,8 +35,7 @@ func Start(tb testing.TB, cfg node.Config) *node.Node {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	tb.Cleanup(stop)
-	return n
+	return n, stop
 }
 
 // Run submits a task to a session, waits until it finishes (at most a minute: a hang

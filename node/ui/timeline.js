@@ -21,11 +21,11 @@ export function nest(events) {
 // A layout is the timeline as rows, each event under the event that caused it
 // (depth its indentation; past MAX_NEST levels the events go on at that level),
 // the context line of a model call a row of its own. index maps an event's id to
-// its row, depth to its depth; count is how many events are laid out; path is
+// its row (which holds its depth); count is how many events are laid out; path is
 // the last row's event and its causes (its ancestors), the events after which an
 // event caused by one of them goes at the end of the rows.
 export function layOut(events) {
-  const l = { rows: [], index: new Map(), depth: new Map(), parent: new Map(), count: events.length, path: [], onPath: new Map() };
+  const l = { rows: [], index: new Map(), parent: new Map(), count: events.length, path: [], onPath: new Map() };
   // With a stack of its own, not the call stack: each step of a session is caused
   // by the one before, so its chain is as deep as the session is long.
   const stack = [{ nodes: nest(events), depth: 0, i: 0, parent: null }];
@@ -45,7 +45,6 @@ export function layOut(events) {
 
 function addRow(l, e, depth, parent) {
   l.index.set(e.id, l.rows.length);
-  l.depth.set(e.id, depth);
   l.parent.set(e.id, parent);
   l.rows.push({ e, depth });
   if (e.type === "model.requested" && e.payload && e.payload.context) l.rows.push({ e, depth, ctx: true });
@@ -61,13 +60,14 @@ export function extend(l, events) {
     const e = events[l.count];
     // Its cause, if laid out before it (as nest takes it).
     const id = e.causation_id && e.causation_id !== e.id ? e.causation_id : "";
-    const c = id && l.index.has(id) ? l.rows[l.index.get(id)].e : null;
+    const cause = id && l.index.has(id) ? l.rows[l.index.get(id)] : null;
+    const c = cause ? cause.e : null;
     let depth = 0;
     if (c) {
       const at = l.onPath.get(c.id);
       if (at === undefined) return false;
       while (l.path.length > at + 1) l.onPath.delete(l.path.pop().id);
-      depth = Math.min(l.depth.get(c.id) + 1, MAX_NEST);
+      depth = Math.min(cause.depth + 1, MAX_NEST);
     } else {
       l.path = [];
       l.onPath = new Map();

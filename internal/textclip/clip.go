@@ -1,0 +1,28 @@
+// Package textclip shortens a text sent back to a model (a reply that could not be
+// parsed, a plan that was refused) to its head and tail, with a line between them
+// saying how much was left out. Data enters as a string and its bounds (Middle)
+// and leaves as a string.
+package textclip
+
+import (
+	"fmt"
+	"unicode/utf8"
+)
+
+// Middle returns s when it has at most head+tail bytes, else its first head and
+// last tail bytes, cut between characters, around a line "[… N bytes<of> left
+// out …]" saying how many bytes were left out; of names what they were left out
+// of (" of this reply"), or is empty.
+func Middle(s string, head, tail int, of string) string {
+	if len(s) <= head+tail {
+		return s
+	}
+	h, t := head, len(s)-tail
+	for h > 0 && !utf8.RuneStart(s[h]) {
+		h--
+	}
+	for t < len(s) && !utf8.RuneStart(s[t]) {
+		t++
+	}
+	return fmt.Sprintf("%s\n[… %d bytes%s left out …]\n%s", s[:h], t-h, of, s[t:])
+}
