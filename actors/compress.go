@@ -625,6 +625,8 @@ func (s *SessionState) foldCompression(e messages.Envelope, p messages.Payload) 
 		text := strings.TrimSpace(p.Message.Content)
 		if p.Error != "" || text == "" {
 			text = s.compressFallback(a, call, p.Error)
+		} else if why := s.answerLonger(call, text); why != "" {
+			text = s.compressFallback(a, call, why)
 		}
 		s.foldAnswer(call, text)
 	}
@@ -663,6 +665,44 @@ func (s *SessionState) foldAnswer(call *compressCall, text string) {
 		}
 		st.sections[call.item] = &sectionSummary{of: call.of, text: pctx.CondensedSection(call.what, call.tokens, text)}
 	}
+}
+
+// answerLonger says why text, the answer of the compression call call, is not
+// taken when it is longer, in estimated tokens, than what it condenses (a digest
+// longer than its tool result, a summary longer than its turns): from rules 11
+// (rulesShorterDigest), its fallback stands for it (compressFallback). It is ""
+// when the answer is taken: it is no longer, the call extracts facts (their
+// list is bounded otherwise), or the task runs under older rules, which took it.
+func (s *SessionState) answerLonger(call *compressCall, text string) string {
+	if s.activeRules() < rulesShorterDigest {
+		return ""
+	}
+	of := 0
+	switch call.purpose {
+	case pctx.PurposeSummarise, pctx.PurposeCompact:
+		if call.from < 0 || call.to > len(s.history) || call.from > call.to {
+			return ""
+		}
+		of = llm.EstimateTokens(s.history[call.from:call.to])
+	case pctx.PurposeCondense:
+		of = estimate(messages.ChatMessage{Content: s.compress.old})
+		for _, ch := range s.compress.chunks[:min(call.chunks, len(s.compress.chunks))] {
+			of += estimate(messages.ChatMessage{Content: ch.text})
+		}
+	case pctx.PurposeDigest:
+		if call.index < 0 || call.index >= len(s.history) {
+			return ""
+		}
+		of = estimate(s.history[call.index])
+	case pctx.PurposeCondenseSection:
+		of = call.tokens
+	default:
+		return ""
+	}
+	if n := estimate(messages.ChatMessage{Content: text}); n > of {
+		return fmt.Sprintf("its answer of %d tokens is longer than the %d it condenses", n, of)
+	}
+	return ""
 }
 
 // compressFallback is what stands for a compression call's answer when the call

@@ -181,7 +181,7 @@ import (
 //     node's now (an agents file that gained an agent changed the prompt of a
 //     delegating task's call in flight, and replay verify of its session
 //     diverged).
-const ContextRules = 10
+const ContextRules = 11
 
 // The versions of the rules whose changes the code tests for by name (ContextRules
 // lists them all).
@@ -273,6 +273,11 @@ const (
 	// add up to it, within the float64 sum's error (costReached): older rules
 	// let ten calls of $0.10 (0.9999999999999999) under $1 make an eleventh.
 	rulesCostTolerance = 10
+	// rulesShorterDigest is the version whose compression call's answer longer,
+	// in estimated tokens, than what it condenses (a digest longer than its tool
+	// result, a summary longer than its turns) is replaced by the truncation a
+	// failed call gets (answerLonger, compressFallback): older rules took it.
+	rulesShorterDigest = 11
 )
 
 // MinContextRules is the oldest version of the decision rules this build still

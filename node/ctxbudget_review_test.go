@@ -451,31 +451,6 @@ func TestReviewTwoThousandToolsStablePrefix(t *testing.T) {
 	}
 }
 
-// A summariser whose answer is longer than what it summarises (a digest of a
-// 2,800-byte tool result answering 30,000 bytes): compression takes it whole, and
-// the request after it sends more than it would have without compression.
-// Wanted: an answer longer than its input (or than its summary_words bound) is
-// replaced by the truncation a failed call gets (compressFallback). This changes
-// the prompts of recorded sessions: a rules 11 candidate.
-func TestReviewDigestLongerThanItsInputIsNotSent(t *testing.T) {
-	out := strings.Repeat("observation words, ", 150) // 2,850 bytes: ~712 estimated tokens, over the default 500
-	m := &budgetModel{calls: 1, summarise: func(llm.Request) (llm.Response, error) {
-		return llm.Response{Message: messages.ChatMessage{Role: messages.RoleAssistant, Content: strings.Repeat("a digest that grows ", 1500)}}, nil
-	}}
-	events, reqs := runBudget(t, node.Config{Tools: []tools.Tool{bigTool(t, out)},
-		Context: actors.ContextOptions{Window: 128000, Compression: actors.Compression{Strategy: "proactive"}}}, m, "Look at the output.")
-	t.Logf("%s", lastEnd(t, events))
-	last := reqs[len(reqs)-1]
-	if last.Purpose != "" {
-		t.Fatalf("the last request is a %q", last.Purpose)
-	}
-	for _, msg := range last.Messages {
-		if msg.Role == messages.RoleTool && len(msg.Content) > len(out)+200 {
-			t.Errorf("the tool result (%d bytes) was sent as a %d-byte digest", len(out), len(msg.Content))
-		}
-	}
-}
-
 // reactModel answers a text-protocol request: first with a long reply that is
 // not in the protocol, then with a Finish line.
 type reactModel struct {
