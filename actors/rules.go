@@ -278,6 +278,11 @@ const (
 	// result, a summary longer than its turns) is replaced by the truncation a
 	// failed call gets (answerLonger, compressFallback): older rules took it.
 	rulesShorterDigest = 11
+	// rulesReActTools is the version whose react agent's context counts its tools
+	// as the text protocol writes them into its system message
+	// (react.ToolSection: writesTools): older rules counted their JSON schemas,
+	// which the protocol does not send, and sent its requests over their budget.
+	rulesReActTools = 11
 )
 
 // MinContextRules is the oldest version of the decision rules this build still

@@ -2,10 +2,14 @@ package node_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/pkoukk/tiktoken-go"
+	tiktoken_loader "github.com/pkoukk/tiktoken-go-loader"
 
 	"github.com/troupe-run/troupe/actors"
 	"github.com/troupe-run/troupe/llm"
@@ -129,4 +133,83 @@ func lastEndOf(t *testing.T, events []messages.Envelope) string {
 		}
 	}
 	return "no end"
+}
+
+// r11Tokens counts what requests sent with tiktoken-go's cl100k_base: each
+// message's text and tool calls, and the tools' schemas as JSON.
+func r11Tokens(t *testing.T, reqs []llm.Request) []int {
+	t.Helper()
+	tiktoken.SetBpeLoader(tiktoken_loader.NewOfflineLoader())
+	enc, err := tiktoken.GetEncoding("cl100k_base")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]int, len(reqs))
+	for i, r := range reqs {
+		for _, m := range r.Messages {
+			out[i] += len(enc.Encode(m.Content, nil, nil))
+			for _, c := range m.ToolCalls {
+				out[i] += len(enc.Encode(c.Name+c.Arguments, nil, nil))
+			}
+		}
+		if len(r.Tools) > 0 {
+			specs, _ := json.Marshal(r.Tools)
+			out[i] += len(enc.Encode(string(specs), nil, nil))
+		}
+	}
+	return out
+}
+
+// r11TextModel is a model without native tools (it speaks the ReAct text
+// protocol): it answers Finish[done], and a compression call a short summary.
+type r11TextModel struct{ r11Model }
+
+func (m *r11TextModel) Capabilities() llm.Capabilities { return llm.Capabilities{NativeTools: false} }
+
+func (m *r11TextModel) Generate(_ context.Context, req llm.Request) (llm.Response, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.reqs = append(m.reqs, req)
+	content := "Finish[done]"
+	if req.Purpose != "" {
+		content = "a short summary"
+	}
+	return llm.Response{Message: messages.ChatMessage{Role: messages.RoleAssistant, Content: content}}, nil
+}
+
+// A react agent whose task's input fills its budget: from rules 11 its context
+// counts the tools as the text protocol writes them into the system message, so
+// what the model is sent stays within the window less the answer's reserve;
+// under rules 10 it counted their JSON schemas, which the protocol does not send,
+// and its request was some 30 tokens over (3,527 of 3,500).
+func TestReActWrittenToolsCountAgainstTheWindow(t *testing.T) {
+	for _, rules := range []int{0, 10} {
+		t.Run(fmt.Sprintf("rules %d", rules), func(t *testing.T) {
+			m := &r11TextModel{}
+			n := nodetest.Start(t, node.Config{Model: m, DecisionRules: rules, Agents: []node.NamedAgent{{Name: "r", Paradigm: node.ParadigmReAct}},
+				Context: actors.ContextOptions{Window: 4000, ReservedOutput: 500}})
+			events := runAgentTask(t, n, node.Task{Input: strings.Repeat("the budget is near ", 740), SessionID: "react", Agent: "r"})
+			if end := lastEndOf(t, events); end != "completed: done" {
+				t.Fatalf("the task: %s", end)
+			}
+			reqs := m.requests()
+			counts := r11Tokens(t, reqs)
+			over := 0
+			for i, r := range reqs {
+				t.Logf("request %d (%q): %d tokens", i+1, r.Purpose, counts[i])
+				if r.Purpose == "" && !strings.Contains(r.Messages[0].Content, "You can use these tools:") {
+					t.Fatalf("request %d does not write its tools in the text protocol", i+1)
+				}
+				if counts[i] > 3500 {
+					over++
+				}
+			}
+			switch {
+			case rules == 10 && over == 0:
+				t.Errorf("rules 10: no request over the budget, where it sent one (its tools' schemas counted)")
+			case rules != 10 && over > 0:
+				t.Errorf("%d requests over the window less the reserve (3,500 tokens)", over)
+			}
+		})
+	}
 }
