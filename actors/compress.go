@@ -529,6 +529,9 @@ func (s *SessionState) decideCompression(a *Agent, t *taskState, nextSeq uint64)
 	if t.Steps+1 >= a.maxSteps(t) {
 		return nil, false // no step would be left for the loop: the call waits for a later task
 	}
+	if t.rules >= rulesNoVainCompression && s.prefixOverWindow(a) {
+		return nil, false // no call could make the request fit: the loop fails the task (overWindow)
+	}
 	call := s.compressPlan(a)
 	if call == nil {
 		return nil, false
@@ -540,6 +543,18 @@ func (s *SessionState) decideCompression(a *Agent, t *taskState, nextSeq uint64)
 		Key: s.keyAt(nextSeq), Model: model, Step: t.Steps + 1, Messages: len(req.Messages),
 		PromptHash: llm.PromptHash(req), Purpose: call.purpose, Context: report,
 	}, CausationID: t.ID, TaskID: t.ID}, false
+}
+
+// prefixOverWindow reports whether the stable prefix of the loop's next request
+// (the system prompt, its tool section and the tools' schemas), which no
+// compression shortens, is alone larger than the model's context window: the
+// request cannot fit whatever a compression call would make of the rest, and the
+// task fails with context_overflow (overWindow). From rules 11
+// (rulesNoVainCompression) no compression call is made first; older rules made
+// one (a condensation of the task's input), spending its tokens for nothing.
+func (s *SessionState) prefixOverWindow(a *Agent) bool {
+	_, _, r := s.loopContext(a)
+	return r != nil && r.Window > 0 && r.System > r.Window
 }
 
 // decideStoreFacts returns the memory tool call that appends the facts extracted

@@ -283,6 +283,11 @@ const (
 	// (react.ToolSection: writesTools): older rules counted their JSON schemas,
 	// which the protocol does not send, and sent its requests over their budget.
 	rulesReActTools = 11
+	// rulesNoVainCompression is the version whose loop makes no compression call
+	// when the stable prefix alone is larger than the model's window
+	// (prefixOverWindow): the task fails with context_overflow at once, where
+	// older rules first condensed its input, a call for nothing.
+	rulesNoVainCompression = 11
 )
 
 // MinContextRules is the oldest version of the decision rules this build still

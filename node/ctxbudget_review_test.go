@@ -313,8 +313,9 @@ func TestReviewCatalogGrowsPastTheWindow(t *testing.T) {
 				t.Logf("request %d (%q): %d tools, %d+%d tokens", i+1, r.Purpose, len(r.Tools), msgs, specs)
 				if r.Purpose != "" && strings.HasPrefix(lastEnd(t, events), "failed context_overflow") {
 					// The stable prefix alone is over the window: no cut can make the
-					// request fit, yet the task's input was condensed first, a model
-					// call whose tokens the task pays for nothing (rules 11 candidate).
+					// request fit, and under rules 10 the task's input was condensed
+					// first, a model call whose tokens the task paid for nothing
+					// (rules 11 makes none: TestNoCompressionCallWhenThePrefixIsOverTheWindow).
 					t.Errorf("request %d: a %q call before a context_overflow that no cut could avoid", i+1, r.Purpose)
 				}
 				if msgs+specs > 3500 {

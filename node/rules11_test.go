@@ -213,3 +213,84 @@ func TestReActWrittenToolsCountAgainstTheWindow(t *testing.T) {
 		})
 	}
 }
+
+// r11Catalog is a catalog of tools (an MCP server's) whose set grows while the
+// node runs.
+type r11Catalog struct {
+	mu sync.Mutex
+	ts []tools.Tool
+}
+
+func (c *r11Catalog) add(t *testing.T, from, n int) {
+	t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i := from; i < from+n; i++ {
+		tl, err := tools.Func(fmt.Sprintf("srv__tool_%04d", i), fmt.Sprintf("Does thing number %d of the server, with care and many words.", i),
+			func(context.Context, struct {
+				Q string `json:"q"`
+			}) (string, error) {
+				return "ok", nil
+			}, tools.WithSource("mcp:srv"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.ts = append(c.ts, tl)
+	}
+}
+
+func (c *r11Catalog) Tools() []tools.Tool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]tools.Tool(nil), c.ts...)
+}
+
+func (c *r11Catalog) Specs() []messages.ToolSpec {
+	var s []messages.ToolSpec
+	for _, t := range c.Tools() {
+		s = append(s, t.Spec())
+	}
+	return s
+}
+
+func (c *r11Catalog) Tool(name string) (tools.Tool, bool) {
+	for _, t := range c.Tools() {
+		if t.Spec().Name == name {
+			return t, true
+		}
+	}
+	return nil, false
+}
+
+// A catalog that grows past the window after the node started: the system
+// prompt and the tools' schemas alone are larger than the window, so no request
+// can fit. From rules 11 the task fails with context_overflow without a model
+// call; under rules 10 it first condensed its input (a condense-section call),
+// whose tokens it paid for nothing.
+func TestNoCompressionCallWhenThePrefixIsOverTheWindow(t *testing.T) {
+	for _, rules := range []int{0, 10} {
+		t.Run(fmt.Sprintf("rules %d", rules), func(t *testing.T) {
+			cat := &r11Catalog{}
+			cat.add(t, 0, 5)
+			m := &r11Model{summary: "a short summary"}
+			n := nodetest.Start(t, node.Config{Model: m, ToolCatalog: cat, DecisionRules: rules,
+				Context: actors.ContextOptions{Window: 4000, ReservedOutput: 500}})
+			cat.add(t, 5, 195)
+			events := runAgentTask(t, n, node.Task{Input: "Use the server's tool 123.", SessionID: "grow"})
+			if end := lastEndOf(t, events); !strings.HasPrefix(end, "failed context_overflow") {
+				t.Fatalf("the task: %s", end)
+			}
+			var purposes []string
+			for _, r := range m.requests() {
+				purposes = append(purposes, r.Purpose)
+			}
+			want := []string(nil)
+			if rules == 10 {
+				want = []string{"condense-section"}
+			}
+			if fmt.Sprint(purposes) != fmt.Sprint(want) {
+				t.Errorf("model calls of purposes %q, want %q", purposes, want)
+			}
+		})
+	}
+}
