@@ -288,6 +288,12 @@ const (
 	// (prefixOverWindow): the task fails with context_overflow at once, where
 	// older rules first condensed its input, a call for nothing.
 	rulesNoVainCompression = 11
+	// rulesNumbersAsValues is the version whose chain templates take a number of
+	// the JSON they read for its value where they test it (0 is false in if,
+	// with, not, and and or) and render a JSON null empty
+	// (tools.NumbersAsValues): rules 10 took 0 for true, as any non-empty text,
+	// and rendered a null "<no value>", as older rules did.
+	rulesNumbersAsValues = 11
 )
 
 // MinContextRules is the oldest version of the decision rules this build still
