@@ -181,6 +181,23 @@ import (
 //     node's now (an agents file that gained an agent changed the prompt of a
 //     delegating task's call in flight, and replay verify of its session
 //     diverged).
+//   - 11: a compression call's answer longer, in estimated tokens, than what it
+//     condenses (a proactive digest of 30,000 bytes for a tool result of 2,850, a
+//     summary longer than its turns) is replaced by the truncation a failed call
+//     gets (compress.go's answerLonger, compressFallback), where under 1 to 10 it
+//     was taken whole. A react agent's context counts its tools as the text
+//     protocol writes them into the system message (react.ToolSection:
+//     context.go's writesTools), where under 1 to 10 it counted their JSON
+//     schemas, which the protocol does not send, and a request filling its budget
+//     went some 30 tokens into the answer's reserve. A task whose stable prefix
+//     (system prompt and tools' schemas) alone is larger than the window makes no
+//     compression call before it fails with context_overflow (prefixOverWindow),
+//     where under 9 and 10 it first condensed its input for nothing. And a tool
+//     chain's templates test a number of the JSON they read by its value (0 is
+//     false in if, with, not, and an if's and and or) and render a JSON null
+//     empty (tools.NumbersAsValues: chain.go's chainNumbers), where under 10 0
+//     was true, as any non-empty text, and a null rendered "<no value>" (as under
+//     1 to 9, whose float64 0 was false).
 const ContextRules = 11
 
 // The versions of the rules whose changes the code tests for by name (ContextRules
