@@ -108,7 +108,8 @@ func decideChains(a *Agent, t *taskState, nextSeq uint64, nowUS int64) *Decision
 
 // decideChain decides c's next event under the rules of its task: the numbers of
 // the JSON its templates read are rendered as written from rules 10
-// (rulesExactNumbers), as float64s under older rules (chainNumbers).
+// (rulesExactNumbers) and tested for their values from rules 11
+// (rulesNumbersAsValues), as float64s under older rules (chainNumbers).
 func decideChain(a Agent, c *callState, rules int, nextSeq uint64, nowUS int64) *Decision {
 	ch, rawArgs := a.chainOf(c.req)
 	ch = ch.WithNumbers(chainNumbers(rules))
@@ -165,10 +166,15 @@ func decideChain(a Agent, c *callState, rules int, nextSeq uint64, nowUS int64) 
 }
 
 // chainNumbers returns how a chain reads the numbers of the JSON its templates
-// parse (a step's result, fromjson's) under rules: as written from
-// rulesExactNumbers, as float64s before (98765432 rendered 9.8765432e+07).
+// parse (a step's result, fromjson's) under rules: as written and taken for their
+// values (0 false, a null rendered empty) from rulesNumbersAsValues, as written
+// from rulesExactNumbers (0 true, a null "<no value>"), as float64s before
+// (98765432 rendered 9.8765432e+07).
 func chainNumbers(rules int) tools.ChainNumbers {
-	if rules >= rulesExactNumbers {
+	switch {
+	case rules >= rulesNumbersAsValues:
+		return tools.NumbersAsValues
+	case rules >= rulesExactNumbers:
 		return tools.NumbersAsWritten
 	}
 	return tools.NumbersAsFloats

@@ -65,13 +65,16 @@ func chainNumbersRun(t *testing.T, rules int) (args, result string) {
 
 // Under rules 10 a chain passes the ID a step answered to the next step, and to
 // its result, as it was written, and its argument with a fraction as well.
+// Rules 11 (NumbersAsValues) reads them as written too.
 func TestChainPassesAStepsNumbersAsWrittenUnderRules10(t *testing.T) {
-	args, result := chainNumbersRun(t, actors.ContextRules)
-	if want := `{"prev":98765432,"as_text":"98765432","price":1234567.5}`; args != want {
-		t.Errorf("the second step was given %s, want %s", args, want)
-	}
-	if result != "98765432" {
-		t.Errorf("the chain answered %q, want 98765432", result)
+	for _, rules := range []int{10, actors.ContextRules} {
+		args, result := chainNumbersRun(t, rules)
+		if want := `{"prev":98765432,"as_text":"98765432","price":1234567.5}`; args != want {
+			t.Errorf("rules %d: the second step was given %s, want %s", rules, args, want)
+		}
+		if result != "98765432" {
+			t.Errorf("rules %d: the chain answered %q, want 98765432", rules, result)
+		}
 	}
 }
 

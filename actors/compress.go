@@ -529,6 +529,9 @@ func (s *SessionState) decideCompression(a *Agent, t *taskState, nextSeq uint64)
 	if t.Steps+1 >= a.maxSteps(t) {
 		return nil, false // no step would be left for the loop: the call waits for a later task
 	}
+	if t.rules >= rulesNoVainCompression && s.prefixOverWindow(a) {
+		return nil, false // no call could make the request fit: the loop fails the task (overWindow)
+	}
 	call := s.compressPlan(a)
 	if call == nil {
 		return nil, false
@@ -540,6 +543,18 @@ func (s *SessionState) decideCompression(a *Agent, t *taskState, nextSeq uint64)
 		Key: s.keyAt(nextSeq), Model: model, Step: t.Steps + 1, Messages: len(req.Messages),
 		PromptHash: llm.PromptHash(req), Purpose: call.purpose, Context: report,
 	}, CausationID: t.ID, TaskID: t.ID}, false
+}
+
+// prefixOverWindow reports whether the stable prefix of the loop's next request
+// (the system prompt, its tool section and the tools' schemas), which no
+// compression shortens, is alone larger than the model's context window: the
+// request cannot fit whatever a compression call would make of the rest, and the
+// task fails with context_overflow (overWindow). From rules 11
+// (rulesNoVainCompression) no compression call is made first; older rules made
+// one (a condensation of the task's input), spending its tokens for nothing.
+func (s *SessionState) prefixOverWindow(a *Agent) bool {
+	_, _, r := s.loopContext(a)
+	return r != nil && r.Window > 0 && r.System > r.Window
 }
 
 // decideStoreFacts returns the memory tool call that appends the facts extracted
@@ -625,6 +640,8 @@ func (s *SessionState) foldCompression(e messages.Envelope, p messages.Payload) 
 		text := strings.TrimSpace(p.Message.Content)
 		if p.Error != "" || text == "" {
 			text = s.compressFallback(a, call, p.Error)
+		} else if why := s.answerLonger(call, text); why != "" {
+			text = s.compressFallback(a, call, why)
 		}
 		s.foldAnswer(call, text)
 	}
@@ -663,6 +680,44 @@ func (s *SessionState) foldAnswer(call *compressCall, text string) {
 		}
 		st.sections[call.item] = &sectionSummary{of: call.of, text: pctx.CondensedSection(call.what, call.tokens, text)}
 	}
+}
+
+// answerLonger says why text, the answer of the compression call call, is not
+// taken when it is longer, in estimated tokens, than what it condenses (a digest
+// longer than its tool result, a summary longer than its turns): from rules 11
+// (rulesShorterDigest), its fallback stands for it (compressFallback). It is ""
+// when the answer is taken: it is no longer, the call extracts facts (their
+// list is bounded otherwise), or the task runs under older rules, which took it.
+func (s *SessionState) answerLonger(call *compressCall, text string) string {
+	if s.activeRules() < rulesShorterDigest {
+		return ""
+	}
+	of := 0
+	switch call.purpose {
+	case pctx.PurposeSummarise, pctx.PurposeCompact:
+		if call.from < 0 || call.to > len(s.history) || call.from > call.to {
+			return ""
+		}
+		of = llm.EstimateTokens(s.history[call.from:call.to])
+	case pctx.PurposeCondense:
+		of = estimate(messages.ChatMessage{Content: s.compress.old})
+		for _, ch := range s.compress.chunks[:min(call.chunks, len(s.compress.chunks))] {
+			of += estimate(messages.ChatMessage{Content: ch.text})
+		}
+	case pctx.PurposeDigest:
+		if call.index < 0 || call.index >= len(s.history) {
+			return ""
+		}
+		of = estimate(s.history[call.index])
+	case pctx.PurposeCondenseSection:
+		of = call.tokens
+	default:
+		return ""
+	}
+	if n := estimate(messages.ChatMessage{Content: text}); n > of {
+		return fmt.Sprintf("its answer of %d tokens is longer than the %d it condenses", n, of)
+	}
+	return ""
 }
 
 // compressFallback is what stands for a compression call's answer when the call

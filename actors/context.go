@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 
 	"github.com/troupe-run/troupe/llm"
+	"github.com/troupe-run/troupe/llm/react"
 	"github.com/troupe-run/troupe/messages"
 	pctx "github.com/troupe-run/troupe/pipelines/context"
 )
@@ -102,7 +103,10 @@ func (a Agent) CheckPromptFits() error {
 	prefix := stablePrefix(a.SystemPrompt, section)
 	prompt := pctx.CountText(contextTokens, prefix)
 	toolTokens := 0
-	if len(specs) > 0 {
+	switch {
+	case len(specs) > 0 && a.writesTools():
+		toolTokens = pctx.CountText(contextTokens, "\n\n"+react.ToolSection(specs))
+	case len(specs) > 0:
 		// Counted as prefixCounts.tools counts them, without remembering the slice
 		// (which may be this call's own).
 		b, _ := json.Marshal(specs) // fixed struct types: it cannot fail
@@ -244,6 +248,7 @@ type contextCache struct {
 	sysTokens  int
 	tools      []messages.ToolSpec // the specs toolTokens is of (compared by identity)
 	toolTokens int
+	written    bool // toolTokens counts the specs as the ReAct protocol writes them (writesTools)
 	// items holds the candidates of the latest build when its report names items
 	// to summarise (loopItem), else is nil: the candidates' buffers are shared by
 	// the sessions (takeItems, keepItems).
@@ -365,20 +370,45 @@ var smallTurnIDs = func() (ids [64]string) {
 }()
 
 // prefixTokens returns the tokens of the stable prefix: the system message's text
-// and the tools' schemas, with the message's framing.
-func (s *SessionState) prefixTokens(text string, specs []messages.ToolSpec) int {
+// and the tools' schemas, with the message's framing; when written (writesTools),
+// the tools as the ReAct text protocol writes them after the system message
+// instead of their schemas.
+func (s *SessionState) prefixTokens(text string, specs []messages.ToolSpec, written bool) int {
 	c := &s.ctx
 	if text != c.sys || c.sysTokens == 0 {
 		c.sys, c.sysTokens = text, prefixCounts.text(text)
 	}
 	switch {
+	case c.written != written:
+		c.tools, c.toolTokens, c.written = specs, specsTokens(specs, written), written
 	case sameSpecs(c.tools, specs) && c.tools != nil:
 	case c.tools != nil && equalSpecs(c.tools, specs):
 		c.tools = specs // the same tools in a new slice (a catalog's merge)
 	default:
-		c.tools, c.toolTokens = specs, prefixCounts.tools(specs)
+		c.tools, c.toolTokens = specs, specsTokens(specs, written)
 	}
 	return pctx.MessageOverhead + c.sysTokens + c.toolTokens
+}
+
+// specsTokens returns the tokens of the tools specs offer: their schemas as a
+// request sends them, or, written, the section the ReAct text protocol writes
+// after the system message in their place (react.ToolSection, with its join; none
+// for no tools, which the protocol does not write).
+func specsTokens(specs []messages.ToolSpec, written bool) int {
+	if !written {
+		return prefixCounts.tools(specs)
+	}
+	if len(specs) == 0 {
+		return 0
+	}
+	return prefixCounts.text("\n\n" + react.ToolSection(specs))
+}
+
+// writesTools reports whether the agent's requests have their tools written into
+// the system message by the ReAct text protocol (llm.ProtocolReAct), and counted
+// so from rules 11 (rulesReActTools): older rules counted their schemas.
+func (a *Agent) writesTools() bool {
+	return a.Protocol == llm.ProtocolReAct && (a.Context.rules == 0 || a.Context.rules >= rulesReActTools)
 }
 
 // stablePrefix is the system message's stable part: the system prompt, then the
@@ -446,7 +476,7 @@ func (s *SessionState) buildLoopContext(a *Agent, older bool) ([]messages.ChatMe
 	}
 	items := s.ctx.takeItems(need) // the build copies what it keeps
 	items = append(items, pctx.Item{ID: "system", Kind: pctx.KindSystem, Section: pctx.SectionRole, Text: prefix,
-		Tokens: s.prefixTokens(prefix, specs)})
+		Tokens: s.prefixTokens(prefix, specs, a.writesTools())})
 	if t != nil {
 		if t.Spec.Memory != "" {
 			items = append(items, pctx.Item{ID: "memory/core", Kind: pctx.KindMemory, Section: pctx.SectionState, Stable: true,

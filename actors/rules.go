@@ -196,7 +196,24 @@ import (
 //     shorter, each with a note, where under 1 to 10 a task near the ingress's 1
 //     MiB made a hand-over past the delegate tool's bound, and the team failed
 //     (member_failed) on arguments the user never wrote. Prompts are version 10's,
-//     but for such a member's task.
+//     but for such a member's task and a context over its budget (below). And a
+//     compression call's answer longer, in estimated tokens, than what it
+//     condenses (a proactive digest of 30,000 bytes for a tool result of 2,850, a
+//     summary longer than its turns) is replaced by the truncation a failed call
+//     gets (compress.go's answerLonger, compressFallback), where under 1 to 10 it
+//     was taken whole. A react agent's context counts its tools as the text
+//     protocol writes them into the system message (react.ToolSection:
+//     context.go's writesTools), where under 1 to 10 it counted their JSON
+//     schemas, which the protocol does not send, and a request filling its budget
+//     went some 30 tokens into the answer's reserve. A task whose stable prefix
+//     (system prompt and tools' schemas) alone is larger than the window makes no
+//     compression call before it fails with context_overflow (prefixOverWindow),
+//     where under 9 and 10 it first condensed its input for nothing. And a tool
+//     chain's templates test a number of the JSON they read by its value (0 is
+//     false in if, with, not, and an if's and and or) and render a JSON null
+//     empty (tools.NumbersAsValues: chain.go's chainNumbers), where under 10 0
+//     was true, as any non-empty text, and a null rendered "<no value>" (as under
+//     1 to 9, whose float64 0 was false).
 const ContextRules = 11
 
 // The versions of the rules whose changes the code tests for by name (ContextRules
@@ -297,6 +314,27 @@ const (
 	// arguments by MaxHandOverArguments (handOverArgs): older rules made them
 	// whole, past the delegate tool's bound.
 	rulesHandOverWithin = 11
+	// rulesShorterDigest is the version whose compression call's answer longer,
+	// in estimated tokens, than what it condenses (a digest longer than its tool
+	// result, a summary longer than its turns) is replaced by the truncation a
+	// failed call gets (answerLonger, compressFallback): older rules took it.
+	rulesShorterDigest = 11
+	// rulesReActTools is the version whose react agent's context counts its tools
+	// as the text protocol writes them into its system message
+	// (react.ToolSection: writesTools): older rules counted their JSON schemas,
+	// which the protocol does not send, and sent its requests over their budget.
+	rulesReActTools = 11
+	// rulesNoVainCompression is the version whose loop makes no compression call
+	// when the stable prefix alone is larger than the model's window
+	// (prefixOverWindow): the task fails with context_overflow at once, where
+	// older rules first condensed its input, a call for nothing.
+	rulesNoVainCompression = 11
+	// rulesNumbersAsValues is the version whose chain templates take a number of
+	// the JSON they read for its value where they test it (0 is false in if,
+	// with, not, and and or) and render a JSON null empty
+	// (tools.NumbersAsValues): rules 10 took 0 for true, as any non-empty text,
+	// and rendered a null "<no value>", as older rules did.
+	rulesNumbersAsValues = 11
 )
 
 // MinSubAgentTokens is the least share of its task's token budget a sub-agent

@@ -39,12 +39,14 @@ import (
 // 98765432, not 9.8765432e+07): in .steps.NAME.json and fromjson's it is a
 // json.Number, which compares with a number as a number ({{if gt .steps.a.json.n
 // 0}}; integers exactly, past 2^53 too) and with a string as text, and which
-// printf formats as a number (%d, %.2f); {{if .steps.a.json.n}} holds for every
-// number, 0 too, as for any non-empty text: test it with ne. In .args a number is
-// an int64, or a json.Number for one with a fraction or past int64 (as JSON writes
-// its float64: 1234567.5). A session renders a task recorded under decision rules
-// older than 10 as those builds did (ChainTool.WithNumbers,
-// NumbersAsFloats).
+// printf formats as a number (%d, %.2f); {{if .steps.a.json.n}} is false for 0
+// and true for any other number (with, not, and the and and or an if tests, too),
+// and a JSON null renders empty (null through json). In .args a number is an
+// int64, or a json.Number for one with a fraction or past int64 (as JSON writes
+// its float64: 1234567.5). A session renders a task recorded under older decision
+// rules as those builds did (ChainTool.WithNumbers): under 10 (NumbersAsWritten)
+// {{if}} held for 0, as for any non-empty text, and a null rendered "<no value>";
+// under 1 to 9 (NumbersAsFloats) numbers were float64s.
 //
 // Run by a session (package actors), every step is an effect of its own, recorded
 // when it is requested and when it answers, so a session that restarts mid-chain
@@ -93,6 +95,14 @@ var chainFuncs = template.FuncMap{
 	"printf": chainPrintf,
 }
 
+// valueFuncs are chainFuncs as the templates of NumbersAsValues have them, with
+// the function their if, with, and and or are given (numericTruth).
+var valueFuncs = template.FuncMap{
+	"fromjson": func(s string) (any, error) { return parseJSON(s, NumbersAsValues) },
+	"not":      func(v any) bool { return !chainTruth(v) },
+	truthFunc:  chainTruth,
+}
+
 // floatFuncs are chainFuncs as the templates of NumbersAsFloats have them.
 var floatFuncs = template.FuncMap{
 	"fromjson": func(s string) (any, error) { return parseJSON(s, NumbersAsFloats) },
@@ -116,11 +126,26 @@ const (
 	// renders the steps of a task recorded under those rules so, to decide them as
 	// they were recorded.
 	NumbersAsFloats
+	// NumbersAsValues reads them as NumbersAsWritten does, and the templates take
+	// a number for its value where they test one: in if, with, not, and and or
+	// (within an if's pipeline), 0 is false, as it was as a float64, where under
+	// NumbersAsWritten it was true, as any non-empty text. And a JSON null inside a
+	// step's JSON, fromjson's or the arguments renders empty (and null through
+	// json), where it rendered "<no value>". The chains of decision rules 11 on,
+	// and a ChainTool's unless told.
+	NumbersAsValues
 )
 
 // parseJSON reads s as one JSON value, its numbers read as numbers says. Its error
 // is json.Unmarshal's either way.
 func parseJSON(s string, numbers ChainNumbers) (any, error) {
+	if numbers == NumbersAsValues {
+		v, err := parseJSON(s, NumbersAsWritten)
+		if err != nil {
+			return v, err
+		}
+		return nullsShown(v), nil
+	}
 	var v any
 	if numbers == NumbersAsFloats {
 		err := json.Unmarshal([]byte(s), &v)
@@ -147,6 +172,11 @@ type compiledChain struct {
 	// NumbersAsFloats.
 	floatArgs   []*template.Template
 	floatOutput *template.Template
+	// valueArgs and valueOutput are args and output parsed again with valueFuncs
+	// and rewritten to take numbers for their values (numericTruth), for
+	// NumbersAsValues.
+	valueArgs   []*template.Template
+	valueOutput *template.Template
 	parser      *ArgumentParser
 }
 
@@ -226,11 +256,27 @@ func (c Chain) compile() (*compiledChain, error) {
 		}
 		return f.Funcs(floatFuncs)
 	}
-	for _, t := range cc.args {
+	asValues := func(name, text string) *template.Template {
+		// Parsed again, not cloned: a clone shares its parse tree, which
+		// numericTruth rewrites.
+		t, err := template.New(name).Funcs(chainFuncs).Funcs(valueFuncs).Option("missingkey=error").Parse(text)
+		if err != nil {
+			panic(fmt.Sprintf("tools: a chain's template that parsed once does not parse again: %v", err))
+		}
+		numericTruth(t)
+		return t
+	}
+	for i, t := range cc.args {
 		cc.floatArgs = append(cc.floatArgs, asFloats(t))
+		text := c.Steps[i].Args
+		if strings.TrimSpace(text) == "" {
+			text = "{}"
+		}
+		cc.valueArgs = append(cc.valueArgs, asValues(t.Name(), text))
 	}
 	if cc.output != nil {
 		cc.floatOutput = asFloats(cc.output)
+		cc.valueOutput = asValues(cc.output.Name(), c.Output)
 	}
 	return cc, nil
 }
@@ -417,7 +463,7 @@ func NewChainTool(c Chain, lookup func(name string) (Tool, bool)) (*ChainTool, e
 	if err != nil {
 		errs = append(errs, err)
 	}
-	ct := &ChainTool{chain: c, cc: cc, maxOutput: DefaultMaxOutput}
+	ct := &ChainTool{chain: c, cc: cc, maxOutput: DefaultMaxOutput, numbers: NumbersAsValues}
 	for i, s := range c.Steps {
 		if s.Tool == "" {
 			continue
@@ -574,7 +620,7 @@ func (t *ChainTool) SideEffects() bool {
 }
 
 // WithNumbers returns the chain with its templates reading the numbers of the JSON
-// they parse as numbers says (NumbersAsWritten unless told). t is not changed.
+// they parse as numbers says (NumbersAsValues unless told). t is not changed.
 func (t *ChainTool) WithNumbers(numbers ChainNumbers) *ChainTool {
 	if t.numbers == numbers {
 		return t
@@ -598,8 +644,11 @@ func (t *ChainTool) ParseArguments(raw string) (map[string]any, error) {
 // compact JSON object. It is a pure function of its inputs.
 func (t *ChainTool) StepArguments(i int, args map[string]any, outputs []string) (string, error) {
 	tmpl := t.cc.args[i]
-	if t.numbers == NumbersAsFloats {
+	switch t.numbers {
+	case NumbersAsFloats:
 		tmpl = t.cc.floatArgs[i]
+	case NumbersAsValues:
+		tmpl = t.cc.valueArgs[i]
 	}
 	var buf bytes.Buffer
 	if err := tmpl.Execute(&buf, chainData(t.chain.Steps, args, outputs[:i], t.numbers)); err != nil {
@@ -621,8 +670,11 @@ func (t *ChainTool) Result(args map[string]any, outputs []string) (string, error
 		return Truncate(outputs[len(outputs)-1], t.maxOutput), nil
 	}
 	tmpl := t.cc.output
-	if t.numbers == NumbersAsFloats {
+	switch t.numbers {
+	case NumbersAsFloats:
 		tmpl = t.cc.floatOutput
+	case NumbersAsValues:
+		tmpl = t.cc.valueOutput
 	}
 	var buf bytes.Buffer
 	if err := tmpl.Execute(&buf, chainData(t.chain.Steps, args, outputs, t.numbers)); err != nil {
@@ -690,9 +742,12 @@ func chainData(steps []ChainStep, args map[string]any, outputs []string, numbers
 	if args == nil {
 		args = map[string]any{}
 	}
-	if numbers == NumbersAsWritten {
+	if numbers != NumbersAsFloats {
 		w, _ := floatsWritten(args)
 		args = w.(map[string]any)
+	}
+	if numbers == NumbersAsValues {
+		args = nullsShown(args).(map[string]any)
 	}
 	return map[string]any{"args": args, "steps": st}
 }

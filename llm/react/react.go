@@ -117,10 +117,11 @@ func clip(s string) string {
 	return s
 }
 
-// Render turns a native conversation into the text protocol: the tools are described
-// after the system prompt, tool calls become "Action:" lines and tool results become
-// "Observation:" messages from the user.
-func Render(msgs []messages.ChatMessage, tools []messages.ToolSpec) []messages.ChatMessage {
+// ToolSection is the text the protocol writes after the system prompt in place
+// of the tools' schemas: each tool described, then the reply format. A session
+// counts it against the context window for an agent of the react paradigm
+// (decision rules 11 on).
+func ToolSection(tools []messages.ToolSpec) string {
 	var b strings.Builder
 	b.WriteString("You can use these tools:\n")
 	for _, t := range tools {
@@ -137,14 +138,27 @@ Action: tool_name[input]
 Then stop: the tool's result comes back as "Observation: …". When you know the answer, reply:
 Thought: why you know it
 Finish[the final answer]`)
-	protocol := b.String()
+	return b.String()
+}
+
+// WithToolSection is the system message's text system with the protocol's
+// section (ToolSection) after it.
+func WithToolSection(system, section string) string {
+	return strings.TrimSpace(system + "\n\n" + section)
+}
+
+// Render turns a native conversation into the text protocol: the tools are described
+// after the system prompt, tool calls become "Action:" lines and tool results become
+// "Observation:" messages from the user.
+func Render(msgs []messages.ChatMessage, tools []messages.ToolSpec) []messages.ChatMessage {
+	protocol := ToolSection(tools)
 	out := make([]messages.ChatMessage, 0, len(msgs)+1)
 	sawSystem := false
 	for _, msg := range msgs {
 		switch msg.Role {
 		case messages.RoleSystem:
 			if !sawSystem {
-				msg.Content = strings.TrimSpace(msg.Content + "\n\n" + protocol)
+				msg.Content = WithToolSection(msg.Content, protocol)
 				sawSystem = true
 			}
 			out = append(out, msg)

@@ -1,0 +1,49 @@
+package tools_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/troupe-run/troupe/tools"
+)
+
+// Under NumbersAsValues (a ChainTool's own, and decision rules 11's) a template
+// tests a number by its value wherever it tests one, and a null renders empty;
+// NumbersAsWritten (rules 10) keeps its answers.
+func TestChainValuesTestNumbersByValue(t *testing.T) {
+	step := fixedTool{name: "src", out: `{"n":0,"f":0.0,"m":7,"z":null,"o":{"z":null,"k":[null]},"e":"","big":1e-400}`}
+	for tmpl, want := range map[string][2]string{
+		`{{if .steps.a.json.n}}t{{else if .steps.a.json.m}}m{{else}}f{{end}}`:                   {"m", "t"},
+		`{{if .steps.a.json.f}}t{{else}}f{{end}}`:                                               {"f", "t"},
+		`{{if .steps.a.json.big}}t{{else}}f{{end}}`:                                             {"t", "t"},
+		`{{if .steps.a.json.e}}t{{else}}f{{end}}`:                                               {"f", "f"},
+		`{{if and .steps.a.json.m (or .steps.a.json.n .steps.a.json.z)}}t{{else}}f{{end}}`:      {"f", "t"},
+		`{{if not .steps.a.json.n}}t{{else}}f{{end}}`:                                           {"t", "f"},
+		`{{with .steps.a.json.n}}w{{.}}{{else with .steps.a.json.m}}m{{.}}{{end}}`:              {"m7", "w0"},
+		`{{with $x := .steps.a.json.m}}{{$x}}{{end}}`:                                           {"7", "7"},
+		`{{if $x := .steps.a.json.n}}d{{$x}}{{end}}`:                                            {"d0", "d0"},
+		`{{and .steps.a.json.m .steps.a.json.n}}`:                                               {"0", "0"},
+		`[{{.steps.a.json.z}}][{{.steps.a.json.o.z}}]{{range .steps.a.json.o.k}}[{{.}}]{{end}}`: {"[][][]", "[<no value>][<no value>][<no value>]"},
+		`{{json .steps.a.json.o}} {{printf "%v" .steps.a.json.z}}`:                              {`{"k":[null],"z":null} `, `{"k":[null],"z":null} <nil>`},
+		`{{with fromjson "{\"a\":null,\"b\":0}"}}[{{.a}}]{{if .b}}t{{else}}f{{end}}{{end}}`:     {"[]f", "[<no value>]t"},
+	} {
+		c := tools.Chain{Name: "c", Description: "d", Steps: []tools.ChainStep{{Name: "a", Tool: "src"}}, Output: tmpl}
+		ct, err := tools.NewChainTool(c, func(string) (tools.Tool, bool) { return step, true })
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, numbers := range []tools.ChainNumbers{tools.NumbersAsValues, tools.NumbersAsWritten} {
+			got, err := ct.WithNumbers(numbers).Call(context.Background(), tools.Call{Key: "k", Arguments: `{}`})
+			if err != nil {
+				t.Errorf("%s (numbers %d): %v", tmpl, numbers, err)
+				continue
+			}
+			if got != want[i] {
+				t.Errorf("%s (numbers %d): %q, want %q", tmpl, numbers, got, want[i])
+			}
+		}
+		if got, _ := ct.Call(context.Background(), tools.Call{Key: "k", Arguments: `{}`}); got != want[0] {
+			t.Errorf("%s: a ChainTool's own numbers answered %q, want NumbersAsValues's %q", tmpl, got, want[0])
+		}
+	}
+}
