@@ -758,6 +758,8 @@ type Node struct {
 	busLogs   *logShutter   // the bus's and router's logger, shut by Close
 	hub       *Hub
 	feed      *sessionFeed // GET /v1/feed/sessions
+	// folds are the kept folds of the reads of a session's state (statusfold.go).
+	folds statusFolds
 	dedupe    *deduplicator
 
 	// revokeWithin bounds Revoked as a whole (revokeBudget; tests shorten it).
