@@ -759,8 +759,8 @@ type Node struct {
 	hub       *Hub
 	feed      *sessionFeed // GET /v1/feed/sessions
 	// folds are the kept folds of the reads of a session's state (statusfold.go).
-	folds statusFolds
-	dedupe    *deduplicator
+	folds  statusFolds
+	dedupe *deduplicator
 
 	// revokeWithin bounds Revoked as a whole (revokeBudget; tests shorten it).
 	revokeWithin time.Duration
