@@ -1,6 +1,7 @@
 package node
 
 import (
+	"cmp"
 	"container/list"
 	"context"
 	"fmt"
@@ -37,12 +38,20 @@ type statusFolds struct {
 	mu    sync.Mutex
 	folds map[string]*list.Element // of *statusFold
 	lru   list.List                // the most recently used first
+	// bytes are the payload bytes of the events the kept folds folded.
+	bytes int64
+	// maxBytes is statusFoldBytes unless set (tests).
+	maxBytes int64
 }
 
-// statusFoldSessions bounds the folds kept (each holds a session's state, its
-// conversation with it): a session whose fold was dropped costs one read of its
-// whole history at its next read.
-const statusFoldSessions = 64
+// statusFoldSessions and statusFoldBytes bound the folds kept (each holds a
+// session's state, its conversation with it, which the payload bytes of its
+// events bound): the least recently used are dropped first, and a session
+// whose fold was dropped costs one read of its whole history at its next read.
+const (
+	statusFoldSessions = 64
+	statusFoldBytes    = 256 << 20
+)
 
 // statusFoldFrom is the fewest events a session has whose fold is kept: a
 // shorter one is folded whole at each read, which costs little, and its state
@@ -62,6 +71,9 @@ type statusFold struct {
 	tailFrom uint64
 	tail     []string
 	sum      string
+	// bytes are the payload bytes of the events st folded; guarded by
+	// statusFolds.mu.
+	bytes int64
 }
 
 // with calls use with the state of session id folded from its events in the log
@@ -80,9 +92,11 @@ func (f *statusFolds) with(ctx context.Context, log eventlog.Log, id string, use
 		}
 		if ent.holds(events) && applyAll(ent.st, events[len(ent.tail):]) == nil {
 			ent.keep(ent.st, events)
+			f.account(ent, payloadBytes(events[len(ent.tail):]), false)
 			return true, use(ent.st)
 		}
 		ent.st = nil // the whole history's fold says what is wrong, if anything
+		f.account(ent, 0, true)
 	}
 	events, err := log.Read(ctx, id, 1)
 	if err != nil {
@@ -97,8 +111,52 @@ func (f *statusFolds) with(ctx context.Context, log eventlog.Log, id string, use
 	}
 	if len(events) >= statusFoldFrom {
 		ent.keep(st, events)
+		f.account(ent, payloadBytes(events), true)
 	}
 	return true, use(st)
+}
+
+// payloadBytes are the bytes of events' payloads.
+func payloadBytes(events []messages.Envelope) int64 {
+	var n int64
+	for _, e := range events {
+		n += int64(len(e.Payload))
+	}
+	return n
+}
+
+// account counts n more payload bytes folded by ent (its count reset first
+// when anew), and drops the least recently used folds while they hold more than
+// statusFoldBytes; ent alone when it alone holds more. A fold dropped already
+// is not counted.
+func (f *statusFolds) account(ent *statusFold, n int64, anew bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if el, ok := f.folds[ent.session]; !ok || el.Value.(*statusFold) != ent {
+		return
+	}
+	if anew {
+		f.bytes -= ent.bytes
+		ent.bytes = 0
+	}
+	ent.bytes += n
+	f.bytes += n
+	limit := cmp.Or(f.maxBytes, statusFoldBytes)
+	if ent.bytes > limit {
+		f.drop(f.folds[ent.session]) // not the others for it
+		return
+	}
+	for f.bytes > limit && f.lru.Len() > 0 {
+		f.drop(f.lru.Back())
+	}
+}
+
+// drop forgets the kept fold el; the caller holds f.mu.
+func (f *statusFolds) drop(el *list.Element) {
+	ent := el.Value.(*statusFold)
+	f.lru.Remove(el)
+	delete(f.folds, ent.session)
+	f.bytes -= ent.bytes
 }
 
 // applyAll folds events into st.
@@ -154,9 +212,7 @@ func (f *statusFolds) entry(id string) *statusFold {
 	if f.lru.Len() > statusFoldSessions {
 		// A read folding on the dropped fold still answers; what it keeps there
 		// is lost.
-		last := f.lru.Back()
-		f.lru.Remove(last)
-		delete(f.folds, last.Value.(*statusFold).session)
+		f.drop(f.lru.Back())
 	}
 	return ent
 }

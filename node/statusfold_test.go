@@ -232,3 +232,43 @@ func TestSessionStatusReadsOnlyTheTail(t *testing.T) {
 		w.tasks(1, round) // 2 + 4·round events
 	}
 }
+
+// The folds kept hold at most maxBytes of their events' payloads: keeping a
+// second session's drops the first's, whose next read folds its whole history
+// again; a session whose events alone hold more is not kept.
+func TestStatusFoldsKeepAtMostTheirBytes(t *testing.T) {
+	ctx := context.Background()
+	log := &readCounted{Log: openLog(t)}
+	for _, id := range []string{"a", "b", "big"} {
+		w := newHistoryWriter(t, log.Log, id)
+		w.tasks(30, 3)
+		if id == "big" {
+			w.tasks(30, 3)
+		}
+	}
+	one, err := log.Read(ctx, "a", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept := statusFolds{maxBytes: payloadBytes(one) * 3 / 2}
+	read := func(id string) int64 {
+		t.Helper()
+		log.events.Store(0)
+		if _, err := kept.with(ctx, log, id, func(*actors.SessionState) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+		return log.events.Load()
+	}
+	whole := int64(len(one))
+	for _, step := range []struct {
+		id   string
+		want int64
+	}{{"a", whole}, {"a", feedVerify}, {"b", whole}, {"a", whole}, {"a", feedVerify}, {"big", 2 * whole}, {"big", 2 * whole}, {"a", feedVerify}} {
+		if got := read(step.id); got != step.want {
+			t.Fatalf("a read of %s read %d events, want %d", step.id, got, step.want)
+		}
+	}
+	if kept.bytes != payloadBytes(one) || kept.lru.Len() != 1 {
+		t.Fatalf("the folds kept count %d bytes in %d folds, want %d in 1", kept.bytes, kept.lru.Len(), payloadBytes(one))
+	}
+}
