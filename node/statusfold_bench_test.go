@@ -14,7 +14,16 @@ import (
 // events on the SQLite log, read again and again as it stands.
 //
 //	go test ./node -run XXX -bench SessionStatusRead -benchmem -count 5
-func BenchmarkSessionStatusRead(b *testing.B) {
+func BenchmarkSessionStatusRead(b *testing.B) { benchmarkSessionStatusRead(b, 0) }
+
+// BenchmarkSessionStatusReadGrowing is BenchmarkSessionStatusRead with a task of
+// the session (22 events) appended to the log before each read, its append
+// measured too.
+//
+//	go test ./node -run XXX -bench SessionStatusReadGrowing -benchmem -count 5
+func BenchmarkSessionStatusReadGrowing(b *testing.B) { benchmarkSessionStatusRead(b, 1) }
+
+func benchmarkSessionStatusRead(b *testing.B, tasks int) {
 	lg, err := sqlite.Open(context.Background(), sqlite.Config{Dir: b.TempDir()})
 	if err != nil {
 		b.Fatal(err)
@@ -42,6 +51,9 @@ func BenchmarkSessionStatusRead(b *testing.B) {
 	get()
 	b.ResetTimer()
 	for b.Loop() {
+		if tasks > 0 {
+			w.tasks(tasks, 5)
+		}
 		get()
 	}
 }
