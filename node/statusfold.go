@@ -61,8 +61,10 @@ const statusFoldFrom = 256
 // statusFold is the kept fold of one session's events.
 type statusFold struct {
 	session string
-	// mu is held while a read folds on and answers from st, one read at a time.
-	mu sync.Mutex
+	// turn is held (a value in it) while a read folds on and answers from st,
+	// one read at a time; a read waits for it no longer than its context lasts,
+	// as it would not have waited for the log.
+	turn chan struct{}
 	// st is the session's events folded from seq 1 to st.LastSeq; nil when none is kept.
 	st *actors.SessionState
 	// tail are the IDs of the events at seqs tailFrom, tailFrom+1, …, st.LastSeq
@@ -83,8 +85,12 @@ type statusFold struct {
 // while no other read folds the session on: it must not keep st, nor change it.
 func (f *statusFolds) with(ctx context.Context, log eventlog.Log, id string, use func(st *actors.SessionState) error) (known bool, err error) {
 	ent := f.entry(id)
-	ent.mu.Lock()
-	defer ent.mu.Unlock()
+	select {
+	case ent.turn <- struct{}{}:
+	case <-ctx.Done():
+		return false, ctx.Err()
+	}
+	defer func() { <-ent.turn }()
 	if ent.st != nil {
 		events, err := log.Read(ctx, id, ent.tailFrom)
 		if err != nil {
@@ -207,7 +213,7 @@ func (f *statusFolds) entry(id string) *statusFold {
 	if f.folds == nil {
 		f.folds = map[string]*list.Element{}
 	}
-	ent := &statusFold{session: id}
+	ent := &statusFold{session: id, turn: make(chan struct{}, 1)}
 	f.folds[id] = f.lru.PushFront(ent)
 	if f.lru.Len() > statusFoldSessions {
 		// A read folding on the dropped fold still answers; what it keeps there

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/troupe-run/troupe/actors"
 	"github.com/troupe-run/troupe/eventlog"
@@ -270,5 +271,29 @@ func TestStatusFoldsKeepAtMostTheirBytes(t *testing.T) {
 	}
 	if kept.bytes != payloadBytes(one) || kept.lru.Len() != 1 {
 		t.Fatalf("the folds kept count %d bytes in %d folds, want %d in 1", kept.bytes, kept.lru.Len(), payloadBytes(one))
+	}
+}
+
+// A read of a session whose kept fold another read holds (its log read hung)
+// waits no longer than its context.
+func TestStatusFoldWaitEndsWithTheContext(t *testing.T) {
+	var kept statusFolds
+	ent := kept.entry("s")
+	ent.turn <- struct{}{} // another read's
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	log := openLog(t)
+	done := make(chan error, 1)
+	go func() {
+		_, err := kept.with(ctx, log, "s", func(*actors.SessionState) error { return nil })
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("the read waiting for its turn: %v, want its context's end", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the read waited past its context's end")
 	}
 }
