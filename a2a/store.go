@@ -61,6 +61,11 @@ type TaskStore struct {
 	mu      sync.Mutex
 	live    map[sdk.TaskID]*liveTask
 	tick    uint64 // counts uses: liveTask.used
+	// found are the seqs of the task.submitted events of tasks rebuilt (not
+	// live), by task, at most max of them (cleared when full): the next read of
+	// such a task reads its session's events from there on, as a live task's
+	// (liveTask.from), not the whole history again.
+	found map[sdk.TaskID]uint64
 	// saved, when set (tests), is called with each task saved, after it is.
 	saved func(*sdk.Task)
 }
@@ -80,7 +85,7 @@ var _ a2asrv.TaskStore = (*TaskStore)(nil)
 
 // NewTaskStore returns a store reading sessions from b.
 func NewTaskStore(b Backend) *TaskStore {
-	return &TaskStore{backend: b, max: maxLiveTasks, live: map[sdk.TaskID]*liveTask{}}
+	return &TaskStore{backend: b, max: maxLiveTasks, live: map[sdk.TaskID]*liveTask{}, found: map[sdk.TaskID]uint64{}}
 }
 
 // snapshot copies what of a saved task the SDK changes in place afterwards: it
@@ -308,9 +313,27 @@ func (s *TaskStore) EndedAmong(ctx context.Context, ids []sdk.TaskID) (map[sdk.T
 	return out, nil
 }
 
-// rebuild tells task id from its session's events.
+// rebuild tells task id from its session's events: from its task.submitted
+// event on when a rebuild found it before and it is still there (the events
+// before it say nothing of the task: taskRun.scan), else from the first.
 func (s *TaskStore) rebuild(ctx context.Context, id sdk.TaskID) (*sdk.Task, error) {
-	task, _, err := s.rebuildFrom(ctx, id, 1)
+	s.mu.Lock()
+	from := s.found[id]
+	s.mu.Unlock()
+	if from > 1 {
+		if task, submitted, err := s.rebuildFrom(ctx, id, from); err == nil && submitted == from {
+			return task, nil
+		}
+	}
+	task, submitted, err := s.rebuildFrom(ctx, id, 1)
+	if err == nil && submitted > 1 {
+		s.mu.Lock()
+		if len(s.found) >= s.max {
+			clear(s.found)
+		}
+		s.found[id] = submitted
+		s.mu.Unlock()
+	}
 	return task, err
 }
 

@@ -2,6 +2,8 @@ package a2a
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -69,5 +71,61 @@ func TestReadOfARunningTaskReadsItsSessionFromTheTask(t *testing.T) {
 	b.log = append(b.log, completed)
 	if task, err := store.Get(ctx, id); err != nil || task.Status.State != sdk.TaskStateCompleted {
 		t.Fatalf("task %v, %v: want it completed once its session says so", task, err)
+	}
+}
+
+// A task this process does not hold (run by another node over the same log, or
+// before a restart), read again and again as a client polling tasks/get does,
+// reads its session's events from its task.submitted on once a read found it,
+// not the session's whole history each time, and says the same; a session
+// rewritten without the task there is read whole again.
+func TestReadOfATaskNotHeldReadsItsSessionFromTheTask(t *testing.T) {
+	b := &froms{streamBackend: *newStreamBackend(1)}
+	const session = "long"
+	for i := 1; i <= 1000; i++ {
+		e := b.envelope(&messages.TaskSubmitted{Input: fmt.Sprintf("old %d", i)}, uint64(i))
+		e.SessionID = session
+		b.log = append(b.log, e)
+	}
+	id := TaskIDFor(session, "m-1")
+	_, envID, _ := ParseTaskID(id)
+	submitted := b.envelope(&messages.TaskSubmitted{Input: "now"}, 1001)
+	submitted.ID, submitted.SessionID = envID, session
+	requested := b.envelope(&messages.ModelRequested{Key: "call-1", Step: 1}, 1002)
+	requested.SessionID = session
+	b.log = append(b.log, submitted, requested)
+
+	store := NewTaskStore(b)
+	ctx := context.Background()
+	for range 3 {
+		task, err := store.Get(ctx, id)
+		if err != nil || task.Status.State != sdk.TaskStateWorking {
+			t.Fatalf("task %v, %v: want it working", task, err)
+		}
+	}
+	completed := b.envelope(&messages.TaskCompleted{Output: "done", Steps: 1}, 1003)
+	completed.SessionID = session
+	b.log = append(b.log, completed)
+	task, err := store.Get(ctx, id)
+	if err != nil || task.Status.State != sdk.TaskStateCompleted {
+		t.Fatalf("task %v, %v: want it completed once its session says so", task, err)
+	}
+	whole, err := NewTaskStore(b).Get(ctx, id)
+	got, _ := json.Marshal(task)
+	want, _ := json.Marshal(whole)
+	if err != nil || string(got) != string(want) {
+		t.Fatalf("task %s, %v; a store that never read it says %s", got, err, want)
+	}
+	if want := []uint64{1, 1001, 1001, 1001, 1}; fmt.Sprint(b.reads) != fmt.Sprint(want) {
+		t.Fatalf("reads of the session's events from seqs %v, want %v", b.reads, want)
+	}
+	// The session begun again: the task is not at that seq any more.
+	b.log = b.log[:1000]
+	b.reads = nil
+	if _, err := store.Get(ctx, id); !errors.Is(err, sdk.ErrTaskNotFound) {
+		t.Fatalf("a task no longer in its session: %v, want ErrTaskNotFound", err)
+	}
+	if want := []uint64{1001, 1}; fmt.Sprint(b.reads) != fmt.Sprint(want) {
+		t.Fatalf("reads of the session's events from seqs %v, want %v", b.reads, want)
 	}
 }

@@ -645,6 +645,11 @@ func eventSum(e messages.Envelope) string {
 	return hex.EncodeToString(h.Sum(nil)[:16])
 }
 
+// EventSum is eventSum for the folds kept outside this package (the node's
+// status reads): the check that the log's event at a fold's last seq is still
+// the one folded.
+func EventSum(e messages.Envelope) string { return eventSum(e) }
+
 // stateSum is the checksum of an encoded state.
 func stateSum(b []byte) string {
 	s := sha256.Sum256(b)

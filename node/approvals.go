@@ -100,11 +100,12 @@ func (n *Node) Approve(ctx context.Context, sessionID, call string, approve bool
 	if err != nil {
 		return err
 	}
-	st, err := n.fold(ctx, sessionID)
-	if err != nil {
+	var pending actors.PendingApproval
+	var duplicate bool
+	_, err = n.folds.with(ctx, n.log, sessionID, func(st *actors.SessionState) (err error) {
+		pending, duplicate, err = st.CheckAnswer(c.Call, c.Approve)
 		return err
-	}
-	pending, duplicate, err := st.CheckAnswer(c.Call, c.Approve)
+	})
 	if err != nil || duplicate {
 		return err // a duplicate is recorded already
 	}
@@ -117,24 +118,6 @@ func (n *Node) Approve(ctx context.Context, sessionID, call string, approve bool
 		return n.publishApproval(ctx, c)
 	}
 	return n.approveHere(c)
-}
-
-// fold folds a session's events from the log; ErrUnknownSession when it has none.
-func (n *Node) fold(ctx context.Context, sessionID string) (*actors.SessionState, error) {
-	events, err := n.log.Read(ctx, sessionID, 1)
-	if err != nil {
-		return nil, err
-	}
-	if len(events) == 0 {
-		return nil, fmt.Errorf("%w: %q", ErrUnknownSession, sessionID)
-	}
-	st := actors.NewSessionState(sessionID)
-	for _, e := range events {
-		if err := st.Apply(e); err != nil {
-			return nil, err
-		}
-	}
-	return st, nil
 }
 
 // approveHere hands an answer to the session on this node, for Approve and for an
@@ -218,14 +201,16 @@ func (n *Node) PendingApprovals(ctx context.Context) ([]PendingApproval, error) 
 		if !eventlog.IsSession(s.ID) {
 			continue
 		}
-		st, err := n.fold(ctx, s.ID)
+		_, err := n.folds.with(ctx, n.log, s.ID, func(st *actors.SessionState) error {
+			out = append(out, pendingApprovals(s.ID, st)...)
+			return nil
+		})
 		if errors.Is(err, ErrUnknownSession) {
 			continue
 		}
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, pendingApprovals(s.ID, st)...)
 	}
 	slices.SortStableFunc(out, func(a, b PendingApproval) int { return a.RequestedAt.Compare(b.RequestedAt) })
 	return out, nil

@@ -224,20 +224,16 @@ func (n *Node) TaskResult(ctx context.Context, sessionID, task string) (res mess
 // while the session has no such task.
 func (n *Node) taskResult(ctx context.Context, sessionID, task string) (messages.TaskResult, error) {
 	res := messages.TaskResult{SessionID: sessionID}
-	events, err := n.log.Read(ctx, sessionID, 1)
-	if err != nil {
-		return res, err
-	}
-	st := actors.NewSessionState(sessionID)
-	for _, e := range events {
-		if err := st.Apply(e); err != nil {
-			return res, err
+	_, err := n.folds.with(ctx, n.log, sessionID, func(st *actors.SessionState) error {
+		if status, out, errMsg, ok := st.Task(task); ok {
+			res.TaskID = st.TaskName(task)
+			res.Status, res.Output, res.Error, res.Reason = status, out, errMsg, st.TaskReason(task)
+			res.Note = st.TaskNote(task)
 		}
+		return nil
+	})
+	if errors.Is(err, ErrUnknownSession) {
+		return res, nil // no such task yet
 	}
-	if status, out, errMsg, ok := st.Task(task); ok {
-		res.TaskID = st.TaskName(task)
-		res.Status, res.Output, res.Error, res.Reason = status, out, errMsg, st.TaskReason(task)
-		res.Note = st.TaskNote(task)
-	}
-	return res, nil
+	return res, err
 }

@@ -467,19 +467,21 @@ var taskFields = sync.OnceValue(func() map[string]bool {
 // SessionStatus is the body of GET /v1/sessions/{id}.
 type SessionStatus = messages.TaskResult
 
-// Status folds a session's events into its status; ok is false for an unknown session.
+// Status folds a session's events into its status (from the fold the last read
+// kept, statusFolds); ok is false for an unknown session.
 func (n *Node) Status(ctx context.Context, id string) (SessionStatus, bool, error) {
-	events, err := n.log.Read(ctx, id, 1)
-	if err != nil || len(events) == 0 {
-		return SessionStatus{}, false, err
+	var status SessionStatus
+	known, err := n.folds.with(ctx, n.log, id, func(st *actors.SessionState) error {
+		status = statusOf(id, st)
+		return nil
+	})
+	switch {
+	case errors.Is(err, ErrUnknownSession):
+		return SessionStatus{}, false, nil
+	case err != nil:
+		return SessionStatus{}, known, err
 	}
-	st := actors.NewSessionState(id)
-	for _, e := range events {
-		if err := st.Apply(e); err != nil {
-			return SessionStatus{}, true, err
-		}
-	}
-	return statusOf(id, st), true, nil
+	return status, true, nil
 }
 
 // statusOf is the status of the session id folded in st.
@@ -501,14 +503,18 @@ func (n *Node) getSession(w http.ResponseWriter, r *http.Request) {
 		notASession(w, id)
 		return
 	}
-	st, err := n.fold(r.Context(), id)
+	var view sessionView
+	_, err := n.folds.with(r.Context(), n.log, id, func(st *actors.SessionState) error {
+		view = sessionView{SessionStatus: statusOf(id, st), Approvals: pendingApprovals(id, st)}
+		return nil
+	})
 	switch {
 	case errors.Is(err, ErrUnknownSession):
 		writeError(w, http.StatusNotFound, "no session %s", QuoteHead(id))
 	case err != nil:
 		writeError(w, http.StatusInternalServerError, "session %s: %v", id, err)
 	default:
-		writeJSON(w, http.StatusOK, sessionView{SessionStatus: statusOf(id, st), Approvals: pendingApprovals(id, st)})
+		writeJSON(w, http.StatusOK, view)
 	}
 }
 

@@ -758,7 +758,9 @@ type Node struct {
 	busLogs   *logShutter   // the bus's and router's logger, shut by Close
 	hub       *Hub
 	feed      *sessionFeed // GET /v1/feed/sessions
-	dedupe    *deduplicator
+	// folds are the kept folds of the reads of a session's state (statusfold.go).
+	folds  statusFolds
+	dedupe *deduplicator
 
 	// revokeWithin bounds Revoked as a whole (revokeBudget; tests shorten it).
 	revokeWithin time.Duration

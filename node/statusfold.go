@@ -1,0 +1,224 @@
+package node
+
+import (
+	"cmp"
+	"container/list"
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/troupe-run/troupe/actors"
+	"github.com/troupe-run/troupe/eventlog"
+	"github.com/troupe-run/troupe/messages"
+)
+
+// statusFolds keeps the folds the reads of a session's state make (GET
+// /v1/sessions/{id} and the dashboard's session view, Status for cancel, MCP's
+// tasks and delegates, TaskResult, Approve, PendingApprovals), so that the next
+// read of a long session folds only the events appended since, not its whole
+// history: a client polling a session of 100,000 events folded them all at each
+// poll, seconds of a core.
+//
+// A kept fold is the state a fold of the session's events from seq 1 gave, as
+// the read that made it found them in the log (actors.NewSessionState, without
+// agents, as these reads always folded: a session actor's state, folded with its
+// agents' paradigms, or its fold snapshot, would answer otherwise of a
+// paradigm's calls). A read uses it only when the log still holds the events it
+// folded last (statusFold.holds: the IDs of its last feedVerify events at their
+// seqs, as the session feed checks its folds after a takeover, and the digest of
+// the last, as a fold snapshot's event at its seq, so that a session pruned and
+// begun again, whose decided events have the same IDs, does not pass for it);
+// then it folds the events after them, else, or when that fold fails, it folds
+// the whole history as before. Either way the answer is the whole fold's.
+//
+// Reads do not go to the session's owner: every node folds the log it reads (in
+// a cluster, the shared one), as before; a kept fold only spares the events it
+// checked are there already.
+type statusFolds struct {
+	mu    sync.Mutex
+	folds map[string]*list.Element // of *statusFold
+	lru   list.List                // the most recently used first
+	// bytes are the payload bytes of the events the kept folds folded.
+	bytes int64
+	// maxBytes is statusFoldBytes unless set (tests).
+	maxBytes int64
+}
+
+// statusFoldSessions and statusFoldBytes bound the folds kept (each holds a
+// session's state, its conversation with it, which the payload bytes of its
+// events bound): the least recently used are dropped first, and a session
+// whose fold was dropped costs one read of its whole history at its next read.
+const (
+	statusFoldSessions = 64
+	statusFoldBytes    = 256 << 20
+)
+
+// statusFoldFrom is the fewest events a session has whose fold is kept: a
+// shorter one is folded whole at each read, which costs little, and its state
+// takes no room.
+const statusFoldFrom = 256
+
+// statusFold is the kept fold of one session's events.
+type statusFold struct {
+	session string
+	// turn is held (a value in it) while a read folds on and answers from st,
+	// one read at a time; a read waits for it no longer than its context lasts,
+	// as it would not have waited for the log.
+	turn chan struct{}
+	// st is the session's events folded from seq 1 to st.LastSeq; nil when none is kept.
+	st *actors.SessionState
+	// tail are the IDs of the events at seqs tailFrom, tailFrom+1, …, st.LastSeq
+	// as the log held them (at most feedVerify), and sum the digest of the last
+	// (actors.EventSum).
+	tailFrom uint64
+	tail     []string
+	sum      string
+	// bytes are the payload bytes of the events st folded; guarded by
+	// statusFolds.mu.
+	bytes int64
+}
+
+// with calls use with the state of session id folded from its events in the log
+// (ErrUnknownSession when it has none), from its kept fold and the events after
+// it when the log still holds those the fold read last; known reports that the
+// log has events of the session (false when it could not be read). use runs
+// while no other read folds the session on: it must not keep st, nor change it.
+func (f *statusFolds) with(ctx context.Context, log eventlog.Log, id string, use func(st *actors.SessionState) error) (known bool, err error) {
+	ent := f.entry(id)
+	select {
+	case ent.turn <- struct{}{}:
+	case <-ctx.Done():
+		return false, ctx.Err()
+	}
+	defer func() { <-ent.turn }()
+	if ent.st != nil {
+		events, err := log.Read(ctx, id, ent.tailFrom)
+		if err != nil {
+			return false, err
+		}
+		if ent.holds(events) && applyAll(ent.st, events[len(ent.tail):]) == nil {
+			ent.keep(ent.st, events)
+			f.account(ent, payloadBytes(events[len(ent.tail):]), false)
+			return true, use(ent.st)
+		}
+		ent.st = nil // the whole history's fold says what is wrong, if anything
+		f.account(ent, 0, true)
+	}
+	events, err := log.Read(ctx, id, 1)
+	if err != nil {
+		return false, err
+	}
+	if len(events) == 0 {
+		return false, fmt.Errorf("%w: %q", ErrUnknownSession, id)
+	}
+	st := actors.NewSessionState(id)
+	if err := applyAll(st, events); err != nil {
+		return true, err
+	}
+	if len(events) >= statusFoldFrom {
+		ent.keep(st, events)
+		f.account(ent, payloadBytes(events), true)
+	}
+	return true, use(st)
+}
+
+// payloadBytes are the bytes of events' payloads.
+func payloadBytes(events []messages.Envelope) int64 {
+	var n int64
+	for _, e := range events {
+		n += int64(len(e.Payload))
+	}
+	return n
+}
+
+// account counts n more payload bytes folded by ent (its count reset first
+// when anew), and drops the least recently used folds while they hold more than
+// statusFoldBytes; ent alone when it alone holds more. A fold dropped already
+// is not counted.
+func (f *statusFolds) account(ent *statusFold, n int64, anew bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if el, ok := f.folds[ent.session]; !ok || el.Value.(*statusFold) != ent {
+		return
+	}
+	if anew {
+		f.bytes -= ent.bytes
+		ent.bytes = 0
+	}
+	ent.bytes += n
+	f.bytes += n
+	limit := cmp.Or(f.maxBytes, statusFoldBytes)
+	if ent.bytes > limit {
+		f.drop(f.folds[ent.session]) // not the others for it
+		return
+	}
+	for f.bytes > limit && f.lru.Len() > 0 {
+		f.drop(f.lru.Back())
+	}
+}
+
+// drop forgets the kept fold el; the caller holds f.mu.
+func (f *statusFolds) drop(el *list.Element) {
+	ent := el.Value.(*statusFold)
+	f.lru.Remove(el)
+	delete(f.folds, ent.session)
+	f.bytes -= ent.bytes
+}
+
+// applyAll folds events into st.
+func applyAll(st *actors.SessionState, events []messages.Envelope) error {
+	for _, e := range events {
+		if err := st.Apply(e); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// holds reports whether events, read from the log from seq tailFrom on, begin
+// with the events the fold read last, at their seqs.
+func (ent *statusFold) holds(events []messages.Envelope) bool {
+	if len(events) < len(ent.tail) || len(ent.tail) == 0 {
+		return false
+	}
+	for j, id := range ent.tail {
+		if events[j].Seq != ent.tailFrom+uint64(j) || events[j].ID != id {
+			return false
+		}
+	}
+	return actors.EventSum(events[len(ent.tail)-1]) == ent.sum
+}
+
+// keep keeps st, folded through the last of events (read from the log), with
+// the IDs of the last of them.
+func (ent *statusFold) keep(st *actors.SessionState, events []messages.Envelope) {
+	last := events[max(0, len(events)-feedVerify):]
+	ent.st, ent.tailFrom, ent.sum = st, last[0].Seq, actors.EventSum(last[len(last)-1])
+	ent.tail = ent.tail[:0]
+	for _, e := range last {
+		ent.tail = append(ent.tail, e.ID)
+	}
+}
+
+// entry returns the kept fold of session id, or a new empty one, kept from now
+// on in place of the least recently used when there are statusFoldSessions
+// already.
+func (f *statusFolds) entry(id string) *statusFold {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if el, ok := f.folds[id]; ok {
+		f.lru.MoveToFront(el)
+		return el.Value.(*statusFold)
+	}
+	if f.folds == nil {
+		f.folds = map[string]*list.Element{}
+	}
+	ent := &statusFold{session: id, turn: make(chan struct{}, 1)}
+	f.folds[id] = f.lru.PushFront(ent)
+	if f.lru.Len() > statusFoldSessions {
+		// A read folding on the dropped fold still answers; what it keeps there
+		// is lost.
+		f.drop(f.lru.Back())
+	}
+	return ent
+}
