@@ -446,7 +446,8 @@ func (s *server) serve(ctx context.Context, cs *sdk.ClientSession) error {
 			lctx, cancel := context.WithTimeout(ctx, s.c.cfg.ConnectTimeout)
 			err := s.list(lctx, cs)
 			cancel()
-			if err != nil {
+			// A listing cut by the client's close is no failure of the server's.
+			if err != nil && ctx.Err() == nil {
 				s.c.cfg.Logger.Warn("mcp server: listing its tools again failed; keeping the last list", "mcp_server", s.name, "err", err)
 			}
 		}
