@@ -117,6 +117,10 @@ func (s *server) build(remote []*sdk.Tool, hasResources bool, resources []*sdk.R
 			skipped = append(skipped, fmt.Sprintf("the server offers more than %d tools: %q and the ones after it (by name) are left out", s.c.cfg.MaxTools, clipName(t.Name)))
 			break
 		}
+		if s.taskOnly.required(t.Name) {
+			skipped = append(skipped, fmt.Sprintf("tool %q: the server runs it only as a task (execution.taskSupport \"required\"), and the node calls no tool as a task", clipName(t.Name)))
+			continue
+		}
 		schema, err := objectSchema(t.InputSchema)
 		if err != nil {
 			skipped = append(skipped, fmt.Sprintf("tool %q: %v", clipName(t.Name), err))
