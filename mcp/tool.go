@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"mime"
 	"reflect"
 	"slices"
 	"strings"
@@ -465,11 +466,33 @@ func renderResource(r *sdk.ResourceContents) string {
 	switch {
 	case r == nil:
 		return "[empty resource]"
+	case r.Blob != nil && textMIME(r.MIMEType) && utf8.Valid(r.Blob):
+		// A blob of a text type (server-everything serves its "blob" resources as
+		// text/plain) is text the model can read.
+		return string(r.Blob)
 	case r.Blob != nil:
 		return fmt.Sprintf("[resource %s: %d bytes of %s, not shown]", r.URI, len(r.Blob), orDefault(r.MIMEType, "binary data"))
 	default:
 		return r.Text
 	}
+}
+
+// textMIME reports whether a media type (its parameters aside) is text: text/*,
+// JSON, XML, YAML, TOML.
+func textMIME(mediaType string) bool {
+	mt, _, err := mime.ParseMediaType(mediaType)
+	if err != nil {
+		return false
+	}
+	switch {
+	case strings.HasPrefix(mt, "text/"), strings.HasSuffix(mt, "+json"), strings.HasSuffix(mt, "+xml"), strings.HasSuffix(mt, "+yaml"):
+		return true
+	}
+	switch mt {
+	case "application/json", "application/xml", "application/yaml", "application/x-yaml", "application/toml", "application/x-ndjson":
+		return true
+	}
+	return false
 }
 
 func orDefault(s, def string) string {
