@@ -3,12 +3,15 @@ package mcp_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -106,5 +109,33 @@ func TestTaskOnlyToolIsLeftOut(t *testing.T) {
 				t.Errorf("status %+v does not say why research was left out", st)
 			}
 		})
+	}
+}
+
+// A tool left out is logged once, not again at each listing of the server's
+// offer: server-everything, which says its lists changed as it starts, had each
+// of its left-out tools warned of twice at each connection, and again at each
+// reconnection.
+func TestLeftOutToolIsLoggedOnce(t *testing.T) {
+	srv := taskOnlyServer()
+	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil)
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.ServeHTTP(markingResponse{w}, r)
+	}))
+	t.Cleanup(ts.Close)
+	var logs lockedBuffer
+	c := startClient(t, map[string]mcp.ServerConfig{"tasks": {URL: ts.URL}}, func(cfg *mcp.ClientConfig) {
+		cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	})
+	for i := range 3 {
+		name := fmt.Sprintf("more_%d", i)
+		srv.AddTool(&sdk.Tool{Name: name, InputSchema: map[string]any{"type": "object"}},
+			func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+				return &sdk.CallToolResult{}, nil
+			})
+		waitFor(t, 10*time.Second, name+" in the catalog", func() bool { _, ok := c.Tool("tasks__" + name); return ok })
+	}
+	if n := strings.Count(logs.String(), "tool left out"); n != 1 {
+		t.Errorf("the left-out tool was logged %d times, want once:\n%s", n, logs.String())
 	}
 }

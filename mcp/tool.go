@@ -72,8 +72,15 @@ func (s *server) list(ctx context.Context, cs *sdk.ClientSession) error {
 		}
 	}
 	ts, skipped := s.build(remote, caps.Resources != nil, resources, templates, caps.Prompts != nil, prompts)
+	s.mu.Lock()
+	before := s.skipped
+	s.mu.Unlock()
+	// A tool left out is said once, not again at each listing of the same offer
+	// (a list_changed, a reconnection): Status keeps saying it.
 	for _, why := range skipped {
-		s.c.cfg.Logger.Warn("mcp server: tool left out", "mcp_server", s.name, "why", why)
+		if !slices.Contains(before, why) {
+			s.c.cfg.Logger.Warn("mcp server: tool left out", "mcp_server", s.name, "why", why)
+		}
 	}
 	s.mu.Lock()
 	s.tools, s.skipped = ts, skipped
