@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/url"
 	"slices"
 	"sort"
@@ -443,13 +444,18 @@ func (s *PushStore) Save(ctx context.Context, id sdk.TaskID, config *sdk.PushCon
 }
 
 // Get implements a2asrv.PushConfigStore: a config the task does not have is an
-// error wrapping sdk.ErrTaskNotFound and push.ErrPushConfigNotFound.
+// error wrapping sdk.ErrTaskNotFound and push.ErrPushConfigNotFound. No configID
+// (A2A 0.3's pushNotificationConfigId is optional) is the task's first config, as
+// List orders them, as the 0.3 SDKs' servers answer with the task's first.
 func (s *PushStore) Get(ctx context.Context, id sdk.TaskID, configID string) (*sdk.PushConfig, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	t, err := s.load(ctx, id, false)
 	if err != nil {
 		return nil, err
+	}
+	if configID == "" && len(t.configs) > 0 {
+		configID = slices.Min(slices.Collect(maps.Keys(t.configs)))
 	}
 	c, ok := t.configs[configID]
 	if !ok {

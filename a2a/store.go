@@ -122,7 +122,40 @@ func copyTask(t *sdk.Task) (*sdk.Task, error) {
 	if err := json.Unmarshal(b, &c); err != nil {
 		return nil, fmt.Errorf("a2a: task %s: %w", t.ID, err)
 	}
+	for _, a := range c.Artifacts {
+		if a != nil {
+			a.Parts = joinTexts(a.Parts)
+		}
+	}
 	return &c, nil
+}
+
+// joinTexts joins each run of text parts without metadata into one: a streamed
+// answer is saved as a part per token (each artifact update appends one), which
+// a reader of the task (tasks/get, a resubscription's first event) should get as
+// its text, not as pieces the SDKs join with newlines.
+func joinTexts(parts sdk.ContentParts) sdk.ContentParts {
+	out := parts[:0]
+	var run strings.Builder
+	inRun := false
+	flush := func() {
+		if inRun {
+			out = append(out, sdk.TextPart{Text: run.String()})
+			run.Reset()
+			inRun = false
+		}
+	}
+	for _, p := range parts {
+		if tp, ok := p.(sdk.TextPart); ok && len(tp.Metadata) == 0 {
+			run.WriteString(tp.Text)
+			inRun = true
+			continue
+		}
+		flush()
+		out = append(out, p)
+	}
+	flush()
+	return out
 }
 
 // Save implements a2asrv.TaskStore. A claimed task (ClaimKey) loses its mark once

@@ -38,6 +38,9 @@ type ResourceTemplate struct {
 	Read func(ctx context.Context, uri string, vars map[string]string) ([]*sdk.ResourceContents, error)
 	// Watch is Resource.Watch, for the URIs that match the template.
 	Watch func(ctx context.Context, uri string, on bool) error
+	// Complete, when set, answers completion/complete for one of the template's
+	// variables (an MCP server's template: the request goes to it).
+	Complete func(ctx context.Context, params *sdk.CompleteParams) (*sdk.CompleteResult, error)
 }
 
 // Prompt is a prompt the server offers: what prompts/list says of it, and how to
@@ -50,6 +53,10 @@ type Prompt struct {
 	// Get returns the prompt's messages for args; the required arguments are
 	// present (the server checks them first).
 	Get func(ctx context.Context, args map[string]string) (*sdk.GetPromptResult, error)
+	// Complete, when set, answers completion/complete for one of its arguments
+	// instead of Values (an MCP server's prompt: the request goes to it, under
+	// the prompt's name there).
+	Complete func(ctx context.Context, params *sdk.CompleteParams) (*sdk.CompleteResult, error)
 }
 
 // Catalog is a set of resources, resource templates and prompts. It is itself a
@@ -401,10 +408,24 @@ func ReadOffered(ctx context.Context, uri string) ([]*sdk.ResourceContents, erro
 const maxCompletions = 100
 
 // complete answers completion/complete for a prompt's argument from its declared
-// Values; other references (and arguments without values) get no values.
-func (s *Server) complete(_ context.Context, req *sdk.CompleteRequest) (*sdk.CompleteResult, error) {
+// Values, or from its source (Prompt.Complete); for a resource template's
+// variable from its source (ResourceTemplate.Complete). Other references (and
+// arguments without values) get no values.
+func (s *Server) complete(ctx context.Context, req *sdk.CompleteRequest) (*sdk.CompleteResult, error) {
 	res := &sdk.CompleteResult{Completion: sdk.CompletionResultDetails{Values: []string{}}}
-	if req.Params == nil || req.Params.Ref == nil || req.Params.Ref.Type != "ref/prompt" {
+	if req.Params == nil || req.Params.Ref == nil {
+		return res, nil
+	}
+	if req.Params.Ref.Type == "ref/resource" {
+		s.mu.Lock()
+		t, ok := s.offered.templates[req.Params.Ref.URI]
+		s.mu.Unlock()
+		if !ok || t.Complete == nil {
+			return res, nil
+		}
+		return completed(t.Complete(ctx, req.Params))
+	}
+	if req.Params.Ref.Type != "ref/prompt" {
 		return res, nil
 	}
 	s.mu.Lock()
@@ -412,6 +433,9 @@ func (s *Server) complete(_ context.Context, req *sdk.CompleteRequest) (*sdk.Com
 	s.mu.Unlock()
 	if !ok {
 		return nil, fmt.Errorf("no prompt is named %q", req.Params.Ref.Name)
+	}
+	if p.Complete != nil {
+		return completed(p.Complete(ctx, req.Params))
 	}
 	var values []string
 	for _, v := range p.Values[req.Params.Argument.Name] {
@@ -424,5 +448,23 @@ func (s *Server) complete(_ context.Context, req *sdk.CompleteRequest) (*sdk.Com
 		values, res.Completion.HasMore = values[:maxCompletions], true
 	}
 	res.Completion.Values = append(res.Completion.Values, values...)
+	return res, nil
+}
+
+// completed is a source's answer to completion/complete, its values never null
+// and at most maxCompletions.
+func completed(res *sdk.CompleteResult, err error) (*sdk.CompleteResult, error) {
+	if err != nil {
+		return nil, err
+	}
+	if res == nil {
+		res = &sdk.CompleteResult{}
+	}
+	if res.Completion.Values == nil {
+		res.Completion.Values = []string{}
+	}
+	if len(res.Completion.Values) > maxCompletions {
+		res.Completion.Values, res.Completion.HasMore = res.Completion.Values[:maxCompletions], true
+	}
 	return res, nil
 }

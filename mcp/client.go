@@ -297,6 +297,9 @@ type server struct {
 	// stdin whole (stdioConn.Write), so that a call whose connection broke after it
 	// went out is not sent again unless its tool says it may be (remoteTool.Call).
 	sent sentKeys
+	// taskOnly are its tools that it runs only as tasks, noted from its answers
+	// to tools/list: they are left out of the catalog (build).
+	taskOnly taskOnlyTools
 
 	mu       sync.Mutex
 	cs       *sdk.ClientSession // nil while down
@@ -446,7 +449,8 @@ func (s *server) serve(ctx context.Context, cs *sdk.ClientSession) error {
 			lctx, cancel := context.WithTimeout(ctx, s.c.cfg.ConnectTimeout)
 			err := s.list(lctx, cs)
 			cancel()
-			if err != nil {
+			// A listing cut by the client's close is no failure of the server's.
+			if err != nil && ctx.Err() == nil {
 				s.c.cfg.Logger.Warn("mcp server: listing its tools again failed; keeping the last list", "mcp_server", s.name, "err", err)
 			}
 		}
@@ -592,9 +596,9 @@ func (s *server) transport() sdk.Transport {
 		// end waiting on it once the server exited.
 		cmd.WaitDelay = time.Second
 		ownGroup(cmd)
-		return &stdioTransport{cmd: cmd, terminate: 2 * time.Second, log: s.c.cfg.Logger.With("mcp_server", s.name), sent: &s.sent}
+		return &stdioTransport{cmd: cmd, terminate: 2 * time.Second, log: s.c.cfg.Logger.With("mcp_server", s.name), sent: &s.sent, taskOnly: &s.taskOnly}
 	}
-	var rt http.RoundTripper = boundedBodies{base: http.DefaultTransport}
+	var rt http.RoundTripper = boundedBodies{base: http.DefaultTransport, taskOnly: &s.taskOnly}
 	if len(s.cfg.Headers) > 0 {
 		u, _ := url.Parse(s.cfg.URL) // valid (Validate)
 		rt = headerTransport{base: rt, headers: s.cfg.Headers, scheme: u.Scheme, host: u.Host}
@@ -615,11 +619,13 @@ var ErrServerNotReading = errors.New("the server is not reading its stdin: the m
 
 type stdioConn struct {
 	sdk.Connection
-	cmd     *exec.Cmd
-	sent    *sentKeys // the keys of the tool calls written whole; nil: none kept
-	once    sync.Once
-	err     error
-	aborted atomic.Bool
+	cmd  *exec.Cmd
+	sent *sentKeys // the keys of the tool calls written whole; nil: none kept
+	// taskOnly notes the task-only tools of the answers to tools/list (nil: none).
+	taskOnly *taskOnlyTools
+	once     sync.Once
+	err      error
+	aborted  atomic.Bool
 }
 
 // Write writes msg, and closes the connection when the write is still blocked
@@ -661,6 +667,17 @@ func (c *stdioConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 		}
 	}
 	return err
+}
+
+// Read reads the next message, noting the task-only tools of a tools/list's
+// answer.
+func (c *stdioConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	msg, err := c.Connection.Read(ctx)
+	if resp, ok := msg.(*jsonrpc.Response); ok && c.taskOnly != nil && len(resp.Result) > 0 &&
+		bytes.Contains(resp.Result, []byte(`"taskSupport"`)) {
+		c.taskOnly.note(resp.Result)
+	}
+	return msg, err
 }
 
 // callKeyCtx is the context key of a tool call's idempotency key
@@ -756,10 +773,18 @@ var ErrResponseTooLarge = fmt.Errorf("the server's answer is larger than %d byte
 // second time; and it read an event of a stream with no bound at all. Another body
 // fails its reading with ErrResponseTooLarge past the bound; another event (on the
 // stream of no request) is dropped.
-type boundedBodies struct{ base http.RoundTripper }
+type boundedBodies struct {
+	base http.RoundTripper
+	// taskOnly, when set, notes the task-only tools of the answers to tools/list.
+	taskOnly *taskOnlyTools
+}
 
 func (t boundedBodies) RoundTrip(r *http.Request) (*http.Response, error) {
-	id := postedRequestID(r)
+	id, method := postedRequest(r)
+	var taskOnly *taskOnlyTools
+	if method == "tools/list" {
+		taskOnly = t.taskOnly
+	}
 	resp, err := t.base.RoundTrip(r)
 	if err != nil || resp.Body == nil {
 		return resp, err
@@ -767,7 +792,7 @@ func (t boundedBodies) RoundTrip(r *http.Request) (*http.Response, error) {
 	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	switch {
 	case mt == "text/event-stream":
-		resp.Body = &boundedEvents{body: resp.Body, r: bufio.NewReaderSize(resp.Body, 64<<10), id: id, lineStart: true}
+		resp.Body = &boundedEvents{body: resp.Body, r: bufio.NewReaderSize(resp.Body, 64<<10), id: id, lineStart: true, taskOnly: taskOnly}
 	case id != nil && resp.StatusCode/100 == 2:
 		data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes+1))
 		_ = resp.Body.Close()
@@ -775,6 +800,8 @@ func (t boundedBodies) RoundTrip(r *http.Request) (*http.Response, error) {
 			data, err = tooLarge(id), nil
 			resp.ContentLength = int64(len(data))
 			resp.Header.Del("Content-Length")
+		} else if taskOnly != nil {
+			taskOnly.noteMessage(data)
 		}
 		resp.Body = io.NopCloser(io.MultiReader(bytes.NewReader(data), errReader{err}))
 	default:
@@ -783,14 +810,15 @@ func (t boundedBodies) RoundTrip(r *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
-// postedRequestID is the JSON-RPC id of the request r posts (nil: r posts no request).
-func postedRequestID(r *http.Request) json.RawMessage {
+// postedRequest is the JSON-RPC id and method of the request r posts (nil: r posts
+// no request).
+func postedRequest(r *http.Request) (json.RawMessage, string) {
 	if r.Method != http.MethodPost || r.GetBody == nil {
-		return nil
+		return nil, ""
 	}
 	body, err := r.GetBody()
 	if err != nil {
-		return nil
+		return nil, ""
 	}
 	defer body.Close()
 	var req struct {
@@ -798,9 +826,9 @@ func postedRequestID(r *http.Request) json.RawMessage {
 		Method string          `json:"method"`
 	}
 	if json.NewDecoder(body).Decode(&req) != nil || req.Method == "" || len(req.ID) == 0 || string(req.ID) == "null" {
-		return nil
+		return nil, ""
 	}
-	return req.ID
+	return req.ID, req.Method
 }
 
 // tooLarge is the error response to the request id whose answer is too large.
@@ -831,6 +859,7 @@ type boundedEvents struct {
 	lineStart bool
 	out       []byte
 	err       error
+	taskOnly  *taskOnlyTools // notes the events of a tools/list's stream (nil: none)
 }
 
 func (b *boundedEvents) Read(p []byte) (int, error) {
@@ -869,6 +898,9 @@ func (b *boundedEvents) take(chunk []byte, complete bool) {
 	}
 	b.ev = append(b.ev, chunk...)
 	if blank {
+		if b.taskOnly != nil {
+			b.taskOnly.noteEvent(b.ev)
+		}
 		b.out, b.ev = b.ev, nil
 	}
 }

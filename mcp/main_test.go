@@ -17,7 +17,7 @@ import (
 // The test binary doubles as MCP servers the tests start over stdio:
 // TROUPE_MCP_TEST_SERVER=hostile serves hostileServer, =forker serves it after starting
 // a child (=orphan) that holds its stdout and stderr and outlives it, =mute reads and
-// never answers.
+// never answers, =taskonly serves taskOnlyServer.
 func TestMain(m *testing.M) {
 	switch os.Getenv("TROUPE_MCP_TEST_SERVER") {
 	case "hostile":
@@ -43,6 +43,9 @@ func TestMain(m *testing.M) {
 	case "orphan":
 		signal.Ignore(syscall.SIGTERM, syscall.SIGHUP)
 		time.Sleep(2 * time.Minute) // a bound, should a test fail and leave it
+		os.Exit(0)
+	case "taskonly":
+		taskOnlyStdio()
 		os.Exit(0)
 	case "mute":
 		_, _ = bufio.NewReader(os.Stdin).WriteTo(discard{})

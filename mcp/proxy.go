@@ -22,12 +22,13 @@ type remoteOffer struct {
 	templates []*sdk.ResourceTemplate
 	prompts   []*sdk.Prompt
 	subscribe bool // the server takes resources/subscribe
+	complete  bool // the server takes completion/complete
 }
 
 // setOffer keeps the server's listing and reports whether it changed. Call it with
 // s.mu held.
 func (s *server) setOffer(caps *sdk.ServerCapabilities, resources []*sdk.Resource, templates []*sdk.ResourceTemplate, prompts []*sdk.Prompt) bool {
-	o := remoteOffer{subscribe: caps.Resources != nil && caps.Resources.Subscribe}
+	o := remoteOffer{subscribe: caps.Resources != nil && caps.Resources.Subscribe, complete: caps.Completions != nil}
 	if s.cfg.allowed(ReadResource) {
 		o.resources, o.templates = resources, templates
 	}
@@ -69,6 +70,9 @@ func (c *Client) Offer() Catalog {
 			if o.subscribe {
 				tmpl.Watch = s.watch
 			}
+			if o.complete {
+				tmpl.Complete = s.complete
+			}
 			out.Templates = append(out.Templates, tmpl)
 		}
 		for _, p := range o.prompts {
@@ -78,7 +82,15 @@ func (c *Client) Offer() Catalog {
 			meta := *p
 			remote := p.Name
 			meta.Name = exposedName(s.name, remote)
-			out.Prompts = append(out.Prompts, Prompt{Prompt: meta,
+			var complete func(context.Context, *sdk.CompleteParams) (*sdk.CompleteResult, error)
+			if o.complete {
+				complete = func(ctx context.Context, p *sdk.CompleteParams) (*sdk.CompleteResult, error) {
+					c := *p
+					c.Ref = &sdk.CompleteReference{Type: "ref/prompt", Name: remote}
+					return s.complete(ctx, &c)
+				}
+			}
+			out.Prompts = append(out.Prompts, Prompt{Prompt: meta, Complete: complete,
 				Get: func(ctx context.Context, args map[string]string) (*sdk.GetPromptResult, error) {
 					var res *sdk.GetPromptResult
 					err := s.do(ctx, func(cs *sdk.ClientSession) error {
@@ -105,6 +117,17 @@ func (s *server) read(ctx context.Context, uri string) ([]*sdk.ResourceContents,
 		return nil, err
 	}
 	return res.Contents, nil
+}
+
+// complete asks the server to complete an argument of its prompt or template.
+func (s *server) complete(ctx context.Context, p *sdk.CompleteParams) (*sdk.CompleteResult, error) {
+	var res *sdk.CompleteResult
+	err := s.do(ctx, func(cs *sdk.ClientSession) error {
+		var err error
+		res, err = cs.Complete(ctx, p)
+		return err
+	})
+	return res, err
 }
 
 // watch subscribes to uri on the server, or unsubscribes.

@@ -32,6 +32,7 @@ type stdioTransport struct {
 	terminate time.Duration
 	log       *slog.Logger
 	sent      *sentKeys // the keys of the tool calls written whole (stdioConn)
+	taskOnly  *taskOnlyTools
 }
 
 func (t *stdioTransport) Connect(ctx context.Context) (sdk.Connection, error) {
@@ -55,7 +56,7 @@ func (t *stdioTransport) Connect(ctx context.Context) (sdk.Connection, error) {
 		stopGroup(t.cmd)
 		return nil, err
 	}
-	return &stdioConn{Connection: conn, cmd: t.cmd, sent: t.sent}, nil
+	return &stdioConn{Connection: conn, cmd: t.cmd, sent: t.sent, taskOnly: t.taskOnly}, nil
 }
 
 // serverStdin is a stdio server's stdin. Closing it ends the server as the MCP

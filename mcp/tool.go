@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"mime"
 	"reflect"
 	"slices"
 	"strings"
@@ -71,8 +72,15 @@ func (s *server) list(ctx context.Context, cs *sdk.ClientSession) error {
 		}
 	}
 	ts, skipped := s.build(remote, caps.Resources != nil, resources, templates, caps.Prompts != nil, prompts)
+	s.mu.Lock()
+	before := s.skipped
+	s.mu.Unlock()
+	// A tool left out is said once, not again at each listing of the same offer
+	// (a list_changed, a reconnection): Status keeps saying it.
 	for _, why := range skipped {
-		s.c.cfg.Logger.Warn("mcp server: tool left out", "mcp_server", s.name, "why", why)
+		if !slices.Contains(before, why) {
+			s.c.cfg.Logger.Warn("mcp server: tool left out", "mcp_server", s.name, "why", why)
+		}
 	}
 	s.mu.Lock()
 	s.tools, s.skipped = ts, skipped
@@ -116,6 +124,10 @@ func (s *server) build(remote []*sdk.Tool, hasResources bool, resources []*sdk.R
 		if len(out) >= s.c.cfg.MaxTools {
 			skipped = append(skipped, fmt.Sprintf("the server offers more than %d tools: %q and the ones after it (by name) are left out", s.c.cfg.MaxTools, clipName(t.Name)))
 			break
+		}
+		if s.taskOnly.required(t.Name) {
+			skipped = append(skipped, fmt.Sprintf("tool %q: the server runs it only as a task (execution.taskSupport \"required\"), and the node calls no tool as a task", clipName(t.Name)))
+			continue
 		}
 		schema, err := objectSchema(t.InputSchema)
 		if err != nil {
@@ -461,11 +473,33 @@ func renderResource(r *sdk.ResourceContents) string {
 	switch {
 	case r == nil:
 		return "[empty resource]"
+	case r.Blob != nil && textMIME(r.MIMEType) && utf8.Valid(r.Blob):
+		// A blob of a text type (server-everything serves its "blob" resources as
+		// text/plain) is text the model can read.
+		return string(r.Blob)
 	case r.Blob != nil:
 		return fmt.Sprintf("[resource %s: %d bytes of %s, not shown]", r.URI, len(r.Blob), orDefault(r.MIMEType, "binary data"))
 	default:
 		return r.Text
 	}
+}
+
+// textMIME reports whether a media type (its parameters aside) is text: text/*,
+// JSON, XML, YAML, TOML.
+func textMIME(mediaType string) bool {
+	mt, _, err := mime.ParseMediaType(mediaType)
+	if err != nil {
+		return false
+	}
+	switch {
+	case strings.HasPrefix(mt, "text/"), strings.HasSuffix(mt, "+json"), strings.HasSuffix(mt, "+xml"), strings.HasSuffix(mt, "+yaml"):
+		return true
+	}
+	switch mt {
+	case "application/json", "application/xml", "application/yaml", "application/x-yaml", "application/toml", "application/x-ndjson":
+		return true
+	}
+	return false
 }
 
 func orDefault(s, def string) string {

@@ -83,7 +83,8 @@ var ErrToolFailed = errors.New("tool call failed")
 // answer, is answered without calling the tool again; another call with key is
 // another call. An empty key is a new one, "direct-<id>/1". A tool's own error comes back
 // wrapping ErrToolFailed, with the tool's text; an unknown tool is an error wrapping
-// actors.ErrNoSuchTool. Calls are not recorded: no session owns them.
+// actors.ErrNoSuchTool. Calls are not recorded: no session owns them. The answer,
+// and the error, have the node's secrets redacted (Config.Secrets, Redactor).
 func (n *Node) CallTool(ctx context.Context, key, name, arguments string) (string, error) {
 	known := false
 	for _, s := range n.ToolSpecs() {
@@ -108,10 +109,12 @@ func (n *Node) CallTool(ctx context.Context, key, name, arguments string) (strin
 	n.local.Perform(req, func(rep messages.EffectReply) { replied <- rep })
 	select {
 	case rep := <-replied:
+		// The answer leaves the node (an MCP client's tools/call): its secrets are
+		// redacted, as a session's tool result is in its events.
 		if rep.Error != "" {
-			return "", fmt.Errorf("%w: %s", ErrToolFailed, rep.Error)
+			return "", fmt.Errorf("%w: %s", ErrToolFailed, n.redactor.String(rep.Error))
 		}
-		return rep.Output, nil
+		return n.redactor.String(rep.Output), nil
 	case <-ctx.Done():
 		n.local.Cancel(ek)
 		return "", context.Cause(ctx)
