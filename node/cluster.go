@@ -131,6 +131,17 @@ type ownership struct {
 	// held is partitions and total for readers that must not wait for mu (the hub,
 	// runsHere); nil when the node owns none.
 	held atomic.Pointer[heldPartitions]
+	// fenced are the partitions of a generation whose lease another node took
+	// meanwhile (an append under it was fenced): the host starts none of their
+	// sessions again until the next assignment (fencedOut). Read without mu, by
+	// the host's owns.
+	fenced atomic.Pointer[fencedPartitions]
+}
+
+// fencedPartitions are the partitions of generation gen this node was fenced on.
+type fencedPartitions struct {
+	gen   int64
+	parts map[int]bool
 }
 
 // heldPartitions is a sharded node's assignment, as ownership.held publishes it.
@@ -196,7 +207,17 @@ func (n *Node) Assigned(partitions []int, total int) {
 // and resumes those left unfinished, unless the generation ended meanwhile.
 func (n *Node) runAssigned(gen int64, set map[int]bool, total int) {
 	partition := n.cfg.Bus.Partition
-	owns := func(id string) bool { return set[partition(id, total)] }
+	owns := func(id string) bool {
+		p := partition(id, total)
+		if !set[p] {
+			return false
+		}
+		// A partition this generation was fenced on is another node's now: a session
+		// of it started again here would fold the new owner's events and perform
+		// the effects it has in flight, before its first append is fenced.
+		f := n.own.fenced.Load()
+		return f == nil || f.gen != gen || !f.parts[p]
+	}
 	// Holding the lock orders this SetOwnership before the ReleaseSessions of the
 	// generation's Revoked, which changes the generation first.
 	n.own.mu.Lock()

@@ -67,8 +67,32 @@ func (s *leasedStore) leased(ctx context.Context, events []messages.Envelope, wr
 	if errors.Is(err, eventlog.ErrFenced) {
 		s.n.metrics.fenced.Inc()
 		s.n.cfg.Logger.Warn("append refused: another node owns the session's partition now", "node", s.n.cfg.NodeID, "session", id, "err", err)
+		s.n.fencedOut(lease)
 	}
 	return err
+}
+
+// fencedOut records that the node's lease l was taken by another node (an append
+// under it was fenced): until the next assignment, the host starts no session of
+// its partition (runAssigned's owns). Before, a node woken from a pause past the
+// group's session timeout, still believing it held its partitions, started a
+// fenced session again for the task record it retried: the actor folded the new
+// owner's events and performed the model and tool calls that owner had in flight,
+// under the same keys, before its next append was fenced.
+func (n *Node) fencedOut(l eventlog.Lease) {
+	n.own.mu.Lock()
+	defer n.own.mu.Unlock()
+	held := n.own.lease
+	if held.epoch != l.Epoch || !held.partitions[l.Partition] {
+		return // a lease taken since, or the partition was given up
+	}
+	parts := map[int]bool{l.Partition: true}
+	if f := n.own.fenced.Load(); f != nil && f.gen == held.gen {
+		for p := range f.parts {
+			parts[p] = true
+		}
+	}
+	n.own.fenced.Store(&fencedPartitions{gen: held.gen, parts: parts})
 }
 
 // leasedClaims is a leasedStore whose log also claims sessions (eventlog.Claiming):

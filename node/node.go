@@ -970,6 +970,15 @@ func (n *Node) handleTask(msg *message.Message) error {
 		return err
 	}
 	switch typ {
+	case messages.TypeCancelRequested, messages.TypeApprovalAnswer, messages.TypeMemoryCommand, messages.TypeDeltaWatch:
+		if len(msg.Payload) == 0 {
+			// As for a task (Ingress.decode): "corrupt envelope: EOF" would not say
+			// which part of the record was wrong.
+			return fmt.Errorf("%w: message %s: the %s record has no value (empty, or null: a tombstone): a %s is a JSON object",
+				errPermanent, msg.UUID, typ, typ)
+		}
+	}
+	switch typ {
 	case messages.TypeCancelRequested:
 		return n.handleCancel(msg)
 	case messages.TypeApprovalAnswer:
