@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"log/slog"
 	"runtime/debug"
 	"strconv"
@@ -227,15 +228,26 @@ type deduplicator struct {
 	ttl time.Duration
 	max int
 
+	// seed hashes the payloads of the tasks topic's messages (digest).
+	seed maphash.Seed
+
 	mu sync.Mutex
-	// seen maps a handler's message ID to when it was handled (Unix ns); order holds
-	// the same IDs oldest first (from head on).
-	seen  map[string]int64
+	// seen maps a handler's message ID to when it was handled (Unix ns) and, for
+	// the tasks topic, its payload's digest; order holds the same IDs oldest
+	// first (from head on).
+	seen  map[string]handledAt
 	order []seenID
 	head  int
 	// peak is the most IDs seen held since it was last rebuilt: a Go map keeps the
 	// memory of its largest size, so a map that shrank well below it is copied.
 	peak int
+}
+
+// handledAt is when a message was handled (Unix ns), and the digest of its
+// payload when it is a task's (0: not known, any payload is the same).
+type handledAt struct {
+	at     int64
+	digest uint64
 }
 
 type seenID struct {
@@ -252,17 +264,25 @@ func newDeduplicator(m *Metrics, ttl time.Duration, max int) *deduplicator {
 	if max <= 0 {
 		max = defaultDedupeIDs
 	}
-	return &deduplicator{m: m, ttl: ttl, max: max, seen: map[string]int64{}}
+	return &deduplicator{m: m, ttl: ttl, max: max, seed: maphash.MakeSeed(), seen: map[string]handledAt{}}
 }
 
 func (d *deduplicator) middleware(h message.HandlerFunc) message.HandlerFunc {
 	return func(msg *message.Message) ([]*message.Message, error) {
 		// Handlers dedupe apart: a plain JSON task's message ID is also the ID of the
 		// task.submitted event it becomes, which the live-events handler must still see.
-		key := message.HandlerNameFromCtx(msg.Context()) + "\x00" + msg.UUID
+		handler := message.HandlerNameFromCtx(msg.Context())
+		key := handler + "\x00" + msg.UUID
+		// A task's ID is its record's UUID header, which a producer may reuse for
+		// another task: only the same task (its payload) is a redelivery; another
+		// goes on to its session, which refuses it (checkRedelivery).
+		var digest uint64
+		if handler == tasksHandler {
+			digest = maphash.Bytes(d.seed, msg.Payload) | 1
+		}
 		d.mu.Lock()
-		at, dup := d.seen[key]
-		dup = dup && time.Now().UnixNano()-at <= int64(d.ttl)
+		was, dup := d.seen[key]
+		dup = dup && time.Now().UnixNano()-was.at <= int64(d.ttl) && (was.digest == 0 || was.digest == digest)
 		d.mu.Unlock()
 		if dup {
 			d.m.duplicates.WithLabelValues(message.HandlerNameFromCtx(msg.Context())).Inc()
@@ -272,7 +292,7 @@ func (d *deduplicator) middleware(h message.HandlerFunc) message.HandlerFunc {
 		// A message forwarded to its session's partition was not handled here: its
 		// copy, with the same ID, may come back to this node.
 		if err == nil && !forwarded(msg) {
-			d.add(key, time.Now())
+			d.add(key, digest, time.Now())
 		}
 		return out, err
 	}
@@ -281,13 +301,13 @@ func (d *deduplicator) middleware(h message.HandlerFunc) message.HandlerFunc {
 // handled remembers that handler handled the message id without the bus: a task
 // Submit handed to its session directly, which the tasks topic may bring again.
 func (d *deduplicator) handled(handler, id string) {
-	d.add(handler+"\x00"+id, time.Now())
+	d.add(handler+"\x00"+id, 0, time.Now())
 }
 
-func (d *deduplicator) add(key string, now time.Time) {
+func (d *deduplicator) add(key string, digest uint64, now time.Time) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.seen[key] = now.UnixNano()
+	d.seen[key] = handledAt{now.UnixNano(), digest}
 	d.order = append(d.order, seenID{key, now.UnixNano()})
 	d.peak = max(d.peak, len(d.seen))
 	d.evict(now)
@@ -308,7 +328,7 @@ func (d *deduplicator) evict(now time.Time) {
 		if len(d.order)-d.head <= d.max && now.UnixNano()-o.at <= int64(d.ttl) {
 			break
 		}
-		if at, ok := d.seen[o.key]; ok && at == o.at {
+		if h, ok := d.seen[o.key]; ok && h.at == o.at {
 			delete(d.seen, o.key)
 		}
 		d.order[d.head] = seenID{}
@@ -319,7 +339,7 @@ func (d *deduplicator) evict(now time.Time) {
 		d.head = 0
 	}
 	if d.peak >= 1024 && len(d.seen) <= d.peak/4 {
-		seen := make(map[string]int64, len(d.seen))
+		seen := make(map[string]handledAt, len(d.seen))
 		for k, at := range d.seen {
 			seen[k] = at
 		}
