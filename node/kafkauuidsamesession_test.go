@@ -56,6 +56,9 @@ func TestTaskReusingASessionsTaskIDWithOtherContentIsRefused(t *testing.T) {
 				reasons = append(reasons, string(h.Value))
 			}
 		}
+		if got := header(m, node.RecordPoisonedKey); !strings.HasPrefix(got, "kafka:"+k.topic(messages.TopicTasks)+"/") {
+			t.Errorf("poisoned copy's %s %q; want the record's position", node.RecordPoisonedKey, got)
+		}
 	})
 	if len(reasons) != 1 || !strings.Contains(reasons[0], id) || !strings.Contains(reasons[0], "echo") && !strings.Contains(reasons[0], "differ") {
 		t.Errorf("poisoned with reasons %q; want one, naming %s and saying the task differs", reasons, id)

@@ -7,6 +7,7 @@ import (
 	"hash/maphash"
 	"log/slog"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -370,18 +371,93 @@ type poisonPublisher struct {
 	m       *Metrics
 	handler string
 	logger  *slog.Logger
+	// record, when set, returns the position of a message in its topic (Kafka:
+	// messages.CoordinatesID), its idempotency key on the poison topic
+	// (RecordPoisonedKey); sent remembers the positions poisoned already.
+	record func(*message.Message) (string, bool)
+	sent   *poisonedRecords
+}
+
+// RecordPoisonedKey is the metadata entry (a record header on Kafka) of a
+// message on TopicPoison that names the record it is a copy of:
+// "kafka:<topic>/<partition>/<offset>" (messages.CoordinatesID). It is the
+// poisoned copy's idempotency key. A node poisons a record once while it runs:
+// one read again (its offset not committed yet, the partition back after a
+// rebalance) is not copied again. It cannot be exactly once across a crash or a
+// failed publish: the copy and the commit of the record's offset are writes to
+// two places (an exactly-once copy would need both in one Kafka transaction,
+// which the node's producer does not make), so a node killed between the two,
+// or a publish that failed after the broker wrote it, copies the record again on
+// its next read; a reader of troupe.poison skips a copy whose key it has seen.
+const RecordPoisonedKey = "record_poisoned"
+
+// poisonedRecords remembers the positions of the last poisonedRecordsMax records
+// sent to the poison topic.
+type poisonedRecords struct {
+	mu    sync.Mutex
+	seen  map[string]struct{}
+	order []string
+}
+
+// poisonedRecordsMax bounds the positions a node remembers as poisoned.
+const poisonedRecordsMax = 4096
+
+func newPoisonedRecords() *poisonedRecords {
+	return &poisonedRecords{seen: map[string]struct{}{}}
+}
+
+func (r *poisonedRecords) has(key string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.seen[key]
+	return ok
+}
+
+func (r *poisonedRecords) add(key string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.seen[key]; ok {
+		return
+	}
+	r.seen[key] = struct{}{}
+	r.order = append(r.order, key)
+	if len(r.order) > poisonedRecordsMax {
+		delete(r.seen, r.order[0])
+		r.order = slices.Delete(r.order, 0, 1)
+	}
 }
 
 func (p poisonPublisher) Publish(topic string, msgs ...*message.Message) error {
-	for i, msg := range msgs {
-		msgs[i] = fitPoisoned(msg)
-	}
-	err := p.Publisher.Publish(topic, msgs...)
+	keys := make([]string, 0, len(msgs))
+	out := msgs[:0:0]
 	for _, msg := range msgs {
+		key, ok := "", false
+		if p.record != nil {
+			key, ok = p.record(msg)
+		}
+		if ok && p.sent != nil && p.sent.has(key) {
+			// Read again after it was poisoned here: its copy is there already.
+			p.logger.Warn("bus message poisoned before read again; not copied to the poison topic again", "handler", p.handler, "message", msg.UUID, "record", key)
+			continue
+		}
+		if ok {
+			msg.Metadata.Set(RecordPoisonedKey, key)
+		}
+		keys = append(keys, key)
+		out = append(out, fitPoisoned(msg))
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	err := p.Publisher.Publish(topic, out...)
+	for i, msg := range out {
 		reason := msg.Metadata.Get(middleware.ReasonForPoisonedKey)
 		if err != nil {
 			p.logger.Warn("bus message not sent to the poison topic; it is handled again", "handler", p.handler, "topic", topic, "message", msg.UUID, "reason", reason, "err", err)
 			continue
+		}
+		if keys[i] != "" && p.sent != nil {
+			p.sent.add(keys[i])
 		}
 		p.m.poisoned.WithLabelValues(p.handler).Inc()
 		p.logger.Error("bus message sent to the poison topic", "handler", p.handler, "topic", topic, "message", msg.UUID, "reason", reason)

@@ -546,6 +546,22 @@ type RecordTimer interface {
 	MessageTime(msg *message.Message) (written time.Time, ok bool)
 }
 
+// RecordCoordinates is the optional capability of Bus.Tasks to tell where a message
+// it delivered sits in its topic (Kafka: messages.CoordinatesID): the key of its
+// copy on TopicPoison (RecordPoisonedKey).
+type RecordCoordinates interface {
+	MessageCoordinates(msg *message.Message) (coordinates string, ok bool)
+}
+
+// recordCoordinates is the position of msg, a message of the tasks topic, when
+// its subscriber tells it (RecordCoordinates).
+func (n *Node) recordCoordinates(msg *message.Message) (string, bool) {
+	if rc, ok := n.tasksSub.(RecordCoordinates); ok {
+		return rc.MessageCoordinates(msg)
+	}
+	return "", false
+}
+
 // noSubscribers is what GoChannel logs, at INFO, for each message published to a topic
 // nobody subscribes to.
 const noSubscribers = "No subscribers to send message"
