@@ -94,8 +94,9 @@ const (
 	// for completed tasks not remembered yet (recoverPending): a node down for
 	// longer leaves those that completed before unremembered.
 	afterTaskRecover = time.Hour
-	// afterTaskRecoverSessions bounds the sessions whose logs one recovery reads:
-	// the most recently started of those updated within afterTaskRecover.
+	// afterTaskRecoverSessions bounds the sessions whose logs one recovery reads
+	// (their ends: recentEvents): the most recently started of those updated
+	// within afterTaskRecover.
 	afterTaskRecoverSessions = 4096
 )
 
@@ -289,7 +290,7 @@ func (w *afterTaskWriter) recoverPending(ctx context.Context, pick func(string) 
 		if !pick(s.ID) {
 			continue
 		}
-		events, err := w.n.log.Read(ctx, s.ID, 1)
+		events, err := w.recentEvents(ctx, s.ID, s.LastSeq, since)
 		if err != nil {
 			w.n.cfg.Logger.Warn("memory write after task: read a session; its completed tasks not remembered yet are not", "session", s.ID, "err", err)
 			continue
@@ -318,6 +319,50 @@ func (w *afterTaskWriter) recoverPending(ctx context.Context, pick func(string) 
 	if recovered > 0 {
 		w.n.cfg.Logger.Info("memory write after task: completed tasks not remembered before a restart or a rebalance were remembered again", "count", recovered)
 	}
+}
+
+// recentSpan is how many events at the end of a session recentEvents reads
+// first; it reads four times as many each time that was not enough.
+const recentSpan = 64
+
+// recentEvents reads the end of session's log (lastSeq its highest seq): back to
+// its first event stamped before since, and to the task.submitted of each
+// task.completed stamped since then, reading a span of events at the end and
+// then longer ones, each four times the last, until it holds them (or the whole
+// log). A long session with a turn within afterTaskRecover costs its last
+// events, not its whole log, which recoverPending read for each session
+// updated within it.
+func (w *afterTaskWriter) recentEvents(ctx context.Context, session string, lastSeq uint64, since int64) ([]messages.Envelope, error) {
+	for span := uint64(recentSpan); ; span *= 4 {
+		from := uint64(1)
+		if lastSeq > span {
+			from = lastSeq - span + 1
+		}
+		events, err := w.n.log.Read(ctx, session, from)
+		if err != nil || from == 1 || len(events) == 0 {
+			return events, err
+		}
+		if events[0].TS < since && allSubmitted(events, since) {
+			return events, nil
+		}
+	}
+}
+
+// allSubmitted reports whether events hold the task.submitted of each of their
+// task.completed stamped at or after since.
+func allSubmitted(events []messages.Envelope, since int64) bool {
+	submitted := map[string]bool{}
+	for _, e := range events {
+		switch e.Type {
+		case messages.TypeTaskSubmitted:
+			submitted[e.ID] = true
+		case messages.TypeTaskCompleted:
+			if e.TS >= since && !submitted[e.CorrelationID] {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // remembered reports whether job's Remember wrote to its namespace already, as
