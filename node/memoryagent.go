@@ -98,6 +98,9 @@ const (
 	// (their ends: recentEvents): the most recently started of those updated
 	// within afterTaskRecover.
 	afterTaskRecoverSessions = 4096
+	// afterTaskHandled bounds the turns a process remembers having remembered
+	// (afterTaskWriter.handled).
+	afterTaskHandled = 4096
 )
 
 // afterTaskWriter remembers completed tasks (Config.MemoryWriteAfterTask): observe
@@ -111,7 +114,9 @@ const (
 // sessions updated within afterTaskRecover whose turn's Remember wrote nothing to
 // its namespace yet is remembered, under the key it had, before the tasks
 // completed after it. A turn remembered before is not performed again; one whose
-// Remember found nothing to write is, and writes nothing again.
+// Remember found nothing to write is, by the next start or the next node (the
+// log does not say it was remembered), and writes nothing again; the recoveries
+// of the process that remembered it (a partition's assignment) skip it.
 type afterTaskWriter struct {
 	n *Node
 	q *queueWorker[afterTaskJob]
@@ -119,6 +124,12 @@ type afterTaskWriter struct {
 	mu     sync.Mutex
 	inputs map[string]taskInput // task ID (its task.submitted's event ID) -> its input and agent
 	closed bool
+	// handled holds the keys (afterTaskKey) of the last afterTaskHandled turns
+	// this process remembered, whatever they wrote, oldest first in handledOrder:
+	// a recovery does not perform them again (a turn that wrote nothing looks
+	// to the namespace as one never remembered).
+	handled      map[string]struct{}
+	handledOrder []string
 }
 
 // taskInput is what a task.submitted says that the write after task needs.
@@ -139,7 +150,7 @@ type afterTaskJob struct {
 // newAfterTaskWriter remembers each task in the namespace of its agent
 // (Config.memoryNamespace).
 func newAfterTaskWriter(n *Node) *afterTaskWriter {
-	w := &afterTaskWriter{n: n, inputs: map[string]taskInput{}}
+	w := &afterTaskWriter{n: n, inputs: map[string]taskInput{}, handled: map[string]struct{}{}}
 	w.q = newQueueWorker(afterTaskQueue, w.rememberLogged)
 	return w
 }
@@ -195,6 +206,7 @@ func (w *afterTaskWriter) rememberLogged(ctx context.Context, job afterTaskJob) 
 	}()
 	for {
 		if err = w.remember(ctx, job); err == nil {
+			w.markHandled(afterTaskKey(job))
 			return
 		}
 		if !errors.Is(err, llm.ErrTransient) || ctx.Err() != nil || time.Now().Add(wait).After(giveUp) {
@@ -308,7 +320,7 @@ func (w *afterTaskWriter) recoverPending(ctx context.Context, pick func(string) 
 				}
 				in, ok := inputs[e.CorrelationID]
 				job := afterTaskJob{session: s.ID, completed: e, input: in, haveInput: ok}
-				if w.remembered(ctx, job, refreshed) {
+				if w.wasHandled(afterTaskKey(job)) || w.remembered(ctx, job, refreshed) {
 					continue
 				}
 				recovered++
@@ -319,6 +331,29 @@ func (w *afterTaskWriter) recoverPending(ctx context.Context, pick func(string) 
 	if recovered > 0 {
 		w.n.cfg.Logger.Info("memory write after task: completed tasks not remembered before a restart or a rebalance were remembered again", "count", recovered)
 	}
+}
+
+// markHandled records that the turn of key was remembered by this process.
+func (w *afterTaskWriter) markHandled(key string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if _, ok := w.handled[key]; ok {
+		return
+	}
+	w.handled[key] = struct{}{}
+	w.handledOrder = append(w.handledOrder, key)
+	if len(w.handledOrder) > afterTaskHandled {
+		delete(w.handled, w.handledOrder[0])
+		w.handledOrder = slices.Delete(w.handledOrder, 0, 1)
+	}
+}
+
+// wasHandled reports whether this process remembered the turn of key.
+func (w *afterTaskWriter) wasHandled(key string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	_, ok := w.handled[key]
+	return ok
 }
 
 // recentSpan is how many events at the end of a session recentEvents reads
