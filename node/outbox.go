@@ -34,7 +34,7 @@ import (
 // lane retries as the batches do through an outage (an error without a Kafka
 // code: the broker did not answer), but gives up a publish the broker answered
 // with an error after replyRetries attempts (retries when the error is no
-// temporary one), logged and counted: the results are on troupe.results and in
+// temporary one; at once while the outbox closes), logged and counted: the results are on troupe.results and in
 // the log. It then tries each later publish to it once, until one goes through.
 type outbox struct {
 	pub     message.Publisher
@@ -287,7 +287,7 @@ func (o *outbox) runLane(topic string, l *lane) {
 // publishReply publishes msgs on topic, a topic not the node's own, for its lane:
 // retried through an outage, given up once the broker answered with an error
 // replyRetries times (retries for an error that is no temporary one; once, while
-// the lane is refusing).
+// the lane is refusing or the outbox closes).
 func (o *outbox) publishReply(topic string, l *lane, msgs []*message.Message) {
 	backoff := 50 * time.Millisecond
 	for attempt := 1; ; attempt++ {
@@ -302,7 +302,7 @@ func (o *outbox) publishReply(topic string, l *lane, msgs []*message.Message) {
 			o.logger.Error("bus publish failed; the log has these events, live watchers and the sink miss them", "topic", topic, "messages", len(msgs), "attempts", attempt, "err", err)
 			return
 		}
-		if answered, temporary := kafkaAnswered(err); answered && (l.refusing || !temporary && attempt >= o.retries || attempt >= o.replyRetries) {
+		if answered, temporary := kafkaAnswered(err); answered && (l.refusing || o.isClosing() || !temporary && attempt >= o.retries || attempt >= o.replyRetries) {
 			// A task's reply_topic the broker will not take, now or for good (a name
 			// Kafka takes for an existing topic's, one the node may not write to,
 			// one that does not exist on a broker that creates none). The result is
