@@ -203,6 +203,17 @@ func (s *Subscriber) MessagePartition(msg *message.Message) (int, bool) {
 	return ri.Partition, ok
 }
 
+// MessageCoordinates returns the position of a message this Subscriber delivered
+// in its topic, as messages.CoordinatesID: "kafka:<topic>/<partition>/<offset>",
+// the topic with TopicLayout.Prefix. The same record read again has the same.
+func (s *Subscriber) MessageCoordinates(msg *message.Message) (string, bool) {
+	ri, ok := Record(msg.Context())
+	if !ok {
+		return "", false
+	}
+	return messages.CoordinatesID(ri.Topic, ri.Partition, ri.Offset), true
+}
+
 // MessageTime returns when a message this Subscriber delivered was written to its
 // topic (Record's Time: its producer's time, or the broker's for a topic that
 // keeps log-append times). A node counts a task's deadline_ms from it. A record

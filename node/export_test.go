@@ -1,6 +1,9 @@
 package node
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // MarkPublishedNow runs one round of publication marks (pubmark.go) at once, as
 // the node does every Config.PublishMarkInterval, and reports whether it recorded
@@ -17,4 +20,11 @@ func ShortenMemoryWait(t interface{ Cleanup(func()) }, d time.Duration) {
 	old := memoryWait
 	memoryWait = d
 	t.Cleanup(func() { memoryWait = old })
+}
+
+// RecoverWriteAfterTask runs the recovery of the write after task of every
+// session now (recoverPending), as a partition's assignment does, and returns
+// once it is done.
+func (n *Node) RecoverWriteAfterTask(ctx context.Context) {
+	n.afterTask.recoverPending(ctx, func(string) bool { return true })
 }

@@ -94,9 +94,13 @@ const (
 	// for completed tasks not remembered yet (recoverPending): a node down for
 	// longer leaves those that completed before unremembered.
 	afterTaskRecover = time.Hour
-	// afterTaskRecoverSessions bounds the sessions whose logs one recovery reads:
-	// the most recently started of those updated within afterTaskRecover.
+	// afterTaskRecoverSessions bounds the sessions whose logs one recovery reads
+	// (their ends: recentEvents): the most recently started of those updated
+	// within afterTaskRecover.
 	afterTaskRecoverSessions = 4096
+	// afterTaskHandled bounds the turns a process remembers having remembered
+	// (afterTaskWriter.handled).
+	afterTaskHandled = 4096
 )
 
 // afterTaskWriter remembers completed tasks (Config.MemoryWriteAfterTask): observe
@@ -110,7 +114,9 @@ const (
 // sessions updated within afterTaskRecover whose turn's Remember wrote nothing to
 // its namespace yet is remembered, under the key it had, before the tasks
 // completed after it. A turn remembered before is not performed again; one whose
-// Remember found nothing to write is, and writes nothing again.
+// Remember found nothing to write is, by the next start or the next node (the
+// log does not say it was remembered), and writes nothing again; the recoveries
+// of the process that remembered it (a partition's assignment) skip it.
 type afterTaskWriter struct {
 	n *Node
 	q *queueWorker[afterTaskJob]
@@ -118,6 +124,12 @@ type afterTaskWriter struct {
 	mu     sync.Mutex
 	inputs map[string]taskInput // task ID (its task.submitted's event ID) -> its input and agent
 	closed bool
+	// handled holds the keys (afterTaskKey) of the last afterTaskHandled turns
+	// this process remembered, whatever they wrote, oldest first in handledOrder:
+	// a recovery does not perform them again (a turn that wrote nothing looks
+	// to the namespace as one never remembered).
+	handled      map[string]struct{}
+	handledOrder []string
 }
 
 // taskInput is what a task.submitted says that the write after task needs.
@@ -138,7 +150,7 @@ type afterTaskJob struct {
 // newAfterTaskWriter remembers each task in the namespace of its agent
 // (Config.memoryNamespace).
 func newAfterTaskWriter(n *Node) *afterTaskWriter {
-	w := &afterTaskWriter{n: n, inputs: map[string]taskInput{}}
+	w := &afterTaskWriter{n: n, inputs: map[string]taskInput{}, handled: map[string]struct{}{}}
 	w.q = newQueueWorker(afterTaskQueue, w.rememberLogged)
 	return w
 }
@@ -194,6 +206,7 @@ func (w *afterTaskWriter) rememberLogged(ctx context.Context, job afterTaskJob) 
 	}()
 	for {
 		if err = w.remember(ctx, job); err == nil {
+			w.markHandled(afterTaskKey(job))
 			return
 		}
 		if !errors.Is(err, llm.ErrTransient) || ctx.Err() != nil || time.Now().Add(wait).After(giveUp) {
@@ -289,7 +302,7 @@ func (w *afterTaskWriter) recoverPending(ctx context.Context, pick func(string) 
 		if !pick(s.ID) {
 			continue
 		}
-		events, err := w.n.log.Read(ctx, s.ID, 1)
+		events, err := w.recentEvents(ctx, s.ID, s.LastSeq, since)
 		if err != nil {
 			w.n.cfg.Logger.Warn("memory write after task: read a session; its completed tasks not remembered yet are not", "session", s.ID, "err", err)
 			continue
@@ -307,7 +320,7 @@ func (w *afterTaskWriter) recoverPending(ctx context.Context, pick func(string) 
 				}
 				in, ok := inputs[e.CorrelationID]
 				job := afterTaskJob{session: s.ID, completed: e, input: in, haveInput: ok}
-				if w.remembered(ctx, job, refreshed) {
+				if w.wasHandled(afterTaskKey(job)) || w.remembered(ctx, job, refreshed) {
 					continue
 				}
 				recovered++
@@ -318,6 +331,73 @@ func (w *afterTaskWriter) recoverPending(ctx context.Context, pick func(string) 
 	if recovered > 0 {
 		w.n.cfg.Logger.Info("memory write after task: completed tasks not remembered before a restart or a rebalance were remembered again", "count", recovered)
 	}
+}
+
+// markHandled records that the turn of key was remembered by this process.
+func (w *afterTaskWriter) markHandled(key string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if _, ok := w.handled[key]; ok {
+		return
+	}
+	w.handled[key] = struct{}{}
+	w.handledOrder = append(w.handledOrder, key)
+	if len(w.handledOrder) > afterTaskHandled {
+		delete(w.handled, w.handledOrder[0])
+		w.handledOrder = slices.Delete(w.handledOrder, 0, 1)
+	}
+}
+
+// wasHandled reports whether this process remembered the turn of key.
+func (w *afterTaskWriter) wasHandled(key string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	_, ok := w.handled[key]
+	return ok
+}
+
+// recentSpan is how many events at the end of a session recentEvents reads
+// first; it reads four times as many each time that was not enough.
+const recentSpan = 64
+
+// recentEvents reads the end of session's log (lastSeq its highest seq): back to
+// its first event stamped before since, and to the task.submitted of each
+// task.completed stamped since then, reading a span of events at the end and
+// then longer ones, each four times the last, until it holds them (or the whole
+// log). A long session with a turn within afterTaskRecover costs its last
+// events, not its whole log, which recoverPending read for each session
+// updated within it.
+func (w *afterTaskWriter) recentEvents(ctx context.Context, session string, lastSeq uint64, since int64) ([]messages.Envelope, error) {
+	for span := uint64(recentSpan); ; span *= 4 {
+		from := uint64(1)
+		if lastSeq > span {
+			from = lastSeq - span + 1
+		}
+		events, err := w.n.log.Read(ctx, session, from)
+		if err != nil || from == 1 || len(events) == 0 {
+			return events, err
+		}
+		if events[0].TS < since && allSubmitted(events, since) {
+			return events, nil
+		}
+	}
+}
+
+// allSubmitted reports whether events hold the task.submitted of each of their
+// task.completed stamped at or after since.
+func allSubmitted(events []messages.Envelope, since int64) bool {
+	submitted := map[string]bool{}
+	for _, e := range events {
+		switch e.Type {
+		case messages.TypeTaskSubmitted:
+			submitted[e.ID] = true
+		case messages.TypeTaskCompleted:
+			if e.TS >= since && !submitted[e.CorrelationID] {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // remembered reports whether job's Remember wrote to its namespace already, as

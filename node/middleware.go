@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"log/slog"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -227,15 +229,26 @@ type deduplicator struct {
 	ttl time.Duration
 	max int
 
+	// seed hashes the payloads of the tasks topic's messages (digest).
+	seed maphash.Seed
+
 	mu sync.Mutex
-	// seen maps a handler's message ID to when it was handled (Unix ns); order holds
-	// the same IDs oldest first (from head on).
-	seen  map[string]int64
+	// seen maps a handler's message ID to when it was handled (Unix ns) and, for
+	// the tasks topic, its payload's digest; order holds the same IDs oldest
+	// first (from head on).
+	seen  map[string]handledAt
 	order []seenID
 	head  int
 	// peak is the most IDs seen held since it was last rebuilt: a Go map keeps the
 	// memory of its largest size, so a map that shrank well below it is copied.
 	peak int
+}
+
+// handledAt is when a message was handled (Unix ns), and the digest of its
+// payload when it is a task's (0: not known, any payload is the same).
+type handledAt struct {
+	at     int64
+	digest uint64
 }
 
 type seenID struct {
@@ -252,17 +265,25 @@ func newDeduplicator(m *Metrics, ttl time.Duration, max int) *deduplicator {
 	if max <= 0 {
 		max = defaultDedupeIDs
 	}
-	return &deduplicator{m: m, ttl: ttl, max: max, seen: map[string]int64{}}
+	return &deduplicator{m: m, ttl: ttl, max: max, seed: maphash.MakeSeed(), seen: map[string]handledAt{}}
 }
 
 func (d *deduplicator) middleware(h message.HandlerFunc) message.HandlerFunc {
 	return func(msg *message.Message) ([]*message.Message, error) {
 		// Handlers dedupe apart: a plain JSON task's message ID is also the ID of the
 		// task.submitted event it becomes, which the live-events handler must still see.
-		key := message.HandlerNameFromCtx(msg.Context()) + "\x00" + msg.UUID
+		handler := message.HandlerNameFromCtx(msg.Context())
+		key := handler + "\x00" + msg.UUID
+		// A task's ID is its record's UUID header, which a producer may reuse for
+		// another task: only the same task (its payload) is a redelivery; another
+		// goes on to its session, which refuses it (checkRedelivery).
+		var digest uint64
+		if handler == tasksHandler {
+			digest = maphash.Bytes(d.seed, msg.Payload) | 1
+		}
 		d.mu.Lock()
-		at, dup := d.seen[key]
-		dup = dup && time.Now().UnixNano()-at <= int64(d.ttl)
+		was, dup := d.seen[key]
+		dup = dup && time.Now().UnixNano()-was.at <= int64(d.ttl) && (was.digest == 0 || was.digest == digest)
 		d.mu.Unlock()
 		if dup {
 			d.m.duplicates.WithLabelValues(message.HandlerNameFromCtx(msg.Context())).Inc()
@@ -272,7 +293,7 @@ func (d *deduplicator) middleware(h message.HandlerFunc) message.HandlerFunc {
 		// A message forwarded to its session's partition was not handled here: its
 		// copy, with the same ID, may come back to this node.
 		if err == nil && !forwarded(msg) {
-			d.add(key, time.Now())
+			d.add(key, digest, time.Now())
 		}
 		return out, err
 	}
@@ -281,13 +302,13 @@ func (d *deduplicator) middleware(h message.HandlerFunc) message.HandlerFunc {
 // handled remembers that handler handled the message id without the bus: a task
 // Submit handed to its session directly, which the tasks topic may bring again.
 func (d *deduplicator) handled(handler, id string) {
-	d.add(handler+"\x00"+id, time.Now())
+	d.add(handler+"\x00"+id, 0, time.Now())
 }
 
-func (d *deduplicator) add(key string, now time.Time) {
+func (d *deduplicator) add(key string, digest uint64, now time.Time) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.seen[key] = now.UnixNano()
+	d.seen[key] = handledAt{now.UnixNano(), digest}
 	d.order = append(d.order, seenID{key, now.UnixNano()})
 	d.peak = max(d.peak, len(d.seen))
 	d.evict(now)
@@ -308,7 +329,7 @@ func (d *deduplicator) evict(now time.Time) {
 		if len(d.order)-d.head <= d.max && now.UnixNano()-o.at <= int64(d.ttl) {
 			break
 		}
-		if at, ok := d.seen[o.key]; ok && at == o.at {
+		if h, ok := d.seen[o.key]; ok && h.at == o.at {
 			delete(d.seen, o.key)
 		}
 		d.order[d.head] = seenID{}
@@ -319,7 +340,7 @@ func (d *deduplicator) evict(now time.Time) {
 		d.head = 0
 	}
 	if d.peak >= 1024 && len(d.seen) <= d.peak/4 {
-		seen := make(map[string]int64, len(d.seen))
+		seen := make(map[string]handledAt, len(d.seen))
 		for k, at := range d.seen {
 			seen[k] = at
 		}
@@ -350,18 +371,93 @@ type poisonPublisher struct {
 	m       *Metrics
 	handler string
 	logger  *slog.Logger
+	// record, when set, returns the position of a message in its topic (Kafka:
+	// messages.CoordinatesID), its idempotency key on the poison topic
+	// (RecordPoisonedKey); sent remembers the positions poisoned already.
+	record func(*message.Message) (string, bool)
+	sent   *poisonedRecords
+}
+
+// RecordPoisonedKey is the metadata entry (a record header on Kafka) of a
+// message on TopicPoison that names the record it is a copy of:
+// "kafka:<topic>/<partition>/<offset>" (messages.CoordinatesID). It is the
+// poisoned copy's idempotency key. A node poisons a record once while it runs:
+// one read again (its offset not committed yet, the partition back after a
+// rebalance) is not copied again. It cannot be exactly once across a crash or a
+// failed publish: the copy and the commit of the record's offset are writes to
+// two places (an exactly-once copy would need both in one Kafka transaction,
+// which the node's producer does not make), so a node killed between the two,
+// or a publish that failed after the broker wrote it, copies the record again on
+// its next read; a reader of troupe.poison skips a copy whose key it has seen.
+const RecordPoisonedKey = "record_poisoned"
+
+// poisonedRecords remembers the positions of the last poisonedRecordsMax records
+// sent to the poison topic.
+type poisonedRecords struct {
+	mu    sync.Mutex
+	seen  map[string]struct{}
+	order []string
+}
+
+// poisonedRecordsMax bounds the positions a node remembers as poisoned.
+const poisonedRecordsMax = 4096
+
+func newPoisonedRecords() *poisonedRecords {
+	return &poisonedRecords{seen: map[string]struct{}{}}
+}
+
+func (r *poisonedRecords) has(key string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.seen[key]
+	return ok
+}
+
+func (r *poisonedRecords) add(key string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.seen[key]; ok {
+		return
+	}
+	r.seen[key] = struct{}{}
+	r.order = append(r.order, key)
+	if len(r.order) > poisonedRecordsMax {
+		delete(r.seen, r.order[0])
+		r.order = slices.Delete(r.order, 0, 1)
+	}
 }
 
 func (p poisonPublisher) Publish(topic string, msgs ...*message.Message) error {
-	for i, msg := range msgs {
-		msgs[i] = fitPoisoned(msg)
-	}
-	err := p.Publisher.Publish(topic, msgs...)
+	keys := make([]string, 0, len(msgs))
+	out := msgs[:0:0]
 	for _, msg := range msgs {
+		key, ok := "", false
+		if p.record != nil {
+			key, ok = p.record(msg)
+		}
+		if ok && p.sent != nil && p.sent.has(key) {
+			// Read again after it was poisoned here: its copy is there already.
+			p.logger.Warn("bus message poisoned before read again; not copied to the poison topic again", "handler", p.handler, "message", msg.UUID, "record", key)
+			continue
+		}
+		if ok {
+			msg.Metadata.Set(RecordPoisonedKey, key)
+		}
+		keys = append(keys, key)
+		out = append(out, fitPoisoned(msg))
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	err := p.Publisher.Publish(topic, out...)
+	for i, msg := range out {
 		reason := msg.Metadata.Get(middleware.ReasonForPoisonedKey)
 		if err != nil {
 			p.logger.Warn("bus message not sent to the poison topic; it is handled again", "handler", p.handler, "topic", topic, "message", msg.UUID, "reason", reason, "err", err)
 			continue
+		}
+		if keys[i] != "" && p.sent != nil {
+			p.sent.add(keys[i])
 		}
 		p.m.poisoned.WithLabelValues(p.handler).Inc()
 		p.logger.Error("bus message sent to the poison topic", "handler", p.handler, "topic", topic, "message", msg.UUID, "reason", reason)

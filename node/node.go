@@ -546,6 +546,22 @@ type RecordTimer interface {
 	MessageTime(msg *message.Message) (written time.Time, ok bool)
 }
 
+// RecordCoordinates is the optional capability of Bus.Tasks to tell where a message
+// it delivered sits in its topic (Kafka: messages.CoordinatesID): the key of its
+// copy on TopicPoison (RecordPoisonedKey).
+type RecordCoordinates interface {
+	MessageCoordinates(msg *message.Message) (coordinates string, ok bool)
+}
+
+// recordCoordinates is the position of msg, a message of the tasks topic, when
+// its subscriber tells it (RecordCoordinates).
+func (n *Node) recordCoordinates(msg *message.Message) (string, bool) {
+	if rc, ok := n.tasksSub.(RecordCoordinates); ok {
+		return rc.MessageCoordinates(msg)
+	}
+	return "", false
+}
+
 // noSubscribers is what GoChannel logs, at INFO, for each message published to a topic
 // nobody subscribes to.
 const noSubscribers = "No subscribers to send message"
@@ -1041,6 +1057,10 @@ func (n *Node) handleTask(msg *message.Message) error {
 	if err != nil {
 		return fmt.Errorf("task %s for session %s: %w", env.ID, env.SessionID, err) // retried
 	}
+	if acc, ok := res.(*actors.TaskAccepted); ok && acc.Duplicate {
+		// Its ID is recorded: a redelivery, or another task under a reused ID.
+		return n.checkRedelivery(msg.Context(), env)
+	}
 	err, failed := res.(error)
 	// The log refused the task's append as taking what another event holds: its
 	// ID, when a record's UUID header (which names the task) repeats another
@@ -1056,8 +1076,14 @@ func (n *Node) handleTask(msg *message.Message) error {
 		// its partition, for good.
 		n.panics.forget(msg.UUID)
 		if refused {
-			return fmt.Errorf("%w: task %s for session %s: the event log refused it %d times in a row as another event's (a record's _watermill_message_uuid header is its task's ID: one that repeats the ID of another session's task or event is refused): %w",
+			err := fmt.Errorf("%w: task %s for session %s: the event log refused it %d times in a row as another event's (a record's _watermill_message_uuid header is its task's ID: one that repeats the ID of another session's task or event is refused): %w",
 				errPermanent, env.ID, env.SessionID, panicsBeforePoison, err)
+			if p, derr := env.Decode(); derr == nil {
+				if task, ok := p.(*messages.TaskSubmitted); ok {
+					n.replyRefused(env, task, err.Error())
+				}
+			}
+			return err
 		}
 		return fmt.Errorf("%w: task %s for session %s: the session's actor panicked on it %d times in a row: %w",
 			errPermanent, env.ID, env.SessionID, panicsBeforePoison, err)

@@ -26,11 +26,28 @@ import (
 // blocks the sessions (back-pressure), so results wait for the broker instead of being
 // dropped. Only once the node is closing does a publish give up after a few attempts,
 // logged and counted.
+//
+// A topic that is none of the node's own (a task's reply_topic, which a client
+// names) is published in a lane of its own, beside the batches: a reply topic the
+// broker refuses (one that does not exist on a broker that creates none, a
+// leader that never comes, a name it will never take) holds no other topic. A
+// lane retries as the batches do through an outage (an error without a Kafka
+// code: the broker did not answer), but gives up a publish the broker answered
+// with an error after replyRetries attempts (retries when the error is no
+// temporary one; at once while the outbox closes), logged and counted: the results are on troupe.results and in
+// the log. It then tries each later publish to it once, until one goes through.
 type outbox struct {
 	pub     message.Publisher
 	logger  *slog.Logger
 	failed  func()
 	retries int
+	// replyRetries bounds the attempts of a lane's publish that the broker
+	// answered with a temporary Kafka error.
+	replyRetries int
+
+	lanesMu sync.Mutex
+	lanes   map[string]*lane
+	lanesWG sync.WaitGroup
 
 	queue     chan outMsg
 	closing   chan struct{}
@@ -57,7 +74,8 @@ var errOutboxClosed = errors.New("node: outbox is closed")
 const outboxBatch = 1024
 
 func newOutbox(pub message.Publisher, capacity int, logger *slog.Logger, failed func()) *outbox {
-	o := &outbox{pub: pub, logger: logger, failed: failed, retries: 5, queue: make(chan outMsg, capacity), closing: make(chan struct{}), done: make(chan struct{})}
+	o := &outbox{pub: pub, logger: logger, failed: failed, retries: 5, replyRetries: 10, lanes: map[string]*lane{},
+		queue: make(chan outMsg, capacity), closing: make(chan struct{}), done: make(chan struct{})}
 	go o.run()
 	return o
 }
@@ -128,6 +146,7 @@ func (o *outbox) Flush(timeout time.Duration) bool {
 
 func (o *outbox) run() {
 	defer close(o.done)
+	defer o.lanesWG.Wait()
 	batch := make([]outMsg, 0, outboxBatch)
 	for first := range o.queue {
 		batch = append(batch[:0], first)
@@ -165,9 +184,14 @@ func (o *outbox) flush(batch []outMsg) {
 		byTopic[m.topic] = append(byTopic[m.topic], m.msg)
 	}
 	// Topics go out at once (a task's result need not wait for its events); within a
-	// topic, messages keep their order.
+	// topic, messages keep their order. A topic not the node's own goes to its lane.
 	var wg sync.WaitGroup
+	own := ownTopics()
 	for _, topic := range topics {
+		if !slices.Contains(own, topic) {
+			o.toLane(topic, laneItem{msgs: byTopic[topic]})
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -175,13 +199,144 @@ func (o *outbox) flush(batch []outMsg) {
 		}()
 	}
 	wg.Wait()
-	// Everything queued before a barrier was in this batch or an earlier one.
+	// Everything queued before a barrier was in this batch or an earlier one, or
+	// is in a lane before the barrier's mark.
 	for _, b := range barriers {
-		close(b)
+		o.lanesMu.Lock()
+		lanes := make([]string, 0, len(o.lanes))
+		for topic := range o.lanes {
+			lanes = append(lanes, topic)
+		}
+		o.lanesMu.Unlock()
+		if len(lanes) == 0 {
+			close(b)
+			continue
+		}
+		marks := make([]chan struct{}, len(lanes))
+		for i, topic := range lanes {
+			marks[i] = make(chan struct{})
+			o.toLane(topic, laneItem{flushed: marks[i]})
+		}
+		go func() {
+			for _, m := range marks {
+				<-m
+			}
+			close(b)
+		}()
 	}
 }
 
-// publish publishes msgs on topic, retrying until the broker takes them or the outbox closes.
+// lane publishes the messages of one topic that is not the node's own, in order,
+// beside the batches (see outbox). Its goroutine ends once it has nothing queued.
+type lane struct {
+	items   chan laneItem
+	pending int // items sent or about to be, under outbox.lanesMu
+	// refusing is set once a publish was given up, until one goes through: each
+	// publish is then tried once before it is given up.
+	refusing bool
+}
+
+// laneItem is a batch of messages, or a Flush's mark (flushed set), closed once
+// everything queued in the lane before it was published or given up.
+type laneItem struct {
+	msgs    []*message.Message
+	flushed chan struct{}
+}
+
+// laneDepth bounds the items queued in one lane; past it, the batches wait
+// (back-pressure, as for the node's own topics).
+const laneDepth = 256
+
+// toLane queues it in topic's lane, starting the lane when it has none.
+func (o *outbox) toLane(topic string, it laneItem) {
+	o.lanesMu.Lock()
+	l := o.lanes[topic]
+	if l == nil {
+		l = &lane{items: make(chan laneItem, laneDepth)}
+		o.lanes[topic] = l
+		o.lanesWG.Add(1)
+		go o.runLane(topic, l)
+	}
+	l.pending++
+	o.lanesMu.Unlock()
+	l.items <- it
+}
+
+func (o *outbox) runLane(topic string, l *lane) {
+	defer o.lanesWG.Done()
+	for {
+		o.lanesMu.Lock()
+		if l.pending == 0 {
+			delete(o.lanes, topic)
+			o.lanesMu.Unlock()
+			return
+		}
+		o.lanesMu.Unlock()
+		it := <-l.items
+		if it.flushed != nil {
+			close(it.flushed)
+		} else {
+			o.publishReply(topic, l, it.msgs)
+		}
+		o.lanesMu.Lock()
+		l.pending--
+		o.lanesMu.Unlock()
+	}
+}
+
+// publishReply publishes msgs on topic, a topic not the node's own, for its lane:
+// retried through an outage, given up once the broker answered with an error
+// replyRetries times (retries for an error that is no temporary one; once, while
+// the lane is refusing or the outbox closes).
+func (o *outbox) publishReply(topic string, l *lane, msgs []*message.Message) {
+	backoff := 50 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		err := o.pub.Publish(topic, msgs...)
+		if err == nil {
+			l.refusing = false
+			return
+		}
+		if attempt >= o.retries && o.isClosing() {
+			o.dropped.Add(1)
+			o.failed()
+			o.logger.Error("bus publish failed; the log has these events, live watchers and the sink miss them", "topic", topic, "messages", len(msgs), "attempts", attempt, "err", err)
+			return
+		}
+		if answered, temporary := kafkaAnswered(err); answered && (l.refusing || o.isClosing() || !temporary && attempt >= o.retries || attempt >= o.replyRetries) {
+			// A task's reply_topic the broker will not take, now or for good (a name
+			// Kafka takes for an existing topic's, one the node may not write to,
+			// one that does not exist on a broker that creates none). The result is
+			// on troupe.results and in the log.
+			l.refusing = true
+			o.failed()
+			o.logger.Error("a task's reply topic refuses its messages; given up (the results are on troupe.results and in the log)",
+				"topic", topic, "messages", len(msgs), "first", msgs[0].UUID, "attempts", attempt, "temporary", temporary, "err", err)
+			return
+		}
+		if attempt == o.retries {
+			o.failed()
+		}
+		o.logger.Warn("bus publish failed; retrying", "topic", topic, "messages", len(msgs), "attempt", attempt, "err", err)
+		time.Sleep(backoff)
+		backoff = min(backoff*2, 5*time.Second)
+	}
+}
+
+// kafkaAnswered reports whether err carries a Kafka error code (kafka-go's
+// Error: the broker answered), and whether that code is a temporary one.
+func kafkaAnswered(err error) (answered, temporary bool) {
+	var code interface {
+		Temporary() bool
+		Title() string
+	}
+	if !errors.As(err, &code) {
+		return false, false
+	}
+	return true, code.Temporary()
+}
+
+// publish publishes msgs on topic, one of the node's own, retrying until the
+// broker takes them or the outbox closes.
 func (o *outbox) publish(topic string, msgs []*message.Message) {
 	backoff := 50 * time.Millisecond
 	for attempt := 1; ; attempt++ {
@@ -195,16 +350,6 @@ func (o *outbox) publish(topic string, msgs []*message.Message) {
 			o.logger.Error("bus publish failed; the log has these events, live watchers and the sink miss them", "topic", topic, "messages", len(msgs), "attempts", attempt, "err", err)
 			return
 		}
-		if attempt >= o.retries && refusedForGood(topic, err) {
-			// A task's reply_topic the broker will never take (a name Kafka takes
-			// for an existing topic's, one the node may not write to): retried, it
-			// held every later batch, so no event or result of any session reached
-			// the bus. The result is on troupe.results and in the log.
-			o.failed()
-			o.logger.Error("a task's reply topic refuses its messages for good; given up (the results are on troupe.results and in the log)",
-				"topic", topic, "messages", len(msgs), "attempts", attempt, "err", err)
-			return
-		}
 		if attempt == o.retries {
 			o.failed()
 		}
@@ -212,25 +357,6 @@ func (o *outbox) publish(topic string, msgs []*message.Message) {
 		time.Sleep(backoff)
 		backoff = min(backoff*2, 5*time.Second)
 	}
-}
-
-// refusedForGood reports a publish to a topic other than the node's own (a task's
-// reply_topic) that the broker answered with a Kafka error that is no outage
-// (InvalidTopic, TopicAuthorizationFailed, …: its Temporary is false). An error
-// without a Kafka code (a connection refused, a timeout) or a temporary one (a
-// leader moving, a topic not created yet) is an outage, retried as long as it
-// lasts; so is any error of the node's own topics.
-func refusedForGood(topic string, err error) bool {
-	if slices.Contains(ownTopics(), topic) {
-		return false
-	}
-	// kafka-go's Error: a code the broker answered, which says whether it is
-	// worth another attempt.
-	var code interface {
-		Temporary() bool
-		Title() string
-	}
-	return errors.As(err, &code) && !code.Temporary()
 }
 
 func (o *outbox) isClosing() bool {

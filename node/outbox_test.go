@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
+
+	"github.com/troupe-run/troupe/messages"
 )
 
 // flakyPublisher refuses the first `fail` Publish calls (a broker outage), then
@@ -46,7 +48,7 @@ func TestOutboxKeepsOrderThroughAnOutage(t *testing.T) {
 	o.retries = 2
 	const n = 500
 	var wg sync.WaitGroup
-	for _, topic := range []string{"events", "results"} {
+	for _, topic := range []string{messages.TopicEvents, messages.TopicResults} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -62,7 +64,7 @@ func TestOutboxKeepsOrderThroughAnOutage(t *testing.T) {
 	if err := o.Close(); err != nil {
 		t.Fatal(err)
 	}
-	for _, topic := range []string{"events", "results"} {
+	for _, topic := range []string{messages.TopicEvents, messages.TopicResults} {
 		got := pub.got[topic]
 		if len(got) != n {
 			t.Fatalf("%s: %d messages published, want %d", topic, len(got), n)
@@ -79,7 +81,7 @@ func TestOutboxKeepsOrderThroughAnOutage(t *testing.T) {
 	if failures.Load() == 0 {
 		t.Error("the outage was not counted")
 	}
-	if err := o.Publish("events", message.NewMessage("late", nil)); !errors.Is(err, errOutboxClosed) {
+	if err := o.Publish(messages.TopicEvents, message.NewMessage("late", nil)); !errors.Is(err, errOutboxClosed) {
 		t.Errorf("Publish after Close: %v", err)
 	}
 }
@@ -110,7 +112,7 @@ func TestOutboxFlush(t *testing.T) {
 	pub := &gatedPublisher{open: make(chan struct{})}
 	o := newOutbox(pub, 64, slog.New(slog.DiscardHandler), func() {})
 	for i := range 10 {
-		if err := o.Publish("results", message.NewMessage(fmt.Sprintf("r-%d", i), nil)); err != nil {
+		if err := o.Publish(messages.TopicResults, message.NewMessage(fmt.Sprintf("r-%d", i), nil)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -139,7 +141,7 @@ func TestOutboxFlush(t *testing.T) {
 	down.fail.Store(1 << 40)
 	o = newOutbox(down, 64, slog.New(slog.DiscardHandler), func() {})
 	o.retries = 1
-	if err := o.Publish("results", message.NewMessage("lost", nil)); err != nil {
+	if err := o.Publish(messages.TopicResults, message.NewMessage("lost", nil)); err != nil {
 		t.Fatal(err)
 	}
 	if err := o.Close(); err != nil {

@@ -89,8 +89,8 @@ func TestOutboxGivesUpAReplyTopicTheBrokerRefusesForGood(t *testing.T) {
 	}
 }
 
-// The node's own topics, and a reply topic during an outage (an error that is no
-// Kafka refusal, or a temporary one), are retried as before: nothing is given up.
+// The node's own topics are retried as before, and a reply topic's temporary
+// refusal for a while (replyRetries): nothing is given up within a second.
 func TestOutboxRetriesItsOwnTopicsAndOutages(t *testing.T) {
 	for name, c := range map[string]struct {
 		topic string

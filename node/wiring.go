@@ -381,7 +381,8 @@ func (n *Node) newRouter(wlog watermill.LoggerAdapter) error {
 	// Middleware, outermost first: observe, poison (permanent failures, with the
 	// reason in the message's metadata), retry (transient failures, with backoff),
 	// deduplicate by message ID, and recover panics into errors.
-	poison, err := middleware.PoisonQueueWithFilter(poisonPublisher{Publisher: n.pub, m: n.metrics, handler: "tasks", logger: n.cfg.Logger}, TopicPoison, isPermanent)
+	poison, err := middleware.PoisonQueueWithFilter(poisonPublisher{Publisher: n.pub, m: n.metrics, handler: "tasks", logger: n.cfg.Logger,
+		record: n.recordCoordinates, sent: newPoisonedRecords()}, TopicPoison, isPermanent)
 	if err != nil {
 		return err
 	}
