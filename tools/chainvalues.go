@@ -15,8 +15,10 @@ import (
 // or take any non-empty text for true: {{if .steps.a.json.n}} held for 0. Such a
 // template's parse tree is rewritten (numericTruth) so that what if and with
 // test goes through chainTruth, which takes a json.Number for its value, and not
-// is chainTruth's negation. A null is a nil *jsonNull (nullsShown), which is
-// false, renders "" and marshals as null, where a nil rendered "<no value>".
+// is chainTruth's negation. A null is a nil jsonNull (nullsShown), an empty
+// list: false, ranged over as nothing (range's else), rendered "" and marshalled
+// as null, where a nil rendered "<no value>"; eq and ne take it for a nil, equal
+// to nil (or another null) only, as under decision rules 10 (chainEq).
 
 // truthFunc is the name of chainTruth in the templates of NumbersAsValues: not an
 // identifier a chain's own template can use (it does not parse with chainFuncs).
@@ -34,14 +36,25 @@ func chainTruth(v any) bool {
 }
 
 // jsonNull is a JSON null as the templates of NumbersAsValues see it, a nil
-// *jsonNull: false, rendered "" (String), and null through json.
-type jsonNull struct{}
+// jsonNull: false, an empty list to range (which runs its else), rendered ""
+// (String), and null through json. A list rather than a pointer, which range
+// cannot iterate over.
+type jsonNull []any
 
 // String renders a null as nothing.
-func (*jsonNull) String() string { return "" }
+func (jsonNull) String() string { return "" }
+
+// nullAsNil returns v, or nil when v is a null of NumbersAsValues: what eq, ne
+// and the orderings compare, as they compared a null under rules 10.
+func nullAsNil(v any) any {
+	if _, ok := v.(jsonNull); ok {
+		return nil
+	}
+	return v
+}
 
 // nullsShown returns v with each nil inside its maps and slices made a nil
-// *jsonNull, copying those that hold one. v itself stays nil when it is: a
+// jsonNull, copying those that hold one. v itself stays nil when it is: a
 // step's .json is nil when its result is not JSON.
 func nullsShown(v any) any {
 	w, _ := nullsIn(v)
@@ -87,7 +100,7 @@ func nullsIn(v any) (any, bool) {
 // and whether that differs.
 func nullElem(e any) (any, bool) {
 	if e == nil {
-		return (*jsonNull)(nil), true
+		return jsonNull(nil), true
 	}
 	return nullsIn(e)
 }

@@ -2,6 +2,7 @@ package tools_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/troupe-run/troupe/tools"
@@ -44,6 +45,45 @@ func TestChainValuesTestNumbersByValue(t *testing.T) {
 		}
 		if got, _ := ct.Call(context.Background(), tools.Call{Key: "k", Arguments: `{}`}); got != want[0] {
 			t.Errorf("%s: a ChainTool's own numbers answered %q, want NumbersAsValues's %q", tmpl, got, want[0])
+		}
+	}
+}
+
+// Under NumbersAsValues a null is ranged over as nothing (range's else), as a nil
+// was under NumbersAsWritten (rules 10), in a step's JSON, fromjson's and the
+// arguments; and eq and ne take it for a nil: equal to nil only.
+func TestChainValuesNullRangesAsNothingAndComparesAsNil(t *testing.T) {
+	step := fixedTool{name: "src", out: `{"items":null,"x":null,"o":{"k":[null]}}`}
+	for tmpl, want := range map[string]string{
+		`{{range .steps.a.json.items}}x{{else}}empty{{end}}`:                          "empty",
+		`{{range $i, $e := .steps.a.json.items}}x{{else}}empty{{end}}`:                "empty",
+		`{{range .args.list}}x{{else}}none{{end}}`:                                    "none",
+		`{{range (fromjson "{\"l\":null}").l}}x{{else}}nil{{end}}`:                    "nil",
+		`{{range .steps.a.json.o.k}}[{{.}}]{{end}}`:                                   "[]",
+		`{{if eq .steps.a.json.x ""}}yes{{else}}no{{end}}`:                            "no",
+		`{{if ne .steps.a.json.x ""}}yes{{else}}no{{end}}`:                            "yes",
+		`{{if eq .steps.a.json.x nil}}yes{{else}}no{{end}}`:                           "yes",
+		`{{if eq .steps.a.json.x .steps.a.json.items}}yes{{else}}no{{end}}`:           "yes",
+		`{{if eq .steps.a.json.x 0 "" nil}}yes{{else}}no{{end}}`:                      "yes",
+		`[{{.steps.a.json.x}}]{{json .steps.a.json.x}}{{if .steps.a.json.x}}t{{end}}`: "[]null",
+	} {
+		c := tools.Chain{Name: "c", Description: "d", Steps: []tools.ChainStep{{Name: "a", Tool: "src"}}, Output: tmpl}
+		ct, err := tools.NewChainTool(c, func(string) (tools.Tool, bool) { return step, true })
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, numbers := range []tools.ChainNumbers{tools.NumbersAsValues, tools.NumbersAsWritten} {
+			got, err := ct.WithNumbers(numbers).Call(context.Background(), tools.Call{Key: "k", Arguments: `{"list":null}`})
+			if err != nil {
+				t.Errorf("%s (numbers %d): %v", tmpl, numbers, err)
+				continue
+			}
+			if numbers == tools.NumbersAsWritten && strings.Contains(got, "<no value>") {
+				continue // rules 10 shows a null so; the rest is as under NumbersAsValues
+			}
+			if got != want {
+				t.Errorf("%s (numbers %d): %q, want %q", tmpl, numbers, got, want)
+			}
 		}
 	}
 }
