@@ -87,3 +87,38 @@ func TestChainValuesNullRangesAsNothingAndComparesAsNil(t *testing.T) {
 		}
 	}
 }
+
+// Under NumbersAsValues an if tests its numbers by value in a parenthesised
+// pipeline and in a value piped into and, or and not, as in {{if and .a .b}};
+// an and or an or whose value is compared keeps its value.
+func TestChainValuesTruthInParenthesesAndPipes(t *testing.T) {
+	step := fixedTool{name: "src", out: `{"n":0,"m":7}`}
+	for tmpl, want := range map[string][2]string{
+		`{{if (and .steps.a.json.n .steps.a.json.m)}}t{{else}}f{{end}}`:             {"f", "t"},
+		`{{if ((or .steps.a.json.n .steps.a.json.m))}}t{{else}}f{{end}}`:            {"t", "t"},
+		`{{if and .steps.a.json.n .steps.a.json.m | not}}t{{else}}f{{end}}`:         {"t", "f"},
+		`{{if not (and .steps.a.json.n .steps.a.json.m)}}t{{else}}f{{end}}`:         {"t", "f"},
+		`{{if .steps.a.json.m | and .steps.a.json.n | not}}t{{else}}f{{end}}`:       {"t", "f"},
+		`{{if .steps.a.json.n | not}}t{{else}}f{{end}}`:                             {"t", "f"},
+		`{{with (and .steps.a.json.n .steps.a.json.m)}}t{{else}}f{{end}}`:           {"f", "t"},
+		`{{if eq (or .steps.a.json.m "x") 7}}t{{else}}f{{end}}`:                     {"t", "t"},
+		`{{if (eq (and .steps.a.json.m .steps.a.json.n) 0)}}t{{else}}f{{end}}`:      {"t", "t"},
+		`{{if and (eq .steps.a.json.n 0) (or .steps.a.json.n 1)}}t{{else}}f{{end}}`: {"t", "t"},
+	} {
+		c := tools.Chain{Name: "c", Description: "d", Steps: []tools.ChainStep{{Name: "a", Tool: "src"}}, Output: tmpl}
+		ct, err := tools.NewChainTool(c, func(string) (tools.Tool, bool) { return step, true })
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, numbers := range []tools.ChainNumbers{tools.NumbersAsValues, tools.NumbersAsWritten} {
+			got, err := ct.WithNumbers(numbers).Call(context.Background(), tools.Call{Key: "k", Arguments: `{}`})
+			if err != nil {
+				t.Errorf("%s (numbers %d): %v", tmpl, numbers, err)
+				continue
+			}
+			if got != want[i] {
+				t.Errorf("%s (numbers %d): %q, want %q", tmpl, numbers, got, want[i])
+			}
+		}
+	}
+}
