@@ -186,7 +186,10 @@ import (
 //     it only as far as each share holds MinSubAgentTokens; past that, the first of
 //     them in the order requested start, each with an equal share of at least
 //     that, and the others are error results the parent's model (or team) sees,
-//     starting no child (node's childBudget, SharesFloored). Under 1 to 10 each
+//     starting no child (node's childBudget, SharesFloored). The first always
+//     starts: a call alone (a pipeline's stage, a fan-out's aggregator) gets what
+//     is left however little, as under 10, so a tree spends past its budget at
+//     most one child's model call. A cost budget has no floor. Under 1 to 10 each
 //     got its share however small (64 calls on 900 tokens: 14 each), and, as a
 //     budget stops a task after the model call that reached it, each child still
 //     made its call: the tree spent 33 times its budget. And a team's hand-over
