@@ -200,11 +200,13 @@ import (
 //     MiB made a hand-over past the delegate tool's bound, and the team failed
 //     (member_failed) on arguments the user never wrote. Prompts are version 10's,
 //     but for such a member's task and a context over its budget (below). And a
-//     compression call's answer longer, in estimated tokens, than what it
-//     condenses (a proactive digest of 30,000 bytes for a tool result of 2,850, a
-//     summary longer than its turns) is replaced by the truncation a failed call
-//     gets (compress.go's answerLonger, compressFallback), where under 1 to 10 it
-//     was taken whole. A react agent's context counts its tools as the text
+//     compression call's answer longer than what it condenses, both in
+//     llm.EstimateTokens' estimate of their texts (a proactive digest of 30,000
+//     bytes for a tool result of 2,850, a summary longer than its turns), is
+//     replaced by the truncation a failed call gets, marked as the answer of a
+//     call that answered too long (compress.go's answerLonger, compressFallback;
+//     the rules of the task that made the call), where under 1 to 10 it was
+//     taken whole. A react agent's context counts its tools as the text
 //     protocol writes them into the system message (react.ToolSection:
 //     context.go's writesTools), where under 1 to 10 it counted their JSON
 //     schemas, which the protocol does not send, and a request filling its budget
@@ -318,7 +320,7 @@ const (
 	// whole, past the delegate tool's bound.
 	rulesHandOverWithin = 11
 	// rulesShorterDigest is the version whose compression call's answer longer,
-	// in estimated tokens, than what it condenses (a digest longer than its tool
+	// in estimated tokens (both texts), than what it condenses (a digest longer than its tool
 	// result, a summary longer than its turns) is replaced by the truncation a
 	// failed call gets (answerLonger, compressFallback): older rules took it.
 	rulesShorterDigest = 11
