@@ -312,8 +312,9 @@ const (
 	// let ten calls of $0.10 (0.9999999999999999) under $1 make an eleventh.
 	rulesCostTolerance = 10
 	// rulesShareFloor is the version whose delegate calls are admitted against
-	// their task's token budget, each child's share at least MinSubAgentTokens
-	// (SharesFloored): older rules gave each its share however small.
+	// their task's token budget, the share of each child started beside another
+	// at least MinSubAgentTokens (SharesFloored; the first always starts): older
+	// rules gave each its share however small.
 	rulesShareFloor = 11
 	// rulesHandOverWithin is the version whose team bounds a hand-over's
 	// arguments by MaxHandOverArguments (handOverArgs): older rules made them
@@ -343,15 +344,18 @@ const (
 )
 
 // MinSubAgentTokens is the least share of its task's token budget a sub-agent
-// starts with under decision rules 11 (SharesFloored): what one model call of
+// started beside others starts with under decision rules 11 (SharesFloored; the
+// first of the calls requested together starts with what is left, however
+// little): what one model call of
 // an agent (its system prompt, its tools' schemas, its task, an answer) holds at
 // the least. A child's budget only stops it after the call that reached it, so a
 // share below it is spent by the child's first call whatever it is.
 const MinSubAgentTokens = 500
 
 // SharesFloored reports whether the delegate calls of a task recorded as spec
-// are admitted against its token budget, each child's share at least
-// MinSubAgentTokens: from rules 11 (rulesShareFloor).
+// are admitted against its token budget, the share of each child but the first
+// of those requested together at least MinSubAgentTokens: from rules 11
+// (rulesShareFloor).
 func SharesFloored(spec *messages.TaskSubmitted) bool {
 	v := rulesOf(spec)
 	return v >= rulesShareFloor && supportedRules(v)
