@@ -260,6 +260,9 @@ type compressCall struct {
 	// (as its summary says), its tokens, and the words its summary may take.
 	item, of, what string
 	tokens, words  int
+	// rules is the rules version of the task that made the call, recorded
+	// with its request: what decides its answer (answerLonger).
+	rules int
 }
 
 // historyTurns returns the turns of the session's conversation.
@@ -624,6 +627,7 @@ func (s *SessionState) foldCompression(e messages.Envelope, p messages.Payload) 
 		a = t.runs(a)
 		st.pending, st.pendingKey = nil, p.Key
 		if call := s.compressPlan(&a); call != nil && call.purpose == p.Purpose {
+			call.rules = t.rules
 			st.pending = call
 		}
 	case *messages.ModelResponded:
@@ -641,7 +645,7 @@ func (s *SessionState) foldCompression(e messages.Envelope, p messages.Payload) 
 		if p.Error != "" || text == "" {
 			text = s.compressFallback(a, call, p.Error)
 		} else if why := s.answerLonger(call, text); why != "" {
-			text = s.compressFallback(a, call, why)
+			text = "[the summary call answered, but " + why + ": truncated instead]\n" + s.compressFallback(a, call, "")
 		}
 		s.foldAnswer(call, text)
 	}
@@ -683,13 +687,15 @@ func (s *SessionState) foldAnswer(call *compressCall, text string) {
 }
 
 // answerLonger says why text, the answer of the compression call call, is not
-// taken when it is longer, in estimated tokens, than what it condenses (a digest
-// longer than its tool result, a summary longer than its turns): from rules 11
-// (rulesShorterDigest), its fallback stands for it (compressFallback). It is ""
-// when the answer is taken: it is no longer, the call extracts facts (their
-// list is bounded otherwise), or the task runs under older rules, which took it.
+// taken when it is longer than what it condenses (a digest longer than its tool
+// result, a summary longer than its turns), both counted by llm.EstimateTokens
+// (four bytes a token) from their recorded texts: from rules 11
+// (rulesShorterDigest, the rules of the task that made the call), its fallback
+// stands for it (compressFallback). It is "" when the answer is taken: it is no
+// longer, the call extracts facts (their list is bounded otherwise), or the task
+// ran under older rules, which took it.
 func (s *SessionState) answerLonger(call *compressCall, text string) string {
-	if s.activeRules() < rulesShorterDigest {
+	if call.rules < rulesShorterDigest {
 		return ""
 	}
 	of := 0
@@ -710,7 +716,7 @@ func (s *SessionState) answerLonger(call *compressCall, text string) string {
 		}
 		of = estimate(s.history[call.index])
 	case pctx.PurposeCondenseSection:
-		of = call.tokens
+		of = estimate(messages.ChatMessage{Content: call.of}) // call.tokens is the context's cl100k count
 	default:
 		return ""
 	}

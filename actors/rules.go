@@ -186,7 +186,10 @@ import (
 //     it only as far as each share holds MinSubAgentTokens; past that, the first of
 //     them in the order requested start, each with an equal share of at least
 //     that, and the others are error results the parent's model (or team) sees,
-//     starting no child (node's childBudget, SharesFloored). Under 1 to 10 each
+//     starting no child (node's childBudget, SharesFloored). The first always
+//     starts: a call alone (a pipeline's stage, a fan-out's aggregator) gets what
+//     is left however little, as under 10, so a tree spends past its budget at
+//     most one child's model call. A cost budget has no floor. Under 1 to 10 each
 //     got its share however small (64 calls on 900 tokens: 14 each), and, as a
 //     budget stops a task after the model call that reached it, each child still
 //     made its call: the tree spent 33 times its budget. And a team's hand-over
@@ -197,11 +200,13 @@ import (
 //     MiB made a hand-over past the delegate tool's bound, and the team failed
 //     (member_failed) on arguments the user never wrote. Prompts are version 10's,
 //     but for such a member's task and a context over its budget (below). And a
-//     compression call's answer longer, in estimated tokens, than what it
-//     condenses (a proactive digest of 30,000 bytes for a tool result of 2,850, a
-//     summary longer than its turns) is replaced by the truncation a failed call
-//     gets (compress.go's answerLonger, compressFallback), where under 1 to 10 it
-//     was taken whole. A react agent's context counts its tools as the text
+//     compression call's answer longer than what it condenses, both in
+//     llm.EstimateTokens' estimate of their texts (a proactive digest of 30,000
+//     bytes for a tool result of 2,850, a summary longer than its turns), is
+//     replaced by the truncation a failed call gets, marked as the answer of a
+//     call that answered too long (compress.go's answerLonger, compressFallback;
+//     the rules of the task that made the call), where under 1 to 10 it was
+//     taken whole. A react agent's context counts its tools as the text
 //     protocol writes them into the system message (react.ToolSection:
 //     context.go's writesTools), where under 1 to 10 it counted their JSON
 //     schemas, which the protocol does not send, and a request filling its budget
@@ -307,15 +312,16 @@ const (
 	// let ten calls of $0.10 (0.9999999999999999) under $1 make an eleventh.
 	rulesCostTolerance = 10
 	// rulesShareFloor is the version whose delegate calls are admitted against
-	// their task's token budget, each child's share at least MinSubAgentTokens
-	// (SharesFloored): older rules gave each its share however small.
+	// their task's token budget, the share of each child started beside another
+	// at least MinSubAgentTokens (SharesFloored; the first always starts): older
+	// rules gave each its share however small.
 	rulesShareFloor = 11
 	// rulesHandOverWithin is the version whose team bounds a hand-over's
 	// arguments by MaxHandOverArguments (handOverArgs): older rules made them
 	// whole, past the delegate tool's bound.
 	rulesHandOverWithin = 11
 	// rulesShorterDigest is the version whose compression call's answer longer,
-	// in estimated tokens, than what it condenses (a digest longer than its tool
+	// in estimated tokens (both texts), than what it condenses (a digest longer than its tool
 	// result, a summary longer than its turns) is replaced by the truncation a
 	// failed call gets (answerLonger, compressFallback): older rules took it.
 	rulesShorterDigest = 11
@@ -338,15 +344,18 @@ const (
 )
 
 // MinSubAgentTokens is the least share of its task's token budget a sub-agent
-// starts with under decision rules 11 (SharesFloored): what one model call of
+// started beside others starts with under decision rules 11 (SharesFloored; the
+// first of the calls requested together starts with what is left, however
+// little): what one model call of
 // an agent (its system prompt, its tools' schemas, its task, an answer) holds at
 // the least. A child's budget only stops it after the call that reached it, so a
 // share below it is spent by the child's first call whatever it is.
 const MinSubAgentTokens = 500
 
 // SharesFloored reports whether the delegate calls of a task recorded as spec
-// are admitted against its token budget, each child's share at least
-// MinSubAgentTokens: from rules 11 (rulesShareFloor).
+// are admitted against its token budget, the share of each child but the first
+// of those requested together at least MinSubAgentTokens: from rules 11
+// (rulesShareFloor).
 func SharesFloored(spec *messages.TaskSubmitted) bool {
 	v := rulesOf(spec)
 	return v >= rulesShareFloor && supportedRules(v)

@@ -439,15 +439,21 @@ type budgets struct {
 // delegate calls requested with this one (the model's reply's, or a team's fan-out:
 // they run side by side), and no more than the child's agent's own. 0 where the
 // parent has none: the child runs under its agent's. It follows from the parent's
-// events before the call, so a call performed again computes the same; the
+// events before the call and, when its task sets no max_tokens (max_cost_usd),
+// its agent's configured budget, which is not recorded, so a call performed again
+// on a node with the same agents computes the same; the
 // child's task records it. A budget already spent is an error: no child starts.
 // From decision rules 11 (the parent's: actors.SharesFloored) the calls are
 // admitted against what is left of a token budget: when an equal share would be
 // less than actors.MinSubAgentTokens, only as many calls as each get that much
-// start, the first requested, sharing it equally, and the others are errors
-// (shareRefusal), the parent's model told to delegate fewer at once; under older
-// rules each child got its share however small, and made its model call all the
-// same (a budget stops a task after the call that reached it).
+// start (but always the first: a call alone, a pipeline's stage, a fan-out's
+// aggregator start with all that is left, however little, as under rules 10),
+// the first requested, sharing it equally, and the others are errors
+// (shareRefusal), the parent's model told to delegate fewer at once. The
+// overspend is then at most one child's model call, as the parent's own last
+// call may pass its budget. Under older rules each child got its share however
+// small, and made its model call all the same (a budget stops a task after the
+// call that reached it). A cost budget is shared equally, with no floor.
 func (n *Node) childBudget(events []messages.Envelope, key messages.EffectKey, parent *messages.TaskSubmitted, childAgent string) (budgets, error) {
 	parentAgent := n.agentBudgets(parent.Agent)
 	budget := budgets{tokens: cmp.Or(parent.MaxTokens, parentAgent.tokens), usd: cmp.Or(parent.MaxCostUSD, parentAgent.usd)}
@@ -515,8 +521,9 @@ func (n *Node) childBudget(events []messages.Envelope, key messages.EffectKey, p
 		share := max(left/ways, 1)
 		if actors.SharesFloored(parent) && share < actors.MinSubAgentTokens {
 			// Admitted against the budget: as many as each get the least a
-			// sub-agent's model call needs, the first requested.
-			fit := left / actors.MinSubAgentTokens
+			// sub-agent's model call needs, the first requested, and the first
+			// with what is left when that is less.
+			fit := max(left/actors.MinSubAgentTokens, 1)
 			if before >= fit {
 				return budgets{}, shareRefusal(budget.tokens, left, ways, fit)
 			}
@@ -543,19 +550,12 @@ func (n *Node) childBudget(events []messages.Envelope, key messages.EffectKey, p
 // shareRefusal is the error of a delegate call refused under decision rules 11
 // because what is left of its task's token budget (left of budget) gives each of
 // the ways calls requested side by side less than actors.MinSubAgentTokens, and
-// the fit calls requested first took it.
+// the fit (at least 1) calls requested first took it.
 func shareRefusal(budget, left, ways, fit int) error {
-	if ways == 1 {
-		return fmt.Errorf("delegate: the task's token budget of %d has %d tokens left, and a sub-agent needs at least %d: "+
-			"no sub-agent starts; do the rest yourself", budget, left, actors.MinSubAgentTokens)
-	}
-	started := "no sub-agent starts"
-	if fit > 0 {
-		started = fmt.Sprintf("the first %d of them start, each with %d tokens, and this one does not", fit, left/fit)
-	}
 	return fmt.Errorf("delegate: the task's token budget of %d has %d tokens left for the %d sub-agents delegated at once, "+
-		"and a sub-agent needs at least %d: %s; delegate fewer at once, or do the rest yourself",
-		budget, left, ways, actors.MinSubAgentTokens, started)
+		"and a sub-agent needs at least %d: the first %d of them start, each with %d tokens, and this one does not; "+
+		"delegate fewer at once, or do the rest yourself",
+		budget, left, ways, actors.MinSubAgentTokens, fit, left/fit)
 }
 
 // agentBudgets is the token and cost budgets of the tasks of agent that set none:

@@ -34,8 +34,8 @@ func childTask(t *testing.T, n *node.Node, childID string) (*messages.TaskSubmit
 // recorded on the delegate call's tool.completed and counts against the parent's
 // budget: the second child has only 200 tokens, stops at its first step, and its
 // 300 tokens put the parent over its 1,000, which stops before another model call
-// (a task of decision rules 10: from 11 the second call is refused, its 200 tokens
-// less than a sub-agent needs, TestDelegateCallPastTheBudgetsFloorIsRefused).
+// (a task of decision rules 10; rules 11 start a call alone so too:
+// TestDelegateCallAloneStartsPastTheBudgetsFloor).
 func TestDelegateChildrenSpendTheParentsBudget(t *testing.T) {
 	lead := func(s llm.ScriptStep) llm.ScriptStep { s.Usage = promptTokens(100); return s }
 	model := newByAgent(t, map[string][]llm.ScriptStep{
@@ -47,7 +47,7 @@ func TestDelegateChildrenSpendTheParentsBudget(t *testing.T) {
 		},
 	})
 	cfg := subagentsConfig(model)
-	cfg.DecisionRules = 10 // from rules 11 the second child (200 tokens) would not start: TestDelegateCallPastTheBudgetsFloorIsRefused
+	cfg.DecisionRules = 10 // rules 11 start it too: TestDelegateCallAloneStartsPastTheBudgetsFloor
 	n := nodetest.Start(t, cfg)
 	parent := runAgentTask(t, n, node.Task{Input: "Ask the helper twice.", SessionID: "spender", Agent: "lead", MaxTokens: 1000})
 

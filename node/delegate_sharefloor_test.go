@@ -96,15 +96,17 @@ func TestDelegateFanOutUnderRules10SharesAsBefore(t *testing.T) {
 	}
 }
 
-// From decision rules 11 a delegate call whose task has less of its token budget
-// left than a sub-agent needs (actors.MinSubAgentTokens) starts no child: the
-// parent's model reads why and goes on. (Under rules 10 the child started with
-// its 200 tokens and spent 300: TestDelegateChildrenSpendTheParentsBudget.)
-func TestDelegateCallPastTheBudgetsFloorIsRefused(t *testing.T) {
+// From decision rules 11, as under 10, a delegate call requested alone starts
+// with what is left of its task's token budget however little (the floor only
+// limits how many of the calls requested side by side start): the second child
+// starts with 200 tokens, stops after its first call (300), and the parent,
+// past its 1,000, stops before another model call
+// (TestDelegateChildrenSpendTheParentsBudget under rules 10).
+func TestDelegateCallAloneStartsPastTheBudgetsFloor(t *testing.T) {
 	lead := func(s llm.ScriptStep) llm.ScriptStep { s.Usage = promptTokens(100); return s }
 	model := newByAgent(t, map[string][]llm.ScriptStep{
 		"lead": {lead(delegateCall("d1", "helper", "What is 6*7?")), lead(delegateCall("d2", "helper", "And 7*8?")),
-			lead(llm.ScriptStep{Content: "done myself"})},
+			lead(llm.ScriptStep{Content: "never asked"})},
 		"helper": {
 			{ToolCalls: []messages.ToolCall{{ID: "h1", Name: "calculator", Arguments: `{"expression":"6*7"}`}}, Usage: promptTokens(300)},
 			{Content: "42", Usage: promptTokens(300)},
@@ -113,15 +115,47 @@ func TestDelegateCallPastTheBudgetsFloorIsRefused(t *testing.T) {
 	n := nodetest.Start(t, subagentsConfig(model))
 	events := runAgentTask(t, n, node.Task{Input: "Ask the helper twice.", SessionID: "spender", Agent: "lead", MaxTokens: 1000})
 	results := payloads[*messages.ToolCallCompleted](t, events)
-	if len(results) != 2 || results[0].Result != "42" || results[1].Usage != (messages.Usage{}) ||
-		results[1].Error != "delegate: the task's token budget of 1000 has 200 tokens left, and a sub-agent needs at least 500: "+
-			"no sub-agent starts; do the rest yourself" {
+	if len(results) != 2 || results[0].Result != "42" || results[1].Usage != promptTokens(300) ||
+		!strings.Contains(results[1].Error, messages.ReasonTokenBudget) {
 		t.Fatalf("the delegate calls' results: %+v", results)
 	}
-	if k, err := messages.ParseEffectKey(payloads[*messages.ToolCallRequested](t, events)[1].Key); err != nil || len(readAll(t, n.Log(), node.ChildSessionID(k))) != 0 {
-		t.Errorf("the refused call's child session: %v", err)
+	k, err := messages.ParseEffectKey(payloads[*messages.ToolCallRequested](t, events)[1].Key)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if done := payloads[*messages.TaskCompleted](t, events); len(done) != 1 || done[0].Output != "done myself" {
-		t.Errorf("the parent did not go on: %s", typesOf(events))
+	if task, _ := childTask(t, n, node.ChildSessionID(k)); task.MaxTokens != 200 {
+		t.Errorf("the second child's budget %d, want the 200 left", task.MaxTokens)
+	}
+	if f := payloads[*messages.TaskFailed](t, events); len(f) != 1 || f[0].Reason != messages.ReasonTokenBudget {
+		t.Errorf("the parent's end: %s", typesOf(events))
+	}
+}
+
+// From decision rules 11 a fan-out team's aggregator, requested alone after its
+// branches, starts with what they left of the team's token budget however
+// little: three branches of 900 tokens leave 300 of 3,000, and the aggregator
+// answers, where a floor on a call alone failed the team (member_failed) with
+// its branches' work lost.
+func TestTeamAggregatorStartsPastTheBudgetsFloor(t *testing.T) {
+	model := newByAgent(t, map[string][]llm.ScriptStep{
+		"a":   {{Content: "A", Usage: promptTokens(900)}},
+		"b":   {{Content: "B", Usage: promptTokens(900)}},
+		"c":   {{Content: "C", Usage: promptTokens(900)}},
+		"agg": {{Content: "A, B and C", Usage: promptTokens(200)}},
+	})
+	cfg := node.Config{Model: model, Agents: []node.NamedAgent{{Name: "a"}, {Name: "b"}, {Name: "c"}, {Name: "agg"},
+		{Name: "panel", Team: &actors.Team{Pattern: actors.TeamFanOut, Members: []actors.TeamMember{{Name: "a"}, {Name: "b"}, {Name: "c"}}, Aggregator: "agg"}},
+	}}
+	n := nodetest.Start(t, cfg)
+	events := runAgentTask(t, n, node.Task{Input: "ask all", SessionID: "panel", Agent: "panel", MaxTokens: 3000})
+	if done := payloads[*messages.TaskCompleted](t, events); len(done) != 1 || done[0].Output != "A, B and C" {
+		t.Fatalf("the team's end: %s %+v", typesOf(events), payloads[*messages.TaskFailed](t, events))
+	}
+	ids, calls := teamChildren(t, events)
+	if got := strings.Join(calls, " "); got != "branch→a branch→b branch→c aggregate→agg" {
+		t.Fatalf("delegations %s", got)
+	}
+	if task, _ := childTask(t, n, ids[3]); task.MaxTokens != 300 {
+		t.Errorf("the aggregator's budget %d, want the 300 left", task.MaxTokens)
 	}
 }

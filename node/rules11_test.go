@@ -109,7 +109,7 @@ func TestDigestLongerThanItsInputIsNotSent(t *testing.T) {
 			if len(sent) > len(out)+200 || strings.Contains(sent, "a digest that grows") {
 				t.Errorf("the tool result (%d bytes) was sent as a %d-byte digest", len(out), len(sent))
 			}
-			if !strings.Contains(sent, "[the summary call failed (its answer of ") || !strings.Contains(sent, "is longer than the") {
+			if !strings.Contains(sent, "[the summary call answered, but its answer of ") || !strings.Contains(sent, "is longer than the") {
 				t.Errorf("the truncation does not say why it stands for the digest: %.200q", sent)
 			}
 		})

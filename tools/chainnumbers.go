@@ -132,7 +132,9 @@ func chainEq(a any, bs ...any) (bool, error) {
 	if len(bs) == 0 {
 		return builtinCompare("eq", a, nil) // text/template's "missing argument" error
 	}
+	a = nullAsNil(a)
 	for _, b := range bs {
+		b = nullAsNil(b)
 		c, ok, err := numberCmp(a, b)
 		if !ok {
 			eq, err := builtinCompare("eq", a, b)
@@ -153,6 +155,7 @@ func chainEq(a any, bs ...any) (bool, error) {
 
 func chainOrder(name string, want func(int) bool) func(a, b any) (bool, error) {
 	return func(a, b any) (bool, error) {
+		a, b = nullAsNil(a), nullAsNil(b)
 		c, ok, err := numberCmp(a, b)
 		if !ok {
 			return builtinCompare(name, a, b)
