@@ -249,10 +249,13 @@ func (s *Server) readResource(ctx context.Context, req *sdk.ReadResourceRequest)
 	}
 	contents, err := read(ctx)
 	if err != nil {
-		return nil, err
+		return nil, s.redactErr(err)
 	}
+	// The contents leave the node: its secrets are redacted (an MCP server's
+	// resource that shows its environment).
+	contents = s.redactContents(contents)
 	for _, c := range contents {
-		if c.URI == "" {
+		if c != nil && c.URI == "" {
 			c.URI = uri
 		}
 	}
@@ -382,7 +385,12 @@ func (s *Server) getPrompt(name string) sdk.PromptHandler {
 		if len(missing) > 0 {
 			return nil, fmt.Errorf("prompt %s: missing required arguments: %s", name, strings.Join(missing, ", "))
 		}
-		return p.Get(context.WithValue(ctx, servingKey{}, s), args)
+		res, err := p.Get(context.WithValue(ctx, servingKey{}, s), args)
+		if err != nil {
+			return nil, s.redactErr(err)
+		}
+		// The messages leave the node: its secrets are redacted.
+		return s.redactPrompt(res), nil
 	}
 }
 
@@ -423,7 +431,7 @@ func (s *Server) complete(ctx context.Context, req *sdk.CompleteRequest) (*sdk.C
 		if !ok || t.Complete == nil {
 			return res, nil
 		}
-		return completed(t.Complete(ctx, req.Params))
+		return s.completed(t.Complete(ctx, req.Params))
 	}
 	if req.Params.Ref.Type != "ref/prompt" {
 		return res, nil
@@ -435,7 +443,7 @@ func (s *Server) complete(ctx context.Context, req *sdk.CompleteRequest) (*sdk.C
 		return nil, fmt.Errorf("no prompt is named %q", req.Params.Ref.Name)
 	}
 	if p.Complete != nil {
-		return completed(p.Complete(ctx, req.Params))
+		return s.completed(p.Complete(ctx, req.Params))
 	}
 	var values []string
 	for _, v := range p.Values[req.Params.Argument.Name] {
@@ -452,10 +460,11 @@ func (s *Server) complete(ctx context.Context, req *sdk.CompleteRequest) (*sdk.C
 }
 
 // completed is a source's answer to completion/complete, its values never null
-// and at most maxCompletions.
-func completed(res *sdk.CompleteResult, err error) (*sdk.CompleteResult, error) {
+// and at most maxCompletions, with the node's secrets redacted (the source is an
+// MCP server).
+func (s *Server) completed(res *sdk.CompleteResult, err error) (*sdk.CompleteResult, error) {
 	if err != nil {
-		return nil, err
+		return nil, s.redactErr(err)
 	}
 	if res == nil {
 		res = &sdk.CompleteResult{}
@@ -466,5 +475,10 @@ func completed(res *sdk.CompleteResult, err error) (*sdk.CompleteResult, error) 
 	if len(res.Completion.Values) > maxCompletions {
 		res.Completion.Values, res.Completion.HasMore = res.Completion.Values[:maxCompletions], true
 	}
+	values := make([]string, len(res.Completion.Values))
+	for i, v := range res.Completion.Values {
+		values[i] = s.redact(v)
+	}
+	res.Completion.Values = values
 	return res, nil
 }

@@ -580,13 +580,7 @@ func (s *server) transport() sdk.Transport {
 	if s.cfg.Stdio() {
 		cmd := exec.Command(s.cfg.Command, s.cfg.Args...)
 		cmd.Dir = s.cfg.Dir
-		if len(s.cfg.Env) > 0 {
-			env := os.Environ()
-			for _, k := range slices.Sorted(maps.Keys(s.cfg.Env)) {
-				env = append(env, k+"="+s.cfg.Env[k])
-			}
-			cmd.Env = env
-		}
+		cmd.Env = s.cfg.Environ(os.Environ())
 		stderr := &lineLogger{log: s.c.cfg.Logger.With("mcp_server", s.name)}
 		s.mu.Lock()
 		s.stderr = stderr

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"path"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -22,14 +23,20 @@ import (
 // its stdin and stdout (stdio), or the URL of a Streamable HTTP endpoint. It is the
 // value of each entry of the node configuration's "mcp_servers" object.
 type ServerConfig struct {
-	// Command and Args start a stdio server; Env adds to (or replaces in) the node's
-	// environment for it, and Dir is its working directory (default the node's).
-	// It runs in a process group of its own (on Unix), killed when its connection
-	// closes: its children do not outlive it.
+	// Command and Args start a stdio server, and Dir is its working directory
+	// (default the node's). Its environment is not the node's, which holds the
+	// node's API tokens, secret key and model keys: it is the variables of
+	// DefaultEnv the node has, those PassEnv passes, and Env, which adds to (or
+	// replaces in) them (Environ). It runs in a process group of its own (on Unix),
+	// killed when its connection closes: its children do not outlive it.
 	Command string            `json:"command,omitempty"`
 	Args    []string          `json:"args,omitempty"`
 	Env     map[string]string `json:"env,omitempty"`
-	Dir     string            `json:"dir,omitempty"`
+	// PassEnv names the other variables of the node's environment the server gets:
+	// names ("GITHUB_TOKEN") or path.Match globs ("GITHUB_*"); ["*"] passes the
+	// node's whole environment, as every stdio server got before PassEnv.
+	PassEnv []string `json:"pass_env,omitempty"`
+	Dir     string   `json:"dir,omitempty"`
 	// URL is a Streamable HTTP endpoint (http or https); Headers are sent with every
 	// request to it (e.g. Authorization): to its scheme and host only, not to
 	// another host it redirects to.
@@ -62,6 +69,78 @@ type ServerConfig struct {
 
 // Stdio reports whether the server is started as a command (else it is a URL).
 func (s ServerConfig) Stdio() bool { return s.Command != "" }
+
+// DefaultEnv are the variables of the node's environment every stdio server gets,
+// those the official MCP SDKs' stdio clients pass (TypeScript's
+// getDefaultEnvironment, Python's get_default_environment): on Windows, what a
+// program needs to start and find its folders; elsewhere sudo's list.
+func DefaultEnv() []string {
+	if runtime.GOOS == "windows" {
+		return []string{"APPDATA", "HOMEDRIVE", "HOMEPATH", "LOCALAPPDATA", "PATH", "PATHEXT", "PROCESSOR_ARCHITECTURE",
+			"PROGRAMFILES", "SYSTEMDRIVE", "SYSTEMROOT", "TEMP", "USERNAME", "USERPROFILE"}
+	}
+	return []string{"HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER"}
+}
+
+// Environ is the environment of the stdio server, from environ, the node's
+// ("NAME=value" entries, as os.Environ): its variables named by DefaultEnv (but a
+// value starting with "()", a shell function, as the SDKs skip it) and those
+// PassEnv passes, then Env's, which replace them. It is never nil: a nil
+// exec.Cmd.Env would be the node's whole environment.
+func (s ServerConfig) Environ(environ []string) []string {
+	defaults := DefaultEnv()
+	env := make([]string, 0, len(defaults)+len(s.Env))
+	for _, kv := range environ {
+		name, value, ok := strings.Cut(kv, "=")
+		if !ok || name == "" {
+			continue
+		}
+		if s.passes(name) || slices.ContainsFunc(defaults, func(d string) bool { return sameEnvName(d, name) }) && !strings.HasPrefix(value, "()") {
+			env = append(env, kv)
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(s.Env)) {
+		env = append(env, k+"="+s.Env[k])
+	}
+	return env
+}
+
+// Passed are the entries of environ that PassEnv passes to the stdio server (not
+// those of DefaultEnv alone), which the node treats as its configuration's values:
+// a secret-named one is redacted like Env's (nodeconfig.MCPSecrets).
+func (s ServerConfig) Passed(environ []string) []string {
+	var out []string
+	for _, kv := range environ {
+		if name, _, ok := strings.Cut(kv, "="); ok && s.passes(name) {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+// passes reports whether a pattern of PassEnv matches the variable named name
+// (without regard to case on Windows, where names have none).
+func (s ServerConfig) passes(name string) bool {
+	if runtime.GOOS == "windows" {
+		name = strings.ToUpper(name)
+	}
+	for _, p := range s.PassEnv {
+		if runtime.GOOS == "windows" {
+			p = strings.ToUpper(p)
+		}
+		if ok, _ := path.Match(p, name); ok {
+			return true
+		}
+	}
+	return false
+}
+
+func sameEnvName(a, b string) bool {
+	if runtime.GOOS == "windows" {
+		return strings.EqualFold(a, b)
+	}
+	return a == b
+}
 
 // serverName is what a server may be called: its name prefixes its tools' names.
 var serverName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,31}$`)
@@ -117,6 +196,14 @@ func (s ServerConfig) Validate(name string) error {
 		}
 		if s.Dir != "" {
 			bad(".dir", `is for a "command" server`)
+		}
+		if len(s.PassEnv) > 0 {
+			bad(".pass_env", `is for a "command" server`)
+		}
+	}
+	for i, p := range s.PassEnv {
+		if _, err := path.Match(p, ""); err != nil || p == "" || strings.ContainsAny(p, "=\x00") || strings.TrimSpace(p) != p {
+			bad(fmt.Sprintf(".pass_env[%d]", i), "%q is not a variable name or glob: want a name such as \"GITHUB_TOKEN\", a glob such as \"GITHUB_*\", or \"*\" for the node's whole environment", p)
 		}
 	}
 	for _, k := range slices.Sorted(maps.Keys(s.Env)) {

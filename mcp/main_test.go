@@ -29,6 +29,9 @@ func TestMain(m *testing.M) {
 	case "big":
 		bigServer()
 		os.Exit(0)
+	case "env":
+		envServer()
+		os.Exit(0)
 	case "forker":
 		// A server that starts a child holding its stdout and stderr, which
 		// ignores them and outlives it unless killed.

@@ -86,7 +86,9 @@ func (s *Server) known(id string) bool {
 // serveSessions passes r to the SDK's handler h, first resuming the session r
 // names when the server does not know it (and r is not an initialize, which
 // starts a session of its own: the SDK answers it 404). A DELETE of a session the
-// server does not know has nothing to end: it is answered 204.
+// server does not know has nothing to end here: it is answered 204. A deleted
+// session is recorded as ended (recordEnded): a request in it is answered 404, as
+// the spec says of a terminated session, and not resumed.
 func (s *Server) serveSessions(h http.Handler, w http.ResponseWriter, r *http.Request) {
 	r, forget := s.holdCall(r)
 	defer forget()
@@ -113,8 +115,10 @@ func (s *Server) serveSessions(h http.Handler, w http.ResponseWriter, r *http.Re
 		s.ids.resumed(r.Context(), id)
 		if r.Method == http.MethodDelete {
 			// The client is done with the session: it ends the calls it left
-			// under way, which the SDK's close of the session would leave running.
+			// under way, which the SDK's close of the session would leave running,
+			// and its ID answers 404 from now on, on every node.
 			s.endCalls(id)
+			s.end(r, id)
 		}
 		if !s.resumeCall(w, r, id) {
 			h.ServeHTTP(w, r)
@@ -129,11 +133,15 @@ func (s *Server) serveSessions(h http.Handler, w http.ResponseWriter, r *http.Re
 		h.ServeHTTP(w, r)
 		return
 	}
-	if !validSessionID(id) {
+	if !validSessionID(id) || s.ended(r.Context(), id) {
+		// Terminated: the MCP spec has the server answer 404 to a request in a
+		// session it terminated, and a client deleted this one.
 		sessionNotFound(w, body)
 		return
 	}
 	if r.Method == http.MethodDelete {
+		// One that another node served, or this one before a restart.
+		s.end(r, id)
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}
@@ -145,6 +153,14 @@ func (s *Server) serveSessions(h http.Handler, w http.ResponseWriter, r *http.Re
 	}
 	if !s.resumeCall(w, r, id) {
 		h.ServeHTTP(w, r)
+	}
+}
+
+// end records that the client of session id deleted it; a failure is logged (the
+// session may then be resumed by a later request in it).
+func (s *Server) end(r *http.Request, id string) {
+	if err := s.recordEnded(context.WithoutCancel(r.Context()), id); err != nil {
+		s.opts.Logger.Warn("mcp server: a deleted session not recorded as ended; a request in it may resume it", "session", id, "err", err)
 	}
 }
 

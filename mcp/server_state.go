@@ -23,7 +23,7 @@ import (
 // resource subscriptions, and the run_task calls it made. Each session is a stream
 // of the log, eventlog.MCPSessionStreamPrefix + its ID, whose events
 // (messages.MCPLevelSet, MCPSubscribed, MCPUnsubscribed, MCPCallStarted,
-// MCPSessionKept) fold into a sessionState; the streams of sessions that ended
+// MCPSessionKept, MCPSessionEnded) fold into a sessionState; the streams of sessions that ended
 // or expired are pruned (server_prune.go). A node that resumes the session (server_sessions.go) folds the
 // stream and sets the level and subscriptions again; a client that resumes a cut
 // run_task stream on another process, or sends the call again, gets the task's
@@ -63,6 +63,7 @@ type sessionState struct {
 	level string   // "" until the client sets one
 	subs  []string // the subscribed URIs, in the order of subscription
 	calls []callRecord
+	ended bool // its client deleted it (messages.MCPSessionEnded)
 }
 
 // callRecord is a call of a session's stream, with the time it was recorded.
@@ -89,6 +90,8 @@ func (st *sessionState) apply(e messages.Envelope) {
 	case *messages.MCPCallStarted:
 		st.calls = append(st.calls, callRecord{*p, e.TS})
 		st.trimCalls()
+	case *messages.MCPSessionEnded:
+		st.ended = true
 	}
 }
 
@@ -198,7 +201,7 @@ func (b *sessionBook) state(ctx context.Context, id string) (sessionState, error
 	if err != nil {
 		return sessionState{}, err
 	}
-	return sessionState{seq: st.seq, ts: st.ts, level: st.level, subs: slices.Clone(st.subs), calls: slices.Clone(st.calls)}, nil
+	return sessionState{seq: st.seq, ts: st.ts, level: st.level, subs: slices.Clone(st.subs), calls: slices.Clone(st.calls), ended: st.ended}, nil
 }
 
 // load returns session id's state, caught up with its stream: what other nodes
@@ -347,6 +350,29 @@ func (s *Server) recordUnsubscribe(ctx context.Context, id, uri string) error {
 		}
 		return &messages.MCPUnsubscribed{URI: uri}, nil
 	})
+}
+
+// recordEnded records that the client of session id deleted it: the server
+// answers 404 to a request in it from then on, where it would resume it.
+func (s *Server) recordEnded(ctx context.Context, id string) error {
+	return s.book.record(ctx, id, func(st *sessionState) (messages.Payload, error) {
+		if st.ended {
+			return nil, nil
+		}
+		return &messages.MCPSessionEnded{}, nil
+	})
+}
+
+// ended reports whether the client of session id deleted it (recordEnded). A
+// stream that cannot be read is taken for a session not ended: it is resumed,
+// as before the record was kept.
+func (s *Server) ended(ctx context.Context, id string) bool {
+	st, err := s.book.state(ctx, id)
+	if err != nil {
+		s.opts.Logger.Warn("mcp server: whether the session was deleted is not known; it is resumed", "session", id, "err", err)
+		return false
+	}
+	return st.ended
 }
 
 // argsHash is the hex SHA-256 of a call's arguments.

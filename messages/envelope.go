@@ -58,6 +58,7 @@ const (
 	TypeMCPUnsubscribed Type = "mcp.unsubscribed"
 	TypeMCPCallStarted  Type = "mcp.call_started"
 	TypeMCPSessionKept  Type = "mcp.session_kept"
+	TypeMCPSessionEnded Type = "mcp.session_ended"
 )
 
 // Versions is the current schema version of each type. Decoding an envelope whose
@@ -101,6 +102,7 @@ var versions = map[Type]int{
 	TypeMCPUnsubscribed:    1,
 	TypeMCPCallStarted:     1,
 	TypeMCPSessionKept:     1,
+	TypeMCPSessionEnded:    1,
 	TypeConfigRecorded:     1,
 }
 
@@ -255,6 +257,8 @@ func (e Envelope) Decode() (Payload, error) {
 		p = &MCPCallStarted{}
 	case TypeMCPSessionKept:
 		p = &MCPSessionKept{}
+	case TypeMCPSessionEnded:
+		p = &MCPSessionEnded{}
 	case TypeConfigRecorded:
 		p = &ConfigRecorded{}
 	case TypeNoteUpdated:

@@ -59,6 +59,14 @@ type MCPSessionKept struct{}
 // MessageType implements Payload.
 func (*MCPSessionKept) MessageType() Type { return TypeMCPSessionKept }
 
+// MCPSessionEnded records that a client ended its session (an HTTP DELETE with
+// its Mcp-Session-Id): a request in it is then answered 404, as the MCP spec
+// says of a terminated session, by every node, where it would be resumed.
+type MCPSessionEnded struct{}
+
+// MessageType implements Payload.
+func (*MCPSessionEnded) MessageType() Type { return TypeMCPSessionEnded }
+
 // MessageType implements Payload.
 func (*MCPLevelSet) MessageType() Type { return TypeMCPLevelSet }
 

@@ -54,6 +54,7 @@ func samples() []messages.Payload {
 		&messages.MCPUnsubscribed{URI: "skill://review/checklist.md"},
 		&messages.MCPCallStarted{RequestID: "7", Stream: "M3X5ZK2QGQ3S5LBW2VYJXQ6ZIY", ArgsHash: "6b86b273ff34fce19d6b804eff5a3f5747ada4eaa22f1d49c01e52ddb7875b4b", TaskSession: "mcp-K2QGQ3S5LBW2VYJXQ6ZIYM3X5Z"},
 		&messages.MCPSessionKept{},
+		&messages.MCPSessionEnded{},
 		&messages.BusStored{Message: json.RawMessage(`{"v":1,"session_id":"s-1","key":"s-1/6","output":"a reply too large for the bus"}`)},
 		&messages.MemoryAdded{Key: "s-1/t/call_2", Reason: "added by the memory tool", Memory: memorySample()},
 		&messages.MemoryUpdated{Key: "s-1/t/call_3", Reason: "newer fact about the same subject", Memory: memorySample()},
@@ -160,7 +161,7 @@ func TestEveryTypeHasAGoldenSample(t *testing.T) {
 		messages.TypeUISignedIn, messages.TypeUISignedOut,
 		messages.TypeBusStored,
 		messages.TypeMCPLevelSet, messages.TypeMCPSubscribed, messages.TypeMCPUnsubscribed, messages.TypeMCPCallStarted,
-		messages.TypeMCPSessionKept,
+		messages.TypeMCPSessionKept, messages.TypeMCPSessionEnded,
 	} {
 		if _, ok := messages.CurrentVersion(typ); !ok {
 			t.Errorf("%s has no schema version", typ)

@@ -240,3 +240,8 @@ func (n *Node) taskResult(ctx context.Context, sessionID, task string) (messages
 	}
 	return res, err
 }
+
+// Redact returns s with the node's secrets (Config.Secrets, and those its
+// Redactor learned) replaced by [REDACTED], as in its events: for what leaves the
+// node outside a session (an MCP client's resources/read and prompts/get).
+func (n *Node) Redact(s string) string { return n.redactor.String(s) }

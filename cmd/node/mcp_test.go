@@ -48,7 +48,7 @@ func TestMCPServersConfigIsValidated(t *testing.T) {
 		{"bad pattern", `{"mcp_servers": {"s": {"command": "x", "allow": ["get-["]}}}`, []string{"mcp_servers.s.allow[0]", `"get-["`, "glob"}},
 		{"empty deny pattern", `{"mcp_servers": {"s": {"command": "x", "deny": [""]}}}`, []string{"mcp_servers.s.deny[0]", `""`}},
 		{"blank command", `{"mcp_servers": {"s": {"command": " npx"}}}`, []string{"mcp_servers.s.command", `" npx"`}},
-		{"unknown field", `{"mcp_servers": {"s": {"command": "x", "argv": ["y"]}}}`, []string{`unknown field "mcp_servers.s.argv"`, "command, args, env, dir, url, headers, allow, deny"}},
+		{"unknown field", `{"mcp_servers": {"s": {"command": "x", "argv": ["y"]}}}`, []string{`unknown field "mcp_servers.s.argv"`, "command, args, env, pass_env, dir, url, headers, allow, deny"}},
 		{"wrong type", `{"mcp_servers": {"s": {"command": "x", "args": "y"}}}`, []string{"args", "string"}},
 		{"oauth without redirect", `{"mcp_servers": {"r": {"url": "http://h/mcp", "oauth": {"client_id": "n"}}}}`, []string{"mcp_servers.r.oauth.redirect_url", "required"}},
 		{"oauth on stdio", `{"mcp_servers": {"s": {"command": "x", "oauth": {"redirect_url": "http://localhost/cb"}}}}`, []string{"mcp_servers.s.oauth", `"url" server`}},

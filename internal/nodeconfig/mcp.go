@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"os"
 	"slices"
+	"strings"
 
 	"github.com/troupe-run/troupe/mcp"
 	"github.com/troupe-run/troupe/redact"
@@ -84,7 +86,8 @@ func unknownServedField(raw json.RawMessage, name string) error {
 // "oauth.client_secret_env" names, and the credentials of every URL among them: the
 // server's "url" (https://user:password@host/mcp?api_key=...), and an environment
 // value or an argument of a stdio server that is one
-// (DATABASE_URL=postgres://user:password@host/db).
+// (DATABASE_URL=postgres://user:password@host/db). The variables of the node's
+// environment that "pass_env" passes count as the server's environment values.
 // Other variables (NODE_ENV=production) are not secrets: redacting their values
 // would blank out common words.
 func MCPSecrets(servers map[string]mcp.ServerConfig) []string {
@@ -105,6 +108,13 @@ func MCPSecrets(servers map[string]mcp.ServerConfig) []string {
 		}
 		for _, a := range s.Args {
 			out = append(out, redact.URLSecrets(a)...)
+		}
+		for _, kv := range s.Passed(os.Environ()) {
+			k, v, _ := strings.Cut(kv, "=")
+			if redact.SecretName(k) {
+				out = append(out, v)
+			}
+			out = append(out, redact.URLSecrets(v)...)
 		}
 	}
 	return out

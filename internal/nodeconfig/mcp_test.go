@@ -42,3 +42,19 @@ func TestLoadMCPOAuth(t *testing.T) {
 		}
 	}
 }
+
+// The secret-named variables of the node's environment that a stdio server's
+// "pass_env" passes are redacted like those of its "env"; the others it does not
+// pass, and the non-secret ones, are not.
+func TestMCPSecretsHoldThePassedVariables(t *testing.T) {
+	t.Setenv("GITHUB_TOKEN", "ghp-passed-4e0c9a71")
+	t.Setenv("GITLAB_TOKEN", "glpat-not-passed-8b2d")
+	t.Setenv("GITHUB_ORG", "troupe-run-org")
+	secrets := MCPSecrets(map[string]mcp.ServerConfig{"gh": {Command: "x", PassEnv: []string{"GITHUB_*"}}})
+	if !slices.Contains(secrets, "ghp-passed-4e0c9a71") {
+		t.Errorf("secrets %q lack the passed GITHUB_TOKEN", secrets)
+	}
+	if slices.Contains(secrets, "glpat-not-passed-8b2d") || slices.Contains(secrets, "troupe-run-org") {
+		t.Errorf("secrets %q hold a variable not passed, or not secret", secrets)
+	}
+}
