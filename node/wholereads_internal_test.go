@@ -1,0 +1,80 @@
+package node
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+
+	"github.com/troupe-run/troupe/eventlog"
+	"github.com/troupe-run/troupe/messages"
+)
+
+// readHooked counts the events read, and tells reads on to reads when set.
+type readHooked struct {
+	readCounted
+	reads chan string
+}
+
+func (l *readHooked) Read(ctx context.Context, session string, from uint64) ([]messages.Envelope, error) {
+	events, err := l.readCounted.Read(ctx, session, from)
+	if l.reads != nil {
+		l.reads <- session
+	}
+	return events, err
+}
+
+func hooked(lg eventlog.Log) *readHooked {
+	return &readHooked{readCounted: readCounted{Log: lg}}
+}
+
+// A delegate call waiting for a long child's end reads its log on from the last
+// event it read at each poll (childEnd), not the child's whole history each
+// time, and answers as a read of the whole history does.
+func TestDelegateAwaitReadsTheChildOnFromItsLastRead(t *testing.T) {
+	ctx := context.Background()
+	lg := openLog(t)
+	w := newHistoryWriter(t, lg, "boss.sub1")
+	w.add("session", &messages.TaskSubmitted{Input: "a long sub-task"})
+	task := w.task
+	for s := 1; s <= 300; s++ {
+		for _, k := range w.step(s, "echo") {
+			w.complete(k, "echo")
+		}
+	}
+	w.flush()
+	whole := w.seq
+	log := hooked(lg)
+	log.reads = make(chan string, 16)
+	n := &Node{cfg: Config{Logger: slog.New(slog.DiscardHandler)}, log: log}
+	type answer struct {
+		out string
+		err error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		out, err := n.awaitChild(ctx, "worker", "boss.sub1", task, answerBound{bytes: MaxDelegateResult}, nil)
+		done <- answer{out, err}
+	}()
+	for range 3 { // the polls at 0, 250 ms and 750 ms
+		<-log.reads
+	}
+	w.step(301, "echo")
+	w.add("session", &messages.TaskCompleted{Output: "the sub-task's answer", Steps: 301, Usage: messages.Usage{PromptTokens: 7}})
+	w.flush()
+	var got answer
+	for got.out == "" && got.err == nil {
+		select {
+		case <-log.reads:
+		case got = <-done:
+		}
+	}
+	if read := log.events.Load(); read >= 2*int64(whole) {
+		t.Fatalf("the wait read %d events of a child of %d (and 4 more) over 4 polls: its whole history at each", read, whole)
+	}
+	// A wait that reads the child's whole history once answers the same.
+	fresh := &Node{cfg: n.cfg, log: lg}
+	want, err := fresh.awaitChild(ctx, "worker", "boss.sub1", task, answerBound{bytes: MaxDelegateResult}, nil)
+	if got.out != want || (got.err == nil) != (err == nil) {
+		t.Fatalf("answered %q, %v; a whole read answers %q, %v", got.out, got.err, want, err)
+	}
+}
