@@ -3,8 +3,10 @@ package a2a
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"regexp"
+	"strings"
 	"testing"
 
 	sdk "github.com/a2aproject/a2a-go/a2a"
@@ -101,4 +103,49 @@ func TestAnswerToATaskReadsItsSessionFromTheTask(t *testing.T) {
 		t.Fatalf("answered %s, approving %v; reading the whole history %s, approving %v", got, b.approved, want, wb.approved)
 	}
 	t.Logf("reads from %v; whole reads from %v", b.reads, wb.reads)
+}
+
+// runningTold is a Backend that tells the task a session runs (RunningTasks)
+// from the session's events, as the node tells it from its kept fold.
+type runningTold struct {
+	froms
+	told int
+}
+
+func (b *runningTold) RunningTask(_ context.Context, session string) (string, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.told++
+	var events []messages.Envelope
+	for _, e := range b.log {
+		if e.SessionID == session {
+			events = append(events, e)
+		}
+	}
+	return RunningTask(events), nil
+}
+
+// tasks/cancel of a task asks a backend that tells which task its session runs
+// (RunningTasks: the node's kept fold of the session), and reads none of the
+// session's events, where it read its whole history at each cancel; it refuses
+// the cancel of a task queued behind another as before.
+func TestCancelAsksTheBackendWhichTaskRuns(t *testing.T) {
+	b := &runningTold{froms: froms{streamBackend: *newStreamBackend(1)}}
+	for i := 1; i <= 1000; i++ {
+		e := b.envelope(&messages.TaskSubmitted{Input: fmt.Sprintf("old %d", i)}, uint64(i))
+		e.ID, e.SessionID = fmt.Sprintf("old-%d", i), "long"
+		b.log = append(b.log, e) // the first runs, the others wait their turn
+	}
+	id := TaskIDFor("long", "m-1")
+	_, envID, _ := ParseTaskID(id)
+	queued := b.envelope(&messages.TaskSubmitted{Input: "queued"}, 1001)
+	queued.ID, queued.SessionID = envID, "long"
+	b.log = append(b.log, queued)
+	err := NewExecutor(b, "default").Cancel(context.Background(), &a2asrv.RequestContext{TaskID: id, ContextID: "long"}, nil)
+	if !errors.Is(err, sdk.ErrTaskNotCancelable) || !strings.Contains(err.Error(), "queued") {
+		t.Fatalf("tasks/cancel of a queued task: %v, want TaskNotCancelable saying it is queued", err)
+	}
+	if len(b.reads) != 0 || b.told != 1 {
+		t.Fatalf("tasks/cancel read the session's events from seqs %v and asked the backend %d times, want no read and one question", b.reads, b.told)
+	}
 }

@@ -56,6 +56,15 @@ type TaskChecker interface {
 	CheckTask(s Submission) error
 }
 
+// RunningTasks is a Backend that tells which task a session runs now without
+// reading its whole history (the node: from its kept fold of the session): the
+// task.submitted envelope ID RunningTask tells from the session's events, ""
+// when none runs (or there is no such session). Cancel asks it, when it can, at
+// each tasks/cancel.
+type RunningTasks interface {
+	RunningTask(ctx context.Context, session string) (string, error)
+}
+
 // Submission is the Troupe task an A2A message starts.
 type Submission struct {
 	Agent     string // the executor's agent ("default": the node's default)
@@ -721,11 +730,11 @@ func parseAnswer(m *sdk.Message) (approve bool, reason string, err error) {
 // so it is refused (sdk.ErrTaskNotCancelable, saying which task runs).
 func (e *Executor) Cancel(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue) error {
 	if _, envID, ok := ParseTaskID(rc.TaskID); ok {
-		events, err := e.backend.Events(ctx, rc.ContextID, 1)
+		running, err := e.runningTask(ctx, rc.ContextID)
 		if err != nil {
-			return fmt.Errorf("a2a: session %s: %w", rc.ContextID, err)
+			return err
 		}
-		if running := runningTask(events); running != "" && running != envID {
+		if running != "" && running != envID {
 			return fmt.Errorf("%w: task %s is queued behind the task its context runs (%s~%s): it can be canceled once it runs",
 				sdk.ErrTaskNotCancelable, rc.TaskID, rc.ContextID, strings.TrimPrefix(running, "a2a-"))
 		}
@@ -744,10 +753,26 @@ func (e *Executor) Cancel(ctx context.Context, rc *a2asrv.RequestContext, q even
 	return err
 }
 
-// runningTask is the task.submitted envelope ID of the task a session's events
+// runningTask is the task.submitted envelope ID of the task session runs
+// (RunningTask): the backend's when it tells it (RunningTasks), else, or when it
+// fails, from the session's whole history.
+func (e *Executor) runningTask(ctx context.Context, session string) (string, error) {
+	if rt, ok := e.backend.(RunningTasks); ok {
+		if running, err := rt.RunningTask(ctx, session); err == nil {
+			return running, nil
+		}
+	}
+	events, err := e.backend.Events(ctx, session, 1)
+	if err != nil {
+		return "", fmt.Errorf("a2a: session %s: %w", session, err)
+	}
+	return RunningTask(events), nil
+}
+
+// RunningTask is the task.submitted envelope ID of the task a session's events
 // say it runs: the first submitted that has not ended (a session runs its tasks
 // one at a time, in the order they came); "" when none runs.
-func runningTask(events []messages.Envelope) string {
+func RunningTask(events []messages.Envelope) string {
 	ended := map[string]bool{}
 	for _, ev := range events {
 		if ev.Type == messages.TypeTaskCompleted || ev.Type == messages.TypeTaskFailed {

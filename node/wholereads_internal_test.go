@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"testing"
 
+	"github.com/troupe-run/troupe/a2a"
 	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/messages"
 )
@@ -76,5 +77,55 @@ func TestDelegateAwaitReadsTheChildOnFromItsLastRead(t *testing.T) {
 	want, err := fresh.awaitChild(ctx, "worker", "boss.sub1", task, answerBound{bytes: MaxDelegateResult}, nil)
 	if got.out != want || (got.err == nil) != (err == nil) {
 		t.Fatalf("answered %q, %v; a whole read answers %q, %v", got.out, got.err, want, err)
+	}
+}
+
+// The task tasks/cancel finds running in an A2A context (a2aBackend.RunningTask)
+// is the session's kept fold's: after its first read, a read of a long session
+// folds only the events since, and it says what a2a.RunningTask says of the
+// session's whole history, a task queued behind the running one, one failed
+// while queued, and none running among them.
+func TestA2ARunningTaskReadsOnlyTheTail(t *testing.T) {
+	ctx := context.Background()
+	lg := openLog(t)
+	log := hooked(lg)
+	w := newHistoryWriter(t, lg, "ctx")
+	w.tasks(200, 3) // 2,800 events
+	b := a2aBackend{&Node{cfg: Config{Logger: slog.New(slog.DiscardHandler)}, log: log}}
+	check := func(what string) {
+		t.Helper()
+		got, err := b.RunningTask(ctx, "ctx")
+		if err != nil {
+			t.Fatal(err)
+		}
+		events, err := lg.Read(ctx, "ctx", 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := a2a.RunningTask(events); got != want {
+			t.Fatalf("%s: running %q, the whole history says %q", what, got, want)
+		}
+	}
+	check("all ended")
+	w.add("session", &messages.TaskSubmitted{Input: "runs"})
+	running := w.task
+	w.step(1, "echo")
+	w.add("session", &messages.TaskSubmitted{Input: "queued, fails"})
+	queued := w.task
+	w.add("session", &messages.TaskSubmitted{Input: "queued"})
+	w.flush()
+	log.events.Store(0)
+	check("one runs, two queued")
+	w.task = queued
+	w.add("session", &messages.TaskFailed{Reason: messages.ReasonCancelled, Error: "cancelled while queued"})
+	w.task = running
+	w.add("session", &messages.TaskCompleted{Output: "done"})
+	w.flush()
+	check("the first ended, the second failed queued: the third runs")
+	if read := log.events.Load(); read > 2*feedVerify+8 {
+		t.Fatalf("two reads of the running task read %d events of the session's %d", read, w.seq)
+	}
+	if got, err := b.RunningTask(ctx, "none"); err != nil || got != "" {
+		t.Fatalf("a session without events: %q, %v, want none running", got, err)
 	}
 }
