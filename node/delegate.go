@@ -350,9 +350,9 @@ func (n *Node) submitChild(ctx context.Context, env messages.Envelope) error {
 
 // parentTask returns the task of the parent session that made the delegate call
 // keyed key (the task.submitted the call's request event belongs to), and the
-// parent's events.
+// parent's events: from that task.submitted on (parentEvents).
 func (n *Node) parentTask(ctx context.Context, key messages.EffectKey) (*messages.TaskSubmitted, []messages.Envelope, error) {
-	events, err := n.log.Read(ctx, key.SessionID, 1)
+	events, err := n.parentEvents(ctx, key)
 	if err != nil {
 		return nil, nil, fmt.Errorf("delegate: read the parent session %s: %w", key.SessionID, err)
 	}
@@ -373,6 +373,37 @@ func (n *Node) parentTask(ctx context.Context, key messages.EffectKey) (*message
 		return p.(*messages.TaskSubmitted), events, nil
 	}
 	return nil, nil, fmt.Errorf("delegate: call %s is no tool call of a session's task: a sub-agent is delegated to by an agent, not called directly", key)
+}
+
+// parentEvents returns the parent session's events from the task.submitted of
+// the task that requested the delegate call keyed key on, when its kept fold
+// (statusFolds, which folds only the events since the node's last read of the
+// session) says that task runs and the log holds the call's request of it there;
+// else its whole history. The events of a task come after its task.submitted, and
+// parentTask, checkSubAgents and childBudget read only the call's task's: their
+// answers are the whole history's, and a delegate call of a long session reads
+// its task's events, not every task's before it.
+func (n *Node) parentEvents(ctx context.Context, key messages.EffectKey) ([]messages.Envelope, error) {
+	var (
+		task string
+		from uint64
+	)
+	_, err := n.folds.with(ctx, n.log, key.SessionID, func(st *actors.SessionState) error {
+		task = st.Active()
+		from, _ = st.TaskSeq(task)
+		return nil
+	})
+	if err == nil && from > 1 && key.Seq >= from {
+		events, err := n.log.Read(ctx, key.SessionID, from)
+		if err != nil {
+			return nil, err
+		}
+		if at := key.Seq - from; at < uint64(len(events)) && events[0].Seq == from && events[0].ID == task &&
+			events[0].Type == messages.TypeTaskSubmitted && events[at].Seq == key.Seq && events[at].CorrelationID == task {
+			return events, nil
+		}
+	}
+	return n.log.Read(ctx, key.SessionID, 1)
 }
 
 // checkSubAgents refuses the delegate call keyed key when the parent's task

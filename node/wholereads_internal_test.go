@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"testing"
 
@@ -127,5 +128,54 @@ func TestA2ARunningTaskReadsOnlyTheTail(t *testing.T) {
 	}
 	if got, err := b.RunningTask(ctx, "none"); err != nil || got != "" {
 		t.Fatalf("a session without events: %q, %v, want none running", got, err)
+	}
+}
+
+// A delegate call of a long session reads the parent's events from its task's
+// task.submitted on (parentEvents: the task the session's kept fold says runs),
+// not the session's whole history at each call, and decides from them as from
+// the whole history: the same task, the same sub-agents counted, the same budget.
+func TestDelegateReadsTheParentFromItsTask(t *testing.T) {
+	ctx := context.Background()
+	lg := openLog(t)
+	log := hooked(lg)
+	w := newHistoryWriter(t, lg, "boss")
+	w.tasks(200, 3) // 2,800 events
+	w.add("session", &messages.TaskSubmitted{Input: "delegate", MaxTokens: 4000})
+	w.step(1, "echo")
+	keys := w.step(2, DelegateTool, DelegateTool, DelegateTool)
+	w.flush()
+	cfg := Config{Logger: slog.New(slog.DiscardHandler), MaxSubAgents: 2}
+	n := &Node{cfg: cfg, log: log}
+	whole := &Node{cfg: cfg, log: lg}
+	for i, k := range keys {
+		key, err := messages.ParseEffectKey(k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		log.events.Store(0)
+		task, events, err := n.parentTask(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if read := log.events.Load(); i > 0 && read > 2*feedVerify+16 {
+			t.Fatalf("call %d: read %d events of the parent's %d", i, read, w.seq)
+		}
+		wantTask, all, err := whole.parentTask(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(*task) != fmt.Sprint(*wantTask) {
+			t.Fatalf("call %d: task %+v, the whole history's %+v", i, *task, *wantTask)
+		}
+		got, want := fmt.Sprint(n.checkSubAgents(events, key, "")), fmt.Sprint(whole.checkSubAgents(all, key, ""))
+		if got != want || (i == 2) != (got != "<nil>") {
+			t.Fatalf("call %d: sub-agents check %s, the whole history's %s (the third of 2 allowed refused)", i, got, want)
+		}
+		gotB, gotErr := n.childBudget(events, key, task, "")
+		wantB, wantErr := whole.childBudget(all, key, wantTask, "")
+		if gotB != wantB || fmt.Sprint(gotErr) != fmt.Sprint(wantErr) {
+			t.Fatalf("call %d: budget %+v, %v; the whole history's %+v, %v", i, gotB, gotErr, wantB, wantErr)
+		}
 	}
 }
