@@ -149,3 +149,38 @@ func TestCancelAsksTheBackendWhichTaskRuns(t *testing.T) {
 		t.Fatalf("tasks/cancel read the session's events from seqs %v and asked the backend %d times, want no read and one question", b.reads, b.told)
 	}
 }
+
+// tasks/resubscribe to a task of a long session reads the session's events from
+// the task's task.submitted on once the task store's reads found it there (a
+// client polls tasks/get), not the session's whole history, and yields the
+// same task.
+func TestResubscribeReadsTheSessionFromTheTask(t *testing.T) {
+	resubscribe := func(gets int) (*approving, string) {
+		t.Helper()
+		b, id := newApproving()
+		store := NewTaskStore(b)
+		exec := NewExecutor(b, "default")
+		d := NewDedupe(a2asrv.NewHandler(exec, a2asrv.WithTaskStore(store)), exec, store)
+		for range gets {
+			if _, err := store.Get(context.Background(), id); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var got []string
+		for ev, err := range d.OnResubscribeToTask(context.Background(), &sdk.TaskIDParams{ID: id}) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := json.Marshal(ev)
+			got = append(got, string(b))
+		}
+		return b, strings.Join(got, "\n")
+	}
+	b, got := resubscribe(2)
+	if want := []uint64{1, 1001, 1001}; fmt.Sprint(b.reads) != fmt.Sprint(want) {
+		t.Fatalf("reads of the session's events from seqs %v, want %v", b.reads, want)
+	}
+	if _, want := resubscribe(0); got != want || !strings.Contains(got, `"input-required"`) {
+		t.Fatalf("yielded %s; reading the whole history %s (the task in input-required)", got, want)
+	}
+}
