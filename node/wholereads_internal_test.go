@@ -179,3 +179,35 @@ func TestDelegateReadsTheParentFromItsTask(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkDelegateParentRead: a delegate call's read of its parent, a session
+// of about 28,000 events, from the task the kept fold says runs (fold) and whole
+// (as before).
+func BenchmarkDelegateParentRead(b *testing.B) {
+	ctx := context.Background()
+	lg := openLog(b)
+	w := newHistoryWriter(b, lg, "boss")
+	w.tasks(2000, 3)
+	w.add("session", &messages.TaskSubmitted{Input: "delegate"})
+	keys := w.step(1, DelegateTool)
+	w.flush()
+	key, err := messages.ParseEffectKey(keys[0])
+	if err != nil {
+		b.Fatal(err)
+	}
+	n := &Node{cfg: Config{Logger: slog.New(slog.DiscardHandler)}, log: lg}
+	b.Run("fold", func(b *testing.B) {
+		for b.Loop() {
+			if _, _, err := n.parentTask(ctx, key); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("whole", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := lg.Read(ctx, "boss", 1); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
