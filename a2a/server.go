@@ -56,6 +56,15 @@ type TaskChecker interface {
 	CheckTask(s Submission) error
 }
 
+// RunningTasks is a Backend that tells which task a session runs now without
+// reading its whole history (the node: from its kept fold of the session): the
+// task.submitted envelope ID RunningTask tells from the session's events, ""
+// when none runs (or there is no such session). Cancel asks it, when it can, at
+// each tasks/cancel.
+type RunningTasks interface {
+	RunningTask(ctx context.Context, session string) (string, error)
+}
+
 // Submission is the Troupe task an A2A message starts.
 type Submission struct {
 	Agent     string // the executor's agent ("default": the node's default)
@@ -152,6 +161,10 @@ type Executor struct {
 	// poll is the first wait before watching a session again whose watch ended at
 	// once (follow), and the most between reads of a log behind the live events.
 	poll time.Duration
+	// tasks, when set (NewDedupe), tell where the reads of a task's session
+	// found its task.submitted (TaskStore.submittedSeq): an answer to a task in
+	// input-required reads its session from there on (answer).
+	tasks *TaskStore
 }
 
 // NewExecutor returns the executor of agent ("" or "default": the node's default
@@ -210,6 +223,7 @@ func (e *Executor) Execute(ctx context.Context, rc *a2asrv.RequestContext, q eve
 	live, stop := e.backend.Watch(session)
 	defer stop()
 	var envID string
+	var from uint64 // the seq of the task's task.submitted, when known
 	claimed := false
 	if rc.StoredTask != nil {
 		claimed, _ = rc.StoredTask.Metadata[ClaimKey].(bool)
@@ -245,14 +259,19 @@ func (e *Executor) Execute(ctx context.Context, rc *a2asrv.RequestContext, q eve
 		if rc.StoredTask.Status.State != sdk.TaskStateInputRequired {
 			return fmt.Errorf("a2a: %w: task %s is %s; only a task in input-required takes another message", sdk.ErrInvalidParams, rc.StoredTask.ID, rc.StoredTask.Status.State)
 		}
-		if err := e.answer(ctx, rc, session, envID); err != nil {
+		submitted, err := e.answer(ctx, rc, session, envID)
+		if err != nil {
 			return err
 		}
+		from = submitted
 	}
 	if err := q.Write(ctx, sdk.NewStatusUpdateEvent(rc, sdk.TaskStateWorking, nil)); err != nil {
 		return err
 	}
-	return e.follow(ctx, rc, q, session, envID, live, newTaskRun(), followMode{silent: resumed})
+	// The events before the task's task.submitted say nothing of it (taskRun.scan).
+	run := newTaskRun()
+	run.last = max(from, 1) - 1
+	return e.follow(ctx, rc, q, session, envID, live, run, followMode{silent: resumed})
 }
 
 // taskRun is what a Troupe task's events say so far.
@@ -639,19 +658,38 @@ func approvalMessage(rc sdk.TaskInfoProvider, w []*messages.ApprovalRequested) *
 }
 
 // answer applies a message sent to a task in input-required: an approval answer
-// for every call that waits.
-func (e *Executor) answer(ctx context.Context, rc *a2asrv.RequestContext, session, envID string) error {
+// for every call that waits. It returns the seq of the task's task.submitted. It
+// reads the session's events from there on when a read of the task found it
+// there before (TaskStore.submittedSeq), as the events before it say nothing of
+// the task (taskRun.scan); else, or when the task is not there, the whole
+// history.
+func (e *Executor) answer(ctx context.Context, rc *a2asrv.RequestContext, session, envID string) (uint64, error) {
 	approve, reason, err := parseAnswer(rc.Message)
 	if err != nil {
-		return fmt.Errorf("a2a: %w: %v", sdk.ErrInvalidParams, err)
+		return 0, fmt.Errorf("a2a: %w: %v", sdk.ErrInvalidParams, err)
 	}
-	events, err := e.backend.Events(ctx, session, 1)
-	if err != nil {
-		return fmt.Errorf("a2a: session %s: %w", session, err)
+	var from uint64 = 1
+	if e.tasks != nil {
+		from = max(e.tasks.submittedSeq(rc.TaskID), 1)
 	}
-	run := newTaskRun()
-	if err := run.scan(events, envID, nil); err != nil {
-		return err
+	var run *taskRun
+	for {
+		events, err := e.backend.Events(ctx, session, from)
+		if err != nil {
+			return 0, fmt.Errorf("a2a: session %s: %w", session, err)
+		}
+		if from > 1 && (len(events) == 0 || events[0].Seq != from || events[0].Type != messages.TypeTaskSubmitted || events[0].ID != envID) {
+			from = 1 // the session was begun again: not there now
+			continue
+		}
+		run = newTaskRun()
+		if err := run.scan(events, envID, nil); err != nil {
+			return 0, err
+		}
+		if s := submittedOf(events, envID); s != nil {
+			from = s.Seq
+		}
+		break
 	}
 	var errs []error
 	for _, a := range run.waiting() {
@@ -659,7 +697,7 @@ func (e *Executor) answer(ctx context.Context, rc *a2asrv.RequestContext, sessio
 			errs = append(errs, fmt.Errorf("call %s: %w", a.CallID, err))
 		}
 	}
-	return errors.Join(errs...)
+	return from, errors.Join(errs...)
 }
 
 // parseAnswer reads an approval answer: a data part {"approve", "reason"}, or text
@@ -692,11 +730,11 @@ func parseAnswer(m *sdk.Message) (approve bool, reason string, err error) {
 // so it is refused (sdk.ErrTaskNotCancelable, saying which task runs).
 func (e *Executor) Cancel(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue) error {
 	if _, envID, ok := ParseTaskID(rc.TaskID); ok {
-		events, err := e.backend.Events(ctx, rc.ContextID, 1)
+		running, err := e.runningTask(ctx, rc.ContextID)
 		if err != nil {
-			return fmt.Errorf("a2a: session %s: %w", rc.ContextID, err)
+			return err
 		}
-		if running := runningTask(events); running != "" && running != envID {
+		if running != "" && running != envID {
 			return fmt.Errorf("%w: task %s is queued behind the task its context runs (%s~%s): it can be canceled once it runs",
 				sdk.ErrTaskNotCancelable, rc.TaskID, rc.ContextID, strings.TrimPrefix(running, "a2a-"))
 		}
@@ -715,10 +753,26 @@ func (e *Executor) Cancel(ctx context.Context, rc *a2asrv.RequestContext, q even
 	return err
 }
 
-// runningTask is the task.submitted envelope ID of the task a session's events
+// runningTask is the task.submitted envelope ID of the task session runs
+// (RunningTask): the backend's when it tells it (RunningTasks), else, or when it
+// fails, from the session's whole history.
+func (e *Executor) runningTask(ctx context.Context, session string) (string, error) {
+	if rt, ok := e.backend.(RunningTasks); ok {
+		if running, err := rt.RunningTask(ctx, session); err == nil {
+			return running, nil
+		}
+	}
+	events, err := e.backend.Events(ctx, session, 1)
+	if err != nil {
+		return "", fmt.Errorf("a2a: session %s: %w", session, err)
+	}
+	return RunningTask(events), nil
+}
+
+// RunningTask is the task.submitted envelope ID of the task a session's events
 // say it runs: the first submitted that has not ended (a session runs its tasks
 // one at a time, in the order they came); "" when none runs.
-func runningTask(events []messages.Envelope) string {
+func RunningTask(events []messages.Envelope) string {
 	ended := map[string]bool{}
 	for _, ev := range events {
 		if ev.Type == messages.TypeTaskCompleted || ev.Type == messages.TypeTaskFailed {
@@ -852,6 +906,7 @@ var _ a2asrv.RequestHandler = (*Dedupe)(nil)
 
 // NewDedupe wraps h, whose executor is exec and task store store.
 func NewDedupe(h a2asrv.RequestHandler, exec *Executor, store *TaskStore) *Dedupe {
+	exec.tasks = store // where its reads found a task, its executor's read from
 	return &Dedupe{RequestHandler: h, exec: exec, store: store}
 }
 

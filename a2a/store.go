@@ -346,6 +346,17 @@ func (s *TaskStore) EndedAmong(ctx context.Context, ids []sdk.TaskID) (map[sdk.T
 	return out, nil
 }
 
+// submittedSeq is the seq of task id's task.submitted event, as a read of its
+// session's events found it (liveTask.from, found); 0 when none did.
+func (s *TaskStore) submittedSeq(id sdk.TaskID) uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if lt, ok := s.live[id]; ok && lt.from > 0 {
+		return lt.from
+	}
+	return s.found[id]
+}
+
 // rebuild tells task id from its session's events: from its task.submitted
 // event on when a rebuild found it before and it is still there (the events
 // before it say nothing of the task: taskRun.scan), else from the first.

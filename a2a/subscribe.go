@@ -10,6 +10,8 @@ import (
 	sdk "github.com/a2aproject/a2a-go/a2a"
 	"github.com/a2aproject/a2a-go/a2asrv"
 	"github.com/a2aproject/a2a-go/a2asrv/eventqueue"
+
+	"github.com/troupe-run/troupe/messages"
 )
 
 // Subscriptions. tasks/resubscribe (A2A 0.3) and SubscribeToTask (1.0) are served
@@ -52,6 +54,27 @@ type subscription struct {
 	refuseEnded bool
 }
 
+// taskEvents reads session's events from task id's task.submitted (envID) on
+// when the task store's reads found it there (TaskStore.submittedSeq) and it
+// still is, else from the first: taskOf tells the same task and run of either, as
+// the events before a task's task.submitted say nothing of it (taskRun.scan), and
+// a subscription to a task of a long session reads its task's events, not the
+// session's whole history.
+func (d *Dedupe) taskEvents(ctx context.Context, id sdk.TaskID, session, envID string) ([]messages.Envelope, error) {
+	if d.store != nil {
+		if from := d.store.submittedSeq(id); from > 1 {
+			events, err := d.exec.backend.Events(ctx, session, from)
+			if err != nil {
+				return nil, err
+			}
+			if s := submittedOf(events, envID); s != nil && s.Seq == from {
+				return events, nil
+			}
+		}
+	}
+	return d.exec.backend.Events(ctx, session, 1)
+}
+
 // subscribe streams task p.ID from its session's events as sub says.
 func (d *Dedupe) subscribe(ctx context.Context, p *sdk.TaskIDParams, sub subscription) iter.Seq2[sdk.Event, error] {
 	return func(yield func(sdk.Event, error) bool) {
@@ -65,7 +88,7 @@ func (d *Dedupe) subscribe(ctx context.Context, p *sdk.TaskIDParams, sub subscri
 			}
 			return
 		}
-		events, err := d.exec.backend.Events(ctx, session, 1)
+		events, err := d.taskEvents(ctx, p.ID, session, envID)
 		if err != nil {
 			yield(nil, fmt.Errorf("a2a: session %s: %w", session, err))
 			return

@@ -1296,6 +1296,17 @@ func (s *SessionState) StatusTask() string {
 	return cmp.Or(t.Spec.TaskID, t.ID)
 }
 
+// TaskSeq returns the seq of the task.submitted event of the task whose ID is
+// id; false when the session has no such task.
+func (s *SessionState) TaskSeq(id string) (uint64, bool) {
+	for _, t := range s.tasks {
+		if t.ID == id {
+			return t.Seq, true
+		}
+	}
+	return 0, false
+}
+
 // Task returns the outcome of the task whose ID is id.
 func (s *SessionState) Task(id string) (status, output, errMsg string, ok bool) {
 	for _, t := range s.tasks {

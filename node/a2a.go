@@ -2,12 +2,14 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
 
 	"github.com/troupe-run/troupe/a2a"
+	"github.com/troupe-run/troupe/actors"
 	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/tools"
@@ -161,6 +163,25 @@ func (b a2aBackend) CheckTask(s a2a.Submission) error {
 
 func (b a2aBackend) Events(ctx context.Context, sessionID string, from uint64) ([]messages.Envelope, error) {
 	return b.n.log.Read(ctx, sessionID, from)
+}
+
+var _ a2a.RunningTasks = a2aBackend{}
+
+// RunningTask implements a2a.RunningTasks: the task the session's kept fold
+// (statusFolds) says it runs, folding only the events since the node's last read
+// of it, where tasks/cancel read the session's whole history. The fold activates
+// the first task submitted that has not ended as the one before it ends, as
+// a2a.RunningTask tells from the events.
+func (b a2aBackend) RunningTask(ctx context.Context, session string) (string, error) {
+	var running string
+	_, err := b.n.folds.with(ctx, b.n.log, session, func(st *actors.SessionState) error {
+		running = st.Active()
+		return nil
+	})
+	if errors.Is(err, ErrUnknownSession) {
+		return "", nil
+	}
+	return running, err
 }
 
 var _ a2a.RunningLister = a2aBackend{}

@@ -350,9 +350,9 @@ func (n *Node) submitChild(ctx context.Context, env messages.Envelope) error {
 
 // parentTask returns the task of the parent session that made the delegate call
 // keyed key (the task.submitted the call's request event belongs to), and the
-// parent's events.
+// parent's events: from that task.submitted on (parentEvents).
 func (n *Node) parentTask(ctx context.Context, key messages.EffectKey) (*messages.TaskSubmitted, []messages.Envelope, error) {
-	events, err := n.log.Read(ctx, key.SessionID, 1)
+	events, err := n.parentEvents(ctx, key)
 	if err != nil {
 		return nil, nil, fmt.Errorf("delegate: read the parent session %s: %w", key.SessionID, err)
 	}
@@ -373,6 +373,37 @@ func (n *Node) parentTask(ctx context.Context, key messages.EffectKey) (*message
 		return p.(*messages.TaskSubmitted), events, nil
 	}
 	return nil, nil, fmt.Errorf("delegate: call %s is no tool call of a session's task: a sub-agent is delegated to by an agent, not called directly", key)
+}
+
+// parentEvents returns the parent session's events from the task.submitted of
+// the task that requested the delegate call keyed key on, when its kept fold
+// (statusFolds, which folds only the events since the node's last read of the
+// session) says that task runs and the log holds the call's request of it there;
+// else its whole history. The events of a task come after its task.submitted, and
+// parentTask, checkSubAgents and childBudget read only the call's task's: their
+// answers are the whole history's, and a delegate call of a long session reads
+// its task's events, not every task's before it.
+func (n *Node) parentEvents(ctx context.Context, key messages.EffectKey) ([]messages.Envelope, error) {
+	var (
+		task string
+		from uint64
+	)
+	_, err := n.folds.with(ctx, n.log, key.SessionID, func(st *actors.SessionState) error {
+		task = st.Active()
+		from, _ = st.TaskSeq(task)
+		return nil
+	})
+	if err == nil && from > 1 && key.Seq >= from {
+		events, err := n.log.Read(ctx, key.SessionID, from)
+		if err != nil {
+			return nil, err
+		}
+		if at := key.Seq - from; at < uint64(len(events)) && events[0].Seq == from && events[0].ID == task &&
+			events[0].Type == messages.TypeTaskSubmitted && events[at].Seq == key.Seq && events[at].CorrelationID == task {
+			return events, nil
+		}
+	}
+	return n.log.Read(ctx, key.SessionID, 1)
 }
 
 // checkSubAgents refuses the delegate call keyed key when the parent's task
@@ -577,6 +608,7 @@ func (n *Node) awaitChild(ctx context.Context, agent, childID, taskID string, bo
 	poll := 250 * time.Millisecond
 	check := time.NewTimer(0)
 	defer check.Stop()
+	var read childTail
 	for {
 		select {
 		case e, ok := <-live:
@@ -594,7 +626,7 @@ func (n *Node) awaitChild(ctx context.Context, agent, childID, taskID string, bo
 			reportChildUsage(ctx, p)
 			return childOutcome(agent, childID, p, bound)
 		case <-check.C:
-			p, err := n.childEnd(ctx, childID, taskID)
+			p, err := n.childEnd(ctx, childID, taskID, &read)
 			switch {
 			case err != nil && ctx.Err() == nil:
 				n.cfg.Logger.Warn("delegate: read the child session", "session", childID, "err", err)
@@ -614,18 +646,52 @@ func (n *Node) awaitChild(ctx context.Context, agent, childID, taskID string, bo
 	}
 }
 
-// childEnd returns the event payload that ended the child's task, or nil while it runs.
-func (n *Node) childEnd(ctx context.Context, childID, taskID string) (messages.Payload, error) {
-	events, err := n.log.Read(ctx, childID, 1)
-	if err != nil {
-		return nil, err
+// childEnd returns the event payload that ended the child's task, or nil while it
+// runs. It reads the child's log from the last event read finds there (read, the
+// zero value for the first read) on, when the log still holds that event at its
+// seq (its ID and digest, as statusFold.holds checks a kept fold's: a child
+// session pruned and begun again does not pass for it), else from its first: a
+// task's end is after the events it was not among, so the answer is the whole
+// history's, and a wait of minutes on a long child reads each of its events about
+// once, not its whole history at each poll.
+func (n *Node) childEnd(ctx context.Context, childID, taskID string, read *childTail) (messages.Payload, error) {
+	var (
+		events []messages.Envelope
+		held   bool
+	)
+	if read.seq > 0 {
+		tail, err := n.log.Read(ctx, childID, read.seq)
+		if err != nil {
+			return nil, err
+		}
+		if held = len(tail) > 0 && tail[0].Seq == read.seq && tail[0].ID == read.id && actors.EventSum(tail[0]) == read.sum; held {
+			events = tail[1:]
+		}
+	}
+	if !held {
+		all, err := n.log.Read(ctx, childID, 1)
+		if err != nil {
+			return nil, err
+		}
+		events = all
 	}
 	for _, e := range events {
 		if e.CorrelationID == taskID && (e.Type == messages.TypeTaskCompleted || e.Type == messages.TypeTaskFailed) {
 			return e.Decode()
 		}
 	}
+	if len(events) > 0 {
+		last := events[len(events)-1]
+		*read = childTail{seq: last.Seq, id: last.ID, sum: actors.EventSum(last)}
+	}
 	return nil, nil
+}
+
+// childTail is where the reads of a child's log (childEnd) got to: the seq, ID
+// and digest (actors.EventSum) of the last event read; zero before the first.
+type childTail struct {
+	seq     uint64
+	id, sum string
 }
 
 // reportChildUsage reports what the child whose task p ended spent, its own model
