@@ -174,6 +174,10 @@ func TestReplyTopicsRefuseWithAReason(t *testing.T) {
 	if _, err := rt.Creatable("replies.b", kafka.TopicConfig{}); !errors.Is(err, node.ErrReplyTopicNotCreated) || !strings.Contains(err.Error(), "--reply-topics-max 1") {
 		t.Errorf("past the cap: %v", err)
 	}
+	rt.Listed = []string{"listed.replies"}
+	if tc, err := rt.Creatable("listed.replies", kafka.TopicConfig{Partitions: 6}); err != nil || tc.Partitions != 6 {
+		t.Errorf("a topic of --topics past the cap: %+v, %v; want it created as listed", tc, err)
+	}
 	for _, bad := range []string{"troupe.", "a,,b", "a b"} {
 		if _, err := node.ParseReplyTopicPrefixes(bad); err == nil {
 			t.Errorf("ParseReplyTopicPrefixes(%q): no error", bad)

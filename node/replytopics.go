@@ -23,7 +23,7 @@ const DefaultMaxReplyTopics = 100
 const MaxReplyTopicsMax = 100_000
 
 // ReplyTopicPartitions is the partition count of a reply topic the node
-// creates (unless a --topics file lists it): one. A reply topic is a client's
+// creates (unless a --topics file lists it, ReplyTopics.Listed): one. A reply topic is a client's
 // inbox, read by one consumer; one partition keeps every result on it in
 // order, and each topic a client can make the node create costs the cluster
 // as little as a topic can. An operator who wants more creates it first: the
@@ -36,8 +36,8 @@ const ReplyTopicPartitions = 1
 var ErrReplyTopicNotCreated = errors.New("node: reply topic not created")
 
 // ReplyTopics decides which missing topics a node on Kafka creates (its
-// Creatable is kafka.TopicLayout.Creatable): the node's own troupe. topics
-// always; a task's reply_topic only when its name starts with one of Create
+// Creatable is kafka.TopicLayout.Creatable): the node's own troupe. topics and
+// those Listed always; a task's reply_topic only when its name starts with one of Create
 // and the node created fewer than Max reply topics so far. A reply topic that
 // exists is published to whatever its name. Its zero value creates no reply
 // topic. It is safe for concurrent use.
@@ -48,7 +48,7 @@ type ReplyTopics struct {
 	// Max caps the reply topics this process creates (0: none).
 	Max int
 	// Listed are the topics of the layout's Topics (--topics): a reply topic
-	// listed keeps the partitions its line gives.
+	// listed is created, as its line says, whatever its name, uncounted.
 	Listed []string
 
 	mu      sync.Mutex
@@ -64,8 +64,10 @@ func (r *ReplyTopics) Created() int {
 
 // Creatable implements kafka.TopicLayout.Creatable.
 func (r *ReplyTopics) Creatable(topic string, tc kafka.TopicConfig) (kafka.TopicConfig, error) {
-	if strings.HasPrefix(topic, ownNamespace) {
-		return tc, nil // the node's own (a reply_topic is never in its namespace)
+	if strings.HasPrefix(topic, ownNamespace) || slices.Contains(r.Listed, topic) {
+		// The node's own (a reply_topic is never in its namespace), or one the
+		// operator listed: created as the layout says.
+		return tc, nil
 	}
 	if !r.allows(topic) {
 		return tc, fmt.Errorf("%w: %s does not exist, and the node creates only reply topics %s (--reply-topics-create)", ErrReplyTopicNotCreated, topic, r.rule())
@@ -81,9 +83,7 @@ func (r *ReplyTopics) Creatable(topic string, tc kafka.TopicConfig) (kafka.Topic
 		}
 		r.created[topic] = struct{}{}
 	}
-	if !slices.Contains(r.Listed, topic) {
-		tc.Partitions = ReplyTopicPartitions
-	}
+	tc.Partitions = ReplyTopicPartitions
 	return tc, nil
 }
 
