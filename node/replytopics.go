@@ -70,7 +70,7 @@ func (r *ReplyTopics) Creatable(topic string, tc kafka.TopicConfig) (kafka.Topic
 		return tc, nil
 	}
 	if !r.allows(topic) {
-		return tc, fmt.Errorf("%w: %s does not exist, and the node creates only reply topics %s (--reply-topics-create)", ErrReplyTopicNotCreated, topic, r.rule())
+		return tc, fmt.Errorf("%w: %s does not exist, and the node creates %s (--reply-topics-create): create it beforehand", ErrReplyTopicNotCreated, topic, r.rule())
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -97,12 +97,10 @@ func (r *ReplyTopics) allows(topic string) bool {
 }
 
 func (r *ReplyTopics) rule() string {
-	switch {
-	case len(r.Create) == 0 || r.Max == 0:
-		return "(none: create reply topics beforehand)"
-	default:
-		return "named " + strings.Join(r.Create, "…, ") + "…"
+	if len(r.Create) == 0 {
+		return "no reply topic"
 	}
+	return "only the reply topics named " + strings.Join(r.Create, "…, ") + "…"
 }
 
 // ParseReplyTopicPrefixes reads --reply-topics-create: comma-separated prefixes
