@@ -130,14 +130,16 @@ flags:
   --topics FILE          with --kafka: partitions, replication and retention of the topics
                          the node creates, in the format of deploy/kafka/topics.txt
                          (TROUPE_KAFKA_TOPICS; default 12 partitions, 1 replica)
-  --reply-topics-create P with --kafka: the reply topics (a task's reply_topic) the node
-                         creates when missing: names starting with one of the
+  --reply-topics-create P
+                         with --kafka: the reply topics (a task's reply_topic) the
+                         node creates when missing: names starting with one of the
                          comma-separated prefixes P, * for any, or none
-                         (TROUPE_REPLY_TOPICS_CREATE, default replies.); another is
-                         published to only if it exists, else its result is dropped
-                         with a warning (it is on troupe.results)
+                         (TROUPE_REPLY_TOPICS_CREATE, "reply_topics_create", default
+                         replies.); another is published to only if it exists, else
+                         its result is dropped with a warning (it is on troupe.results)
   --reply-topics-max N   with --kafka: reply topics one node process creates at most
-                         (TROUPE_REPLY_TOPICS_MAX, default 100; 0: none)
+                         (TROUPE_REPLY_TOPICS_MAX, "reply_topics_max", default 100;
+                         0: none)
   --stored-retention D   with --kafka: how long a message too large for a Kafka
                          record stays in the log for the reference the record
                          carries, at least 1h, or forever (TROUPE_STORED_RETENTION,
