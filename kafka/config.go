@@ -79,6 +79,15 @@ type TopicLayout struct {
 	// Default configures every topic not in Topics (zero fields: 12 partitions,
 	// replication factor 1).
 	Default TopicConfig
+	// Creatable, when set, is asked, by a topic's logical name and the
+	// configuration the layout has for it, before InitializeTopics creates a topic
+	// the cluster does not know (one that exists is used as it is, unasked). It
+	// returns the configuration to create the topic with, or an error refusing it:
+	// the topic is then neither created nor auto-created by a metadata request, and
+	// Publish to it (or Subscribe) fails with that error, wrapped with
+	// kafkago.UnknownTopicOrPartition. Nil: every missing topic is created. A node
+	// uses it to bound the reply topics its clients name (node.ReplyTopics).
+	Creatable func(topic string, tc TopicConfig) (TopicConfig, error)
 }
 
 // topic returns the configuration topic is created with.

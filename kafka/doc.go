@@ -128,6 +128,9 @@
 // partitions, replication factor and configs from TopicLayout.Topics, or
 // TopicLayout.Default (12 partitions, replication factor 1). ParseTopics reads
 // deploy/kafka/topics.txt, the layout deploy/kafka.sh creates.
+// TopicLayout.Creatable, when set, decides which missing topics are created
+// (a node bounds so the reply topics its clients name): one it refuses is only
+// published to once it exists.
 //
 // TopicLayout.Prefix separates clusters, or test runs, that share a broker: with
 // Prefix "prod.", Publish(messages.TopicTasks, …) writes to the Kafka topic

@@ -95,6 +95,29 @@ func (a admin) ensureTopic(ctx context.Context, topic, wire string) (created int
 		return 0, nil
 	}
 	tc := a.layout.topic(topic)
+	if a.layout.Creatable != nil {
+		// Only a topic the cluster does not know is the policy's to refuse.
+		n, err := a.partitionsOnceAuto(ctx, wire, false)
+		if err == nil && n > 0 {
+			return 0, nil
+		}
+		// The transport answered from its cache, which may be older than the
+		// topic (created by an operator since): ask the cluster afresh.
+		if n, err = a.partitionsFresh(ctx, wire); err == nil && n > 0 {
+			return 0, nil
+		}
+		missing := err == nil || errors.Is(err, kafkago.UnknownTopicOrPartition)
+		allowed, refusal := a.layout.Creatable(topic, tc)
+		switch {
+		case refusal != nil && missing:
+			return 0, fmt.Errorf("kafka: topic %s does not exist and is not created: %w (%w)", wire, refusal, kafkago.UnknownTopicOrPartition)
+		case refusal != nil:
+			// Whether the topic exists is not known (the broker did not answer):
+			// the caller retries as through any outage.
+			return 0, fmt.Errorf("kafka: metadata of topic %s: %w", wire, err)
+		}
+		tc = allowed
+	}
 	entries := make([]kafkago.ConfigEntry, 0, len(tc.Configs))
 	for k, v := range tc.Configs {
 		entries = append(entries, kafkago.ConfigEntry{ConfigName: k, ConfigValue: v})
@@ -197,13 +220,31 @@ func (a admin) partitions(ctx context.Context, topic string) (int, error) {
 }
 
 func (a admin) partitionsOnce(ctx context.Context, topic string) (int, error) {
+	return a.partitionsOnceAuto(ctx, topic, a.layout.InitializeTopics)
+}
+
+// partitionsFresh is partitionsOnceAuto(ctx, topic, false) read from the
+// cluster's metadata now, not from the transport's cache, through a transport of
+// its own: kafka-go reads afresh only a request that allows auto-creation.
+func (a admin) partitionsFresh(ctx context.Context, topic string) (int, error) {
+	tr := &kafkago.Transport{MetadataTopics: []string{topic}}
+	if t, ok := a.client.Transport.(*kafkago.Transport); ok {
+		tr.Dial, tr.DialTimeout, tr.ClientID, tr.SASL, tr.TLS = t.Dial, t.DialTimeout, t.ClientID, t.SASL, t.TLS
+	}
+	defer tr.CloseIdleConnections()
+	return admin{client: &kafkago.Client{Addr: a.client.Addr, Transport: tr, Timeout: a.client.Timeout}, layout: a.layout}.partitionsOnceAuto(ctx, topic, false)
+}
+
+// partitionsOnceAuto is partitionsOnce, with the metadata request allowing the
+// broker to auto-create the topic when auto says so.
+func (a admin) partitionsOnceAuto(ctx context.Context, topic string, auto bool) (int, error) {
 	// The transport answers metadata requests from a cache it refreshes every few
 	// seconds. A request that allows auto-creation skips the cache for a topic the
 	// cache does not know and refreshes it; it is sent only when this client may
 	// create topics anyway (the topic was just created or found to exist).
 	res, err := a.client.Transport.RoundTrip(ctx, a.client.Addr, &metadataAPI.Request{
 		TopicNames:             []string{topic},
-		AllowAutoTopicCreation: a.layout.InitializeTopics,
+		AllowAutoTopicCreation: auto,
 	})
 	if err != nil {
 		return 0, err

@@ -26,18 +26,20 @@ import (
 // GET /metrics), with the Go runtime's (go_memstats_*, go_goroutines) and the
 // process's (process_resident_memory_bytes, …) beside them.
 type Metrics struct {
-	Registry     *prometheus.Registry
-	retries      *prometheus.CounterVec
-	poisoned     *prometheus.CounterVec
-	duplicates   *prometheus.CounterVec
-	panics       *prometheus.CounterVec
-	handled      *prometheus.HistogramVec
-	partitions   prometheus.Gauge
-	total        prometheus.Gauge
-	assigned     prometheus.Counter
-	effectHits   prometheus.Counter
-	reissued     prometheus.Counter
-	pubFailed    prometheus.Counter
+	Registry   *prometheus.Registry
+	retries    *prometheus.CounterVec
+	poisoned   *prometheus.CounterVec
+	duplicates *prometheus.CounterVec
+	panics     *prometheus.CounterVec
+	handled    *prometheus.HistogramVec
+	partitions prometheus.Gauge
+	total      prometheus.Gauge
+	assigned   prometheus.Counter
+	effectHits prometheus.Counter
+	reissued   prometheus.Counter
+	pubFailed  prometheus.Counter
+	// replyRefused counts troupe_bus_reply_topic_refusals_total.
+	replyRefused prometheus.Counter
 	forwarded    prometheus.Counter
 	epoch        prometheus.Gauge
 	fenced       prometheus.Counter
@@ -85,6 +87,8 @@ func newMetrics() *Metrics {
 			Name: "effect_requests_reissued_total", Help: "Effect requests this node published again because their reply had not come (Config.EffectReissue): a reply lost, or a call slower than its timeout."}),
 		pubFailed: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "troupe", Subsystem: "bus",
 			Name: "publish_failures_total", Help: "Batches of session events or results the bus kept refusing (retried until the broker is back; dropped only at shutdown; the log has the events)."}),
+		replyRefused: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "troupe", Subsystem: "bus",
+			Name: "reply_topic_refusals_total", Help: "Publishes to a task's reply topic dropped because the topic does not exist and the node may not create it (--reply-topics-create, --reply-topics-max); the results are on troupe.results and in the log."}),
 		forwarded: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "troupe", Subsystem: "cluster",
 			Name: "tasks_forwarded_total", Help: "Messages read from a partition of troupe.tasks other than their session's (a producer with another partitioner than murmur2, or without a key) and forwarded to it."}),
 		epoch: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "troupe", Subsystem: "cluster",
@@ -114,7 +118,7 @@ func newMetrics() *Metrics {
 		logFailures: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "troupe", Subsystem: "eventlog",
 			Name: "write_failures_total", Help: "The session actors' log writes that failed, each attempt (retried until one goes through; a new task a full log refused is not retried)."}),
 	}
-	reg.MustRegister(m.retries, m.poisoned, m.duplicates, m.panics, m.handled, m.partitions, m.total, m.assigned, m.effectHits, m.reissued, m.pubFailed, m.forwarded,
+	reg.MustRegister(m.retries, m.poisoned, m.duplicates, m.panics, m.handled, m.partitions, m.total, m.assigned, m.effectHits, m.reissued, m.pubFailed, m.replyRefused, m.forwarded,
 		m.epoch, m.fenced, m.released, m.unreleased, m.marks, m.resumptions, m.republished, m.foundOnBus, m.appends, m.storedPruned,
 		m.logFailing, m.logFailures)
 	// The process (memory, descriptors, CPU) and the Go runtime (goroutines, heap, GC).

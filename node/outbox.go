@@ -36,6 +36,8 @@ import (
 // with an error after replyRetries attempts (retries when the error is no
 // temporary one; at once while the outbox closes), logged and counted: the results are on troupe.results and in
 // the log. It then tries each later publish to it once, until one goes through.
+// A reply topic that does not exist and that the node may not create
+// (ErrReplyTopicNotCreated) is given up at once, with a warning.
 type outbox struct {
 	pub     message.Publisher
 	logger  *slog.Logger
@@ -44,6 +46,9 @@ type outbox struct {
 	// replyRetries bounds the attempts of a lane's publish that the broker
 	// answered with a temporary Kafka error.
 	replyRetries int
+	// notCreated, when set, counts the publishes dropped because their reply
+	// topic does not exist and may not be created (ErrReplyTopicNotCreated).
+	notCreated func()
 
 	lanesMu sync.Mutex
 	lanes   map[string]*lane
@@ -294,6 +299,16 @@ func (o *outbox) publishReply(topic string, l *lane, msgs []*message.Message) {
 		err := o.pub.Publish(topic, msgs...)
 		if err == nil {
 			l.refusing = false
+			return
+		}
+		if errors.Is(err, ErrReplyTopicNotCreated) {
+			// Missing, and not the node's to create (ReplyTopics): nothing to
+			// retry. The results are on troupe.results and in the log.
+			if o.notCreated != nil {
+				o.notCreated()
+			}
+			o.logger.Warn("a task's reply topic does not exist and the node may not create it; its messages are dropped (the results are on troupe.results and in the log)",
+				"topic", topic, "messages", len(msgs), "first", msgs[0].UUID, "err", err)
 			return
 		}
 		if attempt >= o.retries && o.isClosing() {

@@ -269,6 +269,7 @@ func (n *Node) reissuesOf() func(sessionID string) bool {
 func (n *Node) newSessionHost(agents actors.Agents, effects actors.Effects) error {
 	cfg := n.cfg
 	n.outbox = newOutbox(n.pub, 8192, cfg.Logger, n.metrics.pubFailed.Inc)
+	n.outbox.notCreated = n.metrics.replyRefused.Inc
 	store := n.sessionStore()
 	n.metrics.sessions.runAgents(agents)
 	evicted := prometheus.NewCounter(prometheus.CounterOpts{Namespace: "troupe", Subsystem: "sessions",

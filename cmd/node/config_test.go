@@ -132,6 +132,7 @@ func TestConfigFileAcceptsGoodValues(t *testing.T) {
 		"data": "DATA", "http": "127.0.0.1:0", "model": "offline", "fallbacks": ["offline"],
 		"clickhouse": "", "clickhouse_database": "troupe_test", "clickhouse_max_conns": 16, "kafka": "", "group": "troupe-a.1",
 		"topic_prefix": "test.", "roles": "all", "node_id": "node-1.host_a", "topics_file": "",
+		"reply_topics_create": "replies.,client.", "reply_topics_max": 10,
 		"system_prompt": "Be brief.", "max_steps": 12, "max_sessions": 500,
 		"gateway": {"prices": {"offline": {"prompt": 0.15, "completion": 0.6, "cached": 0.075}},
 			"concurrency": {"offline": 8}, "quotas": [{"scope": "agent:*", "tokens": 100000, "window": "1h"}],

@@ -130,6 +130,16 @@ flags:
   --topics FILE          with --kafka: partitions, replication and retention of the topics
                          the node creates, in the format of deploy/kafka/topics.txt
                          (TROUPE_KAFKA_TOPICS; default 12 partitions, 1 replica)
+  --reply-topics-create P
+                         with --kafka: the reply topics (a task's reply_topic) the
+                         node creates when missing: names starting with one of the
+                         comma-separated prefixes P, * for any, or none
+                         (TROUPE_REPLY_TOPICS_CREATE, "reply_topics_create", default
+                         replies.); another is published to only if it exists, else
+                         its result is dropped with a warning (it is on troupe.results)
+  --reply-topics-max N   with --kafka: reply topics one node process creates at most
+                         (TROUPE_REPLY_TOPICS_MAX, "reply_topics_max", default 100;
+                         0: none)
   --stored-retention D   with --kafka: how long a message too large for a Kafka
                          record stays in the log for the reference the record
                          carries, at least 1h, or forever (TROUPE_STORED_RETENTION,
@@ -436,6 +446,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 	rolesFlag := fs.String("roles", or("TROUPE_ROLES", fc.Roles, "all"), "roles of this node (with --kafka)")
 	nodeID := fs.String("node-id", or("TROUPE_NODE_ID", fc.NodeID, ""), "this node's name in the cluster (with --kafka)")
 	topicsFile := fs.String("topics", or("TROUPE_KAFKA_TOPICS", fc.TopicsFile, ""), "topic layout file, as deploy/kafka/topics.txt (with --kafka)")
+	replyCreate := fs.String("reply-topics-create", or("TROUPE_REPLY_TOPICS_CREATE", fc.ReplyTopicsCreate, strings.Join(node.DefaultReplyTopicPrefixes, ",")),
+		"prefixes of the reply topics the node creates when missing, comma-separated, * for any, or none (with --kafka)")
+	replyMaxDefault := node.DefaultMaxReplyTopics
+	if fc.ReplyTopicsMax != nil {
+		replyMaxDefault = *fc.ReplyTopicsMax
+	}
+	replyMax := fs.String("reply-topics-max", or("TROUPE_REPLY_TOPICS_MAX", "", strconv.Itoa(replyMaxDefault)), "reply topics one node process creates at most (with --kafka)")
 	storedFlag := fs.String("stored-retention", or("TROUPE_STORED_RETENTION", fc.StoredRetention, ""), "how long a message too large for the bus stays stored (with --kafka)")
 	streamUnwatched := fs.Bool("stream-unwatched", false, "stream every model call, watched or not, so that a client that comes mid-call gets its text so far")
 	if v := os.Getenv("TROUPE_STREAM_UNWATCHED"); v != "" {
@@ -605,6 +622,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 		fmt.Fprintln(stderr, "error: --topic-prefix:", err)
 		return 2
 	}
+	// Reply topics (a task's reply_topic, named by any client) are created only
+	// when the operator allows their names, and up to a count.
+	replyTopics := &node.ReplyTopics{}
+	if replyTopics.Create, err = node.ParseReplyTopicPrefixes(*replyCreate); err != nil && *kafkaAddr != "" {
+		fmt.Fprintln(stderr, "error: --reply-topics-create (TROUPE_REPLY_TOPICS_CREATE, \"reply_topics_create\"):", err)
+		return 2
+	}
+	if replyTopics.Max, err = strconv.Atoi(strings.TrimSpace(*replyMax)); (err != nil || replyTopics.Max < 0 || replyTopics.Max > node.MaxReplyTopicsMax) && *kafkaAddr != "" {
+		fmt.Fprintf(stderr, "error: --reply-topics-max (TROUPE_REPLY_TOPICS_MAX, \"reply_topics_max\") %q: want a count of topics from 0 to %d (default %d)\n", *replyMax, node.MaxReplyTopicsMax, node.DefaultMaxReplyTopics)
+		return 2
+	}
+	err = nil
+	topics.Creatable = replyTopics.Creatable
 	if *topicsFile != "" && *kafkaAddr != "" {
 		// Topics the node creates get the file's partitions, replication and
 		// retention; the others (and every topic without a file) get 12 partitions,
@@ -616,6 +646,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 		}
 		topics.Topics, err = kafka.ParseTopics(f)
 		f.Close()
+		replyTopics.Listed = slices.Collect(maps.Keys(topics.Topics))
 		if err == nil {
 			err = topics.Validate()
 		}

@@ -52,6 +52,8 @@ type File struct {
 	Roles              string          `json:"roles"`
 	NodeID             string          `json:"node_id"`
 	TopicsFile         string          `json:"topics_file"`
+	ReplyTopicsCreate  string          `json:"reply_topics_create"`
+	ReplyTopicsMax     *int            `json:"reply_topics_max"`
 	StoredRetention    string          `json:"stored_retention"`
 	SystemPrompt       string          `json:"system_prompt"`
 	MaxSteps           int             `json:"max_steps"`

@@ -1,0 +1,129 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/troupe-run/troupe/kafka"
+)
+
+// DefaultReplyTopicPrefixes are the names of the reply topics a node creates
+// when missing, by default: a task's reply_topic starting with "replies."
+// (logical names: with --topic-prefix P, the Kafka topic is P + "replies.…").
+var DefaultReplyTopicPrefixes = []string{"replies."}
+
+// DefaultMaxReplyTopics caps the reply topics one node process creates, by
+// default.
+const DefaultMaxReplyTopics = 100
+
+// MaxReplyTopicsMax bounds ReplyTopics.Max as a flag sets it.
+const MaxReplyTopicsMax = 100_000
+
+// ReplyTopicPartitions is the partition count of a reply topic the node
+// creates (unless a --topics file lists it, ReplyTopics.Listed): one. A reply topic is a client's
+// inbox, read by one consumer; one partition keeps every result on it in
+// order, and each topic a client can make the node create costs the cluster
+// as little as a topic can. An operator who wants more creates it first: the
+// node publishes to any existing topic.
+const ReplyTopicPartitions = 1
+
+// ErrReplyTopicNotCreated is the error of a publish to a reply topic that does
+// not exist and that the node may not create (ReplyTopics): its messages are
+// dropped, logged and counted (troupe_bus_reply_topic_refusals_total).
+var ErrReplyTopicNotCreated = errors.New("node: reply topic not created")
+
+// ReplyTopics decides which missing topics a node on Kafka creates (its
+// Creatable is kafka.TopicLayout.Creatable): the node's own troupe. topics and
+// those Listed always; a task's reply_topic only when its name starts with one of Create
+// and the node created fewer than Max reply topics so far. A reply topic that
+// exists is published to whatever its name. Its zero value creates no reply
+// topic. It is safe for concurrent use.
+type ReplyTopics struct {
+	// Create are the prefixes of the reply topics created when missing, by
+	// logical name; "*" is any name. Empty: none.
+	Create []string
+	// Max caps the reply topics this process creates (0: none).
+	Max int
+	// Listed are the topics of the layout's Topics (--topics): a reply topic
+	// listed is created, as its line says, whatever its name, uncounted.
+	Listed []string
+
+	mu      sync.Mutex
+	created map[string]struct{}
+}
+
+// Created returns how many reply topics this process allowed to be created.
+func (r *ReplyTopics) Created() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.created)
+}
+
+// Creatable implements kafka.TopicLayout.Creatable.
+func (r *ReplyTopics) Creatable(topic string, tc kafka.TopicConfig) (kafka.TopicConfig, error) {
+	if strings.HasPrefix(topic, ownNamespace) || slices.Contains(r.Listed, topic) {
+		// The node's own (a reply_topic is never in its namespace), or one the
+		// operator listed: created as the layout says.
+		return tc, nil
+	}
+	if !r.allows(topic) {
+		return tc, fmt.Errorf("%w: %s does not exist, and the node creates %s (--reply-topics-create): create it beforehand", ErrReplyTopicNotCreated, topic, r.rule())
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.created[topic]; !ok {
+		if len(r.created) >= r.Max {
+			return tc, fmt.Errorf("%w: %s does not exist, and the node created %d reply topics already, its most (--reply-topics-max %d)", ErrReplyTopicNotCreated, topic, len(r.created), r.Max)
+		}
+		if r.created == nil {
+			r.created = map[string]struct{}{}
+		}
+		r.created[topic] = struct{}{}
+	}
+	tc.Partitions = ReplyTopicPartitions
+	return tc, nil
+}
+
+func (r *ReplyTopics) allows(topic string) bool {
+	for _, p := range r.Create {
+		if p == "*" || strings.HasPrefix(topic, p) {
+			return true
+		}
+	}
+	return false
+}
+
+func (r *ReplyTopics) rule() string {
+	if len(r.Create) == 0 {
+		return "no reply topic"
+	}
+	return "only the reply topics named " + strings.Join(r.Create, "…, ") + "…"
+}
+
+// ParseReplyTopicPrefixes reads --reply-topics-create: comma-separated prefixes
+// of reply topic names (letters, digits, '.', '_', '-'), "*" for any name, or
+// "none".
+func ParseReplyTopicPrefixes(s string) ([]string, error) {
+	s = strings.TrimSpace(s)
+	if s == "none" || s == "" {
+		return nil, nil
+	}
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		p = strings.TrimSpace(p)
+		switch {
+		case p == "*":
+		case p == "":
+			return nil, fmt.Errorf("an empty prefix in %q (none: \"none\"; any name: \"*\")", s)
+		default:
+			if err := checkReplyTopic(p); err != nil {
+				return nil, fmt.Errorf("prefix %q: %w", p, err)
+			}
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
