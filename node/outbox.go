@@ -30,13 +30,13 @@ import (
 //
 // A topic that is none of the node's own (a task's reply_topic, which a client
 // names) is published in a lane of its own, beside the batches: a reply topic the
-// broker refuses (one that does not exist on a broker that creates none, a
-// leader that never comes, a name it will never take) holds no other topic. A
-// lane retries as the batches do through an outage (an error without a Kafka
-// code: the broker did not answer), but gives up a publish the broker answered
-// with an error after replyRetries attempts (retries when the error is no
-// temporary one; at once while the outbox closes), logged and counted: the results are on troupe.results and in
-// the log. It then tries each later publish to it once, until one goes through.
+// broker refuses (one that does not exist on a broker that creates none, a name
+// it will never take) holds no other topic. A lane retries as the batches do
+// through an outage (an error without a Kafka code: the broker did not answer)
+// and through a temporary Kafka error (a rolling restart) for up to
+// replyGiveUp; see publishReply for what it gives up sooner, logged and
+// counted: the results are on troupe.results and in the log. A full lane drops
+// a new batch rather than wait (toLane).
 type outbox struct {
 	pub     message.Publisher
 	logger  *slog.Logger
