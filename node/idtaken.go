@@ -7,18 +7,9 @@ import (
 	"reflect"
 	"strings"
 
-	"github.com/ThreeDotsLabs/watermill/message"
-
 	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/messages"
 )
-
-// ReasonIDTaken is the Reason of the failed result sent to the reply_topic of a
-// task the node refused because its ID (a record's _watermill_message_uuid
-// header, which names its task) is the ID of another task or event: of an
-// earlier task of its session whose content differs, or of another session's
-// event.
-const ReasonIDTaken = "id_taken"
 
 // idTakenPage is how many events checkRedelivery reads at a time while it looks
 // for the event a task's ID names.
@@ -27,14 +18,18 @@ const idTakenPage = 512
 // checkRedelivery is called for a task of the tasks topic that its session found
 // recorded already (actors.TaskAccepted.Duplicate): its ID names an event of the
 // session. It returns nil when that event is this task's task.submitted, the
-// task as it was sent (a redelivery: nothing more is done), or when the log
-// holds no such event any more (compacted: nothing to compare). Otherwise the
-// record's ID was reused for another task (a producer reusing its request IDs):
-// taken for a redelivery, the task would be dropped with no word to anyone. It
-// returns an errPermanent naming the ID, the event that has it and what
-// differs (the record goes to troupe.poison with that reason, counted in
-// troupe_bus_poisoned_total), and the task's reply_topic, if any, is sent a
-// failed result saying so.
+// task as it was sent (a redelivery: nothing more is done), when the log holds
+// no such event any more (compacted: nothing to compare), or when the task
+// names itself (task_id) and the recorded task has that task_id: the same task
+// sent again, whose first body runs (as over HTTP). Otherwise the record's ID
+// was reused for another task (a producer reusing its request IDs): taken for a
+// redelivery, the task would be dropped with no word to anyone. It returns an
+// errPermanent naming the ID, the event that has it and what differs (the
+// record goes to troupe.poison with that reason, counted in
+// troupe_bus_poisoned_total). Nothing is sent to the task's reply_topic: a
+// result there would carry the task_id of the task that holds the ID, which
+// runs, and a client matching results by task_id would take it for that
+// task's.
 func (n *Node) checkRedelivery(ctx context.Context, env messages.Envelope) error {
 	this, err := env.Decode()
 	if err != nil {
@@ -55,14 +50,20 @@ func (n *Node) checkRedelivery(ctx context.Context, env messages.Envelope) error
 	if recorded.Type != messages.TypeTaskSubmitted {
 		differs = append(differs, "the ID is of a "+string(recorded.Type)+" event, not a task's")
 	} else if p, err := recorded.Decode(); err == nil {
-		differs = taskDifferences(p.(*messages.TaskSubmitted), task)
+		rec := p.(*messages.TaskSubmitted)
+		if task.TaskID != "" && rec.TaskID == task.TaskID {
+			if d := taskDifferences(rec, task); len(d) > 0 {
+				n.cfg.Logger.Warn("a named task sent again with another body: the same task, its first body runs", "task", env.ID, "session", env.SessionID, "task_id", task.TaskID, "differs", strings.Join(d, "; "))
+			}
+			return nil
+		}
+		differs = taskDifferences(rec, task)
 	}
 	if len(differs) == 0 {
 		return nil
 	}
 	reason := fmt.Sprintf("task %s for session %s: its ID (a record's _watermill_message_uuid header names its task) is that of the session's event at seq %d, and the task differs from what was recorded under it (%s): a record read again repeats its task, another task takes another ID (or none: the node then derives one from the record)",
 		env.ID, env.SessionID, recorded.Seq, strings.Join(differs, "; "))
-	n.replyRefused(env, task, reason)
 	return fmt.Errorf("%w: %s", errPermanent, reason)
 }
 
@@ -113,26 +114,4 @@ func taskDifferences(recorded, sent *messages.TaskSubmitted) []string {
 	field("task_id", sent.TaskID, recorded.TaskID)
 	field("parent", sent.Parent, recorded.Parent)
 	return out
-}
-
-// replyRefused sends the reply topic of a task refused before it was recorded,
-// if it names one, a failed result that says why (ReasonIDTaken), through the
-// outbox: a client that waits on its reply topic hears of the refusal.
-func (n *Node) replyRefused(env messages.Envelope, task *messages.TaskSubmitted, reason string) {
-	if task.ReplyTopic == "" || n.outbox == nil {
-		return
-	}
-	name := task.TaskID
-	if name == "" {
-		name = env.ID
-	}
-	b, err := json.Marshal(messages.TaskResult{SessionID: env.SessionID, TaskID: name, Status: messages.StatusFailed, Error: reason, Reason: ReasonIDTaken})
-	if err != nil {
-		return
-	}
-	msg := message.NewMessage(env.ID+"/refused", b)
-	msg.Metadata.Set(messages.MetaSessionID, env.SessionID)
-	if err := n.outbox.Publish(task.ReplyTopic, msg); err != nil {
-		n.cfg.Logger.Warn("the refusal of a task was not sent to its reply topic", "task", env.ID, "session", env.SessionID, "topic", task.ReplyTopic, "err", err)
-	}
 }

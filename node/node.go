@@ -1078,11 +1078,6 @@ func (n *Node) handleTask(msg *message.Message) error {
 		if refused {
 			err := fmt.Errorf("%w: task %s for session %s: the event log refused it %d times in a row as another event's (a record's _watermill_message_uuid header is its task's ID: one that repeats the ID of another session's task or event is refused): %w",
 				errPermanent, env.ID, env.SessionID, panicsBeforePoison, err)
-			if p, derr := env.Decode(); derr == nil {
-				if task, ok := p.(*messages.TaskSubmitted); ok {
-					n.replyRefused(env, task, err.Error())
-				}
-			}
 			return err
 		}
 		return fmt.Errorf("%w: task %s for session %s: the session's actor panicked on it %d times in a row: %w",

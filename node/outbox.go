@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
+	kafkago "github.com/segmentio/kafka-go"
 
 	"github.com/troupe-run/troupe/actors"
 )
@@ -29,13 +30,13 @@ import (
 //
 // A topic that is none of the node's own (a task's reply_topic, which a client
 // names) is published in a lane of its own, beside the batches: a reply topic the
-// broker refuses (one that does not exist on a broker that creates none, a
-// leader that never comes, a name it will never take) holds no other topic. A
-// lane retries as the batches do through an outage (an error without a Kafka
-// code: the broker did not answer), but gives up a publish the broker answered
-// with an error after replyRetries attempts (retries when the error is no
-// temporary one; at once while the outbox closes), logged and counted: the results are on troupe.results and in
-// the log. It then tries each later publish to it once, until one goes through.
+// broker refuses (one that does not exist on a broker that creates none, a name
+// it will never take) holds no other topic. A lane retries as the batches do
+// through an outage (an error without a Kafka code: the broker did not answer)
+// and through a temporary Kafka error (a rolling restart) for up to
+// replyGiveUp; see publishReply for what it gives up sooner, logged and
+// counted: the results are on troupe.results and in the log. A full lane drops
+// a new batch rather than wait (toLane).
 // A reply topic that does not exist and that the node may not create
 // (ErrReplyTopicNotCreated) is given up at once, with a warning.
 type outbox struct {
@@ -44,11 +45,16 @@ type outbox struct {
 	failed  func()
 	retries int
 	// replyRetries bounds the attempts of a lane's publish that the broker
-	// answered with a temporary Kafka error.
+	// answered with UNKNOWN_TOPIC_OR_PARTITION (a topic that does not exist).
 	replyRetries int
 	// notCreated, when set, counts the publishes dropped because their reply
 	// topic does not exist and may not be created (ErrReplyTopicNotCreated).
 	notCreated func()
+	// replyGiveUp bounds the time a lane's publish is retried through another
+	// temporary Kafka error (0: for ever).
+	replyGiveUp time.Duration
+	// replyDropped counts the replies dropped because their lane was full.
+	replyDropped atomic.Int64
 
 	lanesMu sync.Mutex
 	lanes   map[string]*lane
@@ -78,8 +84,13 @@ var errOutboxClosed = errors.New("node: outbox is closed")
 
 const outboxBatch = 1024
 
+// replyGiveUp is how long a reply topic's publish is retried through a temporary
+// Kafka error other than UNKNOWN_TOPIC_OR_PARTITION before it is given up: longer
+// than a rolling restart of the brokers.
+const replyGiveUp = 15 * time.Minute
+
 func newOutbox(pub message.Publisher, capacity int, logger *slog.Logger, failed func()) *outbox {
-	o := &outbox{pub: pub, logger: logger, failed: failed, retries: 5, replyRetries: 10, lanes: map[string]*lane{},
+	o := &outbox{pub: pub, logger: logger, failed: failed, retries: 5, replyRetries: 10, replyGiveUp: replyGiveUp, lanes: map[string]*lane{},
 		queue: make(chan outMsg, capacity), closing: make(chan struct{}), done: make(chan struct{})}
 	go o.run()
 	return o
@@ -248,11 +259,14 @@ type laneItem struct {
 	flushed chan struct{}
 }
 
-// laneDepth bounds the items queued in one lane; past it, the batches wait
-// (back-pressure, as for the node's own topics).
+// laneDepth bounds the items queued in one lane; past it, a new batch of the
+// lane's messages is dropped (the results are on troupe.results and in the
+// log), logged and counted, and never waits: a full lane holds no other topic.
 const laneDepth = 256
 
-// toLane queues it in topic's lane, starting the lane when it has none.
+// toLane queues it in topic's lane, starting the lane when it has none. It never
+// blocks: a batch of messages a full lane has no room for is dropped, and a
+// Flush's mark is queued from a goroutine of its own.
 func (o *outbox) toLane(topic string, it laneItem) {
 	o.lanesMu.Lock()
 	l := o.lanes[topic]
@@ -262,9 +276,24 @@ func (o *outbox) toLane(topic string, it laneItem) {
 		o.lanesWG.Add(1)
 		go o.runLane(topic, l)
 	}
-	l.pending++
+	select {
+	case l.items <- it: // under lanesMu: runLane counts it before it ends
+		l.pending++
+		o.lanesMu.Unlock()
+		return
+	default:
+	}
+	if it.flushed != nil {
+		l.pending++
+		o.lanesMu.Unlock()
+		go func() { l.items <- it }()
+		return
+	}
 	o.lanesMu.Unlock()
-	l.items <- it
+	o.replyDropped.Add(1)
+	o.failed()
+	o.logger.Warn("a task's reply topic has too many messages queued (the broker is not taking them); dropped (the results are on troupe.results and in the log)",
+		"topic", topic, "messages", len(it.msgs), "first", it.msgs[0].UUID, "queued", laneDepth)
 }
 
 func (o *outbox) runLane(topic string, l *lane) {
@@ -289,12 +318,19 @@ func (o *outbox) runLane(topic string, l *lane) {
 	}
 }
 
-// publishReply publishes msgs on topic, a topic not the node's own, for its lane:
-// retried through an outage, given up once the broker answered with an error
-// replyRetries times (retries for an error that is no temporary one; once, while
-// the lane is refusing or the outbox closes).
+// publishReply publishes msgs on topic, a topic not the node's own, for its lane.
+// It is retried through an outage and through a temporary Kafka error (a leader
+// moving in a rolling restart: LeaderNotAvailable, NotLeaderForPartition,
+// NotEnoughReplicas, RequestTimedOut, KafkaStorageError...) for up to
+// replyGiveUp. It is given up, logged and counted, once the broker answered with
+// an error that is no temporary one o.retries times, or with
+// UNKNOWN_TOPIC_OR_PARTITION (what a topic that does not exist answers on a
+// broker that creates none) o.replyRetries times; once, for either, while the
+// lane is refusing (it gave one up that way, until one goes through), and at
+// once for any error the broker answered while the outbox closes.
 func (o *outbox) publishReply(topic string, l *lane, msgs []*message.Message) {
 	backoff := 50 * time.Millisecond
+	start := time.Now()
 	for attempt := 1; ; attempt++ {
 		err := o.pub.Publish(topic, msgs...)
 		if err == nil {
@@ -317,15 +353,31 @@ func (o *outbox) publishReply(topic string, l *lane, msgs []*message.Message) {
 			o.logger.Error("bus publish failed; the log has these events, live watchers and the sink miss them", "topic", topic, "messages", len(msgs), "attempts", attempt, "err", err)
 			return
 		}
-		if answered, temporary := kafkaAnswered(err); answered && (l.refusing || o.isClosing() || !temporary && attempt >= o.retries || attempt >= o.replyRetries) {
+		answered, temporary := kafkaAnswered(err)
+		missing := answered && errors.Is(err, kafkago.UnknownTopicOrPartition)
+		refused := answered && !temporary || missing
+		giveUp := answered && o.isClosing() ||
+			refused && l.refusing ||
+			answered && !temporary && attempt >= o.retries ||
+			missing && attempt >= o.replyRetries
+		if giveUp {
 			// A task's reply_topic the broker will not take, now or for good (a name
 			// Kafka takes for an existing topic's, one the node may not write to,
 			// one that does not exist on a broker that creates none). The result is
 			// on troupe.results and in the log.
-			l.refusing = true
+			if refused {
+				l.refusing = true
+			}
 			o.failed()
 			o.logger.Error("a task's reply topic refuses its messages; given up (the results are on troupe.results and in the log)",
 				"topic", topic, "messages", len(msgs), "first", msgs[0].UUID, "attempts", attempt, "temporary", temporary, "err", err)
+			return
+		}
+		if answered && o.replyGiveUp > 0 && time.Since(start) >= o.replyGiveUp {
+			// A temporary error that outlasted any rolling restart.
+			o.failed()
+			o.logger.Error("a task's reply topic kept failing; given up (the results are on troupe.results and in the log)",
+				"topic", topic, "messages", len(msgs), "first", msgs[0].UUID, "attempts", attempt, "for", time.Since(start), "err", err)
 			return
 		}
 		if attempt == o.retries {
