@@ -166,6 +166,7 @@ func TestClusterPausedIdleNodePerformsNoEffectOfSessionsItLost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("SIGCONT at %s", time.Now().UTC().Format(time.RFC3339Nano))
 	if err := victim.cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
