@@ -86,6 +86,16 @@ type SessionDeps struct {
 	// folds its events as it starts, when there are any: the node waits for
 	// their children's ends and records them (LateAnswer). It must not block.
 	LateCalls func(sessionID string, keys []string)
+	// StillOwned, when set, is asked each time a session has read and folded its
+	// events as it starts (load), before it does anything with them (publishes
+	// them again, hands them to Recovered or LateCalls, re-issues the effects in
+	// flight): once per activation, never per step. An error wrapping
+	// eventlog.ErrFenced (another node took the session's partition: this node
+	// hung past the group's session timeout) stops the actor as a fenced append
+	// does, having issued nothing: the history it folded may be the new owner's,
+	// whose effects in flight it would perform again under the same keys. Another
+	// error fails the load as a failed read does.
+	StillOwned func(ctx context.Context, sessionID string) error
 	// Configs is where the sessions store the configurations their tasks name
 	// (messages.ConfigStream: storeConfig) and read them back (loadConfigs): the
 	// log itself, with no lease of a partition (a configuration's stream is no
@@ -598,6 +608,16 @@ func (a *SessionActor) load(ctx actor.Context) error {
 		}
 	}
 	a.undurable = false
+	if a.deps.StillOwned != nil {
+		// After the read: a node that took the partition before the read recorded
+		// its epoch before it wrote anything the read returned.
+		if err := a.deps.StillOwned(a.ioCtx(), a.id); errors.Is(err, eventlog.ErrFenced) {
+			a.fenced(ctx, err)
+			return fmt.Errorf("%w: session %s: %w", ErrNotOwner, a.id, err)
+		} else if err != nil {
+			return fmt.Errorf("session %s: check its partition's owner: %w", a.id, err)
+		}
+	}
 	var latest int64 // the session's latest TS (eventlog.SessionInfo.UpdatedUS)
 	for _, e := range events {
 		latest = max(latest, e.TS)
@@ -802,7 +822,9 @@ func (a *SessionActor) onBus(last messages.Envelope) bool {
 // mustLoad loads the events of a session that has not read them (unread), before
 // it handles a message other than its new task.
 func (a *SessionActor) mustLoad(ctx actor.Context) {
-	if err := a.load(ctx); err != nil {
+	if err := a.load(ctx); errors.Is(err, eventlog.ErrFenced) {
+		return // stopping (fenced)
+	} else if err != nil {
 		panic(err)
 	}
 }
@@ -885,7 +907,10 @@ func (a *SessionActor) submit(ctx actor.Context, m *SubmitTask) {
 		if a.claim(ctx, m) {
 			return
 		}
-		if err := a.load(ctx); err != nil {
+		if err := a.load(ctx); errors.Is(err, eventlog.ErrFenced) {
+			m.answer(ctx, err) // ErrNotOwner: the task is the partition's new owner's
+			return
+		} else if err != nil {
 			panic(err) // the task is answered ErrSessionFailed (sessionMailbox)
 		}
 	}

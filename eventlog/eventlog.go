@@ -85,6 +85,19 @@ type Fencing interface {
 	AppendLeased(ctx context.Context, lease Lease, events []messages.Envelope) error
 }
 
+// EpochReading is the optional capability of a Fencing log to read a partition's
+// current ownership epoch, the one AppendLeased checks a lease against: in one
+// small query, so that a node can check, as a session actor starts on it (once per
+// activation, not per step), that no other node took the session's partition
+// since its lease: a node evicted from the group while it hung folds, when it
+// wakes, a history whose new owner has effects in flight, and must not perform
+// them again. Both backends implement it; find it with a type assertion.
+type EpochReading interface {
+	// CurrentEpoch returns partition's current epoch: the highest Fencing.Own
+	// recorded for it, 0 if none did. Partition must be non-negative.
+	CurrentEpoch(ctx context.Context, partition int) (uint64, error)
+}
+
 // SeqRaces is the optional capability of a Log that several processes may write
 // at once without refusing, atomically, two different events at one (session,
 // seq): two writers of one stream may both be told that their Append succeeded

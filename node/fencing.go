@@ -42,6 +42,9 @@ type leasedStore struct {
 	// those of their previous owners; nil when the log does not (every takeover
 	// then publishes the ended sessions' latest tasks again).
 	releasing eventlog.Releasing
+	// epochs reads a partition's current epoch, which a session starting checks
+	// against the node's lease (stillOwned); nil when the log cannot tell it.
+	epochs eventlog.EpochReading
 }
 
 var _ actors.EventStore = (*leasedStore)(nil)
@@ -69,6 +72,39 @@ func (s *leasedStore) leased(ctx context.Context, events []messages.Envelope, wr
 		s.n.cfg.Logger.Warn("append refused: another node owns the session's partition now", "node", s.n.cfg.NodeID, "session", id, "err", err)
 		s.n.fencedOut(lease)
 	}
+	return err
+}
+
+// stillOwned is the session actors' StillOwned (actors.SessionDeps): called once a
+// session starting on this node has read its events, before it re-issues the
+// effects in flight among them, it reads its partition's current epoch in the log
+// (one small query per activation) and fails with ErrFenced when another node took
+// the partition since the node's lease, which it then treats as a fenced append
+// (fencedOut): no session of the partition starts here again until the next
+// assignment. Before, a node woken from a pause past the group's session timeout
+// that had no write of a partition refused yet (it had nothing in flight there
+// when it froze) started the session of the first task record it read, folded the
+// new owner's history and performed the model and tool calls that owner had in
+// flight, under the same keys. Every owner records its epoch before it writes, so
+// that a read followed by a check that still finds the lease current holds no
+// event of a newer owner.
+func (s *leasedStore) stillOwned(ctx context.Context, sessionID string) error {
+	lease, ok := s.n.leaseOf(sessionID)
+	if !ok {
+		s.n.metrics.fenced.Inc()
+		return fmt.Errorf("%w: session %s: node %s holds no lease of its partition", eventlog.ErrFenced, sessionID, s.n.cfg.NodeID)
+	}
+	current, err := s.epochs.CurrentEpoch(ctx, lease.Partition)
+	if err != nil {
+		return err
+	}
+	if current <= lease.Epoch {
+		return nil
+	}
+	err = fmt.Errorf("%w: session %s: partition %d is at epoch %d, above this node's lease (%d): another node took it", eventlog.ErrFenced, sessionID, lease.Partition, current, lease.Epoch)
+	s.n.metrics.fenced.Inc()
+	s.n.cfg.Logger.Warn("session not started: another node owns the session's partition now", "node", s.n.cfg.NodeID, "session", sessionID, "err", err)
+	s.n.fencedOut(lease)
 	return err
 }
 

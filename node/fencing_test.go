@@ -197,3 +197,67 @@ func TestAssignedWaitsForTheLog(t *testing.T) {
 		t.Fatalf("Own was tried %d times before Revoked, want retries", tried)
 	}
 }
+
+// TestFencingStopsAStaleNodesSessionBeforeItsCalls: node a ran a session, which
+// passivated (nothing of it in flight), and then hung past the group's session
+// timeout; node b took the partition and runs the session's next task, its model
+// call in flight. a, woken, still believing it owns the partition, reads that task
+// (as from the bus) before any of its writes was refused: the session starts again
+// on a, folds b's history and, before, re-issued b's model call under its key (a
+// call billed twice; a tool's side effect made twice). Now the session checks its
+// partition's current epoch once it has read its events, finds b's, and stops:
+// a performs no call, counts the fenced start, and the log holds b's history only.
+func TestFencingStopsAStaleNodesSessionBeforeItsCalls(t *testing.T) {
+	log := sharedLog(t)
+	counted := &countingModel{} // kafkadeadline_test.go
+	bus := node.NewEmbeddedBus(watermill.NopLogger{})
+	t.Cleanup(func() { _ = bus.Close() })
+	a, stop := nodetest.StartWithStop(t, node.Config{
+		Log: log, NodeID: "a", Model: counted, IdleTimeout: 100 * time.Millisecond,
+		Bus: &node.Bus{Publisher: bus, Tasks: onePartition{bus}, Live: bus, Sharded: true, Partition: func(string, int) int { return 0 }},
+	})
+	t.Cleanup(stop)
+	a.Assigned([]int{0}, 1)
+	if _, err := a.Submit(context.Background(), node.Task{Input: "hello", SessionID: "s-1", TaskID: "t-1"}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "node a finishes the session and passivates it", func() bool {
+		st, ok, err := a.Status(context.Background(), "s-1")
+		return err == nil && ok && st.Status == messages.StatusCompleted && metric(t, a, "troupe_sessions_live") == 0
+	})
+	before := counted.calls.Load()
+
+	// a hangs; the group gives partition 0 to b, which runs the session's next task.
+	bScript, err := llm.NewScripted(llm.Script{Name: "scripted", Steps: []llm.ScriptStep{{Content: "from b"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gated := &gatedModel{Model: bScript, started: make(chan struct{}), gate: make(chan struct{}), calls: make(chan struct{}, 1)}
+	gated.calls <- struct{}{}
+	defer close(gated.gate)
+	b := shardedNode(t, log, "b", gated)
+	b.Assigned([]int{0}, 1)
+	task := node.Task{Input: "again", SessionID: "s-1", TaskID: "t-2"}
+	if _, err := b.Submit(context.Background(), task); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-gated.started:
+	case <-time.After(30 * time.Second):
+		t.Fatal("node b never called its model")
+	}
+
+	// a wakes and reads the same task.
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, _ = a.Submit(ctx, task) // refused or not answered: the task is b's
+	}()
+	waitFor(t, 30*time.Second, "node a starts the session, or stops it", func() bool {
+		return counted.calls.Load() > before || metric(t, a, "troupe_cluster_fenced_appends_total") >= 1
+	})
+	time.Sleep(200 * time.Millisecond) // a call issued just after the fenced count would show
+	if calls := counted.calls.Load() - before; calls > 0 {
+		t.Fatalf("node a performed %d model calls of the session b runs now (b's call in flight, under its key)", calls)
+	}
+}

@@ -307,6 +307,11 @@ func (n *Node) newSessionHost(agents actors.Agents, effects actors.Effects) erro
 			live(sessionID, events)
 		}
 	}
+	if n.leased != nil && n.leased.epochs != nil {
+		// A session starting on a partition another node took meanwhile folds that
+		// node's history: it stops before it re-issues its effects (stillOwned).
+		deps.StillOwned = n.leased.stillOwned
+	}
 	if n.leased != nil && n.leased.releasing != nil {
 		// Publication marks (pubmark.go): what the sessions are appending and
 		// publishing, and a mark of what they published every interval.
@@ -356,6 +361,7 @@ func (n *Node) sessionStore() actors.EventStore {
 	if f, ok := n.log.(eventlog.Fencing); ok && n.sharded() {
 		n.leased = &leasedStore{Log: n.log, n: n, fencing: f}
 		n.leased.releasing, _ = n.log.(eventlog.Releasing)
+		n.leased.epochs, _ = n.log.(eventlog.EpochReading)
 		store = n.leased
 		if c, ok := n.log.(eventlog.Claiming); ok {
 			store = leasedClaims{leasedStore: n.leased, claims: c}

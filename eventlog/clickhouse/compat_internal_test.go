@@ -595,6 +595,11 @@ func TestDumpStatements(t *testing.T) {
 	if _, err := l.Owners(ctx, []int{0, 1}); err != nil {
 		t.Fatal(err)
 	}
+	r.at("current epoch")
+	r.expect("SELECT partition, max(epoch) FROM ownership", 1)
+	if _, err := l.CurrentEpoch(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
 	r.at("own again", answer{"SELECT max(epoch) FROM ownership", [][]any{{epoch}}})
 	if _, err := l.Own(ctx, "node-b", []int{1}); err != nil {
 		t.Fatal(err)

@@ -111,3 +111,25 @@ func (l *Log) record(ctx context.Context, node string, partitions []int, epoch u
 	}
 	return b.Send()
 }
+
+var _ eventlog.EpochReading = (*Log)(nil)
+
+// CurrentEpoch implements eventlog.EpochReading: the partition's highest epoch
+// in the ownership table, in one query (the one the writer's lease check runs).
+func (l *Log) CurrentEpoch(ctx context.Context, partition int) (uint64, error) {
+	if partition < 0 || partition > math.MaxUint32 {
+		return 0, fmt.Errorf("eventlog/clickhouse: current epoch: partition %d out of range", partition)
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("eventlog/clickhouse: current epoch: %w", err)
+	}
+	if l.isClosed() {
+		return 0, fmt.Errorf("eventlog/clickhouse: current epoch: %w", eventlog.ErrClosed)
+	}
+	p := strconv.Itoa(partition)
+	current, err := l.currentEpochs(ctx, []string{p})
+	if err != nil {
+		return 0, l.readErr(ctx, "current epoch of partition "+p, err)
+	}
+	return current[partition], nil
+}

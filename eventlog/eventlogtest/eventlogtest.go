@@ -83,6 +83,7 @@ func Run(t *testing.T, f Features, newLog func(t *testing.T) eventlog.Log) {
 		{"CanceledContext", s.testCanceledContext},
 		{"FencingRefusesStaleOwner", s.testFencingRefusesStaleOwner},
 		{"FencingEpochs", s.testFencingEpochs},
+		{"FencingCurrentEpoch", s.testFencingCurrentEpoch},
 		{"FencingConcurrentOwners", s.testFencingConcurrentOwners},
 		{"FencingHidesStaleWrites", s.testFencingHidesStaleWrites},
 		{"FencingStaleWriteFirst", s.testFencingStaleWriteFirst},

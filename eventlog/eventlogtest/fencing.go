@@ -273,3 +273,42 @@ func (s *suite) testFencingStaleWriteFirst(t *testing.T) {
 	// A different event at a seq node-b wrote is still a conflict for node-b.
 	s.appendLeasedErr(t, f, lb, eventlog.ErrSeqConflict, a.other(t, 4))
 }
+
+// testFencingCurrentEpoch: EpochReading's CurrentEpoch is the partition's latest
+// Own (0 before any), whatever other partitions' owners take, so that a node can
+// tell, as a session starts, that another node took its partition.
+func (s *suite) testFencingCurrentEpoch(t *testing.T) {
+	l := s.newLog(t)
+	f := s.fencing(t, l)
+	r, ok := l.(eventlog.EpochReading)
+	if !ok {
+		t.Skipf("%T does not implement eventlog.EpochReading", l)
+	}
+	want := func(p int, epoch uint64) {
+		t.Helper()
+		got, err := r.CurrentEpoch(s.ctx(t), p)
+		if err != nil || got != epoch {
+			t.Fatalf("CurrentEpoch(partition %d) = %d, %v; want %d", p, got, err, epoch)
+		}
+	}
+	want(3, 0)
+	first := s.own(t, f, "node-a", 3)
+	want(3, first.Epoch)
+	other := s.own(t, f, "node-b", 4) // a higher epoch, of another partition
+	want(3, first.Epoch)
+	want(4, other.Epoch)
+	second := s.own(t, f, "node-b", 3)
+	want(3, second.Epoch)
+	if second.Epoch <= first.Epoch {
+		t.Fatalf("second Own of partition 3 took epoch %d, not above %d", second.Epoch, first.Epoch)
+	}
+	if _, err := r.CurrentEpoch(s.ctx(t), -1); err == nil {
+		t.Error("CurrentEpoch(-1) succeeded, want an error")
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.CurrentEpoch(s.ctx(t), 3); !errors.Is(err, eventlog.ErrClosed) {
+		t.Fatalf("CurrentEpoch after Close = %v, want ErrClosed", err)
+	}
+}

@@ -97,3 +97,21 @@ func (l *Log) Owners(ctx context.Context, partitions []int) (map[int]eventlog.Ow
 	}
 	return out, nil
 }
+
+var _ eventlog.EpochReading = (*Log)(nil)
+
+// CurrentEpoch implements eventlog.EpochReading: the partition's highest epoch
+// in the ownership table, read in one query on the read pool.
+func (l *Log) CurrentEpoch(ctx context.Context, partition int) (uint64, error) {
+	if partition < 0 || partition > math.MaxInt32 {
+		return 0, fmt.Errorf("eventlog/sqlite: current epoch: partition %d out of range", partition)
+	}
+	if l.isClosed() {
+		return 0, fmt.Errorf("eventlog/sqlite: current epoch: %w", eventlog.ErrClosed)
+	}
+	var epoch int64
+	if err := l.rdb.QueryRowContext(ctx, `SELECT coalesce(max(epoch), 0) FROM ownership WHERE partition = ?`, int64(partition)).Scan(&epoch); err != nil {
+		return 0, l.readErr(fmt.Sprintf("current epoch of partition %d", partition), err)
+	}
+	return uint64(epoch), nil
+}
