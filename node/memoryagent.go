@@ -374,8 +374,13 @@ func (w *afterTaskWriter) recentEvents(ctx context.Context, session string, last
 			from = lastSeq - span + 1
 		}
 		events, err := w.n.log.Read(ctx, session, from)
-		if err != nil || from == 1 || len(events) == 0 {
+		if err != nil || from == 1 {
 			return events, err
+		}
+		if len(events) == 0 {
+			// lastSeq counts events the reads do not return (on ClickHouse, a
+			// stale owner's hidden at the end of the log): read further back.
+			continue
 		}
 		if events[0].TS < since && allSubmitted(events, since) {
 			return events, nil
