@@ -30,7 +30,9 @@ func TestTaskOnlyMarkIsReplacedByALaterListing(t *testing.T) {
 	const marked = `{"tools":[{"name":"research","execution":{"taskSupport":"required"}},{"name":"plain"}]}`
 	const plain = `{"tools":[{"name":"research"},{"name":"plain"}]}`
 	message := func(result string) []byte { return []byte(`{"jsonrpc":"2.0","id":2,"result":` + result + `}`) }
-	event := func(result string) []byte { return append(append([]byte("event: message\ndata: "), message(result)...), "\n\n"...) }
+	event := func(result string) []byte {
+		return append(append([]byte("event: message\ndata: "), message(result)...), "\n\n"...)
+	}
 	for name, note := range map[string]func(k *taskOnlyTools, result string){
 		"stdio": func(k *taskOnlyTools, result string) {
 			c := &stdioConn{Connection: &answers{results: []string{result}}, taskOnly: k}
