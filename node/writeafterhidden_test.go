@@ -3,6 +3,8 @@ package node
 import (
 	"context"
 	"testing"
+
+	"github.com/troupe-run/troupe/messages"
 )
 
 // The listing's last seq of a session may count events its reads do not return
@@ -22,5 +24,23 @@ func TestWriteAfterRecentEventsReadPastHiddenEvents(t *testing.T) {
 	}
 	if uint64(len(events)) != hw.seq {
 		t.Fatalf("read %d events of the session's %d, its last seq listed 200 past them", len(events), hw.seq)
+	}
+}
+
+// A session pruned and begun again under the same ID completes its tasks at the
+// seqs of the old one's: the key of a turn's Remember (and of the turns this
+// process handled) names the task too, so that the new turn is not taken for
+// the old one, remembered already.
+func TestWriteAfterTaskKeyTellsARecreatedSessionApart(t *testing.T) {
+	job := func(task string) afterTaskJob {
+		return afterTaskJob{session: "s", completed: messages.Envelope{Seq: 12, CorrelationID: task}}
+	}
+	if afterTaskKey(job("task-a")) == afterTaskKey(job("task-b")) {
+		t.Fatalf("the turns of two tasks completed at seq 12 of session s have one key, %q", afterTaskKey(job("task-a")))
+	}
+	w := &afterTaskWriter{handled: map[string]struct{}{}}
+	w.markHandled(afterTaskKey(job("task-a")))
+	if w.wasHandled(afterTaskKey(job("task-b"))) {
+		t.Fatal("the new session's turn is taken for the old one's, handled already")
 	}
 }
