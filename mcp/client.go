@@ -668,7 +668,7 @@ func (c *stdioConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 func (c *stdioConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	msg, err := c.Connection.Read(ctx)
 	if resp, ok := msg.(*jsonrpc.Response); ok && c.taskOnly != nil && len(resp.Result) > 0 &&
-		bytes.Contains(resp.Result, []byte(`"taskSupport"`)) {
+		bytes.Contains(resp.Result, []byte(`"tools"`)) {
 		c.taskOnly.note(resp.Result)
 	}
 	return msg, err

@@ -160,6 +160,12 @@ type Server struct {
 	callsMu sync.Mutex
 	calls   map[string]map[*follower]bool // the calls under way, by their session's ID (Streamable HTTP)
 
+	idLocks idLocks // a session's resumption and a DELETE's record, one at a time
+	// afterEndedCheck, when set (tests), runs after a request in a session the
+	// server does not hold found it not ended, before it resumes it or records
+	// its end.
+	afterEndedCheck func(r *http.Request)
+
 	closing     chan struct{}   // closed by CloseStreams
 	closed      context.Context // ends at CloseStreams
 	closeCtx    context.CancelFunc

@@ -111,18 +111,7 @@ func (s *Server) serveSessions(h http.Handler, w http.ResponseWriter, r *http.Re
 		return
 	}
 	if s.known(id) {
-		s.touch(id)
-		s.ids.resumed(r.Context(), id)
-		if r.Method == http.MethodDelete {
-			// The client is done with the session: it ends the calls it left
-			// under way, which the SDK's close of the session would leave running,
-			// and its ID answers 404 from now on, on every node.
-			s.endCalls(id)
-			s.end(r, id)
-		}
-		if !s.resumeCall(w, r, id) {
-			h.ServeHTTP(w, r)
-		}
+		s.serveKnown(h, w, r, id)
 		return
 	}
 	var body []byte
@@ -133,19 +122,36 @@ func (s *Server) serveSessions(h http.Handler, w http.ResponseWriter, r *http.Re
 		h.ServeHTTP(w, r)
 		return
 	}
+	// The check that the session was not deleted and its resumption, and a
+	// DELETE's record, run one at a time for an ID: a request that found the
+	// session not ended does not bring it back live after a DELETE recorded its
+	// end meanwhile.
+	unlock := s.idLocks.lock(id)
+	if s.known(id) { // resumed by a request while this one waited
+		unlock()
+		s.serveKnown(h, w, r, id)
+		return
+	}
 	if !validSessionID(id) || s.ended(r.Context(), id) {
+		unlock()
 		// Terminated: the MCP spec has the server answer 404 to a request in a
 		// session it terminated, and a client deleted this one.
 		sessionNotFound(w, body)
 		return
 	}
+	if s.afterEndedCheck != nil {
+		s.afterEndedCheck(r)
+	}
 	if r.Method == http.MethodDelete {
 		// One that another node served, or this one before a restart.
 		s.end(r, id)
+		unlock()
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}
-	if err := s.resume(h, r, id); err != nil {
+	err := s.resume(h, r, id)
+	unlock()
+	if err != nil {
 		s.opts.Logger.Warn("mcp server: session not resumed", "session", id, "err", err)
 	} else {
 		s.touch(id)
@@ -153,6 +159,60 @@ func (s *Server) serveSessions(h http.Handler, w http.ResponseWriter, r *http.Re
 	}
 	if !s.resumeCall(w, r, id) {
 		h.ServeHTTP(w, r)
+	}
+}
+
+// serveKnown serves r in session id, which the server holds live.
+func (s *Server) serveKnown(h http.Handler, w http.ResponseWriter, r *http.Request, id string) {
+	s.touch(id)
+	s.ids.resumed(r.Context(), id)
+	if r.Method == http.MethodDelete {
+		// The client is done with the session: it ends the calls it left
+		// under way, which the SDK's close of the session would leave running,
+		// and its ID answers 404 from now on, from this node and from any node
+		// that would resume it.
+		s.endCalls(id)
+		unlock := s.idLocks.lock(id)
+		s.end(r, id)
+		unlock()
+	}
+	if !s.resumeCall(w, r, id) {
+		h.ServeHTTP(w, r)
+	}
+}
+
+// idLocks are locks by session ID.
+type idLocks struct {
+	mu    sync.Mutex
+	locks map[string]*idLock
+}
+
+type idLock struct {
+	mu   sync.Mutex
+	refs int
+}
+
+// lock locks id, and returns its unlock.
+func (l *idLocks) lock(id string) (unlock func()) {
+	l.mu.Lock()
+	if l.locks == nil {
+		l.locks = map[string]*idLock{}
+	}
+	k := l.locks[id]
+	if k == nil {
+		k = &idLock{}
+		l.locks[id] = k
+	}
+	k.refs++
+	l.mu.Unlock()
+	k.mu.Lock()
+	return func() {
+		k.mu.Unlock()
+		l.mu.Lock()
+		if k.refs--; k.refs == 0 {
+			delete(l.locks, id)
+		}
+		l.mu.Unlock()
 	}
 }
 

@@ -20,7 +20,11 @@ type taskOnlyTools struct {
 }
 
 // note reads the result of a tools/list answer (or any result: one with no tools
-// changes nothing), and marks its tools as task-only or not.
+// changes nothing), and marks its tools as task-only or not: each listing of a
+// tool replaces its mark, so that a tool its server no longer runs only as a
+// task (an answer without "execution", after an upgrade or a reconnection) is
+// offered again. Every answer with "tools" is read for that, not only those
+// that mark one.
 func (k *taskOnlyTools) note(result []byte) {
 	if !bytes.Contains(result, []byte(`"tools"`)) {
 		return
@@ -52,7 +56,7 @@ func (k *taskOnlyTools) note(result []byte) {
 
 // noteMessage notes the result of a JSON-RPC response msg.
 func (k *taskOnlyTools) noteMessage(msg []byte) {
-	if !bytes.Contains(msg, []byte(`"taskSupport"`)) {
+	if !bytes.Contains(msg, []byte(`"tools"`)) {
 		return
 	}
 	var resp struct {
@@ -66,7 +70,7 @@ func (k *taskOnlyTools) noteMessage(msg []byte) {
 // noteEvent notes the JSON-RPC response an event of a stream carries (its data
 // lines, joined as the SSE format joins them).
 func (k *taskOnlyTools) noteEvent(ev []byte) {
-	if !bytes.Contains(ev, []byte(`"taskSupport"`)) {
+	if !bytes.Contains(ev, []byte(`"tools"`)) {
 		return
 	}
 	var data []byte

@@ -201,7 +201,7 @@ func (n *Node) PendingApprovals(ctx context.Context) ([]PendingApproval, error) 
 		if !eventlog.IsSession(s.ID) {
 			continue
 		}
-		_, err := n.folds.with(ctx, n.log, s.ID, func(st *actors.SessionState) error {
+		_, err := n.folds.withKept(ctx, n.log, s.ID, func(st *actors.SessionState) error {
 			out = append(out, pendingApprovals(s.ID, st)...)
 			return nil
 		})

@@ -262,8 +262,17 @@ func (w *afterTaskWriter) remember(ctx context.Context, job afterTaskJob) error 
 }
 
 // afterTaskKey is the idempotency key of a job's Remember: "<session>/<seq of
-// task.completed>".
+// task.completed>/<its task.submitted's event ID>", the task's ID telling a
+// session pruned and begun again under the same ID apart, whose turn at the
+// same seq was remembered under "<session>/<seq>" alone.
 func afterTaskKey(job afterTaskJob) string {
+	return legacyAfterTaskKey(job) + "/" + job.completed.CorrelationID
+}
+
+// legacyAfterTaskKey is the key a job's Remember had before afterTaskKey named
+// its task: the recovery takes a turn remembered under it by an earlier build
+// for remembered, rather than remembering it twice.
+func legacyAfterTaskKey(job afterTaskJob) string {
 	return job.session + "/" + strconv.FormatUint(job.completed.Seq, 10)
 }
 
@@ -374,8 +383,13 @@ func (w *afterTaskWriter) recentEvents(ctx context.Context, session string, last
 			from = lastSeq - span + 1
 		}
 		events, err := w.n.log.Read(ctx, session, from)
-		if err != nil || from == 1 || len(events) == 0 {
+		if err != nil || from == 1 {
 			return events, err
+		}
+		if len(events) == 0 {
+			// lastSeq counts events the reads do not return (on ClickHouse, a
+			// stale owner's hidden at the end of the log): read further back.
+			continue
 		}
 		if events[0].TS < since && allSubmitted(events, since) {
 			return events, nil
@@ -422,7 +436,7 @@ func (w *afterTaskWriter) remembered(ctx context.Context, job afterTaskJob, refr
 		}
 		refreshed[name] = ns
 	}
-	return ns.RememberedUnder(afterTaskKey(job))
+	return ns.RememberedUnder(afterTaskKey(job)) || ns.RememberedUnder(legacyAfterTaskKey(job))
 }
 
 // remember runs Remember on namespace name here, and returns how many memories it

@@ -81,45 +81,94 @@ type statusFold struct {
 // with calls use with the state of session id folded from its events in the log
 // (ErrUnknownSession when it has none), from its kept fold and the events after
 // it when the log still holds those the fold read last; known reports that the
-// log has events of the session (false when it could not be read). use runs
-// while no other read folds the session on: it must not keep st, nor change it.
+// log has events of the session (false when it could not be read). A read of a
+// session with a kept fold runs while no other read folds it on; one of a
+// session without (a short one) runs beside the others, and keeps the fold it
+// made when the session has statusFoldFrom events or more. use must not keep
+// st, nor change it.
 func (f *statusFolds) with(ctx context.Context, log eventlog.Log, id string, use func(st *actors.SessionState) error) (known bool, err error) {
-	ent := f.entry(id)
-	select {
-	case ent.turn <- struct{}{}:
-	case <-ctx.Done():
-		return false, ctx.Err()
-	}
-	defer func() { <-ent.turn }()
-	if ent.st != nil {
-		events, err := log.Read(ctx, id, ent.tailFrom)
-		if err != nil {
+	return f.fold(ctx, log, id, true, use)
+}
+
+// withKept is with for a read of every running session (PendingApprovals): it
+// folds on a session's kept fold, but keeps none for a session that has none,
+// so that a sweep of more sessions than statusFoldSessions does not drop the
+// folds of the sessions polled one by one.
+func (f *statusFolds) withKept(ctx context.Context, log eventlog.Log, id string, use func(st *actors.SessionState) error) (known bool, err error) {
+	return f.fold(ctx, log, id, false, use)
+}
+
+func (f *statusFolds) fold(ctx context.Context, log eventlog.Log, id string, keepNew bool, use func(st *actors.SessionState) error) (known bool, err error) {
+	if ent := f.kept(id); ent != nil {
+		select {
+		case ent.turn <- struct{}{}:
+		case <-ctx.Done():
+			return false, ctx.Err()
+		}
+		defer func() { <-ent.turn }()
+		if ent.st != nil {
+			events, err := log.Read(ctx, id, ent.tailFrom)
+			if err != nil {
+				return false, err
+			}
+			if ent.holds(events) && applyAll(ent.st, events[len(ent.tail):]) == nil {
+				ent.keep(ent.st, events)
+				f.account(ent, payloadBytes(events[len(ent.tail):]), false)
+				return true, use(ent.st)
+			}
+			ent.st = nil // the whole history's fold says what is wrong, if anything
+			f.account(ent, 0, true)
+		}
+		st, events, err := foldWhole(ctx, log, id)
+		if st == nil {
+			f.forget(ent)
 			return false, err
 		}
-		if ent.holds(events) && applyAll(ent.st, events[len(ent.tail):]) == nil {
-			ent.keep(ent.st, events)
-			f.account(ent, payloadBytes(events[len(ent.tail):]), false)
-			return true, use(ent.st)
+		if err != nil || len(events) < statusFoldFrom {
+			f.forget(ent)
+			if err != nil {
+				return true, err
+			}
+			return true, use(st)
 		}
-		ent.st = nil // the whole history's fold says what is wrong, if anything
-		f.account(ent, 0, true)
-	}
-	events, err := log.Read(ctx, id, 1)
-	if err != nil {
-		return false, err
-	}
-	if len(events) == 0 {
-		return false, fmt.Errorf("%w: %q", ErrUnknownSession, id)
-	}
-	st := actors.NewSessionState(id)
-	if err := applyAll(st, events); err != nil {
-		return true, err
-	}
-	if len(events) >= statusFoldFrom {
 		ent.keep(st, events)
 		f.account(ent, payloadBytes(events), true)
+		return true, use(st)
+	}
+	st, events, err := foldWhole(ctx, log, id)
+	if st == nil {
+		return false, err
+	}
+	if err != nil {
+		return true, err
+	}
+	if keepNew && len(events) >= statusFoldFrom {
+		ent := f.entry(id)
+		select {
+		case ent.turn <- struct{}{}:
+			defer func() { <-ent.turn }()
+			if ent.st == nil {
+				ent.keep(st, events)
+				f.account(ent, payloadBytes(events), true)
+			}
+		default: // another read folds the session on: it keeps its own
+		}
 	}
 	return true, use(st)
+}
+
+// foldWhole folds session id's whole history: st is nil when it could not be
+// read or has no events (ErrUnknownSession).
+func foldWhole(ctx context.Context, log eventlog.Log, id string) (st *actors.SessionState, events []messages.Envelope, err error) {
+	events, err = log.Read(ctx, id, 1)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(events) == 0 {
+		return nil, []messages.Envelope{}, fmt.Errorf("%w: %q", ErrUnknownSession, id)
+	}
+	st = actors.NewSessionState(id)
+	return st, events, applyAll(st, events)
 }
 
 // payloadBytes are the bytes of events' payloads.
@@ -197,6 +246,26 @@ func (ent *statusFold) keep(st *actors.SessionState, events []messages.Envelope)
 	ent.tail = ent.tail[:0]
 	for _, e := range last {
 		ent.tail = append(ent.tail, e.ID)
+	}
+}
+
+// kept returns the kept fold of session id, nil when none is kept.
+func (f *statusFolds) kept(id string) *statusFold {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if el, ok := f.folds[id]; ok {
+		f.lru.MoveToFront(el)
+		return el.Value.(*statusFold)
+	}
+	return nil
+}
+
+// forget drops ent, which keeps no fold, unless it was dropped already.
+func (f *statusFolds) forget(ent *statusFold) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if el, ok := f.folds[ent.session]; ok && el.Value.(*statusFold) == ent {
+		f.drop(el)
 	}
 }
 

@@ -297,3 +297,91 @@ func TestStatusFoldWaitEndsWithTheContext(t *testing.T) {
 		t.Fatal("the read waited past its context's end")
 	}
 }
+
+// PendingApprovals reads every running session, but keeps no fold of its own: a
+// long session polled between its sweeps of more running sessions than
+// statusFoldSessions still reads only its tail, and no slot goes to a session
+// it read.
+func TestPendingApprovalsKeepTheFoldsOfPolledSessions(t *testing.T) {
+	ctx := context.Background()
+	lg := openLog(t)
+	log := &readCounted{Log: lg}
+	for i := range statusFoldSessions + 6 {
+		w := newHistoryWriter(t, lg, fmt.Sprintf("s%02d", i))
+		if i == 0 {
+			w.tasks(30, 3)
+		}
+		w.add("session", &messages.TaskSubmitted{Input: "run", TaskID: fmt.Sprintf("task-%d", w.seq+1)})
+		w.flush()
+	}
+	n, err := New(ctx, Config{Log: log, DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	poll := func() int64 {
+		t.Helper()
+		log.events.Store(0)
+		if _, err := n.folds.with(ctx, log, "s00", func(*actors.SessionState) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+		return log.events.Load()
+	}
+	whole := poll()
+	if whole < statusFoldFrom {
+		t.Fatalf("the long session has %d events", whole)
+	}
+	for round := range 3 {
+		if _, err := n.PendingApprovals(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := poll(); got > feedVerify {
+			t.Fatalf("round %d: a poll of the long session after PendingApprovals read %d events of its %d", round, got, whole)
+		}
+	}
+	if got := n.folds.lru.Len(); got != 1 {
+		t.Fatalf("%d folds kept, want the long session's alone", got)
+	}
+}
+
+// hangingRead is a log whose reads of session hang until release is closed.
+type hangingRead struct {
+	eventlog.Log
+	session string
+	hung    chan struct{}
+	release chan struct{}
+}
+
+func (l *hangingRead) Read(ctx context.Context, session string, from uint64) ([]messages.Envelope, error) {
+	if session == l.session {
+		select {
+		case l.hung <- struct{}{}:
+			<-l.release
+		default:
+		}
+	}
+	return l.Log.Read(ctx, session, from)
+}
+
+// A read of a short session (no fold kept) does not wait for another read of it
+// whose log read hangs.
+func TestShortSessionReadsDoNotQueue(t *testing.T) {
+	ctx := context.Background()
+	lg := openLog(t)
+	w := newHistoryWriter(t, lg, "short")
+	w.tasks(2, 1)
+	w.flush()
+	log := &hangingRead{Log: lg, session: "short", hung: make(chan struct{}), release: make(chan struct{})}
+	var kept statusFolds
+	first := make(chan error, 1)
+	go func() {
+		_, err := kept.with(ctx, log, "short", func(*actors.SessionState) error { return nil })
+		first <- err
+	}()
+	<-log.hung // the first read hangs in its log read
+	defer close(log.release)
+	tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if _, err := kept.with(tctx, log, "short", func(*actors.SessionState) error { return nil }); err != nil {
+		t.Fatalf("a second read of the short session: %v", err)
+	}
+}
