@@ -250,6 +250,12 @@ type lane struct {
 	// refusing is set once a publish was given up, until one goes through: each
 	// publish is then tried once before it is given up.
 	refusing bool
+	// stuck is set once a publish was given up after replyGiveUp of temporary
+	// errors, until one goes through: each publish meeting a temporary error is
+	// then tried once, so that a topic the broker never takes (too few in-sync
+	// replicas for good) holds its lane's later batches, and the Flush marks
+	// queued behind them, for one replyGiveUp, not one each.
+	stuck bool
 }
 
 // laneItem is a batch of messages, or a Flush's mark (flushed set), closed once
@@ -326,15 +332,17 @@ func (o *outbox) runLane(topic string, l *lane) {
 // an error that is no temporary one o.retries times, or with
 // UNKNOWN_TOPIC_OR_PARTITION (what a topic that does not exist answers on a
 // broker that creates none) o.replyRetries times; once, for either, while the
-// lane is refusing (it gave one up that way, until one goes through), and at
-// once for any error the broker answered while the outbox closes.
+// lane is refusing (it gave one up that way, until one goes through); once for a
+// temporary error while the lane is stuck (it gave one up after replyGiveUp,
+// until one goes through); and at once for any error the broker answered while
+// the outbox closes.
 func (o *outbox) publishReply(topic string, l *lane, msgs []*message.Message) {
 	backoff := 50 * time.Millisecond
 	start := time.Now()
 	for attempt := 1; ; attempt++ {
 		err := o.pub.Publish(topic, msgs...)
 		if err == nil {
-			l.refusing = false
+			l.refusing, l.stuck = false, false
 			return
 		}
 		if errors.Is(err, ErrReplyTopicNotCreated) {
@@ -358,6 +366,7 @@ func (o *outbox) publishReply(topic string, l *lane, msgs []*message.Message) {
 		refused := answered && !temporary || missing
 		giveUp := answered && o.isClosing() ||
 			refused && l.refusing ||
+			answered && temporary && l.stuck ||
 			answered && !temporary && attempt >= o.retries ||
 			missing && attempt >= o.replyRetries
 		if giveUp {
@@ -375,6 +384,7 @@ func (o *outbox) publishReply(topic string, l *lane, msgs []*message.Message) {
 		}
 		if answered && o.replyGiveUp > 0 && time.Since(start) >= o.replyGiveUp {
 			// A temporary error that outlasted any rolling restart.
+			l.stuck = true
 			o.failed()
 			o.logger.Error("a task's reply topic kept failing; given up (the results are on troupe.results and in the log)",
 				"topic", topic, "messages", len(msgs), "first", msgs[0].UUID, "attempts", attempt, "for", time.Since(start), "err", err)

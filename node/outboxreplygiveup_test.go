@@ -3,6 +3,7 @@ package node
 import (
 	"fmt"
 	"log/slog"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -22,6 +23,7 @@ type switchPublisher struct {
 	release  chan struct{}
 	attempts atomic.Int64
 	got      map[string][]string
+	tries    map[string]int // attempts by a batch's first message
 }
 
 func (p *switchPublisher) set(err error) { p.mu.Lock(); p.err = err; p.mu.Unlock() }
@@ -29,6 +31,11 @@ func (p *switchPublisher) set(err error) { p.mu.Lock(); p.err = err; p.mu.Unlock
 func (p *switchPublisher) Publish(topic string, msgs ...*message.Message) error {
 	if topic == "my.replies" {
 		p.attempts.Add(1)
+		p.mu.Lock()
+		if p.tries != nil {
+			p.tries[msgs[0].UUID]++
+		}
+		p.mu.Unlock()
 		if p.release != nil {
 			<-p.release
 		}
@@ -151,5 +158,39 @@ func TestOutboxFullReplyLaneDropsAndHoldsNothing(t *testing.T) {
 	o.Close()
 	if got, d := len(pub.published("my.replies")), int(o.replyDropped.Load()); got+d != n {
 		t.Errorf("replies published %d + dropped %d; want %d", got, d, n)
+	}
+}
+
+// A reply topic the broker answers with a temporary error for good (a topic of
+// replication 1 under min.insync.replicas 2: NOT_ENOUGH_REPLICAS) held each of
+// its lane's batches for a whole replyGiveUp, and every Flush mark behind them
+// (the publication marks, a hand-over's flush) for as many: a full lane for days.
+// Once one batch was given up so, the next ones meeting a temporary error are
+// tried once, until one goes through.
+func TestOutboxStuckReplyTopicHoldsOneGiveUpNotOneEach(t *testing.T) {
+	pub := &switchPublisher{err: kafkago.NotEnoughReplicas, got: map[string][]string{}, tries: map[string]int{}}
+	o := newOutbox(pub, 64, slog.New(slog.DiscardHandler), func() {})
+	o.retries, o.replyRetries, o.replyGiveUp = 2, 2, 300*time.Millisecond
+	defer o.Close()
+	// A second batch queued while the first is retried, as a steady stream of
+	// replies queues them.
+	if err := o.Publish("my.replies", message.NewMessage("reply-1", nil)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "reply-1 never tried", func() bool { return pub.attempts.Load() > 0 })
+	if err := o.Publish("my.replies", message.NewMessage("reply-2", nil)); err != nil {
+		t.Fatal(err)
+	}
+	if !o.Flush(20 * time.Second) {
+		t.Fatal("not given up")
+	}
+	pub.mu.Lock()
+	tries := maps.Clone(pub.tries)
+	pub.mu.Unlock()
+	if tries["reply-1"] <= 2 {
+		t.Errorf("the first batch was tried %d times; want retried until replyGiveUp", tries["reply-1"])
+	}
+	if tries["reply-2"] != 1 {
+		t.Errorf("reply-2, queued behind a batch given up after replyGiveUp, was tried %d times; want once", tries["reply-2"])
 	}
 }
