@@ -43,18 +43,10 @@ var uuids = regexp.MustCompile(`"messageId":"[0-9a-f]{8}-[0-9a-f-]{27}"`)
 func newApproving() (*approving, sdk.TaskID) {
 	b := &approving{froms: froms{streamBackend: *newStreamBackend(1)}}
 	const session = "long"
-	for i := 1; i <= 1000; i++ {
-		e := b.envelope(&messages.TaskSubmitted{Input: fmt.Sprintf("old %d", i)}, uint64(i))
-		e.SessionID = session
-		b.log = append(b.log, e)
-	}
-	id := TaskIDFor(session, "m-1")
-	_, envID, _ := ParseTaskID(id)
-	submitted := b.envelope(&messages.TaskSubmitted{Input: "delete it"}, 1001)
-	submitted.ID, submitted.SessionID = envID, session
+	id, envID := b.longSession(session, "delete it")
 	asked := b.envelope(&messages.ApprovalRequested{Key: "long/1002", CallID: "c1", Tool: "delete", Arguments: "{}"}, 1002)
 	asked.SessionID, asked.CorrelationID = session, envID
-	b.log = append(b.log, submitted, asked)
+	b.log = append(b.log, asked)
 	return b, id
 }
 

@@ -21,6 +21,23 @@ type froms struct {
 	reads []uint64
 }
 
+// longSession appends to b's log 1,000 earlier tasks of session, then at seq
+// 1001 the task.submitted (input) of the task of message m-1, and returns that
+// task's ID and its envelope's.
+func (b *froms) longSession(session, input string) (sdk.TaskID, string) {
+	for i := 1; i <= 1000; i++ {
+		e := b.envelope(&messages.TaskSubmitted{Input: fmt.Sprintf("old %d", i)}, uint64(i))
+		e.SessionID = session
+		b.log = append(b.log, e)
+	}
+	id := TaskIDFor(session, "m-1")
+	_, envID, _ := ParseTaskID(id)
+	submitted := b.envelope(&messages.TaskSubmitted{Input: input}, 1001)
+	submitted.ID, submitted.SessionID = envID, session
+	b.log = append(b.log, submitted)
+	return id, envID
+}
+
 func (b *froms) Events(ctx context.Context, session string, from uint64) ([]messages.Envelope, error) {
 	b.mu.Lock()
 	b.reads = append(b.reads, from)
@@ -35,18 +52,10 @@ func (b *froms) Events(ctx context.Context, session string, from uint64) ([]mess
 func TestReadOfARunningTaskReadsItsSessionFromTheTask(t *testing.T) {
 	b := &froms{streamBackend: *newStreamBackend(1)}
 	const session = "long"
-	for i := 1; i <= 1000; i++ {
-		e := b.envelope(&messages.TaskSubmitted{Input: fmt.Sprintf("old %d", i)}, uint64(i))
-		e.SessionID = session
-		b.log = append(b.log, e)
-	}
-	id := TaskIDFor(session, "m-1")
-	_, envID, _ := ParseTaskID(id)
-	submitted := b.envelope(&messages.TaskSubmitted{Input: "now"}, 1001)
-	submitted.ID, submitted.SessionID = envID, session
+	id, _ := b.longSession(session, "now")
 	requested := b.envelope(&messages.ModelRequested{Key: "call-1", Step: 1}, 1002)
 	requested.SessionID = session
-	b.log = append(b.log, submitted, requested)
+	b.log = append(b.log, requested)
 
 	store := NewTaskStore(b)
 	ctx := context.Background()
@@ -82,18 +91,10 @@ func TestReadOfARunningTaskReadsItsSessionFromTheTask(t *testing.T) {
 func TestReadOfATaskNotHeldReadsItsSessionFromTheTask(t *testing.T) {
 	b := &froms{streamBackend: *newStreamBackend(1)}
 	const session = "long"
-	for i := 1; i <= 1000; i++ {
-		e := b.envelope(&messages.TaskSubmitted{Input: fmt.Sprintf("old %d", i)}, uint64(i))
-		e.SessionID = session
-		b.log = append(b.log, e)
-	}
-	id := TaskIDFor(session, "m-1")
-	_, envID, _ := ParseTaskID(id)
-	submitted := b.envelope(&messages.TaskSubmitted{Input: "now"}, 1001)
-	submitted.ID, submitted.SessionID = envID, session
+	id, _ := b.longSession(session, "now")
 	requested := b.envelope(&messages.ModelRequested{Key: "call-1", Step: 1}, 1002)
 	requested.SessionID = session
-	b.log = append(b.log, submitted, requested)
+	b.log = append(b.log, requested)
 
 	store := NewTaskStore(b)
 	ctx := context.Background()

@@ -13,14 +13,14 @@ import (
 // view; the read a client polling a session makes) of a session of about 20,000
 // events on the SQLite log, read again and again as it stands.
 //
-//	go test ./node -run XXX -bench SessionStatusRead -benchmem -count 5
+//	go test ./node -run '^$' -bench SessionStatusRead -benchmem -count 5
 func BenchmarkSessionStatusRead(b *testing.B) { benchmarkSessionStatusRead(b, 0) }
 
 // BenchmarkSessionStatusReadGrowing is BenchmarkSessionStatusRead with a task of
 // the session (22 events) appended to the log before each read, its append
 // measured too.
 //
-//	go test ./node -run XXX -bench SessionStatusReadGrowing -benchmem -count 5
+//	go test ./node -run '^$' -bench SessionStatusReadGrowing -benchmem -count 5
 func BenchmarkSessionStatusReadGrowing(b *testing.B) { benchmarkSessionStatusRead(b, 1) }
 
 func benchmarkSessionStatusRead(b *testing.B, tasks int) {
