@@ -28,11 +28,7 @@ func TestChainValuesTestNumbersByValue(t *testing.T) {
 		`{{json .steps.a.json.o}} {{printf "%v" .steps.a.json.z}}`:                              {`{"k":[null],"z":null} `, `{"k":[null],"z":null} <nil>`},
 		`{{with fromjson "{\"a\":null,\"b\":0}"}}[{{.a}}]{{if .b}}t{{else}}f{{end}}{{end}}`:     {"[]f", "[<no value>]t"},
 	} {
-		c := tools.Chain{Name: "c", Description: "d", Steps: []tools.ChainStep{{Name: "a", Tool: "src"}}, Output: tmpl}
-		ct, err := tools.NewChainTool(c, func(string) (tools.Tool, bool) { return step, true })
-		if err != nil {
-			t.Fatal(err)
-		}
+		ct := newChain(t, step, tmpl)
 		for i, numbers := range []tools.ChainNumbers{tools.NumbersAsValues, tools.NumbersAsWritten} {
 			got, err := ct.WithNumbers(numbers).Call(context.Background(), tools.Call{Key: "k", Arguments: `{}`})
 			if err != nil {
@@ -67,11 +63,7 @@ func TestChainValuesNullRangesAsNothingAndComparesAsNil(t *testing.T) {
 		`{{if eq .steps.a.json.x 0 "" nil}}yes{{else}}no{{end}}`:                      "yes",
 		`[{{.steps.a.json.x}}]{{json .steps.a.json.x}}{{if .steps.a.json.x}}t{{end}}`: "[]null",
 	} {
-		c := tools.Chain{Name: "c", Description: "d", Steps: []tools.ChainStep{{Name: "a", Tool: "src"}}, Output: tmpl}
-		ct, err := tools.NewChainTool(c, func(string) (tools.Tool, bool) { return step, true })
-		if err != nil {
-			t.Fatal(err)
-		}
+		ct := newChain(t, step, tmpl)
 		for _, numbers := range []tools.ChainNumbers{tools.NumbersAsValues, tools.NumbersAsWritten} {
 			got, err := ct.WithNumbers(numbers).Call(context.Background(), tools.Call{Key: "k", Arguments: `{"list":null}`})
 			if err != nil {
@@ -105,11 +97,7 @@ func TestChainValuesTruthInParenthesesAndPipes(t *testing.T) {
 		`{{if (eq (and .steps.a.json.m .steps.a.json.n) 0)}}t{{else}}f{{end}}`:      {"t", "t"},
 		`{{if and (eq .steps.a.json.n 0) (or .steps.a.json.n 1)}}t{{else}}f{{end}}`: {"t", "t"},
 	} {
-		c := tools.Chain{Name: "c", Description: "d", Steps: []tools.ChainStep{{Name: "a", Tool: "src"}}, Output: tmpl}
-		ct, err := tools.NewChainTool(c, func(string) (tools.Tool, bool) { return step, true })
-		if err != nil {
-			t.Fatal(err)
-		}
+		ct := newChain(t, step, tmpl)
 		for i, numbers := range []tools.ChainNumbers{tools.NumbersAsValues, tools.NumbersAsWritten} {
 			got, err := ct.WithNumbers(numbers).Call(context.Background(), tools.Call{Key: "k", Arguments: `{}`})
 			if err != nil {
@@ -121,4 +109,15 @@ func TestChainValuesTruthInParenthesesAndPipes(t *testing.T) {
 			}
 		}
 	}
+}
+
+// newChain returns a chain of one step, a, calling step, whose output is tmpl.
+func newChain(t *testing.T, step tools.Tool, tmpl string) *tools.ChainTool {
+	t.Helper()
+	c := tools.Chain{Name: "c", Description: "d", Steps: []tools.ChainStep{{Name: "a", Tool: "src"}}, Output: tmpl}
+	ct, err := tools.NewChainTool(c, func(string) (tools.Tool, bool) { return step, true })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ct
 }
