@@ -532,12 +532,12 @@ func (s *SessionState) decideCompression(a *Agent, t *taskState, nextSeq uint64)
 	if t.Steps+1 >= a.maxSteps(t) {
 		return nil, false // no step would be left for the loop: the call waits for a later task
 	}
-	if t.rules >= rulesNoVainCompression && s.prefixOverWindow(a) {
-		return nil, false // no call could make the request fit: the loop fails the task (overWindow)
-	}
 	call := s.compressPlan(a)
 	if call == nil {
 		return nil, false
+	}
+	if t.rules >= rulesNoVainCompression && s.prefixOverWindow(a) {
+		return nil, false // no call could make the request fit: the loop fails the task (overWindow)
 	}
 	req, report := s.compressRequest(*a, call)
 	req.Step = t.Steps + 1
