@@ -101,21 +101,24 @@ func MCPSecrets(servers map[string]mcp.ServerConfig) []string {
 			out = append(out, secret)
 		}
 		for k, v := range s.Env {
-			if redact.SecretName(k) {
-				out = append(out, v)
-			}
-			out = append(out, redact.URLSecrets(v)...)
+			out = envSecrets(out, k, v)
 		}
 		for _, a := range s.Args {
 			out = append(out, redact.URLSecrets(a)...)
 		}
 		for _, kv := range s.Passed(os.Environ()) {
 			k, v, _ := strings.Cut(kv, "=")
-			if redact.SecretName(k) {
-				out = append(out, v)
-			}
-			out = append(out, redact.URLSecrets(v)...)
+			out = envSecrets(out, k, v)
 		}
 	}
 	return out
+}
+
+// envSecrets appends to out the secrets of a server's environment variable k=v:
+// its value when its name says it is one, and any credentials of URLs in it.
+func envSecrets(out []string, k, v string) []string {
+	if redact.SecretName(k) {
+		out = append(out, v)
+	}
+	return append(out, redact.URLSecrets(v)...)
 }
