@@ -230,7 +230,8 @@ func (w *afterTaskWriter) rememberLogged(ctx context.Context, job afterTaskJob) 
 }
 
 // remember writes what a completed task said to the namespace of its agent, under
-// the key "<session>/<seq of task.completed>": a task remembered twice writes once.
+// its key (afterTaskKey): a task remembered twice writes once, and a turn with
+// nothing to keep is marked remembered once (Node.remember).
 func (w *afterTaskWriter) remember(ctx context.Context, job afterTaskJob) error {
 	ctx, cancel := context.WithTimeout(ctx, afterTaskTimeout)
 	defer cancel()
