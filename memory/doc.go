@@ -5,8 +5,9 @@
 // A namespace is an event-sourced entity, like a session. Its changes are events
 // (messages.MemoryAdded, MemoryUpdated, MemoryMerged, MemoryPromoted,
 // MemoryDistilled, MemoryInvalidated, MemoryForgotten, MemoryCleared,
-// MemoryBlockSet, MemoryBlockDeleted), each with the reason it was made and the
-// sources it came from, appended to the node's event log in a stream of its own,
+// MemoryBlockSet, MemoryBlockDeleted, and MemoryRemembered, which changes no
+// memory: a Remember with RememberOptions.Mark that wrote nothing), each with the
+// reason it was made and the sources it came from, appended to the node's event log in a stream of its own,
 // Stream(namespace) = "memory/<namespace>", which is not a session. Its memories,
 // its vector index (a vectorstore.Store), its keyword index (BM25), its entity graph
 // and its core blocks are projections of that stream, rebuilt by folding it.
@@ -193,7 +194,10 @@
 // (core_memory_append, core_memory_replace) shows from its next task on. With
 // node.Config.MemoryWriteAfterTask ("write_after_task"), the node calls Remember on
 // that namespace after each completed task, with the task's input and output as the
-// turn, under the key "<session>/<seq of task.completed>".
+// turn, under the key "<session>/<seq of task.completed>/<task ID>", with
+// RememberOptions.Mark: a turn with nothing to keep ends with a memory.remembered
+// under that key, so the node's recovery at its next start (RememberedUnder) does
+// not extract it again. History lists no mark: it touches no memory.
 //
 // # Image and audio offline
 //

@@ -153,6 +153,10 @@ func (s *state) apply(e messages.Envelope) (effect, error) {
 		key, eff.reason = p.Key, p.Reason
 		delete(s.blocks, p.Label)
 		eff.blocks = true
+	case *messages.MemoryRemembered:
+		// It changes no memory: its key alone is kept, so that the Remember it
+		// ends is known as done (rememberedUnder).
+		key, eff.reason = p.Key, p.Reason
 	default:
 		return eff, fmt.Errorf("memory: %s seq %d: a %s event has no place in a memory stream", e.SessionID, e.Seq, e.Type)
 	}
@@ -181,6 +185,25 @@ func (s *state) apply(e messages.Envelope) (effect, error) {
 	}
 	s.seq = e.Seq
 	return eff, nil
+}
+
+// rememberedUnder reports whether a Remember under key is known as done: one of
+// its facts' writes (factKey, invalidationKey) is applied, or its
+// memory.remembered (it wrote nothing).
+func (s *state) rememberedUnder(key string) bool {
+	if key == "" {
+		return false
+	}
+	if s.keys[key] != nil {
+		return true
+	}
+	for i := range MaxFacts {
+		k := factKey(key, i)
+		if s.keys[k] != nil || s.keys[invalidationKey(k)] != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // put stores rec as the memory it describes, keeping the times and the invalid

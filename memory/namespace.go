@@ -540,21 +540,16 @@ func (ns *Namespace) ForgottenSources() [][]string {
 	return out
 }
 
-// RememberedUnder reports whether a Remember under key wrote to the namespace, as
-// of the last fold (Refresh): one of its facts' writes (factKey, invalidationKey:
-// see Remember) is applied. A Remember that found no fact, or whose facts were all
-// NONE, wrote nothing, and reports false: performed again under key, it writes
-// nothing twice.
+// RememberedUnder reports whether a Remember under key is done, as of the last
+// fold (Refresh): one of its facts' writes (factKey, invalidationKey: see
+// Remember) is applied, or, when it wrote nothing, the memory.remembered it ended
+// with (RememberOptions.Mark). A Remember that wrote nothing without the mark (an
+// older build's, or one stopped between its extraction and its mark) reports
+// false: performed again under key, it writes nothing twice.
 func (ns *Namespace) RememberedUnder(key string) bool {
 	ns.mu.Lock()
 	defer ns.mu.Unlock()
-	for i := range MaxFacts {
-		k := factKey(key, i)
-		if ns.st.keys[k] != nil || ns.st.keys[invalidationKey(k)] != nil {
-			return true
-		}
-	}
-	return false
+	return ns.st.rememberedUnder(key)
 }
 
 // Refresh folds what other writers appended to the namespace's stream since the

@@ -743,6 +743,12 @@ type RememberOptions struct {
 	Neighbours int
 	// Metadata is a JSON object given to every memory Remember adds.
 	Metadata json.RawMessage
+	// Mark, with a key, ends a Remember that wrote nothing (no fact in the turn,
+	// or each fact NONE) with a memory.remembered event under key, so that
+	// RememberedUnder(key) reports it done: a recovery that looks for the turns
+	// not remembered yet (the node's write after task) does not extract the turn
+	// again. A Remember that wrote facts needs none: their events carry its key.
+	Mark bool
 }
 
 // Bounds of RememberOptions.
@@ -775,6 +781,11 @@ const (
 // a gateway that records its answers, changes nothing twice. A failure stops at the
 // fact it happened to, with the earlier facts applied: a retry with the same key
 // completes it, and reports the facts applied before as NONE, naming their memories.
+//
+// With opts.Mark, a Remember that wrote nothing appends, at its end, a
+// memory.remembered under key (once: a key already in the stream, or a fact of
+// the turn written under it, writes none); one stopped before that (a crash after
+// the extraction) is not marked, and is extracted again when performed again.
 //
 // It returns the decisions, in the order of the facts, with MemoryID set to the
 // memory each added or updated. Invalid options wrap ErrInvalid.
@@ -869,7 +880,32 @@ func (ns *Namespace) Remember(ctx context.Context, key string, turn Turn, opts R
 		}
 		decisions = append(decisions, d)
 	}
+	if opts.Mark && key != "" {
+		if err := ns.markRemembered(ctx, key, len(facts)); err != nil {
+			return decisions, fmt.Errorf("memory: remember: marking the turn remembered: %w", err)
+		}
+	}
 	return decisions, nil
+}
+
+// markRemembered appends a memory.remembered under key, which says that the
+// Remember under key, of a turn with facts facts, wrote nothing, unless the
+// stream says it is done already (rememberedUnder: its mark, or one of its
+// facts' writes, another writer's included).
+func (ns *Namespace) markRemembered(ctx context.Context, key string, facts int) error {
+	return ns.write(ctx, key, func() ([]messages.Payload, error) {
+		if ns.st.rememberedUnder(key) {
+			return nil, nil
+		}
+		reason := "remembered: nothing to keep: no fact in the turn"
+		switch {
+		case facts == 1:
+			reason = "remembered: nothing to keep: 1 fact, NONE"
+		case facts > 1:
+			reason = "remembered: nothing to keep: " + strconv.Itoa(facts) + " facts, each NONE"
+		}
+		return []messages.Payload{&messages.MemoryRemembered{Key: key, Reason: reason, Facts: facts}}, nil
+	}, nil)
 }
 
 func hasLive(ms []Memory) bool {

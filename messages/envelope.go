@@ -41,6 +41,7 @@ const (
 	TypeMemoryCleared      Type = "memory.cleared"
 	TypeMemoryBlockSet     Type = "memory.block_set"
 	TypeMemoryBlockDeleted Type = "memory.block_deleted"
+	TypeMemoryRemembered   Type = "memory.remembered"
 	// The events of a knowledge base (package knowledge), in a stream of its own.
 	TypeKBDocumentIngested Type = "kb.document_ingested"
 	TypeKBDocumentRemoved  Type = "kb.document_removed"
@@ -91,6 +92,7 @@ var versions = map[Type]int{
 	TypeMemoryCleared:      1,
 	TypeMemoryBlockSet:     1,
 	TypeMemoryBlockDeleted: 1,
+	TypeMemoryRemembered:   1,
 	TypeKBDocumentIngested: 1,
 	TypeKBDocumentRemoved:  1,
 	TypeModelDelta:         1,
@@ -285,6 +287,8 @@ func (e Envelope) Decode() (Payload, error) {
 		p = &MemoryBlockSet{}
 	case TypeMemoryBlockDeleted:
 		p = &MemoryBlockDeleted{}
+	case TypeMemoryRemembered:
+		p = &MemoryRemembered{}
 	case TypeKBDocumentIngested:
 		p = &KBDocumentIngested{}
 	case TypeKBDocumentRemoved:

@@ -160,6 +160,19 @@ type MemoryBlockDeleted struct {
 	Label  string `json:"label"`
 }
 
+// MemoryRemembered records that a Remember under Key (the write after task of a
+// turn: "<session>/<seq of task.completed>/<task ID>") ran to its end and wrote
+// nothing: the turn held no fact (Facts 0), or each of its Facts was decided NONE
+// (known already, or nothing to change). It changes no memory; it tells a later
+// recovery that the turn was remembered, so its facts are not extracted again. A
+// turn that wrote facts has no such event: its memories' events carry its key
+// (Key+"/"+i).
+type MemoryRemembered struct {
+	Key    string `json:"key"`
+	Reason string `json:"reason"`
+	Facts  int    `json:"facts"`
+}
+
 // MessageType implements Payload.
 func (*MemoryAdded) MessageType() Type { return TypeMemoryAdded }
 
@@ -189,6 +202,9 @@ func (*MemoryBlockSet) MessageType() Type { return TypeMemoryBlockSet }
 
 // MessageType implements Payload.
 func (*MemoryBlockDeleted) MessageType() Type { return TypeMemoryBlockDeleted }
+
+// MessageType implements Payload.
+func (*MemoryRemembered) MessageType() Type { return TypeMemoryRemembered }
 
 // Vector is an embedding. It travels as base64 of its components as little-endian
 // IEEE 754 float32 (a third of the size of a JSON array of numbers, and exact).

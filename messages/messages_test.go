@@ -66,6 +66,7 @@ func samples() []messages.Payload {
 		&messages.MemoryCleared{Key: "s-1/t/call_9", Reason: "clear_all by the memory tool", Tier: "working"},
 		&messages.MemoryBlockSet{Key: "s-1/t/call_4", Reason: "core_memory_append", Label: "human", Value: "Name: Alice. Likes tea.", Limit: 2000, Description: "what the agent knows of its user"},
 		&messages.MemoryBlockDeleted{Key: "s-1/t/call_5", Reason: "deleted by the memory tool", Label: "project"},
+		&messages.MemoryRemembered{Key: "s-1/10/01J0000000000000000000000task", Reason: "remembered: nothing to keep: 2 facts, each NONE", Facts: 2},
 		&messages.KBDocumentIngested{Key: "ingest/docs/guide.md", Reason: "changed", Source: "docs/guide.md", Hash: "2c26b46b68ffc68f",
 			Bytes: 2048, MarkdownBytes: 1980, Embedder: "e5-passage", Chunks: []messages.KBChunk{
 				{ChunkID: "c_9f2a", Index: 0, HeadingPath: []string{"# Guide", "## Install"}, Start: 0, End: 812, Tokens: 180,
@@ -156,6 +157,7 @@ func TestEveryTypeHasAGoldenSample(t *testing.T) {
 		messages.TypeNoteAdded, messages.TypeNoteUpdated, messages.TypeNoteRemoved,
 		messages.TypeMemoryAdded, messages.TypeMemoryUpdated, messages.TypeMemoryMerged, messages.TypeMemoryPromoted, messages.TypeMemoryDistilled,
 		messages.TypeMemoryInvalidated, messages.TypeMemoryForgotten, messages.TypeMemoryCleared, messages.TypeMemoryBlockSet, messages.TypeMemoryBlockDeleted,
+		messages.TypeMemoryRemembered,
 		messages.TypeKBDocumentIngested, messages.TypeKBDocumentRemoved,
 		messages.TypeA2APushSet, messages.TypeA2APushDeleted, messages.TypeA2APushFinal,
 		messages.TypeUISignedIn, messages.TypeUISignedOut,

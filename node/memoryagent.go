@@ -111,12 +111,15 @@ const (
 // that closed, or was killed, while turns waited (or were retried, the embedder
 // down) remembers them at its next start, and in a cluster the next owner of a
 // session's partition does (recover, recoverPending): each task.completed of the
-// sessions updated within afterTaskRecover whose turn's Remember wrote nothing to
-// its namespace yet is remembered, under the key it had, before the tasks
-// completed after it. A turn remembered before is not performed again; one whose
-// Remember found nothing to write is, by the next start or the next node (the
-// log does not say it was remembered), and writes nothing again; the recoveries
-// of the process that remembered it (a partition's assignment) skip it.
+// sessions updated within afterTaskRecover whose turn's Remember the namespace's
+// stream does not show done is remembered, under the key it had, before the tasks
+// completed after it. A turn remembered before is not performed again: one that
+// wrote facts is known by their keys, one whose Remember found nothing to write
+// by the memory.remembered it ended with (memory.RememberOptions.Mark). A node
+// stopped between a turn's extraction and that mark (or a turn an older build
+// remembered, which wrote no mark) extracts it once more at the next start, or
+// the next node does, and writes nothing again; the recoveries of the process
+// that remembered it (a partition's assignment) skip it.
 type afterTaskWriter struct {
 	n *Node
 	q *queueWorker[afterTaskJob]
@@ -126,8 +129,9 @@ type afterTaskWriter struct {
 	closed bool
 	// handled holds the keys (afterTaskKey) of the last afterTaskHandled turns
 	// this process remembered, whatever they wrote, oldest first in handledOrder:
-	// a recovery does not perform them again (a turn that wrote nothing looks
-	// to the namespace as one never remembered).
+	// a recovery does not perform them again, nor reads their namespace for them
+	// (a turn that wrote nothing and whose mark failed to be written looks to the
+	// namespace as one never remembered).
 	handled      map[string]struct{}
 	handledOrder []string
 }
@@ -226,7 +230,8 @@ func (w *afterTaskWriter) rememberLogged(ctx context.Context, job afterTaskJob) 
 }
 
 // remember writes what a completed task said to the namespace of its agent, under
-// the key "<session>/<seq of task.completed>": a task remembered twice writes once.
+// its key (afterTaskKey): a task remembered twice writes once, and a turn with
+// nothing to keep is marked remembered once (Node.remember).
 func (w *afterTaskWriter) remember(ctx context.Context, job afterTaskJob) error {
 	ctx, cancel := context.WithTimeout(ctx, afterTaskTimeout)
 	defer cancel()
@@ -290,9 +295,10 @@ func (w *afterTaskWriter) recover(pick func(session string) bool) {
 
 // recoverPending remembers, in the order of the log, the completed tasks of the
 // sessions pick picks, among those updated within afterTaskRecover (at most
-// afterTaskRecoverSessions of them), whose Remember wrote nothing to the
-// namespace yet (memory.Namespace.RememberedUnder their key): those a node closed
-// or killed before it remembered them, on this node or another. Each is
+// afterTaskRecoverSessions of them), whose Remember the namespace does not show
+// done yet (memory.Namespace.RememberedUnder their key: a fact written under it,
+// or its memory.remembered): those a node closed or killed before it remembered
+// them, on this node or another. Each is
 // remembered as a job observed live is (rememberLogged), under the same key.
 func (w *afterTaskWriter) recoverPending(ctx context.Context, pick func(string) bool) {
 	since := w.n.cfg.Clock.Now().Add(-afterTaskRecover).UnixMicro()
@@ -414,8 +420,9 @@ func allSubmitted(events []messages.Envelope, since int64) bool {
 	return true
 }
 
-// remembered reports whether job's Remember wrote to its namespace already, as
-// the namespace's stream in the log says (on any node: the owner of the
+// remembered reports whether job's Remember is done already (it wrote facts, or
+// marked the turn remembered with nothing to keep), as the namespace's stream in
+// the log says (on any node: the owner of the
 // namespace appends its writes before it answers). When the log cannot tell, it
 // reports false: the write is made again under its key, which writes nothing twice.
 // refreshed holds the namespaces this recovery pass brought up to date with the
@@ -446,7 +453,9 @@ func (n *Node) remember(ctx context.Context, name, key string, turn memory.Turn)
 	if err != nil {
 		return 0, err
 	}
-	decisions, err := ns.Remember(ctx, key, turn, memory.RememberOptions{})
+	// Mark: a turn with nothing to keep says so in the namespace's stream, so
+	// that no recovery extracts it again (afterTaskWriter.remembered).
+	decisions, err := ns.Remember(ctx, key, turn, memory.RememberOptions{Mark: true})
 	// Its adds are heard of through memory.Config.Written, as every Add is; its
 	// updates are told here.
 	updated := 0

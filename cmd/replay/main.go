@@ -502,6 +502,10 @@ func summary(p messages.Payload) string {
 			clip(p.Source), clip(p.Reason), p.Bytes, len(p.Chunks), tokens, p.Embedder)
 	case *messages.KBDocumentRemoved:
 		return fmt.Sprintf("document %s removed (%s)", clip(p.Source), clip(p.Reason))
+	case *messages.MemoryRemembered:
+		// A turn's write after task that wrote nothing: its reason and the
+		// turn's key, which no memory's history lists.
+		return fmt.Sprintf("%s (%s)", clip(p.Reason), clip(p.Key))
 	}
 	return ""
 }

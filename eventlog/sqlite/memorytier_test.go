@@ -13,7 +13,9 @@ import (
 // charts page) count memory operations by tier. A memory write names its tier in
 // the memory it records (memory.added's "memory": {"tier"}), a clear at the top
 // (memory.cleared's "tier"): both are counted under that tier, as the ClickHouse
-// log counts them, never under an empty one.
+// log counts them, never under an empty one. A memory.remembered (a write after
+// task that found nothing to keep) names no tier: it is counted as the operation
+// "remembered" under none, as ClickHouse's memory_ops counts it.
 func TestStatsCountMemoryOpsUnderTheirTier(t *testing.T) {
 	ctx := testCtx(t)
 	lg := open(t, sqlite.Config{Dir: t.TempDir()})
@@ -23,6 +25,7 @@ func TestStatsCountMemoryOpsUnderTheirTier(t *testing.T) {
 		&messages.MemoryUpdated{Reason: "api", Memory: messages.MemoryRecord{MemoryID: "m1", Tier: "semantic", Content: "Alice likes green tea."}},
 		&messages.MemoryPromoted{Reason: "consolidation", From: "episodic", Memory: messages.MemoryRecord{MemoryID: "m3", Tier: "semantic", Content: "c"}},
 		&messages.MemoryCleared{Reason: "api", Tier: "episodic"},
+		&messages.MemoryRemembered{Key: "s-1/2/t", Reason: "remembered: nothing to keep: no fact in the turn"},
 	}
 	for i, p := range payloads {
 		e, err := messages.NewEnvelope(p)
@@ -40,6 +43,7 @@ func TestStatsCountMemoryOpsUnderTheirTier(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []eventlog.MemoryOps{
+		{Tier: "", Op: "remembered", Count: 1},
 		{Tier: "episodic", Op: "cleared", Count: 1},
 		{Tier: "semantic", Op: "added", Count: 2},
 		{Tier: "semantic", Op: "promoted", Count: 1},

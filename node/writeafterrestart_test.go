@@ -1,28 +1,24 @@
-//go:build review
-
 package node_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/memory"
+	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
 	"github.com/troupe-run/troupe/node/nodetest"
 )
 
-// Repro, left for review (go test -tags review ./node -run
-// TestWriteAfterTaskTurnThatWroteNothingIsExtractedAgainAtTheNextStart): a turn
-// whose write after task found nothing to remember leaves no trace in the log
-// (its namespace's stream gets no event, and no other event says it was
-// remembered), so the next start's recovery (within afterTaskRecover) extracts
-// its facts again: a model call per such turn of the last hour, at every start.
-// Skipping it needs a durable mark that the turn was remembered: a new event
-// (say memory.remembered on the namespace's stream, with the key and nothing
-// written) or a recovery mark per partition, as the publication marks are; a
-// change of the log's events, left to the lead.
-func TestWriteAfterTaskTurnThatWroteNothingIsExtractedAgainAtTheNextStart(t *testing.T) {
+// A turn whose write after task found nothing to remember left no trace in the
+// log (its namespace's stream got no event, and no other event said it was
+// remembered), so every start's recovery (within afterTaskRecover) extracted its
+// facts again: a model call per such turn of the last hour, at every start. Its
+// Remember now ends with a memory.remembered under the turn's key, which the
+// next start's recovery takes for the turn done.
+func TestWriteAfterTaskTurnThatWroteNothingIsNotExtractedAgain(t *testing.T) {
 	w := newDurableWorld(t)
 	mm := &nothingToRemember{}
 	start := func() (*node.Node, func()) {
@@ -63,5 +59,28 @@ func TestWriteAfterTaskTurnThatWroteNothingIsExtractedAgainAtTheNextStart(t *tes
 	wait(func() bool { return mm.others.Load() > others }, "the later turn was never remembered")
 	if after := mm.first.Load(); after != before {
 		t.Errorf("the next start asked the memory model %d more times for a turn remembered already", after-before)
+	}
+	// Each turn is marked once, under its write after task's key.
+	events, err := w.log.Read(t.Context(), memory.Stream("agent:a"), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	marks := map[string]int{}
+	for _, e := range events {
+		p, err := e.Decode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, ok := p.(*messages.MemoryRemembered)
+		if !ok {
+			t.Fatalf("the namespace's stream holds a %s: nothing was written", e.Type)
+		}
+		marks[strings.SplitN(r.Key, "/", 2)[0]]++
+		if r.Facts != 0 || len(strings.Split(r.Key, "/")) != 3 {
+			t.Errorf("mark %+v: want the key <session>/<seq>/<task ID> and no fact", r)
+		}
+	}
+	if marks["s-nothing"] != 1 || marks["s-next"] != 1 {
+		t.Errorf("marks per session %v, want one for each of s-nothing and s-next", marks)
 	}
 }
