@@ -41,7 +41,10 @@ func TestRunBoundsAModelsRunawayJudgementReason(t *testing.T) {
 		t.Fatal(err)
 	}
 	if rep.Invalidated != 1 {
-		t.Fatalf("the verdict was not applied:\n%s", rep)
+		t.Fatalf("the verdict was not applied:\n%.2000s", rep)
+	}
+	if n := len(rep.Decisions[0].Reason); n > 4<<10 {
+		t.Errorf("the report holds a reason of %d bytes", n)
 	}
 	hist, err := ns.History(ctx, older)
 	if err != nil {
