@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/troupe-run/troupe/memory"
 	"github.com/troupe-run/troupe/messages"
@@ -150,7 +151,7 @@ func parseJudgement(answer string) (contradicts bool, reason string, err error) 
 			return false, "", fmt.Errorf("%w: \"contradicts\" is %v, not true or false", ErrBadAnswer, v)
 		}
 		if r, ok := obj["reason"].(string); ok {
-			reason = oneLine(r)
+			reason = clipReason(oneLine(r))
 		}
 		return contradicts, reason, nil
 	}
@@ -159,7 +160,23 @@ func parseJudgement(answer string) (contradicts bool, reason string, err error) 
 	if err != nil {
 		return false, "", err
 	}
-	return contradicts, oneLine(strings.TrimLeft(rest, ".,:;!- ")), nil
+	return contradicts, clipReason(oneLine(strings.TrimLeft(rest, ".,:;!- "))), nil
+}
+
+// MaxReasonBytes bounds the reason of a judgement as the run keeps it (in its
+// report, and in the reason of the invalidation it records, which memory bounds
+// again): a longer one is cut at a character, with "…".
+const MaxReasonBytes = MaxFactBytes
+
+func clipReason(s string) string {
+	if len(s) <= MaxReasonBytes {
+		return s
+	}
+	cut := MaxReasonBytes - len("…")
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }
 
 func yesNo(s string) (bool, error) {

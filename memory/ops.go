@@ -353,9 +353,19 @@ func (ns *Namespace) redact(s string) string {
 	return ns.cfg.Redact(s)
 }
 
-// why is the reason an event records, reason or else def, redacted: a reason is the
-// caller's text (the agent's, a model's), and may quote a secret.
-func (ns *Namespace) why(reason, def string) string { return ns.redact(cmp.Or(reason, def)) }
+// MaxReasonBytes bounds the reason a change records: a longer one is cut (at a
+// character, with "…") rather than refused, so that a model writing without end (a
+// judgement's or a decision's reason) still has its change made, without growing
+// every fold of the namespace and every look at the memory's history by what it
+// wrote.
+const MaxReasonBytes = 2 << 10
+
+// why is the reason an event records, reason or else def, redacted, then cut to
+// MaxReasonBytes (after the redaction, so that no secret escapes it by being cut):
+// a reason is the caller's text (the agent's, a model's), and may quote a secret.
+func (ns *Namespace) why(reason, def string) string {
+	return clipText(ns.redact(cmp.Or(reason, def)), MaxReasonBytes)
+}
 
 // redactJSON is a JSON value (metadata, a source's detail) redacted. A redaction
 // that leaves no valid JSON (a secret that was a bare number) leaves a string saying

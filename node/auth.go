@@ -304,10 +304,16 @@ type servedRequest struct {
 
 // serve serves r, signed in with the token of hash sum (by the cookie of the
 // session whose ID has hash session, when not nil), with a context that cut
-// cancels when a reload drops the token, and cutSession when the session ends.
-func (g *gate) serve(h http.Handler, w http.ResponseWriter, r *http.Request, sum [sha256.Size]byte, session *[sha256.Size]byte) {
+// cancels when a reload drops the token, and cutSession when the session ends;
+// a request signed in by a session also ends when the session expires, at
+// expires, as a stream it opened would otherwise go on past the sign-in.
+func (g *gate) serve(h http.Handler, w http.ResponseWriter, r *http.Request, sum [sha256.Size]byte, session *[sha256.Size]byte, expires time.Time) {
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
+	if session != nil && !expires.IsZero() {
+		expiry := time.AfterFunc(time.Until(expires), cancel)
+		defer expiry.Stop()
+	}
 	s := &servedRequest{token: sum, session: session, cancel: cancel}
 	g.servingMu.Lock()
 	if g.serving == nil {
@@ -413,6 +419,7 @@ func (g *gate) wrap(h http.Handler, rpc map[string]bool) http.Handler {
 		}
 		key := "ip:" + g.clientIP(r)
 		var token, session *[sha256.Size]byte // the hashes of the token the request is signed in with, and of its cookie's session ID
+		var expires time.Time                 // when the cookie's session ends
 		if g.closed() {
 			sum, ok := g.match(r)
 			if !ok && r.Header.Get("Authorization") == "" {
@@ -440,7 +447,7 @@ func (g *gate) wrap(h http.Handler, rpc map[string]bool) http.Handler {
 					sum, ok = sess.token, true
 					if c, err := r.Cookie(SessionCookie); err == nil {
 						k := sha256.Sum256([]byte(c.Value))
-						session = &k
+						session, expires = &k, sess.expires
 					}
 				}
 			}
@@ -469,7 +476,7 @@ func (g *gate) wrap(h http.Handler, rpc map[string]bool) http.Handler {
 			}
 		}
 		if token != nil {
-			g.serve(h, w, r, *token, session)
+			g.serve(h, w, r, *token, session, expires)
 			return
 		}
 		h.ServeHTTP(w, r)

@@ -48,3 +48,37 @@ func TestLogoutEndsTheSessionsStreams(t *testing.T) {
 		t.Error("the feed opened with the cookie is still open after the logout")
 	}
 }
+
+// A stream the dashboard opened with its session's cookie ends when the session
+// expires, as at a logout: the cookie is refused from then on (401), and a stream
+// that went on would keep a browser (or a stolen cookie) reading the node's
+// sessions past the sign-in's end for as long as its connection lasts.
+func TestSignInExpiryEndsTheSessionsStreams(t *testing.T) {
+	const ttl = 2 * time.Second
+	_, base, _ := authNode(t, node.HTTPConfig{Auth: node.AuthConfig{Tokens: []string{goodToken}, SessionTTL: ttl}})
+	resp, body, cookies := login(t, base, goodToken, nil)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("login: %d %s", resp.StatusCode, body)
+	}
+	session := cookies[node.SessionCookie].Value
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", base+"/v1/feed/sessions", nil)
+	req.AddCookie(&http.Cookie{Name: node.SessionCookie, Value: session})
+	stream, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.Body.Close()
+	if stream.StatusCode != http.StatusOK {
+		t.Fatalf("the feed with the cookie: %d", stream.StatusCode)
+	}
+	ended := make(chan struct{})
+	go func() { io.Copy(io.Discard, stream.Body); close(ended) }()
+	select {
+	case <-ended:
+	case <-time.After(ttl + 10*time.Second):
+		code, _ := withCookie(t, "GET", base+"/v1/sessions", session, "", nil)
+		t.Errorf("the feed opened with the cookie is still open 10 s after the session expired (the cookie now gets %d)", code)
+	}
+}
