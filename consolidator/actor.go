@@ -123,6 +123,12 @@ type NamespaceActor struct {
 	seq *uint64
 	// touched says that memories were written, or a run asked, since the last run.
 	touched bool
+	// stalled are the questions the last run was cut short on (Report.Stalled):
+	// the next run asks them last (AskLast). Kept while the actor lives: a
+	// restart, or a new actor after the namespace went idle, starts without them,
+	// and its first run asks them in the plan's order again (each question having
+	// at most half of what remains of the run while others wait after it).
+	stalled []string
 }
 
 var _ actor.Actor = (*NamespaceActor)(nil)
@@ -163,9 +169,9 @@ func (a *NamespaceActor) Receive(ctx actor.Context) {
 		}
 		touched := a.touched
 		out := a.run(ctx, fmt.Sprintf("schedule: every %s", a.deps.interval), "", nil, nil)
-		if errors.Is(out.Err, ErrNotOwned) || !touched && out.Err == nil && len(out.Report.Decisions) == 0 {
+		if errors.Is(out.Err, ErrNotOwned) || !touched && out.Err == nil && len(out.Report.Decisions) == 0 && len(a.stalled) == 0 {
 			// Idle: nothing written or asked since the run before, and nothing to
-			// do now. The actor stops (the host decides, seeing its mailbox empty),
+			// do now (no question it was cut short on to ask last). The actor stops (the host decides, seeing its mailbox empty),
 			// so that a node does not load every namespace it ever used each
 			// Interval, nor keep an actor for each; the namespace's next use (a
 			// write, a request, its next load) spawns one again.
@@ -222,7 +228,8 @@ func (a *NamespaceActor) run(ctx actor.Context, cause, key string, asker context
 		if r, ok := t.(Releaser); ok {
 			defer r.Release()
 		}
-		out.Report, err = a.deps.consolidator.Run(runCtx, t, key)
+		out.Report, err = a.deps.consolidator.Run(runCtx, t, key, AskLast(a.stalled...))
+		a.stalled = out.Report.Stalled
 	}
 	switch {
 	case errors.Is(err, ErrNotOwned):

@@ -127,6 +127,42 @@ type Report struct {
 	// Skipped says, a line each, what was planned but not applied and why (no model,
 	// an unreadable answer, a memory gone meanwhile, a fact judged compatible).
 	Skipped []string `json:"skipped,omitempty"`
+	// Stalled names the questions to the model (a cluster to distil, a pair of facts
+	// to judge; Question) that this run was cut short on: its share of the run ran
+	// out, or the run ended while it was asked. The questions of AskLast that a run
+	// cut short did not get to stay in it. A NamespaceActor gives them to its next
+	// run (AskLast), which asks them after the others, so that one question the
+	// model stalls on does not keep the others from being asked run after run.
+	Stalled []string `json:"stalled,omitempty"`
+}
+
+// Question names the question d puts to the model, the same in every run
+// ("distill-1f2e…": DecisionKey without the run's key), as Report.Stalled and
+// AskLast name it.
+func Question(d Decision) string { return strings.TrimPrefix(DecisionKey("", d), "/") }
+
+// RunOption adjusts one run (Run).
+type RunOption func(*runOptions)
+
+type runOptions struct {
+	last   []string
+	isLast map[string]bool
+}
+
+// AskLast has the run ask the questions named (Question) after the others, in the
+// order of the plan: those an earlier run was cut short on (Report.Stalled).
+func AskLast(questions ...string) RunOption {
+	return func(o *runOptions) {
+		if o.isLast == nil {
+			o.isLast = map[string]bool{}
+		}
+		for _, q := range questions {
+			if !o.isLast[q] {
+				o.isLast[q] = true
+				o.last = append(o.last, q)
+			}
+		}
+	}
 }
 
 // String is the report as the memory tool's consolidate action shows it.
@@ -157,8 +193,37 @@ func (r Report) String() string {
 // could not help with, each with a line in Report.Skipped. The error is a failure of
 // t (not ErrNotFound or ErrInvalid, which skip the decision) or of ctx: the Report
 // then holds what was applied before it.
-func (c *Consolidator) Run(ctx context.Context, t Target, key string) (Report, error) {
-	rep := Report{Namespace: t.Name(), Key: key}
+//
+// The questions to the model share the run's time (its context's deadline): while
+// others wait after it, a question may take at most half of what remains of the
+// run, the last one all of it, so that a question the model stalls on leaves the
+// others at least half the run. The questions a run was cut short on are in
+// Report.Stalled; AskLast has a run ask them after the others.
+func (c *Consolidator) Run(ctx context.Context, t Target, key string, opts ...RunOption) (rep Report, err error) {
+	var o runOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	rep = Report{Namespace: t.Name(), Key: key}
+	// asks are the questions to the model, next the first of them not asked yet
+	// (-1 until they are listed): a run cut short before a question it was to ask
+	// last keeps it so (Report.Stalled).
+	var asks []Decision
+	next := -1
+	defer func() {
+		if err == nil {
+			return
+		}
+		if next < 0 {
+			rep.Stalled = append(rep.Stalled, o.last...)
+			return
+		}
+		for _, d := range asks[next:] {
+			if q := Question(d); o.isLast[q] {
+				rep.Stalled = append(rep.Stalled, q)
+			}
+		}
+	}()
 	if key == "" {
 		return rep, fmt.Errorf("%w: consolidation of %s without an idempotency key", memory.ErrInvalid, rep.Namespace)
 	}
@@ -216,16 +281,21 @@ func (c *Consolidator) Run(ctx context.Context, t Target, key string) (Report, e
 		return rep, err
 	}
 	live := snapshot(t)
-	var asks []Decision
+	var last []Decision
 	for _, d := range planned {
 		if d.Kind == Distill || d.Kind == Invalidate && d.Judge {
-			asks = append(asks, d)
+			if o.isLast[Question(d)] {
+				last = append(last, d)
+			} else {
+				asks = append(asks, d)
+			}
 			continue
 		}
 		if err := c.applyOne(ctx, t, key, d, asPlanned, live, &rep); err != nil {
 			return rep, err
 		}
 	}
+	asks, next = append(asks, last...), 0
 
 	// Then each question to the model, its answer applied as soon as it comes: it
 	// is recorded (the event of the fact written, of the memory invalidated) before
@@ -233,7 +303,8 @@ func (c *Consolidator) Run(ctx context.Context, t Target, key string) (Report, e
 	// throws away an answer it was given, and the run after it asks only what was
 	// not answered.
 	step, unjudged := 0, 0
-	for _, d := range asks {
+	for i, d := range asks {
+		next = i + 1
 		if c.model == nil {
 			if d.Kind == Distill {
 				rep.skip(d, "no model configured: a cluster is distilled by a model only")
@@ -255,15 +326,23 @@ func (c *Consolidator) Run(ctx context.Context, t Target, key string) (Report, e
 			ok  bool
 			err error
 		)
+		qctx, cancel := share(ctx, len(asks)-i-1)
 		if d.Kind == Distill {
-			ok, err = c.distill(ctx, key, step, &d, live)
+			ok, err = c.distill(qctx, key, step, &d, live)
 		} else {
-			ok, err = c.judge(ctx, key, step, &d, live)
+			ok, err = c.judge(qctx, key, step, &d, live)
 		}
+		outOfTime := err != nil && qctx.Err() != nil
+		cancel()
 		if ctx.Err() != nil {
+			rep.Stalled = append(rep.Stalled, Question(d))
 			return rep, ctx.Err()
 		}
 		switch {
+		case outOfTime:
+			rep.Stalled = append(rep.Stalled, Question(d))
+			rep.skip(d, err.Error()+" (its share of the run ran out: the next run asks it last)")
+			continue
 		case err != nil:
 			rep.skip(d, err.Error())
 			continue
@@ -292,6 +371,19 @@ func (c *Consolidator) Run(ctx context.Context, t Target, key string) (Report, e
 		"forgotten", rep.Forgotten, "merged", rep.Merged, "promoted", rep.Promoted,
 		"distilled", rep.Distilled, "invalidated", rep.Invalidated, "skipped", len(rep.Skipped))
 	return rep, nil
+}
+
+// share is the context of a question with after questions still to ask after it:
+// while there are, it may take at most half of what remains of ctx (the run's
+// deadline), so that a question the model stalls on (a route that hangs, retried
+// past the run's timeout) leaves the others at least half the run; the last
+// question, or one of a run without a deadline, has all of ctx.
+func share(ctx context.Context, after int) (context.Context, context.CancelFunc) {
+	deadline, ok := ctx.Deadline()
+	if !ok || after == 0 {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, time.Until(deadline)/2)
 }
 
 // snapshot is t's memories by ID.

@@ -46,7 +46,12 @@
 // plans the rest, applies the decisions that need no model, then asks the optional model (llm.Model) for each
 // cluster's fact and each candidate conflict's verdict, applying each answer before
 // it asks the next question (a run cut short, by a kill or its timeout, keeps the
-// answers it got, and the next run asks only the rest), all through a Target, the namespace (*memory.Namespace
+// answers it got, and the next run asks only the rest). The questions share the
+// run's time: while others wait after it, a question takes at most half of what
+// remains of the run (the last one all of it), so a question the model stalls on
+// leaves the others at least half; the questions a run was cut short on
+// (Report.Stalled) are asked after the others by the namespace's next run (AskLast,
+// which its NamespaceActor gives it while it lives). All goes through a Target, the namespace (*memory.Namespace
 // satisfies it). Each decision's idempotency key is DecisionKey(key, decision): a run
 // repeated with the same key after a crash applies nothing twice, and decisions whose
 // memories vanished or changed meanwhile (another writer rewrote, re-weighed or
