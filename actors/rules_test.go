@@ -256,3 +256,20 @@ func TestRules12DecidesAsRules11(t *testing.T) {
 		}
 	}
 }
+
+// A session's fold skips no event it cannot read: one of a type this build does
+// not know fails it, a memory event's type too (a memory namespace's fold skips
+// those: memory's TestMemoryFoldSkipsAnUnknownMemoryEventType). A session that
+// skipped an event could decide otherwise than the build that wrote it.
+func TestSessionFoldRefusesAnUnknownEventType(t *testing.T) {
+	for _, typ := range []messages.Type{"memory.future_thing", "task.future_thing"} {
+		st := actors.NewSessionState("u")
+		if err := st.Apply(env(t, &messages.TaskSubmitted{Input: "hi", Rules: actors.ContextRules}, "u", 1, "task-u")); err != nil {
+			t.Fatal(err)
+		}
+		e := messages.Envelope{ID: "u/b", SessionID: "u", Seq: 2, Type: typ, Version: 1, Actor: "test", Payload: []byte(`{}`)}
+		if err := st.Apply(e); !errors.Is(err, messages.ErrUnknownType) {
+			t.Errorf("a %s in a session: %v, want %v", typ, err, messages.ErrUnknownType)
+		}
+	}
+}
