@@ -219,7 +219,16 @@ import (
 //     empty (tools.NumbersAsValues: chain.go's chainNumbers), where under 10 0
 //     was true, as any non-empty text, and a null rendered "<no value>" (as under
 //     1 to 9, whose float64 0 was false).
-const ContextRules = 11
+//   - 12: every task is decided as under 11: no prompt and no event of a
+//     session differs, so a task recorded under 11 or 12 is refolded, verified
+//     and forked alike. What 12 adds is outside the sessions: a node recording
+//     new tasks under it writes the memory.remembered mark that ends a write after
+//     task which found nothing to keep (MarksRemembered), an event a build of 11
+//     cannot read (its memory fold fails the whole namespace on it). A node
+//     pinned to 11 or older (Agents.Rules, node.Config.DecisionRules: a rolling
+//     upgrade, or a rollback to come) writes none, and the next start's recovery
+//     extracts such a turn again, one model call, as under 11.
+const ContextRules = 12
 
 // The versions of the rules whose changes the code tests for by name (ContextRules
 // lists them all).
@@ -341,7 +350,21 @@ const (
 	// (tools.NumbersAsValues): rules 10 took 0 for true, as any non-empty text,
 	// and rendered a null "<no value>", as older rules did.
 	rulesNumbersAsValues = 11
+	// rulesRememberedMark is the version whose node marks a write after task that
+	// found nothing to keep with a memory.remembered (MarksRemembered): under
+	// older rules it writes no such event, which their builds cannot read.
+	rulesRememberedMark = 12
 )
+
+// MarksRemembered reports whether a node recording new tasks under decision
+// rules v (Agents.Rules, node.Config.DecisionRules; 0: this build's) ends a write
+// after task that wrote nothing with a memory.remembered on the namespace's
+// stream (memory.RememberOptions.Mark): from rules 12 (rulesRememberedMark).
+// Builds of older rules cannot fold a namespace holding one, so a node pinned to
+// them for a rolling upgrade writes none. No decision of a session reads it.
+func MarksRemembered(v int) bool {
+	return v == 0 || v >= rulesRememberedMark
+}
 
 // MinSubAgentTokens is the least share of its task's token budget a sub-agent
 // started beside others starts with under decision rules 11 (SharesFloored; the

@@ -1,6 +1,7 @@
 package actors_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -220,5 +221,55 @@ func TestAResumedTaskKeepsItsRulesAndANewTaskGetsTodays(t *testing.T) {
 	a := actors.Agent{Model: model.Name(), SystemPrompt: "test", Context: actors.ContextOptions{Window: 400, ReservedOutput: 100}}
 	if div, err := actors.Verify(a, events); div != nil || err != nil {
 		t.Fatalf("verify: %v %v", div, err)
+	}
+}
+
+// Version 12 decides every task as 11 does: what it adds is the node's
+// memory.remembered mark (actors.MarksRemembered), no decision. A session
+// recorded under 12 verifies as recorded under 11, and a team's task recorded
+// under either makes the same events.
+func TestRules12DecidesAsRules11(t *testing.T) {
+	events, agent, configs := recordedIn(t)
+	for _, v := range []int{12, 11} {
+		if div, err := actors.VerifyRecorded(actors.Agents{Default: agent}, asRecordedUnder(t, events, v), 1, configs); err != nil || div != nil {
+			t.Errorf("the session recorded under rules %d: %v %v", v, div, err)
+		}
+	}
+	team := func(v int) []messages.Envelope {
+		agent := newTeamAgent(t, "line", "scripted", actors.Team{Pattern: actors.TeamPipeline, Members: members("a", "b")})
+		d := newDelegates(map[string]memberFunc{"a": answer("first\n\nSTATE: city = Oslo\n"), "b": answer("done")})
+		return recordTeam(t, agent, v, llm.ScriptStep{}, d, "read the page")
+	}
+	under11, under12 := team(11), team(12)
+	if len(under11) != len(under12) {
+		t.Fatalf("the team's task made %d events under 11, %d under 12", len(under11), len(under12))
+	}
+	for i := 1; i < len(under11); i++ { // the first, task.submitted, records its rules
+		a, b := under11[i], under12[i]
+		if a.Type != b.Type || !bytes.Equal(a.Payload, b.Payload) {
+			t.Fatalf("seq %d: under 11 %s %s, under 12 %s %s", a.Seq, a.Type, a.Payload, b.Type, b.Payload)
+		}
+	}
+	for v, want := range map[int]bool{0: true, 12: true, 11: false, 8: false, 1: false} {
+		if actors.MarksRemembered(v) != want {
+			t.Errorf("MarksRemembered(%d) = %v, want %v", v, !want, want)
+		}
+	}
+}
+
+// A session's fold skips no event it cannot read: one of a type this build does
+// not know fails it, a memory event's type too (a memory namespace's fold skips
+// those: memory's TestMemoryFoldSkipsAnUnknownMemoryEventType). A session that
+// skipped an event could decide otherwise than the build that wrote it.
+func TestSessionFoldRefusesAnUnknownEventType(t *testing.T) {
+	for _, typ := range []messages.Type{"memory.future_thing", "task.future_thing"} {
+		st := actors.NewSessionState("u")
+		if err := st.Apply(env(t, &messages.TaskSubmitted{Input: "hi", Rules: actors.ContextRules}, "u", 1, "task-u")); err != nil {
+			t.Fatal(err)
+		}
+		e := messages.Envelope{ID: "u/b", SessionID: "u", Seq: 2, Type: typ, Version: 1, Actor: "test", Payload: []byte(`{}`)}
+		if err := st.Apply(e); !errors.Is(err, messages.ErrUnknownType) {
+			t.Errorf("a %s in a session: %v, want %v", typ, err, messages.ErrUnknownType)
+		}
 	}
 }

@@ -17,7 +17,10 @@
 // Open builds the Memories of a node from a Config (the log and the vector store
 // are required; the embedders, the clock, the ID source, the limits and the
 // redaction have defaults). Memories.Namespace folds a namespace's stream on its
-// first use and caches it. Every write takes an idempotency key — a key already in
+// first use and caches it. The fold skips a memory event of a type this build does
+// not know (a later build's, in a cluster's rolling upgrade or after a rollback),
+// telling Config.Skipped once per type, instead of failing the namespace; any
+// other event it cannot read fails it. Every write takes an idempotency key — a key already in
 // the stream is not applied again, the earlier result is returned — and works like
 // tools/notes: it folds what the stream gained, checks the request against the
 // folded state (a malformed request wraps ErrInvalid, an unknown memory ErrNotFound,
@@ -195,9 +198,10 @@
 // node.Config.MemoryWriteAfterTask ("write_after_task"), the node calls Remember on
 // that namespace after each completed task, with the task's input and output as the
 // turn, under the key "<session>/<seq of task.completed>/<task ID>", with
-// RememberOptions.Mark: a turn with nothing to keep ends with a memory.remembered
-// under that key, so the node's recovery at its next start (RememberedUnder) does
-// not extract it again. History lists no mark: it touches no memory.
+// RememberOptions.Mark (unless the node is pinned to decision rules older than 12,
+// whose builds cannot fold the mark: actors.MarksRemembered): a turn with nothing
+// to keep ends with a memory.remembered under that key, so the node's recovery at
+// its next start (RememberedUnder) does not extract it again. History lists no mark: it touches no memory.
 //
 // # Image and audio offline
 //

@@ -2,6 +2,7 @@ package memory
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -54,6 +55,9 @@ type effect struct {
 	touched []touch
 	// reason and key are the event's own (History reads them).
 	reason, key string
+	// unknown is the type of an event skipped: a memory event this build does
+	// not know (skippable), which changed nothing here.
+	unknown messages.Type
 }
 
 type touch struct {
@@ -74,7 +78,11 @@ func (s *state) apply(e messages.Envelope) (effect, error) {
 	}
 	p, err := e.Decode()
 	if err != nil {
-		return eff, fmt.Errorf("memory: %w", err)
+		if !skippable(e, err) {
+			return eff, fmt.Errorf("memory: %w", err)
+		}
+		s.seq, eff.unknown = e.Seq, e.Type
+		return eff, nil
 	}
 	ts := time.UnixMicro(e.TS).UTC()
 	var key, addedHash string
@@ -185,6 +193,19 @@ func (s *state) apply(e messages.Envelope) (effect, error) {
 	}
 	s.seq = e.Seq
 	return eff, nil
+}
+
+// skippable reports whether e, which failed to decode with err, is a memory
+// event of a type this build does not know (a later build's, memory.remembered
+// to a build before it): its fold skips it, so that a namespace a later build
+// wrote to stays readable here (in a cluster's rolling upgrade, or after a
+// rollback). It changes nothing this build folds: its memories, blocks and keys
+// are what the events it knows made them. An event of a known type in a version
+// newer than this build's is not skipped (its memories would be folded wrong),
+// nor one of another kind (it has no place in a memory stream); a session's fold
+// skips nothing (an event it skipped could change what it decides).
+func skippable(e messages.Envelope, err error) bool {
+	return errors.Is(err, messages.ErrUnknownType) && strings.HasPrefix(string(e.Type), "memory.")
 }
 
 // rememberedUnder reports whether a Remember under key is known as done: one of

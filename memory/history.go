@@ -54,6 +54,9 @@ func (ns *Namespace) History(ctx context.Context, id string) ([]Change, error) {
 		if err != nil {
 			return nil, err
 		}
+		if eff.unknown != "" {
+			ns.m.skip(ns.name, e)
+		}
 		for _, t := range eff.touched {
 			if t.id != id {
 				continue

@@ -138,6 +138,13 @@ type Config struct {
 	// the same, their vectors follow. A node logs them. It is called with the
 	// namespace's lock held, at most once per failed request, and must not block.
 	VectorTrouble func(namespace, collection string, err error)
+	// Skipped, when set, hears of the memory events of a type this build does not
+	// know (a later build's) that a namespace's fold skipped instead of failing
+	// the namespace: the namespace, the type and the seq of the first such event
+	// seen, once per type for the Memories, however many events and namespaces
+	// hold it. A node logs it. It may be called with the namespace's lock held,
+	// and must not block.
+	Skipped func(namespace string, t messages.Type, seq uint64)
 	// VectorParked, when set, hears of each memory whose vector the store refused
 	// (a vector of another dimension than its collection's, a payload it does not
 	// take): the other vectors of its batch are written, and this one is left out
@@ -244,6 +251,17 @@ type Memories struct {
 	parkedN, retriedN atomic.Int64
 	spaces            *entity.Loaded[*Namespace]
 	ids               *idIndex // memory ID → namespace (Locate)
+	// skipped holds the memory event types the folds skipped (Config.Skipped):
+	// each is told once.
+	skipped sync.Map
+}
+
+// skip tells Config.Skipped of e, an event of namespace ns of a type its fold
+// skipped, unless an event of its type was told before.
+func (m *Memories) skip(ns string, e messages.Envelope) {
+	if _, told := m.skipped.LoadOrStore(e.Type, struct{}{}); !told && m.cfg.Skipped != nil {
+		m.cfg.Skipped(ns, e.Type, e.Seq)
+	}
 }
 
 // Open returns the memories cfg describes. It validates cfg and reads nothing yet.
@@ -435,6 +453,9 @@ func (ns *Namespace) apply(e messages.Envelope) error {
 	eff, err := ns.st.apply(e)
 	if err != nil {
 		return err
+	}
+	if eff.unknown != "" {
+		ns.m.skip(ns.name, e)
 	}
 	ns.pj.apply(ns.st, eff)
 	ns.pending = append(ns.pending, idNote{seq: e.Seq, ids: eff.put})

@@ -26,6 +26,7 @@ import (
 	"github.com/troupe-run/troupe/consolidator"
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/memory"
+	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/tools"
 	"github.com/troupe-run/troupe/vectorstore"
 )
@@ -500,6 +501,14 @@ func (n *Node) openMemory() error {
 		if s := scheduleOpened.Load(); s != nil && n.ownsKey(memory.Stream(ns)) {
 			s.Schedule(ns)
 		}
+	}
+	skipped := cfg.Skipped
+	cfg.Skipped = func(ns string, t messages.Type, seq uint64) {
+		if skipped != nil {
+			skipped(ns, t, seq)
+		}
+		n.cfg.Logger.Warn("memory: a namespace's stream holds events of a type this build does not know (a later build's); its fold skips them, they change no memory here (logged once per type)",
+			"namespace", ns, "type", string(t), "seq", seq)
 	}
 	written := cfg.Written
 	cfg.Written = func(ns string, added int) {

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/troupe-run/troupe/actors"
 	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/memory"
@@ -117,7 +118,8 @@ const (
 // wrote facts is known by their keys, one whose Remember found nothing to write
 // by the memory.remembered it ended with (memory.RememberOptions.Mark). A node
 // stopped between a turn's extraction and that mark (or a turn an older build
-// remembered, which wrote no mark) extracts it once more at the next start, or
+// remembered, or a node pinned to decision rules older than 12 did, which wrote
+// no mark: actors.MarksRemembered) extracts it once more at the next start, or
 // the next node does, and writes nothing again; the recoveries of the process
 // that remembered it (a partition's assignment) skip it.
 type afterTaskWriter struct {
@@ -454,8 +456,10 @@ func (n *Node) remember(ctx context.Context, name, key string, turn memory.Turn)
 		return 0, err
 	}
 	// Mark: a turn with nothing to keep says so in the namespace's stream, so
-	// that no recovery extracts it again (afterTaskWriter.remembered).
-	decisions, err := ns.Remember(ctx, key, turn, memory.RememberOptions{Mark: true})
+	// that no recovery extracts it again (afterTaskWriter.remembered); not when
+	// the node is pinned to decision rules older than 12 (a rolling upgrade),
+	// whose builds cannot fold a namespace holding the mark.
+	decisions, err := ns.Remember(ctx, key, turn, memory.RememberOptions{Mark: actors.MarksRemembered(n.cfg.DecisionRules)})
 	// Its adds are heard of through memory.Config.Written, as every Add is; its
 	// updates are told here.
 	updated := 0
