@@ -9,6 +9,7 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill"
 
+	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/eventlog/sqlite"
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/messages"
@@ -24,6 +25,21 @@ type epochBlipLog struct {
 	mu    sync.Mutex
 	left  int
 	calls int
+	// sessionsLeft are the next Sessions calls that fail.
+	sessionsLeft int
+}
+
+func (l *epochBlipLog) Sessions(ctx context.Context, f eventlog.Filter) ([]eventlog.SessionInfo, error) {
+	l.mu.Lock()
+	fail := l.sessionsLeft > 0
+	if fail {
+		l.sessionsLeft--
+	}
+	l.mu.Unlock()
+	if fail {
+		return nil, errors.New("clickhouse: read: i/o timeout")
+	}
+	return l.Log.Sessions(ctx, f)
 }
 
 func (l *epochBlipLog) CurrentEpoch(ctx context.Context, partition int) (uint64, error) {
@@ -38,12 +54,6 @@ func (l *epochBlipLog) CurrentEpoch(ctx context.Context, partition int) (uint64,
 		return 0, errors.New("clickhouse: dial tcp 127.0.0.1:9000: connect: connection refused")
 	}
 	return l.Log.CurrentEpoch(ctx, partition)
-}
-
-func (l *epochBlipLog) arm(n int) {
-	l.mu.Lock()
-	l.left = n
-	l.mu.Unlock()
 }
 
 func (l *epochBlipLog) count() (calls, left int) {
@@ -62,6 +72,19 @@ func (l *epochBlipLog) count() (calls, left int) {
 // failed check panicked the actor; its supervisor gave it up, and the task stayed
 // unfinished until another message reached the session.
 func TestASessionResumedDuringAnEpochBlipWaitsForTheLog(t *testing.T) {
+	resumedDuringABlip(t, func(l *epochBlipLog) { l.left = 6 })
+}
+
+// TestASessionIsResumedAfterAListingBlip: as above, but the blip meets the
+// node's listing of the sessions to resume (eventlog.Log.Sessions) as it is
+// assigned the partition: the listing is retried, and the session resumed.
+// Before, the failed listing was logged and nothing resumed: the task stayed
+// unfinished until another message reached its session.
+func TestASessionIsResumedAfterAListingBlip(t *testing.T) {
+	resumedDuringABlip(t, func(l *epochBlipLog) { l.sessionsLeft = 3 })
+}
+
+func resumedDuringABlip(t *testing.T, arm func(*epochBlipLog)) {
 	base, err := sqlite.Open(context.Background(), sqlite.Config{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
@@ -95,12 +118,18 @@ func TestASessionResumedDuringAnEpochBlipWaitsForTheLog(t *testing.T) {
 	}
 
 	n.Revoked() // the session stops with its call in flight
-	const failures = 6
-	log.arm(failures)
-	n.Assigned([]int{0}, 1) // resumes the session, whose check meets the blip
+	log.mu.Lock()
+	arm(log)
+	failures := log.left
+	log.mu.Unlock()
+	n.Assigned([]int{0}, 1) // resumes the session, which meets the blip
 	// The call in flight answers once the blip is over: to the resumed session,
 	// whose call of the same key joins it, if it waited for the log.
-	waitFor(t, 30*time.Second, "the blip is over", func() bool { _, left := log.count(); return left == 0 })
+	waitFor(t, 30*time.Second, "the blip is over", func() bool {
+		log.mu.Lock()
+		defer log.mu.Unlock()
+		return log.left == 0 && log.sessionsLeft == 0 && log.calls > 0
+	})
 	open()
 	waitFor(t, 60*time.Second, "the resumed session completes its task", func() bool {
 		st, ok, err := n.Status(context.Background(), "s-1")
@@ -109,4 +138,47 @@ func TestASessionResumedDuringAnEpochBlipWaitsForTheLog(t *testing.T) {
 	if calls, left := log.count(); left != 0 || calls < failures+1 {
 		t.Errorf("the current epoch was read %d times (%d failures left); want the %d failures, then a success", calls, left, failures)
 	}
+}
+
+// TestAnEmbeddedNodeResumesAfterAListingBlip: a node that starts while its log
+// blips (its listing of the unfinished sessions to resume fails a few times)
+// retries the listing, and resumes the task its previous run left in flight.
+// Before, the failed listing was logged and nothing was resumed: the task stayed
+// unfinished until another message reached its session.
+func TestAnEmbeddedNodeResumesAfterAListingBlip(t *testing.T) {
+	base, err := sqlite.Open(context.Background(), sqlite.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = base.Close() })
+	log := &epochBlipLog{Log: base}
+	scripted := func() llm.Model {
+		m, err := llm.NewScripted(llm.Script{Name: "scripted", Steps: []llm.ScriptStep{{Content: "done"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	gated := &gatedModel{Model: scripted(), started: make(chan struct{}), gate: make(chan struct{}), calls: make(chan struct{}, 1)}
+	gated.calls <- struct{}{}
+	t.Cleanup(func() { close(gated.gate) })
+	first, stop := nodetest.StartWithStop(t, node.Config{Log: log, Model: gated, HandoffGrace: 50 * time.Millisecond})
+	if _, err := first.Submit(context.Background(), node.Task{Input: "hello", SessionID: "s-1"}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-gated.started:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the node never called its model")
+	}
+	stop() // the task is left in flight
+
+	log.mu.Lock()
+	log.sessionsLeft = 3
+	log.mu.Unlock()
+	second := nodetest.Start(t, node.Config{Log: log, Model: scripted()})
+	waitFor(t, 60*time.Second, "the restarted node completes the task", func() bool {
+		st, ok, err := second.Status(context.Background(), "s-1")
+		return err == nil && ok && st.Status == messages.StatusCompleted
+	})
 }
