@@ -2,6 +2,7 @@ package a2a
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	sdk "github.com/a2aproject/a2a-go/a2a"
@@ -33,7 +34,11 @@ func (s *Server) ResumePushes(ctx context.Context) {
 	if s.pushes == nil || s.pushes.ended == nil {
 		return
 	}
-	infos, err := s.pushes.log.Sessions(ctx, eventlog.Filter{Prefix: eventlog.A2APushStreamPrefix})
+	var infos []eventlog.SessionInfo
+	err := s.untilRead(ctx, "list the tasks with push configs", func() (err error) {
+		infos, err = s.pushes.log.Sessions(ctx, eventlog.Filter{Prefix: eventlog.A2APushStreamPrefix})
+		return err
+	})
 	if err != nil {
 		if ctx.Err() == nil {
 			s.cfg.Logger.Warn("a2a push: the tasks with push configs cannot be listed; those that run get no notification until a client sends them a message", "err", err)
@@ -49,7 +54,11 @@ func (s *Server) ResumePushes(ctx context.Context) {
 	for len(ids) > 0 {
 		batch := ids[:min(len(ids), pushPruneBatch)]
 		ids = ids[len(batch):]
-		ended, err := s.pushes.ended.EndedAmong(ctx, batch)
+		var ended map[sdk.TaskID]bool
+		err := s.untilRead(ctx, "tell which tasks with push configs ended", func() (err error) {
+			ended, err = s.pushes.ended.EndedAmong(ctx, batch)
+			return err
+		})
 		if err != nil {
 			if ctx.Err() == nil {
 				s.cfg.Logger.Warn("a2a push: which tasks with push configs run cannot be told; they get no notification until a client sends them a message", "tasks", len(batch), "err", err)
@@ -67,6 +76,29 @@ func (s *Server) ResumePushes(ctx context.Context) {
 		if len(done) > 0 {
 			go s.finishPushes(ctx, done)
 		}
+	}
+}
+
+// untilRead runs read, a read of the log as the node starts following pushes, and
+// retries a failure with backoff (capped at 5 s) until it succeeds, ctx ends or
+// the log is closed: before, a ClickHouse blip as the node started left the tasks
+// with push configs unfollowed, their webhooks unaware of their ends.
+func (s *Server) untilRead(ctx context.Context, what string, read func() error) error {
+	backoff := 100 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		err := read()
+		if err == nil || ctx.Err() != nil || errors.Is(err, eventlog.ErrClosed) {
+			return err
+		}
+		s.cfg.Logger.Warn("a2a push: the log cannot be read; retrying", "read", what, "attempt", attempt, "retry_in", backoff, "err", err)
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		backoff = min(2*backoff, 5*time.Second)
 	}
 }
 

@@ -3,6 +3,7 @@ package actors_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -19,12 +20,15 @@ import (
 // downStore is a log that is down for one session: every append of it fails, as a
 // full disk or an unreachable server does, until up is called. The first failing
 // attempt writes the batch nonetheless (writeFirst), as a write whose answer was lost
-// does; reads fail while readsFail is set.
+// does; reads fail while readsFail is set, with readErr (a corrupt store if nil:
+// an error no retry mends).
 type downStore struct {
 	actors.EventStore
 	session    string
 	writeFirst bool
 	readsFail  bool
+	readErr    error
+	reads      int // the session's reads that failed
 	mu         sync.Mutex
 	down       bool
 	attempts   int
@@ -57,9 +61,16 @@ func (s *downStore) Append(ctx context.Context, events []messages.Envelope) erro
 func (s *downStore) Read(ctx context.Context, id string, from uint64) ([]messages.Envelope, error) {
 	s.mu.Lock()
 	fail := s.readsFail && id == s.session
+	err := s.readErr
+	if fail {
+		s.reads++
+	}
 	s.mu.Unlock()
 	if fail {
-		return nil, errors.New("the log cannot be read")
+		if err == nil {
+			err = fmt.Errorf("%w: the log cannot be read", messages.ErrCorrupt)
+		}
+		return nil, err
 	}
 	return s.EventStore.Read(ctx, id, from)
 }
@@ -164,8 +175,9 @@ func TestStoppingASessionEndsItsRetriedWrite(t *testing.T) {
 	}
 }
 
-// A session that fails on every start (its log cannot be read) is restarted by its
-// host, then given up after repeated failures. The task it failed on, and the
+// A session that fails on every start (its log holds what cannot be read: a
+// corrupt store, which no retry mends) is restarted by its host, then given up
+// after repeated failures. The task it failed on, and the
 // requests left in its mailbox, are answered ErrSessionFailed with the cause, not
 // ErrNotOwner (the node does own the session), nor left to their timeouts. The next
 // task, once the log reads again, starts the session anew.

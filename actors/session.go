@@ -466,9 +466,15 @@ func (a *SessionActor) Receive(ctx actor.Context) {
 	// The idle timeout counts from the end of the last message handled.
 	a.idle.handling()
 	if a.unread {
-		switch ctx.Message().(type) {
+		switch m := ctx.Message().(type) {
 		case *CancelTask, *ResolveApproval, *LateAnswer, *ResumeSession, *Drain, *messages.EffectReply, *deadlineTick, *idleTimeout:
-			a.mustLoad(ctx) // only a new task is handled before the session read its log
+			// Only a new task is handled before the session read its log. A load
+			// that stopped the actor answers the request it was for as the
+			// requests behind it are (sessionMailbox): not here, retry.
+			if err := a.mustLoad(ctx); err != nil {
+				answerRequest(ctx.ActorSystem(), m, ctx.Sender(), err, true)
+				return
+			}
 		}
 	}
 	switch m := ctx.Message().(type) {
@@ -562,7 +568,7 @@ func (a *SessionActor) recover(ctx actor.Context) {
 	if a.unread {
 		return
 	}
-	a.mustLoad(ctx)
+	_ = a.mustLoad(ctx) // an error stopped the actor
 }
 
 // reset makes the session's state that of a session with no events, and forgets
@@ -585,8 +591,12 @@ func (a *SessionActor) newState() *SessionState {
 // load folds the session's events, read from the log, into a state with none
 // (reset), and goes on with unfinished work.
 //
-// It fails if the log cannot be read or its events folded; the caller escalates
-// (panics): the supervisor restarts the actor, which reads again.
+// A read that fails for a while (an outage) is retried in place (readDurably). It
+// fails if the log holds what cannot be read or folded (a corrupt event, a closed
+// log); the caller escalates (panics): the supervisor restarts the actor, which
+// reads again. It stops the actor, and fails wrapping ErrNotOwner, when another
+// node owns the session (eventlog.ErrFenced) or the actor was asked to stop while
+// it retried a read (errStopped).
 func (a *SessionActor) load(ctx actor.Context) error {
 	a.unread = false
 	a.undurable = true
@@ -599,19 +609,30 @@ func (a *SessionActor) load(ctx actor.Context) error {
 		}
 	}
 	if !restored {
-		var err error
-		if events, err = a.deps.Store.Read(a.ioCtx(), a.id, 1); err != nil {
-			return fmt.Errorf("session %s: read events: %w", a.id, err)
-		}
-		if err := a.fold(events); err != nil {
+		err := a.readDurably("read its events", func(ctx context.Context) (err error) {
+			events, err = a.deps.Store.Read(ctx, a.id, 1)
 			return err
+		})
+		if err == nil {
+			err = a.fold(events)
+		}
+		if errors.Is(err, errStopped) {
+			a.fenced(ctx, err)
+			return fmt.Errorf("%w: session %s: %w", ErrNotOwner, a.id, err)
+		} else if err != nil {
+			return fmt.Errorf("session %s: read events: %w", a.id, err)
 		}
 	}
 	a.undurable = false
 	if a.deps.StillOwned != nil {
 		// After the read: a node that took the partition before the read recorded
-		// its epoch before it wrote anything the read returned.
-		if err := a.deps.StillOwned(a.ioCtx(), a.id); errors.Is(err, eventlog.ErrFenced) {
+		// its epoch before it wrote anything the read returned. A check that fails
+		// otherwise (the log unreachable) is retried in place until it answers:
+		// the session neither starts unchecked nor fails.
+		err := a.readDurably("check its partition's owner", func(ctx context.Context) error {
+			return a.deps.StillOwned(ctx, a.id)
+		})
+		if errors.Is(err, eventlog.ErrFenced) || errors.Is(err, errStopped) {
 			a.fenced(ctx, err)
 			return fmt.Errorf("%w: session %s: %w", ErrNotOwner, a.id, err)
 		} else if err != nil {
@@ -767,7 +788,11 @@ func (a *SessionActor) loadConfigs(events []messages.Envelope) error {
 	if len(digests) == 0 {
 		return nil
 	}
-	configs, err := LoadConfigs(a.ioCtx(), a.deps.Configs, digests)
+	var configs map[string]*messages.AgentConfig
+	err := a.readDurably("read the configurations its tasks name", func(ctx context.Context) (err error) {
+		configs, err = LoadConfigs(ctx, a.deps.Configs, digests)
+		return err
+	})
 	if err != nil {
 		return err
 	}
@@ -820,13 +845,22 @@ func (a *SessionActor) onBus(last messages.Envelope) bool {
 }
 
 // mustLoad loads the events of a session that has not read them (unread), before
-// it handles a message other than its new task.
-func (a *SessionActor) mustLoad(ctx actor.Context) {
-	if err := a.load(ctx); errors.Is(err, eventlog.ErrFenced) {
-		return // stopping (fenced)
+// it handles a message other than its new task. It returns the error of a load
+// that stopped the actor (ErrNotOwner: fenced, or asked to stop while it retried
+// a read of the log), and panics when the load failed otherwise.
+func (a *SessionActor) mustLoad(ctx actor.Context) error {
+	if err := a.load(ctx); stoppedLoad(err) {
+		return err
 	} else if err != nil {
 		panic(err)
 	}
+	return nil
+}
+
+// stoppedLoad reports whether err is that of a load that stopped the actor: the
+// log fenced the session, or the actor was asked to stop while a read was retried.
+func stoppedLoad(err error) bool {
+	return errors.Is(err, eventlog.ErrFenced) || errors.Is(err, errStopped)
 }
 
 // claim submits the task of a session that has not read its log (unread) as the
@@ -907,8 +941,10 @@ func (a *SessionActor) submit(ctx actor.Context, m *SubmitTask) {
 		if a.claim(ctx, m) {
 			return
 		}
-		if err := a.load(ctx); errors.Is(err, eventlog.ErrFenced) {
-			m.answer(ctx, err) // ErrNotOwner: the task is the partition's new owner's
+		if err := a.load(ctx); stoppedLoad(err) {
+			// ErrNotOwner: the task is the partition's new owner's, or is retried
+			// where the session runs next.
+			m.answer(ctx, err)
 			return
 		} else if err != nil {
 			panic(err) // the task is answered ErrSessionFailed (sessionMailbox)
@@ -1213,11 +1249,11 @@ func sameBytes(a, b []byte) bool {
 // would refold a history the new owner is writing: the actor stops, issuing
 // nothing more, and the task waits on the bus for the new owner.
 //
-// It also stops a session asked to stop while it retried a write (errStopped); it
-// was stopping anyway.
+// It also stops a session asked to stop while it retried a write or a read
+// (errStopped); it was stopping anyway.
 func (a *SessionActor) fenced(ctx actor.Context, err error) {
 	if errors.Is(err, errStopped) {
-		a.deps.Logger.Warn("session stopped with a write unfinished; the task is retried where the session runs next", "session", a.id, "err", err)
+		a.deps.Logger.Warn("session stopped while it retried the event log; its requests are retried where the session runs next", "session", a.id, "err", err)
 	} else {
 		a.deps.Logger.Warn("session fenced: another node owns its partition now; stopping", "session", a.id, "err", err)
 	}
@@ -1318,13 +1354,68 @@ func (a *SessionActor) appendDurably(batch []messages.Envelope) error {
 	}
 }
 
+// readDurably runs read, a read of the log as a session starts (its events, the
+// configurations its tasks name, its partition's current epoch: StillOwned), and
+// retries it in place with backoff while it fails in a way a retry may mend (an
+// outage, a timeout: retryableRead), for as long as it takes: a session that
+// cannot read its log can do nothing, and one that failed instead (a restart,
+// then its supervisor giving up after 5 in 10 s) would drop the task in flight
+// it was resuming, and answer the requests queued behind it ErrSessionFailed.
+// Requests wait in its mailbox meanwhile. An actor asked to stop (its partitions
+// revoked), or a node stopping, ends the retries: read returns errStopped, and the
+// actor stops as when fenced (its requests are answered ErrNotOwner, retried where
+// the session runs next). Any other error is returned as it is.
+func (a *SessionActor) readDurably(what string, read func(context.Context) error) error {
+	backoff := 50 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		ctx, cancel := a.ioCtx(), context.CancelFunc(nil)
+		if attempt > 1 {
+			ctx, cancel = context.WithTimeout(a.stop.context(), a.deps.IOTimeout)
+		}
+		err := read(ctx)
+		if cancel != nil {
+			cancel()
+		}
+		if err == nil {
+			if attempt > 1 {
+				a.deps.Logger.Info("event log read succeeded after retries", "session", a.id, "read", what, "attempts", attempt)
+			}
+			return nil
+		}
+		if !retryableRead(err) {
+			return err
+		}
+		level := slog.LevelDebug
+		if attempt == 1 || attempt%20 == 0 {
+			level = slog.LevelWarn // once at first, then now and then: every session waiting says it
+		}
+		a.deps.Logger.Log(context.Background(), level, "event log read failed as the session starts; it waits and retries", "session", a.id, "read", what, "attempt", attempt, "retry_in", backoff, "err", err)
+		select {
+		case <-time.After(backoff):
+		case <-a.deps.Stopping:
+			return fmt.Errorf("%w: node stopping: could not %s after %d attempts: %w", errStopped, what, attempt, err)
+		case <-a.stop.context().Done():
+			return fmt.Errorf("%w: could not %s after %d attempts: %w", errStopped, what, attempt, err)
+		}
+		backoff = min(backoff*2, 5*time.Second)
+	}
+}
+
+// retryableRead reports whether a read of the log that failed with err may succeed
+// when retried: not when another node owns the session (eventlog.ErrFenced), the
+// log is closed, or what it stores cannot be decoded (messages.ErrCorrupt).
+func retryableRead(err error) bool {
+	return !errors.Is(err, eventlog.ErrFenced) && !errors.Is(err, eventlog.ErrClosed) &&
+		!errors.Is(err, messages.ErrCorrupt) && !errors.Is(err, eventlog.ErrInvalidEvent)
+}
+
 // errNotRecorded is returned by appendDurably for a new task's batch that a full log
 // refused (SessionActor.newTask).
 var errNotRecorded = errors.New("the task was not recorded, the event log has no room: send it again once space is freed")
 
-// errStopped is returned by appendDurably when the actor was asked to stop while it
-// retried a write.
-var errStopped = errors.New("the session was asked to stop while its write was retried")
+// errStopped is returned by appendDurably and readDurably when the actor was asked
+// to stop (or its node stopped, for a read) while it retried a write or a read.
+var errStopped = errors.New("the session was asked to stop while it retried the event log")
 
 // maybeDrained answers Drain once nothing is in flight, or nothing in flight matters:
 // the answers to a finished (or cancelled) task are not recorded.

@@ -88,6 +88,14 @@ type TopicLayout struct {
 	// kafkago.UnknownTopicOrPartition. Nil: every missing topic is created. A node
 	// uses it to bound the reply topics its clients name (node.ReplyTopics).
 	Creatable func(topic string, tc TopicConfig) (TopicConfig, error)
+	// Settled, when set, is told how each creation that Creatable allowed ended,
+	// once it did: created is true when the topic was created by this client, or
+	// may have been (a request that timed out, whose retry found the topic, or
+	// that ctx cut short), false when nothing of this client's made it (refused
+	// by the broker, created by another client meanwhile). A policy that counts
+	// the topics it let be created (node.ReplyTopics) reserves room for one in
+	// Creatable, and keeps it or gives it back here.
+	Settled func(topic string, created bool)
 }
 
 // topic returns the configuration topic is created with.

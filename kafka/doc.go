@@ -130,7 +130,9 @@
 // deploy/kafka/topics.txt, the layout deploy/kafka.sh creates.
 // TopicLayout.Creatable, when set, decides which missing topics are created
 // (a node bounds so the reply topics its clients name): one it refuses is only
-// published to once it exists.
+// published to once it exists. TopicLayout.Settled is then told whether each
+// creation it allowed made the topic, so that a count of the topics created
+// counts only those.
 //
 // TopicLayout.Prefix separates clusters, or test runs, that share a broker: with
 // Prefix "prod.", Publish(messages.TopicTasks, …) writes to the Kafka topic

@@ -95,6 +95,8 @@ func (a admin) ensureTopic(ctx context.Context, topic, wire string) (created int
 		return 0, nil
 	}
 	tc := a.layout.topic(topic)
+	timedOut := false             // a CreateTopics request was not answered in time
+	var settle func(string, bool) // Settled, for a creation Creatable allowed
 	if a.layout.Creatable != nil {
 		// Only a topic the cluster does not know is the policy's to refuse.
 		n, err := a.partitionsOnceAuto(ctx, wire, false)
@@ -117,6 +119,15 @@ func (a admin) ensureTopic(ctx context.Context, topic, wire string) (created int
 			return 0, fmt.Errorf("kafka: metadata of topic %s: %w", wire, err)
 		}
 		tc = allowed
+		settle = a.layout.Settled
+	}
+	if settle != nil {
+		// The topic is created by this call if it ends with no error (or, after a
+		// request that timed out, may have been: one that ended with an error, or
+		// TopicAlreadyExists, all the same); another client's creation
+		// (TopicAlreadyExists at once) or a refusal made nothing. err and created
+		// are the results, not the metadata reads' above.
+		defer func() { settle(topic, err == nil && created > 0 || timedOut) }()
 	}
 	entries := make([]kafkago.ConfigEntry, 0, len(tc.Configs))
 	for k, v := range tc.Configs {
@@ -133,7 +144,6 @@ func (a admin) ensureTopic(ctx context.Context, topic, wire string) (created int
 	// NOT_CONTROLLER, LEADER_NOT_AVAILABLE): the request created nothing, and is
 	// sent again with back-off, for up to notReadyWait, while ctx lasts. A node
 	// started beside its broker (a compose file, a CI job) would otherwise exit.
-	timedOut := false
 	var notReadySince time.Time
 	backoff := 100 * time.Millisecond
 	for attempt := 1; ; attempt++ {

@@ -453,16 +453,24 @@ func (n *Node) resumeOwned(ctx context.Context, gen int64, owns, cleanly func(st
 		// (memoryagent.go).
 		n.afterTask.recover(owns)
 	}
+	current := func() bool {
+		n.own.mu.Lock()
+		defer n.own.mu.Unlock()
+		return n.own.generation == gen
+	}
+	var infos, ended []eventlog.SessionInfo
+	err := n.untilRead("list the sessions of assigned partitions to resume", current, func(lctx context.Context) (err error) {
+		if infos, err = n.log.Sessions(lctx, eventlog.Filter{Status: messages.StatusRunning, SessionsOnly: true}); err != nil {
+			return err
+		}
+		ended, err = n.log.Sessions(lctx, eventlog.Filter{UpdatedSinceUS: n.cfg.Clock.Now().Add(-republishWindow).UnixMicro(), SessionsOnly: true}) // the clock that stamps the events
+		return err
+	})
+	if err != nil {
+		return err
+	}
 	lctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	infos, err := n.log.Sessions(lctx, eventlog.Filter{Status: messages.StatusRunning, SessionsOnly: true})
-	if err != nil {
-		return err
-	}
-	ended, err := n.log.Sessions(lctx, eventlog.Filter{UpdatedSinceUS: n.cfg.Clock.Now().Add(-republishWindow).UnixMicro(), SessionsOnly: true}) // the clock that stamps the events
-	if err != nil {
-		return err
-	}
 	running := len(infos)
 	for _, s := range ended {
 		// An ended session whose events this process published to its last
@@ -485,11 +493,6 @@ func (n *Node) resumeOwned(ctx context.Context, gen int64, owns, cleanly func(st
 				toRepublish = append(toRepublish, s)
 			}
 		}
-	}
-	current := func() bool {
-		n.own.mu.Lock()
-		defer n.own.mu.Unlock()
-		return n.own.generation == gen
 	}
 	complete := true
 	if len(unfinished)+len(endedIDs) > 0 && current() {
@@ -535,6 +538,40 @@ func (n *Node) resumeOwned(ctx context.Context, gen int64, owns, cleanly func(st
 		n.metrics.resumptions.Inc()
 	}
 	return nil
+}
+
+// untilRead runs read, a read of the log whose failure would leave work undone
+// (the sessions to resume after an assignment, or a start), each attempt bounded
+// by a minute, and retries a failure with backoff (capped at 5 s) for as long as
+// current holds and the node runs: before, a ClickHouse blip as a node was
+// assigned partitions left their unfinished sessions unresumed, their tasks
+// waiting for a message that might never come. It returns the last error when
+// current stopped holding or the node stopped before a read succeeded.
+func (n *Node) untilRead(what string, current func() bool, read func(context.Context) error) error {
+	backoff := 100 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		err := read(ctx)
+		cancel()
+		if err == nil {
+			if attempt > 1 {
+				n.cfg.Logger.Info("event log read succeeded after retries", "node", n.cfg.NodeID, "read", what, "attempts", attempt)
+			}
+			return nil
+		}
+		if errors.Is(err, eventlog.ErrClosed) || !current() {
+			return err
+		}
+		n.cfg.Logger.Warn("event log read failed; retrying", "node", n.cfg.NodeID, "read", what, "attempt", attempt, "retry_in", backoff, "err", err)
+		t := time.NewTimer(backoff)
+		select {
+		case <-t.C:
+		case <-n.stopping:
+			t.Stop()
+			return err
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
 }
 
 func (n *Node) sharded() bool { return n.cfg.Bus != nil && n.cfg.Bus.Sharded }

@@ -3,12 +3,15 @@ package node_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
 	kgo "github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/troupe-run/troupe/kafka"
 	"github.com/troupe-run/troupe/messages"
@@ -28,7 +31,7 @@ import (
 func replyTopicsNode(t *testing.T, k kafkaEnv, rt *node.ReplyTopics) *node.Node {
 	t.Helper()
 	layout := k.layout(3)
-	layout.Creatable = rt.Creatable
+	layout.Creatable, layout.Settled = rt.Creatable, rt.Settled
 	clients, err := kafka.DialNode(k.brokers, "troupe-test-"+t.Name()+time.Now().Format("150405.000000"), layout, watermill.NopLogger{})
 	if err != nil {
 		t.Fatal(err)
@@ -185,5 +188,125 @@ func TestReplyTopicsRefuseWithAReason(t *testing.T) {
 	}
 	if got, err := node.ParseReplyTopicPrefixes("none"); err != nil || got != nil {
 		t.Errorf("none: %v, %v", got, err)
+	}
+}
+
+// The cap counts the reply topics the node created, not those it allowed: a
+// creation that failed gives its place back, and the place of a topic created is
+// kept for good (asked again, it takes none). Past Max distinct topics created,
+// the next one is refused, saying the cap. Before, a place was taken when a topic
+// was allowed and never given back: after Max failed creations the node refused
+// every reply topic.
+func TestReplyTopicsCapCountsTopicsCreated(t *testing.T) {
+	const max = 100
+	rt := &node.ReplyTopics{Create: node.DefaultReplyTopicPrefixes, Max: max}
+	create := func(topic string, created bool) error {
+		t.Helper()
+		if _, err := rt.Creatable(topic, kafka.TopicConfig{}); err != nil {
+			return err
+		}
+		rt.Settled(topic, created)
+		return nil
+	}
+	for i := range 3 * max {
+		if err := create(fmt.Sprintf("replies.failed.%d", i), false); err != nil {
+			t.Fatalf("failed creation %d: refused: %v; want allowed (failures take no place)", i, err)
+		}
+	}
+	for i := range max {
+		if err := create(fmt.Sprintf("replies.%d", i), true); err != nil {
+			t.Fatalf("reply topic %d of %d: %v", i+1, max, err)
+		}
+		if i == max/2 {
+			// One of them again: no new place.
+			if err := create("replies.0", true); err != nil {
+				t.Fatalf("a reply topic created already: %v", err)
+			}
+		}
+	}
+	if rt.Created() != max {
+		t.Errorf("Created() = %d; want %d", rt.Created(), max)
+	}
+	err := create("replies.one-too-many", true)
+	if !errors.Is(err, node.ErrReplyTopicNotCreated) || !strings.Contains(err.Error(), fmt.Sprintf("--reply-topics-max %d", max)) ||
+		!strings.Contains(err.Error(), "replies.one-too-many") {
+		t.Errorf("the %dth distinct reply topic: %v; want ErrReplyTopicNotCreated naming it and --reply-topics-max %d", max+1, err, max)
+	}
+	if err := create("replies.7", true); err != nil {
+		t.Errorf("a reply topic created already, at the cap: %v; want it allowed", err)
+	}
+
+	// A place is taken while a creation is under way, so that concurrent ones
+	// cannot pass the cap together; it is given back if the creation fails.
+	rt = &node.ReplyTopics{Create: []string{"replies."}, Max: 1}
+	if _, err := rt.Creatable("replies.a", kafka.TopicConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rt.Creatable("replies.b", kafka.TopicConfig{}); !errors.Is(err, node.ErrReplyTopicNotCreated) || !strings.Contains(err.Error(), "being created") {
+		t.Errorf("a second topic while the first is created: %v; want it refused, saying one is being created", err)
+	}
+	rt.Settled("replies.a", false)
+	if _, err := rt.Creatable("replies.b", kafka.TopicConfig{}); err != nil {
+		t.Errorf("a topic once the only other creation failed: %v; want it allowed", err)
+	}
+	if rt.Created() != 0 {
+		t.Errorf("Created() = %d with nothing created; want 0", rt.Created())
+	}
+}
+
+// On Kafka: reply topics whose creation the broker refuses (a policy) take no
+// place under --reply-topics-max; their tasks are answered on troupe.results as
+// any task is. The topics created next take the places, and the one past the cap
+// is refused and counted.
+func TestReplyTopicsRefusedByTheBrokerTakeNoPlace(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	c.ControlKey(int16(kmsg.CreateTopics), func(r kmsg.Request) (kmsg.Response, error, bool) {
+		req := r.(*kmsg.CreateTopicsRequest)
+		bad := false
+		for _, tp := range req.Topics {
+			bad = bad || strings.Contains(tp.Topic, "replies.bad.")
+		}
+		if !bad {
+			return nil, nil, false // created as usual
+		}
+		c.KeepControl()
+		res := req.ResponseKind().(*kmsg.CreateTopicsResponse)
+		for _, tp := range req.Topics {
+			rt := kmsg.NewCreateTopicsResponseTopic()
+			rt.Topic = tp.Topic
+			rt.ErrorCode = 44 // POLICY_VIOLATION
+			res.Topics = append(res.Topics, rt)
+		}
+		return res, nil, true
+	})
+	k := kafkaEnv{brokers: c.ListenAddrs(), prefix: uniqueTopicPrefix(t)}
+	rt := &node.ReplyTopics{Create: node.DefaultReplyTopicPrefixes, Max: 2}
+	n := replyTopicsNode(t, k, rt)
+	session := "reply-failed-" + time.Now().Format("150405.000000")
+	for i := range 3 {
+		runReplyTask(t, k, session, fmt.Sprintf("bad%d", i), fmt.Sprintf("replies.bad.%d", i))
+	}
+	runReplyTask(t, k, session, "one", "replies.one")
+	runReplyTask(t, k, session, "two", "replies.two")
+	runReplyTask(t, k, session, "three", "replies.three")
+	waitRefused(t, k, n, "replies.three")
+	deadline := time.Now().Add(time.Minute)
+	for replyTaskIDs(t, k, "replies.one", session) != "one" || replyTaskIDs(t, k, "replies.two", session) != "two" {
+		if time.Now().After(deadline) {
+			t.Fatalf("replies.one holds %q, replies.two %q; want one and two", replyTaskIDs(t, k, "replies.one", session), replyTaskIDs(t, k, "replies.two", session))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if rt.Created() != 2 {
+		t.Errorf("Created() = %d; want 2", rt.Created())
+	}
+	for i := range 3 {
+		if got := topicPartitions(t, k, fmt.Sprintf("replies.bad.%d", i)); got != 0 {
+			t.Errorf("replies.bad.%d has %d partitions; want it not created", i, got)
+		}
 	}
 }

@@ -1232,7 +1232,11 @@ func ResumeNone(string) bool { return false }
 
 // resume wakes every session whose latest task is unfinished and that Config.Resume picks.
 func (n *Node) resume(ctx context.Context) error {
-	infos, err := n.log.Sessions(ctx, eventlog.Filter{Status: messages.StatusRunning, SessionsOnly: true})
+	var infos []eventlog.SessionInfo
+	err := n.untilRead("list the unfinished sessions to resume", func() bool { return ctx.Err() == nil }, func(lctx context.Context) (err error) {
+		infos, err = n.log.Sessions(lctx, eventlog.Filter{Status: messages.StatusRunning, SessionsOnly: true})
+		return err
+	})
 	if err != nil {
 		return err
 	}

@@ -36,11 +36,18 @@ const ReplyTopicPartitions = 1
 var ErrReplyTopicNotCreated = errors.New("node: reply topic not created")
 
 // ReplyTopics decides which missing topics a node on Kafka creates (its
-// Creatable is kafka.TopicLayout.Creatable): the node's own troupe. topics and
-// those Listed always; a task's reply_topic only when its name starts with one of Create
-// and the node created fewer than Max reply topics so far. A reply topic that
-// exists is published to whatever its name. Its zero value creates no reply
+// Creatable and Settled are kafka.TopicLayout's): the node's own troupe. topics
+// and those Listed always; a task's reply_topic only when its name starts with one
+// of Create and the node created fewer than Max reply topics so far. A reply topic
+// that exists is published to whatever its name. Its zero value creates no reply
 // topic. It is safe for concurrent use.
+//
+// A reply topic takes a place under Max when its creation is allowed (Creatable),
+// so that concurrent creations cannot pass Max together, and keeps it only if it
+// was created (Settled): a creation the broker refused or that failed, or a topic
+// another client created meanwhile, gives it back. Before, every topic allowed
+// kept its place, created or not, and a node whose creations failed 100 times
+// refused reply topics for good.
 type ReplyTopics struct {
 	// Create are the prefixes of the reply topics created when missing, by
 	// logical name; "*" is any name. Empty: none.
@@ -51,40 +58,89 @@ type ReplyTopics struct {
 	// listed is created, as its line says, whatever its name, uncounted.
 	Listed []string
 
-	mu      sync.Mutex
-	created map[string]struct{}
+	mu sync.Mutex
+	// created are the reply topics this process created; creating, those whose
+	// creations were allowed and have not settled, with how many there are.
+	created  map[string]struct{}
+	creating map[string]int
 }
 
-// Created returns how many reply topics this process allowed to be created.
+// Created returns how many reply topics this process created.
 func (r *ReplyTopics) Created() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return len(r.created)
 }
 
-// Creatable implements kafka.TopicLayout.Creatable.
+// uncounted reports whether topic is created whatever the cap: the node's own,
+// or one the operator listed.
+func (r *ReplyTopics) uncounted(topic string) bool {
+	// A reply_topic is never in the node's namespace.
+	return strings.HasPrefix(topic, ownNamespace) || slices.Contains(r.Listed, topic)
+}
+
+// Creatable implements kafka.TopicLayout.Creatable. A reply topic it allows takes
+// a place under Max until Settled says whether it was created.
 func (r *ReplyTopics) Creatable(topic string, tc kafka.TopicConfig) (kafka.TopicConfig, error) {
-	if strings.HasPrefix(topic, ownNamespace) || slices.Contains(r.Listed, topic) {
-		// The node's own (a reply_topic is never in its namespace), or one the
-		// operator listed: created as the layout says.
-		return tc, nil
+	if r.uncounted(topic) {
+		return tc, nil // created as the layout says
 	}
 	if !r.allows(topic) {
 		return tc, fmt.Errorf("%w: %s does not exist, and the node creates %s (--reply-topics-create): create it beforehand", ErrReplyTopicNotCreated, topic, r.rule())
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if _, ok := r.created[topic]; !ok {
-		if len(r.created) >= r.Max {
-			return tc, fmt.Errorf("%w: %s does not exist, and the node created %d reply topics already, its most (--reply-topics-max %d)", ErrReplyTopicNotCreated, topic, len(r.created), r.Max)
+	_, created := r.created[topic]
+	if !created && r.creating[topic] == 0 {
+		if taken := r.taken(); taken >= r.Max {
+			pending := ""
+			if n := taken - len(r.created); n > 0 {
+				pending = fmt.Sprintf(" (%d of them being created)", n)
+			}
+			return tc, fmt.Errorf("%w: %s does not exist, and the node created %d reply topics already%s, its most (--reply-topics-max %d)", ErrReplyTopicNotCreated, topic, taken, pending, r.Max)
 		}
+	}
+	if r.creating == nil {
+		r.creating = map[string]int{}
+	}
+	r.creating[topic]++
+	tc.Partitions = ReplyTopicPartitions
+	return tc, nil
+}
+
+// Settled implements kafka.TopicLayout.Settled: a reply topic whose creation
+// Creatable allowed keeps its place under Max if it was created, and gives it
+// back otherwise (unless created before, or still being created by another
+// call).
+func (r *ReplyTopics) Settled(topic string, created bool) {
+	if r.uncounted(topic) {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if n := r.creating[topic]; n > 1 {
+		r.creating[topic] = n - 1
+	} else {
+		delete(r.creating, topic)
+	}
+	if created {
 		if r.created == nil {
 			r.created = map[string]struct{}{}
 		}
 		r.created[topic] = struct{}{}
 	}
-	tc.Partitions = ReplyTopicPartitions
-	return tc, nil
+}
+
+// taken returns the places under Max taken: the reply topics created, and those
+// being created.
+func (r *ReplyTopics) taken() int {
+	n := len(r.created)
+	for topic := range r.creating {
+		if _, ok := r.created[topic]; !ok {
+			n++
+		}
+	}
+	return n
 }
 
 func (r *ReplyTopics) allows(topic string) bool {

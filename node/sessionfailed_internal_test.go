@@ -48,7 +48,9 @@ func (l *brokenLog) Claim(ctx context.Context, events []messages.Envelope) error
 
 func (l *brokenLog) Read(ctx context.Context, id string, from uint64) ([]messages.Envelope, error) {
 	if id == l.session {
-		return nil, errors.New("the store cannot read the session")
+		// Corrupt: no retry mends it (a read that fails otherwise is retried in
+		// place, the session waiting for the log).
+		return nil, fmt.Errorf("%w: the store cannot read the session", messages.ErrCorrupt)
 	}
 	return l.Log.Read(ctx, id, from)
 }

@@ -634,7 +634,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 		return 2
 	}
 	err = nil
-	topics.Creatable = replyTopics.Creatable
+	topics.Creatable, topics.Settled = replyTopics.Creatable, replyTopics.Settled
 	if *topicsFile != "" && *kafkaAddr != "" {
 		// Topics the node creates get the file's partitions, replication and
 		// retention; the others (and every topic without a file) get 12 partitions,
