@@ -105,6 +105,11 @@ func (t *taskState) runs(a Agent) Agent {
 	return a
 }
 
+// changes reports whether runs changes an agent: a task under older rules or a
+// recorded configuration. Most run under today's rules and the node's own, and
+// their callers skip runs and the two copies of the agent it makes.
+func (t *taskState) changes() bool { return t.rules < ContextRules || t.config != nil }
+
 // rostered returns a with its roster rendered from t's recorded configuration,
 // when t runs under one recorded under rulesRoster or later (roster.go).
 func (t *taskState) rostered(a Agent) Agent {
@@ -122,7 +127,7 @@ func (t *taskState) rostered(a Agent) Agent {
 // runAgent returns a as the running task decides with it (a itself when none
 // runs).
 func (s *SessionState) runAgent(a Agent) Agent {
-	if s.active == nil {
+	if s.active == nil || !s.active.changes() {
 		return a
 	}
 	return s.active.runs(a)
@@ -132,8 +137,24 @@ func (s *SessionState) runAgent(a Agent) Agent {
 // one it names, under its rules and its recorded configuration (the default agent
 // when no task runs, or when it names one as does not have).
 func (s *SessionState) ActiveTaskAgent(as Agents) Agent {
-	a, _ := as.For(s.ActiveAgent())
-	return s.runAgent(a)
+	return s.activeTaskAgent(&as.Default, as.Named)
+}
+
+// activeTaskAgent is ActiveTaskAgent among the agents def (the default one) and
+// named, the default one by pointer: the agent is copied once when the task runs
+// it as it is (SessionActor.agent, at each step).
+func (s *SessionState) activeTaskAgent(def *Agent, named map[string]Agent) Agent {
+	name := s.ActiveAgent()
+	var a Agent
+	if defaultAgent(name) {
+		a = *def
+	} else {
+		a = named[name] // as Agents.For: the zero agent when named has none of that name
+	}
+	if t := s.active; t != nil && t.changes() {
+		a = t.runs(a)
+	}
+	return a
 }
 
 // knownConfig is a configuration the session recorded, and its digest.

@@ -313,9 +313,21 @@ func (h *SessionHost) makeRoom(ctx actor.Context, adding int) {
 // the actor and its folded state. A host would otherwise keep up to as many stopped
 // sessions alive as it ever ran at once. Children returns that slice itself (were
 // it a copy, this would clear the copy and change nothing).
+//
+// Only the slots from the length up to the first nil one are cleared: slots go
+// stale only as the length shrinks (a Remove, one slot per Terminated; a Clear,
+// all of them), so the stale ones follow the length and every slot past them was
+// cleared before. Clearing the whole tail cost, on each Terminated, as much as
+// the most children the host ever had less those it has now.
 func releaseStoppedChildren(ctx actor.Context) {
 	c := ctx.Children()
-	clear(c[len(c):cap(c)])
+	tail := c[len(c):cap(c)]
+	for i := range tail {
+		if tail[i] == nil {
+			return
+		}
+		tail[i] = nil
+	}
 }
 
 // refuse answers ErrNotOwner for a session this host does not own.

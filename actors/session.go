@@ -1432,7 +1432,7 @@ func (a *SessionActor) agents() Agents { return Agents{Default: a.deps.Agent, Na
 // agent is the agent of the running task (the default one when there is none, or
 // when the task names an unknown one: such a task fails before any effect).
 func (a *SessionActor) agent() Agent {
-	return a.state.ActiveTaskAgent(a.agents())
+	return a.state.activeTaskAgent(&a.deps.Agent, a.deps.Named)
 }
 
 // pendingOnStack is how many pending calls the session actor gathers without

@@ -231,7 +231,7 @@ func (a *Agent) offer(loads *ToolLoads) ([]messages.ToolSpec, string) {
 		return nil, ""
 	}
 	if a.Disclosure == nil {
-		return a.compressionTools(a.ToolSpecs()), ""
+		return a.compressionTools(a.toolSpecs()), ""
 	}
 	catalog := CatalogTools(a.Catalog)
 	specs, section := DiscloseLoads(a.Disclosure, loads, catalog)
@@ -281,7 +281,11 @@ type ToolLoad struct {
 // ToolSpecs returns the tools offered to the model now: Tools, in their order, when
 // there is no Catalog; otherwise Tools and the catalog's tools sorted by name. The
 // result shares its schemas with Tools and the catalog: do not modify it.
-func (a Agent) ToolSpecs() []messages.ToolSpec {
+func (a Agent) ToolSpecs() []messages.ToolSpec { return a.toolSpecs() }
+
+// toolSpecs is ToolSpecs without the copy of the agent (half a kilobyte) that its
+// value receiver makes: the context of each model call reads it (offer).
+func (a *Agent) toolSpecs() []messages.ToolSpec {
 	if a.Catalog == nil {
 		return a.Tools
 	}
