@@ -24,7 +24,7 @@ import (
 // agents, as these reads always folded: a session actor's state, folded with its
 // agents' paradigms, or its fold snapshot, would answer otherwise of a
 // paradigm's calls). A read uses it only when the log still holds the events it
-// folded last (statusFold.holds: the IDs of its last feedVerify events at their
+// folded last (logTail.heldIn: the IDs of its last feedVerify events at their
 // seqs, as the session feed checks its folds after a takeover, and the digest of
 // the last, as a fold snapshot's event at its seq, so that a session pruned and
 // begun again, whose decided events have the same IDs, does not pass for it);
@@ -67,12 +67,9 @@ type statusFold struct {
 	turn chan struct{}
 	// st is the session's events folded from seq 1 to st.LastSeq; nil when none is kept.
 	st *actors.SessionState
-	// tail are the IDs of the events at seqs tailFrom, tailFrom+1, …, st.LastSeq
-	// as the log held them (at most feedVerify), and sum the digest of the last
-	// (actors.EventSum).
-	tailFrom uint64
-	tail     []string
-	sum      string
+	// tail are the last events st folded, through st.LastSeq, as the log held
+	// them (at most feedVerify), with the digest of the last.
+	tail logTail
 	// bytes are the payload bytes of the events st folded; guarded by
 	// statusFolds.mu.
 	bytes int64
@@ -107,13 +104,13 @@ func (f *statusFolds) fold(ctx context.Context, log eventlog.Log, id string, kee
 		}
 		defer func() { <-ent.turn }()
 		if ent.st != nil {
-			events, err := log.Read(ctx, id, ent.tailFrom)
+			events, err := log.Read(ctx, id, ent.tail.from)
 			if err != nil {
 				return false, err
 			}
-			if ent.holds(events) && applyAll(ent.st, events[len(ent.tail):]) == nil {
+			if after, held := ent.tail.heldIn(events); held && applyAll(ent.st, events[after:]) == nil {
 				ent.keep(ent.st, events)
-				f.account(ent, payloadBytes(events[len(ent.tail):]), false)
+				f.account(ent, payloadBytes(events[after:]), false)
 				return true, use(ent.st)
 			}
 			ent.st = nil // the whole history's fold says what is wrong, if anything
@@ -224,29 +221,10 @@ func applyAll(st *actors.SessionState, events []messages.Envelope) error {
 	return nil
 }
 
-// holds reports whether events, read from the log from seq tailFrom on, begin
-// with the events the fold read last, at their seqs.
-func (ent *statusFold) holds(events []messages.Envelope) bool {
-	if len(events) < len(ent.tail) || len(ent.tail) == 0 {
-		return false
-	}
-	for j, id := range ent.tail {
-		if events[j].Seq != ent.tailFrom+uint64(j) || events[j].ID != id {
-			return false
-		}
-	}
-	return actors.EventSum(events[len(ent.tail)-1]) == ent.sum
-}
-
 // keep keeps st, folded through the last of events (read from the log), with
 // the IDs of the last of them.
 func (ent *statusFold) keep(st *actors.SessionState, events []messages.Envelope) {
-	last := events[max(0, len(events)-feedVerify):]
-	ent.st, ent.tailFrom, ent.sum = st, last[0].Seq, actors.EventSum(last[len(last)-1])
-	ent.tail = ent.tail[:0]
-	for _, e := range last {
-		ent.tail = append(ent.tail, e.ID)
-	}
+	ent.st, ent.tail = st, tailOf(events, feedVerify)
 }
 
 // kept returns the kept fold of session id, nil when none is kept.
