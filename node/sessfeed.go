@@ -2,7 +2,6 @@ package node
 
 import (
 	"cmp"
-	"container/list"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -51,10 +50,9 @@ type sessionFeed struct {
 	// folds are the folds of the sessions whose changes had rows, by session, at
 	// most feedSessions of them, the least recently used dropped first: a change's
 	// row reads only the events after its session's fold (makeRow), not the whole
-	// history. foldLRU orders them, the most recently used first.
+	// history.
 	foldsMu sync.Mutex
-	folds   map[string]*list.Element // of *foldEntry
-	foldLRU list.List
+	folds   lru[*foldEntry]
 
 	mu   sync.Mutex
 	subs map[*feedSub]struct{}
@@ -363,22 +361,13 @@ func (f *feedFold) replaced(events []messages.Envelope) bool {
 func (f *sessionFeed) foldOf(session string) *foldEntry {
 	f.foldsMu.Lock()
 	defer f.foldsMu.Unlock()
-	if el, ok := f.folds[session]; ok {
-		f.foldLRU.MoveToFront(el)
-		return el.Value.(*foldEntry)
-	}
-	if f.folds == nil {
-		f.folds = map[string]*list.Element{}
+	if ent, ok := f.folds.get(session); ok {
+		return ent
 	}
 	ent := &foldEntry{session: session}
-	f.folds[session] = f.foldLRU.PushFront(ent)
-	if f.foldLRU.Len() > feedSessions {
-		// A row being made from the dropped fold still completes; what it keeps
-		// there is lost.
-		last := f.foldLRU.Back()
-		f.foldLRU.Remove(last)
-		delete(f.folds, last.Value.(*foldEntry).session)
-	}
+	// A row being made from a fold dropped for it still completes; what it
+	// keeps there is lost.
+	f.folds.put(session, ent, feedSessions)
 	return ent
 }
 

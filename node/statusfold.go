@@ -2,7 +2,6 @@ package node
 
 import (
 	"cmp"
-	"container/list"
 	"context"
 	"fmt"
 	"sync"
@@ -36,8 +35,7 @@ import (
 // checked are there already.
 type statusFolds struct {
 	mu    sync.Mutex
-	folds map[string]*list.Element // of *statusFold
-	lru   list.List                // the most recently used first
+	folds lru[*statusFold]
 	// bytes are the payload bytes of the events the kept folds folded.
 	bytes int64
 	// maxBytes is statusFoldBytes unless set (tests).
@@ -184,7 +182,7 @@ func payloadBytes(events []messages.Envelope) int64 {
 func (f *statusFolds) account(ent *statusFold, n int64, anew bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if el, ok := f.folds[ent.session]; !ok || el.Value.(*statusFold) != ent {
+	if kept, ok := f.folds.peek(ent.session); !ok || kept != ent {
 		return
 	}
 	if anew {
@@ -195,19 +193,18 @@ func (f *statusFolds) account(ent *statusFold, n int64, anew bool) {
 	f.bytes += n
 	limit := cmp.Or(f.maxBytes, statusFoldBytes)
 	if ent.bytes > limit {
-		f.drop(f.folds[ent.session]) // not the others for it
+		f.drop(ent) // not the others for it
 		return
 	}
-	for f.bytes > limit && f.lru.Len() > 0 {
-		f.drop(f.lru.Back())
+	for f.bytes > limit && f.folds.len() > 0 {
+		_, old, _ := f.folds.dropOldest()
+		f.bytes -= old.bytes
 	}
 }
 
-// drop forgets the kept fold el; the caller holds f.mu.
-func (f *statusFolds) drop(el *list.Element) {
-	ent := el.Value.(*statusFold)
-	f.lru.Remove(el)
-	delete(f.folds, ent.session)
+// drop forgets the kept fold ent; the caller holds f.mu.
+func (f *statusFolds) drop(ent *statusFold) {
+	f.folds.remove(ent.session)
 	f.bytes -= ent.bytes
 }
 
@@ -231,19 +228,16 @@ func (ent *statusFold) keep(st *actors.SessionState, events []messages.Envelope)
 func (f *statusFolds) kept(id string) *statusFold {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if el, ok := f.folds[id]; ok {
-		f.lru.MoveToFront(el)
-		return el.Value.(*statusFold)
-	}
-	return nil
+	ent, _ := f.folds.get(id)
+	return ent
 }
 
 // forget drops ent, which keeps no fold, unless it was dropped already.
 func (f *statusFolds) forget(ent *statusFold) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if el, ok := f.folds[ent.session]; ok && el.Value.(*statusFold) == ent {
-		f.drop(el)
+	if kept, ok := f.folds.peek(ent.session); ok && kept == ent {
+		f.drop(ent)
 	}
 }
 
@@ -253,19 +247,14 @@ func (f *statusFolds) forget(ent *statusFold) {
 func (f *statusFolds) entry(id string) *statusFold {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if el, ok := f.folds[id]; ok {
-		f.lru.MoveToFront(el)
-		return el.Value.(*statusFold)
-	}
-	if f.folds == nil {
-		f.folds = map[string]*list.Element{}
+	if ent, ok := f.folds.get(id); ok {
+		return ent
 	}
 	ent := &statusFold{session: id, turn: make(chan struct{}, 1)}
-	f.folds[id] = f.lru.PushFront(ent)
-	if f.lru.Len() > statusFoldSessions {
+	if old, ok := f.folds.put(id, ent, statusFoldSessions); ok {
 		// A read folding on the dropped fold still answers; what it keeps there
 		// is lost.
-		f.drop(f.lru.Back())
+		f.bytes -= old.bytes
 	}
 	return ent
 }
