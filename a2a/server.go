@@ -668,28 +668,21 @@ func (e *Executor) answer(ctx context.Context, rc *a2asrv.RequestContext, sessio
 	if err != nil {
 		return 0, fmt.Errorf("a2a: %w: %v", sdk.ErrInvalidParams, err)
 	}
-	var from uint64 = 1
+	var from uint64
 	if e.tasks != nil {
-		from = max(e.tasks.submittedSeq(rc.TaskID), 1)
+		from = e.tasks.submittedSeq(rc.TaskID)
 	}
-	var run *taskRun
-	for {
-		events, err := e.backend.Events(ctx, session, from)
-		if err != nil {
-			return 0, fmt.Errorf("a2a: session %s: %w", session, err)
-		}
-		if from > 1 && (len(events) == 0 || events[0].Seq != from || events[0].Type != messages.TypeTaskSubmitted || events[0].ID != envID) {
-			from = 1 // the session was begun again: not there now
-			continue
-		}
-		run = newTaskRun()
-		if err := run.scan(events, envID, nil); err != nil {
-			return 0, err
-		}
-		if s := submittedOf(events, envID); s != nil {
-			from = s.Seq
-		}
-		break
+	events, err := taskEvents(ctx, e.backend, session, envID, from)
+	if err != nil {
+		return 0, fmt.Errorf("a2a: session %s: %w", session, err)
+	}
+	run := newTaskRun()
+	if err := run.scan(events, envID, nil); err != nil {
+		return 0, err
+	}
+	from = 1
+	if s := submittedOf(events, envID); s != nil {
+		from = s.Seq
 	}
 	var errs []error
 	for _, a := range run.waiting() {

@@ -361,16 +361,26 @@ func (s *TaskStore) submittedSeq(id sdk.TaskID) uint64 {
 // event on when a rebuild found it before and it is still there (the events
 // before it say nothing of the task: taskRun.scan), else from the first.
 func (s *TaskStore) rebuild(ctx context.Context, id sdk.TaskID) (*sdk.Task, error) {
+	session, envID, ok := ParseTaskID(id)
+	if !ok {
+		return nil, sdk.ErrTaskNotFound
+	}
 	s.mu.Lock()
 	from := s.found[id]
 	s.mu.Unlock()
-	if from > 1 {
-		if task, submitted, err := s.rebuildFrom(ctx, id, from); err == nil && submitted == from {
-			return task, nil
-		}
+	events, err := taskEvents(ctx, s.backend, session, envID, from)
+	if err != nil && from > 1 {
+		// A failed read from the task's event is read again from the first.
+		events, err = s.backend.Events(ctx, session, 1)
 	}
-	task, submitted, err := s.rebuildFrom(ctx, id, 1)
-	if err == nil && submitted > 1 {
+	if err != nil {
+		return nil, fmt.Errorf("a2a: session %s: %w", session, err)
+	}
+	task, _, err := taskOf(id, session, envID, events)
+	if err != nil {
+		return nil, err
+	}
+	if submitted := submittedOf(events, envID).Seq; submitted > 1 && submitted != from {
 		s.mu.Lock()
 		if len(s.found) >= s.max {
 			clear(s.found)
@@ -378,10 +388,30 @@ func (s *TaskStore) rebuild(ctx context.Context, id sdk.TaskID) (*sdk.Task, erro
 		s.found[id] = submitted
 		s.mu.Unlock()
 	}
-	return task, err
+	return task, nil
 }
 
-// rebuildFrom is rebuild reading the session's events from seq from on (at most
+// taskEvents reads session's events from seq from on, where a read found task
+// envID's task.submitted (TaskStore.submittedSeq), when it is still there; else
+// (from 0 or 1, or the session begun again) from the first. The events before a
+// task's task.submitted say nothing of it (taskRun.scan), so a read of a task of
+// a long session reads its task's events, not the session's whole history.
+// GetTask (TaskStore.rebuild), an answer (Executor.answer) and a subscription
+// (Dedupe.subscribe) read a task's events through it.
+func taskEvents(ctx context.Context, b Backend, session, envID string, from uint64) ([]messages.Envelope, error) {
+	if from > 1 {
+		events, err := b.Events(ctx, session, from)
+		if err != nil {
+			return nil, err
+		}
+		if s := submittedOf(events, envID); s != nil && s.Seq == from {
+			return events, nil
+		}
+	}
+	return b.Events(ctx, session, 1)
+}
+
+// rebuildFrom tells task id from its session's events from seq from on (at most
 // the seq of the task's task.submitted event), and returns that event's seq too.
 func (s *TaskStore) rebuildFrom(ctx context.Context, id sdk.TaskID, from uint64) (*sdk.Task, uint64, error) {
 	session, envID, ok := ParseTaskID(id)

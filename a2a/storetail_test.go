@@ -130,3 +130,29 @@ func TestReadOfATaskNotHeldReadsItsSessionFromTheTask(t *testing.T) {
 		t.Fatalf("reads of the session's events from seqs %v, want %v", b.reads, want)
 	}
 }
+
+// taskEvents reads a task's events from the seq given when its task.submitted is
+// there, and from the first when it is not (elsewhere, another task's, or no seq).
+func TestTaskEventsReadsFromTheTaskWhenItIsStillThere(t *testing.T) {
+	b := &froms{streamBackend: *newStreamBackend(1)}
+	_, envID := b.longSession("long", "hi")
+	for _, c := range []struct {
+		from  uint64
+		reads []uint64
+		first uint64
+	}{
+		{from: 1001, reads: []uint64{1001}, first: 1001},
+		{from: 1000, reads: []uint64{1000, 1}, first: 1}, // another task's
+		{from: 1002, reads: []uint64{1002, 1}, first: 1}, // past the log
+		{from: 0, reads: []uint64{1}, first: 1},
+	} {
+		b.reads = nil
+		events, err := taskEvents(context.Background(), b, "long", envID, c.from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(b.reads) != fmt.Sprint(c.reads) || len(events) == 0 || events[0].Seq != c.first {
+			t.Errorf("from %d: read from %v, first seq %d; want %v, %d", c.from, b.reads, events[0].Seq, c.reads, c.first)
+		}
+	}
+}

@@ -54,25 +54,14 @@ type subscription struct {
 	refuseEnded bool
 }
 
-// taskEvents reads session's events from task id's task.submitted (envID) on
-// when the task store's reads found it there (TaskStore.submittedSeq) and it
-// still is, else from the first: taskOf tells the same task and run of either, as
-// the events before a task's task.submitted say nothing of it (taskRun.scan), and
-// a subscription to a task of a long session reads its task's events, not the
-// session's whole history.
+// taskEvents reads task id's events (the package's taskEvents) from where the
+// task store's reads found its task.submitted (TaskStore.submittedSeq).
 func (d *Dedupe) taskEvents(ctx context.Context, id sdk.TaskID, session, envID string) ([]messages.Envelope, error) {
+	var from uint64
 	if d.store != nil {
-		if from := d.store.submittedSeq(id); from > 1 {
-			events, err := d.exec.backend.Events(ctx, session, from)
-			if err != nil {
-				return nil, err
-			}
-			if s := submittedOf(events, envID); s != nil && s.Seq == from {
-				return events, nil
-			}
-		}
+		from = d.store.submittedSeq(id)
 	}
-	return d.exec.backend.Events(ctx, session, 1)
+	return taskEvents(ctx, d.exec.backend, session, envID, from)
 }
 
 // subscribe streams task p.ID from its session's events as sub says.

@@ -17,6 +17,10 @@ import (
 type taskOnlyTools struct {
 	mu    sync.Mutex
 	names map[string]bool
+	// last is the last result whose tools were noted: the same listing again
+	// (a client lists the tools at each refresh) changes no mark, so it is not
+	// decoded again.
+	last []byte
 }
 
 // note reads the result of a tools/list answer (or any result: one with no tools
@@ -27,6 +31,12 @@ type taskOnlyTools struct {
 // that mark one.
 func (k *taskOnlyTools) note(result []byte) {
 	if !bytes.Contains(result, []byte(`"tools"`)) {
+		return
+	}
+	k.mu.Lock()
+	same := bytes.Equal(result, k.last)
+	k.mu.Unlock()
+	if same {
 		return
 	}
 	var list struct {
@@ -42,6 +52,7 @@ func (k *taskOnlyTools) note(result []byte) {
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	k.last = bytes.Clone(result)
 	for _, t := range list.Tools {
 		if t.Execution != nil && t.Execution.TaskSupport == "required" {
 			if k.names == nil {

@@ -54,3 +54,21 @@ func TestTaskOnlyMarkIsReplacedByALaterListing(t *testing.T) {
 		}
 	}
 }
+
+// The same listing noted again is not decoded again (its marks would be the same):
+// a mark changed in between by hand stays, and a different listing is read.
+func TestTaskOnlySameListingIsNotDecodedAgain(t *testing.T) {
+	const marked = `{"tools":[{"name":"research","execution":{"taskSupport":"required"}}]}`
+	const other = `{"tools":[{"name":"research","execution":{"taskSupport":"required"}},{"name":"plain"}]}`
+	var k taskOnlyTools
+	k.note([]byte(marked))
+	delete(k.names, "research") // what a decode of marked would undo
+	k.note([]byte(marked))
+	if k.required("research") {
+		t.Fatal("the same listing was decoded again")
+	}
+	k.note([]byte(other))
+	if !k.required("research") {
+		t.Fatal("a different listing was not read")
+	}
+}

@@ -608,7 +608,7 @@ func (n *Node) awaitChild(ctx context.Context, agent, childID, taskID string, bo
 	poll := 250 * time.Millisecond
 	check := time.NewTimer(0)
 	defer check.Stop()
-	var read childTail
+	var read logTail // the last event read, with its digest; zero before the first
 	for {
 		select {
 		case e, ok := <-live:
@@ -649,23 +649,24 @@ func (n *Node) awaitChild(ctx context.Context, agent, childID, taskID string, bo
 // childEnd returns the event payload that ended the child's task, or nil while it
 // runs. It reads the child's log from the last event read finds there (read, the
 // zero value for the first read) on, when the log still holds that event at its
-// seq (its ID and digest, as statusFold.holds checks a kept fold's: a child
+// seq (its ID and digest, logTail.heldIn, as a kept fold's is checked: a child
 // session pruned and begun again does not pass for it), else from its first: a
 // task's end is after the events it was not among, so the answer is the whole
 // history's, and a wait of minutes on a long child reads each of its events about
 // once, not its whole history at each poll.
-func (n *Node) childEnd(ctx context.Context, childID, taskID string, read *childTail) (messages.Payload, error) {
+func (n *Node) childEnd(ctx context.Context, childID, taskID string, read *logTail) (messages.Payload, error) {
 	var (
 		events []messages.Envelope
 		held   bool
 	)
-	if read.seq > 0 {
-		tail, err := n.log.Read(ctx, childID, read.seq)
+	if len(read.ids) > 0 {
+		tail, err := n.log.Read(ctx, childID, read.from)
 		if err != nil {
 			return nil, err
 		}
-		if held = len(tail) > 0 && tail[0].Seq == read.seq && tail[0].ID == read.id && actors.EventSum(tail[0]) == read.sum; held {
-			events = tail[1:]
+		var after int
+		if after, held = read.heldIn(tail); held {
+			events = tail[after:]
 		}
 	}
 	if !held {
@@ -681,17 +682,9 @@ func (n *Node) childEnd(ctx context.Context, childID, taskID string, read *child
 		}
 	}
 	if len(events) > 0 {
-		last := events[len(events)-1]
-		*read = childTail{seq: last.Seq, id: last.ID, sum: actors.EventSum(last)}
+		*read = tailOf(events, 1)
 	}
 	return nil, nil
-}
-
-// childTail is where the reads of a child's log (childEnd) got to: the seq, ID
-// and digest (actors.EventSum) of the last event read; zero before the first.
-type childTail struct {
-	seq     uint64
-	id, sum string
 }
 
 // reportChildUsage reports what the child whose task p ended spent, its own model

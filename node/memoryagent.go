@@ -130,12 +130,11 @@ type afterTaskWriter struct {
 	inputs map[string]taskInput // task ID (its task.submitted's event ID) -> its input and agent
 	closed bool
 	// handled holds the keys (afterTaskKey) of the last afterTaskHandled turns
-	// this process remembered, whatever they wrote, oldest first in handledOrder:
-	// a recovery does not perform them again, nor reads their namespace for them
-	// (a turn that wrote nothing and whose mark failed to be written looks to the
-	// namespace as one never remembered).
-	handled      map[string]struct{}
-	handledOrder []string
+	// this process remembered, whatever they wrote: a recovery does not perform
+	// them again, nor reads their namespace for them (a turn that wrote nothing
+	// and whose mark failed to be written looks to the namespace as one never
+	// remembered).
+	handled *boundedSet
 }
 
 // taskInput is what a task.submitted says that the write after task needs.
@@ -156,7 +155,7 @@ type afterTaskJob struct {
 // newAfterTaskWriter remembers each task in the namespace of its agent
 // (Config.memoryNamespace).
 func newAfterTaskWriter(n *Node) *afterTaskWriter {
-	w := &afterTaskWriter{n: n, inputs: map[string]taskInput{}, handled: map[string]struct{}{}}
+	w := &afterTaskWriter{n: n, inputs: map[string]taskInput{}, handled: newBoundedSet(afterTaskHandled)}
 	w.q = newQueueWorker(afterTaskQueue, w.rememberLogged)
 	return w
 }
@@ -351,27 +350,10 @@ func (w *afterTaskWriter) recoverPending(ctx context.Context, pick func(string) 
 }
 
 // markHandled records that the turn of key was remembered by this process.
-func (w *afterTaskWriter) markHandled(key string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if _, ok := w.handled[key]; ok {
-		return
-	}
-	w.handled[key] = struct{}{}
-	w.handledOrder = append(w.handledOrder, key)
-	if len(w.handledOrder) > afterTaskHandled {
-		delete(w.handled, w.handledOrder[0])
-		w.handledOrder = slices.Delete(w.handledOrder, 0, 1)
-	}
-}
+func (w *afterTaskWriter) markHandled(key string) { w.handled.add(key) }
 
 // wasHandled reports whether this process remembered the turn of key.
-func (w *afterTaskWriter) wasHandled(key string) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	_, ok := w.handled[key]
-	return ok
-}
+func (w *afterTaskWriter) wasHandled(key string) bool { return w.handled.has(key) }
 
 // recentSpan is how many events at the end of a session recentEvents reads
 // first; it reads four times as many each time that was not enough.

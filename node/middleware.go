@@ -7,7 +7,6 @@ import (
 	"hash/maphash"
 	"log/slog"
 	"runtime/debug"
-	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -379,7 +378,7 @@ type poisonPublisher struct {
 	// messages.CoordinatesID), its idempotency key on the poison topic
 	// (RecordPoisonedKey); sent remembers the positions poisoned already.
 	record func(*message.Message) (string, bool)
-	sent   *poisonedRecords
+	sent   *boundedSet
 }
 
 // RecordPoisonedKey is the metadata entry (a record header on Kafka) of a
@@ -395,41 +394,12 @@ type poisonPublisher struct {
 // its next read; a reader of troupe.poison skips a copy whose key it has seen.
 const RecordPoisonedKey = "record_poisoned"
 
-// poisonedRecords remembers the positions of the last poisonedRecordsMax records
-// sent to the poison topic.
-type poisonedRecords struct {
-	mu    sync.Mutex
-	seen  map[string]struct{}
-	order []string
-}
+// newPoisonedRecords remembers the positions of the last poisonedRecordsMax
+// records sent to the poison topic.
+func newPoisonedRecords() *boundedSet { return newBoundedSet(poisonedRecordsMax) }
 
 // poisonedRecordsMax bounds the positions a node remembers as poisoned.
 const poisonedRecordsMax = 4096
-
-func newPoisonedRecords() *poisonedRecords {
-	return &poisonedRecords{seen: map[string]struct{}{}}
-}
-
-func (r *poisonedRecords) has(key string) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	_, ok := r.seen[key]
-	return ok
-}
-
-func (r *poisonedRecords) add(key string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if _, ok := r.seen[key]; ok {
-		return
-	}
-	r.seen[key] = struct{}{}
-	r.order = append(r.order, key)
-	if len(r.order) > poisonedRecordsMax {
-		delete(r.seen, r.order[0])
-		r.order = slices.Delete(r.order, 0, 1)
-	}
-}
 
 func (p poisonPublisher) Publish(topic string, msgs ...*message.Message) error {
 	keys := make([]string, 0, len(msgs))

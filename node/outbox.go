@@ -34,7 +34,7 @@ import (
 // it will never take) holds no other topic. A lane retries as the batches do
 // through an outage (an error without a Kafka code: the broker did not answer)
 // and through a temporary Kafka error (a rolling restart) for up to
-// replyGiveUp; see publishReply for what it gives up sooner, logged and
+// replyGiveUp; see publish for what it gives up sooner, logged and
 // counted: the results are on troupe.results and in the log. A full lane drops
 // a new batch rather than wait (toLane).
 // A reply topic that does not exist and that the node may not create
@@ -211,7 +211,7 @@ func (o *outbox) flush(batch []outMsg) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			o.publish(topic, byTopic[topic])
+			o.publish(topic, byTopic[topic], nil)
 		}()
 	}
 	wg.Wait()
@@ -316,7 +316,7 @@ func (o *outbox) runLane(topic string, l *lane) {
 		if it.flushed != nil {
 			close(it.flushed)
 		} else {
-			o.publishReply(topic, l, it.msgs)
+			o.publish(topic, it.msgs, l)
 		}
 		o.lanesMu.Lock()
 		l.pending--
@@ -324,35 +324,35 @@ func (o *outbox) runLane(topic string, l *lane) {
 	}
 }
 
-// publishReply publishes msgs on topic, a topic not the node's own, for its lane.
-// It is retried through an outage and through a temporary Kafka error (a leader
-// moving in a rolling restart: LeaderNotAvailable, NotLeaderForPartition,
-// NotEnoughReplicas, RequestTimedOut, KafkaStorageError...) for up to
-// replyGiveUp. It is given up, logged and counted, once the broker answered with
-// an error that is no temporary one o.retries times, or with
-// UNKNOWN_TOPIC_OR_PARTITION (what a topic that does not exist answers on a
-// broker that creates none) o.replyRetries times; once, for either, while the
-// lane is refusing (it gave one up that way, until one goes through); once for a
-// temporary error while the lane is stuck (it gave one up after replyGiveUp,
-// until one goes through); and at once for any error the broker answered while
-// the outbox closes.
-func (o *outbox) publishReply(topic string, l *lane, msgs []*message.Message) {
+// publish publishes msgs on topic, retrying with backoff. Every topic's publish
+// is given up, logged and counted, once it failed o.retries times while the
+// outbox closes; a topic of the node's own (lane nil) is retried until then.
+//
+// A reply topic's (for its lane l, a topic not the node's own) is retried through
+// an outage and through a temporary Kafka error (a leader moving in a rolling
+// restart: LeaderNotAvailable, NotLeaderForPartition, NotEnoughReplicas,
+// RequestTimedOut, KafkaStorageError...) for up to replyGiveUp. It is given up,
+// logged and counted, once the broker answered with an error that is no
+// temporary one o.retries times, or with UNKNOWN_TOPIC_OR_PARTITION (what a
+// topic that does not exist answers on a broker that creates none)
+// o.replyRetries times; once, for either, while the lane is refusing (it gave
+// one up that way, until one goes through); once for a temporary error while
+// the lane is stuck (it gave one up after replyGiveUp, until one goes through);
+// at once for any error the broker answered while the outbox closes; and at once,
+// with a warning, when it does not exist and the node may not create it
+// (ErrReplyTopicNotCreated).
+func (o *outbox) publish(topic string, msgs []*message.Message, l *lane) {
 	backoff := 50 * time.Millisecond
 	start := time.Now()
 	for attempt := 1; ; attempt++ {
 		err := o.pub.Publish(topic, msgs...)
 		if err == nil {
-			l.refusing, l.stuck = false, false
+			if l != nil {
+				l.refusing, l.stuck = false, false
+			}
 			return
 		}
-		if errors.Is(err, ErrReplyTopicNotCreated) {
-			// Missing, and not the node's to create (ReplyTopics): nothing to
-			// retry. The results are on troupe.results and in the log.
-			if o.notCreated != nil {
-				o.notCreated()
-			}
-			o.logger.Warn("a task's reply topic does not exist and the node may not create it; its messages are dropped (the results are on troupe.results and in the log)",
-				"topic", topic, "messages", len(msgs), "first", msgs[0].UUID, "err", err)
+		if l != nil && o.replyNotCreated(topic, msgs, err) {
 			return
 		}
 		if attempt >= o.retries && o.isClosing() {
@@ -361,33 +361,7 @@ func (o *outbox) publishReply(topic string, l *lane, msgs []*message.Message) {
 			o.logger.Error("bus publish failed; the log has these events, live watchers and the sink miss them", "topic", topic, "messages", len(msgs), "attempts", attempt, "err", err)
 			return
 		}
-		answered, temporary := kafkaAnswered(err)
-		missing := answered && errors.Is(err, kafkago.UnknownTopicOrPartition)
-		refused := answered && !temporary || missing
-		giveUp := answered && o.isClosing() ||
-			refused && l.refusing ||
-			answered && temporary && l.stuck ||
-			answered && !temporary && attempt >= o.retries ||
-			missing && attempt >= o.replyRetries
-		if giveUp {
-			// A task's reply_topic the broker will not take, now or for good (a name
-			// Kafka takes for an existing topic's, one the node may not write to,
-			// one that does not exist on a broker that creates none). The result is
-			// on troupe.results and in the log.
-			if refused {
-				l.refusing = true
-			}
-			o.failed()
-			o.logger.Error("a task's reply topic refuses its messages; given up (the results are on troupe.results and in the log)",
-				"topic", topic, "messages", len(msgs), "first", msgs[0].UUID, "attempts", attempt, "temporary", temporary, "err", err)
-			return
-		}
-		if answered && o.replyGiveUp > 0 && time.Since(start) >= o.replyGiveUp {
-			// A temporary error that outlasted any rolling restart.
-			l.stuck = true
-			o.failed()
-			o.logger.Error("a task's reply topic kept failing; given up (the results are on troupe.results and in the log)",
-				"topic", topic, "messages", len(msgs), "first", msgs[0].UUID, "attempts", attempt, "for", time.Since(start), "err", err)
+		if l != nil && o.replyGivenUp(topic, l, msgs, err, attempt, start) {
 			return
 		}
 		if attempt == o.retries {
@@ -397,6 +371,56 @@ func (o *outbox) publishReply(topic string, l *lane, msgs []*message.Message) {
 		time.Sleep(backoff)
 		backoff = min(backoff*2, 5*time.Second)
 	}
+}
+
+// replyNotCreated gives a reply topic's publish up, with a warning, when err says
+// the topic is missing and not the node's to create (ReplyTopics): nothing to
+// retry. The results are on troupe.results and in the log.
+func (o *outbox) replyNotCreated(topic string, msgs []*message.Message, err error) bool {
+	if !errors.Is(err, ErrReplyTopicNotCreated) {
+		return false
+	}
+	if o.notCreated != nil {
+		o.notCreated()
+	}
+	o.logger.Warn("a task's reply topic does not exist and the node may not create it; its messages are dropped (the results are on troupe.results and in the log)",
+		"topic", topic, "messages", len(msgs), "first", msgs[0].UUID, "err", err)
+	return true
+}
+
+// replyGivenUp gives a reply topic's publish up, logged and counted, as publish
+// says, after attempt attempts since start that ended with err.
+func (o *outbox) replyGivenUp(topic string, l *lane, msgs []*message.Message, err error, attempt int, start time.Time) bool {
+	answered, temporary := kafkaAnswered(err)
+	missing := answered && errors.Is(err, kafkago.UnknownTopicOrPartition)
+	refused := answered && !temporary || missing
+	giveUp := answered && o.isClosing() ||
+		refused && l.refusing ||
+		answered && temporary && l.stuck ||
+		answered && !temporary && attempt >= o.retries ||
+		missing && attempt >= o.replyRetries
+	if giveUp {
+		// A task's reply_topic the broker will not take, now or for good (a name
+		// Kafka takes for an existing topic's, one the node may not write to,
+		// one that does not exist on a broker that creates none). The result is
+		// on troupe.results and in the log.
+		if refused {
+			l.refusing = true
+		}
+		o.failed()
+		o.logger.Error("a task's reply topic refuses its messages; given up (the results are on troupe.results and in the log)",
+			"topic", topic, "messages", len(msgs), "first", msgs[0].UUID, "attempts", attempt, "temporary", temporary, "err", err)
+		return true
+	}
+	if answered && o.replyGiveUp > 0 && time.Since(start) >= o.replyGiveUp {
+		// A temporary error that outlasted any rolling restart.
+		l.stuck = true
+		o.failed()
+		o.logger.Error("a task's reply topic kept failing; given up (the results are on troupe.results and in the log)",
+			"topic", topic, "messages", len(msgs), "first", msgs[0].UUID, "attempts", attempt, "for", time.Since(start), "err", err)
+		return true
+	}
+	return false
 }
 
 // kafkaAnswered reports whether err carries a Kafka error code (kafka-go's
@@ -410,30 +434,6 @@ func kafkaAnswered(err error) (answered, temporary bool) {
 		return false, false
 	}
 	return true, code.Temporary()
-}
-
-// publish publishes msgs on topic, one of the node's own, retrying until the
-// broker takes them or the outbox closes.
-func (o *outbox) publish(topic string, msgs []*message.Message) {
-	backoff := 50 * time.Millisecond
-	for attempt := 1; ; attempt++ {
-		err := o.pub.Publish(topic, msgs...)
-		if err == nil {
-			return
-		}
-		if attempt >= o.retries && o.isClosing() {
-			o.dropped.Add(1)
-			o.failed()
-			o.logger.Error("bus publish failed; the log has these events, live watchers and the sink miss them", "topic", topic, "messages", len(msgs), "attempts", attempt, "err", err)
-			return
-		}
-		if attempt == o.retries {
-			o.failed()
-		}
-		o.logger.Warn("bus publish failed; retrying", "topic", topic, "messages", len(msgs), "attempt", attempt, "err", err)
-		time.Sleep(backoff)
-		backoff = min(backoff*2, 5*time.Second)
-	}
 }
 
 func (o *outbox) isClosing() bool {

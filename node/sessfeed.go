@@ -2,7 +2,6 @@ package node
 
 import (
 	"cmp"
-	"container/list"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -51,10 +50,9 @@ type sessionFeed struct {
 	// folds are the folds of the sessions whose changes had rows, by session, at
 	// most feedSessions of them, the least recently used dropped first: a change's
 	// row reads only the events after its session's fold (makeRow), not the whole
-	// history. foldLRU orders them, the most recently used first.
+	// history.
 	foldsMu sync.Mutex
-	folds   map[string]*list.Element // of *foldEntry
-	foldLRU list.List
+	folds   lru[*foldEntry]
 
 	mu   sync.Mutex
 	subs map[*feedSub]struct{}
@@ -322,15 +320,14 @@ const feedVerify = 16
 // whole history.
 type feedFold struct {
 	sessionFold
-	// tail are the IDs of the events at seqs tailFrom, tailFrom+1, … read from
-	// the log and folded (at most feedVerify), ending at or below seq.
-	tailFrom uint64
-	tail     []string
+	// tail are the last events read from the log and folded (at most
+	// feedVerify), ending at or below seq; it has no digest.
+	tail logTail
 }
 
 // clone returns a copy of f that folds on without changing f.
 func (f *feedFold) clone() feedFold {
-	return feedFold{sessionFold: f.sessionFold.clone(), tailFrom: f.tailFrom, tail: slices.Clone(f.tail)}
+	return feedFold{sessionFold: f.sessionFold.clone(), tail: logTail{from: f.tail.from, ids: slices.Clone(f.tail.ids)}}
 }
 
 // foldRead folds the events read from the log whose seq is below stop
@@ -343,32 +340,20 @@ func (f *feedFold) foldRead(events []messages.Envelope, stop uint64) (contiguous
 		if e.Seq >= stop {
 			break
 		}
-		if len(f.tail) == 0 || e.Seq != f.tailFrom+uint64(len(f.tail)) {
-			f.tailFrom, f.tail = e.Seq, f.tail[:0]
-		}
-		f.tail = append(f.tail, e.ID)
-		if len(f.tail) > feedVerify {
-			f.tail = f.tail[1:]
-			f.tailFrom++
-		}
+		f.tail.add(e, feedVerify)
 	}
 	return true, nil
 }
 
-// replaced reports whether events, read from the log from seq tailFrom or before,
-// no longer hold the tail's events at their seqs: another owner's replaced them,
-// or hid them (eventlog.Superseded).
+// replaced reports whether events, read from the log from seq tail.from or
+// before, no longer hold the tail's events at their seqs: another owner's
+// replaced them, or hid them (eventlog.Superseded).
 func (f *feedFold) replaced(events []messages.Envelope) bool {
-	if len(f.tail) == 0 {
+	if len(f.tail.ids) == 0 {
 		return false
 	}
-	i, _ := slices.BinarySearchFunc(events, f.tailFrom, func(e messages.Envelope, seq uint64) int { return cmp.Compare(e.Seq, seq) })
-	for j, id := range f.tail {
-		if i+j >= len(events) || events[i+j].Seq != f.tailFrom+uint64(j) || events[i+j].ID != id {
-			return true
-		}
-	}
-	return false
+	_, held := f.tail.heldIn(events)
+	return !held
 }
 
 // foldOf returns the kept fold of session, or a new empty one, kept from now on in
@@ -376,22 +361,13 @@ func (f *feedFold) replaced(events []messages.Envelope) bool {
 func (f *sessionFeed) foldOf(session string) *foldEntry {
 	f.foldsMu.Lock()
 	defer f.foldsMu.Unlock()
-	if el, ok := f.folds[session]; ok {
-		f.foldLRU.MoveToFront(el)
-		return el.Value.(*foldEntry)
-	}
-	if f.folds == nil {
-		f.folds = map[string]*list.Element{}
+	if ent, ok := f.folds.get(session); ok {
+		return ent
 	}
 	ent := &foldEntry{session: session}
-	f.folds[session] = f.foldLRU.PushFront(ent)
-	if f.foldLRU.Len() > feedSessions {
-		// A row being made from the dropped fold still completes; what it keeps
-		// there is lost.
-		last := f.foldLRU.Back()
-		f.foldLRU.Remove(last)
-		delete(f.folds, last.Value.(*foldEntry).session)
-	}
+	// A row being made from a fold dropped for it still completes; what it
+	// keeps there is lost.
+	f.folds.put(session, ent, feedSessions)
 	return ent
 }
 
@@ -422,8 +398,8 @@ func (f *sessionFeed) makeRow(ctx context.Context, log eventlog.Log, e messages.
 			// The tail is checked again (feedFold) by the next change that reads,
 			// not by one right after the fold, which reads nothing.
 			from := fold.seq + 1
-			if len(fold.tail) > 0 {
-				from = fold.tailFrom
+			if len(fold.tail.ids) > 0 {
+				from = fold.tail.from
 			}
 			events, err := log.Read(ctx, e.SessionID, from)
 			if err != nil {
@@ -433,7 +409,7 @@ func (f *sessionFeed) makeRow(ctx context.Context, log eventlog.Log, e messages.
 				ent.fold, contiguous = feedFold{}, false
 				break
 			}
-			fold.tail = fold.tail[:0]
+			fold.tail.ids = fold.tail.ids[:0]
 			i, _ := slices.BinarySearchFunc(events, fold.seq+1, func(e messages.Envelope, seq uint64) int { return cmp.Compare(e.Seq, seq) })
 			if contiguous, err = fold.foldRead(events[i:], e.Seq); err != nil {
 				return SessionRow{}, "", err
@@ -483,8 +459,8 @@ func (f *sessionFeed) current(ctx context.Context, log eventlog.Log, session str
 	if ent.fold.seq > 0 {
 		fold := ent.fold.clone()
 		from := fold.seq + 1
-		if len(fold.tail) > 0 {
-			from = fold.tailFrom
+		if len(fold.tail.ids) > 0 {
+			from = fold.tail.from
 		}
 		events, err := log.Read(ctx, session, from)
 		if err != nil {

@@ -2,7 +2,6 @@ package node
 
 import (
 	"cmp"
-	"container/list"
 	"context"
 	"fmt"
 	"sync"
@@ -24,7 +23,7 @@ import (
 // agents, as these reads always folded: a session actor's state, folded with its
 // agents' paradigms, or its fold snapshot, would answer otherwise of a
 // paradigm's calls). A read uses it only when the log still holds the events it
-// folded last (statusFold.holds: the IDs of its last feedVerify events at their
+// folded last (logTail.heldIn: the IDs of its last feedVerify events at their
 // seqs, as the session feed checks its folds after a takeover, and the digest of
 // the last, as a fold snapshot's event at its seq, so that a session pruned and
 // begun again, whose decided events have the same IDs, does not pass for it);
@@ -36,8 +35,7 @@ import (
 // checked are there already.
 type statusFolds struct {
 	mu    sync.Mutex
-	folds map[string]*list.Element // of *statusFold
-	lru   list.List                // the most recently used first
+	folds lru[*statusFold]
 	// bytes are the payload bytes of the events the kept folds folded.
 	bytes int64
 	// maxBytes is statusFoldBytes unless set (tests).
@@ -67,12 +65,9 @@ type statusFold struct {
 	turn chan struct{}
 	// st is the session's events folded from seq 1 to st.LastSeq; nil when none is kept.
 	st *actors.SessionState
-	// tail are the IDs of the events at seqs tailFrom, tailFrom+1, …, st.LastSeq
-	// as the log held them (at most feedVerify), and sum the digest of the last
-	// (actors.EventSum).
-	tailFrom uint64
-	tail     []string
-	sum      string
+	// tail are the last events st folded, through st.LastSeq, as the log held
+	// them (at most feedVerify), with the digest of the last.
+	tail logTail
 	// bytes are the payload bytes of the events st folded; guarded by
 	// statusFolds.mu.
 	bytes int64
@@ -107,13 +102,13 @@ func (f *statusFolds) fold(ctx context.Context, log eventlog.Log, id string, kee
 		}
 		defer func() { <-ent.turn }()
 		if ent.st != nil {
-			events, err := log.Read(ctx, id, ent.tailFrom)
+			events, err := log.Read(ctx, id, ent.tail.from)
 			if err != nil {
 				return false, err
 			}
-			if ent.holds(events) && applyAll(ent.st, events[len(ent.tail):]) == nil {
+			if after, held := ent.tail.heldIn(events); held && applyAll(ent.st, events[after:]) == nil {
 				ent.keep(ent.st, events)
-				f.account(ent, payloadBytes(events[len(ent.tail):]), false)
+				f.account(ent, payloadBytes(events[after:]), false)
 				return true, use(ent.st)
 			}
 			ent.st = nil // the whole history's fold says what is wrong, if anything
@@ -187,7 +182,7 @@ func payloadBytes(events []messages.Envelope) int64 {
 func (f *statusFolds) account(ent *statusFold, n int64, anew bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if el, ok := f.folds[ent.session]; !ok || el.Value.(*statusFold) != ent {
+	if kept, ok := f.folds.peek(ent.session); !ok || kept != ent {
 		return
 	}
 	if anew {
@@ -198,19 +193,18 @@ func (f *statusFolds) account(ent *statusFold, n int64, anew bool) {
 	f.bytes += n
 	limit := cmp.Or(f.maxBytes, statusFoldBytes)
 	if ent.bytes > limit {
-		f.drop(f.folds[ent.session]) // not the others for it
+		f.drop(ent) // not the others for it
 		return
 	}
-	for f.bytes > limit && f.lru.Len() > 0 {
-		f.drop(f.lru.Back())
+	for f.bytes > limit && f.folds.len() > 0 {
+		_, old, _ := f.folds.dropOldest()
+		f.bytes -= old.bytes
 	}
 }
 
-// drop forgets the kept fold el; the caller holds f.mu.
-func (f *statusFolds) drop(el *list.Element) {
-	ent := el.Value.(*statusFold)
-	f.lru.Remove(el)
-	delete(f.folds, ent.session)
+// drop forgets the kept fold ent; the caller holds f.mu.
+func (f *statusFolds) drop(ent *statusFold) {
+	f.folds.remove(ent.session)
 	f.bytes -= ent.bytes
 }
 
@@ -224,48 +218,26 @@ func applyAll(st *actors.SessionState, events []messages.Envelope) error {
 	return nil
 }
 
-// holds reports whether events, read from the log from seq tailFrom on, begin
-// with the events the fold read last, at their seqs.
-func (ent *statusFold) holds(events []messages.Envelope) bool {
-	if len(events) < len(ent.tail) || len(ent.tail) == 0 {
-		return false
-	}
-	for j, id := range ent.tail {
-		if events[j].Seq != ent.tailFrom+uint64(j) || events[j].ID != id {
-			return false
-		}
-	}
-	return actors.EventSum(events[len(ent.tail)-1]) == ent.sum
-}
-
 // keep keeps st, folded through the last of events (read from the log), with
 // the IDs of the last of them.
 func (ent *statusFold) keep(st *actors.SessionState, events []messages.Envelope) {
-	last := events[max(0, len(events)-feedVerify):]
-	ent.st, ent.tailFrom, ent.sum = st, last[0].Seq, actors.EventSum(last[len(last)-1])
-	ent.tail = ent.tail[:0]
-	for _, e := range last {
-		ent.tail = append(ent.tail, e.ID)
-	}
+	ent.st, ent.tail = st, tailOf(events, feedVerify)
 }
 
 // kept returns the kept fold of session id, nil when none is kept.
 func (f *statusFolds) kept(id string) *statusFold {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if el, ok := f.folds[id]; ok {
-		f.lru.MoveToFront(el)
-		return el.Value.(*statusFold)
-	}
-	return nil
+	ent, _ := f.folds.get(id)
+	return ent
 }
 
 // forget drops ent, which keeps no fold, unless it was dropped already.
 func (f *statusFolds) forget(ent *statusFold) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if el, ok := f.folds[ent.session]; ok && el.Value.(*statusFold) == ent {
-		f.drop(el)
+	if kept, ok := f.folds.peek(ent.session); ok && kept == ent {
+		f.drop(ent)
 	}
 }
 
@@ -275,19 +247,14 @@ func (f *statusFolds) forget(ent *statusFold) {
 func (f *statusFolds) entry(id string) *statusFold {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if el, ok := f.folds[id]; ok {
-		f.lru.MoveToFront(el)
-		return el.Value.(*statusFold)
-	}
-	if f.folds == nil {
-		f.folds = map[string]*list.Element{}
+	if ent, ok := f.folds.get(id); ok {
+		return ent
 	}
 	ent := &statusFold{session: id, turn: make(chan struct{}, 1)}
-	f.folds[id] = f.lru.PushFront(ent)
-	if f.lru.Len() > statusFoldSessions {
+	if old, ok := f.folds.put(id, ent, statusFoldSessions); ok {
 		// A read folding on the dropped fold still answers; what it keeps there
 		// is lost.
-		f.drop(f.lru.Back())
+		f.bytes -= old.bytes
 	}
 	return ent
 }

@@ -269,8 +269,8 @@ func TestStatusFoldsKeepAtMostTheirBytes(t *testing.T) {
 			t.Fatalf("a read of %s read %d events, want %d", step.id, got, step.want)
 		}
 	}
-	if kept.bytes != payloadBytes(one) || kept.lru.Len() != 1 {
-		t.Fatalf("the folds kept count %d bytes in %d folds, want %d in 1", kept.bytes, kept.lru.Len(), payloadBytes(one))
+	if kept.bytes != payloadBytes(one) || kept.folds.len() != 1 {
+		t.Fatalf("the folds kept count %d bytes in %d folds, want %d in 1", kept.bytes, kept.folds.len(), payloadBytes(one))
 	}
 }
 
@@ -338,7 +338,7 @@ func TestPendingApprovalsKeepTheFoldsOfPolledSessions(t *testing.T) {
 			t.Fatalf("round %d: a poll of the long session after PendingApprovals read %d events of its %d", round, got, whole)
 		}
 	}
-	if got := n.folds.lru.Len(); got != 1 {
+	if got := n.folds.folds.len(); got != 1 {
 		t.Fatalf("%d folds kept, want the long session's alone", got)
 	}
 }

@@ -38,7 +38,7 @@ func TestWriteAfterTaskKeyTellsARecreatedSessionApart(t *testing.T) {
 	if afterTaskKey(job("task-a")) == afterTaskKey(job("task-b")) {
 		t.Fatalf("the turns of two tasks completed at seq 12 of session s have one key, %q", afterTaskKey(job("task-a")))
 	}
-	w := &afterTaskWriter{handled: map[string]struct{}{}}
+	w := &afterTaskWriter{handled: newBoundedSet(afterTaskHandled)}
 	w.markHandled(afterTaskKey(job("task-a")))
 	if w.wasHandled(afterTaskKey(job("task-b"))) {
 		t.Fatal("the new session's turn is taken for the old one's, handled already")

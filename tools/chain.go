@@ -249,36 +249,40 @@ func (c Chain) compile() (*compiledChain, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	asFloats := func(t *template.Template) *template.Template {
-		f, err := t.Clone()
-		if err != nil {
-			panic(fmt.Sprintf("tools: clone a chain's template that was never executed: %v", err))
-		}
-		return f.Funcs(floatFuncs)
-	}
-	asValues := func(name, text string) *template.Template {
-		// Parsed again, not cloned: a clone shares its parse tree, which
-		// numericTruth rewrites.
-		t, err := template.New(name).Funcs(chainFuncs).Funcs(valueFuncs).Option("missingkey=error").Parse(text)
-		if err != nil {
-			panic(fmt.Sprintf("tools: a chain's template that parsed once does not parse again: %v", err))
-		}
-		numericTruth(t)
-		return t
-	}
-	for i, t := range cc.args {
+	for _, t := range cc.args {
 		cc.floatArgs = append(cc.floatArgs, asFloats(t))
-		text := c.Steps[i].Args
-		if strings.TrimSpace(text) == "" {
-			text = "{}"
-		}
-		cc.valueArgs = append(cc.valueArgs, asValues(t.Name(), text))
+		cc.valueArgs = append(cc.valueArgs, asValues(t))
 	}
 	if cc.output != nil {
 		cc.floatOutput = asFloats(cc.output)
-		cc.valueOutput = asValues(cc.output.Name(), c.Output)
+		cc.valueOutput = asValues(cc.output)
 	}
 	return cc, nil
+}
+
+// asFloats is t for NumbersAsFloats: a clone with floatFuncs.
+func asFloats(t *template.Template) *template.Template {
+	return cloneChainTemplate(t).Funcs(floatFuncs)
+}
+
+// asValues is t for NumbersAsValues: a clone with valueFuncs, rewritten to take
+// numbers for their values (numericTruth). Its parse trees are copied, not parsed
+// again: a clone alone shares its trees with t, which numericTruth rewrites.
+func asValues(t *template.Template) *template.Template {
+	v := cloneChainTemplate(t)
+	for _, tt := range v.Templates() {
+		tt.Tree = tt.Tree.Copy()
+	}
+	numericTruth(v.Funcs(valueFuncs))
+	return v
+}
+
+func cloneChainTemplate(t *template.Template) *template.Template {
+	c, err := t.Clone()
+	if err != nil {
+		panic(fmt.Sprintf("tools: clone a chain's template that was never executed: %v", err))
+	}
+	return c
 }
 
 func isIdentifier(s string) bool {
@@ -411,18 +415,28 @@ func stepNames(steps []ChainStep) string {
 // ValidateChains validates each chain and fails on two chains with the same name,
 // naming every problem.
 func ValidateChains(chains []Chain) error {
+	_, err := compileChains(chains)
+	return err
+}
+
+// compileChains is ValidateChains returning each chain compiled, so that
+// NewChainTools parses each chain's templates once.
+func compileChains(chains []Chain) ([]*compiledChain, error) {
 	var errs []error
 	seen := map[string]bool{}
-	for _, c := range chains {
-		if err := c.Validate(); err != nil {
+	ccs := make([]*compiledChain, len(chains))
+	for i, c := range chains {
+		cc, err := c.compile()
+		if err != nil {
 			errs = append(errs, err)
 		}
+		ccs[i] = cc
 		if seen[c.Name] {
 			errs = append(errs, fmt.Errorf("%w %q: two chains have this name", ErrBadChain, c.Name))
 		}
 		seen[c.Name] = true
 	}
-	return errors.Join(errs...)
+	return ccs, errors.Join(errs...)
 }
 
 // ChainTool is a Chain ready to run: its templates parsed, its steps' tools found.
@@ -459,6 +473,11 @@ var (
 // A step may not call a tool lookup does not know, nor another chain.
 func NewChainTool(c Chain, lookup func(name string) (Tool, bool)) (*ChainTool, error) {
 	cc, err := c.compile()
+	return newChainTool(c, cc, err, lookup)
+}
+
+// newChainTool is NewChainTool with c compiled already (cc, or its error err).
+func newChainTool(c Chain, cc *compiledChain, err error, lookup func(name string) (Tool, bool)) (*ChainTool, error) {
 	var errs []error
 	if err != nil {
 		errs = append(errs, err)
@@ -531,7 +550,8 @@ func WithStepCatalog(cat ChainCatalog) ChainOption {
 // NewChainTools makes the chains' tools, each step calling one of available (or,
 // WithStepCatalog, of a catalog).
 func NewChainTools(chains []Chain, available []Tool, opts ...ChainOption) ([]*ChainTool, error) {
-	if err := ValidateChains(chains); err != nil {
+	ccs, err := compileChains(chains)
+	if err != nil {
 		return nil, err
 	}
 	var o chainOptions
@@ -553,12 +573,12 @@ func NewChainTools(chains []Chain, available []Tool, opts ...ChainOption) ([]*Ch
 	}
 	var errs []error
 	out := make([]*ChainTool, 0, len(chains))
-	for _, c := range chains {
+	for i, c := range chains {
 		if _, clash := byName[c.Name]; clash {
 			errs = append(errs, fmt.Errorf("%w %q: a tool has this name already", ErrBadChain, c.Name))
 			continue
 		}
-		ct, err := NewChainTool(c, lookup)
+		ct, err := newChainTool(c, ccs[i], nil, lookup)
 		if err != nil {
 			errs = append(errs, err)
 			continue
