@@ -133,7 +133,9 @@ type afterTaskWriter struct {
 	// this process remembered, whatever they wrote, oldest first in handledOrder:
 	// a recovery does not perform them again, nor reads their namespace for them
 	// (a turn that wrote nothing and whose mark failed to be written looks to the
-	// namespace as one never remembered).
+	// namespace as one never remembered), and the live job of a turn that a
+	// recovery ahead of it in the queue remembered (the turn completed as the
+	// recovery listed the sessions) is not performed either.
 	handled      map[string]struct{}
 	handledOrder []string
 }
@@ -199,6 +201,12 @@ func (w *afterTaskWriter) observe(sessionID string, events []messages.Envelope) 
 func (w *afterTaskWriter) rememberLogged(ctx context.Context, job afterTaskJob) {
 	if job.recover != nil {
 		w.recoverPending(ctx, job.recover)
+		return
+	}
+	if w.wasHandled(afterTaskKey(job)) {
+		// The start's recovery (or a partition's) ran while the task completed,
+		// found its turn in the log and remembered it, ahead of this job queued
+		// behind it: the turn is not extracted twice.
 		return
 	}
 	giveUp := time.Now().Add(afterTaskRetryFor)
