@@ -469,8 +469,6 @@ func (n *Node) resumeOwned(ctx context.Context, gen int64, owns, cleanly func(st
 	if err != nil {
 		return err
 	}
-	lctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
 	running := len(infos)
 	for _, s := range ended {
 		// An ended session whose events this process published to its last
@@ -518,12 +516,18 @@ func (n *Node) resumeOwned(ctx context.Context, gen int64, owns, cleanly func(st
 	}
 	// The failed parents of the partitions' recent sub-agents wait for their
 	// children's ends here (lateanswers.go): the previous owner's answers are
-	// refused now. Those woken above already do.
+	// refused now. Those woken above already do. Their listing is retried
+	// through a log blip (untilRead), as the one above: before, a failed one was
+	// logged, and the ends were never recorded on their parents.
 	woken := make(map[string]bool, len(unfinished)+len(endedIDs))
 	for _, id := range append(unfinished, endedIDs...) {
 		woken[id] = true
 	}
-	if parents, err := n.lateParents(lctx, func(id string) bool { return owns(id) && !woken[id] }); err != nil {
+	var parents []string
+	if err := n.untilRead("list the failed parents of recent sub-agents", current, func(lctx context.Context) (err error) {
+		parents, err = n.lateParents(lctx, func(id string) bool { return owns(id) && !woken[id] })
+		return err
+	}); err != nil {
 		n.cfg.Logger.Warn("delegate: list the failed parents of recent sub-agents; the sub-agents' ends not recorded on them yet are not", "err", err)
 	} else if len(parents) > 0 && current() {
 		n.resumeSessions(ctx, parents, current) // publishes nothing: it may fail and the generation still be resumed

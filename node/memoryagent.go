@@ -133,7 +133,9 @@ type afterTaskWriter struct {
 	// this process remembered, whatever they wrote: a recovery does not perform
 	// them again, nor reads their namespace for them (a turn that wrote nothing
 	// and whose mark failed to be written looks to the namespace as one never
-	// remembered).
+	// remembered), and the live job of a turn that a recovery ahead of it in the
+	// queue remembered (the turn completed as the recovery listed the sessions)
+	// is not performed either.
 	handled *boundedSet
 }
 
@@ -198,6 +200,12 @@ func (w *afterTaskWriter) observe(sessionID string, events []messages.Envelope) 
 func (w *afterTaskWriter) rememberLogged(ctx context.Context, job afterTaskJob) {
 	if job.recover != nil {
 		w.recoverPending(ctx, job.recover)
+		return
+	}
+	if w.wasHandled(afterTaskKey(job)) {
+		// The start's recovery (or a partition's) ran while the task completed,
+		// found its turn in the log and remembered it, ahead of this job queued
+		// behind it: the turn is not extracted twice.
 		return
 	}
 	giveUp := time.Now().Add(afterTaskRetryFor)
@@ -336,7 +344,15 @@ func (w *afterTaskWriter) recoverPending(ctx context.Context, pick func(string) 
 				}
 				in, ok := inputs[e.CorrelationID]
 				job := afterTaskJob{session: s.ID, completed: e, input: in, haveInput: ok}
-				if w.wasHandled(afterTaskKey(job)) || w.remembered(ctx, job, refreshed) {
+				if w.wasHandled(afterTaskKey(job)) || w.remembered(ctx, job, refreshed, false) {
+					continue
+				}
+				// The namespace was read at the pass's first turn of it, maybe
+				// many model calls ago (the turns of other namespaces'): another
+				// writer (a recovery of another node, the session's previous owner
+				// draining its queue) may have remembered this turn since. It is
+				// read again, up to its end, right before the extraction.
+				if w.remembered(ctx, job, refreshed, true) {
 					continue
 				}
 				recovered++
@@ -410,13 +426,20 @@ func allSubmitted(events []messages.Envelope, since int64) bool {
 // namespace appends its writes before it answers). When the log cannot tell, it
 // reports false: the write is made again under its key, which writes nothing twice.
 // refreshed holds the namespaces this recovery pass brought up to date with the
-// log already: each is read once a pass, not once a task.
-func (w *afterTaskWriter) remembered(ctx context.Context, job afterTaskJob, refreshed map[string]*memory.Namespace) bool {
+// log already: each is read once a pass, not once a task, unless again asks for
+// what was appended to it since (a read of its new events, right before a turn's
+// extraction).
+func (w *afterTaskWriter) remembered(ctx context.Context, job afterTaskJob, refreshed map[string]*memory.Namespace, again bool) bool {
 	if w.n.memories == nil {
 		return false
 	}
 	name := w.n.cfg.memoryNamespace(job.input.agent)
 	ns := refreshed[name]
+	if ns != nil && again {
+		if err := ns.Refresh(ctx); err != nil {
+			return false
+		}
+	}
 	if ns == nil {
 		var err error
 		if ns, err = w.n.memories.Namespace(ctx, name); err != nil {

@@ -1259,8 +1259,14 @@ func (n *Node) resume(ctx context.Context) error {
 		}
 	}
 	// Failed parents whose children's ends may not be recorded on them yet
-	// (lateanswers.go) start waiting for them again.
-	parents, err := n.lateParents(ctx, func(id string) bool { return n.cfg.Resume == nil || n.cfg.Resume(id) })
+	// (lateanswers.go) start waiting for them again. Their listing is retried
+	// through a log blip (untilRead), as the one above: before, a failed one was
+	// logged, and the ends were never recorded on their parents.
+	var parents []string
+	err = n.untilRead("list the failed parents of recent sub-agents", func() bool { return ctx.Err() == nil }, func(lctx context.Context) (err error) {
+		parents, err = n.lateParents(lctx, func(id string) bool { return n.cfg.Resume == nil || n.cfg.Resume(id) })
+		return err
+	})
 	if err != nil {
 		n.cfg.Logger.Warn("delegate: list the failed parents of recent sub-agents; the sub-agents' ends not recorded on them yet are not", "err", err)
 	} else if len(parents) > 0 {
