@@ -542,13 +542,17 @@ func (n *Node) resumeOwned(ctx context.Context, gen int64, owns, cleanly func(st
 
 // untilRead runs read, a read of the log whose failure would leave work undone
 // (the sessions to resume after an assignment, or a start), each attempt bounded
-// by a minute, and retries a failure with backoff (capped at 5 s) for as long as
-// current holds and the node runs: before, a ClickHouse blip as a node was
-// assigned partitions left their unfinished sessions unresumed, their tasks
-// waiting for a message that might never come. It returns the last error when
-// current stopped holding or the node stopped before a read succeeded.
+// by a minute, and retries a failure with backoff (capped at 5 s) while
+// eventlog.ReadRetry says a retry may mend it (an outage, for as long as it lasts;
+// an error of unknown kind, for eventlog.UnknownFailureBound), current holds and
+// the node runs: before, a ClickHouse blip as a node was assigned partitions left
+// their unfinished sessions unresumed, their tasks waiting for a message that
+// might never come. A permanent error (a corrupt row, a ClickHouse schema or auth
+// error, a closed log) is returned at once; otherwise the last error when current
+// stopped holding or the node stopped before a read succeeded.
 func (n *Node) untilRead(what string, current func() bool, read func(context.Context) error) error {
 	backoff := 100 * time.Millisecond
+	var retry eventlog.ReadRetry
 	for attempt := 1; ; attempt++ {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		err := read(ctx)
@@ -559,7 +563,7 @@ func (n *Node) untilRead(what string, current func() bool, read func(context.Con
 			}
 			return nil
 		}
-		if errors.Is(err, eventlog.ErrClosed) || !current() {
+		if !current() || !retry.Retry(err, time.Now()) {
 			return err
 		}
 		n.cfg.Logger.Warn("event log read failed; retrying", "node", n.cfg.NodeID, "read", what, "attempt", attempt, "retry_in", backoff, "err", err)
