@@ -76,6 +76,22 @@ func runStuckListing(t *testing.T, log *stuckListingLog, logs *syncBuffer) (canc
 	return stop, errc
 }
 
+// Cancelling Run's context while the listing of the sessions to resume at an
+// embedded start hangs (the log unreachable) ends Run: each listing attempt runs
+// under Run's context. Before, it ran under context.Background() for up to a
+// minute, inline in Run, which returned only after it.
+func TestCancellingRunEndsAHangingResumeListing(t *testing.T) {
+	var logs syncBuffer
+	log := &stuckListingLog{hang: true}
+	cancel, done := runStuckListing(t, log, &logs)
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return after its context was cancelled: the resume listing held it")
+	}
+}
+
 // A listing of the sessions to resume that finds a corrupt row, or meets a
 // ClickHouse schema error, is not retried: no retry mends it. The resume is given
 // up and logged at once. Before, it was retried for as long as the node ran.
