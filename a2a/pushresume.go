@@ -2,7 +2,6 @@ package a2a
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	sdk "github.com/a2aproject/a2a-go/a2a"
@@ -80,14 +79,18 @@ func (s *Server) ResumePushes(ctx context.Context) {
 }
 
 // untilRead runs read, a read of the log as the node starts following pushes, and
-// retries a failure with backoff (capped at 5 s) until it succeeds, ctx ends or
-// the log is closed: before, a ClickHouse blip as the node started left the tasks
-// with push configs unfollowed, their webhooks unaware of their ends.
+// retries a failure with backoff (capped at 5 s) while eventlog.ReadRetry says a
+// retry may mend it (an outage, for as long as it lasts; an error of unknown kind,
+// for eventlog.UnknownFailureBound), until it succeeds or ctx ends: before, a
+// ClickHouse blip as the node started left the tasks with push configs
+// unfollowed, their webhooks unaware of their ends. A permanent error (a closed
+// log, a corrupt row, a ClickHouse schema or auth error) is returned at once.
 func (s *Server) untilRead(ctx context.Context, what string, read func() error) error {
 	backoff := 100 * time.Millisecond
+	var retry eventlog.ReadRetry
 	for attempt := 1; ; attempt++ {
 		err := read()
-		if err == nil || ctx.Err() != nil || errors.Is(err, eventlog.ErrClosed) {
+		if err == nil || ctx.Err() != nil || !retry.Retry(err, time.Now()) {
 			return err
 		}
 		s.cfg.Logger.Warn("a2a push: the log cannot be read; retrying", "read", what, "attempt", attempt, "retry_in", backoff, "err", err)

@@ -1357,16 +1357,21 @@ func (a *SessionActor) appendDurably(batch []messages.Envelope) error {
 // readDurably runs read, a read of the log as a session starts (its events, the
 // configurations its tasks name, its partition's current epoch: StillOwned), and
 // retries it in place with backoff while it fails in a way a retry may mend (an
-// outage, a timeout: retryableRead), for as long as it takes: a session that
+// outage, a timeout: eventlog.ReadRetry), for as long as it takes: a session that
 // cannot read its log can do nothing, and one that failed instead (a restart,
 // then its supervisor giving up after 5 in 10 s) would drop the task in flight
 // it was resuming, and answer the requests queued behind it ErrSessionFailed.
 // Requests wait in its mailbox meanwhile. An actor asked to stop (its partitions
 // revoked), or a node stopping, ends the retries: read returns errStopped, and the
 // actor stops as when fenced (its requests are answered ErrNotOwner, retried where
-// the session runs next). Any other error is returned as it is.
+// the session runs next). A permanent error (eventlog.ClassifyFailure: fenced,
+// corrupt rows, a ClickHouse schema or auth error) is returned at once, as is an
+// error of unknown kind once it has lasted eventlog.UnknownFailureBound: the
+// session fails, and the requests queued behind it are answered ErrSessionFailed
+// instead of waiting for a log that will not answer.
 func (a *SessionActor) readDurably(what string, read func(context.Context) error) error {
 	backoff := 50 * time.Millisecond
+	var retry eventlog.ReadRetry
 	for attempt := 1; ; attempt++ {
 		ctx, cancel := a.ioCtx(), context.CancelFunc(nil)
 		if attempt > 1 {
@@ -1382,7 +1387,7 @@ func (a *SessionActor) readDurably(what string, read func(context.Context) error
 			}
 			return nil
 		}
-		if !retryableRead(err) {
+		if !retry.Retry(err, time.Now()) {
 			return err
 		}
 		level := slog.LevelDebug
@@ -1399,14 +1404,6 @@ func (a *SessionActor) readDurably(what string, read func(context.Context) error
 		}
 		backoff = min(backoff*2, 5*time.Second)
 	}
-}
-
-// retryableRead reports whether a read of the log that failed with err may succeed
-// when retried: not when another node owns the session (eventlog.ErrFenced), the
-// log is closed, or what it stores cannot be decoded (messages.ErrCorrupt).
-func retryableRead(err error) bool {
-	return !errors.Is(err, eventlog.ErrFenced) && !errors.Is(err, eventlog.ErrClosed) &&
-		!errors.Is(err, messages.ErrCorrupt) && !errors.Is(err, eventlog.ErrInvalidEvent)
 }
 
 // errNotRecorded is returned by appendDurably for a new task's batch that a full log

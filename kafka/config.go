@@ -94,7 +94,8 @@ type TopicLayout struct {
 	// that ctx cut short), false when nothing of this client's made it (refused
 	// by the broker, created by another client meanwhile). A policy that counts
 	// the topics it let be created (node.ReplyTopics) reserves room for one in
-	// Creatable, and keeps it or gives it back here.
+	// Creatable, and keeps it or gives it back here. Nil: nothing is told, and
+	// such a policy counts every creation it allowed (node.ReplyTopics does).
 	Settled func(topic string, created bool)
 }
 

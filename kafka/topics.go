@@ -177,6 +177,11 @@ func (a admin) ensureTopic(ctx context.Context, topic, wire string) (created int
 			backoff = min(2*backoff, time.Second)
 			continue
 		default:
+			if ctx.Err() != nil && (isTimeout(err) || errors.Is(err, context.Canceled)) {
+				// ctx cut the request short: the broker may have created the
+				// topic all the same (Settled says it may have).
+				timedOut = true
+			}
 			return 0, fmt.Errorf("kafka: create topic %s (%d partitions, replication %d): %w", wire, tc.Partitions, tc.ReplicationFactor, err)
 		}
 	}

@@ -459,7 +459,7 @@ func (n *Node) resumeOwned(ctx context.Context, gen int64, owns, cleanly func(st
 		return n.own.generation == gen
 	}
 	var infos, ended []eventlog.SessionInfo
-	err := n.untilRead("list the sessions of assigned partitions to resume", current, func(lctx context.Context) (err error) {
+	err := n.untilRead(ctx, "list the sessions of assigned partitions to resume", current, func(lctx context.Context) (err error) {
 		if infos, err = n.log.Sessions(lctx, eventlog.Filter{Status: messages.StatusRunning, SessionsOnly: true}); err != nil {
 			return err
 		}
@@ -546,30 +546,48 @@ func (n *Node) resumeOwned(ctx context.Context, gen int64, owns, cleanly func(st
 
 // untilRead runs read, a read of the log whose failure would leave work undone
 // (the sessions to resume after an assignment, or a start), each attempt bounded
-// by a minute, and retries a failure with backoff (capped at 5 s) for as long as
-// current holds and the node runs: before, a ClickHouse blip as a node was
-// assigned partitions left their unfinished sessions unresumed, their tasks
-// waiting for a message that might never come. It returns the last error when
-// current stopped holding or the node stopped before a read succeeded.
-func (n *Node) untilRead(what string, current func() bool, read func(context.Context) error) error {
+// by a minute and by ctx, and cut short when the node stops, and retries a
+// failure with backoff (capped at 5 s) while eventlog.ReadRetry says a retry may
+// mend it (an outage, for as long as it lasts; an error of unknown kind, for
+// eventlog.UnknownFailureBound), current holds, ctx lasts and the node runs:
+// before, a ClickHouse blip as a node was assigned partitions left their
+// unfinished sessions unresumed, their tasks waiting for a message that might
+// never come. A permanent error (a corrupt row, a ClickHouse schema or auth
+// error, a closed log) is returned at once; otherwise the last error when
+// current stopped holding, ctx ended or the node stopped before a read succeeded.
+func (n *Node) untilRead(ctx context.Context, what string, current func() bool, read func(context.Context) error) error {
 	backoff := 100 * time.Millisecond
+	var retry eventlog.ReadRetry
 	for attempt := 1; ; attempt++ {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		err := read(ctx)
+		actx, cancel := context.WithTimeout(ctx, time.Minute)
+		stopped := make(chan struct{})
+		go func() {
+			defer close(stopped)
+			select {
+			case <-n.stopping:
+				cancel()
+			case <-actx.Done():
+			}
+		}()
+		err := read(actx)
 		cancel()
+		<-stopped
 		if err == nil {
 			if attempt > 1 {
 				n.cfg.Logger.Info("event log read succeeded after retries", "node", n.cfg.NodeID, "read", what, "attempts", attempt)
 			}
 			return nil
 		}
-		if errors.Is(err, eventlog.ErrClosed) || !current() {
+		if ctx.Err() != nil || !current() || !retry.Retry(err, time.Now()) {
 			return err
 		}
 		n.cfg.Logger.Warn("event log read failed; retrying", "node", n.cfg.NodeID, "read", what, "attempt", attempt, "retry_in", backoff, "err", err)
 		t := time.NewTimer(backoff)
 		select {
 		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return err
 		case <-n.stopping:
 			t.Stop()
 			return err

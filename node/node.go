@@ -1174,10 +1174,22 @@ func (n *Node) Run(ctx context.Context) error {
 		defer func() { stopExpiring(); <-taken }()
 	}
 	// A sharded node resumes the sessions of the partitions it is assigned instead.
+	// The resume (whose listing is retried while the log is out) runs beside the
+	// router: a router that stops (ctx done, or an error) ends it, and Run returns
+	// the router's error without waiting out the retries.
 	if !n.sharded() && n.cfg.Roles.Has(RoleSessions) {
-		if err := n.resume(ctx); err != nil {
-			n.cfg.Logger.Error("resume sessions", "err", err)
-		}
+		resumeCtx, stopResume := context.WithCancel(ctx)
+		resumed := make(chan struct{})
+		go func() {
+			defer close(resumed)
+			if err := n.resume(resumeCtx); err != nil && resumeCtx.Err() == nil {
+				n.cfg.Logger.Error("resume sessions", "err", err)
+			}
+		}()
+		err := <-errc
+		stopResume()
+		<-resumed
+		return err
 	}
 	return <-errc
 }
@@ -1233,7 +1245,7 @@ func ResumeNone(string) bool { return false }
 // resume wakes every session whose latest task is unfinished and that Config.Resume picks.
 func (n *Node) resume(ctx context.Context) error {
 	var infos []eventlog.SessionInfo
-	err := n.untilRead("list the unfinished sessions to resume", func() bool { return ctx.Err() == nil }, func(lctx context.Context) (err error) {
+	err := n.untilRead(ctx, "list the unfinished sessions to resume", func() bool { return ctx.Err() == nil }, func(lctx context.Context) (err error) {
 		infos, err = n.log.Sessions(lctx, eventlog.Filter{Status: messages.StatusRunning, SessionsOnly: true})
 		return err
 	})

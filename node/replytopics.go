@@ -47,7 +47,8 @@ var ErrReplyTopicNotCreated = errors.New("node: reply topic not created")
 // was created (Settled): a creation the broker refused or that failed, or a topic
 // another client created meanwhile, gives it back. Before, every topic allowed
 // kept its place, created or not, and a node whose creations failed 100 times
-// refused reply topics for good.
+// refused reply topics for good. Creatable used without Settled (a layout that
+// sets only Creatable) counts as before: every topic allowed keeps its place.
 type ReplyTopics struct {
 	// Create are the prefixes of the reply topics created when missing, by
 	// logical name; "*" is any name. Empty: none.
@@ -59,17 +60,25 @@ type ReplyTopics struct {
 	Listed []string
 
 	mu sync.Mutex
-	// created are the reply topics this process created; creating, those whose
-	// creations were allowed and have not settled, with how many there are.
-	created  map[string]struct{}
+	// places are the reply topics holding a place under Max: created, or allowed
+	// and not settled as failed; made, those Settled said this process created;
+	// creating, those whose creations were allowed and have not settled, with
+	// how many there are.
+	places   map[string]struct{}
+	made     map[string]struct{}
 	creating map[string]int
+	settles  bool // Settled was called: the layout tells how creations end
 }
 
-// Created returns how many reply topics this process created.
+// Created returns how many reply topics this process created (as Settled said;
+// without Settled, how many it allowed).
 func (r *ReplyTopics) Created() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return len(r.created)
+	if !r.settles {
+		return len(r.places)
+	}
+	return len(r.made)
 }
 
 // uncounted reports whether topic is created whatever the cap: the node's own,
@@ -80,7 +89,7 @@ func (r *ReplyTopics) uncounted(topic string) bool {
 }
 
 // Creatable implements kafka.TopicLayout.Creatable. A reply topic it allows takes
-// a place under Max until Settled says whether it was created.
+// a place under Max, kept until Settled says it was not created.
 func (r *ReplyTopics) Creatable(topic string, tc kafka.TopicConfig) (kafka.TopicConfig, error) {
 	if r.uncounted(topic) {
 		return tc, nil // created as the layout says
@@ -90,15 +99,18 @@ func (r *ReplyTopics) Creatable(topic string, tc kafka.TopicConfig) (kafka.Topic
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	_, created := r.created[topic]
-	if !created && r.creating[topic] == 0 {
-		if taken := r.taken(); taken >= r.Max {
+	if _, ok := r.places[topic]; !ok {
+		if taken := len(r.places); taken >= r.Max {
 			pending := ""
-			if n := taken - len(r.created); n > 0 {
+			if n := taken - len(r.made); n > 0 {
 				pending = fmt.Sprintf(" (%d of them being created)", n)
 			}
 			return tc, fmt.Errorf("%w: %s does not exist, and the node created %d reply topics already%s, its most (--reply-topics-max %d)", ErrReplyTopicNotCreated, topic, taken, pending, r.Max)
 		}
+		if r.places == nil {
+			r.places = map[string]struct{}{}
+		}
+		r.places[topic] = struct{}{}
 	}
 	if r.creating == nil {
 		r.creating = map[string]int{}
@@ -118,29 +130,22 @@ func (r *ReplyTopics) Settled(topic string, created bool) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.settles = true
 	if n := r.creating[topic]; n > 1 {
 		r.creating[topic] = n - 1
 	} else {
 		delete(r.creating, topic)
 	}
 	if created {
-		if r.created == nil {
-			r.created = map[string]struct{}{}
+		if r.made == nil {
+			r.made = map[string]struct{}{}
 		}
-		r.created[topic] = struct{}{}
+		r.made[topic] = struct{}{}
 	}
-}
-
-// taken returns the places under Max taken: the reply topics created, and those
-// being created.
-func (r *ReplyTopics) taken() int {
-	n := len(r.created)
-	for topic := range r.creating {
-		if _, ok := r.created[topic]; !ok {
-			n++
-		}
+	_, made := r.made[topic]
+	if _, pending := r.creating[topic]; !made && !pending {
+		delete(r.places, topic)
 	}
-	return n
 }
 
 func (r *ReplyTopics) allows(topic string) bool {

@@ -1107,24 +1107,6 @@ func (l *Log) insert(ctx context.Context, rows []row) (err error) {
 	return nil
 }
 
-// Error codes of ClickHouse exceptions that may pass: the write is retried.
-var transientCodes = map[int32]bool{
-	159: true, // TIMEOUT_EXCEEDED
-	164: true, // READONLY
-	202: true, // TOO_MANY_SIMULTANEOUS_QUERIES
-	203: true, // NO_FREE_CONNECTION
-	209: true, // SOCKET_TIMEOUT
-	210: true, // NETWORK_ERROR
-	241: true, // MEMORY_LIMIT_EXCEEDED
-	242: true, // TABLE_IS_READ_ONLY
-	252: true, // TOO_MANY_PARTS
-	285: true, // TOO_FEW_LIVE_REPLICAS
-	319: true, // UNKNOWN_STATUS_OF_INSERT
-	394: true, // QUERY_WAS_CANCELLED
-	425: true, // SYSTEM_ERROR
-	999: true, // KEEPER_EXCEPTION
-}
-
 // retryable reports whether a failed operation may succeed later. ClickHouse
 // exceptions are classified by code; errors of the client's own making (a value it
 // cannot convert) and of this package's (a schema it refuses) are permanent;
@@ -1133,7 +1115,7 @@ var transientCodes = map[int32]bool{
 func retryable(err error) bool {
 	var exc *ch.Exception
 	if errors.As(err, &exc) {
-		return transientCodes[exc.Code]
+		return eventlog.TransientClickHouseCode(exc.Code)
 	}
 	var conv *column.ColumnConverterError
 	var perm *permanentError
