@@ -524,7 +524,7 @@ func (n *Node) resumeOwned(ctx context.Context, gen int64, owns, cleanly func(st
 		woken[id] = true
 	}
 	var parents []string
-	if err := n.untilRead("list the failed parents of recent sub-agents", current, func(lctx context.Context) (err error) {
+	if err := n.untilRead(ctx, "list the failed parents of recent sub-agents", current, func(lctx context.Context) (err error) {
 		parents, err = n.lateParents(lctx, func(id string) bool { return owns(id) && !woken[id] })
 		return err
 	}); err != nil {

@@ -1275,7 +1275,7 @@ func (n *Node) resume(ctx context.Context) error {
 	// through a log blip (untilRead), as the one above: before, a failed one was
 	// logged, and the ends were never recorded on their parents.
 	var parents []string
-	err = n.untilRead("list the failed parents of recent sub-agents", func() bool { return ctx.Err() == nil }, func(lctx context.Context) (err error) {
+	err = n.untilRead(ctx, "list the failed parents of recent sub-agents", func() bool { return ctx.Err() == nil }, func(lctx context.Context) (err error) {
 		parents, err = n.lateParents(lctx, func(id string) bool { return n.cfg.Resume == nil || n.cfg.Resume(id) })
 		return err
 	})
