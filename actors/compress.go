@@ -581,12 +581,12 @@ func (s *SessionState) decideStoreFacts(a *Agent, t *taskState, nextSeq uint64) 
 
 // compressionRequest is the hook of Request: the request of the compression call
 // in flight, if one is.
-func (s *SessionState) compressionRequest(a Agent) (llm.Request, bool) {
+func (s *SessionState) compressionRequest(a *Agent) (llm.Request, bool) {
 	t := s.active
 	if t == nil || t.pending == nil || !pctx.IsCompressPurpose(t.pending.req.Purpose) || s.compress.pending == nil {
 		return llm.Request{}, false
 	}
-	req, _ := s.compressRequest(a, s.compress.pending)
+	req, _ := s.compressRequest(*a, s.compress.pending)
 	req.Step, req.Key = t.Steps, t.pending.req.Key
 	return req, true
 }

@@ -1081,7 +1081,7 @@ func effectKey(sessionID string, seq uint64) string {
 // of it fits. A paradigm's own call is its prompt, fitted to the same budget.
 func (s *SessionState) Request(a Agent) llm.Request {
 	a = s.runAgent(a) // as the request was decided (DecideAmong)
-	if req, ok := s.compressionRequest(a); ok {
+	if req, ok := s.compressionRequest(&a); ok {
 		return req
 	}
 	if t := s.active; t != nil && t.pending != nil && t.run != nil {

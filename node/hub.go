@@ -32,7 +32,7 @@ import (
 //
 // Delivery never blocks a session actor. Each watcher has a small channel and, behind
 // it, a backlog that a goroutine of its own feeds into the channel while there is
-// one; a watcher whose backlog passes watcherBacklog has fallen behind and is
+// one; a watcher whose backlog passes its bound (backlogBound) has fallen behind and is
 // disconnected (its channel closes): it resumes from the event log, which has every
 // event. A watcher is also disconnected when the bus subscription it reads ends or
 // cannot start.
@@ -65,10 +65,15 @@ type Hub struct {
 
 const (
 	// watcherBuffer is the channel of a watcher: most watchers read as fast as a
-	// session writes, so a small one does (an event is about 150 bytes).
-	watcherBuffer = 8
-	// watcherBacklog bounds the events queued behind a watcher's channel.
+	// session writes, so a small one does (an Envelope is 176 bytes, and the channel
+	// is made for every Watch: a task's waiter has one of its own).
+	watcherBuffer = 6
+	// watcherBacklog bounds the events queued behind a delta watcher's channel.
 	watcherBacklog = 256
+	// watcherBehind is how many events a watcher without deltas may leave unread
+	// (its channel, then its backlog) before it has fallen behind: 264, as when its
+	// channel held 8 and its backlog watcherBacklog.
+	watcherBehind = 8 + watcherBacklog
 	// feedLinger is how long the hub keeps reading messages.TopicEvents after its last
 	// remote watcher left, so that watchers that come and go (SSE clients
 	// reconnecting, one task after another) do not subscribe again each time.
@@ -230,7 +235,7 @@ func (h *Hub) offer(sessionID string, w *watcher, e messages.Envelope) bool {
 // the backlog is full (w fell behind). The caller holds h.mu.
 func (h *Hub) send(sessionID string, w *watcher, e messages.Envelope) bool {
 	if w.feeding {
-		if len(w.backlog) >= watcherBacklog {
+		if len(w.backlog) >= w.backlogBound() {
 			return false
 		}
 		w.backlog = append(w.backlog, e)
@@ -250,6 +255,14 @@ func (h *Hub) send(sessionID string, w *watcher, e messages.Envelope) bool {
 		h.track(sessionID, w, e)
 	}
 	return true
+}
+
+// backlogBound is how many events may wait in w's backlog.
+func (w *watcher) backlogBound() int {
+	if w.deltas {
+		return watcherBacklog
+	}
+	return watcherBehind - watcherBuffer
 }
 
 // feed moves w's backlog into its channel, in order, until the backlog is empty or

@@ -197,3 +197,39 @@ func waitUntil(t *testing.T, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// A watcher without deltas falls behind past watcherBehind unread events, however
+// its channel and its backlog share them: it keeps 264, and the 265th disconnects it.
+func TestHubWatcherFallsBehindPastWatcherBehind(t *testing.T) {
+	h := newHub(nil, nil)
+	w, stop := h.subscribe("s")
+	defer stop()
+	connected := func() bool {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return len(h.subs["s"]) == 1
+	}
+	for i := range watcherBehind {
+		h.deliver("s", []messages.Envelope{{SessionID: "s", Seq: uint64(i + 1)}})
+	}
+	if !connected() {
+		t.Fatalf("disconnected with %d unread events", watcherBehind)
+	}
+	h.deliver("s", []messages.Envelope{{SessionID: "s", Seq: watcherBehind + 1}})
+	if connected() {
+		t.Fatalf("still connected with %d unread events", watcherBehind+1)
+	}
+	for i := 0; ; i++ {
+		select {
+		case e, ok := <-w:
+			if !ok {
+				return
+			}
+			if e.Seq != uint64(i+1) {
+				t.Fatalf("event %d: got seq %d", i+1, e.Seq)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("the channel of the watcher that fell behind never closed")
+		}
+	}
+}
