@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"time"
 
+	ch "github.com/ClickHouse/clickhouse-go/v2"
 	chproto "github.com/ClickHouse/clickhouse-go/v2/lib/proto"
 
 	"github.com/troupe-run/troupe/messages"
@@ -24,7 +25,8 @@ const (
 	// out connection, a ClickHouse error of the kind that passes).
 	FailureTemporary
 	// FailurePermanent: no retry succeeds (a fenced writer, a closed log, corrupt
-	// rows, an invalid event, a ClickHouse schema, auth or syntax error).
+	// rows, an invalid event, a ClickHouse schema, auth or syntax error; other
+	// ClickHouse codes than these and the temporary ones are unknown).
 	FailurePermanent
 )
 
@@ -38,10 +40,20 @@ func ClassifyFailure(err error) Failure {
 	}
 	var exc *chproto.Exception
 	if errors.As(err, &exc) {
-		if TransientClickHouseCode(exc.Code) {
+		switch {
+		case TransientClickHouseCode(exc.Code), transientClickHouseReadCodes[exc.Code]:
 			return FailureTemporary
+		case permanentClickHouseCodes[exc.Code]:
+			return FailurePermanent
 		}
-		return FailurePermanent
+		// A code of neither list: retried for a while (a read is idempotent;
+		// the server's list of codes is long and grows).
+		return FailureUnknown
+	}
+	if errors.Is(err, ch.ErrAcquireConnTimeout) {
+		// Every connection of the pool was busy for DialTimeout: a restart
+		// resuming many sessions against a slow server meets it, and it passes.
+		return FailureTemporary
 	}
 	var tmp interface{ Temporary() bool }
 	if errors.As(err, &tmp) && tmp.Temporary() {
@@ -76,6 +88,39 @@ var transientClickHouseCodes = map[int32]bool{
 	394: true, // QUERY_WAS_CANCELLED
 	425: true, // SYSTEM_ERROR
 	999: true, // KEEPER_EXCEPTION
+}
+
+// transientClickHouseReadCodes are codes that pass too, which the writer's table
+// leaves out (a write retried on them might be applied twice; a read may be
+// retried on anything that passes): an overloaded server, a lost connection, a
+// replica or keeper fault.
+var transientClickHouseReadCodes = map[int32]bool{
+	3:    true, // UNEXPECTED_END_OF_FILE
+	173:  true, // CANNOT_ALLOCATE_MEMORY
+	225:  true, // NO_ZOOKEEPER
+	279:  true, // ALL_CONNECTION_TRIES_FAILED
+	439:  true, // CANNOT_SCHEDULE_TASK
+	1000: true, // POCO_EXCEPTION (a connection's I/O)
+}
+
+// permanentClickHouseCodes are codes no retry outlasts: the schema, the query,
+// the user's rights. ClassifyFailure counts a code of neither table as unknown.
+var permanentClickHouseCodes = map[int32]bool{
+	8:   true, // THERE_IS_NO_COLUMN
+	10:  true, // NOT_FOUND_COLUMN_IN_BLOCK
+	16:  true, // NO_SUCH_COLUMN_IN_TABLE
+	36:  true, // BAD_ARGUMENTS
+	43:  true, // ILLEGAL_TYPE_OF_ARGUMENT
+	46:  true, // UNKNOWN_FUNCTION
+	47:  true, // UNKNOWN_IDENTIFIER
+	53:  true, // TYPE_MISMATCH
+	60:  true, // UNKNOWN_TABLE
+	62:  true, // SYNTAX_ERROR
+	81:  true, // UNKNOWN_DATABASE
+	192: true, // UNKNOWN_USER
+	194: true, // REQUIRED_PASSWORD
+	497: true, // ACCESS_DENIED
+	516: true, // AUTHENTICATION_FAILED
 }
 
 // UnknownFailureBound is how long ReadRetry retries a read that keeps failing

@@ -32,6 +32,20 @@ func TestClassifyFailure(t *testing.T) {
 		{&net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}, eventlog.FailureTemporary},
 		{fmt.Errorf("read: %w", syscall.ECONNRESET), eventlog.FailureTemporary},
 		{errors.New("something else"), eventlog.FailureUnknown},
+		// An overload, a lost connection, a keeper fault: waited out by readers
+		// (they were permanent, failing a session starting during one).
+		{exc(439), eventlog.FailureTemporary},  // CANNOT_SCHEDULE_TASK
+		{exc(1000), eventlog.FailureTemporary}, // POCO_EXCEPTION
+		{exc(3), eventlog.FailureTemporary},    // UNEXPECTED_END_OF_FILE
+		{exc(173), eventlog.FailureTemporary},  // CANNOT_ALLOCATE_MEMORY
+		{exc(225), eventlog.FailureTemporary},  // NO_ZOOKEEPER
+		{exc(279), eventlog.FailureTemporary},  // ALL_CONNECTION_TRIES_FAILED
+		{exc(497), eventlog.FailurePermanent},  // ACCESS_DENIED
+		{exc(16), eventlog.FailurePermanent},   // NO_SUCH_COLUMN_IN_TABLE
+		{exc(4242), eventlog.FailureUnknown},   // a code of neither list
+		// A pool whose connections were all busy (it was unknown: given up
+		// after UnknownFailureBound).
+		{fmt.Errorf("all 8 connections were busy: %w", clickhouse.ErrAcquireConnTimeout), eventlog.FailureTemporary},
 	} {
 		if got := eventlog.ClassifyFailure(c.err); got != c.want {
 			t.Errorf("ClassifyFailure(%v) = %d, want %d", c.err, got, c.want)

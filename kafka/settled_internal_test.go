@@ -50,3 +50,34 @@ func TestSettledSaysMaybeCreatedForACreationCutShort(t *testing.T) {
 		t.Errorf("Settled: %v; want [true] (the topic may have been created)", settled)
 	}
 }
+
+// hanging is a transport to a broker that never answers: every request waits for
+// its context to end.
+type hanging struct{}
+
+func (hanging) RoundTrip(ctx context.Context, _ net.Addr, _ protocol.Message) (protocol.Message, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// A creation whose context the reads before it used up sends no CreateTopics
+// request, and is settled as made by nobody. Before, it was settled as one that
+// may have created the topic, and node.ReplyTopics kept a place under
+// --reply-topics-max for every reply topic tried while a broker did not answer.
+func TestSettledSaysNotCreatedForARequestNeverSent(t *testing.T) {
+	var settled []bool
+	layout := TopicLayout{InitializeTopics: true, Default: TopicConfig{Partitions: 1},
+		Creatable: func(_ string, tc TopicConfig) (TopicConfig, error) { return tc, nil },
+		Settled:   func(_ string, created bool) { settled = append(settled, created) }}
+	a := admin{client: &kafkago.Client{Addr: kafkago.TCP("127.0.0.1:1"), Transport: hanging{}, Timeout: 10 * time.Second}, layout: layout}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if _, err := a.ensureTopic(ctx, "unreachable", "unreachable"); err == nil {
+		t.Fatal("a creation on a broker that never answers: no error")
+	}
+	for _, created := range settled {
+		if created {
+			t.Errorf("Settled: %v; want no creation claimed (no request was sent while the context lived)", settled)
+		}
+	}
+}

@@ -147,6 +147,9 @@ func (a admin) ensureTopic(ctx context.Context, topic, wire string) (created int
 	var notReadySince time.Time
 	backoff := 100 * time.Millisecond
 	for attempt := 1; ; attempt++ {
+		// Whether ctx was alive as the request went out: one it had already
+		// ended (the metadata reads above used it up) reached no broker.
+		sent := ctx.Err() == nil
 		res, err := a.client.CreateTopics(ctx, &kafkago.CreateTopicsRequest{
 			Topics: []kafkago.TopicConfig{{
 				Topic: wire, NumPartitions: tc.Partitions, ReplicationFactor: tc.ReplicationFactor, ConfigEntries: entries,
@@ -177,9 +180,10 @@ func (a admin) ensureTopic(ctx context.Context, topic, wire string) (created int
 			backoff = min(2*backoff, time.Second)
 			continue
 		default:
-			if ctx.Err() != nil && (isTimeout(err) || errors.Is(err, context.Canceled)) {
+			if sent && ctx.Err() != nil && (isTimeout(err) || errors.Is(err, context.Canceled)) {
 				// ctx cut the request short: the broker may have created the
-				// topic all the same (Settled says it may have).
+				// topic all the same (Settled says it may have). A request
+				// never sent created nothing.
 				timedOut = true
 			}
 			return 0, fmt.Errorf("kafka: create topic %s (%d partitions, replication %d): %w", wire, tc.Partitions, tc.ReplicationFactor, err)

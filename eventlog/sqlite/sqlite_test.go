@@ -216,6 +216,11 @@ func TestBusyIsRetryable(t *testing.T) {
 		if !errors.Is(err, sqlite.ErrBusy) || errors.Is(err, eventlog.ErrSeqConflict) || errors.Is(err, eventlog.ErrInvalidEvent) {
 			t.Fatalf("Append %d while another connection holds the write lock = %v, want ErrBusy only", i, err)
 		}
+		// Readers that must succeed (a session's start, a resume listing) wait
+		// a busy database out, as any outage, rather than give up.
+		if got := eventlog.ClassifyFailure(err); got != eventlog.FailureTemporary {
+			t.Fatalf("ClassifyFailure(%v) = %d, want FailureTemporary", err, got)
+		}
 	}
 	if got, err := l.Read(ctx, "s", 0); err != nil || len(got) != 2 {
 		t.Fatalf("Read while another connection holds the write lock = %d events, %v; want the 2 committed before", len(got), err)

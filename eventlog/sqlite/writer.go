@@ -23,8 +23,17 @@ import (
 // Config.BusyTimeout: the writer of another process sharing the log (Config.Shared)
 // that holds it for long, a checkpoint, an sqlite3 shell. An Append that fails with
 // it wrote nothing; it is neither ErrSeqConflict nor ErrInvalidEvent, and retrying
-// it may succeed.
-var ErrBusy = errors.New("eventlog/sqlite: database is busy")
+// it may succeed: it says so (Temporary), so readers that must succeed
+// (eventlog.ClassifyFailure) wait it out.
+var ErrBusy error = busyError{}
+
+// busyError is ErrBusy's type: a comparable value, so errors.Is finds it.
+type busyError struct{}
+
+func (busyError) Error() string { return "eventlog/sqlite: database is busy" }
+
+// Temporary reports that the lock may be released: a retry may succeed.
+func (busyError) Temporary() bool { return true }
 
 // busyErr marks err with ErrBusy if SQLite reported SQLITE_BUSY (in any of its
 // extended forms) once the busy timeout ran out.
