@@ -3,18 +3,12 @@ package node_test
 import (
 	"context"
 	"errors"
-	"net/http/httptest"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	sdk "github.com/a2aproject/a2a-go/a2a"
-
-	"github.com/troupe-run/troupe/a2a"
 	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/eventlog/sqlite"
-	"github.com/troupe-run/troupe/node"
-	"github.com/troupe-run/troupe/node/nodetest"
 )
 
 // pushListBlip is a SQLite log whose listings of the A2A push streams fail their
@@ -40,22 +34,7 @@ func TestA2APushFollowsAResumedTaskAfterAListingBlip(t *testing.T) {
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	hook, hookURL := newPushHook(t)
-
-	held := newHeldTool()
-	cfg := heldConfig(t, held, answer)
-	cfg.DataDir = dir
-	cfg.A2A = &node.A2AConfig{PushAllow: []string{"127.0.0.1"}}
-	cfg.HandoffGrace = heldCallGrace // the held call never answers on the first node
-	url, stop := a2aNodeToStop(t, cfg)
-	client, _ := a2aClient(t, url, a2a.CardPath)
-	blocking := false
-	if _, err := client.SendMessage(ctx, &sdk.MessageSendParams{Message: userMessage("hold on"),
-		Config: &sdk.MessageSendConfig{Blocking: &blocking, PushConfig: &sdk.PushConfig{ID: "hook", URL: hookURL + "/resumed"}}}); err != nil {
-		t.Fatal(err)
-	}
-	held.waitStarted(t, "before the restart")
-	stop()
+	hook, _, a2aCfg := pushedTaskCutByAStop(ctx, t, dir, answer)
 
 	base, err := sqlite.Open(context.Background(), sqlite.Config{Dir: dir})
 	if err != nil {
@@ -64,21 +43,5 @@ func TestA2APushFollowsAResumedTaskAfterAListingBlip(t *testing.T) {
 	t.Cleanup(func() { _ = base.Close() })
 	log := &pushListBlip{Log: base}
 	log.left.Store(3)
-	again := newHeldTool()
-	cfg2 := heldConfig(t, again, answer)
-	cfg2.DataDir, cfg2.A2A, cfg2.Log = dir, cfg.A2A, log
-	second := nodetest.Start(t, cfg2)
-	api := httptest.NewServer(second.Handler())
-	defer api.Close()
-	again.waitStarted(t, "again by the restarted node")
-	close(again.release)
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		states, _ := hook.got("/resumed")
-		if len(states) > 0 && states[len(states)-1] == sdk.TaskStateCompleted {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the webhook did not hear of the resumed task's end within 30 s: it got %v", states)
-		}
-	}
+	resumedAndPushedToItsEnd(t, dir, answer, a2aCfg, log, hook)
 }

@@ -14,6 +14,7 @@ import (
 	sdk "github.com/a2aproject/a2a-go/a2a"
 
 	"github.com/troupe-run/troupe/a2a"
+	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
 	"github.com/troupe-run/troupe/node/nodetest"
@@ -29,8 +30,22 @@ func TestA2APushFollowsATaskResumedAfterARestart(t *testing.T) {
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	hook, hookURL := newPushHook(t)
+	hook, task, a2aCfg := pushedTaskCutByAStop(ctx, t, dir, answer)
+	second := resumedAndPushedToItsEnd(t, dir, answer, a2aCfg, nil, hook)
+	if _, output := recordedAnswer(t, second, task.ContextID); output != answer {
+		t.Fatalf("the recorded answer: %q", output)
+	}
+	oneTaskEnded(t, second, task.ContextID, messages.TypeTaskCompleted)
+}
 
+// pushedTaskCutByAStop starts a node on dir whose A2A may push to 127.0.0.1,
+// sends it a message, not blocking, whose push config posts to the returned
+// hook's /resumed, and stops the node while the task's held tool call is in
+// flight. It returns the hook, the task and the node's A2A config (for the node
+// that resumes the task).
+func pushedTaskCutByAStop(ctx context.Context, t *testing.T, dir, answer string) (*pushHook, *sdk.Task, *node.A2AConfig) {
+	t.Helper()
+	hook, hookURL := newPushHook(t)
 	held := newHeldTool()
 	cfg := heldConfig(t, held, answer)
 	cfg.DataDir = dir
@@ -44,17 +59,26 @@ func TestA2APushFollowsATaskResumedAfterARestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	task := res.(*sdk.Task)
 	held.waitStarted(t, "before the restart")
 	stop()
-	before, _ := hook.got("/resumed")
+	return hook, res.(*sdk.Task), cfg.A2A
+}
 
+// resumedAndPushedToItsEnd starts a node on dir (and log, unless nil) with
+// a2aCfg, which resumes the task pushedTaskCutByAStop left, and returns it once
+// hook has heard the task completed.
+func resumedAndPushedToItsEnd(t *testing.T, dir, answer string, a2aCfg *node.A2AConfig, log eventlog.Log, hook *pushHook) *node.Node {
+	t.Helper()
+	before, _ := hook.got("/resumed")
 	again := newHeldTool()
-	cfg2 := heldConfig(t, again, answer)
-	cfg2.DataDir, cfg2.A2A = dir, cfg.A2A
-	second := nodetest.Start(t, cfg2)
+	cfg := heldConfig(t, again, answer)
+	cfg.DataDir, cfg.A2A = dir, a2aCfg
+	if log != nil {
+		cfg.Log = log
+	}
+	second := nodetest.Start(t, cfg)
 	api := httptest.NewServer(second.Handler())
-	defer api.Close()
+	t.Cleanup(api.Close)
 	again.waitStarted(t, "again by the restarted node")
 	close(again.release)
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
@@ -66,10 +90,7 @@ func TestA2APushFollowsATaskResumedAfterARestart(t *testing.T) {
 			t.Fatalf("the webhook did not hear of the resumed task's end within 30 s: before the restart it got %v, in all %v", before, states)
 		}
 	}
-	if _, output := recordedAnswer(t, second, task.ContextID); output != answer {
-		t.Fatalf("the recorded answer: %q", output)
-	}
-	oneTaskEnded(t, second, task.ContextID, messages.TypeTaskCompleted)
+	return second
 }
 
 // A task that ended while its webhook could not take the end (it answered 503

@@ -17,14 +17,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ThreeDotsLabs/watermill"
-
 	"github.com/troupe-run/troupe/eventlog/clickhouse"
 	"github.com/troupe-run/troupe/eventlog/clickhouse/chtest"
-	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/messages"
-	"github.com/troupe-run/troupe/node"
-	"github.com/troupe-run/troupe/node/nodetest"
 )
 
 // restartAfter is how many epoch reads fail before the server starts again: more
@@ -80,31 +75,7 @@ func TestASessionRidesOutAClickHouseRestart(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = base.Close() })
 	log := &restartingLog{Log: base, t: t, restarted: make(chan struct{})}
-	scripted, err := llm.NewScripted(llm.Script{Name: "scripted", Steps: []llm.ScriptStep{{Content: "done"}, {Content: "done"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	gated := &gatedModel{Model: scripted, started: make(chan struct{}), gate: make(chan struct{}), calls: make(chan struct{}, 1)}
-	gated.calls <- struct{}{}
-	var once sync.Once
-	open := func() { once.Do(func() { close(gated.gate) }) }
-	t.Cleanup(open)
-	bus := node.NewEmbeddedBus(watermill.NopLogger{})
-	t.Cleanup(func() { _ = bus.Close() })
-	n, stop := nodetest.StartWithStop(t, node.Config{
-		Log: log, NodeID: "a", Model: gated, HandoffGrace: 50 * time.Millisecond,
-		Bus: &node.Bus{Publisher: bus, Tasks: onePartition{bus}, Live: bus, Sharded: true, Partition: func(string, int) int { return 0 }},
-	})
-	t.Cleanup(stop)
-	n.Assigned([]int{0}, 1)
-	if _, err := n.Submit(context.Background(), node.Task{Input: "hello", SessionID: "s-1"}); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-gated.started:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the node never called its model")
-	}
+	n, open := startGatedShardedNode(t, log)
 	n.Revoked()
 	log.mu.Lock()
 	log.armed = true

@@ -91,31 +91,7 @@ func resumedDuringABlip(t *testing.T, arm func(*epochBlipLog)) {
 	}
 	t.Cleanup(func() { _ = base.Close() })
 	log := &epochBlipLog{Log: base}
-	scripted, err := llm.NewScripted(llm.Script{Name: "scripted", Steps: []llm.ScriptStep{{Content: "done"}, {Content: "done"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	gated := &gatedModel{Model: scripted, started: make(chan struct{}), gate: make(chan struct{}), calls: make(chan struct{}, 1)}
-	gated.calls <- struct{}{}
-	var once sync.Once
-	open := func() { once.Do(func() { close(gated.gate) }) }
-	t.Cleanup(open)
-	bus := node.NewEmbeddedBus(watermill.NopLogger{})
-	t.Cleanup(func() { _ = bus.Close() })
-	n, stop := nodetest.StartWithStop(t, node.Config{
-		Log: log, NodeID: "a", Model: gated, HandoffGrace: 50 * time.Millisecond,
-		Bus: &node.Bus{Publisher: bus, Tasks: onePartition{bus}, Live: bus, Sharded: true, Partition: func(string, int) int { return 0 }},
-	})
-	t.Cleanup(stop)
-	n.Assigned([]int{0}, 1)
-	if _, err := n.Submit(context.Background(), node.Task{Input: "hello", SessionID: "s-1"}); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-gated.started:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the node never called its model")
-	}
+	n, open := startGatedShardedNode(t, log)
 
 	n.Revoked() // the session stops with its call in flight
 	log.mu.Lock()
@@ -138,6 +114,40 @@ func resumedDuringABlip(t *testing.T, arm func(*epochBlipLog)) {
 	if calls, left := log.count(); left != 0 || calls < failures+1 {
 		t.Errorf("the current epoch was read %d times (%d failures left); want the %d failures, then a success", calls, left, failures)
 	}
+}
+
+// startGatedShardedNode starts node "a" on log, sharded on an embedded bus whose
+// every task is of partition 0, and assigns it that partition; it submits "hello"
+// to session s-1 and returns once the node's model is called, the call held until
+// open is called (or the test ends).
+func startGatedShardedNode(t *testing.T, log eventlog.Log) (n *node.Node, open func()) {
+	t.Helper()
+	scripted, err := llm.NewScripted(llm.Script{Name: "scripted", Steps: []llm.ScriptStep{{Content: "done"}, {Content: "done"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gated := &gatedModel{Model: scripted, started: make(chan struct{}), gate: make(chan struct{}), calls: make(chan struct{}, 1)}
+	gated.calls <- struct{}{}
+	var once sync.Once
+	open = func() { once.Do(func() { close(gated.gate) }) }
+	t.Cleanup(open)
+	bus := node.NewEmbeddedBus(watermill.NopLogger{})
+	t.Cleanup(func() { _ = bus.Close() })
+	n, stop := nodetest.StartWithStop(t, node.Config{
+		Log: log, NodeID: "a", Model: gated, HandoffGrace: 50 * time.Millisecond,
+		Bus: &node.Bus{Publisher: bus, Tasks: onePartition{bus}, Live: bus, Sharded: true, Partition: func(string, int) int { return 0 }},
+	})
+	t.Cleanup(stop)
+	n.Assigned([]int{0}, 1)
+	if _, err := n.Submit(context.Background(), node.Task{Input: "hello", SessionID: "s-1"}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-gated.started:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the node never called its model")
+	}
+	return n, open
 }
 
 // TestAnEmbeddedNodeResumesAfterAListingBlip: a node that starts while its log

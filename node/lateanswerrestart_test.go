@@ -75,6 +75,50 @@ func decodeAs[P messages.Payload](t *testing.T, e messages.Envelope) (P, bool) {
 // children, waits for the child again, and records the child's spend on the
 // parent's task, once: a third node records nothing more.
 func TestDelegateLateAnswerIsRecordedAfterARestart(t *testing.T) {
+	model, log, key, childEnd := failedParentMissingItsChildsEnd(t)
+
+	_, stop2 := startOn(t, log, subagentsConfig(model))
+	waitFor(t, 10*time.Second, "the child's end recorded on its parent's task after the restart", func() bool {
+		return len(lateAnswers(t, readAll(t, log, "boss"), key)) > 0
+	})
+	stop2()
+	_, stop3 := startOn(t, log, subagentsConfig(model))
+	stop3()
+
+	boss := readAll(t, log, "boss")
+	late := lateAnswers(t, boss, key)
+	spent := childEnd.Usage.Add(childEnd.SubAgentsUsage)
+	if len(late) != 1 || late[0].Usage != spent || late[0].Error == "" {
+		t.Fatalf("the late answers of the call: %+v, want one with the child's spend %+v", late, spent)
+	}
+	st := actors.NewSessionState("boss")
+	for _, e := range boss {
+		if err := st.Apply(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := st.TaskSubAgentsUsage(boss[0].ID); got != spent {
+		t.Errorf("the parent's task counts %+v of its sub-agents', want the child's %+v", got, spent)
+	}
+	if len(st.LateCalls()) != 0 {
+		t.Errorf("calls still waiting for their late answers: %v", st.LateCalls())
+	}
+	agents, err := subagentsConfig(model).AllAgents()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if div, err := actors.VerifyAmong(agents, boss); err != nil || div != nil {
+		t.Fatalf("replay verify of the parent: %v %v", div, err)
+	}
+}
+
+// failedParentMissingItsChildsEnd leaves, on a new log, a parent's task (session
+// boss) failed by a cancel while its child (boss.sub4) was held in its second
+// call, and the child's end not recorded on the parent's task: the node, which
+// could not see the child's log end, is stopped. It returns the model, the log,
+// the key of the parent's delegate call and the child's end.
+func failedParentMissingItsChildsEnd(t *testing.T) (*byAgent, eventlog.Log, string, *messages.TaskFailed) {
+	t.Helper()
 	model := heldHelperModel(t, map[string][]llm.ScriptStep{
 		"lead": {{ToolCalls: delegateCall("d1", "helper", "6*7").ToolCalls, Usage: promptTokens(100)}, {Content: "done"}},
 	})
@@ -102,40 +146,7 @@ func TestDelegateLateAnswerIsRecordedAfterARestart(t *testing.T) {
 	if got := lateAnswers(t, boss, key); len(got) != 0 {
 		t.Fatalf("the first node recorded the late answer %+v, which it could not see", got[0])
 	}
-
-	_, stop2 := startOn(t, log, subagentsConfig(model))
-	waitFor(t, 10*time.Second, "the child's end recorded on its parent's task after the restart", func() bool {
-		return len(lateAnswers(t, readAll(t, log, "boss"), key)) > 0
-	})
-	stop2()
-	_, stop3 := startOn(t, log, subagentsConfig(model))
-	stop3()
-
-	boss = readAll(t, log, "boss")
-	late := lateAnswers(t, boss, key)
-	spent := f[0].Usage.Add(f[0].SubAgentsUsage)
-	if len(late) != 1 || late[0].Usage != spent || late[0].Error == "" {
-		t.Fatalf("the late answers of the call: %+v, want one with the child's spend %+v", late, spent)
-	}
-	st := actors.NewSessionState("boss")
-	for _, e := range boss {
-		if err := st.Apply(e); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if got := st.TaskSubAgentsUsage(boss[0].ID); got != spent {
-		t.Errorf("the parent's task counts %+v of its sub-agents', want the child's %+v", got, spent)
-	}
-	if len(st.LateCalls()) != 0 {
-		t.Errorf("calls still waiting for their late answers: %v", st.LateCalls())
-	}
-	agents, err := subagentsConfig(model).AllAgents()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if div, err := actors.VerifyAmong(agents, boss); err != nil || div != nil {
-		t.Fatalf("replay verify of the parent: %v %v", div, err)
-	}
+	return model, log, key, f[0]
 }
 
 // The same with a grandchild: lead delegates to mid, which delegates to helper,

@@ -10,8 +10,6 @@ import (
 	"github.com/ThreeDotsLabs/watermill"
 
 	"github.com/troupe-run/troupe/eventlog"
-	"github.com/troupe-run/troupe/llm"
-	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
 	"github.com/troupe-run/troupe/node/nodetest"
 )
@@ -83,30 +81,7 @@ func TestAFailedParentGetsItsChildsEndAfterAListingBlipOnAssignment(t *testing.T
 // failed parents of recent sub-agents fails three times, and waits for the
 // child's end to be recorded on its parent's task.
 func lateEndAfterAListingBlip(t *testing.T, start func(*testing.T, eventlog.Log, node.Config)) {
-	model := heldHelperModel(t, map[string][]llm.ScriptStep{
-		"lead": {{ToolCalls: delegateCall("d1", "helper", "6*7").ToolCalls, Usage: promptTokens(100)}, {Content: "done"}},
-	})
-	log := openLog(t)
-	blind := &blindLog{Log: log, blind: func(id string) bool { return id == "boss.sub4" }}
-	n1, stop1 := startOn(t, blind, subagentsConfig(model))
-	if _, err := n1.Submit(context.Background(), node.Task{Input: "go", SessionID: "boss", Agent: "lead", MaxTokens: 5000}); err != nil {
-		stop1()
-		t.Fatal(err)
-	}
-	waitFor(t, 10*time.Second, "the child's second call", func() bool { return model.callsOf("helper") >= 2 })
-	blind.on.Store(true)
-	if err := n1.Cancel(context.Background(), "boss", "enough"); err != nil {
-		stop1()
-		t.Fatal(err)
-	}
-	waitFor(t, 10*time.Second, "the child's end", func() bool {
-		return len(payloads[*messages.TaskFailed](t, readAll(t, log, "boss.sub4"))) > 0
-	})
-	stop1()
-	key := payloads[*messages.ToolCallRequested](t, readAll(t, log, "boss"))[0].Key
-	if got := lateAnswers(t, readAll(t, log, "boss"), key); len(got) != 0 {
-		t.Fatalf("the first node recorded the late answer %+v, which it could not see", got[0])
-	}
+	model, log, key, _ := failedParentMissingItsChildsEnd(t)
 
 	blip := &lateParentsBlipLog{Log: log, left: 3}
 	start(t, blip, subagentsConfig(model))

@@ -24,18 +24,7 @@ func TestLogoutEndsTheSessionsStreams(t *testing.T) {
 	session := cookies[node.SessionCookie].Value
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, "GET", base+"/v1/feed/sessions", nil)
-	req.AddCookie(&http.Cookie{Name: node.SessionCookie, Value: session})
-	stream, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stream.Body.Close()
-	if stream.StatusCode != http.StatusOK {
-		t.Fatalf("the feed with the cookie: %d", stream.StatusCode)
-	}
-	ended := make(chan struct{})
-	go func() { io.Copy(io.Discard, stream.Body); close(ended) }()
+	ended := feedWithCookie(ctx, t, base, session)
 	if code, b := withCookie(t, "POST", base+"/v1/auth/logout", session, "", map[string]string{node.CSRFHeader: ans.CSRF}); code != http.StatusNoContent {
 		t.Fatalf("logout: %d %s", code, b)
 	}
@@ -47,6 +36,25 @@ func TestLogoutEndsTheSessionsStreams(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Error("the feed opened with the cookie is still open after the logout")
 	}
+}
+
+// feedWithCookie opens the feed of sessions with the session's cookie, reads it
+// to its end, and returns a channel closed at that end.
+func feedWithCookie(ctx context.Context, t *testing.T, base, session string) <-chan struct{} {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(ctx, "GET", base+"/v1/feed/sessions", nil)
+	req.AddCookie(&http.Cookie{Name: node.SessionCookie, Value: session})
+	stream, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = stream.Body.Close() })
+	if stream.StatusCode != http.StatusOK {
+		t.Fatalf("the feed with the cookie: %d", stream.StatusCode)
+	}
+	ended := make(chan struct{})
+	go func() { io.Copy(io.Discard, stream.Body); close(ended) }()
+	return ended
 }
 
 // A stream the dashboard opened with its session's cookie ends when the session
@@ -63,18 +71,7 @@ func TestSignInExpiryEndsTheSessionsStreams(t *testing.T) {
 	session := cookies[node.SessionCookie].Value
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, "GET", base+"/v1/feed/sessions", nil)
-	req.AddCookie(&http.Cookie{Name: node.SessionCookie, Value: session})
-	stream, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stream.Body.Close()
-	if stream.StatusCode != http.StatusOK {
-		t.Fatalf("the feed with the cookie: %d", stream.StatusCode)
-	}
-	ended := make(chan struct{})
-	go func() { io.Copy(io.Discard, stream.Body); close(ended) }()
+	ended := feedWithCookie(ctx, t, base, session)
 	select {
 	case <-ended:
 	case <-time.After(ttl + 10*time.Second):
