@@ -85,7 +85,7 @@ func newMetrics() *Metrics {
 		reissued: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "troupe", Subsystem: "cluster",
 			Name: "effect_requests_reissued_total", Help: "Effect requests this node published again because their reply had not come (Config.EffectReissue): a reply lost, or a call slower than its timeout."}),
 		pubFailed: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "troupe", Subsystem: "bus",
-			Name: "publish_failures_total", Help: "Batches of session events or results the bus kept refusing (retried until the broker is back; dropped only at shutdown; the log has the events)."}),
+			Name: "publish_failures_total", Help: "Batches of session events or results the bus kept refusing (retried until the broker is back; dropped only at shutdown; the log has the events), and replies to a task's reply topic dropped because its queue was full or retrying gave up (the results are on troupe.results and in the log)."}),
 		replyRefused: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "troupe", Subsystem: "bus",
 			Name: "reply_topic_refusals_total", Help: "Publishes to a task's reply topic dropped because the topic does not exist and the node may not create it (--reply-topics-create, --reply-topics-max); the results are on troupe.results and in the log."}),
 		forwarded: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "troupe", Subsystem: "cluster",
