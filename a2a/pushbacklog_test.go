@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -58,8 +59,11 @@ func TestPushSenderKeepsOnlyTheLatestSnapshotOfAStateWhileTheWebhookIsDown(t *te
 		mu.Lock()
 		got := append([]string(nil), posts...)
 		mu.Unlock()
-		if n := len(got); n > 0 && got[n-1] == "completed end" {
+		if n := len(got); n > 0 && slices.Contains(got, "completed end") {
 			// The post under way when it went down, the latest working snapshot, the end.
+			// The end is sent while the webhook still hangs on the first (whose
+			// client the end cut short), so the two handlers wake together at the
+			// release and record in either order.
 			if n > 3 {
 				t.Fatalf("the webhook back got %d posts before the task's end (%q … %q), want at most the latest working snapshot before it", n, got[:2], got[n-2:])
 			}
