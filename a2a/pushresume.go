@@ -86,23 +86,10 @@ func (s *Server) ResumePushes(ctx context.Context) {
 // unfollowed, their webhooks unaware of their ends. A permanent error (a closed
 // log, a corrupt row, a ClickHouse schema or auth error) is returned at once.
 func (s *Server) untilRead(ctx context.Context, what string, read func() error) error {
-	backoff := 100 * time.Millisecond
-	var retry eventlog.ReadRetry
-	for attempt := 1; ; attempt++ {
-		err := read()
-		if err == nil || ctx.Err() != nil || !retry.Retry(err, time.Now()) {
-			return err
-		}
-		s.cfg.Logger.Warn("a2a push: the log cannot be read; retrying", "read", what, "attempt", attempt, "retry_in", backoff, "err", err)
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return err
-		case <-t.C:
-		}
-		backoff = min(2*backoff, 5*time.Second)
-	}
+	_, err := eventlog.RetryRead(ctx, 100*time.Millisecond, nil, func(int) error { return read() }, func(attempt int, wait time.Duration, err error) {
+		s.cfg.Logger.Warn("a2a push: the log cannot be read; retrying", "read", what, "attempt", attempt, "retry_in", wait, "err", err)
+	})
+	return err
 }
 
 // finishPushes posts the end of each of the ended tasks ids to those of its configs

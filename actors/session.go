@@ -1370,40 +1370,43 @@ func (a *SessionActor) appendDurably(batch []messages.Envelope) error {
 // session fails, and the requests queued behind it are answered ErrSessionFailed
 // instead of waiting for a log that will not answer.
 func (a *SessionActor) readDurably(what string, read func(context.Context) error) error {
-	backoff := 50 * time.Millisecond
-	var retry eventlog.ReadRetry
-	for attempt := 1; ; attempt++ {
-		ctx, cancel := a.ioCtx(), context.CancelFunc(nil)
-		if attempt > 1 {
-			ctx, cancel = context.WithTimeout(a.stop.context(), a.deps.IOTimeout)
-		}
-		err := read(ctx)
-		if cancel != nil {
+	wait, cancel := context.WithCancel(a.stop.context()) // asked to stop, or the node stopping, ends the waits
+	defer cancel()
+	go func() {
+		select {
+		case <-a.deps.Stopping:
 			cancel()
+		case <-wait.Done():
 		}
-		if err == nil {
-			if attempt > 1 {
-				a.deps.Logger.Info("event log read succeeded after retries", "session", a.id, "read", what, "attempts", attempt)
-			}
-			return nil
+	}()
+	attempts, err := eventlog.RetryRead(wait, 50*time.Millisecond, nil, func(attempt int) error {
+		if attempt == 1 {
+			return read(a.ioCtx())
 		}
-		if !retry.Retry(err, time.Now()) {
-			return err
-		}
+		ctx, cancel := context.WithTimeout(a.stop.context(), a.deps.IOTimeout)
+		defer cancel()
+		return read(ctx)
+	}, func(attempt int, wait time.Duration, err error) {
 		level := slog.LevelDebug
 		if attempt == 1 || attempt%20 == 0 {
 			level = slog.LevelWarn // once at first, then now and then: every session waiting says it
 		}
-		a.deps.Logger.Log(context.Background(), level, "event log read failed as the session starts; it waits and retries", "session", a.id, "read", what, "attempt", attempt, "retry_in", backoff, "err", err)
-		select {
-		case <-time.After(backoff):
-		case <-a.deps.Stopping:
-			return fmt.Errorf("%w: node stopping: could not %s after %d attempts: %w", errStopped, what, attempt, err)
-		case <-a.stop.context().Done():
-			return fmt.Errorf("%w: could not %s after %d attempts: %w", errStopped, what, attempt, err)
+		a.deps.Logger.Log(context.Background(), level, "event log read failed as the session starts; it waits and retries", "session", a.id, "read", what, "attempt", attempt, "retry_in", wait, "err", err)
+	})
+	switch {
+	case err == nil:
+		if attempts > 1 {
+			a.deps.Logger.Info("event log read succeeded after retries", "session", a.id, "read", what, "attempts", attempts)
 		}
-		backoff = min(backoff*2, 5*time.Second)
+		return nil
+	case eventlog.ClassifyFailure(err) == eventlog.FailurePermanent:
+		return err // whether or not the actor was asked to stop meanwhile
+	case a.stop.context().Err() != nil:
+		return fmt.Errorf("%w: could not %s after %d attempts: %w", errStopped, what, attempts, err)
+	case wait.Err() != nil:
+		return fmt.Errorf("%w: node stopping: could not %s after %d attempts: %w", errStopped, what, attempts, err)
 	}
+	return err
 }
 
 // errNotRecorded is returned by appendDurably for a new task's batch that a full log

@@ -147,3 +147,34 @@ func (r *ReadRetry) Retry(err error, now time.Time) bool {
 	}
 	return now.Sub(r.unknownSince) < UnknownFailureBound
 }
+
+// RetryRead runs read (told its attempt, from 1) until it succeeds, ReadRetry gives
+// its failure up, more (if not nil) says no, or ctx ends; between attempts it
+// waits first, doubling up to 5 s, and tells failed (if not nil) of each failure
+// it retries. It returns the attempts made and read's last error: the one retry
+// loop of the reads that must succeed (a session's start reads, a node's resume
+// listings, A2A's push-follow listings).
+func RetryRead(ctx context.Context, first time.Duration, more func() bool, read func(attempt int) error, failed func(attempt int, wait time.Duration, err error)) (int, error) {
+	var retry ReadRetry
+	wait := first
+	for attempt := 1; ; attempt++ {
+		err := read(attempt)
+		if err == nil {
+			return attempt, nil
+		}
+		if ctx.Err() != nil || more != nil && !more() || !retry.Retry(err, time.Now()) {
+			return attempt, err
+		}
+		if failed != nil {
+			failed(attempt, wait, err)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return attempt, err
+		}
+		wait = min(2*wait, 5*time.Second)
+	}
+}

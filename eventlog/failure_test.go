@@ -69,3 +69,25 @@ func TestReadRetryBoundsUnknownFailures(t *testing.T) {
 		t.Fatal("a temporary failure did not start the bound again")
 	}
 }
+
+// RetryRead retries a temporary failure until the read succeeds, and stops at
+// once on a permanent one or when more says no.
+func TestRetryRead(t *testing.T) {
+	ctx := t.Context()
+	var told []int
+	n, err := eventlog.RetryRead(ctx, time.Millisecond, nil, func(attempt int) error {
+		if attempt < 3 {
+			return syscall.ECONNREFUSED
+		}
+		return nil
+	}, func(attempt int, _ time.Duration, _ error) { told = append(told, attempt) })
+	if n != 3 || err != nil || len(told) != 2 {
+		t.Errorf("two outages then a read: %d attempts, %v, told of %v; want 3, nil, [1 2]", n, err, told)
+	}
+	if n, err := eventlog.RetryRead(ctx, time.Millisecond, nil, func(int) error { return eventlog.ErrClosed }, nil); n != 1 || err == nil {
+		t.Errorf("a closed log: %d attempts, %v; want 1 and the error", n, err)
+	}
+	if n, err := eventlog.RetryRead(ctx, time.Millisecond, func() bool { return false }, func(int) error { return syscall.ECONNREFUSED }, nil); n != 1 || err == nil {
+		t.Errorf("more says no: %d attempts, %v; want 1 and the error", n, err)
+	}
+}

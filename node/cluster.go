@@ -556,44 +556,26 @@ func (n *Node) resumeOwned(ctx context.Context, gen int64, owns, cleanly func(st
 // error, a closed log) is returned at once; otherwise the last error when
 // current stopped holding, ctx ended or the node stopped before a read succeeded.
 func (n *Node) untilRead(ctx context.Context, what string, current func() bool, read func(context.Context) error) error {
-	backoff := 100 * time.Millisecond
-	var retry eventlog.ReadRetry
-	for attempt := 1; ; attempt++ {
-		actx, cancel := context.WithTimeout(ctx, time.Minute)
-		stopped := make(chan struct{})
-		go func() {
-			defer close(stopped)
-			select {
-			case <-n.stopping:
-				cancel()
-			case <-actx.Done():
-			}
-		}()
-		err := read(actx)
-		cancel()
-		<-stopped
-		if err == nil {
-			if attempt > 1 {
-				n.cfg.Logger.Info("event log read succeeded after retries", "node", n.cfg.NodeID, "read", what, "attempts", attempt)
-			}
-			return nil
-		}
-		if ctx.Err() != nil || !current() || !retry.Retry(err, time.Now()) {
-			return err
-		}
-		n.cfg.Logger.Warn("event log read failed; retrying", "node", n.cfg.NodeID, "read", what, "attempt", attempt, "retry_in", backoff, "err", err)
-		t := time.NewTimer(backoff)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() { // the node stopping ends the attempt under way and the waits
 		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return err
 		case <-n.stopping:
-			t.Stop()
-			return err
+			cancel()
+		case <-ctx.Done():
 		}
-		backoff = min(2*backoff, 5*time.Second)
+	}()
+	attempts, err := eventlog.RetryRead(ctx, 100*time.Millisecond, current, func(int) error {
+		actx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		return read(actx)
+	}, func(attempt int, wait time.Duration, err error) {
+		n.cfg.Logger.Warn("event log read failed; retrying", "node", n.cfg.NodeID, "read", what, "attempt", attempt, "retry_in", wait, "err", err)
+	})
+	if err == nil && attempts > 1 {
+		n.cfg.Logger.Info("event log read succeeded after retries", "node", n.cfg.NodeID, "read", what, "attempts", attempts)
 	}
+	return err
 }
 
 func (n *Node) sharded() bool { return n.cfg.Bus != nil && n.cfg.Bus.Sharded }
