@@ -60,14 +60,31 @@ type ReplyTopics struct {
 	Listed []string
 
 	mu sync.Mutex
-	// places are the reply topics holding a place under Max: created, or allowed
-	// and not settled as failed; made, those Settled said this process created;
-	// creating, those whose creations were allowed and have not settled, with
-	// how many there are.
-	places   map[string]struct{}
+	// made are the reply topics Settled said this process created; creating,
+	// those whose creations were allowed and have not settled, with how many
+	// there are. Both hold a place under Max (places).
 	made     map[string]struct{}
 	creating map[string]int
 	settles  bool // Settled was called: the layout tells how creations end
+}
+
+// places returns how many reply topics hold a place under Max: those made and
+// those being created. Called with r.mu held.
+func (r *ReplyTopics) places() int {
+	n := len(r.made)
+	for topic := range r.creating {
+		if _, ok := r.made[topic]; !ok {
+			n++
+		}
+	}
+	return n
+}
+
+// holds reports whether topic holds a place under Max. Called with r.mu held.
+func (r *ReplyTopics) holds(topic string) bool {
+	_, made := r.made[topic]
+	_, creating := r.creating[topic]
+	return made || creating
 }
 
 // Created returns how many reply topics this process created (as Settled said;
@@ -76,7 +93,7 @@ func (r *ReplyTopics) Created() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if !r.settles {
-		return len(r.places)
+		return r.places()
 	}
 	return len(r.made)
 }
@@ -99,18 +116,14 @@ func (r *ReplyTopics) Creatable(topic string, tc kafka.TopicConfig) (kafka.Topic
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if _, ok := r.places[topic]; !ok {
-		if taken := len(r.places); taken >= r.Max {
+	if !r.holds(topic) {
+		if taken := r.places(); taken >= r.Max {
 			pending := ""
 			if n := taken - len(r.made); n > 0 {
 				pending = fmt.Sprintf(" (%d of them being created)", n)
 			}
 			return tc, fmt.Errorf("%w: %s does not exist, and the node created %d reply topics already%s, its most (--reply-topics-max %d)", ErrReplyTopicNotCreated, topic, taken, pending, r.Max)
 		}
-		if r.places == nil {
-			r.places = map[string]struct{}{}
-		}
-		r.places[topic] = struct{}{}
 	}
 	if r.creating == nil {
 		r.creating = map[string]int{}
@@ -141,10 +154,6 @@ func (r *ReplyTopics) Settled(topic string, created bool) {
 			r.made = map[string]struct{}{}
 		}
 		r.made[topic] = struct{}{}
-	}
-	_, made := r.made[topic]
-	if _, pending := r.creating[topic]; !made && !pending {
-		delete(r.places, topic)
 	}
 }
 
