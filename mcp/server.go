@@ -653,17 +653,18 @@ func (s *Server) Handler() http.Handler {
 		if r.Method == http.MethodPost && r.Body != nil {
 			limit := cmp.Or(s.opts.MaxRequestBytes, MaxRequestBytes)
 			if r.ContentLength > limit {
-				// Refused before the body is read: the connection closes, or net/http
-				// would wait for up to 256 KiB more of the body before it answered.
+				// Refused before the body is read (but for its head, which holds the
+				// request's id): the connection closes, or net/http would wait for up
+				// to 256 KiB more of the body before it answered.
 				w.Header().Set("Connection", "close")
-				writeRPCError(w, http.StatusRequestEntityTooLarge, codeInvalidRequest, fmt.Sprintf("the request is larger than %d bytes, the most this server takes", limit))
+				writeRPCErrorID(w, http.StatusRequestEntityTooLarge, codeInvalidRequest, fmt.Sprintf("the request is larger than %d bytes, the most this server takes", limit), headID(readHead(r)))
 				return
 			}
 			body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 			var tooLarge *http.MaxBytesError
 			switch {
 			case errors.As(err, &tooLarge):
-				writeRPCError(w, http.StatusRequestEntityTooLarge, codeInvalidRequest, fmt.Sprintf("the request is larger than %d bytes, the most this server takes", tooLarge.Limit))
+				writeRPCErrorID(w, http.StatusRequestEntityTooLarge, codeInvalidRequest, fmt.Sprintf("the request is larger than %d bytes, the most this server takes", tooLarge.Limit), headID(body))
 				return
 			case err != nil:
 				writeRPCError(w, http.StatusBadRequest, codeInvalidRequest, "the request body could not be read: "+err.Error())
@@ -784,6 +785,37 @@ func (w unnamedPrime) Flush() {
 }
 
 func (w unnamedPrime) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// headBytes bounds what readHead reads of a body refused as too large.
+const headBytes = 4 << 10
+
+// readHead reads the head of r's body: one read, of what came with the headers
+// or comes first, up to headBytes (nil when the client waits to be told to send
+// its body: Expect: 100-continue). One read waits for no more than the client
+// sends at once, so that a client that sends the head and stalls is answered at
+// once; a client sends the head of its body with its headers (the go-sdk's does
+// in the same write).
+func readHead(r *http.Request) []byte {
+	if r.Header.Get("Expect") != "" {
+		return nil
+	}
+	head := make([]byte, headBytes)
+	k, _ := r.Body.Read(head)
+	return head[:k]
+}
+
+// headID returns the id of the request whose body starts with head (nil: none
+// found, or none in head), a string or a number. A request refused before the
+// SDK reads it is answered with it: the go-sdk's client fails that one call on a
+// JSON-RPC error of its request's id, but takes any other refusal (id null) for
+// a broken connection, after which each of its calls fails. The go-sdk's and the
+// Python SDK's clients write the id at the head of a request; the TypeScript
+// SDK's, at its end.
+func headID(head []byte) json.RawMessage {
+	s := newRequestIDScan()
+	s.write(head)
+	return s.result()
+}
 
 // MaxRequestBytes bounds a request to Handler when nothing bounds it more.
 const MaxRequestBytes = sdk.DefaultMaxRequestBodyBytes
@@ -965,8 +997,8 @@ func notUTF8(what string, msg []byte) (message string, id json.RawMessage, bad b
 // rpcErrors passes a POST's answer on, but for the SDK's refusal of its body in
 // plain text (400: a message of no JSON-RPC version 2.0, a method it does not
 // know, a batch the protocol version has not), which it turns into a JSON-RPC
-// error: method not found (-32601, with the request's id) or invalid request
-// (-32600, id null).
+// error: method not found (-32601) or invalid request (-32600), with the
+// request's id (null when it has none, or is of another JSON-RPC version).
 type rpcErrors struct {
 	http.ResponseWriter
 	held bool // the SDK's answer is plain text, in msg
@@ -1008,7 +1040,10 @@ func (w *rpcErrors) finish(body []byte) {
 		writeRPCErrorID(w.ResponseWriter, http.StatusBadRequest, codeMethodNotFound, "method not found: "+msg, one.ID)
 		return
 	}
-	writeRPCError(w.ResponseWriter, http.StatusBadRequest, codeInvalidRequest, "invalid request: "+msg)
+	// With the request's id when it has one (a request whose params nest deeper
+	// than the SDK decodes): the go-sdk's client fails its whole connection on an
+	// error of id null.
+	writeRPCErrorID(w.ResponseWriter, http.StatusBadRequest, codeInvalidRequest, "invalid request: "+msg, requestID(body))
 }
 
 // isJSON reports whether a Content-Type is JSON's (any other is the SDK's to refuse).
