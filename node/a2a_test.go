@@ -579,6 +579,7 @@ func TestA2AAnswersOutliveTheWriteTimeout(t *testing.T) {
 func TestA2AInvalidPartsAndMessageIDs(t *testing.T) {
 	n, base := a2aNode(t, node.Config{Model: a2aScript(t, llm.ScriptStep{Content: "x"}, llm.ScriptStep{Content: "x"},
 		llm.ScriptStep{Content: "x"}, llm.ScriptStep{Content: "x"})})
+	// The answer to a message/stream is an event stream, of one event here: the error.
 	post := func(body string) map[string]any {
 		t.Helper()
 		resp, err := http.Post(base+"/a2a", "application/json", strings.NewReader(body))
@@ -586,8 +587,12 @@ func TestA2AInvalidPartsAndMessageIDs(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
+		if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+			raw = []byte(strings.TrimSpace(strings.TrimPrefix(string(raw), "data: ")))
+		}
 		var out map[string]any
-		_ = json.NewDecoder(resp.Body).Decode(&out)
+		_ = json.Unmarshal(raw, &out)
 		return out
 	}
 	v03 := func(method, id, parts string) string {
