@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -81,5 +83,146 @@ func TestServerHTTPRefusalsLeaveTheGoSDKsSessionUp(t *testing.T) {
 	var a rpcAnswer
 	if resp.StatusCode != http.StatusRequestEntityTooLarge || json.Unmarshal(raw, &a) != nil || string(a.ID) != `"big-1"` || a.Error == nil || a.Error.Code != -32600 {
 		t.Errorf("a chunked body past the bound: %s %q, want 413 with a JSON-RPC error of id \"big-1\"", resp.Status, raw)
+	}
+}
+
+// tcpCut passes TCP connections to target until cut, which closes those open.
+type tcpCut struct {
+	ln    net.Listener
+	mu    sync.Mutex
+	conns []net.Conn
+}
+
+func newTCPCut(t *testing.T, target string) *tcpCut {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &tcpCut{ln: ln}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			u, err := net.Dial("tcp", target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, c, u)
+			p.mu.Unlock()
+			go func() { _, _ = io.Copy(u, c); u.Close() }()
+			go func() { _, _ = io.Copy(c, u); c.Close() }()
+		}
+	}()
+	t.Cleanup(func() { ln.Close(); p.cut() })
+	return p
+}
+
+func (p *tcpCut) url() string { return "http://" + p.ln.Addr().String() }
+
+func (p *tcpCut) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+}
+
+// The go-sdk's client, with its defaults, over Streamable HTTP: a run_task whose
+// connection drops while its task runs answers with the task's result (the client
+// resumes the call's stream with Last-Event-ID, the task runs once, and the
+// progress it was told ends at its total); a run_task whose client cancels it
+// (notifications/cancelled) ends its task, recorded as cancelled with the reason,
+// which task_result then tells; and the session goes on.
+func TestServerHTTPGoSDKRunTaskCutAndCancelled(t *testing.T) {
+	m := newHoldModel(false)
+	n := nodetest.Start(t, node.Config{Model: m})
+	hs := httptest.NewServer(mcp.NewServer(n, mcp.ServerOptions{}).Handler())
+	defer hs.Close()
+	p := newTCPCut(t, strings.TrimPrefix(hs.URL, "http://"))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	progress := make(chan *sdk.ProgressNotificationParams, 256)
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, &sdk.ClientOptions{
+		ProgressNotificationHandler: func(_ context.Context, r *sdk.ProgressNotificationClientRequest) { progress <- r.Params },
+	}).Connect(ctx, &sdk.StreamableClientTransport{Endpoint: p.url()}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+
+	// Cancelled while its model is asked.
+	cctx, ccancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		_, err := cs.CallTool(cctx, &sdk.CallToolParams{Name: mcp.RunTask, Arguments: map[string]any{"input": "never mind", "session_id": "gosdk-cancel"}})
+		done <- err
+	}()
+	select {
+	case <-m.asked:
+	case <-ctx.Done():
+		t.Fatal("the model was not asked")
+	}
+	ccancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("the cancelled call: %v, want context.Canceled", err)
+	}
+	var res *sdk.CallToolResult
+	waitFor(t, 20*time.Second, "the cancelled task's end", func() bool {
+		res, err = cs.CallTool(ctx, &sdk.CallToolParams{Name: mcp.TaskResult, Arguments: map[string]any{"session_id": "gosdk-cancel", "wait": false}})
+		return err == nil && res.Meta[mcp.StatusMeta] != "running"
+	})
+	if !res.IsError || res.Meta[mcp.StatusMeta] != "failed" || !strings.Contains(textOf(res), "reason cancelled") || !strings.Contains(textOf(res), "went away") {
+		t.Errorf("task_result of the cancelled task: %q %v, want it failed, cancelled, saying why", textOf(res), res.Meta)
+	}
+
+	// Cut while its model is asked, once the call's stream told its start.
+	calls := m.calls.Load()
+	params := &sdk.CallToolParams{Name: mcp.RunTask, Arguments: map[string]any{"input": "through a cut", "session_id": "gosdk-cut"}}
+	params.SetProgressToken("cut")
+	answer := make(chan error, 1)
+	go func() {
+		res, err = cs.CallTool(ctx, params)
+		answer <- err
+	}()
+	for started := false; !started; {
+		select {
+		case pr := <-progress:
+			started = pr.ProgressToken == "cut"
+		case <-ctx.Done():
+			t.Fatal("no progress of the call")
+		}
+	}
+	select {
+	case <-m.asked:
+	case <-ctx.Done():
+		t.Fatal("the model was not asked")
+	}
+	p.cut()
+	close(m.release)
+	if err := <-answer; err != nil || res.IsError || textOf(res) != "held: through a cut" {
+		t.Fatalf("run_task through a cut: %v %v", err, res)
+	}
+	if got := m.calls.Load() - calls; got != 1 {
+		t.Errorf("the model was asked %d times for the task, want once", got)
+	}
+	// The client hands notifications to its handler apart from the answer: the
+	// end's may come after it.
+	for ended := false; !ended; {
+		select {
+		case pr := <-progress:
+			ended = pr.ProgressToken == "cut" && pr.Total > 0 && pr.Progress == pr.Total
+		case <-time.After(10 * time.Second):
+			t.Fatal("no progress at its total within 10 s of the answer")
+		}
+	}
+	res, err = cs.CallTool(ctx, &sdk.CallToolParams{Name: mcp.RunTask, Arguments: map[string]any{"input": "after"}})
+	if err != nil || res.IsError || textOf(res) != "held: after" {
+		t.Fatalf("run_task after: %v %v", err, res)
 	}
 }
