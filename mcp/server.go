@@ -805,15 +805,19 @@ func readHead(r *http.Request) []byte {
 }
 
 // headID returns the id of the request whose body starts with head (nil: none
-// found, or none in head), a string or a number. A request refused before the
-// SDK reads it is answered with it: the go-sdk's client fails that one call on a
-// JSON-RPC error of its request's id, but takes any other refusal (id null) for
-// a broken connection, after which each of its calls fails. The go-sdk's and the
-// Python SDK's clients write the id at the head of a request; the TypeScript
-// SDK's, at its end.
+// found, or none in head, or no "method" in head: a client's answer to the
+// server's request has an id of the server's), a string or a number. A request
+// refused before the SDK reads it is answered with it: the go-sdk's client fails
+// that one call on a JSON-RPC error of its request's id, but takes any other
+// refusal (id null) for a broken connection, after which each of its calls
+// fails. The go-sdk's and the Python SDK's clients write the id and the method at
+// the head of a request; the TypeScript SDK's, at its end.
 func headID(head []byte) json.RawMessage {
 	s := newRequestIDScan()
 	s.write(head)
+	if !s.hasMethod {
+		return nil
+	}
 	return s.result()
 }
 

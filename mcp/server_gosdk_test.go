@@ -64,25 +64,31 @@ func TestServerHTTPRefusalsLeaveTheGoSDKsSessionUp(t *testing.T) {
 	}
 
 	// A body without a Content-Length, cut at the bound, is answered with the id
-	// its head holds.
-	body := `{"jsonrpc":"2.0","id":"big-1","method":"tools/call","params":{"name":"run_task","arguments":{"input":"` + strings.Repeat("x", 100<<10) + `"}}}`
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, hs.URL, io.MultiReader(strings.NewReader(body)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Mcp-Session-Id", cs.ID())
-	req.Header.Set("MCP-Protocol-Version", cs.InitializeResult().ProtocolVersion)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	var a rpcAnswer
-	if resp.StatusCode != http.StatusRequestEntityTooLarge || json.Unmarshal(raw, &a) != nil || string(a.ID) != `"big-1"` || a.Error == nil || a.Error.Code != -32600 {
-		t.Errorf("a chunked body past the bound: %s %q, want 413 with a JSON-RPC error of id \"big-1\"", resp.Status, raw)
+	// its head holds when it is a request's; a client's answer to a request of the
+	// server (no method) has an id of the server's, and gets id null.
+	big := strings.Repeat("x", 100<<10)
+	for body, id := range map[string]string{
+		`{"jsonrpc":"2.0","id":"big-1","method":"tools/call","params":{"name":"run_task","arguments":{"input":"` + big + `"}}}`: `"big-1"`,
+		`{"jsonrpc":"2.0","id":"big-2","result":{"content":[{"type":"text","text":"` + big + `"}]}}`:                            `null`,
+	} {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, hs.URL, io.MultiReader(strings.NewReader(body)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Session-Id", cs.ID())
+		req.Header.Set("MCP-Protocol-Version", cs.InitializeResult().ProtocolVersion)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var a rpcAnswer
+		if resp.StatusCode != http.StatusRequestEntityTooLarge || json.Unmarshal(raw, &a) != nil || string(a.ID) != id || a.Error == nil || a.Error.Code != -32600 {
+			t.Errorf("a chunked body past the bound (%.40s…): %s %q, want 413 with a JSON-RPC error of id %s", body, resp.Status, raw, id)
+		}
 	}
 }
 
