@@ -859,6 +859,9 @@ func checkRPC(body []byte) (code int, message string, id json.RawMessage) {
 		if msg, bad := badRequestID(one); bad {
 			return codeInvalidRequest, msg, nil
 		}
+		if msg, bad := badProgressToken(one); bad {
+			return codeInvalidParams, msg, one["id"]
+		}
 		return 0, "", nil
 	}
 	var batch []map[string]json.RawMessage
@@ -867,6 +870,9 @@ func checkRPC(body []byte) (code int, message string, id json.RawMessage) {
 		for _, m := range batch {
 			if msg, bad := badRequestID(m); bad {
 				return codeInvalidRequest, "in a batch: " + msg, nil
+			}
+			if msg, bad := badProgressToken(m); bad {
+				return codeInvalidParams, "in a batch: " + msg, nil
 			}
 			// As over stdio (lineState.check): the SDK runs one of two requests
 			// of an id and drops the other without a word.
@@ -898,13 +904,50 @@ func badRequestID(m map[string]json.RawMessage) (message string, bad bool) {
 		return "", false
 	}
 	id = bytes.TrimSpace(id)
-	if len(id) == 0 || id[0] != '-' && (id[0] < '0' || id[0] > '9') {
-		return "", false // a string, null; the SDK refuses other types
-	}
-	if n, err := strconv.ParseInt(string(id), 10, 64); err == nil && n >= -maxExactID && n <= maxExactID {
-		return "", false
+	if !inexactNumber(id) {
+		return "", false // a string, null, an integer it answers as sent; the SDK refuses other types
 	}
 	return fmt.Sprintf("invalid request: the id %.40s is not an integer from -2^53 to 2^53, which this server answers as sent: give a request a string or such an integer as its id", id), true
+}
+
+// inexactNumber reports whether v is a JSON number other than an integer from
+// -2^53 to 2^53 (one with a fraction or an exponent, or an integer past 2^53):
+// the SDK reads a number as a float64, and answers an id as an int64 of it.
+func inexactNumber(v json.RawMessage) bool {
+	if len(v) == 0 || v[0] != '-' && (v[0] < '0' || v[0] > '9') {
+		return false
+	}
+	n, err := strconv.ParseInt(string(v), 10, 64)
+	return err != nil || n < -maxExactID || n > maxExactID
+}
+
+// codeInvalidParams is JSON-RPC's error code of a request whose params are wrong.
+const codeInvalidParams = -32602
+
+// badProgressToken returns the invalid-params error of a request whose
+// progressToken (params._meta.progressToken) is an integer past 2^53, which the
+// SDK reads as a float64 and sends back as another number, as badRequestID says
+// of an id: 2^60+1 came back in each progress notification as
+// 1152921504606847000, which its client matches to no request. A token with a
+// fraction or an exponent comes back as the same number (1.5, 1e2 as 100): the
+// float64 its client reads too.
+func badProgressToken(m map[string]json.RawMessage) (message string, bad bool) {
+	if _, request := m["method"]; !request {
+		return "", false
+	}
+	var p struct {
+		Meta struct {
+			ProgressToken json.RawMessage `json:"progressToken"`
+		} `json:"_meta"`
+	}
+	if json.Unmarshal(m["params"], &p) != nil {
+		return "", false
+	}
+	tok := bytes.TrimSpace(p.Meta.ProgressToken)
+	if bytes.ContainsAny(tok, ".eE") || !inexactNumber(tok) {
+		return "", false
+	}
+	return fmt.Sprintf("invalid params: the progressToken %.40s is not an integer from -2^53 to 2^53, which this server sends back as sent: give a string or such an integer as the progressToken", tok), true
 }
 
 // maxJSONDepth is how deep encoding/json reads nested arrays and objects: past

@@ -232,3 +232,65 @@ func TestServerHTTPGoSDKRunTaskCutAndCancelled(t *testing.T) {
 		t.Fatalf("run_task after: %v %v", err, res)
 	}
 }
+
+// A request whose progressToken is a number the server would not send back as
+// sent (an integer past 2^53, which the SDK reads as a float64; 1.5 comes back
+// as 1.5) is refused with
+// invalid params saying so, over Streamable HTTP and stdio, as such an id is:
+// 2^60+1 came back in each progress notification as 1152921504606847000, which
+// no client matches to its request. A token of 2^53 comes back as sent.
+func TestServerRefusesAProgressTokenItCannotSendBack(t *testing.T) {
+	n := nodetest.Start(t, node.Config{Model: answerScript(t, "unused"), Tools: []tools.Tool{tools.Calculator{}}})
+	srv := mcp.NewServer(n, mcp.ServerOptions{})
+	for _, over := range []string{"http", "stdio"} {
+		t.Run(over, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			var transport sdk.Transport
+			if over == "http" {
+				hs := httptest.NewServer(srv.Handler())
+				defer hs.Close()
+				transport = &sdk.StreamableClientTransport{Endpoint: hs.URL}
+			} else {
+				inR, inW := io.Pipe()
+				outR, outW := io.Pipe()
+				served := make(chan struct{})
+				go func() {
+					defer close(served)
+					_ = srv.Serve(ctx, mcp.LineTransport(inR, outW, 0))
+					outW.Close()
+				}()
+				defer func() { inW.Close(); cancel(); <-served }()
+				transport = &sdk.IOTransport{Reader: outR, Writer: inW}
+			}
+			tokens := make(chan any, 64)
+			cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, &sdk.ClientOptions{
+				ProgressNotificationHandler: func(_ context.Context, r *sdk.ProgressNotificationClientRequest) { tokens <- r.Params.ProgressToken },
+			}).Connect(ctx, transport, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cs.Close()
+			p := &sdk.CallToolParams{Name: "calculator", Arguments: map[string]any{"expression": "6*7"}}
+			p.SetProgressToken(int64(1<<60 + 1))
+			_, err = cs.CallTool(ctx, p)
+			var rpc *jsonrpc.Error
+			if !errors.As(err, &rpc) || rpc.Code != -32602 || !strings.Contains(rpc.Message, "the progressToken 1152921504606846977 is not an integer from -2^53 to 2^53") {
+				t.Errorf("a progressToken of 2^60+1: %v, want invalid params saying why", err)
+			}
+			p.SetProgressToken(int64(1 << 53))
+			res, err := cs.CallTool(ctx, p)
+			if err != nil || res.IsError || textOf(res) != "42" {
+				t.Fatalf("a progressToken of 2^53: %v %v", err, res)
+			}
+			select {
+			case tok := <-tokens:
+				if tok != float64(1<<53) {
+					t.Errorf("the progress of a call whose token is 2^53 came with the token %v", tok)
+				}
+			case <-ctx.Done():
+				t.Fatal("no progress of the call whose token is 2^53")
+			}
+		})
+	}
+}
