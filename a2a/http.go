@@ -471,6 +471,12 @@ func (s *Server) guard(next http.Handler) http.Handler {
 			refuse(-32601, fmt.Sprintf("method %q is not served: %s", *req.Method, why))
 			return
 		}
+		if *req.Method == "message/send" || *req.Method == "message/stream" {
+			if err := checkPartKindsV03(req.Params); err != nil {
+				refuse(-32602, fmt.Sprintf("invalid params of %s: %v", *req.Method, err))
+				return
+			}
+		}
 		if params, ok := paramsOf[*req.Method]; ok {
 			// The SDK calls params it cannot decode a parse error (-32700): the
 			// request parsed, its params are what is wrong.
