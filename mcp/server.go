@@ -1090,7 +1090,10 @@ func (w *rpcErrors) finish(body []byte) {
 	// With the request's id when it has one (a request whose params nest deeper
 	// than the SDK decodes): the go-sdk's client fails its whole connection on an
 	// error of id null.
-	writeRPCErrorID(w.ResponseWriter, http.StatusBadRequest, codeInvalidRequest, "invalid request: "+msg, requestID(body))
+	if !strings.HasPrefix(msg, "invalid request") { // the SDK's message may say so itself
+		msg = "invalid request: " + msg
+	}
+	writeRPCErrorID(w.ResponseWriter, http.StatusBadRequest, codeInvalidRequest, msg, requestID(body))
 }
 
 // isJSON reports whether a Content-Type is JSON's (any other is the SDK's to refuse).

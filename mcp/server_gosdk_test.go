@@ -63,6 +63,15 @@ func TestServerHTTPRefusalsLeaveTheGoSDKsSessionUp(t *testing.T) {
 		}
 	}
 
+	// A call without params: the SDK's refusal, once, with the request's id.
+	resp := post(ctx, t, hs.URL, cs.ID(), `{"jsonrpc":"2.0","id":6,"method":"tools/call"}`)
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var a rpcAnswer
+	if json.Unmarshal(raw, &a) != nil || string(a.ID) != "6" || a.Error == nil || a.Error.Message != `invalid request: missing required "params"` {
+		t.Errorf("a call without params: %s %q", resp.Status, raw)
+	}
+
 	// A body without a Content-Length, cut at the bound, is answered with the id
 	// its head holds when it is a request's; a client's answer to a request of the
 	// server (no method) has an id of the server's, and gets id null.
