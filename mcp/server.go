@@ -667,7 +667,9 @@ func (s *Server) Handler() http.Handler {
 				writeRPCErrorID(w, http.StatusRequestEntityTooLarge, codeInvalidRequest, fmt.Sprintf("the request is larger than %d bytes, the most this server takes", tooLarge.Limit), headID(body))
 				return
 			case err != nil:
-				writeRPCError(w, http.StatusBadRequest, codeInvalidRequest, "the request body could not be read: "+err.Error())
+				// With the id of what came (the server's read deadline passed while
+				// the body was on its way), which a client of it may still read.
+				writeRPCErrorID(w, http.StatusBadRequest, codeInvalidRequest, "the request body could not be read: "+err.Error(), headID(body))
 				return
 			}
 

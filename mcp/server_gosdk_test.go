@@ -1,6 +1,7 @@
 package mcp_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -301,5 +302,37 @@ func TestServerRefusesAProgressTokenItCannotSendBack(t *testing.T) {
 				t.Fatal("no progress of the call whose token is 2^53")
 			}
 		})
+	}
+}
+
+// A request whose body stops on its way past the HTTP server's read timeout is
+// answered with the id its head holds, which its client may still read: the
+// go-sdk's client takes an error of id null for a broken connection.
+func TestServerHTTPBodyCutByTheReadTimeoutIsAnsweredWithItsID(t *testing.T) {
+	n := nodetest.Start(t, node.Config{Model: answerScript(t, "unused")})
+	hs := httptest.NewUnstartedServer(mcp.NewServer(n, mcp.ServerOptions{}).Handler())
+	hs.Config.ReadTimeout = 300 * time.Millisecond
+	hs.Start()
+	defer hs.Close()
+	c, err := net.Dial("tcp", strings.TrimPrefix(hs.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	head := `{"jsonrpc":"2.0","id":"slow-1","method":"tools/call","params":{"name":"run_task","arguments":{"input":"`
+	if _, err := io.WriteString(c, "POST / HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"+
+		"Content-Length: 100000\r\n\r\n"+head); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("no answer to a body that stopped: %v", err)
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var a rpcAnswer
+	if json.Unmarshal(raw, &a) != nil || string(a.ID) != `"slow-1"` || a.Error == nil || !strings.Contains(a.Error.Message, "could not be read") {
+		t.Fatalf("%s %q, want a JSON-RPC error of id \"slow-1\" saying the body could not be read", resp.Status, raw)
 	}
 }
