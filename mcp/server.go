@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 	"unicode/utf8"
 
@@ -1138,10 +1139,12 @@ func (h warnOnly) Enabled(ctx context.Context, level slog.Level) bool {
 	return level >= slog.LevelWarn && h.Handler.Enabled(ctx, level)
 }
 
-// The messages of the SDK's keepalive (startKeepalive in its shared.go).
+// The messages of the SDK's keepalive (startKeepalive in its shared.go), and of
+// the end of a session (Server.Connect).
 const (
 	sdkPingMissed  = "keepalive ping failed; tolerating below threshold"
 	sdkPingsMissed = "keepalive ping failed; closing session"
+	sdkEndedBadly  = "server session ended with error"
 )
 
 func (h warnOnly) Handle(ctx context.Context, r slog.Record) error {
@@ -1150,6 +1153,18 @@ func (h warnOnly) Handle(ctx context.Context, r slog.Record) error {
 		r = relevel(r, slog.LevelDebug, "mcp server: a client answered no ping (one without a stream of notifications, GET, cannot)")
 	case sdkPingsMissed:
 		r = relevel(r, slog.LevelInfo, "mcp server: a session ends: its client answered no ping for the session timeout")
+	case sdkEndedBadly:
+		// A stdio client that went away (its end of the server's output closed)
+		// is no error of the server's.
+		gone := false
+		r.Attrs(func(a slog.Attr) bool {
+			err, ok := a.Value.Any().(error)
+			gone = gone || ok && (errors.Is(err, syscall.EPIPE) || errors.Is(err, io.ErrClosedPipe))
+			return !gone
+		})
+		if gone {
+			r = relevel(r, slog.LevelInfo, "mcp server: a session ends: its client went away")
+		}
 	}
 	if !h.Handler.Enabled(ctx, r.Level) {
 		return nil
