@@ -338,8 +338,9 @@ type rpcError struct {
 	JSONRPC string `json:"jsonrpc"`
 	ID      any    `json:"id"`
 	Error   struct {
-		Code    int    `json:"code"`
-		Message string `json:"message"`
+		Code    int               `json:"code"`
+		Message string            `json:"message"`
+		Data    map[string]string `json:"data,omitempty"`
 	} `json:"error"`
 }
 
@@ -349,6 +350,41 @@ func writeRPCError(w http.ResponseWriter, status int, id any, code int, msg stri
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(e)
+}
+
+// streamMethods are the methods, of 0.3 and of 1.0, whose answer is a stream of
+// server-sent events.
+var streamMethods = map[string]bool{"message/stream": true, "tasks/resubscribe": true, "SendStreamingMessage": true, "SubscribeToTask": true}
+
+// writeRefusal answers a request of id that the server refuses before the SDK's
+// handler sees it, as the SDK answers one it refuses itself: the answer to a
+// method that streams (stream) is a stream of one event, the error, since a
+// client reads that answer as SSE only (the official Go client found no event in
+// a JSON body and ended the stream without an error); and a 0.3 request's error
+// (legacy) has the reason in its data too, {"error": msg}, where the official Go
+// client reads it (it shows the message alone as its code's name, "invalid
+// params"). A 1.0 client reads a list of details in data: it gets none.
+func writeRefusal(w http.ResponseWriter, id any, code int, msg string, stream, legacy bool) {
+	e := rpcError{JSONRPC: "2.0", ID: id}
+	e.Error.Code, e.Error.Message = code, msg
+	if legacy {
+		e.Error.Data = map[string]string{"error": msg}
+	}
+	if !stream {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
+		_ = json.NewEncoder(w).Encode(e)
+		return
+	}
+	b, err := json.Marshal(e) // one line: no newline ends the event early
+	if err != nil {
+		writeRPCError(w, http.StatusOK, id, code, msg)
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	_, _ = fmt.Fprintf(w, "data: %s\n\n", b)
 }
 
 // guard bounds the body (413 past MaxBody), answers what is not a JSON-RPC 2.0
@@ -410,8 +446,10 @@ func (s *Server) guard(next http.Handler) http.Handler {
 			writeRPCError(w, http.StatusOK, nil, -32600, fmt.Sprintf(`invalid request: "id" must be a string, a number or null, not %s`, jsonKind(req.ID)))
 			return
 		}
+		_, v1 := v1Methods[*req.Method]
+		refuse := func(code int, msg string) { writeRefusal(w, req.ID, code, msg, streamMethods[*req.Method], !v1) }
 		if v := r.Header.Get(VersionHeader); !versionServed(v) {
-			writeRPCError(w, http.StatusOK, req.ID, -32009, fmt.Sprintf("VersionNotSupportedError: A2A-Version %q is not served: this server speaks %s and %s (an empty header is %s)",
+			refuse(-32009, fmt.Sprintf("VersionNotSupportedError: A2A-Version %q is not served: this server speaks %s and %s (an empty header is %s)",
 				v, strings.TrimSuffix(ProtocolVersion, ".0"), V1ProtocolVersion, strings.TrimSuffix(ProtocolVersion, ".0")))
 			return
 		}
@@ -430,14 +468,20 @@ func (s *Server) guard(next http.Handler) http.Handler {
 			return
 		}
 		if why, ok := v1Unserved[*req.Method]; ok {
-			writeRPCError(w, http.StatusOK, req.ID, -32601, fmt.Sprintf("method %q is not served: %s", *req.Method, why))
+			refuse(-32601, fmt.Sprintf("method %q is not served: %s", *req.Method, why))
 			return
+		}
+		if *req.Method == "message/send" || *req.Method == "message/stream" {
+			if err := checkPartKindsV03(req.Params); err != nil {
+				refuse(-32602, fmt.Sprintf("invalid params of %s: %v", *req.Method, err))
+				return
+			}
 		}
 		if params, ok := paramsOf[*req.Method]; ok {
 			// The SDK calls params it cannot decode a parse error (-32700): the
 			// request parsed, its params are what is wrong.
 			if err := json.Unmarshal(req.Params, params()); err != nil {
-				writeRPCError(w, http.StatusOK, req.ID, -32602, fmt.Sprintf("invalid params of %s: %v", *req.Method, err))
+				refuse(-32602, fmt.Sprintf("invalid params of %s: %v", *req.Method, err))
 				return
 			}
 		}
@@ -448,7 +492,7 @@ func (s *Server) guard(next http.Handler) http.Handler {
 				err = checkAnswerMembers(req.Params)
 			}
 			if err != nil {
-				writeRPCError(w, http.StatusOK, req.ID, -32602, fmt.Sprintf("invalid params of %s: %v", *req.Method, err))
+				refuse(-32602, fmt.Sprintf("invalid params of %s: %v", *req.Method, err))
 				return
 			}
 		}

@@ -95,6 +95,36 @@ func checkMessageV03(params json.RawMessage) error {
 	return nil
 }
 
+// checkPartKindsV03 checks that each part of the message of the params of a 0.3
+// message/send or message/stream names its kind, one of 0.3's, before the SDK
+// decodes them: it says of a part without one, or with another, "unknown part
+// kind " (an empty name for a missing kind) or a Go decoding error.
+func checkPartKindsV03(params json.RawMessage) error {
+	var p struct {
+		Message struct {
+			Parts []json.RawMessage `json:"parts"`
+		} `json:"message"`
+	}
+	if json.Unmarshal(params, &p) != nil {
+		return nil // the SDK's decoding says what is wrong
+	}
+	for i, raw := range p.Message.Parts {
+		var part map[string]json.RawMessage
+		if json.Unmarshal(raw, &part) != nil || part == nil {
+			return fmt.Errorf(`"message.parts[%d]" is not an object: a part is {"kind": "text", "text": "..."}, or a "file" or "data" part`, i)
+		}
+		k, ok := part["kind"]
+		if !ok {
+			return fmt.Errorf(`"message.parts[%d]" has no "kind": want "text", "file" or "data"`, i)
+		}
+		var kind string
+		if json.Unmarshal(k, &kind) != nil || partContent[kind] == "" {
+			return fmt.Errorf(`"message.parts[%d].kind" is %.40s: want "text", "file" or "data"`, i, bytes.TrimSpace(k))
+		}
+	}
+	return nil
+}
+
 // partMembers are the members of a 0.3 part the SDK decodes.
 var partMembers = []string{"kind", "text", "file", "data", "metadata"}
 

@@ -60,7 +60,7 @@ func (s *Server) serveV1(w http.ResponseWriter, r *http.Request, next http.Handl
 	params := map[string]any{}
 	if len(bytes.TrimSpace(rawParams)) > 0 && string(bytes.TrimSpace(rawParams)) != "null" {
 		if err := decodeJSON(rawParams, &params); err != nil {
-			writeRPCError(w, http.StatusOK, id, -32602, "invalid params: want an object: "+err.Error())
+			writeRefusal(w, id, -32602, "invalid params: want an object: "+err.Error(), m.stream, false)
 			return
 		}
 	}
@@ -69,25 +69,25 @@ func (s *Server) serveV1(w http.ResponseWriter, r *http.Request, next http.Handl
 		err = checkAnswerMembers(rawParams)
 	}
 	if err != nil {
-		writeRPCError(w, http.StatusOK, id, -32602, "invalid params: "+err.Error())
+		writeRefusal(w, id, -32602, "invalid params: "+err.Error(), m.stream, false)
 		return
 	}
 	lp, err := json.Marshal(legacy)
 	if err != nil {
-		writeRPCError(w, http.StatusOK, id, -32603, err.Error())
+		writeRefusal(w, id, -32603, err.Error(), m.stream, false)
 		return
 	}
 	if mk, ok := paramsOf[m.legacy]; ok {
 		// As guard does for 0.3: params of the wrong shape (a text that is a
 		// number) are invalid params, not the SDK's parse error.
 		if err := json.Unmarshal(lp, mk()); err != nil {
-			writeRPCError(w, http.StatusOK, id, -32602, "invalid params: "+err.Error())
+			writeRefusal(w, id, -32602, "invalid params: "+err.Error(), m.stream, false)
 			return
 		}
 	}
 	body, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": m.legacy, "params": json.RawMessage(lp)})
 	if err != nil {
-		writeRPCError(w, http.StatusOK, id, -32603, err.Error())
+		writeRefusal(w, id, -32603, err.Error(), m.stream, false)
 		return
 	}
 	r = r.Clone(context.WithValue(r.Context(), v1Request{}, true))

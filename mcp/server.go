@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 	"unicode/utf8"
 
@@ -653,20 +654,23 @@ func (s *Server) Handler() http.Handler {
 		if r.Method == http.MethodPost && r.Body != nil {
 			limit := cmp.Or(s.opts.MaxRequestBytes, MaxRequestBytes)
 			if r.ContentLength > limit {
-				// Refused before the body is read: the connection closes, or net/http
-				// would wait for up to 256 KiB more of the body before it answered.
+				// Refused before the body is read (but for its head, which holds the
+				// request's id): the connection closes, or net/http would wait for up
+				// to 256 KiB more of the body before it answered.
 				w.Header().Set("Connection", "close")
-				writeRPCError(w, http.StatusRequestEntityTooLarge, codeInvalidRequest, fmt.Sprintf("the request is larger than %d bytes, the most this server takes", limit))
+				writeRPCErrorID(w, http.StatusRequestEntityTooLarge, codeInvalidRequest, fmt.Sprintf("the request is larger than %d bytes, the most this server takes", limit), headID(readHead(r)))
 				return
 			}
 			body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 			var tooLarge *http.MaxBytesError
 			switch {
 			case errors.As(err, &tooLarge):
-				writeRPCError(w, http.StatusRequestEntityTooLarge, codeInvalidRequest, fmt.Sprintf("the request is larger than %d bytes, the most this server takes", tooLarge.Limit))
+				writeRPCErrorID(w, http.StatusRequestEntityTooLarge, codeInvalidRequest, fmt.Sprintf("the request is larger than %d bytes, the most this server takes", tooLarge.Limit), headID(body))
 				return
 			case err != nil:
-				writeRPCError(w, http.StatusBadRequest, codeInvalidRequest, "the request body could not be read: "+err.Error())
+				// With the id of what came (the server's read deadline passed while
+				// the body was on its way), which a client of it may still read.
+				writeRPCErrorID(w, http.StatusBadRequest, codeInvalidRequest, "the request body could not be read: "+err.Error(), headID(body))
 				return
 			}
 
@@ -785,6 +789,41 @@ func (w unnamedPrime) Flush() {
 
 func (w unnamedPrime) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
+// headBytes bounds what readHead reads of a body refused as too large.
+const headBytes = 4 << 10
+
+// readHead reads the head of r's body: one read, of what came with the headers
+// or comes first, up to headBytes (nil when the client waits to be told to send
+// its body: Expect: 100-continue). One read waits for no more than the client
+// sends at once, so that a client that sends the head and stalls is answered at
+// once; a client sends the head of its body with its headers (the go-sdk's does
+// in the same write).
+func readHead(r *http.Request) []byte {
+	if r.Header.Get("Expect") != "" {
+		return nil
+	}
+	head := make([]byte, headBytes)
+	k, _ := r.Body.Read(head)
+	return head[:k]
+}
+
+// headID returns the id of the request whose body starts with head (nil: none
+// found, or none in head, or no "method" in head: a client's answer to the
+// server's request has an id of the server's), a string or a number. A request
+// refused before the SDK reads it is answered with it: the go-sdk's client fails
+// that one call on a JSON-RPC error of its request's id, but takes any other
+// refusal (id null) for a broken connection, after which each of its calls
+// fails. The go-sdk's and the Python SDK's clients write the id and the method at
+// the head of a request; the TypeScript SDK's, at its end.
+func headID(head []byte) json.RawMessage {
+	s := newRequestIDScan()
+	s.write(head)
+	if !s.hasMethod {
+		return nil
+	}
+	return s.result()
+}
+
 // MaxRequestBytes bounds a request to Handler when nothing bounds it more.
 const MaxRequestBytes = sdk.DefaultMaxRequestBodyBytes
 
@@ -823,6 +862,9 @@ func checkRPC(body []byte) (code int, message string, id json.RawMessage) {
 		if msg, bad := badRequestID(one); bad {
 			return codeInvalidRequest, msg, nil
 		}
+		if msg, bad := badProgressToken(one); bad {
+			return codeInvalidParams, msg, one["id"]
+		}
 		return 0, "", nil
 	}
 	var batch []map[string]json.RawMessage
@@ -831,6 +873,9 @@ func checkRPC(body []byte) (code int, message string, id json.RawMessage) {
 		for _, m := range batch {
 			if msg, bad := badRequestID(m); bad {
 				return codeInvalidRequest, "in a batch: " + msg, nil
+			}
+			if msg, bad := badProgressToken(m); bad {
+				return codeInvalidParams, "in a batch: " + msg, nil
 			}
 			// As over stdio (lineState.check): the SDK runs one of two requests
 			// of an id and drops the other without a word.
@@ -862,13 +907,50 @@ func badRequestID(m map[string]json.RawMessage) (message string, bad bool) {
 		return "", false
 	}
 	id = bytes.TrimSpace(id)
-	if len(id) == 0 || id[0] != '-' && (id[0] < '0' || id[0] > '9') {
-		return "", false // a string, null; the SDK refuses other types
-	}
-	if n, err := strconv.ParseInt(string(id), 10, 64); err == nil && n >= -maxExactID && n <= maxExactID {
-		return "", false
+	if !inexactNumber(id) {
+		return "", false // a string, null, an integer it answers as sent; the SDK refuses other types
 	}
 	return fmt.Sprintf("invalid request: the id %.40s is not an integer from -2^53 to 2^53, which this server answers as sent: give a request a string or such an integer as its id", id), true
+}
+
+// inexactNumber reports whether v is a JSON number other than an integer from
+// -2^53 to 2^53 (one with a fraction or an exponent, or an integer past 2^53):
+// the SDK reads a number as a float64, and answers an id as an int64 of it.
+func inexactNumber(v json.RawMessage) bool {
+	if len(v) == 0 || v[0] != '-' && (v[0] < '0' || v[0] > '9') {
+		return false
+	}
+	n, err := strconv.ParseInt(string(v), 10, 64)
+	return err != nil || n < -maxExactID || n > maxExactID
+}
+
+// codeInvalidParams is JSON-RPC's error code of a request whose params are wrong.
+const codeInvalidParams = -32602
+
+// badProgressToken returns the invalid-params error of a request whose
+// progressToken (params._meta.progressToken) is an integer past 2^53, which the
+// SDK reads as a float64 and sends back as another number, as badRequestID says
+// of an id: 2^60+1 came back in each progress notification as
+// 1152921504606847000, which its client matches to no request. A token with a
+// fraction or an exponent comes back as the same number (1.5, 1e2 as 100): the
+// float64 its client reads too.
+func badProgressToken(m map[string]json.RawMessage) (message string, bad bool) {
+	if _, request := m["method"]; !request {
+		return "", false
+	}
+	var p struct {
+		Meta struct {
+			ProgressToken json.RawMessage `json:"progressToken"`
+		} `json:"_meta"`
+	}
+	if json.Unmarshal(m["params"], &p) != nil {
+		return "", false
+	}
+	tok := bytes.TrimSpace(p.Meta.ProgressToken)
+	if bytes.ContainsAny(tok, ".eE") || !inexactNumber(tok) {
+		return "", false
+	}
+	return fmt.Sprintf("invalid params: the progressToken %.40s is not an integer from -2^53 to 2^53, which this server sends back as sent: give a string or such an integer as the progressToken", tok), true
 }
 
 // maxJSONDepth is how deep encoding/json reads nested arrays and objects: past
@@ -965,8 +1047,8 @@ func notUTF8(what string, msg []byte) (message string, id json.RawMessage, bad b
 // rpcErrors passes a POST's answer on, but for the SDK's refusal of its body in
 // plain text (400: a message of no JSON-RPC version 2.0, a method it does not
 // know, a batch the protocol version has not), which it turns into a JSON-RPC
-// error: method not found (-32601, with the request's id) or invalid request
-// (-32600, id null).
+// error: method not found (-32601) or invalid request (-32600), with the
+// request's id (null when it has none, or is of another JSON-RPC version).
 type rpcErrors struct {
 	http.ResponseWriter
 	held bool // the SDK's answer is plain text, in msg
@@ -1008,7 +1090,13 @@ func (w *rpcErrors) finish(body []byte) {
 		writeRPCErrorID(w.ResponseWriter, http.StatusBadRequest, codeMethodNotFound, "method not found: "+msg, one.ID)
 		return
 	}
-	writeRPCError(w.ResponseWriter, http.StatusBadRequest, codeInvalidRequest, "invalid request: "+msg)
+	// With the request's id when it has one (a request whose params nest deeper
+	// than the SDK decodes): the go-sdk's client fails its whole connection on an
+	// error of id null.
+	if !strings.HasPrefix(msg, "invalid request") { // the SDK's message may say so itself
+		msg = "invalid request: " + msg
+	}
+	writeRPCErrorID(w.ResponseWriter, http.StatusBadRequest, codeInvalidRequest, msg, requestID(body))
 }
 
 // isJSON reports whether a Content-Type is JSON's (any other is the SDK's to refuse).
@@ -1051,10 +1139,12 @@ func (h warnOnly) Enabled(ctx context.Context, level slog.Level) bool {
 	return level >= slog.LevelWarn && h.Handler.Enabled(ctx, level)
 }
 
-// The messages of the SDK's keepalive (startKeepalive in its shared.go).
+// The messages of the SDK's keepalive (startKeepalive in its shared.go), and of
+// the end of a session (Server.Connect).
 const (
 	sdkPingMissed  = "keepalive ping failed; tolerating below threshold"
 	sdkPingsMissed = "keepalive ping failed; closing session"
+	sdkEndedBadly  = "server session ended with error"
 )
 
 func (h warnOnly) Handle(ctx context.Context, r slog.Record) error {
@@ -1063,6 +1153,18 @@ func (h warnOnly) Handle(ctx context.Context, r slog.Record) error {
 		r = relevel(r, slog.LevelDebug, "mcp server: a client answered no ping (one without a stream of notifications, GET, cannot)")
 	case sdkPingsMissed:
 		r = relevel(r, slog.LevelInfo, "mcp server: a session ends: its client answered no ping for the session timeout")
+	case sdkEndedBadly:
+		// A stdio client that went away (its end of the server's output closed)
+		// is no error of the server's.
+		gone := false
+		r.Attrs(func(a slog.Attr) bool {
+			err, ok := a.Value.Any().(error)
+			gone = gone || ok && (errors.Is(err, syscall.EPIPE) || errors.Is(err, io.ErrClosedPipe))
+			return !gone
+		})
+		if gone {
+			r = relevel(r, slog.LevelInfo, "mcp server: a session ends: its client went away")
+		}
 	}
 	if !h.Handler.Enabled(ctx, r.Level) {
 		return nil

@@ -372,6 +372,9 @@ func (st *lineState) checkMessage(raw []byte) (code int, message string, id json
 		if msg, bad := badRequestID(fields); bad {
 			return codeInvalidRequest, msg, nil
 		}
+		if msg, bad := badProgressToken(fields); bad {
+			return codeInvalidParams, msg, fields["id"]
+		}
 	}
 	var m struct {
 		ID     json.RawMessage `json:"id"`

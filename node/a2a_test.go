@@ -579,6 +579,7 @@ func TestA2AAnswersOutliveTheWriteTimeout(t *testing.T) {
 func TestA2AInvalidPartsAndMessageIDs(t *testing.T) {
 	n, base := a2aNode(t, node.Config{Model: a2aScript(t, llm.ScriptStep{Content: "x"}, llm.ScriptStep{Content: "x"},
 		llm.ScriptStep{Content: "x"}, llm.ScriptStep{Content: "x"})})
+	// The answer to a message/stream is an event stream, of one event here: the error.
 	post := func(body string) map[string]any {
 		t.Helper()
 		resp, err := http.Post(base+"/a2a", "application/json", strings.NewReader(body))
@@ -586,8 +587,12 @@ func TestA2AInvalidPartsAndMessageIDs(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
+		if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+			raw = []byte(strings.TrimSpace(strings.TrimPrefix(string(raw), "data: ")))
+		}
 		var out map[string]any
-		_ = json.NewDecoder(resp.Body).Decode(&out)
+		_ = json.Unmarshal(raw, &out)
 		return out
 	}
 	v03 := func(method, id, parts string) string {
@@ -603,6 +608,11 @@ func TestA2AInvalidPartsAndMessageIDs(t *testing.T) {
 		{v03("message/send", `"m-both"`, `{"kind":"text","text":"hi","data":{"a":1}}`), `message.parts[0]" is a text part with "data"`},
 		{v03("message/send", `"m-both2"`, `{"kind":"text","text":"hi"},{"kind":"data","data":{"a":1},"text":"x"}`), `message.parts[1]" is a data part with "text"`},
 		{v03("message/send", `"m-b64"`, `{"kind":"text","text":"hi"},{"kind":"file","file":{"bytes":"not base64!","mimeType":"text/plain"}}`), "message.parts[1].file.bytes"},
+		{v03("message/send", `"m-nokind"`, `{"kind":"text","text":"hi"},{"text":"no kind"}`), `"message.parts[1]" has no "kind": want "text", "file" or "data"`},
+		{v03("message/stream", `"m-nullkind"`, `{"kind":"text","text":"hi"},{"kind":null,"text":"x"}`), `"message.parts[1].kind" is null: want "text", "file" or "data"`},
+		{v03("message/send", `"m-video"`, `{"kind":"text","text":"hi"},{"kind":"video","url":"x"}`), `"message.parts[1].kind" is "video": want "text", "file" or "data"`},
+		{v03("message/send", `"m-numkind"`, `{"kind":5,"text":"hi"}`), `"message.parts[0].kind" is 5: want`},
+		{v03("message/send", `"m-strpart"`, `{"kind":"text","text":"hi"},"just text"`), `"message.parts[1]" is not an object`},
 		{`{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"kind":"message","messageId":"m-root","role":"root","parts":[{"kind":"text","text":"hi"}]}}}`, `"message.role" "root"`},
 		{`{"jsonrpc":"2.0","id":1,"method":"message/stream","params":{"message":{"kind":"message","messageId":"m-norole","parts":[{"kind":"text","text":"hi"}]}}}`, `"message.role" ""`},
 		{v1(`""`, `{"text":"hi"}`), "message.messageId"},

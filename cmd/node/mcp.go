@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -105,10 +108,23 @@ func serveMCP(ctx context.Context, cfg node.Config, served mcp.ServedConfig, att
 	defer stopNode()
 	srvCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	// A client that goes away (an editor that quits or dies) closes stdout too:
+	// the next write to it (a ping, every progress_interval while a call runs)
+	// killed the process with SIGPIPE, which Go sends a program whose fd 1 is a
+	// broken pipe unless it asks for the signal. Asked for, the write fails with
+	// EPIPE instead: the session ends, its calls are cancelled (a run_task's task
+	// recorded as such), and the node stops as when the client closes stdin.
+	brokenPipe := make(chan os.Signal, 1)
+	signal.Notify(brokenPipe, syscall.SIGPIPE)
+	defer signal.Stop(brokenPipe)
 	srv := newMCPServer(n, cfg, served)
 	go srv.Run(srvCtx)
 	cfg.Logger.Info("node serving MCP on stdio", "data", n.DataDir(), "model", cfg.Model.Name(), "tools", len(n.ToolSpecs())+1)
 	err = srv.Serve(srvCtx, mcp.LineTransport(stdin, stdout, 0))
+	if errors.Is(err, syscall.EPIPE) || errors.Is(err, io.ErrClosedPipe) {
+		cfg.Logger.Info("the MCP client went away: its end of stdout is closed", "err", err)
+		return 0
+	}
 	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, sdk.ErrConnectionClosed) {
 		fmt.Fprintln(stderr, "error: mcp:", err)
 		return 1
