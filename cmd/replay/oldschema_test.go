@@ -29,6 +29,7 @@ func setSchema4(t *testing.T, dir string) {
 		`ALTER TABLE ownership DROP COLUMN released_us`,
 		`ALTER TABLE ownership DROP COLUMN published_us`,
 		`DROP TABLE IF EXISTS fold_snapshots`,
+		`DROP TABLE IF EXISTS summary_lag`,
 		`PRAGMA user_version = 4`,
 	} {
 		if _, err := db.Exec(q); err != nil {

@@ -9,8 +9,9 @@
 // up to eighteen in one statement: a batch that conflicts fails alone (the group is then written again,
 // each batch in its own savepoint and each event alone), and the others commit. Data leaves through Read (one
 // session's events from a seq, in seq order, byte for byte as appended) and Sessions
-// (one summary row per session, maintained in the same transaction as the events),
-// served by a pool of read connections beside the writer.
+// (one summary row per session, derived from its events by the writer: in the
+// transaction of the events, or under load a little later, see lag.go), served by
+// a pool of read connections beside the writer.
 //
 // # Files and durability
 //
@@ -42,7 +43,8 @@
 // again, so an event already stored by any process is a no-op, and a different event
 // at a taken (session, seq) fails with eventlog.ErrSeqConflict; of two processes
 // racing for one (session, seq), exactly one wins. The session summaries are
-// updated in SQL from their stored values, in the same transaction. An Append that
+// updated in SQL from their stored values, in the same transaction (a writer that
+// shares the log never defers them: see lag.go). An Append that
 // finds the database still locked after the timeout fails with ErrBusy, having
 // written nothing: callers retry it like any outage. Readers see every process's
 // commits, and checkpoints are PASSIVE, which never wait for another process. The
@@ -137,6 +139,8 @@
 // fold snapshot per session (eventlog.Snapshots): a derived cache of its folded
 // state, which a session actor checks against the log before it uses it, and
 // which can be deleted at any time (its sessions then fold from the start).
-// PRAGMA user_version records the schema
+// Table summary_lag holds, while summary rows lag their events, the highest
+// rowid of events before them, from which Open rebuilds the rows after a crash
+// (lag.go). PRAGMA user_version records the schema
 // version; Open migrates older files and refuses newer ones.
 package sqlite

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -75,12 +76,32 @@ func TestHelperProcess(t *testing.T) {
 		fmt.Println("helper: open:", err)
 		os.Exit(2)
 	}
-	for seq := 1; seq <= n; seq++ {
-		if err := l.Append(ctx, []messages.Envelope{event(t, session, uint64(seq))}); err != nil {
-			fmt.Println("helper: append:", err)
-			os.Exit(2)
+	// With sessions, it appends to each, all at once, and goes on appending
+	// after it says ready, until it is killed.
+	sessions, _ := strconv.Atoi(os.Getenv(helperEnv + "_SESSIONS"))
+	var wg sync.WaitGroup
+	for i := range max(sessions, 1) {
+		id := session
+		if sessions > 0 {
+			id = fmt.Sprintf("%s-%d", session, i)
 		}
+		wg.Add(1)
+		go func() {
+			for seq := 1; seq <= n || sessions > 0; seq++ {
+				if seq == n+1 {
+					wg.Done()
+				}
+				if err := l.Append(ctx, []messages.Envelope{event(t, id, uint64(seq))}); err != nil {
+					fmt.Println("helper: append:", err)
+					os.Exit(2)
+				}
+			}
+			if n == 0 || sessions == 0 {
+				wg.Done()
+			}
+		}()
 	}
+	wg.Wait()
 	fmt.Println("helper: ready")
 	_, _ = bufio.NewReader(os.Stdin).ReadString('\n')
 	_ = l.Close()
@@ -88,9 +109,10 @@ func TestHelperProcess(t *testing.T) {
 
 // helper says how startHelper runs TestHelperProcess.
 type helper struct {
-	events  int    // appended before it says ready
-	session string // "helper" if empty
-	shared  bool   // Config.Shared
+	events   int    // appended before it says ready, to each session
+	session  string // "helper" if empty
+	sessions int    // if > 0, appends to sessions <session>-0 to -<sessions-1> at once
+	shared   bool   // Config.Shared
 }
 
 // startHelper runs the test binary again as TestHelperProcess on dir, and returns
@@ -110,7 +132,8 @@ func startHelper(ctx context.Context, t *testing.T, dir string, events int) *exe
 func spawnHelper(ctx context.Context, t *testing.T, dir string, h helper) (*exec.Cmd, error) {
 	t.Helper()
 	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestHelperProcess$", "-test.count=1")
-	cmd.Env = append(os.Environ(), helperEnv+"="+dir, helperEnv+"_EVENTS="+strconv.Itoa(h.events), helperEnv+"_SESSION="+h.session)
+	cmd.Env = append(os.Environ(), helperEnv+"="+dir, helperEnv+"_EVENTS="+strconv.Itoa(h.events), helperEnv+"_SESSION="+h.session,
+		helperEnv+"_SESSIONS="+strconv.Itoa(h.sessions))
 	if h.shared {
 		cmd.Env = append(cmd.Env, helperEnv+"_SHARED=1")
 	}
@@ -191,6 +214,47 @@ func TestLockAcrossProcesses(t *testing.T) {
 	infos, err := l.Sessions(ctx, eventlog.Filter{})
 	if err != nil || len(infos) != 1 || infos[0].Events != events || infos[0].LastSeq != events {
 		t.Fatalf("Sessions after kill -9 = %+v, %v", infos, err)
+	}
+}
+
+// TestKilledUnderLoadListsEverySession runs a node as a child process that
+// appends to 32 sessions at once (the writer groups their appends, and defers
+// their summary rows), and kills it with SIGKILL while it appends: the summaries
+// the next Open lists count every event each session holds.
+func TestKilledUnderLoadListsEverySession(t *testing.T) {
+	if os.Getenv(helperEnv) != "" {
+		t.Skip("running as the helper process")
+	}
+	const sessions, events = 32, 20
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	cmd, err := spawnHelper(ctx, t, dir, helper{events: events, sessions: sessions})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+
+	l := open(t, sqlite.Config{Dir: dir})
+	infos, err := l.Sessions(ctx, eventlog.Filter{Prefix: "helper-"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(infos) != sessions {
+		t.Fatalf("Sessions after kill -9 lists %d sessions, want %d", len(infos), sessions)
+	}
+	for _, i := range infos {
+		got, err := l.Read(ctx, i.ID, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) < events || i.Events != len(got) || i.LastSeq != got[len(got)-1].Seq {
+			t.Errorf("Sessions after kill -9: %s has %d events up to seq %d; it holds %d up to seq %d (at least %d)",
+				i.ID, i.Events, i.LastSeq, len(got), got[len(got)-1].Seq, events)
+		}
 	}
 }
 

@@ -139,6 +139,15 @@ var migrations = [][]string{
 			sum        TEXT    NOT NULL
 		)`,
 	},
+	// 12: the record of summary rows that lag their events (lag.go): the highest
+	// rowid of the events before them, one row at most. A new table: older
+	// builds run beside it.
+	{
+		`CREATE TABLE summary_lag (
+			id         INTEGER NOT NULL PRIMARY KEY,
+			from_rowid INTEGER NOT NULL
+		)`,
+	},
 }
 
 // epochStartWhere is the condition of index events_by_epoch_start: a leased event
@@ -280,7 +289,7 @@ func payloadField(alias, path string) string {
 }
 
 // SchemaVersion is the schema version this build writes.
-const SchemaVersion = 11 // = len(migrations), checked by a test
+const SchemaVersion = 12 // = len(migrations), checked by a test
 
 // olderBuildSteps are the migrations whose statements a process of an older
 // build, still running on a Shared log, cannot live with, and what migrate does

@@ -37,8 +37,9 @@ type Log struct {
 	wdb       *sql.DB   // two connections: the writer's and the checkpointer's
 	wconn     *sql.Conn // owned by the writer goroutine
 	w         writeStmts
-	ckconn    *sql.Conn // owned by the checkpointer goroutine
-	rdb       *sql.DB   // read pool
+	lagging   atomic.Bool // summary rows lag their events (lag.go): the writer sets it after each commit
+	ckconn    *sql.Conn   // owned by the checkpointer goroutine
+	rdb       *sql.DB     // read pool
 	read      *sql.Stmt
 	readEpoch *sql.Stmt // the highest epoch of a session before a seq
 	list      *sql.Stmt
@@ -160,6 +161,9 @@ func open(ctx context.Context, cfg Config, beforeGroup func([]*appendReq)) (_ *L
 		return nil, fmt.Errorf("eventlog/sqlite: open %s: %w", l.path, err)
 	}
 	if err := migrate(ctx, l.wconn, l.path, alone); err != nil {
+		return nil, l.busyErr(err)
+	}
+	if err := repairSummaries(ctx, l.wconn, l.path); err != nil {
 		return nil, l.busyErr(err)
 	}
 	if alone {
@@ -491,6 +495,19 @@ func (l *Log) Sessions(ctx context.Context, f eventlog.Filter) ([]eventlog.Sessi
 	default:
 		return nil, fmt.Errorf("eventlog/sqlite: list sessions: unknown status %q", f.Status)
 	}
+	if err := l.syncSummaries(ctx, "list sessions"); err != nil {
+		return nil, err
+	}
+	var lagged map[string]eventlog.SessionInfo // a read-only Log's rows that lag, rebuilt (lag.go)
+	if l.cfg.ReadOnly {
+		var err error
+		if lagged, err = l.lagged(ctx); err != nil {
+			return nil, l.readErr("list sessions", err)
+		}
+		if limit > 0 {
+			limit += int64(len(lagged))
+		}
+	}
 	var rows *sql.Rows
 	var err error
 	if f.Status == messages.StatusRunning && f.SessionsOnly && f.Prefix == "" {
@@ -517,6 +534,9 @@ func (l *Log) Sessions(ctx context.Context, f eventlog.Filter) ([]eventlog.Sessi
 	}
 	if err := rows.Err(); err != nil {
 		return nil, l.readErr("list sessions", err)
+	}
+	if len(lagged) > 0 {
+		infos = overlay(infos, lagged, f, since)
 	}
 	return infos, nil
 }

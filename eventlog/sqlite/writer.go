@@ -106,14 +106,15 @@ type appendReq struct {
 	compact *compactReq            // set for DeleteEvents, which has no events
 	snap    *eventlog.FoldSnapshot // set for SaveSnapshot, which has no events
 	probe   bool                   // set for Writable's probe write, which has no events
+	flush   bool                   // set for syncSummaries, which writes the summary rows that lag (lag.go)
 	done    chan error             // buffered: the writer never blocks on it
 	pooled  bool                   // from Log.reqPool, to go back once answered
 }
 
 // appends reports whether r appends events: Own, Release, prune, compaction and
-// snapshot calls and probes do not.
+// snapshot calls, probes and flushes do not.
 func (r *appendReq) appends() bool {
-	return r.own == nil && r.free == nil && r.prune == nil && r.compact == nil && r.snap == nil && !r.probe
+	return r.own == nil && r.free == nil && r.prune == nil && r.compact == nil && r.snap == nil && !r.probe && !r.flush
 }
 
 // ownReq is an Own (or TakeOver) call: the writer sets epoch, and previous,
@@ -183,7 +184,7 @@ type writeStmts struct {
 	// cause, and the last two timestamps (an agent's step stamps its events alike).
 	lastID lastValue
 	ts     [2]lastInt
-	deltas []sessionDelta // apply's, reused
+	lagState
 
 	// started holds, for sessions written lately, a start their committed summary
 	// row is at or before: a batch that starts no earlier needs no restart
@@ -448,6 +449,10 @@ func (w *writeStmts) prepare(ctx context.Context, dc any) error {
 		{&w.compactSummary, `UPDATE sessions SET events = events - ? WHERE session_id = ?`},
 		{&w.holeAt, `SELECT EXISTS (SELECT 1 FROM events WHERE session_id = ?1 AND seq = ?2),
 			EXISTS (SELECT 1 FROM events WHERE session_id = ?1 AND seq > ?2)`},
+		// The record of summary rows that lag (lag.go): the highest rowid of the
+		// events before them.
+		{&w.markLag, `INSERT OR REPLACE INTO summary_lag (id, from_rowid) VALUES (1, (SELECT coalesce(max(rowid), 0) FROM events))`},
+		{&w.clearLag, `DELETE FROM summary_lag`},
 		// Positional parameters: the driver names a numbered one anew on every call.
 		{&w.restart, `UPDATE sessions SET started_us = ? WHERE session_id = ? AND started_us > ?`},
 		// A session's fold snapshot, in place of the one kept.
@@ -473,7 +478,7 @@ func (w *writeStmts) close() error {
 	var errs []error
 	stmts := []*driver.Stmt{&w.begin, &w.commit, &w.rollback, &w.savepoint, &w.release, &w.undo, &w.insert, &w.byID, &w.byPos, &w.claimed, &w.hasEvents, &w.summarize, &w.touch, &w.settle, &w.create, &w.restart,
 		&w.current, &w.maxEpoch, &w.takeOwner, &w.owner, &w.releaseOwner, &w.markOwner, &w.aliased, &w.addAlias, &w.dropProbe, &w.pruneAliases, &w.pruneEvents, &w.pruneSessions,
-		&w.lastSeq, &w.compactAlias, &w.compactEvent, &w.compactSummary, &w.holeAt, &w.saveSnapshot,
+		&w.lastSeq, &w.compactAlias, &w.compactEvent, &w.compactSummary, &w.holeAt, &w.saveSnapshot, &w.markLag, &w.clearLag,
 		&w.pruneListedAliases, &w.pruneListedEvents, &w.pruneListedSessions}
 	for i := range w.insertRows {
 		stmts = append(stmts, &w.insertRows[i])
@@ -571,16 +576,26 @@ func asString(v driver.Value) (string, error) {
 // group. After Close it writes what is still queued, then returns.
 func (l *Log) runWriter() {
 	defer close(l.writerDone)
+	due := time.NewTimer(maxLagAge) // when summary rows that lag are due (lag.go)
+	defer due.Stop()
 	for {
+		var lagDue <-chan time.Time
+		if len(l.w.lag) > 0 {
+			due.Reset(time.Until(l.w.lagSince.Add(maxLagAge)))
+			lagDue = due.C
+		}
 		select {
 		case r := <-l.reqs:
 			l.writeGroup(l.gather(r))
+		case <-lagDue:
+			l.flushLag()
 		case <-l.closing:
 			for {
 				select {
 				case r := <-l.reqs:
 					l.writeGroup(l.gather(r))
 				default:
+					l.flushLag() // a Log closed cleanly leaves no rows for the next Open to rebuild
 					return
 				}
 			}
@@ -747,6 +762,7 @@ func (l *Log) commitGroup(reqs []*appendReq, savepoints bool) ([]error, error) {
 	clear(l.w.tailing)
 	l.w.tailing = l.w.tailing[:0]
 	l.dropRows()
+	deferring := l.beginSummaries(reqs)
 	if l.cfg.Shared {
 		clear(l.w.epochs) // another process may have taken partitions since
 	}
@@ -779,11 +795,33 @@ func (l *Log) commitGroup(reqs []*appendReq, savepoints bool) ([]error, error) {
 		}
 		l.w.aliases, l.w.aliasesRead = aliases != 0, true
 	}
+	if deferring {
+		if err := l.markSummaries(ctx); err != nil {
+			return abort(err)
+		}
+	}
 	var (
 		errs    []error
 		written uint64
 	)
 	for i, r := range reqs {
+		if !r.appends() {
+			// A request that appends nothing reads or deletes summary rows (a prune,
+			// a compaction), or comes seldom: the rows that lag and those of the
+			// requests before it are written first, outside its savepoint.
+			err := l.flushRows(ctx) // a prune deletes rows; none of them looks up events, but none is an append either
+			if err == nil {
+				err = l.summarizeNow(ctx)
+			}
+			if errors.Is(err, errInsertedFewer) {
+				if rerr := rollback(); rerr != nil {
+					return nil, fmt.Errorf("eventlog/sqlite: append: %w", rerr)
+				}
+				return nil, errRetryWithSavepoints
+			} else if err != nil {
+				return abort(err)
+			}
+		}
 		if savepoints {
 			if _, err := l.w.exec(ctx, l.w.savepoint); err != nil {
 				return abort(fmt.Errorf("eventlog/sqlite: append: savepoint: %w", err))
@@ -793,12 +831,10 @@ func (l *Log) commitGroup(reqs []*appendReq, savepoints bool) ([]error, error) {
 			n   uint64
 			err error
 		)
-		starts, tails := len(l.w.starting), len(l.w.tailing) // a request undone takes its starts and tails with it
-		if !r.appends() {
-			err = l.flushRows(ctx) // a prune deletes rows; none of them looks up events, but none is an append either
-		}
+		// A request undone takes its starts, tails and summary deltas with it.
+		starts, tails, deltas := len(l.w.starting), len(l.w.tailing), len(l.w.txDeltas)
 		switch {
-		case err != nil:
+		case r.flush:
 		case r.probe:
 			err = l.probeWrite(ctx)
 		case r.own != nil:
@@ -839,6 +875,8 @@ func (l *Log) commitGroup(reqs []*appendReq, savepoints bool) ([]error, error) {
 			errs[i] = err
 			l.w.starting = l.w.starting[:starts]
 			l.w.tailing = l.w.tailing[:tails]
+			clear(l.w.txDeltas[deltas:])
+			l.w.txDeltas = l.w.txDeltas[:deltas]
 			if _, err := l.w.exec(ctx, l.w.undo); err != nil {
 				return abort(fmt.Errorf("eventlog/sqlite: append: rollback to savepoint: %w", err))
 			}
@@ -861,12 +899,20 @@ func (l *Log) commitGroup(reqs []*appendReq, savepoints bool) ([]error, error) {
 	} else if err != nil {
 		return abort(err)
 	}
+	if !deferring {
+		if err := l.summarizeNow(ctx); err != nil {
+			return abort(err)
+		}
+	}
 	if _, err := l.w.exec(ctx, l.w.commit); err != nil {
 		return abort(fmt.Errorf("eventlog/sqlite: append: commit: %w", err))
 	}
+	l.keepSummaries(deferring)
 	l.w.keepStarts()
 	l.w.keepTails()
-	l.stats.transactions.Add(1)
+	if len(reqs) > 1 || !reqs[0].flush { // a flush of summary rows alone is no group of calls
+		l.stats.transactions.Add(1)
+	}
 	l.stats.events.Add(written)
 	bytes := 0
 	for _, r := range reqs {
@@ -984,11 +1030,10 @@ func (l *Log) fence(ctx context.Context, lease eventlog.Lease) error {
 // back and writes the group again without rows, an event at a time.
 func (l *Log) apply(ctx context.Context, lease *eventlog.Lease, events []messages.Envelope, rows bool) (uint64, error) {
 	var (
-		deltas  = l.w.deltas[:0] // batches rarely span more than one session
+		first   = len(l.w.txDeltas) // this batch's deltas are l.w.txDeltas[first:]; batches rarely span more than one session
 		written uint64
 		epoch   uint64
 	)
-	defer func() { l.w.deltas = deltas[:0] }()
 	if lease != nil {
 		if err := l.fence(ctx, *lease); err != nil {
 			return 0, err
@@ -1065,30 +1110,59 @@ func (l *Log) apply(ctx context.Context, lease *eventlog.Lease, events []message
 			}
 		}
 		written++
-		i := 0
-		for i < len(deltas) && deltas[i].id != e.SessionID {
+		i := first
+		for i < len(l.w.txDeltas) && l.w.txDeltas[i].id != e.SessionID {
 			i++
 		}
-		if i == len(deltas) {
-			deltas = append(deltas, sessionDelta{id: e.SessionID, status: messages.StatusRunning, startedUS: e.TS, updatedUS: e.TS})
+		if i == len(l.w.txDeltas) {
+			l.w.txDeltas = append(l.w.txDeltas, newDelta(e.SessionID, e.TS))
 		}
-		d := &deltas[i]
-		d.events++
-		switch e.Type {
-		case messages.TypeModelRequested:
-			d.steps++
-		case messages.TypeTaskSubmitted:
-			d.tasks++
-		case messages.TypeTaskCompleted, messages.TypeTaskFailed:
-			d.ended++
-		}
-		if status, ok := eventlog.TaskStatus(e.Type); ok && e.Seq > d.statusSeq {
-			d.status, d.statusSeq = status, e.Seq
-		}
-		d.lastSeq = max(d.lastSeq, e.Seq)
-		d.startedUS = min(d.startedUS, e.TS)
-		d.updatedUS = max(d.updatedUS, e.TS)
+		l.w.txDeltas[i].add(e.Type, e.Seq, e.TS)
 	}
+	return written, nil
+}
+
+// newDelta is the delta of no event to session id's summary, at ts.
+func newDelta(id string, ts int64) sessionDelta {
+	return sessionDelta{id: id, status: messages.StatusRunning, startedUS: ts, updatedUS: ts}
+}
+
+// add adds an event, of type typ at seq stamped ts, to d.
+func (d *sessionDelta) add(typ messages.Type, seq uint64, ts int64) {
+	d.events++
+	switch typ {
+	case messages.TypeModelRequested:
+		d.steps++
+	case messages.TypeTaskSubmitted:
+		d.tasks++
+	case messages.TypeTaskCompleted, messages.TypeTaskFailed:
+		d.ended++
+	}
+	if status, ok := eventlog.TaskStatus(typ); ok && seq > d.statusSeq {
+		d.status, d.statusSeq = status, seq
+	}
+	d.lastSeq = max(d.lastSeq, seq)
+	d.startedUS = min(d.startedUS, ts)
+	d.updatedUS = max(d.updatedUS, ts)
+}
+
+// merge adds o, a delta of the same session, to d.
+func (d *sessionDelta) merge(o sessionDelta) {
+	d.events += o.events
+	d.steps += o.steps
+	d.tasks += o.tasks
+	d.ended += o.ended
+	if o.statusSeq > d.statusSeq {
+		d.status, d.statusSeq = o.status, o.statusSeq
+	}
+	d.lastSeq = max(d.lastSeq, o.lastSeq)
+	d.startedUS = min(d.startedUS, o.startedUS)
+	d.updatedUS = max(d.updatedUS, o.updatedUS)
+}
+
+// summarize writes deltas to the summary table, in the writer's transaction: a
+// statement or two per session (deltas name each session once).
+func (l *Log) summarize(ctx context.Context, deltas []sessionDelta) error {
 	for _, d := range deltas {
 		id, started := l.w.session.of(d.id), l.w.stamp(d.startedUS)
 		var touched int64
@@ -1100,7 +1174,7 @@ func (l *Log) apply(ctx context.Context, lease *eventlog.Lease, events []message
 			var err error
 			touched, err = l.w.exec(ctx, l.w.touch, int64(d.events), int64(d.steps), int64(d.lastSeq), l.w.stamp(d.updatedUS), id)
 			if err != nil {
-				return 0, fmt.Errorf("eventlog/sqlite: append: update summary of session %s: %w", d.id, err)
+				return fmt.Errorf("eventlog/sqlite: append: update summary of session %s: %w", d.id, err)
 			}
 		case d.tasks == 0:
 			// No task.submitted, which a new session's first batch has: the row
@@ -1109,7 +1183,7 @@ func (l *Log) apply(ctx context.Context, lease *eventlog.Lease, events []message
 			touched, err = l.w.exec(ctx, l.w.settle, int64(d.statusSeq), l.w.name(d.status), int64(d.statusSeq), int64(d.events), int64(d.steps),
 				int64(d.tasks), int64(d.ended), int64(d.lastSeq), l.w.stamp(d.updatedUS), id)
 			if err != nil {
-				return 0, fmt.Errorf("eventlog/sqlite: append: update summary of session %s: %w", d.id, err)
+				return fmt.Errorf("eventlog/sqlite: append: update summary of session %s: %w", d.id, err)
 			}
 		case !l.w.startedBy(d.id, d.startedUS):
 			// A task.submitted, of a session the writer knows no start of: a new
@@ -1118,26 +1192,26 @@ func (l *Log) apply(ctx context.Context, lease *eventlog.Lease, events []message
 			touched, err = l.w.exec(ctx, l.w.create, id, l.w.name(d.status), int64(d.statusSeq), int64(d.events), int64(d.steps),
 				int64(d.lastSeq), started, l.w.stamp(d.updatedUS), int64(d.tasks), int64(d.ended))
 			if err != nil {
-				return 0, fmt.Errorf("eventlog/sqlite: append: summary of session %s: %w", d.id, err)
+				return fmt.Errorf("eventlog/sqlite: append: summary of session %s: %w", d.id, err)
 			}
 			fresh = touched != 0
 		}
 		if touched == 0 {
 			if _, err := l.w.exec(ctx, l.w.summarize, id, l.w.name(d.status), int64(d.statusSeq), int64(d.events), int64(d.steps),
 				int64(d.lastSeq), started, l.w.stamp(d.updatedUS), int64(d.tasks), int64(d.ended)); err != nil {
-				return 0, fmt.Errorf("eventlog/sqlite: append: update summary of session %s: %w", d.id, err)
+				return fmt.Errorf("eventlog/sqlite: append: update summary of session %s: %w", d.id, err)
 			}
 		}
 		// After these statements the row starts at or before d.startedUS; the restart
 		// is needed only if it may have started later (not a row create just made).
 		if !fresh && !l.w.startedBy(d.id, d.startedUS) {
 			if _, err := l.w.exec(ctx, l.w.restart, started, id, started); err != nil {
-				return 0, fmt.Errorf("eventlog/sqlite: append: update start of session %s: %w", d.id, err)
+				return fmt.Errorf("eventlog/sqlite: append: update start of session %s: %w", d.id, err)
 			}
 		}
 		l.w.starting = append(l.w.starting, sessionStart{d.id, d.startedUS})
 	}
-	return written, nil
+	return nil
 }
 
 // pendingKey is the key of an event whose row is pending (writeStmts.pend).
