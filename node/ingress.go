@@ -146,6 +146,19 @@ type Ingress struct {
 	// unpriced, when set, is called for a task with a cost budget on a node whose
 	// gateway has no price table (Config.warnUnpricedTask).
 	unpriced func()
+	// topicPrefix is the bus's prefix of topic names (Bus.TopicPrefix), which a
+	// reply_topic takes too.
+	topicPrefix string
+}
+
+// checkReplyTopicRoom reports a reply_topic that Kafka's longest topic name
+// holds only without the bus's prefix (Task.Validate checks it without).
+func (in *Ingress) checkReplyTopicRoom(topic string) error {
+	if topic == "" || len(in.topicPrefix)+len(topic) <= maxTopicName {
+		return nil
+	}
+	return fmt.Errorf("%w: reply_topic is %d characters long, and with the topic prefix %q before it %d; Kafka allows at most %d",
+		ErrBadTask, len(topic), in.topicPrefix, len(in.topicPrefix)+len(topic), maxTopicName)
 }
 
 func newIngress(redactor *redact.Redactor, clock actors.Clock, ids actors.IDs) *Ingress {
@@ -285,6 +298,9 @@ func (in *Ingress) admitTask(t Task, a Arrival, c *child) (messages.Envelope, *m
 	if err := t.Validate(); err != nil {
 		return messages.Envelope{}, nil, err
 	}
+	if err := in.checkReplyTopicRoom(t.ReplyTopic); err != nil {
+		return messages.Envelope{}, nil, err
+	}
 	if err := in.checkAgent(t.Agent); err != nil {
 		return messages.Envelope{}, nil, err
 	}
@@ -383,6 +399,9 @@ func (in *Ingress) admitEnvelope(payload []byte) (messages.Envelope, string, err
 	t := Task{Input: ts.Input, SessionID: env.SessionID, Agent: ts.Agent, MaxSteps: ts.MaxSteps, MaxTokens: ts.MaxTokens, MaxCostUSD: ts.MaxCostUSD, ReplyTopic: ts.ReplyTopic,
 		TaskID: ts.TaskID}
 	if err := t.Validate(); err != nil {
+		return messages.Envelope{}, "", err
+	}
+	if err := in.checkReplyTopicRoom(t.ReplyTopic); err != nil {
 		return messages.Envelope{}, "", err
 	}
 	if err := in.checkAgent(t.Agent); err != nil {

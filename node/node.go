@@ -514,6 +514,11 @@ type Bus struct {
 	// DefaultStoredRetention, is Kafka's default retention (7 days) and a day. A
 	// negative value keeps them for good.
 	StoredRetention time.Duration
+	// TopicPrefix is the prefix the bus puts before every topic name on the wire
+	// (kafka.TopicLayout.Prefix, --topic-prefix). A task's reply_topic goes behind
+	// it too, so one that Kafka's 249 characters hold only without it is refused
+	// when the task is submitted: the publisher could never name it.
+	TopicPrefix string
 }
 
 // DefaultStoredRetention is Bus.StoredRetention's default.
@@ -939,6 +944,9 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	for _, a := range n.cfg.Agents {
 		n.ingress.agents = append(n.ingress.agents, a.Name)
+	}
+	if n.cfg.Bus != nil {
+		n.ingress.topicPrefix = n.cfg.Bus.TopicPrefix
 	}
 	if err := n.newTracing(ctx); err != nil {
 		return nil, n.fail(err)

@@ -12,6 +12,7 @@ import (
 	kafkago "github.com/segmentio/kafka-go"
 
 	"github.com/troupe-run/troupe/actors"
+	"github.com/troupe-run/troupe/kafka"
 )
 
 // outbox publishes what session actors hand it (their events on troupe.events, task
@@ -338,9 +339,10 @@ func (o *outbox) runLane(topic string, l *lane) {
 // o.replyRetries times; once, for either, while the lane is refusing (it gave
 // one up that way, until one goes through); once for a temporary error while
 // the lane is stuck (it gave one up after replyGiveUp, until one goes through);
-// at once for any error the broker answered while the outbox closes; and at once,
+// at once for any error the broker answered while the outbox closes; at once,
 // with a warning, when it does not exist and the node may not create it
-// (ErrReplyTopicNotCreated).
+// (ErrReplyTopicNotCreated); and at once, with an error, when its name is none
+// Kafka takes (kafka.ErrInvalidTopic).
 func (o *outbox) publish(topic string, msgs []*message.Message, l *lane) {
 	backoff := 50 * time.Millisecond
 	start := time.Now()
@@ -353,6 +355,9 @@ func (o *outbox) publish(topic string, msgs []*message.Message, l *lane) {
 			return
 		}
 		if l != nil && o.replyNotCreated(topic, msgs, err) {
+			return
+		}
+		if l != nil && o.replyInvalid(topic, msgs, err) {
 			return
 		}
 		if attempt >= o.retries && o.isClosing() {
@@ -384,6 +389,22 @@ func (o *outbox) replyNotCreated(topic string, msgs []*message.Message, err erro
 		o.notCreated()
 	}
 	o.logger.Warn("a task's reply topic does not exist and the node may not create it; its messages are dropped (the results are on troupe.results and in the log)",
+		"topic", topic, "messages", len(msgs), "first", msgs[0].UUID, "err", err)
+	return true
+}
+
+// replyInvalid gives a reply topic's publish up, logged and counted, when err says
+// Kafka cannot name the topic (kafka.ErrInvalidTopic: over 249 characters once
+// the node's --topic-prefix is put before it). The publisher refuses such a name
+// itself, before any request, so it never answers as a broker does: it was
+// retried as through an outage, for as long as the node ran. The results are on
+// troupe.results and in the log.
+func (o *outbox) replyInvalid(topic string, msgs []*message.Message, err error) bool {
+	if !errors.Is(err, kafka.ErrInvalidTopic) {
+		return false
+	}
+	o.failed()
+	o.logger.Error("a task's reply topic is no name Kafka takes; its messages are dropped (the results are on troupe.results and in the log)",
 		"topic", topic, "messages", len(msgs), "first", msgs[0].UUID, "err", err)
 	return true
 }

@@ -1,7 +1,9 @@
 package node
 
 import (
+	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -10,6 +12,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 	kafkago "github.com/segmentio/kafka-go"
 
+	"github.com/troupe-run/troupe/kafka"
 	"github.com/troupe-run/troupe/messages"
 )
 
@@ -112,5 +115,39 @@ func TestOutboxRetriesItsOwnTopicsAndOutages(t *testing.T) {
 			}
 			o.Close()
 		})
+	}
+}
+
+// A reply_topic of up to 249 characters is a legal name, but not behind a node's
+// --topic-prefix that makes it longer than Kafka's 249: the publisher refuses such
+// a name itself, without asking the broker, and the outbox took that for an
+// outage and retried it for as long as the node ran (a warning every 5 s, and the
+// node's flushes behind the lane waiting on it). It is given up at once now,
+// counted as a failed publish.
+func TestOutboxGivesUpAReplyTopicKafkaCannotName(t *testing.T) {
+	topic := "replies." + strings.Repeat("x", 241)
+	err := fmt.Errorf("%w: topic %q with prefix %q is %d characters long, more than Kafka's %d",
+		kafka.ErrInvalidTopic, topic, "prod.", len("prod.")+len(topic), kafka.MaxTopicNameLength)
+	pub := &refusingPublisher{refused: topic, err: err, got: map[string][]string{}}
+	var failed atomic.Int64
+	o := newOutbox(pub, 64, slog.New(slog.DiscardHandler), func() { failed.Add(1) })
+	defer o.Close()
+	if err := o.Publish(topic, message.NewMessage("reply-1", nil)); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Publish(messages.TopicResults, message.NewMessage("result-1", nil)); err != nil {
+		t.Fatal(err)
+	}
+	if !o.Flush(20 * time.Second) {
+		t.Fatalf("not flushed: the reply topic Kafka cannot name was retried (%d attempts)", pub.attempts.Load())
+	}
+	if n := pub.attempts.Load(); n != 1 {
+		t.Errorf("the reply topic was tried %d times; want once", n)
+	}
+	if n := failed.Load(); n != 1 {
+		t.Errorf("failed publishes counted %d; want 1", n)
+	}
+	if got := pub.published(messages.TopicResults); len(got) != 1 || got[0] != "result-1" {
+		t.Errorf("troupe.results got %v; want [result-1]", got)
 	}
 }

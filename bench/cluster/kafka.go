@@ -400,7 +400,7 @@ func runKafka(ctx context.Context, o options, scenario string, round, nodes int,
 		// Wired as `node serve --kafka` wires a node: sharded by partition, the nodes
 		// sharing one log.
 		cfg.Bus = &node.Bus{Publisher: pub, Tasks: clients.Group, Live: clients.Live,
-			Tools: clients.Tools, Models: clients.Models, Sharded: true, Partition: kafka.PartitionOf}
+			Tools: clients.Tools, Models: clients.Models, Sharded: true, Partition: kafka.PartitionOf, TopicPrefix: topics.Prefix}
 		cfg.NodeID = fmt.Sprintf("bench-node-%d", i+1)
 		n, err := node.New(ctx, cfg)
 		if err != nil {

@@ -861,7 +861,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 			}
 		}()
 		cfg.Bus = &node.Bus{Publisher: clients.Publisher, Tasks: clients.Group, Live: clients.Live,
-			Tools: clients.Tools, Models: clients.Models, Sharded: true, Partition: kafka.PartitionOf, StoredRetention: storedRetention}
+			Tools: clients.Tools, Models: clients.Models, Sharded: true, Partition: kafka.PartitionOf, StoredRetention: storedRetention,
+			TopicPrefix: topics.Prefix}
 		cfg.NodeID, cfg.Roles = *nodeID, roles
 		attach = func(n *node.Node) { clients.SetOwner(n) }
 		if cfg.Log == nil {
