@@ -218,45 +218,115 @@ func (l *Log) flushLag() {
 	}
 }
 
-// repairSummaries rebuilds, from their events, the summary rows of the sessions
-// a writer that stopped without writing them left lagging (see the top of this
-// file): those with events past the rowid that table summary_lag records, then
-// deletes the record. It runs as Open starts, before anything reads the
-// summaries; a rebuilt row is what the writer would have written, so a row
-// rebuilt that did not lag is left as it was.
-func repairSummaries(ctx context.Context, conn *sql.Conn, path string) (err error) {
-	var from int64
-	switch err := conn.QueryRowContext(ctx, `SELECT from_rowid FROM summary_lag WHERE id = 1`).Scan(&from); {
+// querier is what the rebuilds read through: a connection or a transaction.
+type querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// lagMark returns the rowid table summary_lag records, and whether it records
+// one (a log of a schema before 12 has no such table, and so no lag).
+func lagMark(ctx context.Context, q querier) (from int64, ok bool, err error) {
+	var tables int
+	if err := q.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'summary_lag'`).Scan(&tables); err != nil {
+		return 0, false, fmt.Errorf("look up the record of summaries that lag: %w", err)
+	}
+	if tables == 0 {
+		return 0, false, nil
+	}
+	switch err := q.QueryRowContext(ctx, `SELECT from_rowid FROM summary_lag WHERE id = 1`).Scan(&from); {
 	case errors.Is(err, sql.ErrNoRows):
-		return nil
+		return 0, false, nil
 	case err != nil:
-		return fmt.Errorf("eventlog/sqlite: %s: read the record of summaries that lag: %w", path, err)
+		return 0, false, fmt.Errorf("read the record of summaries that lag: %w", err)
+	}
+	return from, true, nil
+}
+
+// pastMark returns what the events past rowid from add to their sessions' rows,
+// a delta per session, in one scan of the rowid range. While table summary_lag
+// records from, the rows hold exactly the events up to it: the transaction that
+// records it is the first whose rows lag (none lagged before), and a
+// transaction that writes the rows that lag deletes the record in the same
+// commit. A row plus its session's delta is then the row the writer would have
+// written, whatever the row holds that the stored events no longer show (the
+// counts of a compacted stream's deleted events, its earlier start).
+func pastMark(ctx context.Context, q querier, from int64) ([]sessionDelta, error) {
+	rows, err := q.QueryContext(ctx, `SELECT session_id, type, seq, ts FROM events WHERE rowid > ? ORDER BY rowid`, from)
+	if err != nil {
+		return nil, fmt.Errorf("read the events of summaries that lag: %w", err)
+	}
+	defer rows.Close()
+	var (
+		deltas []sessionDelta
+		index  = map[string]int{}
+	)
+	for rows.Next() {
+		var (
+			id, typ string
+			seq     uint64
+			ts      int64
+		)
+		if err := rows.Scan(&id, &typ, &seq, &ts); err != nil {
+			return nil, fmt.Errorf("read the events of summaries that lag: %w", err)
+		}
+		i, ok := index[id]
+		if !ok {
+			i = len(deltas)
+			index[id] = i
+			deltas = append(deltas, newDelta(id, ts))
+		}
+		deltas[i].add(messages.Type(typ), seq, ts)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read the events of summaries that lag: %w", err)
+	}
+	return deltas, nil
+}
+
+// repairSummaries writes the summary rows a writer that stopped without writing
+// them left lagging (see the top of this file): the deltas of the events past
+// the rowid table summary_lag records, added to the rows as the writer adds
+// them; then it deletes the record. It runs as Open starts, before any migration
+// (a step that rebuilt table events would renumber its rowids) and before
+// anything reads the summaries. The record is read again under the write lock:
+// of two processes opening a Shared log at once, one repairs.
+func repairSummaries(ctx context.Context, conn *sql.Conn, path string) (err error) {
+	if _, ok, err := lagMark(ctx, conn); err != nil || !ok {
+		if err != nil {
+			return fmt.Errorf("eventlog/sqlite: %s: %w", path, err)
+		}
+		return nil
 	}
 	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
 		return fmt.Errorf("eventlog/sqlite: %s: rebuild summaries: begin: %w", path, err)
 	}
 	defer func() {
 		if err != nil {
-			_, _ = conn.ExecContext(ctx, "ROLLBACK")
+			_, _ = conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK")
 		}
 	}()
-	ids, err := laggingSessions(ctx, conn, from)
+	from, ok, err := lagMark(ctx, conn)
 	if err != nil {
-		return fmt.Errorf("eventlog/sqlite: %s: rebuild summaries: %w", path, err)
+		return fmt.Errorf("eventlog/sqlite: %s: %w", path, err)
 	}
-	for _, id := range ids {
-		d, err := recount(ctx, conn, id)
+	if ok {
+		deltas, err := pastMark(ctx, conn, from)
 		if err != nil {
-			return fmt.Errorf("eventlog/sqlite: %s: rebuild the summary of session %s: %w", path, id, err)
+			return fmt.Errorf("eventlog/sqlite: %s: %w", path, err)
 		}
-		if _, err := conn.ExecContext(ctx, `INSERT OR REPLACE INTO sessions (session_id, status, status_seq, events, steps, last_seq, started_us, updated_us, tasks, ended)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, d.id, d.status, int64(d.statusSeq), int64(d.events), int64(d.steps), int64(d.lastSeq),
-			d.startedUS, d.updatedUS, int64(d.tasks), int64(d.ended)); err != nil {
-			return fmt.Errorf("eventlog/sqlite: %s: rebuild the summary of session %s: %w", path, id, err)
+		for _, d := range deltas {
+			if _, err := conn.ExecContext(ctx, summarizeQuery, d.id, d.status, int64(d.statusSeq), int64(d.events), int64(d.steps),
+				int64(d.lastSeq), d.startedUS, d.updatedUS, int64(d.tasks), int64(d.ended)); err != nil {
+				return fmt.Errorf("eventlog/sqlite: %s: rebuild the summary of session %s: %w", path, d.id, err)
+			}
+			if _, err := conn.ExecContext(ctx, restartQuery, d.startedUS, d.id, d.startedUS); err != nil {
+				return fmt.Errorf("eventlog/sqlite: %s: rebuild the start of session %s: %w", path, d.id, err)
+			}
 		}
-	}
-	if _, err := conn.ExecContext(ctx, `DELETE FROM summary_lag`); err != nil {
-		return fmt.Errorf("eventlog/sqlite: %s: rebuild summaries: delete the record: %w", path, err)
+		if _, err := conn.ExecContext(ctx, `DELETE FROM summary_lag`); err != nil {
+			return fmt.Errorf("eventlog/sqlite: %s: rebuild summaries: delete the record: %w", path, err)
+		}
 	}
 	if _, err := conn.ExecContext(ctx, "COMMIT"); err != nil {
 		return fmt.Errorf("eventlog/sqlite: %s: rebuild summaries: commit: %w", path, err)
@@ -264,103 +334,49 @@ func repairSummaries(ctx context.Context, conn *sql.Conn, path string) (err erro
 	return nil
 }
 
-// recount is the delta of all the stored events of session id: its summary row.
-func recount(ctx context.Context, conn *sql.Conn, id string) (sessionDelta, error) {
-	rows, err := conn.QueryContext(ctx, `SELECT type, seq, ts FROM events WHERE session_id = ? ORDER BY seq`, id)
-	if err != nil {
-		return sessionDelta{}, err
+// rebuildLagged returns the summaries of the sessions whose rows lag their events,
+// rebuilt (pastMark), read in q's transaction: a live writer's of at most
+// maxLagAge, or those of a writer that was killed, which the next Open writes.
+// Nil when no row lags.
+func rebuildLagged(ctx context.Context, q querier) (map[string]eventlog.SessionInfo, error) {
+	from, ok, err := lagMark(ctx, q)
+	if err != nil || !ok {
+		return nil, err
 	}
-	defer rows.Close()
-	var d sessionDelta
-	for n := 0; rows.Next(); n++ {
-		var (
-			typ string
-			seq uint64
-			ts  int64
-		)
-		if err := rows.Scan(&typ, &seq, &ts); err != nil {
-			return sessionDelta{}, err
-		}
-		if n == 0 {
-			d = newDelta(id, ts)
-		}
-		d.add(messages.Type(typ), seq, ts)
-	}
-	return d, rows.Err()
-}
-
-// lagged returns, for a read-only Log, the summaries of the sessions whose rows
-// may lag their events (those with events past the rowid table summary_lag
-// records), rebuilt from their events: a live writer's of at most maxLagAge, or
-// a writer's that was killed, which the next Open rebuilds. Nil when no row lags.
-// A database of an older schema, which has no such table, has none.
-func (l *Log) lagged(ctx context.Context) (map[string]eventlog.SessionInfo, error) {
-	conn, err := l.rdb.Conn(ctx)
+	deltas, err := pastMark(ctx, q, from)
 	if err != nil {
 		return nil, err
 	}
-	defer conn.Close()
-	// One read transaction: the record and the events it points past are of one
-	// commit of the writer's.
-	if _, err := conn.ExecContext(ctx, "BEGIN"); err != nil {
-		return nil, err
-	}
-	defer conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK") //nolint:errcheck // a read transaction: nothing to undo
-	var from int64
-	switch err := conn.QueryRowContext(ctx, `SELECT from_rowid FROM summary_lag WHERE id = 1`).Scan(&from); {
-	case errors.Is(err, sql.ErrNoRows):
-		return nil, nil
-	case err != nil:
-		return nil, fmt.Errorf("read the record of summaries that lag: %w", err)
-	}
-	ids, err := laggingSessions(ctx, conn, from)
-	if err != nil {
-		return nil, err
-	}
-	infos := make(map[string]eventlog.SessionInfo, len(ids))
-	for _, id := range ids {
-		d, err := recount(ctx, conn, id)
-		if err != nil {
-			return nil, fmt.Errorf("rebuild the summary of session %s: %w", id, err)
-		}
+	infos := make(map[string]eventlog.SessionInfo, len(deltas))
+	for _, d := range deltas {
+		var row sessionDelta
 		var parent sql.NullString
-		if err := conn.QueryRowContext(ctx, `SELECT `+payloadField("p", "$.parent.session_id")+` FROM events p
-			WHERE p.session_id = ? AND p.seq = 1 AND p.type = 'task.submitted'`, id).Scan(&parent); err != nil && !errors.Is(err, sql.ErrNoRows) {
-			return nil, fmt.Errorf("rebuild the summary of session %s: its parent: %w", id, err)
+		switch err := q.QueryRowContext(ctx, `SELECT status, status_seq, events, steps, last_seq, started_us, updated_us, tasks, ended, `+sessionParent+`
+			FROM sessions WHERE session_id = ?`, d.id).Scan(&row.status, &row.statusSeq, &row.events, &row.steps, &row.lastSeq,
+			&row.startedUS, &row.updatedUS, &row.tasks, &row.ended, &parent); {
+		case errors.Is(err, sql.ErrNoRows):
+			row = d
+			if err := q.QueryRowContext(ctx, `SELECT `+payloadField("p", "$.parent.session_id")+` FROM events p
+				WHERE p.session_id = ? AND p.seq = 1 AND p.type = 'task.submitted'`, d.id).Scan(&parent); err != nil && !errors.Is(err, sql.ErrNoRows) {
+				return nil, fmt.Errorf("rebuild the summary of session %s: its parent: %w", d.id, err)
+			}
+		case err != nil:
+			return nil, fmt.Errorf("rebuild the summary of session %s: %w", d.id, err)
+		default:
+			row.merge(d)
 		}
-		infos[id] = eventlog.SessionInfo{
-			ID:        id,
-			Status:    eventlog.SessionStatus(d.status, uint64(d.tasks), uint64(d.ended)),
-			Events:    d.events,
-			LastSeq:   d.lastSeq,
-			Steps:     d.steps,
-			StartedUS: d.startedUS,
-			UpdatedUS: d.updatedUS,
+		infos[d.id] = eventlog.SessionInfo{
+			ID:        d.id,
+			Status:    eventlog.SessionStatus(row.status, uint64(row.tasks), uint64(row.ended)),
+			Events:    row.events,
+			LastSeq:   row.lastSeq,
+			Steps:     row.steps,
+			StartedUS: row.startedUS,
+			UpdatedUS: row.updatedUS,
 			Parent:    parent.String,
 		}
 	}
 	return infos, nil
-}
-
-// laggingSessions lists the sessions with events past rowid from.
-func laggingSessions(ctx context.Context, conn *sql.Conn, from int64) ([]string, error) {
-	rows, err := conn.QueryContext(ctx, `SELECT DISTINCT session_id FROM events WHERE rowid > ?`, from)
-	if err != nil {
-		return nil, fmt.Errorf("list the sessions of summaries that lag: %w", err)
-	}
-	defer rows.Close()
-	var ids []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, fmt.Errorf("list the sessions of summaries that lag: %w", err)
-		}
-		ids = append(ids, id)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list the sessions of summaries that lag: %w", err)
-	}
-	return ids, nil
 }
 
 // overlay puts the rebuilt summaries of lagged in place of the rows listed for

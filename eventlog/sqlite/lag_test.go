@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/troupe-run/troupe/eventlog"
+	"github.com/troupe-run/troupe/internal/smalldisk"
 	"github.com/troupe-run/troupe/messages"
 )
 
@@ -392,4 +393,82 @@ func TestRefusedAppendLeavesNoSummaryInALaggingGroup(t *testing.T) {
 	}
 	sameSummaries(t, "Sessions after a refused append", got, wantSummaries(ctx, t,
 		[]messages.Envelope{typed(t, "lag-taken", 1, messages.TypeTaskSubmitted, 10)}, good))
+}
+
+// TestSessionsOnAFullDiskWhileSummariesLag: with rows lagging and the disk full,
+// this process's writer cannot write them, and Sessions lists them rebuilt from
+// the events instead of failing (a full disk stops writes, not listings: the
+// dashboard, the node's resume listings).
+func TestSessionsOnAFullDiskWhileSummariesLag(t *testing.T) {
+	disk := smalldisk.Mount(t)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	l, h := lagLog(ctx, t, filepath.Join(disk, "data"))
+	var batches [][]messages.Envelope
+	for i := range 200 {
+		s := fmt.Sprintf("lag-%03d", i)
+		batches = append(batches, []messages.Envelope{typed(t, s, 1, messages.TypeTaskSubmitted, 100+int64(i)), typed(t, s, 2, messages.TypeModelRequested, 300+int64(i))})
+	}
+	deferredGroup(ctx, t, l, h, "held", batches...)
+	free := smalldisk.Fill(t, disk)
+	if !l.lagging.Load() {
+		t.Fatal("the summaries of a group of appends were written before the disk filled: the test proves nothing")
+	}
+	got, err := l.Sessions(ctx, eventlog.Filter{Prefix: "lag-"})
+	if err != nil {
+		t.Fatalf("Sessions on a full disk while summaries lag: %v", err)
+	}
+	free()
+	sameSummaries(t, "Sessions on a full disk while summaries lag", got, wantSummaries(ctx, t, batches...))
+}
+
+// TestRebuiltSummaryOfACompactedStream: the rebuilt row of a knowledge stream
+// whose first events were deleted (DeleteEvents) is the row the writer keeps,
+// which still counts from the deleted events' start, not a recount of the events
+// left.
+func TestRebuiltSummaryOfACompactedStream(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	l, h := lagLog(ctx, t, dir)
+	stream := eventlog.KnowledgeStreamPrefix + "lag"
+	for seq := uint64(1); seq <= 3; seq++ {
+		if err := l.Append(ctx, []messages.Envelope{typed(t, stream, seq, messages.TypeToolCallCompleted, int64(seq)*10)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := l.DeleteEvents(ctx, stream, []uint64{1}); err != nil {
+		t.Fatal(err)
+	}
+	deferredGroup(ctx, t, l, h, "held",
+		[]messages.Envelope{typed(t, stream, 4, messages.TypeToolCallCompleted, 40)},
+		[]messages.Envelope{typed(t, "lag-other", 1, messages.TypeToolCallCompleted, 40)})
+	if !l.lagging.Load() {
+		t.Fatal("the summaries of a group of appends do not lag: the test proves nothing")
+	}
+	crashed := crashCopy(t, dir)
+	want, err := l.Sessions(ctx, eventlog.Filter{Prefix: stream})
+	if err != nil || len(want) != 1 || want[0].StartedUS != 10 || want[0].Events != 3 {
+		t.Fatalf("the live log lists %+v, %v; want the stream started at 10 with 3 events", want, err)
+	}
+	ro, err := Open(ctx, Config{Dir: crashed, ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := ro.Sessions(ctx, eventlog.Filter{Prefix: stream})
+	ro.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameSummaries(t, "read-only Sessions of a compacted stream whose row lags", got, want)
+	reopened, err := Open(ctx, Config{Dir: crashed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reopened.Close()
+	got, err = reopened.Sessions(ctx, eventlog.Filter{Prefix: stream})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameSummaries(t, "Sessions of a compacted stream rebuilt after a crash", got, want)
 }

@@ -160,10 +160,10 @@ func open(ctx context.Context, cfg Config, beforeGroup func([]*appendReq)) (_ *L
 	if _, err := l.ckconn.ExecContext(ctx, "PRAGMA busy_timeout = 0"); err != nil {
 		return nil, fmt.Errorf("eventlog/sqlite: open %s: %w", l.path, err)
 	}
-	if err := migrate(ctx, l.wconn, l.path, alone); err != nil {
+	if err := repairSummaries(ctx, l.wconn, l.path); err != nil {
 		return nil, l.busyErr(err)
 	}
-	if err := repairSummaries(ctx, l.wconn, l.path); err != nil {
+	if err := migrate(ctx, l.wconn, l.path, alone); err != nil {
 		return nil, l.busyErr(err)
 	}
 	if alone {
@@ -495,25 +495,38 @@ func (l *Log) Sessions(ctx context.Context, f eventlog.Filter) ([]eventlog.Sessi
 	default:
 		return nil, fmt.Errorf("eventlog/sqlite: list sessions: unknown status %q", f.Status)
 	}
+	// This process's writer writes its summary rows that lag first (lag.go). A
+	// read-only Log, or a writer that cannot write them now (a full disk), lists
+	// them rebuilt from their events instead, in the listing's read transaction.
+	rebuild := l.cfg.ReadOnly
 	if err := l.syncSummaries(ctx, "list sessions"); err != nil {
-		return nil, err
+		if ctx.Err() != nil || l.isClosed() {
+			return nil, err
+		}
+		rebuild = true
 	}
-	var lagged map[string]eventlog.SessionInfo // a read-only Log's rows that lag, rebuilt (lag.go)
-	if l.cfg.ReadOnly {
-		var err error
-		if lagged, err = l.lagged(ctx); err != nil {
+	list, listRunning := l.list, l.listRunning
+	var lagged map[string]eventlog.SessionInfo
+	if rebuild {
+		tx, err := l.rdb.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+		if err != nil {
+			return nil, l.readErr("list sessions", err)
+		}
+		defer tx.Rollback() //nolint:errcheck // a read transaction: nothing to undo
+		if lagged, err = rebuildLagged(ctx, tx); err != nil {
 			return nil, l.readErr("list sessions", err)
 		}
 		if limit > 0 {
 			limit += int64(len(lagged))
 		}
+		list, listRunning = tx.StmtContext(ctx, l.list), tx.StmtContext(ctx, l.listRunning)
 	}
 	var rows *sql.Rows
 	var err error
 	if f.Status == messages.StatusRunning && f.SessionsOnly && f.Prefix == "" {
-		rows, err = l.listRunning.QueryContext(ctx, since, f.UpdatedSinceUS, f.UpdatedSinceUS, limit)
+		rows, err = listRunning.QueryContext(ctx, since, f.UpdatedSinceUS, f.UpdatedSinceUS, limit)
 	} else {
-		rows, err = l.list.QueryContext(ctx, since, f.Status, f.Status, f.Prefix, f.Prefix, f.Prefix, f.Prefix, f.UpdatedSinceUS, f.UpdatedSinceUS, f.SessionsOnly, limit)
+		rows, err = list.QueryContext(ctx, since, f.Status, f.Status, f.Prefix, f.Prefix, f.Prefix, f.Prefix, f.UpdatedSinceUS, f.UpdatedSinceUS, f.SessionsOnly, limit)
 	}
 	if err != nil {
 		return nil, l.readErr("list sessions", err)

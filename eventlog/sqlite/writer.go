@@ -407,17 +407,7 @@ func (w *writeStmts) prepare(ctx context.Context, dc any) error {
 		// append: restart lowers it in the rare case that an earlier event of the
 		// session arrives late, and changes no row otherwise; it is not even run for
 		// a batch that the writer knows starts no earlier than the row (started).
-		{&w.summarize, `INSERT INTO sessions (session_id, status, status_seq, events, steps, last_seq, started_us, updated_us, tasks, ended)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-			ON CONFLICT (session_id) DO UPDATE SET
-				status     = CASE WHEN excluded.status_seq > sessions.status_seq THEN excluded.status ELSE sessions.status END,
-				status_seq = max(sessions.status_seq, excluded.status_seq),
-				events     = sessions.events + excluded.events,
-				steps      = sessions.steps + excluded.steps,
-				tasks      = sessions.tasks + excluded.tasks,
-				ended      = sessions.ended + excluded.ended,
-				last_seq   = max(sessions.last_seq, excluded.last_seq),
-				updated_us = max(sessions.updated_us, excluded.updated_us)`},
+		{&w.summarize, summarizeQuery},
 		// summarize for a batch without task.* events, of a session whose row
 		// exists: the columns it sets are in no index, nor in the condition of
 		// sessions_running, so that SQLite leaves every index of the table as it
@@ -454,7 +444,7 @@ func (w *writeStmts) prepare(ctx context.Context, dc any) error {
 		{&w.markLag, `INSERT OR REPLACE INTO summary_lag (id, from_rowid) VALUES (1, (SELECT coalesce(max(rowid), 0) FROM events))`},
 		{&w.clearLag, `DELETE FROM summary_lag`},
 		// Positional parameters: the driver names a numbered one anew on every call.
-		{&w.restart, `UPDATE sessions SET started_us = ? WHERE session_id = ? AND started_us > ?`},
+		{&w.restart, restartQuery},
 		// A session's fold snapshot, in place of the one kept.
 		{&w.saveSnapshot, `INSERT OR REPLACE INTO fold_snapshots (session_id, seq, event_id, event_sum, rules, codec, agents, state, sum)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`},
@@ -665,7 +655,7 @@ func payloadBytes(events []messages.Envelope) int {
 // which say nothing about any one batch: every request is answered so at once
 // rather than each waiting out the busy timeout, or filling the disk, again.
 func (l *Log) writeGroup(group []*appendReq) {
-	if l.beforeGroup != nil {
+	if l.beforeGroup != nil && (len(group) > 1 || !group[0].flush) { // a flush of summary rows is none of a test's groups
 		l.beforeGroup(group)
 	}
 	live := group[:0]
@@ -731,6 +721,23 @@ func (l *Log) commit(reqs []*appendReq) (errs []error, err error) {
 	}
 	return errs, err
 }
+
+// summarizeQuery is writeStmts.summarize: a delta added to a session's row, made
+// if there is none.
+const summarizeQuery = `INSERT INTO sessions (session_id, status, status_seq, events, steps, last_seq, started_us, updated_us, tasks, ended)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (session_id) DO UPDATE SET
+				status     = CASE WHEN excluded.status_seq > sessions.status_seq THEN excluded.status ELSE sessions.status END,
+				status_seq = max(sessions.status_seq, excluded.status_seq),
+				events     = sessions.events + excluded.events,
+				steps      = sessions.steps + excluded.steps,
+				tasks      = sessions.tasks + excluded.tasks,
+				ended      = sessions.ended + excluded.ended,
+				last_seq   = max(sessions.last_seq, excluded.last_seq),
+				updated_us = max(sessions.updated_us, excluded.updated_us)`
+
+// restartQuery is writeStmts.restart: a row's start lowered to an earlier event's.
+const restartQuery = `UPDATE sessions SET started_us = ? WHERE session_id = ? AND started_us > ?`
 
 // touchQuery is writeStmts.touch.
 const touchQuery = `UPDATE sessions SET events = events + ?, steps = steps + ?, last_seq = max(last_seq, ?),
