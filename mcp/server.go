@@ -934,8 +934,14 @@ const codeInvalidParams = -32602
 // 1152921504606847000, which its client matches to no request. A token with a
 // fraction or an exponent comes back as the same number (1.5, 1e2 as 100): the
 // float64 its client reads too.
+//
+// Only a request with an id (a string or a number) is checked: a notification is
+// never answered (JSON-RPC), so it goes on to the SDK, which accepts it as any
+// other; a request whose id is of another type is the SDK's to refuse, with id
+// null, and its id is never echoed back.
 func badProgressToken(m map[string]json.RawMessage) (message string, bad bool) {
-	if _, request := m["method"]; !request {
+	id := bytes.TrimSpace(m["id"])
+	if _, request := m["method"]; !request || len(id) == 0 || id[0] != '"' && id[0] != '-' && (id[0] < '0' || id[0] > '9') {
 		return "", false
 	}
 	var p struct {
