@@ -797,12 +797,14 @@ const headBytes = 4 << 10
 // large: the refusal waits no longer for it.
 const headWait = time.Second
 
-// readHead reads the head of r's body, answered through w: one read, of what came
-// with the headers or comes first, up to headBytes (nil when the client waits to
-// be told to send its body: Expect: 100-continue). One read waits for no more than
-// the client sends at once; a client sends the head of its body with its headers
-// (the go-sdk's does in the same write). It waits headWait at most, by a read
-// deadline of its own: a client that sends its headers and no body waited for the
+// readHead reads the head of r's body, answered through w: until it holds the
+// request's id and method (headID), or the message ended, or headBytes came, or
+// headWait passed (nil when the client waits to be told to send its body: Expect:
+// 100-continue). A client sends the head of its body with its headers (the
+// go-sdk's does in the same write), but what passes a reverse proxy, or HTTP/2,
+// may bring the body's first bytes apart from the headers, and a few at a time:
+// one read got the first piece alone, without the id. headWait is a read deadline
+// of readHead's own: a client that sends its headers and no body waited for the
 // server's read deadline, or for ever on an http.Server without a ReadTimeout
 // (Handler mounted by a program of its own); it is answered with id null.
 func readHead(w http.ResponseWriter, r *http.Request) []byte {
@@ -825,7 +827,16 @@ func readHead(w http.ResponseWriter, r *http.Request) []byte {
 		}()
 	}
 	head := make([]byte, headBytes)
-	k, _ := r.Body.Read(head)
+	scan := newRequestIDScan()
+	k := 0
+	for k < len(head) {
+		m, err := r.Body.Read(head[k:])
+		scan.write(head[k : k+m])
+		k += m
+		if err != nil || scan.ended || scan.hasMethod && scan.result() != nil {
+			break
+		}
+	}
 	return head[:k]
 }
 
