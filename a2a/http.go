@@ -446,8 +446,12 @@ func (s *Server) guard(next http.Handler) http.Handler {
 			writeRPCError(w, http.StatusOK, nil, -32600, fmt.Sprintf(`invalid request: "id" must be a string, a number or null, not %s`, jsonKind(req.ID)))
 			return
 		}
+		// A 1.0 method, served or not, is refused as 1.0 answers: a 1.0 client reads
+		// a 0.3 "data": {"error": ...} as a list of details.
 		_, v1 := v1Methods[*req.Method]
-		refuse := func(code int, msg string) { writeRefusal(w, req.ID, code, msg, streamMethods[*req.Method], !v1) }
+		_, unserved := v1Unserved[*req.Method]
+		legacy := !v1 && !unserved
+		refuse := func(code int, msg string) { writeRefusal(w, req.ID, code, msg, streamMethods[*req.Method], legacy) }
 		if v := r.Header.Get(VersionHeader); !versionServed(v) {
 			refuse(-32009, fmt.Sprintf("VersionNotSupportedError: A2A-Version %q is not served: this server speaks %s and %s (an empty header is %s)",
 				v, strings.TrimSuffix(ProtocolVersion, ".0"), V1ProtocolVersion, strings.TrimSuffix(ProtocolVersion, ".0")))

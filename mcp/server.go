@@ -621,8 +621,9 @@ func (s *Server) Serve(ctx context.Context, t sdk.Transport) error {
 // CloseStreams). A request body larger than the bound set on r.Body (an
 // http.MaxBytesReader: the node's route sets one) or than
 // ServerOptions.MaxRequestBytes is answered 413 with a JSON-RPC error that says
-// so, which an SDK shows its user: at once, before the body is read, when its
-// Content-Length says so.
+// so, which an SDK shows its user: before the body is read, when its
+// Content-Length says so, once the head of the body (which holds the request's
+// id) came or headWait passed.
 func (s *Server) Handler() http.Handler {
 	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s.srv },
 		&sdk.StreamableHTTPOptions{Logger: sdkLogger(s.opts.Logger), SessionTimeout: s.opts.SessionTimeout, MaxRequestBodyBytes: -1,
@@ -658,7 +659,7 @@ func (s *Server) Handler() http.Handler {
 				// request's id): the connection closes, or net/http would wait for up
 				// to 256 KiB more of the body before it answered.
 				w.Header().Set("Connection", "close")
-				writeRPCErrorID(w, http.StatusRequestEntityTooLarge, codeInvalidRequest, fmt.Sprintf("the request is larger than %d bytes, the most this server takes", limit), headID(readHead(r)))
+				writeRPCErrorID(w, http.StatusRequestEntityTooLarge, codeInvalidRequest, fmt.Sprintf("the request is larger than %d bytes, the most this server takes", limit), headID(readHead(w, r)))
 				return
 			}
 			body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
@@ -792,18 +793,50 @@ func (w unnamedPrime) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 // headBytes bounds what readHead reads of a body refused as too large.
 const headBytes = 4 << 10
 
-// readHead reads the head of r's body: one read, of what came with the headers
-// or comes first, up to headBytes (nil when the client waits to be told to send
-// its body: Expect: 100-continue). One read waits for no more than the client
-// sends at once, so that a client that sends the head and stalls is answered at
-// once; a client sends the head of its body with its headers (the go-sdk's does
-// in the same write).
-func readHead(r *http.Request) []byte {
+// headWait bounds how long readHead waits for the head of a body refused as too
+// large: the refusal waits no longer for it.
+const headWait = time.Second
+
+// readHead reads the head of r's body, answered through w: until it holds the
+// request's id and method (headID), or the message ended, or headBytes came, or
+// headWait passed (nil when the client waits to be told to send its body: Expect:
+// 100-continue). A client sends the head of its body with its headers (the
+// go-sdk's does in the same write), but what passes a reverse proxy, or HTTP/2,
+// may bring the body's first bytes apart from the headers, and a few at a time:
+// one read got the first piece alone, without the id. headWait is a read deadline
+// of readHead's own: a client that sends its headers and no body waited for the
+// server's read deadline, or for ever on an http.Server without a ReadTimeout
+// (Handler mounted by a program of its own); it is answered with id null.
+func readHead(w http.ResponseWriter, r *http.Request) []byte {
 	if r.Header.Get("Expect") != "" {
 		return nil
 	}
+	rc := http.NewResponseController(w)
+	deadline := time.Now().Add(headWait)
+	if rc.SetReadDeadline(deadline) == nil {
+		// A wrapper of the body may move the deadline at each read (the node's
+		// paceBodies does): set again once it has passed, it ends a read that
+		// still waits.
+		again := time.AfterFunc(headWait, func() { _ = rc.SetReadDeadline(deadline) })
+		defer func() {
+			again.Stop()
+			// The deadline before this one cannot be read back: none is left,
+			// and nothing reads the body after its head (the connection closes
+			// with the answer, Connection: close).
+			_ = rc.SetReadDeadline(time.Time{})
+		}()
+	}
 	head := make([]byte, headBytes)
-	k, _ := r.Body.Read(head)
+	scan := newRequestIDScan()
+	k := 0
+	for k < len(head) {
+		m, err := r.Body.Read(head[k:])
+		scan.write(head[k : k+m])
+		k += m
+		if err != nil || scan.ended || scan.hasMethod && scan.result() != nil {
+			break
+		}
+	}
 	return head[:k]
 }
 
@@ -934,8 +967,14 @@ const codeInvalidParams = -32602
 // 1152921504606847000, which its client matches to no request. A token with a
 // fraction or an exponent comes back as the same number (1.5, 1e2 as 100): the
 // float64 its client reads too.
+//
+// Only a request with an id (a string or a number) is checked: a notification is
+// never answered (JSON-RPC), so it goes on to the SDK, which accepts it as any
+// other; a request whose id is of another type is the SDK's to refuse, with id
+// null, and its id is never echoed back.
 func badProgressToken(m map[string]json.RawMessage) (message string, bad bool) {
-	if _, request := m["method"]; !request {
+	id := bytes.TrimSpace(m["id"])
+	if _, request := m["method"]; !request || len(id) == 0 || id[0] != '"' && id[0] != '-' && (id[0] < '0' || id[0] > '9') {
 		return "", false
 	}
 	var p struct {

@@ -373,8 +373,12 @@ func TestA2AHostileRequests(t *testing.T) {
 			t.Fatalf("A2A-Version %q: %v, want the unknown task's error", v, out)
 		}
 	}
-	if _, out := post(`{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{}}`); code(out) != -32601 {
-		t.Fatalf("A2A 1.0 method not served: %v", out)
+	// A 1.0 method not served is refused as 1.0 answers: no 0.3 "data": {"error": ...},
+	// which a 1.0 client reads as a list of details.
+	for _, m := range []string{"ListTasks", "GetExtendedAgentCard"} {
+		if _, out := post(`{"jsonrpc":"2.0","id":1,"method":"` + m + `","params":{}}`); code(out) != -32601 || out["error"].(map[string]any)["data"] != nil {
+			t.Fatalf("A2A 1.0 method %s not served: %v, want -32601 with no data", m, out)
+		}
 	}
 	if _, out := post(`{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"id":"nope"}}`); out["error"] == nil {
 		t.Fatalf("unknown task: %v", out)

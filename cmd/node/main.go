@@ -342,6 +342,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 		fmt.Fprintf(stderr, "error: unknown command %q: want run, serve, mcp, tools, memory, rag or agents\n%s", cmd, shortUsage)
 		return 2
 	}
+	if cmd == "mcp" {
+		askForSIGPIPE()
+	}
 	var hup chan os.Signal
 	if cmd == "serve" {
 		// From here on a SIGHUP never ends node serve (notifyHUP).

@@ -89,6 +89,20 @@ func mountMCP(ctx context.Context, n *node.Node, cfg node.Config, served mcp.Ser
 	return srv
 }
 
+// askForSIGPIPE is called by `node mcp` at its start and never undone: the
+// process exits with SIGPIPE still asked for. A client that goes away (an editor
+// that quits or dies) closes stdout, and often stderr too: the next write to
+// stdout (a ping, every progress_interval while a call runs) killed the process
+// with SIGPIPE, which Go sends a program writing to fd 1 or 2 as a broken pipe
+// unless it asks for the signal. Asked for, the write fails with EPIPE instead:
+// the session ends, its calls are cancelled (a run_task's task recorded as such),
+// and the node stops as when the client closes stdin. Undone before the node had
+// stopped, the node's shutdown log to a closed stderr killed it the same way.
+func askForSIGPIPE() {
+	brokenPipe := make(chan os.Signal, 1)
+	signal.Notify(brokenPipe, syscall.SIGPIPE)
+}
+
 // serveMCP is `node mcp`: a node that serves its tools and run_task to one MCP
 // client over stdin and stdout, until the client closes stdin or ctx ends. Logs go
 // to stderr: stdout is the protocol's.
@@ -108,15 +122,8 @@ func serveMCP(ctx context.Context, cfg node.Config, served mcp.ServedConfig, att
 	defer stopNode()
 	srvCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	// A client that goes away (an editor that quits or dies) closes stdout too:
-	// the next write to it (a ping, every progress_interval while a call runs)
-	// killed the process with SIGPIPE, which Go sends a program whose fd 1 is a
-	// broken pipe unless it asks for the signal. Asked for, the write fails with
-	// EPIPE instead: the session ends, its calls are cancelled (a run_task's task
-	// recorded as such), and the node stops as when the client closes stdin.
-	brokenPipe := make(chan os.Signal, 1)
-	signal.Notify(brokenPipe, syscall.SIGPIPE)
-	defer signal.Stop(brokenPipe)
+	// run asked for SIGPIPE (askForSIGPIPE): a write to the closed stdout of a
+	// client gone fails with EPIPE.
 	srv := newMCPServer(n, cfg, served)
 	go srv.Run(srvCtx)
 	cfg.Logger.Info("node serving MCP on stdio", "data", n.DataDir(), "model", cfg.Model.Name(), "tools", len(n.ToolSpecs())+1)
