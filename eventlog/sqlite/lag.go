@@ -292,6 +292,16 @@ func pastMark(ctx context.Context, q querier, from int64) ([]sessionDelta, error
 // anything reads the summaries. The record is read again under the write lock:
 // of two processes opening a Shared log at once, one repairs.
 func repairSummaries(ctx context.Context, conn *sql.Conn, path string) (err error) {
+	// A log of a newer build is left as it is, for migrate to refuse: its
+	// summaries and record may mean what this build does not know. The statements
+	// below are schema 12's, which every build that repairs must still read.
+	var version int
+	if err := conn.QueryRowContext(ctx, "PRAGMA user_version").Scan(&version); err != nil {
+		return fmt.Errorf("eventlog/sqlite: read schema version of %s: %w", path, err)
+	}
+	if version > SchemaVersion {
+		return nil
+	}
 	if _, ok, err := lagMark(ctx, conn); err != nil || !ok {
 		if err != nil {
 			return fmt.Errorf("eventlog/sqlite: %s: %w", path, err)

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -471,4 +472,34 @@ func TestRebuiltSummaryOfACompactedStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	sameSummaries(t, "Sessions of a compacted stream rebuilt after a crash", got, want)
+}
+
+// TestNewerBuildsLogIsNotRepaired: a log a newer build wrote, with rows that lag,
+// is refused by Open as before, untouched: its record and rows stay for the
+// newer build, whose summaries this build does not know.
+func TestNewerBuildsLogIsNotRepaired(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	l, h := lagLog(ctx, t, dir)
+	starts, _ := lagBatches(t)
+	deferredGroup(ctx, t, l, h, "held", starts...)
+	if !l.lagging.Load() {
+		t.Fatal("the summaries of a group of appends do not lag: the test proves nothing")
+	}
+	crashed := crashCopy(t, dir)
+	db, err := sql.Open("sqlite", filepath.Join(crashed, dbFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", SchemaVersion+1)); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	if _, err := Open(ctx, Config{Dir: crashed}); err == nil || !strings.Contains(err.Error(), "run a newer build") {
+		t.Fatalf("Open of a newer build's log = %v, want the refusal naming a newer build", err)
+	}
+	if rows, records := rawSummaries(ctx, t, crashed); records != 1 || len(rows) != 0 {
+		t.Fatalf("Open refused a newer build's log but changed it: rows %v, %d records of summaries that lag", rows, records)
+	}
 }
