@@ -1,7 +1,6 @@
 package mcp_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -314,23 +313,13 @@ func TestServerHTTPBodyCutByTheReadTimeoutIsAnsweredWithItsID(t *testing.T) {
 	hs.Config.ReadTimeout = 300 * time.Millisecond
 	hs.Start()
 	defer hs.Close()
-	c, err := net.Dial("tcp", strings.TrimPrefix(hs.URL, "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	c := dialHTTP(t, hs)
 	head := `{"jsonrpc":"2.0","id":"slow-1","method":"tools/call","params":{"name":"run_task","arguments":{"input":"`
 	if _, err := io.WriteString(c, "POST / HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"+
 		"Content-Length: 100000\r\n\r\n"+head); err != nil {
 		t.Fatal(err)
 	}
-	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-	if err != nil {
-		t.Fatalf("no answer to a body that stopped: %v", err)
-	}
-	raw, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	resp, raw := readRawAnswer(t, c, "no answer to a body that stopped: %v")
 	var a rpcAnswer
 	if json.Unmarshal(raw, &a) != nil || string(a.ID) != `"slow-1"` || a.Error == nil || !strings.Contains(a.Error.Message, "could not be read") {
 		t.Fatalf("%s %q, want a JSON-RPC error of id \"slow-1\" saying the body could not be read", resp.Status, raw)
