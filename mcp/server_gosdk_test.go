@@ -31,15 +31,9 @@ import (
 // connection, and every later call of the client answered "client is closing".
 func TestServerHTTPRefusalsLeaveTheGoSDKsSessionUp(t *testing.T) {
 	n := nodetest.Start(t, node.Config{Model: newHoldModel(true), Tools: []tools.Tool{tools.Calculator{}}})
-	hs := httptest.NewServer(mcp.NewServer(n, mcp.ServerOptions{MaxRequestBytes: 64 << 10}).Handler())
-	defer hs.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx, &sdk.StreamableClientTransport{Endpoint: hs.URL}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
+	url, cs := sdkSession(ctx, t, mcp.NewServer(n, mcp.ServerOptions{MaxRequestBytes: 64 << 10}))
 	nested := func(depth int) json.RawMessage {
 		return json.RawMessage(`{"input":"x","extra":` + strings.Repeat("[", depth) + strings.Repeat("]", depth) + `}`)
 	}
@@ -64,7 +58,7 @@ func TestServerHTTPRefusalsLeaveTheGoSDKsSessionUp(t *testing.T) {
 	}
 
 	// A call without params: the SDK's refusal, once, with the request's id.
-	resp := post(ctx, t, hs.URL, cs.ID(), `{"jsonrpc":"2.0","id":6,"method":"tools/call"}`)
+	resp := post(ctx, t, url, cs.ID(), `{"jsonrpc":"2.0","id":6,"method":"tools/call"}`)
 	raw, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	var a rpcAnswer
@@ -80,7 +74,7 @@ func TestServerHTTPRefusalsLeaveTheGoSDKsSessionUp(t *testing.T) {
 		`{"jsonrpc":"2.0","id":"big-1","method":"tools/call","params":{"name":"run_task","arguments":{"input":"` + big + `"}}}`: `"big-1"`,
 		`{"jsonrpc":"2.0","id":"big-2","result":{"content":[{"type":"text","text":"` + big + `"}]}}`:                            `null`,
 	} {
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, hs.URL, io.MultiReader(strings.NewReader(body)))
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, io.MultiReader(strings.NewReader(body)))
 		if err != nil {
 			t.Fatal(err)
 		}
