@@ -79,6 +79,19 @@ func writeLines(t *testing.T, w io.Writer, lines ...string) {
 	}
 }
 
+// linesOf are the lines of out, until out ends; size is the channel's buffer.
+func linesOf(out io.Reader, size int) <-chan string {
+	lines := make(chan string, size)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	return lines
+}
+
 // answersOf are the lines of out that are JSON-RPC answers (those with an id),
 // until out ends; size is the channel's buffer.
 func answersOf(out io.Reader, size int) <-chan rpcAnswer {

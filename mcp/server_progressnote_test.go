@@ -1,7 +1,6 @@
 package mcp_test
 
 import (
-	"bufio"
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -40,14 +39,7 @@ func TestServerProgressTokenOfANotificationOrOfABadID(t *testing.T) {
 
 	t.Run("stdio", func(t *testing.T) {
 		inW, outR := stdioServe(ctx, t, srv)
-		lines := make(chan string, 16)
-		go func() {
-			sc := bufio.NewScanner(outR)
-			for sc.Scan() {
-				lines <- sc.Text()
-			}
-			close(lines)
-		}()
+		lines := linesOf(outR, 16)
 		writeLines(t, inW,
 			`{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`,
 			`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
