@@ -1,7 +1,6 @@
 package mcp_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -32,15 +31,9 @@ import (
 // connection, and every later call of the client answered "client is closing".
 func TestServerHTTPRefusalsLeaveTheGoSDKsSessionUp(t *testing.T) {
 	n := nodetest.Start(t, node.Config{Model: newHoldModel(true), Tools: []tools.Tool{tools.Calculator{}}})
-	hs := httptest.NewServer(mcp.NewServer(n, mcp.ServerOptions{MaxRequestBytes: 64 << 10}).Handler())
-	defer hs.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx, &sdk.StreamableClientTransport{Endpoint: hs.URL}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
+	url, cs := sdkSession(ctx, t, mcp.NewServer(n, mcp.ServerOptions{MaxRequestBytes: 64 << 10}))
 	nested := func(depth int) json.RawMessage {
 		return json.RawMessage(`{"input":"x","extra":` + strings.Repeat("[", depth) + strings.Repeat("]", depth) + `}`)
 	}
@@ -65,7 +58,7 @@ func TestServerHTTPRefusalsLeaveTheGoSDKsSessionUp(t *testing.T) {
 	}
 
 	// A call without params: the SDK's refusal, once, with the request's id.
-	resp := post(ctx, t, hs.URL, cs.ID(), `{"jsonrpc":"2.0","id":6,"method":"tools/call"}`)
+	resp := post(ctx, t, url, cs.ID(), `{"jsonrpc":"2.0","id":6,"method":"tools/call"}`)
 	raw, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	var a rpcAnswer
@@ -81,7 +74,7 @@ func TestServerHTTPRefusalsLeaveTheGoSDKsSessionUp(t *testing.T) {
 		`{"jsonrpc":"2.0","id":"big-1","method":"tools/call","params":{"name":"run_task","arguments":{"input":"` + big + `"}}}`: `"big-1"`,
 		`{"jsonrpc":"2.0","id":"big-2","result":{"content":[{"type":"text","text":"` + big + `"}]}}`:                            `null`,
 	} {
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, hs.URL, io.MultiReader(strings.NewReader(body)))
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, io.MultiReader(strings.NewReader(body)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -314,23 +307,13 @@ func TestServerHTTPBodyCutByTheReadTimeoutIsAnsweredWithItsID(t *testing.T) {
 	hs.Config.ReadTimeout = 300 * time.Millisecond
 	hs.Start()
 	defer hs.Close()
-	c, err := net.Dial("tcp", strings.TrimPrefix(hs.URL, "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	c := dialHTTP(t, hs)
 	head := `{"jsonrpc":"2.0","id":"slow-1","method":"tools/call","params":{"name":"run_task","arguments":{"input":"`
 	if _, err := io.WriteString(c, "POST / HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"+
 		"Content-Length: 100000\r\n\r\n"+head); err != nil {
 		t.Fatal(err)
 	}
-	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-	if err != nil {
-		t.Fatalf("no answer to a body that stopped: %v", err)
-	}
-	raw, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	resp, raw := readRawAnswer(t, c, "no answer to a body that stopped: %v")
 	var a rpcAnswer
 	if json.Unmarshal(raw, &a) != nil || string(a.ID) != `"slow-1"` || a.Error == nil || !strings.Contains(a.Error.Message, "could not be read") {
 		t.Fatalf("%s %q, want a JSON-RPC error of id \"slow-1\" saying the body could not be read", resp.Status, raw)

@@ -2,21 +2,12 @@ package mcp_test
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
-	"io"
-	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/troupe-run/troupe/mcp"
-	"github.com/troupe-run/troupe/node"
-	"github.com/troupe-run/troupe/node/nodetest"
-	"github.com/troupe-run/troupe/tools"
 )
 
 // httpAnswer reads the JSON-RPC answer of a POST: a JSON body, or the data of the
@@ -53,26 +44,15 @@ var badIDs = []string{"1.5", "-0.5", "1e300", "9007199254740993", "9999999999999
 // matches to its request, after the tool ran.
 func TestServerRefusesARequestIDItCannotAnswerAsSent(t *testing.T) {
 	var calls atomic.Int32
-	n := nodetest.Start(t, node.Config{Model: answerScript(t, "unused"), Tools: []tools.Tool{countTool{&calls}}})
-	srv := mcp.NewServer(n, mcp.ServerOptions{})
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	srv, ctx := toolServer(t, countTool{&calls})
 	call := func(id string) string {
 		return `{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":{"name":"count","arguments":{}}}`
 	}
 
 	t.Run("http", func(t *testing.T) {
-		hs := httptest.NewServer(srv.Handler())
-		defer hs.Close()
-		cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx, &sdk.StreamableClientTransport{Endpoint: hs.URL}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer cs.Close()
+		url, cs := sdkSession(ctx, t, srv)
 		for _, id := range badIDs {
-			resp := post(ctx, t, hs.URL, cs.ID(), call(id))
-			raw, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
+			resp, raw := postRead(ctx, t, url, cs.ID(), call(id))
 			a := httpAnswer(t, raw)
 			if a.Error == nil || a.Error.Code != -32600 || !strings.Contains(a.Error.Message, "id") {
 				t.Errorf("id %s: %s answered id %s, error %+v, result %+v; want the invalid request -32600 naming the id", id, resp.Status, a.ID, a.Error, a.Result)
@@ -89,26 +69,8 @@ func TestServerRefusesARequestIDItCannotAnswerAsSent(t *testing.T) {
 	})
 
 	t.Run("stdio", func(t *testing.T) {
-		inR, inW := io.Pipe()
-		outR, outW := io.Pipe()
-		sctx, stop := context.WithCancel(ctx)
-		defer stop()
-		go func() {
-			_ = srv.Serve(sctx, mcp.LineTransport(inR, outW, 0))
-			outW.Close()
-		}()
-		defer inW.Close()
-		answers := make(chan rpcAnswer, 16)
-		go func() {
-			sc := bufio.NewScanner(outR)
-			for sc.Scan() {
-				var a rpcAnswer
-				if json.Unmarshal(sc.Bytes(), &a) == nil && len(a.ID) > 0 {
-					answers <- a
-				}
-			}
-			close(answers)
-		}()
+		inW, outR := stdioServe(ctx, t, srv)
+		answers := answersOf(outR, 16)
 		lines := []string{
 			`{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`,
 			`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
@@ -117,11 +79,7 @@ func TestServerRefusesARequestIDItCannotAnswerAsSent(t *testing.T) {
 			lines = append(lines, call(id))
 		}
 		lines = append(lines, call(`"last"`))
-		for _, line := range lines {
-			if _, err := io.WriteString(inW, line+"\n"); err != nil {
-				t.Fatal(err)
-			}
-		}
+		writeLines(t, inW, lines...)
 		var got []rpcAnswer
 		for {
 			select {

@@ -1,23 +1,11 @@
 package mcp_test
 
 import (
-	"bufio"
-	"context"
 	"encoding/json"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
-
-	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/troupe-run/troupe/mcp"
-	"github.com/troupe-run/troupe/node"
-	"github.com/troupe-run/troupe/node/nodetest"
-	"github.com/troupe-run/troupe/tools"
 )
 
 // bigToken is a progressToken past 2^53, which the server refuses in a request.
@@ -30,30 +18,17 @@ const bigToken = `{"_meta":{"progressToken":9007199254740993}`
 // back, whatever else is wrong with it: it is answered with id null.
 func TestServerProgressTokenOfANotificationOrOfABadID(t *testing.T) {
 	var calls atomic.Int32
-	n := nodetest.Start(t, node.Config{Model: answerScript(t, "unused"), Tools: []tools.Tool{countTool{&calls}}})
-	srv := mcp.NewServer(n, mcp.ServerOptions{})
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	srv, ctx := toolServer(t, countTool{&calls})
 	note := `{"jsonrpc":"2.0","method":"notifications/roots/list_changed","params":` + bigToken + `}}`
 	badID := `{"jsonrpc":"2.0","id":true,"method":"tools/call","params":` + bigToken + `,"name":"count","arguments":{}}}`
 
 	t.Run("http", func(t *testing.T) {
-		hs := httptest.NewServer(srv.Handler())
-		defer hs.Close()
-		cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx, &sdk.StreamableClientTransport{Endpoint: hs.URL}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer cs.Close()
-		resp := post(ctx, t, hs.URL, cs.ID(), note)
-		raw, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
+		url, cs := sdkSession(ctx, t, srv)
+		resp, raw := postRead(ctx, t, url, cs.ID(), note)
 		if resp.StatusCode != http.StatusAccepted || len(strings.TrimSpace(string(raw))) != 0 {
 			t.Errorf("a notification with a progressToken past 2^53: %s %q, want 202 and no answer", resp.Status, raw)
 		}
-		resp = post(ctx, t, hs.URL, cs.ID(), badID)
-		raw, _ = io.ReadAll(resp.Body)
-		resp.Body.Close()
+		resp, raw = postRead(ctx, t, url, cs.ID(), badID)
 		if a := httpAnswer(t, raw); string(a.ID) != "null" || a.Error == nil {
 			t.Errorf("a request of id true: %s %q, want an error of id null", resp.Status, raw)
 		}
@@ -63,34 +38,15 @@ func TestServerProgressTokenOfANotificationOrOfABadID(t *testing.T) {
 	})
 
 	t.Run("stdio", func(t *testing.T) {
-		inR, inW := io.Pipe()
-		outR, outW := io.Pipe()
-		sctx, stop := context.WithCancel(ctx)
-		defer stop()
-		go func() {
-			_ = srv.Serve(sctx, mcp.LineTransport(inR, outW, 0))
-			outW.Close()
-		}()
-		defer inW.Close()
-		lines := make(chan string, 16)
-		go func() {
-			sc := bufio.NewScanner(outR)
-			for sc.Scan() {
-				lines <- sc.Text()
-			}
-			close(lines)
-		}()
-		for _, line := range []string{
+		inW, outR := stdioServe(ctx, t, srv)
+		lines := linesOf(outR, 16)
+		writeLines(t, inW,
 			`{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`,
 			`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
 			note,
 			badID,
 			`{"jsonrpc":"2.0","id":"last","method":"ping"}`,
-		} {
-			if _, err := io.WriteString(inW, line+"\n"); err != nil {
-				t.Fatal(err)
-			}
-		}
+		)
 		var got []string
 		for {
 			select {

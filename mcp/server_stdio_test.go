@@ -1,7 +1,6 @@
 package mcp_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -54,14 +53,7 @@ func TestServerStdioBatchReusesAnOpenID(t *testing.T) {
 		served <- srv.Serve(ctx, mcp.LineTransport(inR, outW, 0))
 		outW.Close()
 	}()
-	lines := make(chan string, 16)
-	go func() {
-		sc := bufio.NewScanner(outR)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-		close(lines)
-	}()
+	lines := linesOf(outR, 16)
 	send := func(s string) {
 		t.Helper()
 		if _, err := io.WriteString(inW, s+"\n"); err != nil {

@@ -1,22 +1,14 @@
 package mcp_test
 
 import (
-	"bufio"
-	"context"
 	"encoding/json"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/troupe-run/troupe/mcp"
-	"github.com/troupe-run/troupe/node"
-	"github.com/troupe-run/troupe/node/nodetest"
 	"github.com/troupe-run/troupe/tools"
 )
 
@@ -51,22 +43,11 @@ func checkNotUTF8Answer(t *testing.T, how string, a rpcAnswer) {
 // refuse such a body.
 func TestServerRefusesAMessageNotUTF8(t *testing.T) {
 	var calls atomic.Int32
-	n := nodetest.Start(t, node.Config{Model: answerScript(t, "unused"), Tools: []tools.Tool{tools.Calculator{}, countTool{&calls}}})
-	srv := mcp.NewServer(n, mcp.ServerOptions{})
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	srv, ctx := toolServer(t, tools.Calculator{}, countTool{&calls})
 
 	t.Run("http", func(t *testing.T) {
-		hs := httptest.NewServer(srv.Handler())
-		defer hs.Close()
-		cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx, &sdk.StreamableClientTransport{Endpoint: hs.URL}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer cs.Close()
-		resp := post(ctx, t, hs.URL, cs.ID(), notUTF8Call)
-		raw, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
+		url, cs := sdkSession(ctx, t, srv)
+		resp, raw := postRead(ctx, t, url, cs.ID(), notUTF8Call)
 		var a rpcAnswer
 		if err := json.Unmarshal(raw, &a); err != nil || resp.StatusCode != http.StatusBadRequest {
 			t.Errorf("a call that is not UTF-8: %s %q", resp.Status, raw)
@@ -82,36 +63,14 @@ func TestServerRefusesAMessageNotUTF8(t *testing.T) {
 	})
 
 	t.Run("stdio", func(t *testing.T) {
-		inR, inW := io.Pipe()
-		outR, outW := io.Pipe()
-		sctx, stop := context.WithCancel(ctx)
-		defer stop()
-		go func() {
-			_ = srv.Serve(sctx, mcp.LineTransport(inR, outW, 0))
-			outW.Close()
-		}()
-		defer inW.Close()
-		answers := make(chan rpcAnswer, 8)
-		go func() {
-			sc := bufio.NewScanner(outR)
-			for sc.Scan() {
-				var a rpcAnswer
-				if json.Unmarshal(sc.Bytes(), &a) == nil && len(a.ID) > 0 {
-					answers <- a
-				}
-			}
-			close(answers)
-		}()
-		for _, line := range []string{
+		inW, outR := stdioServe(ctx, t, srv)
+		answers := answersOf(outR, 8)
+		writeLines(t, inW,
 			`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`,
 			`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
 			notUTF8Call,
 			`{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"calculator","arguments":{"expression":"6*7"}}}`,
-		} {
-			if _, err := io.WriteString(inW, line+"\n"); err != nil {
-				t.Fatal(err)
-			}
-		}
+		)
 		// The filter answers the bad line itself, maybe before the SDK answers
 		// the lines before it.
 		byID := map[string]rpcAnswer{}

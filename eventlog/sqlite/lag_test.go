@@ -85,6 +85,20 @@ func lagBatches(t *testing.T) (starts, ends [][]messages.Envelope) {
 	return starts, ends
 }
 
+// laggingLog opens a log on dir and appends the starts of lagBatches as one group
+// whose summaries lag, which it checks: a test of a lag where none is proves
+// nothing.
+func laggingLog(ctx context.Context, t *testing.T, dir string) *Log {
+	t.Helper()
+	l, h := lagLog(ctx, t, dir)
+	starts, _ := lagBatches(t)
+	deferredGroup(ctx, t, l, h, "held", starts...)
+	if !l.lagging.Load() {
+		t.Fatal("the summaries of a group of appends do not lag: the test proves nothing")
+	}
+	return l
+}
+
 // wantSummaries are the summaries of the streams the batches leave, as a log
 // that writes them one at a time (no group, no lag) lists them.
 func wantSummaries(ctx context.Context, t *testing.T, batches ...[]messages.Envelope) []eventlog.SessionInfo {
@@ -334,12 +348,7 @@ func TestCloseWritesSummariesThatLag(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	dir := t.TempDir()
-	l, h := lagLog(ctx, t, dir)
-	starts, _ := lagBatches(t)
-	deferredGroup(ctx, t, l, h, "held", starts...)
-	if !l.lagging.Load() {
-		t.Fatal("the summaries of a group of appends do not lag: the test proves nothing")
-	}
+	l := laggingLog(ctx, t, dir)
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -481,12 +490,7 @@ func TestNewerBuildsLogIsNotRepaired(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	dir := t.TempDir()
-	l, h := lagLog(ctx, t, dir)
-	starts, _ := lagBatches(t)
-	deferredGroup(ctx, t, l, h, "held", starts...)
-	if !l.lagging.Load() {
-		t.Fatal("the summaries of a group of appends do not lag: the test proves nothing")
-	}
+	laggingLog(ctx, t, dir)
 	crashed := crashCopy(t, dir)
 	db, err := sql.Open("sqlite", filepath.Join(crashed, dbFile))
 	if err != nil {
