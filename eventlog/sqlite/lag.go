@@ -200,10 +200,15 @@ func (l *Log) syncSummaries(ctx context.Context, what string) error {
 	if !l.lagging.Load() {
 		return nil
 	}
-	if err := l.submit(ctx, &appendReq{ctx: ctx, flush: true, done: make(chan error, 1)}); err != nil {
+	if err := l.submit(ctx, flushReq(ctx)); err != nil {
 		return fmt.Errorf("eventlog/sqlite: %s: write the summaries of the latest appends: %w", what, err)
 	}
 	return nil
+}
+
+// flushReq is a request that writes the summary rows that lag.
+func flushReq(ctx context.Context) *appendReq {
+	return &appendReq{ctx: ctx, flush: true, done: make(chan error, 1)}
 }
 
 // flushLag writes the summary rows that lag, if any, in a transaction of their
@@ -212,7 +217,7 @@ func (l *Log) flushLag() {
 	if len(l.w.lag) == 0 && !l.w.marked {
 		return
 	}
-	l.writeGroup([]*appendReq{{ctx: context.Background(), flush: true, done: make(chan error, 1)}})
+	l.writeGroup([]*appendReq{flushReq(context.Background())})
 	if len(l.w.lag) > 0 {
 		l.w.lagSince = time.Now() // the write failed: try again in maxLagAge, not at once
 	}

@@ -784,6 +784,13 @@ func (l *Log) commitGroup(reqs []*appendReq, savepoints bool) ([]error, error) {
 		}
 		return nil
 	}
+	// again rolls the transaction back, to write the group again with savepoints.
+	again := func() ([]error, error) {
+		if rerr := rollback(); rerr != nil {
+			return nil, fmt.Errorf("eventlog/sqlite: append: %w", rerr)
+		}
+		return nil, errRetryWithSavepoints
+	}
 	abort := func(err error) ([]error, error) {
 		err = l.fullErr(l.busyErr(err))
 		if rerr := rollback(); rerr != nil {
@@ -821,10 +828,7 @@ func (l *Log) commitGroup(reqs []*appendReq, savepoints bool) ([]error, error) {
 				err = l.summarizeNow(ctx)
 			}
 			if errors.Is(err, errInsertedFewer) {
-				if rerr := rollback(); rerr != nil {
-					return nil, fmt.Errorf("eventlog/sqlite: append: %w", rerr)
-				}
-				return nil, errRetryWithSavepoints
+				return again()
 			} else if err != nil {
 				return abort(err)
 			}
@@ -858,10 +862,7 @@ func (l *Log) commitGroup(reqs []*appendReq, savepoints bool) ([]error, error) {
 			n, err = l.applyReq(ctx, r, !savepoints)
 		}
 		if errors.Is(err, errInsertedFewer) {
-			if rerr := rollback(); rerr != nil {
-				return nil, fmt.Errorf("eventlog/sqlite: append: %w", rerr)
-			}
-			return nil, errRetryWithSavepoints
+			return again()
 		}
 		refused := errors.Is(err, eventlog.ErrSeqConflict) || errors.Is(err, eventlog.ErrFenced)
 		switch {
@@ -871,10 +872,7 @@ func (l *Log) commitGroup(reqs []*appendReq, savepoints bool) ([]error, error) {
 			}
 			return []error{err}, nil
 		case refused && !savepoints:
-			if rerr := rollback(); rerr != nil {
-				return nil, fmt.Errorf("eventlog/sqlite: append: %w", rerr)
-			}
-			return nil, errRetryWithSavepoints
+			return again()
 		case refused:
 			if errs == nil {
 				errs = make([]error, len(reqs))
@@ -899,10 +897,7 @@ func (l *Log) commitGroup(reqs []*appendReq, savepoints bool) ([]error, error) {
 		}
 	}
 	if err := l.flushRows(ctx); errors.Is(err, errInsertedFewer) {
-		if rerr := rollback(); rerr != nil {
-			return nil, fmt.Errorf("eventlog/sqlite: append: %w", rerr)
-		}
-		return nil, errRetryWithSavepoints
+		return again()
 	} else if err != nil {
 		return abort(err)
 	}
