@@ -152,10 +152,7 @@ func a2aTask(s a2a.Submission) Task {
 // CheckTask implements a2a.TaskChecker: what SubmitTask's admission refuses.
 func (b a2aBackend) CheckTask(s a2a.Submission) error {
 	t := a2aTask(s)
-	if err := t.Validate(); err != nil {
-		return err
-	}
-	if err := b.n.ingress.checkAgent(t.Agent); err != nil {
+	if err := b.n.ingress.checkTask(t); err != nil {
 		return err
 	}
 	return b.n.ingress.checkSessionShape(t.SessionID)

@@ -151,6 +151,18 @@ type Ingress struct {
 	topicPrefix string
 }
 
+// checkTask is what every way in checks of a task before anything else: its
+// fields (Task.Validate), its reply_topic behind the bus's prefix, its agent.
+func (in *Ingress) checkTask(t Task) error {
+	if err := t.Validate(); err != nil {
+		return err
+	}
+	if err := in.checkReplyTopicRoom(t.ReplyTopic); err != nil {
+		return err
+	}
+	return in.checkAgent(t.Agent)
+}
+
 // checkReplyTopicRoom reports a reply_topic that Kafka's longest topic name
 // holds only without the bus's prefix (Task.Validate checks it without).
 func (in *Ingress) checkReplyTopicRoom(topic string) error {
@@ -295,13 +307,7 @@ func (in *Ingress) admit(t Task, a Arrival, c *child) (messages.Envelope, error)
 // admitTask is admit, and also returns the payload the envelope encodes, which
 // spares the session decoding it (actors.SubmitTask.Task).
 func (in *Ingress) admitTask(t Task, a Arrival, c *child) (messages.Envelope, *messages.TaskSubmitted, error) {
-	if err := t.Validate(); err != nil {
-		return messages.Envelope{}, nil, err
-	}
-	if err := in.checkReplyTopicRoom(t.ReplyTopic); err != nil {
-		return messages.Envelope{}, nil, err
-	}
-	if err := in.checkAgent(t.Agent); err != nil {
+	if err := in.checkTask(t); err != nil {
 		return messages.Envelope{}, nil, err
 	}
 	if t.MaxCostUSD > 0 && c == nil && in.unpriced != nil {
@@ -398,13 +404,7 @@ func (in *Ingress) admitEnvelope(payload []byte) (messages.Envelope, string, err
 	ts := p.(*messages.TaskSubmitted)
 	t := Task{Input: ts.Input, SessionID: env.SessionID, Agent: ts.Agent, MaxSteps: ts.MaxSteps, MaxTokens: ts.MaxTokens, MaxCostUSD: ts.MaxCostUSD, ReplyTopic: ts.ReplyTopic,
 		TaskID: ts.TaskID}
-	if err := t.Validate(); err != nil {
-		return messages.Envelope{}, "", err
-	}
-	if err := in.checkReplyTopicRoom(t.ReplyTopic); err != nil {
-		return messages.Envelope{}, "", err
-	}
-	if err := in.checkAgent(t.Agent); err != nil {
+	if err := in.checkTask(t); err != nil {
 		return messages.Envelope{}, "", err
 	}
 	if err := in.checkSessionShape(env.SessionID); err != nil {
