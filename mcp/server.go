@@ -659,7 +659,7 @@ func (s *Server) Handler() http.Handler {
 				// request's id): the connection closes, or net/http would wait for up
 				// to 256 KiB more of the body before it answered.
 				w.Header().Set("Connection", "close")
-				writeRPCErrorID(w, http.StatusRequestEntityTooLarge, codeInvalidRequest, fmt.Sprintf("the request is larger than %d bytes, the most this server takes", limit), headID(readHead(w, r)))
+				writeRPCErrorID(w, http.StatusRequestEntityTooLarge, codeInvalidRequest, fmt.Sprintf("the request is larger than %d bytes, the most this server takes", limit), readHeadID(w, r))
 				return
 			}
 			body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
@@ -790,24 +790,25 @@ func (w unnamedPrime) Flush() {
 
 func (w unnamedPrime) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// headBytes bounds what readHead reads of a body refused as too large.
+// headBytes bounds what readHeadID reads of a body refused as too large.
 const headBytes = 4 << 10
 
-// headWait bounds how long readHead waits for the head of a body refused as too
+// headWait bounds how long readHeadID waits for the head of a body refused as too
 // large: the refusal waits no longer for it.
 const headWait = time.Second
 
-// readHead reads the head of r's body, answered through w: until it holds the
-// request's id and method (headID), or the message ended, or headBytes came, or
-// headWait passed (nil when the client waits to be told to send its body: Expect:
-// 100-continue). A client sends the head of its body with its headers (the
+// readHeadID reads the head of r's body, answered through w, and returns the
+// request's id it holds (as headID does): it reads until the head holds the id
+// and the method, or the message ended, or headBytes came, or headWait passed
+// (nil, reading nothing, when the client waits to be told to send its body:
+// Expect: 100-continue). A client sends the head of its body with its headers (the
 // go-sdk's does in the same write), but what passes a reverse proxy, or HTTP/2,
 // may bring the body's first bytes apart from the headers, and a few at a time:
 // one read got the first piece alone, without the id. headWait is a read deadline
-// of readHead's own: a client that sends its headers and no body waited for the
+// of readHeadID's own: a client that sends its headers and no body waited for the
 // server's read deadline, or for ever on an http.Server without a ReadTimeout
 // (Handler mounted by a program of its own); it is answered with id null.
-func readHead(w http.ResponseWriter, r *http.Request) []byte {
+func readHeadID(w http.ResponseWriter, r *http.Request) json.RawMessage {
 	if r.Header.Get("Expect") != "" {
 		return nil
 	}
@@ -837,7 +838,10 @@ func readHead(w http.ResponseWriter, r *http.Request) []byte {
 			break
 		}
 	}
-	return head[:k]
+	if !scan.hasMethod {
+		return nil
+	}
+	return scan.result()
 }
 
 // headID returns the id of the request whose body starts with head (nil: none
