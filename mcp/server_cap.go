@@ -67,7 +67,11 @@ func (s *Server) capSessions(keep string) {
 	var idle []string
 	if over > 0 {
 		for id := range live {
-			if id != keep && !s.busy(id) {
+			// A session with no request marked is being started by a request
+			// under way (an initialize, marked once the SDK answers it): it is
+			// the newest, not the oldest, and the SDK is still setting it up,
+			// so closing it now would race with its connection being made.
+			if _, used := s.use.last[id]; used && id != keep && !s.busy(id) {
 				idle = append(idle, id)
 			}
 		}

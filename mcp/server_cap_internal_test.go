@@ -76,3 +76,52 @@ func TestServerHTTPSessionsAreCapped(t *testing.T) {
 		t.Fatalf("the first client's session: %v", err)
 	}
 }
+
+// A session the SDK lists before the request that starts it is answered (an
+// initialize under way) has no request marked yet. It was taken for the session
+// idle the longest and closed by another request's cap while the SDK was still
+// connecting it: a data race inside the SDK, and a new client's session closed
+// as it began. Such a session is left to the request starting it.
+func TestServerHTTPCapLeavesASessionBeingStarted(t *testing.T) {
+	n := nodetest.Start(t, node.Config{Model: llm.Offline{}})
+	const max = 2
+	s := NewServer(n, ServerOptions{MaxSessions: max})
+	hs := httptest.NewServer(s.Handler())
+	defer hs.Close()
+	// The session being started: made by the SDK's own handler on s's server, so
+	// that nothing of s marks a request in it, as while its initialize runs.
+	starting := httptest.NewServer(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s.srv }, nil))
+	defer starting.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	initialize := func(url string) string {
+		t.Helper()
+		const init = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"loop","version":"1"}}}`
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(init))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		id := resp.Header.Get("Mcp-Session-Id")
+		if resp.StatusCode != http.StatusOK || id == "" {
+			t.Fatalf("initialize: %s", resp.Status)
+		}
+		return id
+	}
+	unmarked := initialize(starting.URL)
+	for range max + 2 {
+		initialize(hs.URL)
+	}
+	if !s.known(unmarked) {
+		t.Fatal("the cap closed a session whose start was under way")
+	}
+	s.use.mu.Lock()
+	closed := s.use.closed[unmarked]
+	s.use.mu.Unlock()
+	if closed {
+		t.Fatal("the cap closed a session whose start was under way")
+	}
+}
