@@ -612,7 +612,7 @@ func importFile(ctx context.Context, st store, file string, stdin io.Reader, std
 		fmt.Fprintf(stderr, "error: %s: %v\n", file, err)
 		return 1
 	}
-	log, err := st.open(ctx, false)
+	log, err := st.open(ctx, importing)
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", st.writeLocked(err))
 		return 1
@@ -714,7 +714,7 @@ func fork(ctx context.Context, st store, parentID string, at uint64, modelSpec, 
 		cfg.MemoryWriteAfterTask, cfg.Consolidation = false, nil
 	}
 	if st.clickhouse != "" {
-		log, err := st.open(ctx, false)
+		log, err := st.open(ctx, forking)
 		if err != nil {
 			fmt.Fprintln(stderr, "error:", err)
 			return 1

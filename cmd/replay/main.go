@@ -190,7 +190,7 @@ func runIn(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 			return 1
 		}
 	}
-	log, err := st.open(ctx, true)
+	log, err := st.open(ctx, reading)
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)
 		return 1

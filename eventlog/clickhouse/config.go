@@ -18,9 +18,17 @@ type Config struct {
 	// 9000); the client connects to the first that answers. HTTP is not supported.
 	// Default ["127.0.0.1:9000"]. SplitAddr turns "h1:9000,h2:9000" into a list.
 	Addr []string
-	// Database holds the log's tables; Open creates it and them when missing. It
-	// must be a plain identifier (letters, digits, underscores). Default "troupe".
+	// Database holds the log's tables; Open creates it and them when missing
+	// (unless MustExist). It must be a plain identifier (letters, digits,
+	// underscores). Default "troupe".
 	Database string
+	// MustExist makes Open refuse, with ErrNoLog and creating nothing, a Database
+	// that does not exist or that holds no event log (no schema_migrations table):
+	// a command that reads a log (replay's list, show, verify, export, stats, and
+	// fork, which reads its parent session) given a misspelt name would otherwise
+	// create an empty log and report it empty. A log of an older schema is still
+	// migrated, as a node of this build would at its start.
+	MustExist bool
 	// Username and Password authenticate; Username defaults to "default".
 	Username string
 	Password string
