@@ -104,6 +104,17 @@ func (s store) migrateThenRead(ctx context.Context, old error) (eventlog.Log, er
 	return sqlite.Open(ctx, sqlite.Config{Dir: s.data, ReadOnly: true})
 }
 
+// hasSession returns an error unless the log, opened read-only, holds session id.
+func (s store) hasSession(ctx context.Context, id string) (err error) {
+	l, err := s.open(ctx, reading)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, l.Close()) }()
+	_, err = readSession(ctx, l, id)
+	return err
+}
+
 // checkDir makes sure the data directory exists and is a directory.
 func (s store) checkDir() error {
 	fi, err := os.Stat(s.data)
