@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -203,6 +205,22 @@ func setDuration(v *time.Duration, d time.Duration) {
 	}
 }
 
+// checkHostPort says what makes a, a host:port, one that a dial cannot use. A
+// port given by name ("host:clickhouse") is left to the dial.
+func checkHostPort(a string) error {
+	host, port, err := net.SplitHostPort(a)
+	if err != nil {
+		return err
+	}
+	if host == "" {
+		return errors.New("no host")
+	}
+	if n, err := strconv.Atoi(port); port == "" || err == nil && (n < 1 || n > 65535) {
+		return fmt.Errorf("port %q is not 1-65535", port)
+	}
+	return nil
+}
+
 var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // Validate reports every invalid field of c. Zero fields are valid: they take defaults.
@@ -211,6 +229,10 @@ func (c Config) Validate() error {
 	for i, a := range c.Addr {
 		if strings.TrimSpace(a) == "" || strings.Contains(a, "://") {
 			errs = append(errs, fmt.Errorf("Addr[%d] is %q, want host:port of the native protocol", i, a))
+		} else if err := checkHostPort(a); err != nil {
+			// An address no dial can use (no port, too many colons, port 99999)
+			// is refused here: Open would retry it as a server that is down.
+			errs = append(errs, fmt.Errorf("Addr[%d] is %q, want host:port of the native protocol: %w", i, a, err))
 		}
 	}
 	if c.Database != "" && !identifier.MatchString(c.Database) {
