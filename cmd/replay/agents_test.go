@@ -157,7 +157,7 @@ func TestVerifyAndForkAnAgentWithItsOwnModel(t *testing.T) {
 		t.Fatalf("fork: exit %d\n%s%s", code, out, errs)
 	}
 	st := store{data: data}
-	log, err := st.open(ctx, true)
+	log, err := st.open(ctx, reading)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -612,7 +612,7 @@ func importFile(ctx context.Context, st store, file string, stdin io.Reader, std
 		fmt.Fprintf(stderr, "error: %s: %v\n", file, err)
 		return 1
 	}
-	log, err := st.open(ctx, false)
+	log, err := st.open(ctx, importing)
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", st.writeLocked(err))
 		return 1
@@ -661,8 +661,19 @@ func fork(ctx context.Context, st store, parentID string, at uint64, modelSpec, 
 		fmt.Fprintln(stderr, "error:", err)
 		return 2
 	}
+	// The parent is looked for in the log opened read-only first: a data directory or
+	// a ClickHouse database that holds no log (a misspelt --data), or no such
+	// session, is an error before the fork's node creates or locks anything there.
+	if err := st.hasSession(ctx, parentID); err != nil {
+		fmt.Fprintln(stderr, "error:", err)
+		return 1
+	}
 	if newID == "" {
 		newID = fmt.Sprintf("%s-fork-%d", parentID, time.Now().UnixMilli())
+		if !node.ValidSessionID(newID) {
+			fmt.Fprintf(stderr, "error: the fork's default ID %q is no valid session ID (one is %s): name the fork with --session NEW-ID\n", newID, node.SessionIDRule)
+			return 2
+		}
 	}
 	if !node.ValidSessionID(newID) {
 		fmt.Fprintf(stderr, "error: --session %q: a session ID is %s\n", newID, node.SessionIDRule)
@@ -714,7 +725,7 @@ func fork(ctx context.Context, st store, parentID string, at uint64, modelSpec, 
 		cfg.MemoryWriteAfterTask, cfg.Consolidation = false, nil
 	}
 	if st.clickhouse != "" {
-		log, err := st.open(ctx, false)
+		log, err := st.open(ctx, forking)
 		if err != nil {
 			fmt.Fprintln(stderr, "error:", err)
 			return 1

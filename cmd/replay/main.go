@@ -61,6 +61,7 @@ func runIn(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 	// The MCP client's goroutines log warnings to stderr while run writes its own
 	// messages there.
 	stdout, stderr = cliflags.Serialize(stdout, stderr)
+	stderr = terminalText{stderr}
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return 2
@@ -190,7 +191,7 @@ func runIn(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 			return 1
 		}
 	}
-	log, err := st.open(ctx, true)
+	log, err := st.open(ctx, reading)
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)
 		return 1
@@ -208,6 +209,20 @@ func runIn(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 	default: // stats
 		return stats(ctx, log, since, agentFlag, asJSON, stdout, stderr)
 	}
+}
+
+// terminalText writes what it is given through node.EscapeControls. Replay's
+// messages on stderr quote paths, addresses, IDs and flag values as the user typed
+// them, and errors of the log or of MCP servers: none of it may act on the
+// terminal (an ESC sequence in a --data path, say). Each message is written whole,
+// in one Write, so no character is split between two.
+type terminalText struct{ w io.Writer }
+
+func (t terminalText) Write(p []byte) (int, error) {
+	if _, err := io.WriteString(t.w, node.EscapeControls(string(p))); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
 
 func envOr(key, def string) string {

@@ -28,16 +28,45 @@ type store struct {
 // that is down is an error, not a wait until the user interrupts it.
 var clickhouseOpenWait = 30 * time.Second
 
-// open opens the log. A read-only embedded log takes no lock, so it can be read while
-// a node serves from the same directory. A read-only ClickHouse log leaves the
-// repair of compacted streams' summaries to the nodes (NoSummaryRepair).
-func (s store) open(ctx context.Context, readOnly bool) (eventlog.Log, error) {
+// access is what a command does with the log it opens.
+type access int
+
+const (
+	// reading: list, show, verify, export and stats read the log, and create
+	// nothing: a log that does not exist (a misspelt --data or ClickHouse
+	// database) is an error naming it, not an empty log made for it.
+	reading access = iota
+	// forking: fork writes a new session into the log that holds its parent, so
+	// the log must exist too.
+	forking
+	// importing: import writes a session into a log, which it creates when there
+	// is none yet, as a node does at its start (and says so).
+	importing
+)
+
+// open opens the log for a. A read-only embedded log takes no lock, so it can be
+// read while a node serves from the same directory. A read-only ClickHouse log
+// leaves the repair of compacted streams' summaries to the nodes (NoSummaryRepair).
+func (s store) open(ctx context.Context, a access) (eventlog.Log, error) {
+	readOnly := a == reading
 	if s.clickhouse != "" {
 		db := s.database
 		if db == "" {
 			db = "troupe"
 		}
-		l, err := clickhouse.Open(ctx, clickhouse.Config{Addr: clickhouse.SplitAddr(s.clickhouse), Database: db, NoSummaryRepair: readOnly, OpenWait: clickhouseOpenWait})
+		cfg := clickhouse.Config{Addr: clickhouse.SplitAddr(s.clickhouse), Database: db, NoSummaryRepair: readOnly, OpenWait: clickhouseOpenWait, MustExist: true}
+		l, err := clickhouse.Open(ctx, cfg)
+		if a == importing && errors.Is(err, clickhouse.ErrNoLog) {
+			if s.notices != nil {
+				fmt.Fprintf(s.notices, "creating the event log in ClickHouse database %s on %s (there was none)\n", db, s.clickhouse)
+			}
+			cfg.MustExist = false
+			l, err = clickhouse.Open(ctx, cfg)
+		}
+		if errors.Is(err, clickhouse.ErrNoLog) {
+			// The error names the database and the server already.
+			return nil, fmt.Errorf("%w (TROUPE_CLICKHOUSE_DATABASE names the database, default troupe; a node creates it when it starts)", err)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("clickhouse %s: %w", s.clickhouse, err)
 		}
@@ -73,6 +102,17 @@ func (s store) migrateThenRead(ctx context.Context, old error) (eventlog.Log, er
 		fmt.Fprintf(s.notices, "migrated the event log in %s to schema %d (an older build wrote it)\n", s.data, sqlite.SchemaVersion)
 	}
 	return sqlite.Open(ctx, sqlite.Config{Dir: s.data, ReadOnly: true})
+}
+
+// hasSession returns an error unless the log, opened read-only, holds session id.
+func (s store) hasSession(ctx context.Context, id string) (err error) {
+	l, err := s.open(ctx, reading)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, l.Close()) }()
+	_, err = readSession(ctx, l, id)
+	return err
 }
 
 // checkDir makes sure the data directory exists and is a directory.

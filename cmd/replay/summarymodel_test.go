@@ -58,7 +58,7 @@ func recordSummarySession(t *testing.T, dir, spec string) (data, agentsPath stri
 		}
 	}
 	st := store{data: data}
-	log, err := st.open(context.Background(), true)
+	log, err := st.open(context.Background(), reading)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +121,7 @@ func TestVerifyAndForkAnAgentWithASummaryModel(t *testing.T) {
 			t.Fatalf("fork: exit %d\n%s%s", code, out, errs)
 		}
 		st := store{data: data}
-		log, err := st.open(context.Background(), true)
+		log, err := st.open(context.Background(), reading)
 		if err != nil {
 			t.Fatal(err)
 		}

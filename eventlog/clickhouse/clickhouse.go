@@ -114,7 +114,7 @@ func Open(ctx context.Context, cfg Config) (*Log, error) {
 	began := time.Now()
 	for attempt := 0; ; attempt++ {
 		var err error
-		conn, err = connect(ctx, opts, cfg.Database)
+		conn, err = connect(ctx, opts, cfg.Database, cfg.MustExist)
 		if err == nil {
 			break
 		}
@@ -163,10 +163,17 @@ func start(cfg Config, conn driver.Conn) *Log {
 	return l
 }
 
-// connect opens a connection pool to the database, creating and migrating it.
-func connect(ctx context.Context, opts *ch.Options, database string) (driver.Conn, error) {
+// connect opens a connection pool to the database, creating (unless mustExist)
+// and migrating it.
+func connect(ctx context.Context, opts *ch.Options, database string, mustExist bool) (driver.Conn, error) {
 	where := strings.Join(opts.Addr, ",")
-	if err := createDatabase(ctx, opts, database); err != nil {
+	if err := createDatabase(ctx, opts, database, mustExist); err != nil {
+		if errors.Is(err, ErrNoLog) {
+			return nil, err
+		}
+		if mustExist {
+			return nil, fmt.Errorf("eventlog/clickhouse: look up database %s on %s: %w", database, where, err)
+		}
 		return nil, fmt.Errorf("eventlog/clickhouse: create database %s on %s: %w", database, where, err)
 	}
 	conn, err := ch.Open(opts)

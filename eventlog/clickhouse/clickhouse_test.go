@@ -106,6 +106,18 @@ func TestConfigValidate(t *testing.T) {
 	if _, err := clickhouse.Open(context.Background(), bad); err == nil {
 		t.Fatal("Open with an invalid config succeeded")
 	}
+	// An address no dial can use is refused at once, not retried as a server
+	// that is down.
+	for _, a := range []string{"localhost", "a:b:c", "h:99999", "h:0", ":9000", "h:"} {
+		if err := (clickhouse.Config{Addr: []string{a}}).Validate(); err == nil || !strings.Contains(err.Error(), "Addr[0]") {
+			t.Errorf("Validate(Addr %q) = %v, want it refused", a, err)
+		}
+	}
+	for _, a := range []string{"127.0.0.1:9000", "[::1]:9000", "ch-1.example:9440", "h:clickhouse"} {
+		if err := (clickhouse.Config{Addr: []string{a}}).Validate(); err != nil {
+			t.Errorf("Validate(Addr %q) = %v, want it taken", a, err)
+		}
+	}
 }
 
 func TestMigrations(t *testing.T) {

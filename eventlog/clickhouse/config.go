@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -18,9 +20,17 @@ type Config struct {
 	// 9000); the client connects to the first that answers. HTTP is not supported.
 	// Default ["127.0.0.1:9000"]. SplitAddr turns "h1:9000,h2:9000" into a list.
 	Addr []string
-	// Database holds the log's tables; Open creates it and them when missing. It
-	// must be a plain identifier (letters, digits, underscores). Default "troupe".
+	// Database holds the log's tables; Open creates it and them when missing
+	// (unless MustExist). It must be a plain identifier (letters, digits,
+	// underscores). Default "troupe".
 	Database string
+	// MustExist makes Open refuse, with ErrNoLog and creating nothing, a Database
+	// that does not exist or that holds no event log (no schema_migrations table):
+	// a command that reads a log (replay's list, show, verify, export, stats, and
+	// fork, which reads its parent session) given a misspelt name would otherwise
+	// create an empty log and report it empty. A log of an older schema is still
+	// migrated, as a node of this build would at its start.
+	MustExist bool
 	// Username and Password authenticate; Username defaults to "default".
 	Username string
 	Password string
@@ -195,6 +205,22 @@ func setDuration(v *time.Duration, d time.Duration) {
 	}
 }
 
+// checkHostPort says what makes a, a host:port, one that a dial cannot use. A
+// port given by name ("host:clickhouse") is left to the dial.
+func checkHostPort(a string) error {
+	host, port, err := net.SplitHostPort(a)
+	if err != nil {
+		return err
+	}
+	if host == "" {
+		return errors.New("no host")
+	}
+	if n, err := strconv.Atoi(port); port == "" || err == nil && (n < 1 || n > 65535) {
+		return fmt.Errorf("port %q is not 1-65535", port)
+	}
+	return nil
+}
+
 var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // Validate reports every invalid field of c. Zero fields are valid: they take defaults.
@@ -203,6 +229,10 @@ func (c Config) Validate() error {
 	for i, a := range c.Addr {
 		if strings.TrimSpace(a) == "" || strings.Contains(a, "://") {
 			errs = append(errs, fmt.Errorf("Addr[%d] is %q, want host:port of the native protocol", i, a))
+		} else if err := checkHostPort(a); err != nil {
+			// An address no dial can use (no port, too many colons, port 99999)
+			// is refused here: Open would retry it as a server that is down.
+			errs = append(errs, fmt.Errorf("Addr[%d] is %q, want host:port of the native protocol: %w", i, a, err))
 		}
 	}
 	if c.Database != "" && !identifier.MatchString(c.Database) {

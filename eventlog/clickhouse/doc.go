@@ -237,7 +237,8 @@
 //
 // # Schema
 //
-// Open creates Config.Database and applies the numbered files of schema/ that
+// Open creates Config.Database (unless Config.MustExist, which refuses a
+// database that is missing or holds no log) and applies the numbered files of schema/ that
 // the schema_migrations table does not list yet (see Migrations); the same
 // files are the deployable DDL (deploy/clickhouse/README.md). They stay within
 // what ClickHouse 18.16 (Debian's package, used by deploy/clickhouse.sh) and

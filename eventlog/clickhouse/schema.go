@@ -3,6 +3,7 @@ package clickhouse
 import (
 	"context"
 	"embed"
+	"errors"
 	"fmt"
 	"io/fs"
 	"path"
@@ -220,9 +221,14 @@ func record(ctx context.Context, conn driver.Conn, m Migration) error {
 	return b.Send()
 }
 
+// ErrNoLog means that Open with Config.MustExist found no event log: the database
+// does not exist, or it holds no schema_migrations table.
+var ErrNoLog = errors.New("eventlog/clickhouse: no event log")
+
 // createDatabase creates the database, if it is missing, on a connection that
-// does not use it yet.
-func createDatabase(ctx context.Context, opts *ch.Options, database string) error {
+// does not use it yet. With mustExist it creates nothing: it returns ErrNoLog
+// (permanent) when the database is missing or holds no event log.
+func createDatabase(ctx context.Context, opts *ch.Options, database string, mustExist bool) error {
 	o := *opts
 	o.Auth.Database = ""
 	o.MaxOpenConns, o.MaxIdleConns = 1, 1
@@ -231,6 +237,9 @@ func createDatabase(ctx context.Context, opts *ch.Options, database string) erro
 		return err
 	}
 	defer func() { _ = conn.Close() }()
+	if mustExist {
+		return checkDatabase(ctx, conn, database, strings.Join(opts.Addr, ","))
+	}
 	return ensureDatabase(ctx, conn, database)
 }
 
@@ -245,4 +254,24 @@ func ensureDatabase(ctx context.Context, conn driver.Conn, database string) erro
 		return nil
 	}
 	return conn.Exec(ctx, "CREATE DATABASE IF NOT EXISTS "+database)
+}
+
+// checkDatabase returns ErrNoLog, marked permanent, unless database exists on conn
+// and holds the schema_migrations table that every log's first migration creates.
+// where names the servers in the error.
+func checkDatabase(ctx context.Context, conn driver.Conn, database, where string) error {
+	var dbs, tables uint64
+	if err := conn.QueryRow(ctx, "SELECT count() FROM system.databases WHERE name = ?", database).Scan(&dbs); err != nil {
+		return err
+	}
+	if dbs == 0 {
+		return permanent(fmt.Errorf("%w: database %q does not exist on %s", ErrNoLog, database, where))
+	}
+	if err := conn.QueryRow(ctx, "SELECT count() FROM system.tables WHERE database = ? AND name = 'schema_migrations'", database).Scan(&tables); err != nil {
+		return err
+	}
+	if tables == 0 {
+		return permanent(fmt.Errorf("%w: database %q on %s holds no event log (it has no schema_migrations table)", ErrNoLog, database, where))
+	}
+	return nil
 }

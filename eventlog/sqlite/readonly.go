@@ -42,11 +42,13 @@ func openReadOnly(ctx context.Context, cfg Config) (_ *Log, err error) {
 	} else if !fi.IsDir() {
 		return nil, fmt.Errorf("%w in %s: it is a file, not a data directory", ErrNoLog, dir)
 	}
-	if _, err := os.Stat(path); err != nil {
+	if fi, err := os.Stat(path); err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return nil, fmt.Errorf("%w in %s: %s does not exist", ErrNoLog, dir, dbFile)
 		}
 		return nil, fmt.Errorf("eventlog/sqlite: %s: %w", path, err)
+	} else if err := regularFile(fi, path); err != nil {
+		return nil, err
 	}
 
 	l := &Log{
@@ -88,7 +90,15 @@ func openReadOnly(ctx context.Context, cfg Config) (_ *Log, err error) {
 func checkSchema(ctx context.Context, db *sql.DB, dir, path string) error {
 	var v int
 	if err := db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
+		if nd := notDatabase(err, path); nd != nil {
+			return nd
+		}
 		return fmt.Errorf("eventlog/sqlite: open %s read-only: read schema version: %w", path, err)
+	}
+	// Another program's database is no log to read, nor one to migrate (which
+	// replay does for a log of an older schema).
+	if err := checkTables(ctx, db, path, v); err != nil {
+		return err
 	}
 	switch {
 	case v == 0:

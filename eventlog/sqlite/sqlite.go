@@ -101,6 +101,11 @@ func open(ctx context.Context, cfg Config, beforeGroup func([]*appendReq)) (_ *L
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, fmt.Errorf("eventlog/sqlite: create data directory: %w", err)
 	}
+	// Before the lock file and the first pragma: a directory whose events.db is
+	// another program's (or no database) is refused with nothing changed in it.
+	if err := checkLogFile(ctx, filepath.Join(dir, dbFile)); err != nil {
+		return nil, err
+	}
 	l := &Log{
 		cfg:         cfg,
 		path:        filepath.Join(dir, dbFile),
