@@ -492,6 +492,13 @@ func (g *gate) login(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "want {\"token\": \"...\"}: %v", err)
 		return
 	}
+	// As an approval's: encoding/json takes the last of two tokens, and a
+	// "Token" for "token", where a proxy or a log that reads the body takes
+	// the first, or none.
+	if err := checkKeys(body, []string{"token"}, false); err != nil {
+		writeError(w, http.StatusBadRequest, "want {\"token\": \"...\"}: %v", err)
+		return
+	}
 	sum := sha256.Sum256([]byte(strings.TrimSpace(b.Token)))
 	if !g.known(sum) {
 		g.refuse(r, http.StatusUnauthorized)
