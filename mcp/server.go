@@ -1160,7 +1160,10 @@ func writeRPCErrorID(w http.ResponseWriter, status, code int, message string, id
 		id = json.RawMessage("null")
 	}
 	w.Header().Set("Content-Type", "application/json")
-	w.Header().Del("X-Content-Type-Options")
+	// The message may repeat what the request said (a method's name): the
+	// browser must not sniff another type from it, as of every answer of the
+	// node's API (the SDK's plain-text errors, which this one replaces, say so too).
+	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(map[string]any{"jsonrpc": "2.0", "id": id,
 		"error": map[string]any{"code": code, "message": message}})
