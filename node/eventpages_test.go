@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/eventlog/sqlite"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
@@ -20,9 +21,10 @@ import (
 // keeps the most payload bytes one read of a session returned.
 type readSizes struct {
 	*sqlite.Log
-	session string
-	mu      sync.Mutex
-	most    int
+	session  string
+	mu       sync.Mutex
+	most     int
+	listings int // of the streams whose ID starts with a prefix
 }
 
 func (l *readSizes) note(sessionID string, events []messages.Envelope) {
@@ -48,6 +50,16 @@ func (l *readSizes) ReadN(ctx context.Context, sessionID string, from uint64, n 
 	events, err := l.Log.ReadN(ctx, sessionID, from, n)
 	l.note(sessionID, events)
 	return events, err
+}
+
+// Sessions counts the listings of the streams that start with a prefix.
+func (l *readSizes) Sessions(ctx context.Context, f eventlog.Filter) ([]eventlog.SessionInfo, error) {
+	if f.Prefix != "" {
+		l.mu.Lock()
+		l.listings++
+		l.mu.Unlock()
+	}
+	return l.Log.Sessions(ctx, f)
 }
 
 // mostRead returns the most payload bytes one read returned since the last call,
@@ -156,5 +168,43 @@ func TestSessionEventsAreReadAPageAtATime(t *testing.T) {
 	}
 	if n := lg.mostRead(); n > most {
 		t.Errorf("the stream: one read of the log returned %d bytes of payload, want at most %d (a page)", n, most)
+	}
+}
+
+// A page of a session's events past its end is [] and one of a stream the log
+// does not have is 404, told by reading the stream's first event: the log's
+// streams are not listed. They were, by the ID as a prefix, so that
+// GET /v1/sessions/0/events?from=2 listed every session whose ID starts with 0
+// (most of them: their IDs are UUIDv7) at each call.
+func TestEventsPastTheEndListNoStreams(t *testing.T) {
+	base, err := sqlite.Open(context.Background(), sqlite.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = base.Close() })
+	lg := &readSizes{Log: base}
+	_, url, _ := serveHTTP(t, node.Config{Log: lg})
+	e, err := messages.NewEnvelope(&messages.TaskSubmitted{Input: "hi"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.ID, e.SessionID, e.Seq, e.Actor, e.TS = "s-0/1", "s-0", 1, "session", time.Now().UnixMicro()
+	if err := lg.Append(context.Background(), []messages.Envelope{e}); err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]int{"/v1/sessions/s-0/events?from=2": http.StatusOK, "/v1/sessions/s/events?from=2": http.StatusNotFound} {
+		resp, err := http.Get(url + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("GET %s: %d, want %d", path, resp.StatusCode, want)
+		}
+	}
+	lg.mu.Lock()
+	defer lg.mu.Unlock()
+	if lg.listings != 0 {
+		t.Errorf("the log's streams were listed by prefix %d times, want none", lg.listings)
 	}
 }

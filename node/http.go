@@ -723,8 +723,15 @@ func (p *eventPages) next(ctx context.Context) ([]messages.Envelope, error) {
 }
 
 // streamKnown reports whether the log holds a stream (a session or another) of
-// this ID.
+// this ID: its first event, from a log that reads pages (SQLite's), else the
+// streams whose ID starts with it. The listing costs as many rows as streams
+// match: GET /v1/sessions/0/events?from=2 listed every session whose ID starts
+// with 0 (most of them), 0.1 s at each call on a log of 11,000 sessions.
 func (n *Node) streamKnown(ctx context.Context, id string) (bool, error) {
+	if pr, ok := n.log.(eventlog.PageReader); ok {
+		first, err := pr.ReadN(ctx, id, 1, 1)
+		return len(first) > 0, err
+	}
 	infos, err := n.log.Sessions(ctx, eventlog.Filter{Prefix: id})
 	if err != nil {
 		return false, err
