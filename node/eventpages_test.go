@@ -169,6 +169,22 @@ func TestSessionEventsAreReadAPageAtATime(t *testing.T) {
 	if n := lg.mostRead(); n > most {
 		t.Errorf("the stream: one read of the log returned %d bytes of payload, want at most %d (a page)", n, most)
 	}
+
+	// A client ahead of the log (its Last-Event-ID past the session's end) is
+	// streamed what comes next: the session is known by one event of it.
+	req, _ = http.NewRequestWithContext(ctx, http.MethodGet, url+"/v1/sessions/"+id+"/stream", nil)
+	req.Header.Set("Last-Event-ID", "1000")
+	ahead, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ahead.Body.Close()
+	if ahead.StatusCode != http.StatusOK {
+		t.Errorf("the stream from Last-Event-ID 1000: %d, want 200", ahead.StatusCode)
+	}
+	if n := lg.mostRead(); n > size+1024 {
+		t.Errorf("the stream from Last-Event-ID 1000: one read of the log returned %d bytes of payload, want an event's (%d)", n, size)
+	}
 }
 
 // A page of a session's events past its end is [] and one of a stream the log

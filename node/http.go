@@ -1110,15 +1110,17 @@ const (
 // sessionKnown reports whether the log has a session, for a stream whose client has
 // read up to seq last (0: nothing) and found nothing after it.
 func (n *Node) sessionKnown(ctx context.Context, id string, last uint64) (bool, error) {
+	// One event is read, not the session from there on: a client ahead of the
+	// log (a Last-Event-ID past its end) had the whole session read.
 	if last > 0 {
 		// The usual case: the client has read to the end.
-		events, err := n.log.Read(ctx, id, last)
+		events, err := eventlog.ReadPage(ctx, n.log, id, last, 1)
 		if err != nil || len(events) > 0 {
 			return len(events) > 0, err
 		}
 	}
 	// The client is ahead of the log, or the session does not exist.
-	events, err := n.log.Read(ctx, id, 1)
+	events, err := eventlog.ReadPage(ctx, n.log, id, 1, 1)
 	return len(events) > 0, err
 }
 
