@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"mime"
+	"net"
 	"net/http"
 	"os"
 	"slices"
@@ -670,8 +671,15 @@ func (s *Server) Handler() http.Handler {
 				return
 			case err != nil:
 				// With the id of what came (the server's read deadline passed while
-				// the body was on its way), which a client of it may still read.
-				writeRPCErrorID(w, http.StatusBadRequest, codeInvalidRequest, "the request body could not be read: "+err.Error(), headID(body))
+				// the body was on its way), which a client of it may still read. A
+				// body that came too slowly is 408, as on the node's other routes,
+				// said so rather than with the connection's addresses.
+				status, why := http.StatusBadRequest, err.Error()
+				var netErr net.Error
+				if errors.As(err, &netErr) && netErr.Timeout() {
+					status, why = http.StatusRequestTimeout, "it was not sent in time"
+				}
+				writeRPCErrorID(w, status, codeInvalidRequest, "the request body could not be read: "+why, headID(body))
 				return
 			}
 
