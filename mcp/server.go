@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"mime"
+	"net"
 	"net/http"
 	"os"
 	"slices"
@@ -670,8 +671,15 @@ func (s *Server) Handler() http.Handler {
 				return
 			case err != nil:
 				// With the id of what came (the server's read deadline passed while
-				// the body was on its way), which a client of it may still read.
-				writeRPCErrorID(w, http.StatusBadRequest, codeInvalidRequest, "the request body could not be read: "+err.Error(), headID(body))
+				// the body was on its way), which a client of it may still read. A
+				// body that came too slowly is 408, as on the node's other routes,
+				// said so rather than with the connection's addresses.
+				status, why := http.StatusBadRequest, err.Error()
+				var netErr net.Error
+				if errors.As(err, &netErr) && netErr.Timeout() {
+					status, why = http.StatusRequestTimeout, "it was not sent in time"
+				}
+				writeRPCErrorID(w, status, codeInvalidRequest, "the request body could not be read: "+why, headID(body))
 				return
 			}
 
@@ -1160,7 +1168,10 @@ func writeRPCErrorID(w http.ResponseWriter, status, code int, message string, id
 		id = json.RawMessage("null")
 	}
 	w.Header().Set("Content-Type", "application/json")
-	w.Header().Del("X-Content-Type-Options")
+	// The message may repeat what the request said (a method's name): the
+	// browser must not sniff another type from it, as of every answer of the
+	// node's API (the SDK's plain-text errors, which this one replaces, say so too).
+	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(map[string]any{"jsonrpc": "2.0", "id": id,
 		"error": map[string]any{"code": code, "message": message}})

@@ -318,4 +318,9 @@ func TestServerHTTPBodyCutByTheReadTimeoutIsAnsweredWithItsID(t *testing.T) {
 	if json.Unmarshal(raw, &a) != nil || string(a.ID) != `"slow-1"` || a.Error == nil || !strings.Contains(a.Error.Message, "could not be read") {
 		t.Fatalf("%s %q, want a JSON-RPC error of id \"slow-1\" saying the body could not be read", resp.Status, raw)
 	}
+	// As on the node's other routes: 408, saying why, not with the
+	// connection's addresses ("read tcp 127.0.0.1:…: i/o timeout").
+	if resp.StatusCode != http.StatusRequestTimeout || !strings.Contains(a.Error.Message, "not sent in time") || strings.Contains(a.Error.Message, "tcp") {
+		t.Fatalf("%s %q, want 408 saying the body was not sent in time", resp.Status, raw)
+	}
 }

@@ -483,6 +483,11 @@ func TestServerHTTPMalformedBody(t *testing.T) {
 			json.Unmarshal(raw, &rpc) != nil || rpc.JSONRPC != "2.0" || rpc.ID != want.id || rpc.Error.Code != want.code || !strings.Contains(rpc.Error.Message, want.msg) {
 			t.Errorf("body %.60q: %s %s: %.300q, want a JSON-RPC error %d, id %v, %q", body, resp.Status, resp.Header.Get("Content-Type"), raw, want.code, want.id, want.msg)
 		}
+		// As every answer of the node's API: a browser must not take the
+		// error, which may repeat the request, for another type.
+		if got := resp.Header.Get("X-Content-Type-Options"); got != "nosniff" {
+			t.Errorf("body %.60q: %s, X-Content-Type-Options %q, want nosniff", body, resp.Status, got)
+		}
 	}
 }
 

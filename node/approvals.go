@@ -260,6 +260,13 @@ func (n *Node) postApproval(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusUnsupportedMediaType, "%v", err)
 		return
 	}
+	// A Content-Length over the bound is refused before the body is read, as a
+	// task's is: a client that sends it slowly learns at once, not at the read
+	// timeout.
+	if r.ContentLength > approvalMaxBody {
+		writeError(w, http.StatusRequestEntityTooLarge, "request body of %d bytes is larger than %d: an approval is {\"approve\", \"reason\"}", r.ContentLength, approvalMaxBody)
+		return
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, approvalMaxBody))
 	if err != nil {
 		var tooLarge *http.MaxBytesError

@@ -407,6 +407,12 @@ func (g *gate) wrap(h http.Handler, rpc map[string]bool) http.Handler {
 		if rpc[r.URL.Path] {
 			deny = writeRPCRefusal
 		}
+		if !g.closed() && rebound(r) {
+			g.refuse(r, http.StatusForbidden)
+			deny(w, http.StatusForbidden, "Host %s is not a name of this host: a node without tokens on a loopback address answers only to localhost, a name under .localhost, "+
+				"a name without a dot or an IP address, as a page of another site may point a name of its own at 127.0.0.1 (DNS rebinding); call it so, or give the node tokens", QuoteHead(r.Host))
+			return
+		}
 		if err := g.cop.Check(r); err != nil {
 			g.refuse(r, http.StatusForbidden)
 			deny(w, http.StatusForbidden, "a %s from a page of another site is refused (Sec-Fetch-Site %q, Origin %q): only the node's own pages and the configured cors origins may change things",
@@ -481,6 +487,35 @@ func (g *gate) wrap(h http.Handler, rpc map[string]bool) http.Handler {
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// rebound reports whether r came to a loopback address of the node under a name
+// that may not be this host's: a DNS name with a dot, other than localhost and
+// the names under .localhost (which browsers resolve to loopback themselves).
+// A page of another site whose own name its DNS then points at 127.0.0.1 (DNS
+// rebinding) is of the same origin as the node to the browser, which sends its
+// requests, and lets the page read their answers: on a node without tokens, all
+// its sessions, and tasks run. An IP address is no DNS name to rebind, nor is a
+// name without a dot in any public zone (a container's, a test's "node"). /mcp
+// had this check (the MCP SDK's) where the rest of the API did not.
+func rebound(r *http.Request) bool {
+	local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	if !ok || local == nil {
+		return false
+	}
+	ap, err := netip.ParseAddrPort(local.String())
+	if err != nil || !ap.Addr().Unmap().IsLoopback() {
+		return false
+	}
+	host := r.Host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.ToLower(strings.Trim(host, "[]")), ".")
+	if _, err := netip.ParseAddr(host); err == nil {
+		return false
+	}
+	return strings.Contains(host, ".") && !strings.HasSuffix(host, ".localhost")
 }
 
 // refuse counts and logs (at debug level: a flood must not flood the log) a

@@ -620,6 +620,11 @@ func (n *Node) askKB(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusUnsupportedMediaType, "%v", err)
 		return
 	}
+	if r.ContentLength > kbMaxAskBody {
+		// Refused before the body is read, as a document over its bound is.
+		bodyError(w, &http.MaxBytesError{Limit: kbMaxAskBody})
+		return
+	}
 	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, kbMaxAskBody))
 	if err != nil {
 		bodyError(w, err)

@@ -51,10 +51,22 @@ const (
 	statusFoldBytes    = 256 << 20
 )
 
-// statusFoldFrom is the fewest events a session has whose fold is kept: a
-// shorter one is folded whole at each read, which costs little, and its state
-// takes no room.
-const statusFoldFrom = 256
+// statusFoldFrom is the fewest events a session has whose fold is kept, and
+// statusFoldFromBytes the fewest payload bytes: a shorter one is folded whole at
+// each read, which costs little, and its state takes no room. A task's input
+// alone may be 1 MiB: a session of 20 such tasks, 80 events, read and decoded
+// its 21 MB at each read, and a hundred clients polling it at once took seconds
+// each, and past the write timeout had no answer.
+const (
+	statusFoldFrom      = 256
+	statusFoldFromBytes = 1 << 20
+)
+
+// worthKeeping reports whether the fold of a session whose events are these is
+// kept.
+func worthKeeping(events []messages.Envelope) bool {
+	return len(events) >= statusFoldFrom || payloadBytes(events) >= statusFoldFromBytes
+}
 
 // statusFold is the kept fold of one session's events.
 type statusFold struct {
@@ -79,8 +91,8 @@ type statusFold struct {
 // log has events of the session (false when it could not be read). A read of a
 // session with a kept fold runs while no other read folds it on; one of a
 // session without (a short one) runs beside the others, and keeps the fold it
-// made when the session has statusFoldFrom events or more. use must not keep
-// st, nor change it.
+// made when the session has statusFoldFrom events or more, or statusFoldFromBytes
+// of payload. use must not keep st, nor change it.
 func (f *statusFolds) with(ctx context.Context, log eventlog.Log, id string, use func(st *actors.SessionState) error) (known bool, err error) {
 	return f.fold(ctx, log, id, true, use)
 }
@@ -119,7 +131,7 @@ func (f *statusFolds) fold(ctx context.Context, log eventlog.Log, id string, kee
 			f.forget(ent)
 			return false, err
 		}
-		if err != nil || len(events) < statusFoldFrom {
+		if err != nil || !worthKeeping(events) {
 			f.forget(ent)
 			if err != nil {
 				return true, err
@@ -137,7 +149,7 @@ func (f *statusFolds) fold(ctx context.Context, log eventlog.Log, id string, kee
 	if err != nil {
 		return true, err
 	}
-	if keepNew && len(events) >= statusFoldFrom {
+	if keepNew && worthKeeping(events) {
 		ent := f.entry(id)
 		select {
 		case ent.turn <- struct{}{}:

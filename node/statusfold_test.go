@@ -234,6 +234,42 @@ func TestSessionStatusReadsOnlyTheTail(t *testing.T) {
 	}
 }
 
+// A session of few events that hold megabytes (a task's input may be 1 MiB) has
+// its fold kept too, as a long one has: read again, it reads the events after
+// the last read and the few before, checked again, not its whole history.
+func TestSessionStatusOfFewLargeEventsReadsOnlyTheTail(t *testing.T) {
+	ctx := context.Background()
+	lg := openLog(t)
+	log := &readCounted{Log: lg}
+	w := newHistoryWriter(t, lg, "heavy")
+	w.tag = strings.Repeat("x", 64<<10)
+	w.tasks(3, 3) // 42 events, 2.6 MiB
+	w.flush()
+	if w.seq >= statusFoldFrom {
+		t.Fatalf("the session has %d events: this test wants fewer than %d", w.seq, statusFoldFrom)
+	}
+	var kept statusFolds
+	read := func() string {
+		t.Helper()
+		var got string
+		if _, err := kept.with(ctx, log, "heavy", func(st *actors.SessionState) error {
+			got = statusAnswers(t, "heavy", st, "")
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	first := read()
+	log.events.Store(0)
+	if got := read(); got != first {
+		t.Fatalf("read again: %s, first %s", got, first)
+	}
+	if n := log.events.Load(); n > feedVerify {
+		t.Fatalf("read again, the session read %d of its %d events, want at most %d", n, w.seq, feedVerify)
+	}
+}
+
 // The folds kept hold at most maxBytes of their events' payloads: keeping a
 // second session's drops the first's, whose next read folds its whole history
 // again; a session whose events alone hold more is not kept.

@@ -226,6 +226,20 @@ func TestLoginRefusesWrongTokensAndIsRateLimited(t *testing.T) {
 	}
 }
 
+// A login body with its token twice, or under a miscased key, is refused (400),
+// as an approval's or a task's is, with no cookie: encoding/json would take the
+// last token, or "Token" for "token", which a proxy or a log reading the body
+// would not.
+func TestLoginRefusesDuplicateAndMiscasedKeys(t *testing.T) {
+	_, base, _ := authNode(t, node.HTTPConfig{Auth: node.AuthConfig{Tokens: []string{goodToken}}})
+	for _, b := range []string{`{"token":"` + wrongToken + `","token":"` + goodToken + `"}`, `{"Token":"` + goodToken + `"}`, `{"TOKEN":"` + goodToken + `"}`} {
+		code, _, body := rawCall(t, "POST", base+"/v1/auth/login", b, map[string]string{"Content-Type": "application/json"})
+		if code != http.StatusBadRequest {
+			t.Errorf("login %s: %d %s, want 400", b, code, body)
+		}
+	}
+}
+
 // The cookie stands for its token: a token dropped from the tokens file ends its
 // sessions, and the cookie and the bearer header share the token's rate limit.
 func TestSessionCookieFollowsItsToken(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/troupe-run/troupe/knowledge"
 	"github.com/troupe-run/troupe/node"
 )
 
@@ -40,7 +41,7 @@ func sendHead(t *testing.T, addr, head, start string) (net.Conn, *bufio.Reader) 
 // come net/http gives up on at once: the bodies here are smaller.)
 func TestRefusalsDoNotWaitForTheBody(t *testing.T) {
 	const token = "0123456789abcdef0123456789abcdef"
-	_, base, _ := serveHTTP(t, node.Config{A2A: &node.A2AConfig{}, HTTP: node.HTTPConfig{MaxBody: 100000, Auth: node.AuthConfig{Tokens: []string{token}}}})
+	_, base, _ := serveHTTP(t, node.Config{A2A: &node.A2AConfig{}, Knowledge: &knowledge.Config{}, HTTP: node.HTTPConfig{MaxBody: 100000, Auth: node.AuthConfig{Tokens: []string{token}}}})
 	addr := strings.TrimPrefix(base, "http://")
 	const cl = "Content-Length: 200000\r\n" // under 256 KiB, which net/http would wait for
 	auth := "Authorization: Bearer " + token + "\r\n"
@@ -57,6 +58,11 @@ func TestRefusalsDoNotWaitForTheBody(t *testing.T) {
 		{"too large, a route without a bound of its own", "POST /v1/sessions/s1/cancel HTTP/1.1\r\nHost: node\r\nContent-Type: application/json\r\n" + auth + cl, http.StatusRequestEntityTooLarge},
 		{"a2a no token", "POST /a2a HTTP/1.1\r\nHost: node\r\nContent-Type: application/json\r\n" + cl, http.StatusUnauthorized},
 		{"a2a too large", "POST /a2a HTTP/1.1\r\nHost: node\r\nContent-Type: application/json\r\n" + auth + "Content-Length: 3145728\r\n", http.StatusRequestEntityTooLarge},
+		// The routes with a bound of their own under 256 KiB check Content-Length
+		// too: an approval, a question to a knowledge base, a login.
+		{"approval too large", "POST /v1/sessions/s1/approvals/call_1 HTTP/1.1\r\nHost: node\r\nContent-Type: application/json\r\n" + auth + cl, http.StatusRequestEntityTooLarge},
+		{"ask too large", "POST /v1/kb/docs/ask HTTP/1.1\r\nHost: node\r\nContent-Type: application/json\r\n" + auth + cl, http.StatusRequestEntityTooLarge},
+		{"login too large", "POST /v1/auth/login HTTP/1.1\r\nHost: node\r\nContent-Type: application/json\r\n" + cl, http.StatusRequestEntityTooLarge},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, br := sendHead(t, addr, c.head, `{"input":"`)

@@ -1,0 +1,80 @@
+package node_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/troupe-run/troupe/node"
+)
+
+// asHost makes a request to url with the Host header host (and, for a POST, the
+// headers a browser sends with a page's fetch to its own origin) and returns the
+// answer's status and body.
+func asHost(t *testing.T, method, url, host, token, body string) (int, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, url, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Host = host
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Origin", "http://"+host)
+		req.Header.Set("Sec-Fetch-Site", "same-origin")
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s as %s: %v", method, url, host, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// A node without tokens on a loopback address refuses (403) a request whose Host
+// is a DNS name of another site: a page of that site whose name its DNS points
+// at 127.0.0.1 (DNS rebinding) is of the node's origin to the browser, which
+// would otherwise let it read every session and run tasks, its POST passing the
+// cross-origin check (its Origin is its Host). Localhost, the names under
+// .localhost, IP addresses and names without a dot are served, and a node with
+// tokens serves any Host (the page has no token). Before, only /mcp refused
+// such a Host.
+func TestOpenNodeOnLoopbackRefusesRebindingHosts(t *testing.T) {
+	_, base, _ := serveHTTP(t, node.Config{})
+	port := base[strings.LastIndex(base, ":")+1:]
+	for _, host := range []string{"evil.example", "evil.example:" + port, "Evil.Example.:" + port, "127.0.0.1.nip.io:" + port} {
+		if code, body := asHost(t, "GET", base+"/v1/sessions", host, "", ""); code != http.StatusForbidden || !strings.Contains(body, "DNS rebinding") {
+			t.Errorf("GET /v1/sessions as %s: %d %.200s, want 403 saying why", host, code, body)
+		}
+		if code, body := asHost(t, "POST", base+"/v1/tasks", host, "", `{"input":"What is 6 * 7?"}`); code != http.StatusForbidden {
+			t.Errorf("POST /v1/tasks as %s: %d %.200s, want 403", host, code, body)
+		}
+	}
+	for _, host := range []string{"localhost:" + port, "LOCALHOST.:" + port, "app.localhost:" + port, "127.0.0.1:" + port, "[::1]:" + port, "192.0.2.7", "node"} {
+		if code, body := asHost(t, "GET", base+"/v1/sessions", host, "", ""); code != http.StatusOK {
+			t.Errorf("GET /v1/sessions as %s: %d %.200s, want 200", host, code, body)
+		}
+	}
+	if code, body := asHost(t, "POST", base+"/v1/tasks", "localhost:"+port, "", `{"input":"What is 6 * 7?"}`); code != http.StatusAccepted {
+		t.Errorf("POST /v1/tasks as localhost: %d %.200s, want 202", code, body)
+	}
+
+	const token = "0123456789abcdef0123456789abcdef"
+	_, closed, _ := serveHTTP(t, node.Config{HTTP: node.HTTPConfig{Auth: node.AuthConfig{Tokens: []string{token}}}})
+	if code, body := asHost(t, "GET", closed+"/v1/sessions", "troupe.example.com", token, ""); code != http.StatusOK {
+		t.Errorf("GET /v1/sessions of a node with tokens as troupe.example.com, with a token: %d %.200s, want 200", code, body)
+	}
+}
