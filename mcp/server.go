@@ -1246,8 +1246,7 @@ func writeRPCErrorID(w http.ResponseWriter, status, code int, message string, id
 // session and connection) are left out. Its keepalive's lines are not the
 // warnings they say they are: a ping a client does not answer (a warning each
 // over Streamable HTTP for a client without a stream of notifications, GET,
-// which cannot answer any) is logged at debug level, and the end of a session
-// whose client answered none for SessionTimeout (an error) at info level.
+// which cannot answer any) is logged at debug level.
 func sdkLogger(l *slog.Logger) *slog.Logger {
 	return slog.New(warnOnly{l.Handler()})
 }
@@ -1259,19 +1258,17 @@ func (h warnOnly) Enabled(ctx context.Context, level slog.Level) bool {
 }
 
 // The messages of the SDK's keepalive (startKeepalive in its shared.go), and of
-// the end of a session (Server.Connect).
+// the end of a session (Server.Connect). The keepalive never closes a session
+// (NewServer): Serve and the HTTP handler's SessionTimeout do.
 const (
-	sdkPingMissed  = "keepalive ping failed; tolerating below threshold"
-	sdkPingsMissed = "keepalive ping failed; closing session"
-	sdkEndedBadly  = "server session ended with error"
+	sdkPingMissed = "keepalive ping failed; tolerating below threshold"
+	sdkEndedBadly = "server session ended with error"
 )
 
 func (h warnOnly) Handle(ctx context.Context, r slog.Record) error {
 	switch r.Message {
 	case sdkPingMissed:
 		r = relevel(r, slog.LevelDebug, "mcp server: a client answered no ping (one without a stream of notifications, GET, cannot)")
-	case sdkPingsMissed:
-		r = relevel(r, slog.LevelInfo, "mcp server: a session ends: its client answered no ping for the session timeout")
 	case sdkEndedBadly:
 		// A stdio client that went away (its end of the server's output closed)
 		// is no error of the server's.
