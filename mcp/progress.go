@@ -37,7 +37,7 @@ const LoggerName = "troupe"
 // give up on a long run_task.
 //
 // The heartbeat also finds out when the call's session has closed (its client
-// answered no ping for the session timeout, or the node closes it): the SDK's
+// went silent for the session timeout, or the node closes it): the SDK's
 // Close then waits for the calls under way to return, but does not cancel them,
 // so a call whose task runs on (one waiting for an approval, with no timeout)
 // held its goroutines, its session and the SDK's record of it for as long as

@@ -18,8 +18,8 @@ import (
 // ServedConfig is what a node's MCP server offers besides the node's tools,
 // run_task, its skills and its MCP servers' resources and prompts: fixed resources,
 // resource templates and prompts declared in the node configuration's "mcp_server"
-// object, how often a long call reports progress, how long a client that
-// answers no ping keeps its session, and how long a client whose stream was cut
+// object, how often a long call reports progress, how long a client that goes
+// silent keeps its session, and how long a client whose stream was cut
 // waits before it resumes it.
 type ServedConfig struct {
 	// ProgressInterval is ServerOptions.ProgressInterval, as a Go duration ("5s").

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"mime"
 	"net"
 	"net/http"
@@ -72,9 +73,13 @@ type ServerOptions struct {
 	// answering (default 30 minutes). The server pings each client every
 	// SessionTimeout/30 (an MCP ping; over Streamable HTTP on the client's stream of
 	// notifications): a client that answers keeps its session however long it
-	// idles, and one that answers none for SessionTimeout loses it (over stdio
-	// the server stops; over Streamable HTTP the server forgets it, and resumes it
-	// at the client's next request as after a restart: see Handler).
+	// idles. Over stdio, one that answers none for SessionTimeout loses it (the
+	// server stops). Over Streamable HTTP, where an answer is a request, one that
+	// sends no request for SessionTimeout, with none of its requests open
+	// meanwhile, loses it (the server forgets it, and resumes it at the client's
+	// next request as after a restart: see Handler), so that a client without a
+	// stream of notifications, which can answer no ping, keeps its session while
+	// it sends requests or waits for a call's answer.
 	SessionTimeout time.Duration
 	// ReconnectDelay is how long a client whose stream of a call, or of
 	// notifications, was cut waits before it resumes the stream (the stream's
@@ -203,9 +208,16 @@ func NewServer(n Node, opts ServerOptions) *Server {
 		Capabilities: caps,
 		// An answered ping is a request of the client's: over Streamable HTTP it
 		// keeps the session from timing out while the client idles (an open stream
-		// of notifications does not).
+		// of notifications does not). The SDK never ends a session for the pings
+		// it missed: over Streamable HTTP the handler's SessionTimeout ends one
+		// whose client sent no request for that long, and it does not run while a
+		// request is open, so that a client without a stream of notifications
+		// (GET), which can answer no ping, keeps its session while it waits for a
+		// call's answer or goes on sending requests. Ended for its missed pings,
+		// such a client lost its session SessionTimeout after it began, and the
+		// call it then waited for with it. Over stdio, Serve ends the session.
 		KeepAlive:                 opts.SessionTimeout / sessionPings,
-		KeepAliveFailureThreshold: sessionPings,
+		KeepAliveFailureThreshold: math.MaxInt,
 		GetSessionID:              s.ids.id,
 	}
 	if len(opts.Sources) > 0 {
@@ -590,18 +602,82 @@ func (s *Server) ServeStdio(ctx context.Context) error {
 	return s.Serve(ctx, LineTransport(os.Stdin, os.Stdout, 0))
 }
 
-// Serve serves one client over t until it disconnects or ctx ends.
+// Serve serves one client over t until it disconnects, answers no ping for
+// SessionTimeout, or ctx ends.
 func (s *Server) Serve(ctx context.Context, t sdk.Transport) error {
-	err := s.srv.Run(ctx, t)
-	if ctx.Err() != nil || errors.Is(err, context.Canceled) {
-		return nil
+	ss, err := s.srv.Connect(ctx, t, nil)
+	if err != nil {
+		return err
 	}
-	return err
+	ended := make(chan error, 1)
+	go func() { ended <- ss.Wait() }()
+	pinged := make(chan struct{})
+	go func() {
+		defer close(pinged)
+		s.endUnanswered(ctx, ss)
+	}()
+	defer func() { <-pinged }()
+	select {
+	case <-ctx.Done():
+		_ = ss.Close()
+		<-ended
+		return nil
+	case err = <-ended:
+	}
+	if err != nil && ctx.Err() == nil && !errors.Is(err, context.Canceled) {
+		// As the SDK's Run logs it: a client that went away is no error (warnOnly).
+		sdkLogger(s.opts.Logger).Error(sdkEndedBadly, "error", err)
+		return err
+	}
+	return nil
+}
+
+// endUnanswered closes ss, a session over a transport of one client (stdio), once
+// its client has answered none of SessionTimeout's pings in a row. It pings on
+// its own, beside the SDK's keepalive, whose pings end no session (NewServer) and
+// whose outcome it cannot see. It returns when ss ends or ctx does.
+func (s *Server) endUnanswered(ctx context.Context, ss *sdk.ServerSession) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		_ = ss.Wait()
+		cancel()
+	}()
+	interval := s.opts.SessionTimeout / sessionPings
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	missed := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		pctx, done := context.WithTimeout(ctx, interval/2)
+		err := ss.Ping(pctx, nil)
+		done()
+		switch {
+		case err == nil:
+			missed = 0
+			continue
+		case ctx.Err() != nil:
+			return
+		case errors.Is(err, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound}):
+			return // a client that does not know pings, as the SDK's keepalive
+		}
+		if missed++; missed < sessionPings {
+			continue
+		}
+		s.opts.Logger.Info("mcp server: a session ends: its client answered no ping for the session timeout", "missed", missed, "err", err)
+		_ = ss.Close()
+		return
+	}
 }
 
 // Handler serves MCP over Streamable HTTP (mount it at /mcp). Each client gets a
-// session, which ends when the client has answered no ping for SessionTimeout (or
-// deletes it). A request in a session the server does not know (the node
+// session, which ends when the client has sent no request (an answer to a ping
+// is one) for SessionTimeout and has none open, or deletes it. A request in a
+// session the server does not know (the node
 // restarted, or a load balancer sent the request to another node) resumes it under
 // the client's ID, at the protocol version of the request's MCP-Protocol-Version,
 // rather than answer 404, which the official SDKs do not recover from; the
@@ -1181,8 +1257,7 @@ func writeRPCErrorID(w http.ResponseWriter, status, code int, message string, id
 // session and connection) are left out. Its keepalive's lines are not the
 // warnings they say they are: a ping a client does not answer (a warning each
 // over Streamable HTTP for a client without a stream of notifications, GET,
-// which cannot answer any) is logged at debug level, and the end of a session
-// whose client answered none for SessionTimeout (an error) at info level.
+// which cannot answer any) is logged at debug level.
 func sdkLogger(l *slog.Logger) *slog.Logger {
 	return slog.New(warnOnly{l.Handler()})
 }
@@ -1194,19 +1269,17 @@ func (h warnOnly) Enabled(ctx context.Context, level slog.Level) bool {
 }
 
 // The messages of the SDK's keepalive (startKeepalive in its shared.go), and of
-// the end of a session (Server.Connect).
+// the end of a session (Server.Connect). The keepalive never closes a session
+// (NewServer): Serve and the HTTP handler's SessionTimeout do.
 const (
-	sdkPingMissed  = "keepalive ping failed; tolerating below threshold"
-	sdkPingsMissed = "keepalive ping failed; closing session"
-	sdkEndedBadly  = "server session ended with error"
+	sdkPingMissed = "keepalive ping failed; tolerating below threshold"
+	sdkEndedBadly = "server session ended with error"
 )
 
 func (h warnOnly) Handle(ctx context.Context, r slog.Record) error {
 	switch r.Message {
 	case sdkPingMissed:
 		r = relevel(r, slog.LevelDebug, "mcp server: a client answered no ping (one without a stream of notifications, GET, cannot)")
-	case sdkPingsMissed:
-		r = relevel(r, slog.LevelInfo, "mcp server: a session ends: its client answered no ping for the session timeout")
 	case sdkEndedBadly:
 		// A stdio client that went away (its end of the server's output closed)
 		// is no error of the server's.

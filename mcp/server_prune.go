@@ -12,14 +12,14 @@ import (
 // The sessions' streams of the log are pruned, as the node prunes the bus's
 // stored messages (node/prune.go): a stream whose last event is older than
 // SessionTimeout is deleted (eventlog.Pruner), that of a session that ended (its
-// client deleted it, or answered no ping for SessionTimeout) as that of a session
+// client deleted it, or went silent for SessionTimeout) as that of a session
 // whose client went away without a word. A live session keeps its stream: the
 // server appends messages.MCPSessionKept to the stream of each session it serves
 // whose last event is older than half of SessionTimeout, every quarter of it,
 // and prunes every SessionTimeout (a deletion is a mutation of several tables on
 // ClickHouse). After a restart, the server prunes nothing for a whole
 // SessionTimeout: the clients of the sessions live before come back within it
-// (and are kept again), and a client that does not has answered no ping for that
+// (and are kept again), and a client that does not has been silent for that
 // long, past its session's expiry. Every node of a cluster prunes, each starting
 // after a random part of the interval, so that they seldom do at once.
 

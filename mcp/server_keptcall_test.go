@@ -1,0 +1,161 @@
+package mcp_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/troupe-run/troupe/mcp"
+	"github.com/troupe-run/troupe/messages"
+	"github.com/troupe-run/troupe/node"
+)
+
+// cutNode is a gateNode that says when a call of its tool was cut off (its
+// context ended) before the test released it.
+type cutNode struct {
+	gateNode
+	cut chan error
+}
+
+func (c *cutNode) CallTool(ctx context.Context, _, _, _ string) (string, error) {
+	c.started <- struct{}{}
+	select {
+	case <-c.release:
+		return "opened", nil
+	case <-ctx.Done():
+		c.cut <- context.Cause(ctx)
+		return "", ctx.Err()
+	}
+}
+
+func (c *cutNode) RunTask(ctx context.Context, t node.Task) (messages.TaskResult, error) {
+	return c.gateNode.RunTask(ctx, t)
+}
+
+// A client without a stream of notifications (GET), which the specification
+// allows and which therefore answers none of the session's pings, keeps its
+// session while it waits for the answer of a call that runs longer than
+// SessionTimeout: its open request shows it is there. Before, the session ended
+// once SessionTimeout of pings went unanswered, counted from the session's
+// start, so that the call under way at that moment was cut off: its task ran on,
+// but a client of protocol 2025-06-18 (no event IDs to resume the stream with)
+// got an empty answer, and the Go SDK's client of 2025-11-25, once the session's
+// record was pruned, "Bad Request": told the call failed, its caller runs the
+// task again.
+func TestServerHTTPCallOutlivesUnansweredPings(t *testing.T) {
+	c := &cutNode{gateNode: gateNode{started: make(chan struct{}, 1), release: make(chan struct{})}, cut: make(chan error, 1)}
+	logs := &records{}
+	const timeout = 300 * time.Millisecond
+	srv := mcp.NewServer(c, mcp.ServerOptions{SessionTimeout: timeout, ProgressInterval: 50 * time.Millisecond, Logger: slog.New(logs)})
+	hs := httptest.NewServer(srv.Handler())
+	defer hs.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx,
+		&sdk.StreamableClientTransport{Endpoint: hs.URL, DisableStandaloneSSE: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	type answer struct {
+		res *sdk.CallToolResult
+		err error
+	}
+	answered := make(chan answer, 1)
+	go func() {
+		res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "gate", Arguments: map[string]any{}})
+		answered <- answer{res, err}
+	}()
+	select {
+	case <-c.started:
+	case <-ctx.Done():
+		t.Fatal("the call never started")
+	}
+	// Twice the pings that make up SessionTimeout go unanswered while the call
+	// runs (ServerOptions.SessionTimeout: the server pings every thirtieth of it).
+	for {
+		if debug, other := logs.count(slog.LevelDebug, "ping"); debug+other >= 60 {
+			break
+		}
+		select {
+		case err := <-c.cut:
+			t.Fatalf("the call was cut off while its client waited for its answer: %v", err)
+		case <-ctx.Done():
+			t.Fatal("the server stopped pinging the client")
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	close(c.release)
+	a := <-answered
+	if a.err != nil || a.res.IsError || len(a.res.Content) != 1 {
+		t.Fatalf("the call answered %+v, %v; want its tool's answer", a.res, a.err)
+	}
+	if text, ok := a.res.Content[0].(*sdk.TextContent); !ok || text.Text != "opened" {
+		t.Fatalf("the call answered %+v; want \"opened\"", a.res.Content[0])
+	}
+	// The session is the one the client began with, still live.
+	if _, err := cs.ListTools(ctx, nil); err != nil {
+		t.Fatalf("the next request in the session: %v", err)
+	}
+}
+
+// Over stdio, where a client holds its one session for as long as the process
+// runs, the server still ends the session (and Serve returns) once the client
+// has answered none of SessionTimeout's pings, and not before it answered the
+// pings it did: a client that answers keeps its session.
+func TestServerStdioEndsOnUnansweredPings(t *testing.T) {
+	g := &gateNode{started: make(chan struct{}, 1), release: make(chan struct{})}
+	srv := mcp.NewServer(g, mcp.ServerOptions{SessionTimeout: 300 * time.Millisecond})
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	served := make(chan error, 1)
+	go func() {
+		served <- srv.Serve(ctx, mcp.LineTransport(inR, outW, 0))
+		outW.Close()
+	}()
+	defer inW.Close()
+	lines := linesOf(outR, 16)
+	send := func(s string) {
+		t.Helper()
+		if _, err := io.WriteString(inW, s+"\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+	send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	// The client answers the first 40 pings (more than SessionTimeout's 30), then
+	// none.
+	answered := 0
+	for {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				if answered < 40 {
+					t.Fatalf("the session ended after %d answered pings: %v", answered, <-served)
+				}
+				if err := <-served; err != nil {
+					t.Fatalf("Serve: %v", err)
+				}
+				return
+			}
+			var m struct {
+				ID     json.RawMessage `json:"id"`
+				Method string          `json:"method"`
+			}
+			if json.Unmarshal([]byte(l), &m) == nil && m.Method == "ping" && answered < 40 {
+				answered++
+				send(`{"jsonrpc":"2.0","id":` + string(m.ID) + `,"result":{}}`)
+			}
+		case <-ctx.Done():
+			t.Fatalf("the session lives on after its client answered no ping for the session timeout (%d answered before)", answered)
+		}
+	}
+}
