@@ -43,19 +43,8 @@ func TestServerHTTPSessionsAreCapped(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cs.Close()
-	const init = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"loop","version":"1"}}}`
 	for i := range 30 {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, hs.URL, strings.NewReader(init))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK || resp.Header.Get("Mcp-Session-Id") == "" {
-			t.Fatalf("initialize %d: %s", i, resp.Status)
-		}
+		initializeOver(ctx, t, hs.URL)
 		// The SDK forgets a closed session a moment after.
 		deadline := time.Now().Add(10 * time.Second)
 		for got := s.liveSessions(); got > max; got = s.liveSessions() {
@@ -94,26 +83,9 @@ func TestServerHTTPCapLeavesASessionBeingStarted(t *testing.T) {
 	defer starting.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	initialize := func(url string) string {
-		t.Helper()
-		const init = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"loop","version":"1"}}}`
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(init))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		id := resp.Header.Get("Mcp-Session-Id")
-		if resp.StatusCode != http.StatusOK || id == "" {
-			t.Fatalf("initialize: %s", resp.Status)
-		}
-		return id
-	}
-	unmarked := initialize(starting.URL)
+	unmarked := initializeOver(ctx, t, starting.URL)
 	for range max + 2 {
-		initialize(hs.URL)
+		initializeOver(ctx, t, hs.URL)
 	}
 	if !s.known(unmarked) {
 		t.Fatal("the cap closed a session whose start was under way")
@@ -124,4 +96,24 @@ func TestServerHTTPCapLeavesASessionBeingStarted(t *testing.T) {
 	if closed {
 		t.Fatal("the cap closed a session whose start was under way")
 	}
+}
+
+// initializeOver starts a session at url with a bare initialize, as a client in a
+// loop does, and returns its ID.
+func initializeOver(ctx context.Context, t *testing.T, url string) string {
+	t.Helper()
+	const init = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"loop","version":"1"}}}`
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(init))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	id := resp.Header.Get("Mcp-Session-Id")
+	if resp.StatusCode != http.StatusOK || id == "" {
+		t.Fatalf("initialize: %s", resp.Status)
+	}
+	return id
 }

@@ -4,14 +4,13 @@ package main
 
 import (
 	"database/sql"
-	"fmt"
-	"io/fs"
 	"path/filepath"
-	"sort"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/troupe-run/troupe/internal/dirstate"
 )
 
 // Every command given a data directory that holds no event log of its own — no
@@ -129,21 +128,9 @@ func TestMessagesEscapeWhatTheUserTyped(t *testing.T) {
 // dirListing is dir's entries with their kinds, sizes and modification times.
 func dirListing(t *testing.T, dir string) string {
 	t.Helper()
-	var lines []string
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		fi, err := d.Info()
-		if err != nil {
-			return err
-		}
-		lines = append(lines, fmt.Sprintf("%s %v %d %d", path, fi.Mode(), fi.Size(), fi.ModTime().UnixNano()))
-		return nil
-	})
+	l, err := dirstate.Listing(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sort.Strings(lines)
-	return strings.Join(lines, "\n")
+	return l
 }

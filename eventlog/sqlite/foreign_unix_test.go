@@ -10,13 +10,13 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/troupe-run/troupe/eventlog/sqlite"
+	"github.com/troupe-run/troupe/internal/dirstate"
 )
 
 // A data directory whose events.db is no event log — a directory, a FIFO, a text
@@ -133,21 +133,9 @@ func TestOpenOfANewerLogMakesNoLockFile(t *testing.T) {
 // listing is dir's entries with their kinds, sizes and modification times.
 func listing(t *testing.T, dir string) string {
 	t.Helper()
-	var lines []string
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		fi, err := d.Info()
-		if err != nil {
-			return err
-		}
-		lines = append(lines, fmt.Sprintf("%s %v %d %d", path, fi.Mode(), fi.Size(), fi.ModTime().UnixNano()))
-		return nil
-	})
+	l, err := dirstate.Listing(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sort.Strings(lines)
-	return strings.Join(lines, "\n")
+	return l
 }
