@@ -122,6 +122,11 @@ type HTTPServer struct {
 
 	mu    sync.Mutex
 	fresh map[net.Conn]struct{} // connections no request came on yet (http.StateNew)
+	// idle are the kept-alive connections waiting for their next request
+	// (http.StateIdle), with the order they went idle in: at the connection
+	// limit, the one idle the longest is closed for a new client (closeIdle).
+	idle     map[net.Conn]uint64
+	idleTick uint64
 }
 
 // freshGrace is how long Shutdown lets a connection that no request came on yet
@@ -145,12 +150,12 @@ func (n *Node) HTTPServer() *HTTPServer {
 	}
 	// Live streams never end on their own: end them when shutdown begins.
 	srv.RegisterOnShutdown(n.CloseStreams)
-	s := &HTTPServer{srv: srv, cfg: cfg, fresh: map[net.Conn]struct{}{}}
+	s := &HTTPServer{srv: srv, cfg: cfg, fresh: map[net.Conn]struct{}{}, idle: map[net.Conn]uint64{}}
 	srv.ConnState = s.track
 	return s
 }
 
-// track keeps the connections no request came on yet.
+// track keeps the connections no request came on yet, and those kept alive idle.
 func (s *HTTPServer) track(c net.Conn, state http.ConnState) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -159,6 +164,38 @@ func (s *HTTPServer) track(c net.Conn, state http.ConnState) {
 	} else {
 		delete(s.fresh, c)
 	}
+	if state == http.StateIdle {
+		s.idleTick++
+		s.idle[c] = s.idleTick
+	} else {
+		delete(s.idle, c)
+	}
+}
+
+// closeIdle closes the kept-alive connection idle the longest, if any, and says
+// whether it closed one. Serve calls it when a client connects while the server
+// holds MaxConnections: without it, clients that keep connections open and idle
+// (as many as the limit, each sending a request before IdleTimeout) would keep
+// every other client waiting to be accepted. Closing an idle connection is what
+// IdleTimeout does too: an HTTP client sends its next request on a new one.
+func (s *HTTPServer) closeIdle() bool {
+	s.mu.Lock()
+	var oldest net.Conn
+	var at uint64
+	for c, t := range s.idle {
+		if oldest == nil || t < at {
+			oldest, at = c, t
+		}
+	}
+	if oldest != nil {
+		delete(s.idle, oldest)
+	}
+	s.mu.Unlock()
+	if oldest == nil {
+		return false
+	}
+	_ = oldest.Close()
+	return true
 }
 
 // closeFresh closes the connections no request came on yet.
@@ -174,7 +211,7 @@ func (s *HTTPServer) closeFresh() {
 // Serve accepts connections on ln until Shutdown or Close; it returns
 // http.ErrServerClosed then.
 func (s *HTTPServer) Serve(ln net.Listener) error {
-	return s.srv.Serve(limitListener(ln, s.cfg.MaxConnections))
+	return s.srv.Serve(limitListener(ln, s.cfg.MaxConnections, s.closeIdle))
 }
 
 // Shutdown stops accepting connections, ends live streams and waits (until ctx is
@@ -248,8 +285,8 @@ func (b *pacedBody) Read(p []byte) (int, error) {
 // limitListener returns a listener that has at most max connections open at once:
 // Accept waits for one of them to close before it accepts another (which waits in
 // the kernel's accept queue meanwhile, holding no descriptor of the process).
-func limitListener(ln net.Listener, max int) net.Listener {
-	return &connLimit{Listener: ln, slots: make(chan struct{}, max), closed: make(chan struct{})}
+func limitListener(ln net.Listener, max int, full func() bool) *connLimit {
+	return &connLimit{Listener: ln, slots: make(chan struct{}, max), closed: make(chan struct{}), full: full}
 }
 
 type connLimit struct {
@@ -257,18 +294,29 @@ type connLimit struct {
 	slots     chan struct{}
 	closeOnce sync.Once
 	closed    chan struct{}
+	// full is called when a client connects while every slot is taken; it frees
+	// one if it can (HTTPServer.closeIdle).
+	full func() bool
 }
 
+// Accept waits for a client, then for a free slot: a client that connects while
+// every slot is taken has full free one, else waits until a connection closes.
+// So one connection past the limit at most is held, the one being accepted.
 func (l *connLimit) Accept() (net.Conn, error) {
-	select {
-	case l.slots <- struct{}{}:
-	case <-l.closed:
-		return nil, net.ErrClosed
-	}
 	c, err := l.Listener.Accept()
 	if err != nil {
-		<-l.slots
 		return nil, err
+	}
+	select {
+	case l.slots <- struct{}{}:
+	default:
+		l.full()
+		select {
+		case l.slots <- struct{}{}:
+		case <-l.closed:
+			_ = c.Close()
+			return nil, net.ErrClosed
+		}
 	}
 	return &limitedConn{Conn: c, release: func() { <-l.slots }}, nil
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -196,8 +197,50 @@ func TestSlowRequestBodiesAreCutAndHealthzKeepsAnswering(t *testing.T) {
 			t.Fatalf("/healthz during the attack: %d", resp.StatusCode)
 		}
 	}
-	if m := cl.max.Load(); m > limit {
-		t.Fatalf("the server held %d connections at once; the limit is %d", m, limit)
+	// The limit bounds the connections served; one more, accepted, may wait for
+	// a slot (Serve accepts a client before it knows that no idle one can go).
+	if m := cl.max.Load(); m > limit+1 {
+		t.Fatalf("the server held %d connections at once; the limit is %d (and one waiting)", m, limit)
+	}
+}
+
+// Clients that keep as many connections as the limit open and idle (kept alive,
+// each sending a request now and then) kept every other client waiting to be
+// accepted, up to IdleTimeout and longer. A client that connects while the server
+// holds its limit has the connection idle the longest closed for it, as
+// IdleTimeout would close it: the client of that one reconnects at its next
+// request.
+func TestClientsAtTheConnectionLimitTakeIdleConnections(t *testing.T) {
+	const limit = 2
+	_, base, _ := serveHTTP(t, node.Config{HTTP: node.HTTPConfig{IdleTimeout: time.Hour, MaxConnections: limit}})
+	get := func(c *http.Client) (reused bool) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) { reused = i.Reused }})
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/healthz", nil)
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatalf("GET /healthz with %d connections kept idle: %v", limit, err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET /healthz: %d", resp.StatusCode)
+		}
+		return reused
+	}
+	client := func() *http.Client { return &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1}} }
+	first, second := client(), client()
+	get(first)
+	get(second)
+	if !get(second) {
+		t.Fatal("a kept-alive connection was not reused")
+	}
+	// Both connections are idle, the first the longest: a third client is served.
+	get(client())
+	if get(first) {
+		t.Fatal("the first client's connection, idle the longest, was not the one closed")
 	}
 }
 
