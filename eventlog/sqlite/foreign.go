@@ -50,29 +50,34 @@ func notDatabase(err error, path string) error {
 	return nil
 }
 
-// checkTables returns an error wrapping ErrNotLog when the tables of db, whose
-// PRAGMA user_version is v, are not an event log's: a log of any version this
-// build knows has the events table, which its first migration made, and one of
-// version 0 (no schema yet) has no table at all. A database another program wrote
-// (its own user_version, which many set) is so refused before a migration or a
-// read touches it. A version above SchemaVersion is not checked: a newer build's
-// tables are its own.
-func checkTables(ctx context.Context, db *sql.DB, path string, v int) error {
-	if v > SchemaVersion {
-		return nil
-	}
-	var tables, events int
-	if err := db.QueryRowContext(ctx, "SELECT count(*), count(*) FILTER (WHERE name = 'events') FROM sqlite_master WHERE type = 'table'").Scan(&tables, &events); err != nil {
-		if nd := notDatabase(err, path); nd != nil {
-			return nd
-		}
-		return fmt.Errorf("eventlog/sqlite: %s: list tables: %w", path, err)
-	}
+// schemaOf reads the PRAGMA user_version of db and counts its tables, and those
+// named events, in one statement: one snapshot of the file, so that a log another
+// process is creating meanwhile (nodes with Config.Shared starting together, a
+// reader polling beside a starting node) is never seen at version 0 with tables.
+func schemaOf(ctx context.Context, db *sql.DB) (s dbSchema, err error) {
+	err = db.QueryRowContext(ctx, `SELECT (SELECT user_version FROM pragma_user_version),
+		count(*), count(*) FILTER (WHERE name = 'events') FROM sqlite_master WHERE type = 'table'`).Scan(&s.version, &s.tables, &s.events)
+	return s, err
+}
+
+// dbSchema is what schemaOf reads.
+type dbSchema struct{ version, tables, events int }
+
+// checkTables returns an error wrapping ErrNotLog when the tables of the database
+// at path are not an event log's: a log of any version this build knows has the
+// events table, which its first migration made, and one of version 0 (no schema
+// yet) has no table at all. A database another program wrote (its own
+// user_version, which many set) is so refused before a migration or a read
+// touches it. A version above SchemaVersion is not checked: a newer build's tables
+// are its own.
+func checkTables(s dbSchema, path string) error {
 	switch {
-	case v == 0 && tables > 0:
-		return fmt.Errorf("%w: %s holds %d tables of another program (and no event log's schema)", ErrNotLog, path, tables)
-	case v > 0 && events == 0:
-		return fmt.Errorf("%w: %s has schema version %d but no events table: it is another program's database", ErrNotLog, path, v)
+	case s.version > SchemaVersion:
+		return nil
+	case s.version == 0 && s.tables > 0:
+		return fmt.Errorf("%w: %s holds %d tables of another program (and no event log's schema)", ErrNotLog, path, s.tables)
+	case s.version > 0 && s.events == 0:
+		return fmt.Errorf("%w: %s has schema version %d but no events table: it is another program's database", ErrNotLog, path, s.version)
 	}
 	return nil
 }
@@ -99,14 +104,14 @@ func checkLogFile(ctx context.Context, path string) (err error) {
 	}
 	defer func() { err = errors.Join(err, db.Close()) }()
 	db.SetMaxOpenConns(1)
-	var v int
-	if err := db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
+	sc, err := schemaOf(ctx, db)
+	if err != nil {
 		// Any other failure (a full disk, on which even a reader cannot make the
 		// -shm file) is the writer's open to meet and report as it does.
 		return notDatabase(err, path)
 	}
-	if v > SchemaVersion { // as migrate says it, but before the lock file is made
-		return fmt.Errorf("eventlog/sqlite: %s has schema version %d, this build knows up to %d: run a newer build", path, v, SchemaVersion)
+	if sc.version > SchemaVersion { // as migrate says it, but before the lock file is made
+		return fmt.Errorf("eventlog/sqlite: %s has schema version %d, this build knows up to %d: run a newer build", path, sc.version, SchemaVersion)
 	}
-	return checkTables(ctx, db, path, v)
+	return checkTables(sc, path)
 }

@@ -139,3 +139,39 @@ func listing(t *testing.T, dir string) string {
 	}
 	return l
 }
+
+// A log being created by a starting node was taken, by a reader that looked at it
+// between the node's first migration and its version stamp, for another program's
+// database: its version and its tables were read in two statements, each at its own
+// moment of the file. A read-only Open polling beside a starting writer sees no
+// log yet (ErrNoLog) or the log, never ErrNotLog.
+func TestReaderBesideAStartingLogNeverSeesAForeignDatabase(t *testing.T) {
+	for range 60 {
+		dir := t.TempDir()
+		started := make(chan *sqlite.Log, 1)
+		go func() {
+			w, err := sqlite.Open(testCtx(t), sqlite.Config{Dir: dir})
+			if err != nil {
+				t.Error(err)
+			}
+			started <- w
+		}()
+		for polling := true; polling; {
+			select {
+			case w := <-started:
+				if w != nil {
+					_ = w.Close()
+				}
+				polling = false
+			default:
+				r, err := sqlite.Open(testCtx(t), sqlite.Config{Dir: dir, ReadOnly: true})
+				if errors.Is(err, sqlite.ErrNotLog) {
+					t.Fatalf("a reader beside a log being created: %v", err)
+				}
+				if err == nil {
+					_ = r.Close()
+				}
+			}
+		}
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -323,5 +324,43 @@ func TestReadOnlyAcrossProcesses(t *testing.T) {
 	w := open(t, sqlite.Config{Dir: dir})
 	if got, err := w.Read(ctx, "helper", 0); err != nil || len(got) != events {
 		t.Fatalf("writer after the read-only opens reads %d events, %v; want %d", len(got), err, events)
+	}
+}
+
+// A reader's probe of the lock (a read-only Log asking whether a node holds the
+// directory) takes an exclusive flock for an instant; a node starting in that
+// instant was refused as if another node held the directory (TestSharedOpenFresh
+// failed so about once in 300 runs). The node takes the lock once the probe let
+// go of it.
+func TestOpenWaitsOutAProbeOfTheLock(t *testing.T) {
+	for _, shared := range []bool{false, true} {
+		dir := t.TempDir()
+		l, err := sqlite.Open(testCtx(t), sqlite.Config{Dir: dir, Shared: shared})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+		probe, err := os.Open(filepath.Join(dir, "LOCK"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := syscall.Flock(int(probe.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+			t.Fatal(err)
+		}
+		opened := make(chan error, 1)
+		go func() {
+			l, err := sqlite.Open(testCtx(t), sqlite.Config{Dir: dir, Shared: shared})
+			if err == nil {
+				err = l.Close()
+			}
+			opened <- err
+		}()
+		time.Sleep(20 * time.Millisecond) // the probe's instant, made long enough to be met
+		probe.Close()
+		if err := <-opened; err != nil {
+			t.Fatalf("Shared %v: Open beside a probe of the lock: %v", shared, err)
+		}
 	}
 }

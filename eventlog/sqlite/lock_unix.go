@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"syscall"
+	"time"
 
 	"github.com/troupe-run/troupe/eventlog"
 )
@@ -31,7 +32,15 @@ func lockDir(dir string, shared bool) (*os.File, error) {
 	if shared {
 		how = syscall.LOCK_SH
 	}
-	if err := flock(f, how); err != nil {
+	err = flock(f, how)
+	// A reader's probe (lockHeld) holds an exclusive lock for an instant: a lock
+	// refused while it does is taken a moment later. A holder that stays is
+	// reported after lockRetries.
+	for i := 0; errors.Is(err, syscall.EWOULDBLOCK) && i < lockRetries; i++ {
+		time.Sleep(lockRetryWait)
+		err = flock(f, how)
+	}
+	if err != nil {
 		defer f.Close()
 		if !errors.Is(err, syscall.EWOULDBLOCK) {
 			return nil, fmt.Errorf("eventlog/sqlite: lock %s: %w", path, err)
@@ -66,6 +75,13 @@ func lockDir(dir string, shared bool) (*os.File, error) {
 	}
 	return f, nil
 }
+
+// lockRetries and lockRetryWait bound how long lockDir tries again a lock another
+// holds: long past any probe's instant, short beside a node's start.
+const (
+	lockRetries   = 50
+	lockRetryWait = 2 * time.Millisecond
+)
 
 // flock takes a lock of kind how (LOCK_EX or LOCK_SH) on f without waiting.
 func flock(f *os.File, how int) error {

@@ -88,8 +88,8 @@ func openReadOnly(ctx context.Context, cfg Config) (_ *Log, err error) {
 // checkSchema makes sure the database at path holds the schema this build reads. A
 // read-only Log cannot migrate, so an older schema is an error too.
 func checkSchema(ctx context.Context, db *sql.DB, dir, path string) error {
-	var v int
-	if err := db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
+	sc, err := schemaOf(ctx, db)
+	if err != nil {
 		if nd := notDatabase(err, path); nd != nil {
 			return nd
 		}
@@ -97,10 +97,10 @@ func checkSchema(ctx context.Context, db *sql.DB, dir, path string) error {
 	}
 	// Another program's database is no log to read, nor one to migrate (which
 	// replay does for a log of an older schema).
-	if err := checkTables(ctx, db, path, v); err != nil {
+	if err := checkTables(sc, path); err != nil {
 		return err
 	}
-	switch {
+	switch v := sc.version; {
 	case v == 0:
 		return fmt.Errorf("%w in %s: %s holds no schema yet", ErrNoLog, dir, dbFile)
 	case v < SchemaVersion:
