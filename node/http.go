@@ -655,14 +655,15 @@ func (n *Node) getEvents(w http.ResponseWriter, r *http.Request) {
 	a.close()
 }
 
-// eventsPageFirst, eventsPageMax and eventsPageBytes size the pages in which an
-// answer that streams a session's events (GET /v1/sessions/{id}/events, its
-// stream) reads them from the log (eventPages): the first page has
-// eventsPageFirst events, each later one as many as hold about eventsPageBytes
-// of payload at the size of the events before it, 1 to eventsPageMax. Events
-// are mostly small, but a task's input alone may be 1 MiB.
+// eventsPageMax and eventsPageBytes size the pages in which an answer that
+// streams a session's events (GET /v1/sessions/{id}/events, its stream) reads
+// them from the log (eventPages): at most eventsPageMax events, stopped by the
+// log after the event that brings the page's payload to eventsPageBytes. Events
+// are mostly small, but a task's input alone may be 1 MiB. A page's size was
+// guessed from the events before it (as many as hold eventsPageBytes at their
+// size): after 8 small events came a page of 1000, which read 40 events of 256
+// KiB that followed them, 10 MiB, at once.
 const (
-	eventsPageFirst = 8
 	eventsPageMax   = 1000
 	eventsPageBytes = 1 << 20
 )
@@ -676,7 +677,7 @@ const (
 // that did not read its answer held 20 MB of the node's memory until its write
 // timeout, and a hundred of them took 3 GB.
 func (n *Node) eventPages(id string, from uint64, limit int) *eventPages {
-	return &eventPages{log: n.log, id: id, from: from, limit: limit, size: eventsPageFirst}
+	return &eventPages{log: n.log, id: id, from: from, limit: limit}
 }
 
 type eventPages struct {
@@ -685,7 +686,6 @@ type eventPages struct {
 	from  uint64 // the next page's first seq
 	limit int    // events wanted in all; 0: all of them
 	read  int    // events read so far
-	size  int    // the next page's size
 	done  bool
 }
 
@@ -699,25 +699,26 @@ func (p *eventPages) next(ctx context.Context) ([]messages.Envelope, error) {
 		p.done = true
 		return eventlog.ReadPage(ctx, p.log, p.id, p.from, p.limit)
 	}
-	size := p.size
+	size := eventsPageMax
 	if p.limit > 0 {
 		size = min(size, p.limit-p.read)
 	}
-	events, err := pr.ReadN(ctx, p.id, p.from, size)
+	events, err := pr.ReadN(ctx, p.id, p.from, size, eventsPageBytes)
 	if err != nil {
 		return nil, err
 	}
 	p.read += len(events)
-	if len(events) < size || p.limit > 0 && p.read >= p.limit {
-		p.done = true // a short page is the last (ReadN counts only the events it returns)
+	payload := 0
+	for _, e := range events {
+		payload += len(e.Payload)
+	}
+	// A page short in events and in bytes is the last (ReadN counts only the
+	// events it returns, and stops short of size only at eventsPageBytes).
+	if len(events) < size && payload < eventsPageBytes || p.limit > 0 && p.read >= p.limit {
+		p.done = true
 	}
 	if len(events) > 0 {
 		p.from = events[len(events)-1].Seq + 1
-		payload := 0
-		for _, e := range events {
-			payload += len(e.Payload)
-		}
-		p.size = max(1, min(eventsPageMax, len(events)*eventsPageBytes/max(1, payload)))
 	}
 	return events, nil
 }
@@ -729,7 +730,7 @@ func (p *eventPages) next(ctx context.Context) ([]messages.Envelope, error) {
 // with 0 (most of them), 0.1 s at each call on a log of 11,000 sessions.
 func (n *Node) streamKnown(ctx context.Context, id string) (bool, error) {
 	if pr, ok := n.log.(eventlog.PageReader); ok {
-		first, err := pr.ReadN(ctx, id, 1, 1)
+		first, err := pr.ReadN(ctx, id, 1, 1, 0)
 		return len(first) > 0, err
 	}
 	infos, err := n.log.Sessions(ctx, eventlog.Filter{Prefix: id})
