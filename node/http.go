@@ -643,16 +643,29 @@ func (n *Node) getEvents(w http.ResponseWriter, r *http.Request) {
 	}
 	a := newEventsArray(paceAnswer(w, n.cfg.HTTP))
 	for len(events) > 0 {
-		if !a.write(events) {
-			return // the client left
+		if err := a.write(events); err != nil {
+			if errors.Is(err, errClientLeft) {
+				return
+			}
+			n.cfg.Logger.Warn("a session's events could not be answered to their end", "session", id, "err", err)
+			cutAnswer()
 		}
 		if events, err = pages.next(r.Context()); err != nil {
-			// The answer is begun: it is cut, as a client that left cuts it.
 			n.cfg.Logger.Warn("a session's events could not be read to their end", "session", id, "err", err)
-			return
+			cutAnswer()
 		}
 	}
 	a.close()
+}
+
+// cutAnswer ends a streamed answer that cannot be finished (its status and part
+// of its body are sent) so that its client sees it fail: net/http closes the
+// connection without the chunked body's last chunk, which the client reads as an
+// unexpected EOF. An answer that just returned ended its body as a whole one
+// does: a JSON array of a session's events cut at a page that could not be
+// read was, to its client, all of the session's events.
+func cutAnswer() {
+	panic(http.ErrAbortHandler)
 }
 
 // eventsPageMax and eventsPageBytes size the pages in which an answer that
@@ -765,21 +778,24 @@ func newEventsArray(w http.ResponseWriter) *eventsArray {
 	return a
 }
 
-// write adds events to the array; false when it is cut (an event cannot be
-// encoded, or the client left).
-func (a *eventsArray) write(events []messages.Envelope) bool {
+// errClientLeft is eventsArray.write's error when the client is gone.
+var errClientLeft = errors.New("the client left")
+
+// write adds events to the array: errClientLeft when the client left, or the
+// error of an event that cannot be encoded.
+func (a *eventsArray) write(events []messages.Envelope) error {
 	for i := range events {
 		a.one.Reset()
 		if err := a.enc.Encode(&events[i]); err != nil {
-			return false // it cannot be encoded: the array is cut, as a client that left cuts it
+			return fmt.Errorf("seq %d cannot be encoded: %w", events[i].Seq, err)
 		}
 		_ = a.bw.WriteByte(a.sep)
 		a.sep = ','
 		if _, err := a.bw.Write(bytes.TrimSuffix(a.one.Bytes(), []byte("\n"))); err != nil {
-			return false // the client left
+			return errClientLeft
 		}
 	}
-	return true
+	return nil
 }
 
 // close ends the array.
@@ -948,12 +964,19 @@ func (n *Node) stream(w http.ResponseWriter, r *http.Request) {
 		_, err = fmt.Fprintf(w, "event: %s\ndata: %s\n\n", e.Type, b)
 		return err == nil
 	}
-	// sendPages sends the pages of events that pages reads.
+	// sendPages sends the pages of events that pages reads. A page that cannot
+	// be read cuts the stream (cutAnswer): its client sees it fail, and
+	// reconnects from the last event it read (Last-Event-ID), where a stream
+	// ended as a whole one ends was a silent end to the events.
 	sendPages := func(pages *eventPages) bool {
 		for {
 			events, err := pages.next(r.Context())
 			if err != nil {
-				return false
+				if r.Context().Err() != nil {
+					return false // the client left
+				}
+				n.cfg.Logger.Warn("a session's stream could not read its events from the log", "session", id, "after_seq", last, "err", err)
+				cutAnswer()
 			}
 			if len(events) == 0 {
 				return true
