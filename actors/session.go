@@ -754,7 +754,7 @@ func (a *SessionActor) saveSnapshot() {
 	// proof that the state's events are the log's.
 	var last []messages.Envelope
 	if pr, ok := a.deps.Store.(eventlog.PageReader); ok {
-		last, err = pr.ReadN(a.ioCtx(), a.id, s.LastSeq, 1)
+		last, err = pr.ReadN(a.ioCtx(), a.id, s.LastSeq, 1, 0)
 	} else {
 		last, err = a.deps.Store.Read(a.ioCtx(), a.id, s.LastSeq)
 	}

@@ -226,17 +226,23 @@ func CheckPartitions(partitions []int) error {
 // PageReader is implemented by logs that read a page of a session without
 // reading the rest of it (a GET of its events in pages): the SQLite log.
 type PageReader interface {
-	// ReadN is Read stopped after n events (n ≤ 0: all of them): the events of
-	// session from fromSeq on, at most n, in seq order, with the events Read
-	// hides hidden before they are counted.
-	ReadN(ctx context.Context, sessionID string, fromSeq uint64, n int) ([]messages.Envelope, error)
+	// ReadN is Read stopped after n events (n ≤ 0: all of them), or after the
+	// event that brings the payload read to maxBytes bytes or more (maxBytes ≤
+	// 0: no bound): the events of session from fromSeq on, at most n, in seq
+	// order, with the events Read hides hidden before they are counted. A page
+	// bounded by bytes holds at least one event, and is short in events only
+	// when it holds maxBytes or more of payload, or ends the session: a page of
+	// a session whose events vary from a few bytes to megabytes holds about
+	// maxBytes, where a count of events guessed from the events before it can
+	// hold all of the session.
+	ReadN(ctx context.Context, sessionID string, fromSeq uint64, n, maxBytes int) ([]messages.Envelope, error)
 }
 
 // ReadPage reads at most n events of session from fromSeq on (n ≤ 0: all of
 // them): through the log's ReadN when it is a PageReader, else Read, cut.
 func ReadPage(ctx context.Context, l Log, sessionID string, fromSeq uint64, n int) ([]messages.Envelope, error) {
 	if pr, ok := l.(PageReader); ok {
-		return pr.ReadN(ctx, sessionID, fromSeq, n)
+		return pr.ReadN(ctx, sessionID, fromSeq, n, 0)
 	}
 	events, err := l.Read(ctx, sessionID, fromSeq)
 	if n > 0 && len(events) > n {

@@ -213,6 +213,10 @@ type gate struct {
 
 	limits *limiters
 
+	// own are this host's names (hostNames), looked up once.
+	ownOnce sync.Once
+	own     map[string]bool
+
 	// sessions are the dashboard's logins; logins limits the login attempts per
 	// client IP, lookups the look-ups of cookies this node does not hold.
 	sessions *uiSessions
@@ -407,10 +411,10 @@ func (g *gate) wrap(h http.Handler, rpc map[string]bool) http.Handler {
 		if rpc[r.URL.Path] {
 			deny = writeRPCRefusal
 		}
-		if !g.closed() && rebound(r) {
+		if !g.closed() && rebound(r, g.hostNames) {
 			g.refuse(r, http.StatusForbidden)
-			deny(w, http.StatusForbidden, "Host %s is not a name of this host: a node without tokens on a loopback address answers only to localhost, a name under .localhost, "+
-				"a name without a dot or an IP address, as a page of another site may point a name of its own at 127.0.0.1 (DNS rebinding); call it so, or give the node tokens", QuoteHead(r.Host))
+			deny(w, http.StatusForbidden, "Host %s is not a name of this host: a node without tokens, for a request to a loopback address, answers only to localhost, a name under .localhost, "+
+				"localhost.localdomain, this host's name, a name without a dot or an IP address, as a page of another site may point a name of its own at 127.0.0.1 (DNS rebinding); call it so, or give the node tokens", QuoteHead(r.Host))
 			return
 		}
 		if err := g.cop.Check(r); err != nil {
@@ -489,16 +493,21 @@ func (g *gate) wrap(h http.Handler, rpc map[string]bool) http.Handler {
 	})
 }
 
-// rebound reports whether r came to a loopback address of the node under a name
-// that may not be this host's: a DNS name with a dot, other than localhost and
-// the names under .localhost (which browsers resolve to loopback themselves).
-// A page of another site whose own name its DNS then points at 127.0.0.1 (DNS
-// rebinding) is of the same origin as the node to the browser, which sends its
-// requests, and lets the page read their answers: on a node without tokens, all
-// its sessions, and tasks run. An IP address is no DNS name to rebind, nor is a
-// name without a dot in any public zone (a container's, a test's "node"). /mcp
-// had this check (the MCP SDK's) where the rest of the API did not.
-func rebound(r *http.Request) bool {
+// rebound reports whether r came to a loopback address of the node (the address
+// the request arrived on: a node on 0.0.0.0 takes requests over 127.0.0.1 too)
+// under a name that may not be this host's: a DNS name with a dot other than
+// localhost and the names under .localhost (which browsers resolve to loopback
+// themselves), the loopback names of /etc/hosts (localhost.localdomain,
+// localhost4.localdomain4, localhost6.localdomain6: RHEL's and Fedora's) and
+// this host's own names (own). A page of another site whose own name its DNS
+// then points at 127.0.0.1 (DNS rebinding) is of the same origin as the node to
+// the browser, which sends its requests, and lets the page read their answers:
+// on a node without tokens, all its sessions, and tasks run. An IP address is no
+// DNS name to rebind, in any form (127.1, as curl sends it as typed), nor is a
+// name without a dot in any public zone (a container's, a test's "node"), nor
+// this host's name, unless its DNS is the attacker's. /mcp had a check of its
+// own (the MCP SDK's) where the rest of the API did not.
+func rebound(r *http.Request, own func() map[string]bool) bool {
 	local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
 	if !ok || local == nil {
 		return false
@@ -507,16 +516,69 @@ func rebound(r *http.Request) bool {
 	if err != nil || !ap.Addr().Unmap().IsLoopback() {
 		return false
 	}
-	host := r.Host
+	return reboundHost(r.Host, own)
+}
+
+// reboundHost is rebound's rule for a request's Host.
+func reboundHost(host string, own func() map[string]bool) bool {
 	if h, _, err := net.SplitHostPort(host); err == nil {
 		host = h
 	}
 	host = strings.TrimSuffix(strings.ToLower(strings.Trim(host, "[]")), ".")
-	if _, err := netip.ParseAddr(host); err == nil {
+	switch {
+	case !strings.Contains(host, "."), host == "localhost", strings.HasSuffix(host, ".localhost"),
+		host == "localhost.localdomain", host == "localhost4.localdomain4", host == "localhost6.localdomain6",
+		net.ParseIP(host) != nil, ipv4Form(host):
 		return false
 	}
-	return strings.Contains(host, ".") && !strings.HasSuffix(host, ".localhost")
+	return !own()[host]
 }
+
+// ipv4Form reports whether host is an IPv4 address in a form that clients read
+// as one, and DNS cannot hold: 1 to 4 parts of decimal digits or 0x and hex
+// digits (127.1, 0x7f.0.0.1), as the URL standard reads a host whose last part
+// is a number. No top-level domain is a number.
+func ipv4Form(host string) bool {
+	parts := strings.Split(host, ".")
+	if len(parts) > 4 {
+		return false
+	}
+	for _, p := range parts {
+		digits, base := p, "0123456789"
+		if h, ok := strings.CutPrefix(p, "0x"); ok {
+			digits, base = h, "0123456789abcdef"
+		}
+		if digits == "" && p != "0x" || strings.Trim(digits, base) != "" {
+			return false
+		}
+	}
+	return true
+}
+
+// hostNames returns the names of this host (lower case, without a trailing
+// dot): its host name and the canonical name it resolves to (/etc/hosts first:
+// on Debian, the FQDN that `hostname -f` prints, on 127.0.1.1). They are looked
+// up once, when a request first needs them, for at most hostNamesLookup.
+func (g *gate) hostNames() map[string]bool {
+	g.ownOnce.Do(func() {
+		g.own = map[string]bool{}
+		name, err := os.Hostname()
+		if err != nil || name == "" {
+			return
+		}
+		norm := func(n string) string { return strings.TrimSuffix(strings.ToLower(n), ".") }
+		g.own[norm(name)] = true
+		ctx, cancel := context.WithTimeout(context.Background(), hostNamesLookup)
+		defer cancel()
+		if cname, err := net.DefaultResolver.LookupCNAME(ctx, name); err == nil && cname != "" {
+			g.own[norm(cname)] = true
+		}
+	})
+	return g.own
+}
+
+// hostNamesLookup bounds the look-up of this host's canonical name.
+const hostNamesLookup = 2 * time.Second
 
 // refuse counts and logs (at debug level: a flood must not flood the log) a
 // request the gate refused: its method, path and client IP, never its headers.

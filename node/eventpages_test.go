@@ -46,8 +46,8 @@ func (l *readSizes) Read(ctx context.Context, sessionID string, from uint64) ([]
 	return events, err
 }
 
-func (l *readSizes) ReadN(ctx context.Context, sessionID string, from uint64, n int) ([]messages.Envelope, error) {
-	events, err := l.Log.ReadN(ctx, sessionID, from, n)
+func (l *readSizes) ReadN(ctx context.Context, sessionID string, from uint64, n, maxBytes int) ([]messages.Envelope, error) {
+	events, err := l.Log.ReadN(ctx, sessionID, from, n, maxBytes)
 	l.note(sessionID, events)
 	return events, err
 }
@@ -105,7 +105,7 @@ func TestSessionEventsAreReadAPageAtATime(t *testing.T) {
 		t.Fatal(err)
 	}
 	lg.mostRead()
-	const most = 3 << 20 // a page of 8 events at most, well under the session's 6.5 MiB
+	const most = 2 << 20 // a page of about a MiB (4 events), well under the session's 6.5 MiB
 
 	seqs := func(query string) []uint64 {
 		t.Helper()
@@ -222,5 +222,76 @@ func TestEventsPastTheEndListNoStreams(t *testing.T) {
 	defer lg.mu.Unlock()
 	if lg.listings != 0 {
 		t.Errorf("the log's streams were listed by prefix %d times, want none", lg.listings)
+	}
+}
+
+// A page of a session's events holds about a MiB of payload whatever its events'
+// sizes: a session of 8 events of a few bytes, then 40 of 256 KiB, is read in
+// pages of about a MiB. A page's size was guessed from the events before it, so
+// that the page after the 8 small events was of 1000 events: the rest of the
+// session, 10 MiB, at once.
+func TestSessionEventPagesHoldAboutAMiBWhateverTheMix(t *testing.T) {
+	const id, small, large, size = "mixed-1", 8, 40, 256 << 10
+	base, err := sqlite.Open(context.Background(), sqlite.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = base.Close() })
+	lg := &readSizes{Log: base, session: id}
+	_, url, _ := serveHTTP(t, node.Config{Log: lg})
+	var batch []messages.Envelope
+	for seq := 1; seq <= small+large; seq++ {
+		input := fmt.Sprintf("%010d", seq)
+		if seq > small {
+			input = fmt.Sprintf("%d %s", seq, strings.Repeat("x", size))
+		}
+		e, err := messages.NewEnvelope(&messages.TaskSubmitted{Input: input})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.ID, e.SessionID, e.Seq, e.Actor, e.TS = fmt.Sprintf("%s/%d", id, seq), id, uint64(seq), "session", time.Now().UnixMicro()
+		batch = append(batch, e)
+	}
+	if err := lg.Append(context.Background(), batch); err != nil {
+		t.Fatal(err)
+	}
+	lg.mostRead()
+	const most = 2 << 20
+
+	resp, err := http.Get(url + "/v1/sessions/" + id + "/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []messages.Envelope
+	err = json.NewDecoder(resp.Body).Decode(&got)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || err != nil || len(got) != small+large || got[len(got)-1].Seq != small+large {
+		t.Fatalf("GET events: %d, %d events, %v; want 200 and %d events", resp.StatusCode, len(got), err, small+large)
+	}
+	if n := lg.mostRead(); n > most {
+		t.Errorf("GET events: one read of the log returned %d bytes of payload, want at most %d (about a MiB a page)", n, most)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url+"/v1/sessions/"+id+"/stream", nil)
+	stream, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.Body.Close()
+	sent := 0
+	sc := bufio.NewScanner(stream.Body)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() && sent < small+large {
+		if strings.HasPrefix(sc.Text(), "id: ") {
+			sent++
+		}
+	}
+	if sent != small+large {
+		t.Errorf("the stream sent %d events, want %d", sent, small+large)
+	}
+	if n := lg.mostRead(); n > most {
+		t.Errorf("the stream: one read of the log returned %d bytes of payload, want at most %d (about a MiB a page)", n, most)
 	}
 }

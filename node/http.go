@@ -643,26 +643,40 @@ func (n *Node) getEvents(w http.ResponseWriter, r *http.Request) {
 	}
 	a := newEventsArray(paceAnswer(w, n.cfg.HTTP))
 	for len(events) > 0 {
-		if !a.write(events) {
-			return // the client left
+		if err := a.write(events); err != nil {
+			if errors.Is(err, errClientLeft) {
+				return
+			}
+			n.cfg.Logger.Warn("a session's events could not be answered to their end", "session", id, "err", err)
+			cutAnswer()
 		}
 		if events, err = pages.next(r.Context()); err != nil {
-			// The answer is begun: it is cut, as a client that left cuts it.
 			n.cfg.Logger.Warn("a session's events could not be read to their end", "session", id, "err", err)
-			return
+			cutAnswer()
 		}
 	}
 	a.close()
 }
 
-// eventsPageFirst, eventsPageMax and eventsPageBytes size the pages in which an
-// answer that streams a session's events (GET /v1/sessions/{id}/events, its
-// stream) reads them from the log (eventPages): the first page has
-// eventsPageFirst events, each later one as many as hold about eventsPageBytes
-// of payload at the size of the events before it, 1 to eventsPageMax. Events
-// are mostly small, but a task's input alone may be 1 MiB.
+// cutAnswer ends a streamed answer that cannot be finished (its status and part
+// of its body are sent) so that its client sees it fail: net/http closes the
+// connection without the chunked body's last chunk, which the client reads as an
+// unexpected EOF. An answer that just returned ended its body as a whole one
+// does: a JSON array of a session's events cut at a page that could not be
+// read was, to its client, all of the session's events.
+func cutAnswer() {
+	panic(http.ErrAbortHandler)
+}
+
+// eventsPageMax and eventsPageBytes size the pages in which an answer that
+// streams a session's events (GET /v1/sessions/{id}/events, its stream) reads
+// them from the log (eventPages): at most eventsPageMax events, stopped by the
+// log after the event that brings the page's payload to eventsPageBytes. Events
+// are mostly small, but a task's input alone may be 1 MiB. A page's size was
+// guessed from the events before it (as many as hold eventsPageBytes at their
+// size): after 8 small events came a page of 1000, which read 40 events of 256
+// KiB that followed them, 10 MiB, at once.
 const (
-	eventsPageFirst = 8
 	eventsPageMax   = 1000
 	eventsPageBytes = 1 << 20
 )
@@ -676,7 +690,7 @@ const (
 // that did not read its answer held 20 MB of the node's memory until its write
 // timeout, and a hundred of them took 3 GB.
 func (n *Node) eventPages(id string, from uint64, limit int) *eventPages {
-	return &eventPages{log: n.log, id: id, from: from, limit: limit, size: eventsPageFirst}
+	return &eventPages{log: n.log, id: id, from: from, limit: limit}
 }
 
 type eventPages struct {
@@ -685,7 +699,6 @@ type eventPages struct {
 	from  uint64 // the next page's first seq
 	limit int    // events wanted in all; 0: all of them
 	read  int    // events read so far
-	size  int    // the next page's size
 	done  bool
 }
 
@@ -699,25 +712,26 @@ func (p *eventPages) next(ctx context.Context) ([]messages.Envelope, error) {
 		p.done = true
 		return eventlog.ReadPage(ctx, p.log, p.id, p.from, p.limit)
 	}
-	size := p.size
+	size := eventsPageMax
 	if p.limit > 0 {
 		size = min(size, p.limit-p.read)
 	}
-	events, err := pr.ReadN(ctx, p.id, p.from, size)
+	events, err := pr.ReadN(ctx, p.id, p.from, size, eventsPageBytes)
 	if err != nil {
 		return nil, err
 	}
 	p.read += len(events)
-	if len(events) < size || p.limit > 0 && p.read >= p.limit {
-		p.done = true // a short page is the last (ReadN counts only the events it returns)
+	payload := 0
+	for _, e := range events {
+		payload += len(e.Payload)
+	}
+	// A page short in events and in bytes is the last (ReadN counts only the
+	// events it returns, and stops short of size only at eventsPageBytes).
+	if len(events) < size && payload < eventsPageBytes || p.limit > 0 && p.read >= p.limit {
+		p.done = true
 	}
 	if len(events) > 0 {
 		p.from = events[len(events)-1].Seq + 1
-		payload := 0
-		for _, e := range events {
-			payload += len(e.Payload)
-		}
-		p.size = max(1, min(eventsPageMax, len(events)*eventsPageBytes/max(1, payload)))
 	}
 	return events, nil
 }
@@ -729,7 +743,7 @@ func (p *eventPages) next(ctx context.Context) ([]messages.Envelope, error) {
 // with 0 (most of them), 0.1 s at each call on a log of 11,000 sessions.
 func (n *Node) streamKnown(ctx context.Context, id string) (bool, error) {
 	if pr, ok := n.log.(eventlog.PageReader); ok {
-		first, err := pr.ReadN(ctx, id, 1, 1)
+		first, err := pr.ReadN(ctx, id, 1, 1, 0)
 		return len(first) > 0, err
 	}
 	infos, err := n.log.Sessions(ctx, eventlog.Filter{Prefix: id})
@@ -764,21 +778,24 @@ func newEventsArray(w http.ResponseWriter) *eventsArray {
 	return a
 }
 
-// write adds events to the array; false when it is cut (an event cannot be
-// encoded, or the client left).
-func (a *eventsArray) write(events []messages.Envelope) bool {
+// errClientLeft is eventsArray.write's error when the client is gone.
+var errClientLeft = errors.New("the client left")
+
+// write adds events to the array: errClientLeft when the client left, or the
+// error of an event that cannot be encoded.
+func (a *eventsArray) write(events []messages.Envelope) error {
 	for i := range events {
 		a.one.Reset()
 		if err := a.enc.Encode(&events[i]); err != nil {
-			return false // it cannot be encoded: the array is cut, as a client that left cuts it
+			return fmt.Errorf("seq %d cannot be encoded: %w", events[i].Seq, err)
 		}
 		_ = a.bw.WriteByte(a.sep)
 		a.sep = ','
 		if _, err := a.bw.Write(bytes.TrimSuffix(a.one.Bytes(), []byte("\n"))); err != nil {
-			return false // the client left
+			return errClientLeft
 		}
 	}
-	return true
+	return nil
 }
 
 // close ends the array.
@@ -947,12 +964,19 @@ func (n *Node) stream(w http.ResponseWriter, r *http.Request) {
 		_, err = fmt.Fprintf(w, "event: %s\ndata: %s\n\n", e.Type, b)
 		return err == nil
 	}
-	// sendPages sends the pages of events that pages reads.
+	// sendPages sends the pages of events that pages reads. A page that cannot
+	// be read cuts the stream (cutAnswer): its client sees it fail, and
+	// reconnects from the last event it read (Last-Event-ID), where a stream
+	// ended as a whole one ends was a silent end to the events.
 	sendPages := func(pages *eventPages) bool {
 		for {
 			events, err := pages.next(r.Context())
 			if err != nil {
-				return false
+				if r.Context().Err() != nil {
+					return false // the client left
+				}
+				n.cfg.Logger.Warn("a session's stream could not read its events from the log", "session", id, "after_seq", last, "err", err)
+				cutAnswer()
 			}
 			if len(events) == 0 {
 				return true

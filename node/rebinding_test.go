@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -49,13 +50,15 @@ func asHost(t *testing.T, method, url, host, token, body string) (int, string) {
 // at 127.0.0.1 (DNS rebinding) is of the node's origin to the browser, which
 // would otherwise let it read every session and run tasks, its POST passing the
 // cross-origin check (its Origin is its Host). Localhost, the names under
-// .localhost, IP addresses and names without a dot are served, and a node with
+// .localhost, the loopback names of /etc/hosts (localhost.localdomain, …), IP
+// addresses in any form (127.1, as curl sends it), names without a dot and this
+// host's name are served, and a node with
 // tokens serves any Host (the page has no token). Before, only /mcp refused
 // such a Host.
 func TestOpenNodeOnLoopbackRefusesRebindingHosts(t *testing.T) {
 	_, base, _ := serveHTTP(t, node.Config{})
 	port := base[strings.LastIndex(base, ":")+1:]
-	for _, host := range []string{"evil.example", "evil.example:" + port, "Evil.Example.:" + port, "127.0.0.1.nip.io:" + port} {
+	for _, host := range []string{"evil.example", "evil.example:" + port, "Evil.Example.:" + port, "127.0.0.1.nip.io:" + port, "localhost.localdomain.evil.example:" + port} {
 		if code, body := asHost(t, "GET", base+"/v1/sessions", host, "", ""); code != http.StatusForbidden || !strings.Contains(body, "DNS rebinding") {
 			t.Errorf("GET /v1/sessions as %s: %d %.200s, want 403 saying why", host, code, body)
 		}
@@ -63,7 +66,13 @@ func TestOpenNodeOnLoopbackRefusesRebindingHosts(t *testing.T) {
 			t.Errorf("POST /v1/tasks as %s: %d %.200s, want 403", host, code, body)
 		}
 	}
-	for _, host := range []string{"localhost:" + port, "LOCALHOST.:" + port, "app.localhost:" + port, "127.0.0.1:" + port, "[::1]:" + port, "192.0.2.7", "node"} {
+	self, err := os.Hostname()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, host := range []string{"localhost:" + port, "LOCALHOST.:" + port, "app.localhost:" + port, "127.0.0.1:" + port, "[::1]:" + port, "192.0.2.7", "node",
+		"localhost.localdomain:" + port, "localhost4.localdomain4", "localhost6.localdomain6:" + port, "127.1:" + port, "0x7f.1",
+		self + ":" + port, strings.ToUpper(self) + ".:" + port} {
 		if code, body := asHost(t, "GET", base+"/v1/sessions", host, "", ""); code != http.StatusOK {
 			t.Errorf("GET /v1/sessions as %s: %d %.200s, want 200", host, code, body)
 		}

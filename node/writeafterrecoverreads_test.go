@@ -26,8 +26,14 @@ func (l *sessionReads) Read(ctx context.Context, session string, from uint64) ([
 	return events, err
 }
 
-func (l *sessionReads) ReadN(ctx context.Context, session string, from uint64, n int) ([]messages.Envelope, error) {
-	events, err := eventlog.ReadPage(ctx, l.Log, session, from, n)
+func (l *sessionReads) ReadN(ctx context.Context, session string, from uint64, n, maxBytes int) ([]messages.Envelope, error) {
+	var events []messages.Envelope
+	var err error
+	if pr, ok := l.Log.(eventlog.PageReader); ok {
+		events, err = pr.ReadN(ctx, session, from, n, maxBytes)
+	} else {
+		events, err = eventlog.ReadPage(ctx, l.Log, session, from, n)
+	}
 	l.count(session, len(events))
 	return events, err
 }

@@ -39,9 +39,39 @@ func TestReadNReadsAPage(t *testing.T) {
 func TestReadNStopsAtItsPage(t *testing.T) {
 	l := open(t, sqlite.Config{Dir: t.TempDir()})
 	appendSeqs(t, l, "long", 1, 5000)
-	all := testing.AllocsPerRun(3, func() { _, _ = l.ReadN(t.Context(), "long", 1, 0) })
-	page := testing.AllocsPerRun(3, func() { _, _ = l.ReadN(t.Context(), "long", 1, 10) })
+	all := testing.AllocsPerRun(3, func() { _, _ = l.ReadN(t.Context(), "long", 1, 0, 0) })
+	page := testing.AllocsPerRun(3, func() { _, _ = l.ReadN(t.Context(), "long", 1, 10, 0) })
 	if page*50 > all {
 		t.Fatalf("a page of 10 events allocated %.0f times, the whole session %.0f: want it under a fiftieth", page, all)
+	}
+}
+
+// ReadN with a byte budget stops after the event that brings the payload read to
+// it, and reads one event at least: a page of events of every size holds about
+// the budget, however many events that is.
+func TestReadNStopsAtItsByteBudget(t *testing.T) {
+	l := open(t, sqlite.Config{Dir: t.TempDir()})
+	appendSeqs(t, l, "sized", 1, 20) // events of several types and sizes
+	all, err := l.ReadN(t.Context(), "sized", 1, 0, 0)
+	if err != nil || len(all) != 20 {
+		t.Fatalf("ReadN of all: %d events, %v", len(all), err)
+	}
+	upTo := func(k int) int { // the payload bytes of the first k events
+		n := 0
+		for _, e := range all[:k] {
+			n += len(e.Payload)
+		}
+		return n
+	}
+	for _, c := range []struct{ n, maxBytes, want int }{
+		{0, upTo(3), 3}, {0, upTo(3) - 1, 3}, {0, upTo(3) + 1, 4}, {2, upTo(3), 2}, {0, 1, 1}, {0, upTo(20) + 1, 20}, {5, 0, 5},
+	} {
+		got, err := l.ReadN(t.Context(), "sized", 1, c.n, c.maxBytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != c.want {
+			t.Errorf("ReadN(n %d, maxBytes %d): %d events, want %d", c.n, c.maxBytes, len(got), c.want)
+		}
 	}
 }

@@ -367,15 +367,16 @@ func (l *Log) recycle(r *appendReq) {
 
 // Read implements eventlog.Log.
 func (l *Log) Read(ctx context.Context, sessionID string, fromSeq uint64) ([]messages.Envelope, error) {
-	return l.ReadN(ctx, sessionID, fromSeq, 0)
+	return l.ReadN(ctx, sessionID, fromSeq, 0, 0)
 }
 
 var _ eventlog.PageReader = (*Log)(nil)
 
-// ReadN implements eventlog.PageReader: Read, stopped after n events (0: all).
+// ReadN implements eventlog.PageReader: Read, stopped after n events (0: all)
+// or after the event that brings the payload read to maxBytes (0: no bound).
 // The rows are read in seq order as the query yields them, so a page of a long
 // session reads and decodes that page, not the rest of the session.
-func (l *Log) ReadN(ctx context.Context, sessionID string, fromSeq uint64, n int) ([]messages.Envelope, error) {
+func (l *Log) ReadN(ctx context.Context, sessionID string, fromSeq uint64, n, maxBytes int) ([]messages.Envelope, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("eventlog/sqlite: read session %s: %w", sessionID, err)
 	}
@@ -399,8 +400,9 @@ func (l *Log) ReadN(ctx context.Context, sessionID string, fromSeq uint64, n int
 	}
 	defer rows.Close()
 	var (
-		events []messages.Envelope
-		last   int64
+		events  []messages.Envelope
+		last    int64
+		payload int // bytes of the events' payloads
 	)
 	for rows.Next() {
 		var (
@@ -423,7 +425,8 @@ func (l *Log) ReadN(ctx context.Context, sessionID string, fromSeq uint64, n int
 		}
 		last = int64(e.Seq)
 		events = append(events, e)
-		if n > 0 && len(events) == n {
+		payload += len(e.Payload)
+		if n > 0 && len(events) == n || maxBytes > 0 && payload >= maxBytes {
 			break
 		}
 	}
