@@ -14,6 +14,10 @@ func (n *Node) MarkPublishedNow() bool { return n.markPublished(10 * time.Second
 // (awaitAnswer) wait d instead of 10 minutes: a test outlasts it quickly.
 func ShortenAnswerWait(c *HTTPConfig, d time.Duration) { c.answerWait = d }
 
+// ShortenMinIdleToClose sets how long a kept-alive connection must be idle
+// before it is closed for a client waiting at the connection limit.
+func ShortenMinIdleToClose(c *HTTPConfig, d time.Duration) { c.minIdleToClose = d }
+
 // ShortenMemoryWait makes a command to a namespace's owner wait d for its answer
 // instead of 30 seconds (memoryTimeout), until the test ends.
 func ShortenMemoryWait(t interface{ Cleanup(func()) }, d time.Duration) {

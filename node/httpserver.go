@@ -1,6 +1,7 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"io"
@@ -46,6 +47,8 @@ type HTTPConfig struct {
 	// answerWait replaces, when set (tests), the 10 minutes an answer that waits
 	// on an embedder or a model may wait (awaitAnswer).
 	answerWait time.Duration
+	// minIdleToClose replaces, when set (tests), the default minIdleToClose.
+	minIdleToClose time.Duration
 	// IdleTimeout closes a kept-alive connection that sends no next request
 	// (default 2 minutes).
 	IdleTimeout time.Duration
@@ -123,11 +126,22 @@ type HTTPServer struct {
 	mu    sync.Mutex
 	fresh map[net.Conn]struct{} // connections no request came on yet (http.StateNew)
 	// idle are the kept-alive connections waiting for their next request
-	// (http.StateIdle), with the order they went idle in: at the connection
-	// limit, the one idle the longest is closed for a new client (closeIdle).
-	idle     map[net.Conn]uint64
-	idleTick uint64
+	// (http.StateIdle), with the time they went idle: at the connection limit,
+	// the one idle the longest, if for minIdleToClose, is closed for a new client
+	// (closeIdle).
+	idle map[net.Conn]time.Time
 }
+
+// minIdleToClose is how long a kept-alive connection must have been idle before
+// it is closed for a client waiting at the connection limit: one idle for less
+// may carry its client's next request already, which a client sends again only
+// if it is replayable (a POST is lost). At the limit the server then keeps
+// connections alive as one with a 5 s idle timeout does (Node.js's default).
+const minIdleToClose = 5 * time.Second
+
+// idleRecheck is how often a client waiting at the connection limit looks again
+// for a connection idle long enough to close.
+const idleRecheck = 250 * time.Millisecond
 
 // freshGrace is how long Shutdown lets a connection that no request came on yet
 // (a client's spare one, a proxy's preconnect) send one before it closes it:
@@ -150,7 +164,7 @@ func (n *Node) HTTPServer() *HTTPServer {
 	}
 	// Live streams never end on their own: end them when shutdown begins.
 	srv.RegisterOnShutdown(n.CloseStreams)
-	s := &HTTPServer{srv: srv, cfg: cfg, fresh: map[net.Conn]struct{}{}, idle: map[net.Conn]uint64{}}
+	s := &HTTPServer{srv: srv, cfg: cfg, fresh: map[net.Conn]struct{}{}, idle: map[net.Conn]time.Time{}}
 	srv.ConnState = s.track
 	return s
 }
@@ -165,35 +179,34 @@ func (s *HTTPServer) track(c net.Conn, state http.ConnState) {
 		delete(s.fresh, c)
 	}
 	if state == http.StateIdle {
-		s.idleTick++
-		s.idle[c] = s.idleTick
+		s.idle[c] = time.Now()
 	} else {
 		delete(s.idle, c)
 	}
 }
 
-// closeIdle closes the kept-alive connection idle the longest, if any, and says
-// whether it closed one. Serve calls it when a client connects while the server
-// holds MaxConnections: without it, clients that keep connections open and idle
-// (as many as the limit, each sending a request before IdleTimeout) would keep
-// every other client waiting to be accepted. Closing an idle connection is what
-// IdleTimeout does too: an HTTP client sends its next request on a new one.
+// closeIdle closes the kept-alive connection idle the longest, if it has been
+// idle for minIdleToClose, and says whether it closed one. Serve calls it while a
+// client that connected waits because the server holds MaxConnections: without
+// it, clients that keep as many connections as the limit open and idle (each
+// sending a request before IdleTimeout) would keep every other client waiting to
+// be accepted. Closing an idle connection is what IdleTimeout does too: an HTTP
+// client sends its next request on a new one.
 func (s *HTTPServer) closeIdle() bool {
 	s.mu.Lock()
 	var oldest net.Conn
-	var at uint64
+	var since time.Time
 	for c, t := range s.idle {
-		if oldest == nil || t < at {
-			oldest, at = c, t
+		if oldest == nil || t.Before(since) {
+			oldest, since = c, t
 		}
 	}
-	if oldest != nil {
-		delete(s.idle, oldest)
-	}
-	s.mu.Unlock()
-	if oldest == nil {
+	if oldest == nil || time.Since(since) < cmp.Or(s.cfg.minIdleToClose, minIdleToClose) {
+		s.mu.Unlock()
 		return false
 	}
+	delete(s.idle, oldest)
+	s.mu.Unlock()
 	_ = oldest.Close()
 	return true
 }
@@ -294,14 +307,15 @@ type connLimit struct {
 	slots     chan struct{}
 	closeOnce sync.Once
 	closed    chan struct{}
-	// full is called when a client connects while every slot is taken; it frees
+	// full is called while a client that connected waits for a slot; it frees
 	// one if it can (HTTPServer.closeIdle).
 	full func() bool
 }
 
 // Accept waits for a client, then for a free slot: a client that connects while
-// every slot is taken has full free one, else waits until a connection closes.
-// So one connection past the limit at most is held, the one being accepted.
+// every slot is taken has full free one (now, or as soon as it can: it asks
+// again every idleRecheck), else waits until a connection closes. So one
+// connection past the limit at most is held, the one being accepted.
 func (l *connLimit) Accept() (net.Conn, error) {
 	c, err := l.Listener.Accept()
 	if err != nil {
@@ -309,16 +323,24 @@ func (l *connLimit) Accept() (net.Conn, error) {
 	}
 	select {
 	case l.slots <- struct{}{}:
+		return &limitedConn{Conn: c, release: func() { <-l.slots }}, nil
 	default:
+	}
+	// Every slot is taken: have full free one, now or once a connection has
+	// been idle long enough, unless one closes first.
+	recheck := time.NewTicker(idleRecheck)
+	defer recheck.Stop()
+	for {
 		l.full()
 		select {
 		case l.slots <- struct{}{}:
+			return &limitedConn{Conn: c, release: func() { <-l.slots }}, nil
 		case <-l.closed:
 			_ = c.Close()
 			return nil, net.ErrClosed
+		case <-recheck.C:
 		}
 	}
-	return &limitedConn{Conn: c, release: func() { <-l.slots }}, nil
 }
 
 func (l *connLimit) Close() error {

@@ -212,24 +212,10 @@ func TestSlowRequestBodiesAreCutAndHealthzKeepsAnswering(t *testing.T) {
 // request.
 func TestClientsAtTheConnectionLimitTakeIdleConnections(t *testing.T) {
 	const limit = 2
-	_, base, _ := serveHTTP(t, node.Config{HTTP: node.HTTPConfig{IdleTimeout: time.Hour, MaxConnections: limit}})
-	get := func(c *http.Client) (reused bool) {
-		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) { reused = i.Reused }})
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/healthz", nil)
-		resp, err := c.Do(req)
-		if err != nil {
-			t.Fatalf("GET /healthz with %d connections kept idle: %v", limit, err)
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("GET /healthz: %d", resp.StatusCode)
-		}
-		return reused
-	}
+	cfg := node.HTTPConfig{IdleTimeout: time.Hour, MaxConnections: limit}
+	node.ShortenMinIdleToClose(&cfg, 100*time.Millisecond)
+	_, base, _ := serveHTTP(t, node.Config{HTTP: cfg})
+	get := func(c *http.Client) bool { t.Helper(); return getHealthz(t, base, c, 20*time.Second) }
 	client := func() *http.Client { return &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1}} }
 	first, second := client(), client()
 	get(first)
@@ -241,6 +227,81 @@ func TestClientsAtTheConnectionLimitTakeIdleConnections(t *testing.T) {
 	get(client())
 	if get(first) {
 		t.Fatal("the first client's connection, idle the longest, was not the one closed")
+	}
+}
+
+// getHealthz GETs /healthz with c within wait, and says whether c reused a
+// kept-alive connection for it.
+func getHealthz(t *testing.T, base string, c *http.Client, wait time.Duration) (reused bool) {
+	t.Helper()
+	{
+		ctx, cancel := context.WithTimeout(context.Background(), wait)
+		defer cancel()
+		ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) { reused = i.Reused }})
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/healthz", nil)
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatalf("GET /healthz at the connection limit: %v", err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET /healthz: %d", resp.StatusCode)
+		}
+		return reused
+	}
+}
+
+// A connection idle for a moment may carry its client's next request already, which
+// the client sends again only if it can (a POST is lost): at the connection limit,
+// one idle for less than the minimum is not closed for a new client, which waits.
+func TestConnectionsIdleForAMomentAreNotClosedAtTheLimit(t *testing.T) {
+	cfg := node.HTTPConfig{IdleTimeout: time.Hour, MaxConnections: 1}
+	node.ShortenMinIdleToClose(&cfg, time.Hour)
+	_, base, _ := serveHTTP(t, node.Config{HTTP: cfg})
+	kept := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1}}
+	getHealthz(t, base, kept, 20*time.Second)
+	waiting := &http.Client{Timeout: 300 * time.Millisecond}
+	if resp, err := waiting.Get(base + "/healthz"); err == nil {
+		resp.Body.Close()
+		t.Fatal("a connection idle for a moment was closed for a new client")
+	}
+	if !getHealthz(t, base, kept, 20*time.Second) {
+		t.Fatal("the kept-alive connection was closed")
+	}
+}
+
+// A client waiting at the connection limit when no connection is idle is served
+// once one has been idle for the minimum, not only when one closes (here the
+// idle timeout is an hour).
+func TestAClientWaitingAtTheLimitTakesAConnectionThatGoesIdleLater(t *testing.T) {
+	cfg := node.HTTPConfig{IdleTimeout: time.Hour, MaxConnections: 1}
+	node.ShortenMinIdleToClose(&cfg, 100*time.Millisecond)
+	_, base, _ := serveHTTP(t, node.Config{HTTP: cfg})
+	busy, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	// A request under way: its headers are not all sent yet.
+	if _, err := io.WriteString(busy, "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() {
+		c := &http.Client{Timeout: 15 * time.Second}
+		resp, err := c.Get(base + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+		}
+		served <- err
+	}()
+	time.Sleep(300 * time.Millisecond) // the waiting client is accepted and finds nothing idle
+	if _, err := io.WriteString(busy, "\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-served; err != nil {
+		t.Fatalf("a client waiting while the only connection was busy, then idle: %v", err)
 	}
 }
 
