@@ -6,6 +6,8 @@ import (
 	"io"
 	"log/slog"
 	"net/http/httptest"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -157,5 +159,107 @@ func TestServerStdioEndsOnUnansweredPings(t *testing.T) {
 		case <-ctx.Done():
 			t.Fatalf("the session lives on after its client answered no ping for the session timeout (%d answered before)", answered)
 		}
+	}
+}
+
+// Over stdio, a client that answers no ping (some clients do not) but goes on
+// sending requests keeps its session past many session timeouts, and so does one
+// that sends nothing while one of its calls runs: a message received and a
+// request open are signs of life, as an answered ping is. Before, the session
+// ended once SessionTimeout of pings went unanswered, in the middle of a call.
+func TestServerStdioKeepsAClientThatSendsButAnswersNoPing(t *testing.T) {
+	g := &gateNode{started: make(chan struct{}, 1), release: make(chan struct{})}
+	srv := mcp.NewServer(g, mcp.ServerOptions{SessionTimeout: 300 * time.Millisecond})
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	served := make(chan error, 1)
+	go func() {
+		served <- srv.Serve(ctx, mcp.LineTransport(inR, outW, 0))
+		outW.Close()
+	}()
+	defer inW.Close()
+	lines := linesOf(outR, 256)
+	send := func(s string) {
+		t.Helper()
+		if _, err := io.WriteString(inW, s+"\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// next reads the server's lines until one answers id, counting the pings
+	// among them, none of which it answers.
+	pings := 0
+	next := func() (answer string, ok bool) {
+		t.Helper()
+		for {
+			select {
+			case l, open := <-lines:
+				if !open {
+					return "", false
+				}
+				var m struct {
+					ID     json.RawMessage `json:"id"`
+					Method string          `json:"method"`
+				}
+				if json.Unmarshal([]byte(l), &m) != nil {
+					continue
+				}
+				if m.Method == "ping" {
+					pings++
+					continue
+				}
+				if m.Method == "" && len(m.ID) > 0 {
+					return l, true
+				}
+			case <-ctx.Done():
+				t.Fatal("no answer from the server")
+			}
+		}
+	}
+	send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+	if _, ok := next(); !ok {
+		t.Fatalf("no answer to initialize: %v", <-served)
+	}
+	send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	// The server pings twice in each thirtieth of SessionTimeout (its keepalive
+	// and Serve's own): 200 unanswered pings are more than three timeouts.
+	const timeouts = 200
+	id := 2
+	for pings < timeouts {
+		send(`{"jsonrpc":"2.0","id":` + strconv.Itoa(id) + `,"method":"tools/list"}`)
+		if _, ok := next(); !ok {
+			t.Fatalf("the session of a client that sends requests ended after %d unanswered pings: %v", pings, <-served)
+		}
+		id++
+		select {
+		case <-time.After(20 * time.Millisecond):
+		case <-ctx.Done():
+			t.Fatal("the server stopped pinging the client")
+		}
+	}
+	// A call that runs on while the client sends nothing and answers no ping.
+	send(`{"jsonrpc":"2.0","id":"call","method":"tools/call","params":{"name":"gate","arguments":{}}}`)
+	<-g.started
+	for start := pings; pings < start+timeouts; {
+		select {
+		case l, open := <-lines:
+			if !open {
+				t.Fatalf("the session ended while its call ran, after %d unanswered pings: %v", pings-start, <-served)
+			}
+			if strings.Contains(l, `"ping"`) {
+				pings++
+			}
+		case <-ctx.Done():
+			t.Fatal("the server stopped pinging the client")
+		}
+	}
+	close(g.release)
+	if a, ok := next(); !ok || !strings.Contains(a, `"call"`) || !strings.Contains(a, "opened") {
+		t.Fatalf("the call answered %q (session live: %v); want its tool's answer", a, ok)
+	}
+	send(`{"jsonrpc":"2.0","id":` + strconv.Itoa(id) + `,"method":"tools/list"}`)
+	if _, ok := next(); !ok {
+		t.Fatalf("the session ended after its call: %v", <-served)
 	}
 }
