@@ -76,11 +76,12 @@ type ServerOptions struct {
 	// idles. Over stdio, one that for SessionTimeout answers none, sends no
 	// message and has none of its requests open loses it (the server stops).
 	// Over Streamable HTTP, where an answer is a request, one that sends no
-	// request for SessionTimeout, with none of its requests open
-	// meanwhile, loses it (the server forgets it, and resumes it at the client's
-	// next request as after a restart: see Handler), so that a client without a
-	// stream of notifications, which can answer no ping, keeps its session while
-	// it sends requests or waits for a call's answer.
+	// request for SessionTimeout, with none of its requests (nor a call's
+	// stream it resumed) open meanwhile, loses it (the server forgets it, and
+	// resumes it at the client's next request as after a restart: see Handler),
+	// so that a client without a stream of notifications, which can answer no
+	// ping, keeps its session while it sends requests or waits for a call's
+	// answer.
 	SessionTimeout time.Duration
 	// ReconnectDelay is how long a client whose stream of a call, or of
 	// notifications, was cut waits before it resumes the stream (the stream's
@@ -732,9 +733,49 @@ func (s *Server) endUnanswered(ctx context.Context, ss *sdk.ServerSession, l *li
 	}
 }
 
+// holdSession keeps the session of r, a GET that resumes a stream (a call's, cut
+// before its answer: Last-Event-ID), from the SDK's idle timer until the
+// returned stop is called: a ping of the session's, sent to h every third of
+// SessionTimeout, restarts the timer as a client's request does. The SDK holds
+// the timer only while a POST is open, so that a client without a stream of
+// notifications (GET), whose call's POST was cut and which waited on the
+// resumed stream, lost its session SessionTimeout after the cut, and the call
+// with it.
+func (s *Server) holdSession(h http.Handler, r *http.Request) (stop func()) {
+	id := r.Header.Get("Mcp-Session-Id")
+	if id == "" {
+		return func() {}
+	}
+	done := make(chan struct{})
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		tick := time.NewTicker(s.opts.SessionTimeout / 3)
+		defer tick.Stop()
+		for n := 1; ; n++ {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+			// An ID of a string no client's request has in common with, by its
+			// prefix, so that the answer goes to this POST alone.
+			body := fmt.Appendf(nil, `{"jsonrpc":"2.0","id":"troupe-resumed-stream-%d","method":"ping"}`, n)
+			if rec, err := s.post(h, r, id, r.Header.Get("MCP-Protocol-Version"), body); err != nil || rec.status != http.StatusOK {
+				return // the session ended: the resumed stream ends with it
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-ended
+	}
+}
+
 // Handler serves MCP over Streamable HTTP (mount it at /mcp). Each client gets a
 // session, which ends when the client has sent no request (an answer to a ping
-// is one) for SessionTimeout and has none open, or deletes it. A request in a
+// is one) for SessionTimeout and has none open, nor a call's stream it resumed
+// (holdSession), or deletes it. A request in a
 // session the server does not know (the node
 // restarted, or a load balancer sent the request to another node) resumes it under
 // the client's ID, at the protocol version of the request's MCP-Protocol-Version,
@@ -782,6 +823,9 @@ func (s *Server) Handler() http.Handler {
 			rw := &rpcErrors{ResponseWriter: w}
 			defer rw.finish(peekBody(r))
 			w = rw
+		}
+		if r.Method == http.MethodGet && r.Header.Get("Last-Event-ID") != "" {
+			defer s.holdSession(h, r)()
 		}
 		s.serveSessions(h, w, r)
 	}))

@@ -1,10 +1,12 @@
 package mcp_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
@@ -262,4 +264,91 @@ func TestServerStdioKeepsAClientThatSendsButAnswersNoPing(t *testing.T) {
 	if _, ok := next(); !ok {
 		t.Fatalf("the session ended after its call: %v", <-served)
 	}
+}
+
+// A client without a stream of notifications (GET) whose call's POST was cut
+// after its first event, and which resumes the call's stream (GET, Last-Event-ID),
+// keeps its session while it waits there, past SessionTimeout, and gets the
+// call's answer on the resumed stream. The SDK holds its idle timer only while a
+// POST is open: before, the session ended SessionTimeout after the cut, and the
+// call with it.
+func TestServerHTTPResumedCallOutlivesTheSessionTimeout(t *testing.T) {
+	c := &cutNode{gateNode: gateNode{started: make(chan struct{}, 1), release: make(chan struct{})}, cut: make(chan error, 1)}
+	logs := &records{}
+	srv := mcp.NewServer(c, mcp.ServerOptions{SessionTimeout: 300 * time.Millisecond, ProgressInterval: 50 * time.Millisecond, Logger: slog.New(logs)})
+	hs := httptest.NewServer(srv.Handler())
+	defer hs.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp := post(ctx, t, hs.URL, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+	id := resp.Header.Get("Mcp-Session-Id")
+	resp.Body.Close()
+	if id == "" {
+		t.Fatalf("initialize answered %s with no session", resp.Status)
+	}
+	post(ctx, t, hs.URL, id, `{"jsonrpc":"2.0","method":"notifications/initialized"}`).Body.Close()
+	// The call's POST, cut once its first event (the priming one, with its ID) came.
+	resp = post(ctx, t, hs.URL, id, `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"gate","arguments":{}}}`)
+	var last string
+	sc := bufio.NewScanner(resp.Body)
+	for last == "" && sc.Scan() {
+		last, _ = strings.CutPrefix(sc.Text(), "id: ")
+		if !strings.HasPrefix(sc.Text(), "id: ") {
+			last = ""
+		}
+	}
+	resp.Body.Close()
+	if last == "" {
+		t.Fatalf("the call's stream carried no event ID: %v", sc.Err())
+	}
+	<-c.started
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, hs.URL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Mcp-Session-Id", id)
+	req.Header.Set("MCP-Protocol-Version", "2025-11-25")
+	req.Header.Set("Last-Event-ID", last)
+	resumed, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resumed.Body.Close()
+	if resumed.StatusCode != http.StatusOK {
+		t.Fatalf("the resumption answered %s", resumed.Status)
+	}
+	// More than SessionTimeout passes while the client waits on the resumed stream:
+	// 60 pings go unanswered (the server pings every thirtieth of SessionTimeout,
+	// and on the call's stream every ProgressInterval).
+	start, _ := logs.count(slog.LevelDebug, "ping")
+	for {
+		if debug, other := logs.count(slog.LevelDebug, "ping"); debug+other >= start+60 {
+			break
+		}
+		select {
+		case err := <-c.cut:
+			t.Fatalf("the call was cut off while its client waited on its resumed stream: %v", err)
+		case <-ctx.Done():
+			t.Fatal("the server stopped pinging the client")
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	close(c.release)
+	sc = bufio.NewScanner(resumed.Body)
+	for sc.Scan() {
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+		}
+		data, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok || json.Unmarshal([]byte(data), &m) != nil || m.Method != "" || string(m.ID) != "7" {
+			continue // the server's pings on the call's stream
+		}
+		if !strings.Contains(data, `"opened"`) {
+			t.Fatalf("the call answered %s; want its tool's answer", data)
+		}
+		return
+	}
+	t.Fatalf("the resumed stream ended without the call's answer: %v", sc.Err())
 }
