@@ -73,13 +73,15 @@ type ServerOptions struct {
 	// answering (default 30 minutes). The server pings each client every
 	// SessionTimeout/30 (an MCP ping; over Streamable HTTP on the client's stream of
 	// notifications): a client that answers keeps its session however long it
-	// idles. Over stdio, one that answers none for SessionTimeout loses it (the
-	// server stops). Over Streamable HTTP, where an answer is a request, one that
-	// sends no request for SessionTimeout, with none of its requests open
-	// meanwhile, loses it (the server forgets it, and resumes it at the client's
-	// next request as after a restart: see Handler), so that a client without a
-	// stream of notifications, which can answer no ping, keeps its session while
-	// it sends requests or waits for a call's answer.
+	// idles. Over stdio, one that for SessionTimeout answers none, sends no
+	// message and has none of its requests open loses it (the server stops).
+	// Over Streamable HTTP, where an answer is a request, one that sends no
+	// request for SessionTimeout, with none of its requests (nor a call's
+	// stream it resumed) open meanwhile, loses it (the server forgets it, and
+	// resumes it at the client's next request as after a restart: see Handler),
+	// so that a client without a stream of notifications, which can answer no
+	// ping, keeps its session while it sends requests or waits for a call's
+	// answer.
 	SessionTimeout time.Duration
 	// ReconnectDelay is how long a client whose stream of a call, or of
 	// notifications, was cut waits before it resumes the stream (the stream's
@@ -167,7 +169,8 @@ type Server struct {
 	callsMu sync.Mutex
 	calls   map[string]map[*follower]bool // the calls under way, by their session's ID (Streamable HTTP)
 
-	idLocks idLocks // a session's resumption and a DELETE's record, one at a time
+	idLocks idLocks  // a session's resumption and a DELETE's record, one at a time
+	lives   sync.Map // the signs of life of the sessions Serve serves, by session (*sdk.ServerSession to *life)
 	// afterEndedCheck, when set (tests), runs after a request in a session the
 	// server does not hold found it not ended, before it resumes it or records
 	// its end.
@@ -235,7 +238,7 @@ func NewServer(n Node, opts ServerOptions) *Server {
 	}
 	s.closed, s.closeCtx = context.WithCancel(context.Background())
 	s.srv = sdk.NewServer(&sdk.Implementation{Name: "troupe", Title: "Troupe node", Version: version()}, sopts)
-	s.srv.AddReceivingMiddleware(s.recordLevel)
+	s.srv.AddReceivingMiddleware(s.recordLevel, s.recordLife)
 	s.srv.AddTool(&sdk.Tool{Name: RunTask, Title: "Run a task on the Troupe agent",
 		Description: "Run a task on the node's agent and answer with its final output. Give session_id (from an earlier answer's _meta " +
 			SessionIDMeta + ") to go on with a conversation. A failed task is an error with the reason. A task goes on when its call is " +
@@ -602,19 +605,23 @@ func (s *Server) ServeStdio(ctx context.Context) error {
 	return s.Serve(ctx, LineTransport(os.Stdin, os.Stdout, 0))
 }
 
-// Serve serves one client over t until it disconnects, answers no ping for
-// SessionTimeout, or ctx ends.
+// Serve serves one client over t until it disconnects, shows no sign of life
+// (answers no ping, sends no message, has no request open) for SessionTimeout,
+// or ctx ends.
 func (s *Server) Serve(ctx context.Context, t sdk.Transport) error {
 	ss, err := s.srv.Connect(ctx, t, nil)
 	if err != nil {
 		return err
 	}
+	l := &life{}
+	s.lives.Store(ss, l)
+	defer s.lives.Delete(ss)
 	ended := make(chan error, 1)
 	go func() { ended <- ss.Wait() }()
 	pinged := make(chan struct{})
 	go func() {
 		defer close(pinged)
-		s.endUnanswered(ctx, ss)
+		s.endUnanswered(ctx, ss, l)
 	}()
 	defer func() { <-pinged }()
 	select {
@@ -632,11 +639,57 @@ func (s *Server) Serve(ctx context.Context, t sdk.Transport) error {
 	return nil
 }
 
-// endUnanswered closes ss, a session over a transport of one client (stdio), once
-// its client has answered none of SessionTimeout's pings in a row. It pings on
-// its own, beside the SDK's keepalive, whose pings end no session (NewServer) and
-// whose outcome it cannot see. It returns when ss ends or ctx does.
-func (s *Server) endUnanswered(ctx context.Context, ss *sdk.ServerSession) {
+// life is what a session served by Serve showed of its client: how many
+// requests and notifications it received, and how many of its requests are
+// open (being answered).
+type life struct {
+	mu       sync.Mutex
+	received uint64
+	open     int
+}
+
+// recordLife is the receiving middleware that counts, for a session Serve
+// serves, each request and notification of its client, and holds each request
+// open while it is answered: endUnanswered takes either for a sign that the
+// client is there, as an answered ping is.
+func (s *Server) recordLife(next sdk.MethodHandler) sdk.MethodHandler {
+	return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
+		v, ok := s.lives.Load(req.GetSession())
+		if !ok {
+			return next(ctx, method, req)
+		}
+		l := v.(*life)
+		l.mu.Lock()
+		l.received++
+		l.open++
+		l.mu.Unlock()
+		defer func() {
+			l.mu.Lock()
+			l.open--
+			l.mu.Unlock()
+		}()
+		return next(ctx, method, req)
+	}
+}
+
+// alive says whether l's client sent a message since received was what it
+// was, or has a request open, and returns the count of its messages now.
+func (l *life) alive(received uint64) (bool, uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.received != received || l.open > 0, l.received
+}
+
+// endUnanswered closes ss, a session over a transport of one client (stdio) whose
+// signs of life recordLife counts in l, once its client has for SessionTimeout
+// answered none of the pings, sent no request or notification, and had none of
+// its requests open. A client that vanished
+// closes the transport (stdin ends), so this catches a hung one only: a client
+// that sends requests but answers no ping (some clients do not) keeps its session,
+// and so does one whose call runs longer than SessionTimeout. It pings on its own,
+// beside the SDK's keepalive, whose pings end no session (NewServer) and whose
+// outcome it cannot see. It returns when ss ends or ctx does.
+func (s *Server) endUnanswered(ctx context.Context, ss *sdk.ServerSession, l *life) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() {
@@ -647,6 +700,7 @@ func (s *Server) endUnanswered(ctx context.Context, ss *sdk.ServerSession) {
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	missed := 0
+	var received uint64
 	for {
 		select {
 		case <-ctx.Done():
@@ -656,6 +710,8 @@ func (s *Server) endUnanswered(ctx context.Context, ss *sdk.ServerSession) {
 		pctx, done := context.WithTimeout(ctx, interval/2)
 		err := ss.Ping(pctx, nil)
 		done()
+		var active bool
+		active, received = l.alive(received)
 		switch {
 		case err == nil:
 			missed = 0
@@ -664,19 +720,62 @@ func (s *Server) endUnanswered(ctx context.Context, ss *sdk.ServerSession) {
 			return
 		case errors.Is(err, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound}):
 			return // a client that does not know pings, as the SDK's keepalive
+		case active:
+			missed = 0
+			continue
 		}
 		if missed++; missed < sessionPings {
 			continue
 		}
-		s.opts.Logger.Info("mcp server: a session ends: its client answered no ping for the session timeout", "missed", missed, "err", err)
+		s.opts.Logger.Info("mcp server: a session ends: its client answered no ping, and sent no message, for the session timeout", "missed", missed, "err", err)
 		_ = ss.Close()
 		return
 	}
 }
 
+// holdSession keeps the session of r, a GET that resumes a stream (a call's, cut
+// before its answer: Last-Event-ID), from the SDK's idle timer until the
+// returned stop is called: a ping of the session's, sent to h every third of
+// SessionTimeout, restarts the timer as a client's request does. The SDK holds
+// the timer only while a POST is open, so that a client without a stream of
+// notifications (GET), whose call's POST was cut and which waited on the
+// resumed stream, lost its session SessionTimeout after the cut, and the call
+// with it.
+func (s *Server) holdSession(h http.Handler, r *http.Request) (stop func()) {
+	id := r.Header.Get("Mcp-Session-Id")
+	if id == "" {
+		return func() {}
+	}
+	done := make(chan struct{})
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		tick := time.NewTicker(s.opts.SessionTimeout / 3)
+		defer tick.Stop()
+		for n := 1; ; n++ {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+			// An ID of a string no client's request has in common with, by its
+			// prefix, so that the answer goes to this POST alone.
+			body := fmt.Appendf(nil, `{"jsonrpc":"2.0","id":"troupe-resumed-stream-%d","method":"ping"}`, n)
+			if rec, err := s.post(h, r, id, r.Header.Get("MCP-Protocol-Version"), body); err != nil || rec.status != http.StatusOK {
+				return // the session ended: the resumed stream ends with it
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-ended
+	}
+}
+
 // Handler serves MCP over Streamable HTTP (mount it at /mcp). Each client gets a
 // session, which ends when the client has sent no request (an answer to a ping
-// is one) for SessionTimeout and has none open, or deletes it. A request in a
+// is one) for SessionTimeout and has none open, nor a call's stream it resumed
+// (holdSession), or deletes it. A request in a
 // session the server does not know (the node
 // restarted, or a load balancer sent the request to another node) resumes it under
 // the client's ID, at the protocol version of the request's MCP-Protocol-Version,
@@ -724,6 +823,9 @@ func (s *Server) Handler() http.Handler {
 			rw := &rpcErrors{ResponseWriter: w}
 			defer rw.finish(peekBody(r))
 			w = rw
+		}
+		if r.Method == http.MethodGet && r.Header.Get("Last-Event-ID") != "" {
+			defer s.holdSession(h, r)()
 		}
 		s.serveSessions(h, w, r)
 	}))

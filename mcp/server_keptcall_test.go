@@ -1,11 +1,15 @@
 package mcp_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -158,4 +162,193 @@ func TestServerStdioEndsOnUnansweredPings(t *testing.T) {
 			t.Fatalf("the session lives on after its client answered no ping for the session timeout (%d answered before)", answered)
 		}
 	}
+}
+
+// Over stdio, a client that answers no ping (some clients do not) but goes on
+// sending requests keeps its session past many session timeouts, and so does one
+// that sends nothing while one of its calls runs: a message received and a
+// request open are signs of life, as an answered ping is. Before, the session
+// ended once SessionTimeout of pings went unanswered, in the middle of a call.
+func TestServerStdioKeepsAClientThatSendsButAnswersNoPing(t *testing.T) {
+	g := &gateNode{started: make(chan struct{}, 1), release: make(chan struct{})}
+	srv := mcp.NewServer(g, mcp.ServerOptions{SessionTimeout: 300 * time.Millisecond})
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	served := make(chan error, 1)
+	go func() {
+		served <- srv.Serve(ctx, mcp.LineTransport(inR, outW, 0))
+		outW.Close()
+	}()
+	defer inW.Close()
+	lines := linesOf(outR, 256)
+	send := func(s string) {
+		t.Helper()
+		if _, err := io.WriteString(inW, s+"\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// next reads the server's lines until one answers id, counting the pings
+	// among them, none of which it answers.
+	pings := 0
+	next := func() (answer string, ok bool) {
+		t.Helper()
+		for {
+			select {
+			case l, open := <-lines:
+				if !open {
+					return "", false
+				}
+				var m struct {
+					ID     json.RawMessage `json:"id"`
+					Method string          `json:"method"`
+				}
+				if json.Unmarshal([]byte(l), &m) != nil {
+					continue
+				}
+				if m.Method == "ping" {
+					pings++
+					continue
+				}
+				if m.Method == "" && len(m.ID) > 0 {
+					return l, true
+				}
+			case <-ctx.Done():
+				t.Fatal("no answer from the server")
+			}
+		}
+	}
+	send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+	if _, ok := next(); !ok {
+		t.Fatalf("no answer to initialize: %v", <-served)
+	}
+	send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	// The server pings twice in each thirtieth of SessionTimeout (its keepalive
+	// and Serve's own): 200 unanswered pings are more than three timeouts.
+	const timeouts = 200
+	id := 2
+	for pings < timeouts {
+		send(`{"jsonrpc":"2.0","id":` + strconv.Itoa(id) + `,"method":"tools/list"}`)
+		if _, ok := next(); !ok {
+			t.Fatalf("the session of a client that sends requests ended after %d unanswered pings: %v", pings, <-served)
+		}
+		id++
+		select {
+		case <-time.After(20 * time.Millisecond):
+		case <-ctx.Done():
+			t.Fatal("the server stopped pinging the client")
+		}
+	}
+	// A call that runs on while the client sends nothing and answers no ping.
+	send(`{"jsonrpc":"2.0","id":"call","method":"tools/call","params":{"name":"gate","arguments":{}}}`)
+	<-g.started
+	for start := pings; pings < start+timeouts; {
+		select {
+		case l, open := <-lines:
+			if !open {
+				t.Fatalf("the session ended while its call ran, after %d unanswered pings: %v", pings-start, <-served)
+			}
+			if strings.Contains(l, `"ping"`) {
+				pings++
+			}
+		case <-ctx.Done():
+			t.Fatal("the server stopped pinging the client")
+		}
+	}
+	close(g.release)
+	if a, ok := next(); !ok || !strings.Contains(a, `"call"`) || !strings.Contains(a, "opened") {
+		t.Fatalf("the call answered %q (session live: %v); want its tool's answer", a, ok)
+	}
+	send(`{"jsonrpc":"2.0","id":` + strconv.Itoa(id) + `,"method":"tools/list"}`)
+	if _, ok := next(); !ok {
+		t.Fatalf("the session ended after its call: %v", <-served)
+	}
+}
+
+// A client without a stream of notifications (GET) whose call's POST was cut
+// after its first event, and which resumes the call's stream (GET, Last-Event-ID),
+// keeps its session while it waits there, past SessionTimeout, and gets the
+// call's answer on the resumed stream. The SDK holds its idle timer only while a
+// POST is open: before, the session ended SessionTimeout after the cut, and the
+// call with it.
+func TestServerHTTPResumedCallOutlivesTheSessionTimeout(t *testing.T) {
+	c := &cutNode{gateNode: gateNode{started: make(chan struct{}, 1), release: make(chan struct{})}, cut: make(chan error, 1)}
+	logs := &records{}
+	srv := mcp.NewServer(c, mcp.ServerOptions{SessionTimeout: 300 * time.Millisecond, ProgressInterval: 50 * time.Millisecond, Logger: slog.New(logs)})
+	hs := httptest.NewServer(srv.Handler())
+	defer hs.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp := post(ctx, t, hs.URL, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+	id := resp.Header.Get("Mcp-Session-Id")
+	resp.Body.Close()
+	if id == "" {
+		t.Fatalf("initialize answered %s with no session", resp.Status)
+	}
+	post(ctx, t, hs.URL, id, `{"jsonrpc":"2.0","method":"notifications/initialized"}`).Body.Close()
+	// The call's POST, cut once its first event (the priming one, with its ID) came.
+	resp = post(ctx, t, hs.URL, id, `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"gate","arguments":{}}}`)
+	var last string
+	sc := bufio.NewScanner(resp.Body)
+	for last == "" && sc.Scan() {
+		last, _ = strings.CutPrefix(sc.Text(), "id: ")
+		if !strings.HasPrefix(sc.Text(), "id: ") {
+			last = ""
+		}
+	}
+	resp.Body.Close()
+	if last == "" {
+		t.Fatalf("the call's stream carried no event ID: %v", sc.Err())
+	}
+	<-c.started
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, hs.URL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Mcp-Session-Id", id)
+	req.Header.Set("MCP-Protocol-Version", "2025-11-25")
+	req.Header.Set("Last-Event-ID", last)
+	resumed, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resumed.Body.Close()
+	if resumed.StatusCode != http.StatusOK {
+		t.Fatalf("the resumption answered %s", resumed.Status)
+	}
+	// More than SessionTimeout passes while the client waits on the resumed stream:
+	// 60 pings go unanswered (the server pings every thirtieth of SessionTimeout,
+	// and on the call's stream every ProgressInterval).
+	start, _ := logs.count(slog.LevelDebug, "ping")
+	for {
+		if debug, other := logs.count(slog.LevelDebug, "ping"); debug+other >= start+60 {
+			break
+		}
+		select {
+		case err := <-c.cut:
+			t.Fatalf("the call was cut off while its client waited on its resumed stream: %v", err)
+		case <-ctx.Done():
+			t.Fatal("the server stopped pinging the client")
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	close(c.release)
+	sc = bufio.NewScanner(resumed.Body)
+	for sc.Scan() {
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+		}
+		data, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok || json.Unmarshal([]byte(data), &m) != nil || m.Method != "" || string(m.ID) != "7" {
+			continue // the server's pings on the call's stream
+		}
+		if !strings.Contains(data, `"opened"`) {
+			t.Fatalf("the call answered %s; want its tool's answer", data)
+		}
+		return
+	}
+	t.Fatalf("the resumed stream ended without the call's answer: %v", sc.Err())
 }
