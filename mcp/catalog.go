@@ -22,8 +22,8 @@ type Resource struct {
 	Read func(ctx context.Context, uri string) ([]*sdk.ResourceContents, error)
 	// Watch, when set, asks the source to tell of changes to uri (on) or to stop
 	// (not on): the first session's resources/subscribe to uri turns it on, and it
-	// is turned off when no session is subscribed any more (one that left without
-	// unsubscribing is noticed at the next subscribe or unsubscribe). The source tells of a change through
+	// is turned off when no session is subscribed any more (one that ends without
+	// unsubscribing is noticed as it ends). The source tells of a change through
 	// Server.ResourceUpdated (an UpdatingSource's is wired by the server). Without
 	// Watch, a subscription is accepted and no update comes: the resource does not
 	// change while the server runs.
@@ -307,7 +307,31 @@ func (s *Server) subscribe(ctx context.Context, req *sdk.SubscribeRequest) error
 		s.subs[uri] = map[*sdk.ServerSession]bool{}
 	}
 	s.subs[uri][req.Session] = true
+	if !s.awaited[req.Session] {
+		s.awaited[req.Session] = true
+		go s.forgetOnEnd(req.Session)
+	}
 	return nil
+}
+
+// forgetOnEnd waits for the end of ss, a session with a subscription, and then
+// forgets its subscriptions, turning off the Watch of each URI it leaves without
+// subscribers. A client that vanishes, a session that times out, is deleted or
+// closed by capSessions, or a stdio client whose Serve returns, sends no
+// unsubscribe (only one of protocol 2026-07-28, whose subscription is a request
+// that the end cancels, has the SDK unsubscribe for it): without this the Watch
+// would stay on until another session subscribed or unsubscribed, on a quiet
+// server for ever. The log's record of the subscriptions stays, so that a client
+// whose session resumes (after a restart, or capSessions) is subscribed again.
+func (s *Server) forgetOnEnd(ss *sdk.ServerSession) {
+	_ = ss.Wait()
+	s.subMu.Lock()
+	defer s.subMu.Unlock()
+	delete(s.awaited, ss)
+	for _, sessions := range s.subs {
+		delete(sessions, ss) // the SDK may list ss a moment after Wait returns
+	}
+	s.pruneSubscriptions(context.Background())
 }
 
 // unsubscribe ends a session's subscription; when no session is left subscribed

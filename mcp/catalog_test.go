@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -513,4 +514,146 @@ func TestSubscriptionsAreCountedBySession(t *testing.T) {
 	none()
 	b.Close() // leaves without unsubscribing
 	expect("false")
+}
+
+// A session that ends without unsubscribing turns its resources' Watch off as it
+// ends, with no other session subscribing or unsubscribing after it: a client of
+// a protocol before 2026-07-28 (whose resources/subscribe is a request that ends
+// as it is answered) that closes its session over stdio, or deletes it over
+// Streamable HTTP.
+func TestSubscriptionOfAnEndedSessionIsForgotten(t *testing.T) {
+	for _, over := range []string{"stdio", "http"} {
+		t.Run(over, func(t *testing.T) {
+			watched := make(chan string, 8)
+			src := mcp.Catalog{Resources: []mcp.Resource{{
+				Resource: sdk.Resource{URI: "notes://today", Name: "today"},
+				Read: func(_ context.Context, uri string) ([]*sdk.ResourceContents, error) {
+					return mcp.TextContents(uri, "text/plain", "x"), nil
+				},
+				Watch: func(_ context.Context, uri string, on bool) error {
+					watched <- fmt.Sprint(uri, " ", on)
+					return nil
+				},
+			}}}
+			n := nodetest.Start(t, node.Config{})
+			srv := mcp.NewServer(n, mcp.ServerOptions{Sources: []mcp.Source{src}})
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			var t1 sdk.Transport
+			if over == "http" {
+				hs := httptest.NewServer(srv.Handler())
+				defer hs.Close()
+				t1 = &sdk.StreamableClientTransport{Endpoint: hs.URL}
+			} else {
+				st, ct := sdk.NewInMemoryTransports()
+				served := make(chan error, 1)
+				go func() { served <- srv.Serve(ctx, st) }()
+				defer func() { cancel(); <-served }()
+				t1 = ct
+			}
+			cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx, t1,
+				&sdk.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			expect := func(want string) {
+				t.Helper()
+				select {
+				case got := <-watched:
+					if got != want {
+						t.Fatalf("watch %s, want %s", got, want)
+					}
+				case <-time.After(10 * time.Second):
+					t.Fatalf("no watch %s within 10 s", want)
+				}
+			}
+			if err := cs.Subscribe(ctx, &sdk.SubscribeParams{URI: "notes://today"}); err != nil {
+				t.Fatal(err)
+			}
+			expect("notes://today true")
+			cs.Close() // over Streamable HTTP, a DELETE
+			expect("notes://today false")
+		})
+	}
+}
+
+// A session closed by the session cap is resumed by its client's next request
+// subscribed again (the log's record of its subscriptions stays, when the
+// subscriptions of the closed session are forgotten): the client gets its
+// updates and the source's Watch is left on.
+func TestSubscriptionOfASessionClosedByTheCapIsResumed(t *testing.T) {
+	watched := make(chan string, 8)
+	src := mcp.Catalog{Resources: []mcp.Resource{{
+		Resource: sdk.Resource{URI: "notes://today", Name: "today"},
+		Read: func(_ context.Context, uri string) ([]*sdk.ResourceContents, error) {
+			return mcp.TextContents(uri, "text/plain", "x"), nil
+		},
+		Watch: func(_ context.Context, uri string, on bool) error {
+			watched <- fmt.Sprint(on)
+			return nil
+		},
+	}}}
+	n := nodetest.Start(t, node.Config{})
+	srv := mcp.NewServer(n, mcp.ServerOptions{Sources: []mcp.Source{src}, MaxSessions: 1})
+	hs := httptest.NewServer(srv.Handler())
+	defer hs.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	expect := func(want string) {
+		t.Helper()
+		select {
+		case got := <-watched:
+			if got != want {
+				t.Fatalf("watch %s, want %s", got, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no watch %s within 10 s", want)
+		}
+	}
+	updates := make(chan string, 1)
+	opts := &sdk.ClientSessionOptions{ProtocolVersion: "2025-11-25"}
+	a, err := sdk.NewClient(&sdk.Implementation{Name: "a", Version: "1"}, &sdk.ClientOptions{
+		ResourceUpdatedHandler: func(_ context.Context, req *sdk.ResourceUpdatedNotificationRequest) {
+			select {
+			case updates <- req.Params.URI:
+			default:
+			}
+		},
+	}).Connect(ctx, &sdk.StreamableClientTransport{Endpoint: hs.URL}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if err := a.Subscribe(ctx, &sdk.SubscribeParams{URI: "notes://today"}); err != nil {
+		t.Fatal(err)
+	}
+	expect("true")
+	// A second session closes a's, idle the longest.
+	b, err := sdk.NewClient(&sdk.Implementation{Name: "b", Version: "1"}, nil).Connect(ctx, &sdk.StreamableClientTransport{Endpoint: hs.URL}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if _, err := a.ListTools(ctx, nil); err != nil {
+		t.Fatalf("a's request after its session was closed: %v", err)
+	}
+	for got := false; !got; {
+		_ = srv.ResourceUpdated(ctx, "notes://today")
+		select {
+		case <-updates:
+			got = true
+		case <-ctx.Done():
+			t.Fatal("no update after the session resumed: the subscription was lost")
+		case <-time.After(100 * time.Millisecond): // the client's stream of notifications may not be there yet
+		}
+	}
+	// The resumed session's subscribe returned before its update came: the
+	// Watch was turned on again if the closed session's end turned it off.
+	last := "true"
+	for len(watched) > 0 {
+		last = <-watched
+	}
+	if last != "true" {
+		t.Fatalf("the Watch is left %s with a session subscribed", last)
+	}
 }

@@ -104,8 +104,8 @@
 // text or blobs; a template's reader gets the values of its variables; a prompt's
 // required arguments are checked before its Get, and its declared Values answer
 // completion/complete. Subscriptions are counted per URI: the first turns the
-// source's Watch on, the last unsubscribe turns it off; Server.ResourceUpdated tells
-// the subscribers.
+// source's Watch on, the last unsubscribe (or the end of the last session
+// subscribed) turns it off; Server.ResourceUpdated tells the subscribers.
 //
 // Every tools/call is followed (progress.go): log notifications at the level the
 // client asked for (logging/setLevel, or the request's _meta under the protocol of

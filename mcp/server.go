@@ -159,6 +159,8 @@ type Server struct {
 
 	subMu sync.Mutex
 	subs  map[string]map[*sdk.ServerSession]bool // the sessions subscribed to each URI
+	// awaited holds the subscribed sessions whose end forgetOnEnd waits for.
+	awaited map[*sdk.ServerSession]bool
 
 	ids     sessionIDs   // the IDs of new sessions over Streamable HTTP
 	use     sessionUse   // the sessions over Streamable HTTP by their last request (server_cap.go)
@@ -202,7 +204,7 @@ func NewServer(n Node, opts ServerOptions) *Server {
 	if opts.WriteTimeout <= 0 {
 		opts.WriteTimeout = DefaultWriteTimeout
 	}
-	s := &Server{n: n, opts: opts, specs: map[string]messages.ToolSpec{}, subs: map[string]map[*sdk.ServerSession]bool{}, calls: map[string]map[*follower]bool{},
+	s := &Server{n: n, opts: opts, specs: map[string]messages.ToolSpec{}, subs: map[string]map[*sdk.ServerSession]bool{}, awaited: map[*sdk.ServerSession]bool{}, calls: map[string]map[*follower]bool{},
 		closing: make(chan struct{}), book: newSessionBook(n), events: newEventStore()}
 	caps := &sdk.ServerCapabilities{Tools: &sdk.ToolCapabilities{ListChanged: true}, Logging: &sdk.LoggingCapabilities{}}
 	sopts := &sdk.ServerOptions{
