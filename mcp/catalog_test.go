@@ -463,35 +463,45 @@ func TestLongToolCallReportsProgress(t *testing.T) {
 	}
 }
 
-// A resource's Watch is turned on by the first session that subscribes and off
-// when the last one leaves.
-func TestSubscriptionsAreCountedBySession(t *testing.T) {
-	watched := make(chan string, 8)
-	src := mcp.Catalog{Resources: []mcp.Resource{{
+// watchedNotes is a catalog of one resource, notes://today, whose Watch sends
+// each of its calls on watched, in the words report gives it.
+func watchedNotes(report func(uri string, on bool) string) (src mcp.Catalog, watched chan string) {
+	watched = make(chan string, 8)
+	src = mcp.Catalog{Resources: []mcp.Resource{{
 		Resource: sdk.Resource{URI: "notes://today", Name: "today"},
 		Read: func(_ context.Context, uri string) ([]*sdk.ResourceContents, error) {
 			return mcp.TextContents(uri, "text/plain", "x"), nil
 		},
 		Watch: func(_ context.Context, uri string, on bool) error {
-			watched <- fmt.Sprint(on)
+			watched <- report(uri, on)
 			return nil
 		},
 	}}}
+	return src, watched
+}
+
+// expectWatch waits up to 10 s for the next call of a Watch reported on watched,
+// and fails the test unless it is want.
+func expectWatch(t *testing.T, watched <-chan string, want string) {
+	t.Helper()
+	select {
+	case got := <-watched:
+		if got != want {
+			t.Fatalf("watch %s, want %s", got, want)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no watch %s within 10 s", want)
+	}
+}
+
+// A resource's Watch is turned on by the first session that subscribes and off
+// when the last one leaves.
+func TestSubscriptionsAreCountedBySession(t *testing.T) {
+	src, watched := watchedNotes(func(_ string, on bool) string { return fmt.Sprint(on) })
 	n := nodetest.Start(t, node.Config{})
 	srv := mcp.NewServer(n, mcp.ServerOptions{Sources: []mcp.Source{src}})
 	a, b := connect(t, srv, nil), connect(t, srv, nil)
 	ctx := context.Background()
-	expect := func(want string) {
-		t.Helper()
-		select {
-		case got := <-watched:
-			if got != want {
-				t.Fatalf("watch %s, want %s", got, want)
-			}
-		case <-time.After(10 * time.Second):
-			t.Fatalf("no watch %s within 10 s", want)
-		}
-	}
 	none := func() {
 		t.Helper()
 		select {
@@ -503,7 +513,7 @@ func TestSubscriptionsAreCountedBySession(t *testing.T) {
 	if err := a.Subscribe(ctx, &sdk.SubscribeParams{URI: "notes://today"}); err != nil {
 		t.Fatal(err)
 	}
-	expect("true")
+	expectWatch(t, watched, "true")
 	if err := b.Subscribe(ctx, &sdk.SubscribeParams{URI: "notes://today"}); err != nil {
 		t.Fatal(err)
 	}
@@ -513,7 +523,7 @@ func TestSubscriptionsAreCountedBySession(t *testing.T) {
 	}
 	none()
 	b.Close() // leaves without unsubscribing
-	expect("false")
+	expectWatch(t, watched, "false")
 }
 
 // A session that ends without unsubscribing turns its resources' Watch off as it
@@ -524,17 +534,7 @@ func TestSubscriptionsAreCountedBySession(t *testing.T) {
 func TestSubscriptionOfAnEndedSessionIsForgotten(t *testing.T) {
 	for _, over := range []string{"stdio", "http"} {
 		t.Run(over, func(t *testing.T) {
-			watched := make(chan string, 8)
-			src := mcp.Catalog{Resources: []mcp.Resource{{
-				Resource: sdk.Resource{URI: "notes://today", Name: "today"},
-				Read: func(_ context.Context, uri string) ([]*sdk.ResourceContents, error) {
-					return mcp.TextContents(uri, "text/plain", "x"), nil
-				},
-				Watch: func(_ context.Context, uri string, on bool) error {
-					watched <- fmt.Sprint(uri, " ", on)
-					return nil
-				},
-			}}}
+			src, watched := watchedNotes(func(uri string, on bool) string { return fmt.Sprint(uri, " ", on) })
 			n := nodetest.Start(t, node.Config{})
 			srv := mcp.NewServer(n, mcp.ServerOptions{Sources: []mcp.Source{src}})
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -556,23 +556,12 @@ func TestSubscriptionOfAnEndedSessionIsForgotten(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			expect := func(want string) {
-				t.Helper()
-				select {
-				case got := <-watched:
-					if got != want {
-						t.Fatalf("watch %s, want %s", got, want)
-					}
-				case <-time.After(10 * time.Second):
-					t.Fatalf("no watch %s within 10 s", want)
-				}
-			}
 			if err := cs.Subscribe(ctx, &sdk.SubscribeParams{URI: "notes://today"}); err != nil {
 				t.Fatal(err)
 			}
-			expect("notes://today true")
+			expectWatch(t, watched, "notes://today true")
 			cs.Close() // over Streamable HTTP, a DELETE
-			expect("notes://today false")
+			expectWatch(t, watched, "notes://today false")
 		})
 	}
 }
@@ -582,34 +571,13 @@ func TestSubscriptionOfAnEndedSessionIsForgotten(t *testing.T) {
 // subscriptions of the closed session are forgotten): the client gets its
 // updates and the source's Watch is left on.
 func TestSubscriptionOfASessionClosedByTheCapIsResumed(t *testing.T) {
-	watched := make(chan string, 8)
-	src := mcp.Catalog{Resources: []mcp.Resource{{
-		Resource: sdk.Resource{URI: "notes://today", Name: "today"},
-		Read: func(_ context.Context, uri string) ([]*sdk.ResourceContents, error) {
-			return mcp.TextContents(uri, "text/plain", "x"), nil
-		},
-		Watch: func(_ context.Context, uri string, on bool) error {
-			watched <- fmt.Sprint(on)
-			return nil
-		},
-	}}}
+	src, watched := watchedNotes(func(_ string, on bool) string { return fmt.Sprint(on) })
 	n := nodetest.Start(t, node.Config{})
 	srv := mcp.NewServer(n, mcp.ServerOptions{Sources: []mcp.Source{src}, MaxSessions: 1})
 	hs := httptest.NewServer(srv.Handler())
 	defer hs.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	expect := func(want string) {
-		t.Helper()
-		select {
-		case got := <-watched:
-			if got != want {
-				t.Fatalf("watch %s, want %s", got, want)
-			}
-		case <-time.After(10 * time.Second):
-			t.Fatalf("no watch %s within 10 s", want)
-		}
-	}
 	updates := make(chan string, 1)
 	opts := &sdk.ClientSessionOptions{ProtocolVersion: "2025-11-25"}
 	a, err := sdk.NewClient(&sdk.Implementation{Name: "a", Version: "1"}, &sdk.ClientOptions{
@@ -627,7 +595,7 @@ func TestSubscriptionOfASessionClosedByTheCapIsResumed(t *testing.T) {
 	if err := a.Subscribe(ctx, &sdk.SubscribeParams{URI: "notes://today"}); err != nil {
 		t.Fatal(err)
 	}
-	expect("true")
+	expectWatch(t, watched, "true")
 	// A second session closes a's, idle the longest.
 	b, err := sdk.NewClient(&sdk.Implementation{Name: "b", Version: "1"}, nil).Connect(ctx, &sdk.StreamableClientTransport{Endpoint: hs.URL}, opts)
 	if err != nil {

@@ -109,6 +109,31 @@ func TestServerHTTPCallOutlivesUnansweredPings(t *testing.T) {
 	}
 }
 
+// serveStdio serves srv over a pair of pipes until the test ends, and returns
+// the session's context (which ends within 30 s), the server's lines (a buffer
+// of size of them), a function that sends the server a line, and what Serve
+// returned.
+func serveStdio(t *testing.T, srv *mcp.Server, size int) (ctx context.Context, lines <-chan string, send func(string), served <-chan error) {
+	t.Helper()
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	done := make(chan error, 1)
+	go func() {
+		done <- srv.Serve(ctx, mcp.LineTransport(inR, outW, 0))
+		outW.Close()
+	}()
+	t.Cleanup(func() { inW.Close() })
+	send = func(s string) {
+		t.Helper()
+		if _, err := io.WriteString(inW, s+"\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return ctx, linesOf(outR, size), send, done
+}
+
 // Over stdio, where a client holds its one session for as long as the process
 // runs, the server still ends the session (and Serve returns) once the client
 // has answered none of SessionTimeout's pings, and not before it answered the
@@ -116,23 +141,7 @@ func TestServerHTTPCallOutlivesUnansweredPings(t *testing.T) {
 func TestServerStdioEndsOnUnansweredPings(t *testing.T) {
 	g := &gateNode{started: make(chan struct{}, 1), release: make(chan struct{})}
 	srv := mcp.NewServer(g, mcp.ServerOptions{SessionTimeout: 300 * time.Millisecond})
-	inR, inW := io.Pipe()
-	outR, outW := io.Pipe()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	served := make(chan error, 1)
-	go func() {
-		served <- srv.Serve(ctx, mcp.LineTransport(inR, outW, 0))
-		outW.Close()
-	}()
-	defer inW.Close()
-	lines := linesOf(outR, 16)
-	send := func(s string) {
-		t.Helper()
-		if _, err := io.WriteString(inW, s+"\n"); err != nil {
-			t.Fatal(err)
-		}
-	}
+	ctx, lines, send, served := serveStdio(t, srv, 16)
 	send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
 	send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
 	// The client answers the first 40 pings (more than SessionTimeout's 30), then
@@ -172,23 +181,7 @@ func TestServerStdioEndsOnUnansweredPings(t *testing.T) {
 func TestServerStdioKeepsAClientThatSendsButAnswersNoPing(t *testing.T) {
 	g := &gateNode{started: make(chan struct{}, 1), release: make(chan struct{})}
 	srv := mcp.NewServer(g, mcp.ServerOptions{SessionTimeout: 300 * time.Millisecond})
-	inR, inW := io.Pipe()
-	outR, outW := io.Pipe()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	served := make(chan error, 1)
-	go func() {
-		served <- srv.Serve(ctx, mcp.LineTransport(inR, outW, 0))
-		outW.Close()
-	}()
-	defer inW.Close()
-	lines := linesOf(outR, 256)
-	send := func(s string) {
-		t.Helper()
-		if _, err := io.WriteString(inW, s+"\n"); err != nil {
-			t.Fatal(err)
-		}
-	}
+	ctx, lines, send, served := serveStdio(t, srv, 256)
 	// next reads the server's lines until one answers id, counting the pings
 	// among them, none of which it answers.
 	pings := 0

@@ -88,6 +88,19 @@ func doCall(t *testing.T, method, url, token, body string) (int, http.Header, st
 // a stream is read only to its headers.
 func rawCall(t *testing.T, method, url, body string, hdr map[string]string) (int, http.Header, string) {
 	t.Helper()
+	return callWith(t, method+" "+url, method, url, body, func(req *http.Request) {
+		for k, v := range hdr {
+			req.Header.Set(k, v)
+		}
+	})
+}
+
+// callWith makes a request (Content-Type application/json for a body) that prepare
+// may change before it is sent, and returns the answer's status, headers and
+// body; a stream is read only to its headers. what names the request when it
+// fails.
+func callWith(t *testing.T, what, method, url, body string, prepare func(*http.Request)) (int, http.Header, string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	var rd io.Reader
@@ -101,12 +114,10 @@ func rawCall(t *testing.T, method, url, body string, hdr map[string]string) (int
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	for k, v := range hdr {
-		req.Header.Set(k, v)
-	}
+	prepare(req)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		t.Fatalf("%s %s: %v", method, url, err)
+		t.Fatalf("%s: %v", what, err)
 	}
 	defer resp.Body.Close()
 	if resp.Header.Get("Content-Type") == "text/event-stream" {

@@ -72,29 +72,27 @@ func (l *readSizes) mostRead() int {
 	return n
 }
 
-// A session's events are read from the log a page at a time for GET
-// /v1/sessions/{id}/events and its stream, never whole: a client that does not
-// read its answer holds a page of the node's memory until its write timeout.
-// Before, each such client of a session of 20 MB held 20 MB, and a hundred of
-// them took 3 GB. The pages are bounded by their bytes (big events come fewer to
-// a page), and the answers are the same: every event once, in seq order.
-func TestSessionEventsAreReadAPageAtATime(t *testing.T) {
-	const id, events, size = "big-1", 26, 256 << 10 // 6.5 MiB of payload
+// serveReadSizes serves a node whose log is a readSizes, over a new SQLite log,
+// that keeps the most bytes read of session.
+func serveReadSizes(t *testing.T, session string) (*readSizes, string) {
+	t.Helper()
 	base, err := sqlite.Open(context.Background(), sqlite.Config{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = base.Close() })
-	lg := &readSizes{Log: base, session: id}
+	lg := &readSizes{Log: base, session: session}
 	_, url, _ := serveHTTP(t, node.Config{Log: lg})
+	return lg, url
+}
 
+// appendSession appends to lg, in one batch, the events 1 to n of session id,
+// each with the payload of its seq.
+func appendSession(t *testing.T, lg *readSizes, id string, n int, payload func(seq int) messages.Payload) {
+	t.Helper()
 	var batch []messages.Envelope
-	for seq := 1; seq <= events; seq++ {
-		var p messages.Payload = &messages.TaskSubmitted{Input: fmt.Sprintf("%d %s", seq, strings.Repeat("x", size))}
-		if seq == events {
-			p = &messages.TaskCompleted{Output: "done", Steps: 1}
-		}
-		e, err := messages.NewEnvelope(p)
+	for seq := 1; seq <= n; seq++ {
+		e, err := messages.NewEnvelope(payload(seq))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -104,6 +102,45 @@ func TestSessionEventsAreReadAPageAtATime(t *testing.T) {
 	if err := lg.Append(context.Background(), batch); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// streamIDs reads the stream of session id until it sent n events (or ended),
+// and returns their IDs; the stream stays open until the test ends.
+func streamIDs(ctx context.Context, t *testing.T, url, id string, n int) []string {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url+"/v1/sessions/"+id+"/stream", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	var got []string
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() && len(got) < n {
+		if v, ok := strings.CutPrefix(sc.Text(), "id: "); ok {
+			got = append(got, v)
+		}
+	}
+	return got
+}
+
+// A session's events are read from the log a page at a time for GET
+// /v1/sessions/{id}/events and its stream, never whole: a client that does not
+// read its answer holds a page of the node's memory until its write timeout.
+// Before, each such client of a session of 20 MB held 20 MB, and a hundred of
+// them took 3 GB. The pages are bounded by their bytes (big events come fewer to
+// a page), and the answers are the same: every event once, in seq order.
+func TestSessionEventsAreReadAPageAtATime(t *testing.T) {
+	const id, events, size = "big-1", 26, 256 << 10 // 6.5 MiB of payload
+	lg, url := serveReadSizes(t, id)
+
+	appendSession(t, lg, id, events, func(seq int) messages.Payload {
+		if seq == events {
+			return &messages.TaskCompleted{Output: "done", Steps: 1}
+		}
+		return &messages.TaskSubmitted{Input: fmt.Sprintf("%d %s", seq, strings.Repeat("x", size))}
+	})
 	lg.mostRead()
 	const most = 2 << 20 // a page of about a MiB (4 events), well under the session's 6.5 MiB
 
@@ -149,20 +186,7 @@ func TestSessionEventsAreReadAPageAtATime(t *testing.T) {
 	// the last one.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url+"/v1/sessions/"+id+"/stream", nil)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var got []string
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() && len(got) < events {
-		if v, ok := strings.CutPrefix(sc.Text(), "id: "); ok {
-			got = append(got, v)
-		}
-	}
+	got := streamIDs(ctx, t, url, id, events)
 	if fmt.Sprint(got) != fmt.Sprint(want(1, events)) {
 		t.Errorf("the stream sent the events %v, want 1 to %d", got, events)
 	}
@@ -172,7 +196,7 @@ func TestSessionEventsAreReadAPageAtATime(t *testing.T) {
 
 	// A client ahead of the log (its Last-Event-ID past the session's end) is
 	// streamed what comes next: the session is known by one event of it.
-	req, _ = http.NewRequestWithContext(ctx, http.MethodGet, url+"/v1/sessions/"+id+"/stream", nil)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url+"/v1/sessions/"+id+"/stream", nil)
 	req.Header.Set("Last-Event-ID", "1000")
 	ahead, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -193,21 +217,8 @@ func TestSessionEventsAreReadAPageAtATime(t *testing.T) {
 // GET /v1/sessions/0/events?from=2 listed every session whose ID starts with 0
 // (most of them: their IDs are UUIDv7) at each call.
 func TestEventsPastTheEndListNoStreams(t *testing.T) {
-	base, err := sqlite.Open(context.Background(), sqlite.Config{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = base.Close() })
-	lg := &readSizes{Log: base}
-	_, url, _ := serveHTTP(t, node.Config{Log: lg})
-	e, err := messages.NewEnvelope(&messages.TaskSubmitted{Input: "hi"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.ID, e.SessionID, e.Seq, e.Actor, e.TS = "s-0/1", "s-0", 1, "session", time.Now().UnixMicro()
-	if err := lg.Append(context.Background(), []messages.Envelope{e}); err != nil {
-		t.Fatal(err)
-	}
+	lg, url := serveReadSizes(t, "")
+	appendSession(t, lg, "s-0", 1, func(int) messages.Payload { return &messages.TaskSubmitted{Input: "hi"} })
 	for path, want := range map[string]int{"/v1/sessions/s-0/events?from=2": http.StatusOK, "/v1/sessions/s/events?from=2": http.StatusNotFound} {
 		resp, err := http.Get(url + path)
 		if err != nil {
@@ -232,29 +243,13 @@ func TestEventsPastTheEndListNoStreams(t *testing.T) {
 // session, 10 MiB, at once.
 func TestSessionEventPagesHoldAboutAMiBWhateverTheMix(t *testing.T) {
 	const id, small, large, size = "mixed-1", 8, 40, 256 << 10
-	base, err := sqlite.Open(context.Background(), sqlite.Config{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = base.Close() })
-	lg := &readSizes{Log: base, session: id}
-	_, url, _ := serveHTTP(t, node.Config{Log: lg})
-	var batch []messages.Envelope
-	for seq := 1; seq <= small+large; seq++ {
-		input := fmt.Sprintf("%010d", seq)
+	lg, url := serveReadSizes(t, id)
+	appendSession(t, lg, id, small+large, func(seq int) messages.Payload {
 		if seq > small {
-			input = fmt.Sprintf("%d %s", seq, strings.Repeat("x", size))
+			return &messages.TaskSubmitted{Input: fmt.Sprintf("%d %s", seq, strings.Repeat("x", size))}
 		}
-		e, err := messages.NewEnvelope(&messages.TaskSubmitted{Input: input})
-		if err != nil {
-			t.Fatal(err)
-		}
-		e.ID, e.SessionID, e.Seq, e.Actor, e.TS = fmt.Sprintf("%s/%d", id, seq), id, uint64(seq), "session", time.Now().UnixMicro()
-		batch = append(batch, e)
-	}
-	if err := lg.Append(context.Background(), batch); err != nil {
-		t.Fatal(err)
-	}
+		return &messages.TaskSubmitted{Input: fmt.Sprintf("%010d", seq)}
+	})
 	lg.mostRead()
 	const most = 2 << 20
 
@@ -274,20 +269,7 @@ func TestSessionEventPagesHoldAboutAMiBWhateverTheMix(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url+"/v1/sessions/"+id+"/stream", nil)
-	stream, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stream.Body.Close()
-	sent := 0
-	sc := bufio.NewScanner(stream.Body)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() && sent < small+large {
-		if strings.HasPrefix(sc.Text(), "id: ") {
-			sent++
-		}
-	}
+	sent := len(streamIDs(ctx, t, url, id, small+large))
 	if sent != small+large {
 		t.Errorf("the stream sent %d events, want %d", sent, small+large)
 	}

@@ -1,13 +1,10 @@
 package node_test
 
 import (
-	"context"
-	"io"
 	"net/http"
 	"os"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/troupe-run/troupe/node"
 )
@@ -17,32 +14,17 @@ import (
 // answer's status and body.
 func asHost(t *testing.T, method, url, host, token, body string) (int, string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	var rd io.Reader
-	if body != "" {
-		rd = strings.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, url, rd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Host = host
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Origin", "http://"+host)
-		req.Header.Set("Sec-Fetch-Site", "same-origin")
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s as %s: %v", method, url, host, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	code, _, b := callWith(t, method+" "+url+" as "+host, method, url, body, func(req *http.Request) {
+		req.Host = host
+		if body != "" {
+			req.Header.Set("Origin", "http://"+host)
+			req.Header.Set("Sec-Fetch-Site", "same-origin")
+		}
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+	})
+	return code, b
 }
 
 // A node without tokens on a loopback address refuses (403) a request whose Host
