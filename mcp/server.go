@@ -620,12 +620,14 @@ func (s *Server) Serve(ctx context.Context, t sdk.Transport) error {
 	defer s.lives.Delete(ss)
 	ended := make(chan error, 1)
 	go func() { ended <- ss.Wait() }()
+	// The pings stop when Serve returns, as ss has ended by then.
+	pingCtx, stopPings := context.WithCancel(ctx)
 	pinged := make(chan struct{})
 	go func() {
 		defer close(pinged)
-		s.endUnanswered(ctx, ss, l)
+		s.endUnanswered(pingCtx, ss, l)
 	}()
-	defer func() { <-pinged }()
+	defer func() { stopPings(); <-pinged }()
 	select {
 	case <-ctx.Done():
 		_ = ss.Close()
@@ -690,14 +692,8 @@ func (l *life) alive(received uint64) (bool, uint64) {
 // that sends requests but answers no ping (some clients do not) keeps its session,
 // and so does one whose call runs longer than SessionTimeout. It pings on its own,
 // beside the SDK's keepalive, whose pings end no session (NewServer) and whose
-// outcome it cannot see. It returns when ss ends or ctx does.
+// outcome it cannot see. It returns when ctx ends (Serve ends it once ss has).
 func (s *Server) endUnanswered(ctx context.Context, ss *sdk.ServerSession, l *life) {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go func() {
-		_ = ss.Wait()
-		cancel()
-	}()
 	interval := s.opts.SessionTimeout / sessionPings
 	tick := time.NewTicker(interval)
 	defer tick.Stop()

@@ -721,13 +721,9 @@ func (p *eventPages) next(ctx context.Context) ([]messages.Envelope, error) {
 		return nil, err
 	}
 	p.read += len(events)
-	payload := 0
-	for _, e := range events {
-		payload += len(e.Payload)
-	}
 	// A page short in events and in bytes is the last (ReadN counts only the
 	// events it returns, and stops short of size only at eventsPageBytes).
-	if len(events) < size && payload < eventsPageBytes || p.limit > 0 && p.read >= p.limit {
+	if len(events) < size && payloadBytes(events) < eventsPageBytes || p.limit > 0 && p.read >= p.limit {
 		p.done = true
 	}
 	if len(events) > 0 {

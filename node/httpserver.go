@@ -186,13 +186,13 @@ func (s *HTTPServer) track(c net.Conn, state http.ConnState) {
 }
 
 // closeIdle closes the kept-alive connection idle the longest, if it has been
-// idle for minIdleToClose, and says whether it closed one. Serve calls it while a
+// idle for minIdleToClose. Serve calls it while a
 // client that connected waits because the server holds MaxConnections: without
 // it, clients that keep as many connections as the limit open and idle (each
 // sending a request before IdleTimeout) would keep every other client waiting to
 // be accepted. Closing an idle connection is what IdleTimeout does too: an HTTP
 // client sends its next request on a new one.
-func (s *HTTPServer) closeIdle() bool {
+func (s *HTTPServer) closeIdle() {
 	s.mu.Lock()
 	var oldest net.Conn
 	var since time.Time
@@ -203,12 +203,11 @@ func (s *HTTPServer) closeIdle() bool {
 	}
 	if oldest == nil || time.Since(since) < cmp.Or(s.cfg.minIdleToClose, minIdleToClose) {
 		s.mu.Unlock()
-		return false
+		return
 	}
 	delete(s.idle, oldest)
 	s.mu.Unlock()
 	_ = oldest.Close()
-	return true
 }
 
 // closeFresh closes the connections no request came on yet.
@@ -298,7 +297,7 @@ func (b *pacedBody) Read(p []byte) (int, error) {
 // limitListener returns a listener that has at most max connections open at once:
 // Accept waits for one of them to close before it accepts another (which waits in
 // the kernel's accept queue meanwhile, holding no descriptor of the process).
-func limitListener(ln net.Listener, max int, full func() bool) *connLimit {
+func limitListener(ln net.Listener, max int, full func()) *connLimit {
 	return &connLimit{Listener: ln, slots: make(chan struct{}, max), closed: make(chan struct{}), full: full}
 }
 
@@ -309,7 +308,7 @@ type connLimit struct {
 	closed    chan struct{}
 	// full is called while a client that connected waits for a slot; it frees
 	// one if it can (HTTPServer.closeIdle).
-	full func() bool
+	full func()
 }
 
 // Accept waits for a client, then for a free slot: a client that connects while
