@@ -177,6 +177,15 @@ type Server struct {
 	// server does not hold found it not ended, before it resumes it or records
 	// its end.
 	afterEndedCheck func(r *http.Request)
+	// admitted, when set (tests), runs as a request in a session the server
+	// holds is about to be handed to the SDK's handler.
+	admitted func(r *http.Request)
+	// capClosing, when set (tests), runs as capSessions is about to close session
+	// id, which it marked closing.
+	capClosing func(id string)
+	// waitingClose, when set (tests), runs as a request in session id starts
+	// waiting for capSessions to close it.
+	waitingClose func(id string)
 
 	closing     chan struct{}   // closed by CloseStreams
 	closed      context.Context // ends at CloseStreams
