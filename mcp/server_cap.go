@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"cmp"
+	"encoding/json"
 	"net/http"
 	"slices"
 	"sync"
@@ -19,10 +20,11 @@ type sessionUse struct {
 	mu   sync.Mutex
 	tick uint64
 	last map[string]uint64 // the tick of each session's last request
-	// open counts the requests under way in each session but for its GETs, which
-	// a client keeps open for as long as the session lives: the cap leaves a
-	// session with one, whose answer its close would cut (the SDK took the
-	// request, then closed its stream with no answer).
+	// open counts the requests under way in each session (not the GETs a client
+	// keeps open for as long as the session lives, nor the POSTs of answers and
+	// notifications): the cap leaves a session with one, whose answer its close
+	// would cut (the SDK took the request, then closed its stream with no
+	// answer).
 	open map[string]int
 	// closing holds the sessions capSessions is closing, each with a channel
 	// closed once their Close returned. The SDK lists such a session until then,
@@ -45,10 +47,15 @@ func (s *Server) touch(id string) {
 }
 
 // enter waits while capSessions closes session id, and then counts r open in it
-// (unless r is a GET) until the returned leave. It returns false when r's
-// context ends first.
+// until the returned leave. It returns false when r's context ends first. A GET
+// waits but is not counted. A POST holding no request (answers to the server's
+// requests, notifications) neither waits nor is counted: the close may wait for
+// its answer (a call of the server's under way holds the session's Close).
 func (s *Server) enter(r *http.Request, id string) (leave func(), ok bool) {
 	counted := r.Method != http.MethodGet
+	if r.Method == http.MethodPost && !hasCall(peekBody(r)) {
+		return func() {}, true
+	}
 	for {
 		s.use.mu.Lock()
 		done := s.use.closing[id]
@@ -149,4 +156,20 @@ func (s *Server) busy(id string) bool {
 	s.callsMu.Lock()
 	defer s.callsMu.Unlock()
 	return len(s.calls[id]) > 0
+}
+
+// hasCall reports whether body, a JSON-RPC message or batch, holds a request
+// awaiting an answer (a method and an id), not only answers and notifications.
+func hasCall(body []byte) bool {
+	type message struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+	}
+	call := func(m message) bool { return m.Method != "" && len(m.ID) > 0 && string(m.ID) != "null" }
+	var one message
+	if json.Unmarshal(body, &one) == nil {
+		return call(one)
+	}
+	var batch []message
+	return json.Unmarshal(body, &batch) == nil && slices.ContainsFunc(batch, call)
 }

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -241,6 +242,74 @@ func TestServerHTTPResumedSessionIsCapped(t *testing.T) {
 	}
 	if got := s.liveSessions(); got != 1 || !s.known(a) || s.known(b) {
 		t.Fatalf("the server holds %d sessions, a's known %v, b's known %v; want a's alone", got, s.known(a), s.known(b))
+	}
+}
+
+// A client's answer to a request of the server's, in a session the cap is
+// about to close, is delivered: the session's Close waits for the server's
+// calls under way, and an answer that waited for the close held it until the
+// call's timeout (half a keepalive interval, 30 s by default), and every request
+// in the session with it.
+func TestServerHTTPAnswerInASessionTheCapClosesIsDelivered(t *testing.T) {
+	n := nodetest.Start(t, node.Config{Model: llm.Offline{}})
+	s := NewServer(n, ServerOptions{MaxSessions: 1})
+	hs := httptest.NewServer(s.Handler())
+	defer hs.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	a, err := sdk.NewClient(&sdk.Implementation{Name: "a", Version: "1"}, nil).Connect(ctx, &sdk.StreamableClientTransport{Endpoint: hs.URL}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	// a's session is marked used by its initialized notification, answered once
+	// marked. (A request's answer comes before its handler returns, which
+	// counts it under way: the cap would leave a's session.)
+	var ss *sdk.ServerSession
+	for got := range s.srv.Sessions() {
+		if got.ID() == a.ID() {
+			ss = got
+		}
+	}
+	if ss == nil {
+		t.Fatal("a's session is not listed")
+	}
+	waiting := make(chan string, 1)
+	s.waitingClose = func(id string) {
+		select {
+		case waiting <- id:
+		default:
+		}
+	}
+	// As the cap is about to close a's session, the server pings a's client.
+	var once sync.Once
+	var ran atomic.Bool
+	s.capClosing = func(id string) {
+		if id != a.ID() {
+			return
+		}
+		once.Do(func() {
+			ran.Store(true)
+			pingCtx, stopPing := context.WithCancel(ctx)
+			defer stopPing()
+			pinged := make(chan error, 1)
+			go func() { pinged <- ss.Ping(pingCtx, nil) }()
+			select {
+			case err := <-pinged:
+				if err != nil {
+					t.Errorf("the server's ping: %v", err)
+				}
+			case <-waiting:
+				t.Error("the answer to the server's ping waits for the close, which waits for the answer")
+				stopPing() // the close goes on once the ping gave up
+			case <-ctx.Done():
+				t.Error("no answer to the server's ping")
+			}
+		})
+	}
+	initializeOver(ctx, t, hs.URL) // returns once the cap closed a's session
+	if !ran.Load() {
+		t.Fatal("the cap did not close a's session")
 	}
 }
 
