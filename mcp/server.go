@@ -104,8 +104,9 @@ type ServerOptions struct {
 	MaxRequestBytes int64
 	// MaxSessions bounds the sessions over Streamable HTTP the server holds at
 	// once (default DefaultMaxSessions): past it, a new session closes the one
-	// whose last request is the oldest and that has no call under way (its
-	// client's next request resumes it, as after a restart), so that a client
+	// whose last request is the oldest and that has no request or call under
+	// way (its client's next request resumes it, as after a restart; one sent
+	// while the session closes waits for the close), so that a client
 	// opening sessions in a loop without deleting them grows nothing for good.
 	MaxSessions int
 	// WriteTimeout bounds each write of an answer or a notification over
