@@ -596,8 +596,12 @@ func TestSubscriptionOfASessionClosedByTheCapIsResumed(t *testing.T) {
 		t.Fatal(err)
 	}
 	expectWatch(t, watched, "true")
-	// A second session closes a's, idle the longest.
-	b, err := sdk.NewClient(&sdk.Implementation{Name: "b", Version: "1"}, nil).Connect(ctx, &sdk.StreamableClientTransport{Endpoint: hs.URL}, opts)
+	// A second session closes a's, idle the longest. Its client keeps no stream
+	// of notifications: its session, closed in turn when a's resumes (the server
+	// holds one), is not resumed by the stream's return, which would close a's
+	// again and turn the Watch off with it.
+	b, err := sdk.NewClient(&sdk.Implementation{Name: "b", Version: "1"}, nil).Connect(ctx,
+		&sdk.StreamableClientTransport{Endpoint: hs.URL, DisableStandaloneSSE: true}, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -104,8 +104,9 @@ type ServerOptions struct {
 	MaxRequestBytes int64
 	// MaxSessions bounds the sessions over Streamable HTTP the server holds at
 	// once (default DefaultMaxSessions): past it, a new session closes the one
-	// whose last request is the oldest and that has no call under way (its
-	// client's next request resumes it, as after a restart), so that a client
+	// whose last request is the oldest and that has no request or call under
+	// way (its client's next request resumes it, as after a restart; one sent
+	// while the session closes waits for the close), so that a client
 	// opening sessions in a loop without deleting them grows nothing for good.
 	MaxSessions int
 	// WriteTimeout bounds each write of an answer or a notification over
@@ -177,6 +178,15 @@ type Server struct {
 	// server does not hold found it not ended, before it resumes it or records
 	// its end.
 	afterEndedCheck func(r *http.Request)
+	// admitted, when set (tests), runs as a request in a session the server
+	// holds is about to be handed to the SDK's handler.
+	admitted func(r *http.Request)
+	// capClosing, when set (tests), runs as capSessions is about to close session
+	// id, which it marked closing.
+	capClosing func(id string)
+	// waitingClose, when set (tests), runs as a request in session id starts
+	// waiting for capSessions to close it.
+	waitingClose func(id string)
 
 	closing     chan struct{}   // closed by CloseStreams
 	closed      context.Context // ends at CloseStreams

@@ -2,6 +2,8 @@ package mcp
 
 import (
 	"cmp"
+	"encoding/json"
+	"net/http"
 	"slices"
 	"sync"
 
@@ -18,9 +20,19 @@ type sessionUse struct {
 	mu   sync.Mutex
 	tick uint64
 	last map[string]uint64 // the tick of each session's last request
-	// closed holds the sessions closed here that the SDK still lists: it forgets
-	// a closed session a moment after Close returns.
-	closed map[string]bool
+	// open counts the requests under way in each session (not the GETs a client
+	// keeps open for as long as the session lives, nor the POSTs of answers and
+	// notifications): the cap leaves a session with one, whose answer its close
+	// would cut (the SDK took the request, then closed its stream with no
+	// answer).
+	open map[string]int
+	// closing holds the sessions capSessions is closing, each with a channel
+	// closed once their Close returned. The SDK lists such a session until then,
+	// and its handler would take a request in it only to cut it: a request in it
+	// waits (enter), and then resumes a session of the ID, which begins after
+	// the closed one ended (the SDK forgot its ID, ran its end) and which
+	// nothing of the closed one's end touches.
+	closing map[string]chan struct{}
 }
 
 // touch marks a request in session id.
@@ -34,28 +46,64 @@ func (s *Server) touch(id string) {
 	s.use.last[id] = s.use.tick
 }
 
+// enter waits while capSessions closes session id, and then counts r open in it
+// until the returned leave. It returns false when r's context ends first. A GET
+// waits but is not counted. A POST holding no request (answers to the server's
+// requests, notifications) neither waits nor is counted: the close may wait for
+// its answer (a call of the server's under way holds the session's Close).
+func (s *Server) enter(r *http.Request, id string) (leave func(), ok bool) {
+	counted := r.Method != http.MethodGet
+	if r.Method == http.MethodPost && !hasCall(peekBody(r)) {
+		return func() {}, true
+	}
+	for {
+		s.use.mu.Lock()
+		done := s.use.closing[id]
+		if done == nil {
+			if counted {
+				if s.use.open == nil {
+					s.use.open = map[string]int{}
+				}
+				s.use.open[id]++
+			}
+			s.use.mu.Unlock()
+			break
+		}
+		s.use.mu.Unlock()
+		if s.waitingClose != nil {
+			s.waitingClose(id)
+		}
+		select {
+		case <-done:
+		case <-r.Context().Done():
+			return nil, false
+		}
+	}
+	if !counted {
+		return func() {}, true
+	}
+	return func() {
+		s.use.mu.Lock()
+		defer s.use.mu.Unlock()
+		if s.use.open[id]--; s.use.open[id] <= 0 {
+			delete(s.use.open, id)
+		}
+	}, true
+}
+
 // capSessions closes, while the server holds more sessions over Streamable HTTP
 // than ServerOptions.MaxSessions, the one whose last request is the oldest, but
-// for keep (the session just started) and those with a call under way. A client
-// whose session was closed so is not refused: its next request resumes the
-// session (serveSessions), as after a restart.
+// for keep (the session just started) and those with a request or a call under
+// way. A client whose session was closed so is not refused: its next request
+// resumes the session (serveSessions), as after a restart.
 func (s *Server) capSessions(keep string) {
-	listed := map[string]*sdk.ServerSession{}
-	for ss := range s.srv.Sessions() {
-		if id := ss.ID(); id != "" {
-			listed[id] = ss
-		}
-	}
 	s.use.mu.Lock()
+	// Listed under the lock: a session closed here is then either in closing or,
+	// its Close returned, no longer listed by the SDK.
 	live := map[string]*sdk.ServerSession{}
-	for id, ss := range listed {
-		if !s.use.closed[id] {
+	for ss := range s.srv.Sessions() {
+		if id := ss.ID(); id != "" && s.use.closing[id] == nil {
 			live[id] = ss
-		}
-	}
-	for id := range s.use.closed {
-		if listed[id] == nil {
-			delete(s.use.closed, id)
 		}
 	}
 	for id := range s.use.last {
@@ -71,17 +119,17 @@ func (s *Server) capSessions(keep string) {
 			// under way (an initialize, marked once the SDK answers it): it is
 			// the newest, not the oldest, and the SDK is still setting it up,
 			// so closing it now would race with its connection being made.
-			if _, used := s.use.last[id]; used && id != keep && !s.busy(id) {
+			if _, used := s.use.last[id]; used && id != keep && s.use.open[id] == 0 && !s.busy(id) {
 				idle = append(idle, id)
 			}
 		}
 		slices.SortFunc(idle, func(a, b string) int { return cmp.Compare(s.use.last[a], s.use.last[b]) })
 		idle = idle[:min(over, len(idle))]
-		if s.use.closed == nil {
-			s.use.closed = map[string]bool{}
+		if s.use.closing == nil {
+			s.use.closing = map[string]chan struct{}{}
 		}
 		for _, id := range idle {
-			s.use.closed[id] = true
+			s.use.closing[id] = make(chan struct{})
 			delete(s.use.last, id)
 		}
 	}
@@ -89,7 +137,17 @@ func (s *Server) capSessions(keep string) {
 	for _, id := range idle {
 		s.opts.Logger.Info("mcp server: the session idle the longest closed: the server holds at most this many; its client's next request resumes it",
 			"session", id, "max_sessions", cmp.Or(s.opts.MaxSessions, DefaultMaxSessions))
+		if s.capClosing != nil {
+			s.capClosing(id)
+		}
+		// Close returns once the SDK forgot the session: off its list (run by the
+		// connection's end, before Close returns) and its handler's map, its
+		// events dropped.
 		_ = live[id].Close()
+		s.use.mu.Lock()
+		close(s.use.closing[id])
+		delete(s.use.closing, id)
+		s.use.mu.Unlock()
 	}
 }
 
@@ -98,4 +156,20 @@ func (s *Server) busy(id string) bool {
 	s.callsMu.Lock()
 	defer s.callsMu.Unlock()
 	return len(s.calls[id]) > 0
+}
+
+// hasCall reports whether body, a JSON-RPC message or batch, holds a request
+// awaiting an answer (a method and an id), not only answers and notifications.
+func hasCall(body []byte) bool {
+	type message struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+	}
+	call := func(m message) bool { return m.Method != "" && len(m.ID) > 0 && string(m.ID) != "null" }
+	var one message
+	if json.Unmarshal(body, &one) == nil {
+		return call(one)
+	}
+	var batch []message
+	return json.Unmarshal(body, &batch) == nil && slices.ContainsFunc(batch, call)
 }

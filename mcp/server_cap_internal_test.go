@@ -1,10 +1,14 @@
 package mcp
 
 import (
+	"bytes"
 	"context"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -91,29 +95,264 @@ func TestServerHTTPCapLeavesASessionBeingStarted(t *testing.T) {
 		t.Fatal("the cap closed a session whose start was under way")
 	}
 	s.use.mu.Lock()
-	closed := s.use.closed[unmarked]
+	closing := s.use.closing[unmarked] != nil
 	s.use.mu.Unlock()
-	if closed {
+	if closing {
 		t.Fatal("the cap closed a session whose start was under way")
 	}
 }
 
 // initializeOver starts a session at url with a bare initialize, as a client in a
-// loop does, and returns its ID.
+// loop does, and returns its ID once the server's handler returned.
 func initializeOver(ctx context.Context, t *testing.T, url string) string {
 	t.Helper()
-	const init = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"loop","version":"1"}}}`
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(init))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := http.DefaultClient.Do(initializeRequest(ctx, url))
 	if err != nil {
 		t.Fatal(err)
 	}
+	_, _ = io.Copy(io.Discard, resp.Body) // to its end: the server's handler, and its cap, are done
 	resp.Body.Close()
 	id := resp.Header.Get("Mcp-Session-Id")
 	if resp.StatusCode != http.StatusOK || id == "" {
 		t.Fatalf("initialize: %s", resp.Status)
 	}
 	return id
+}
+
+// A request the server took in a session, on its way to the SDK's handler when
+// a new session puts the server over MaxSessions, is answered: the cap leaves a
+// session with a request under way. It closed it, and the request was cut (the
+// SDK took it in the closing session and ended its stream with no answer, which
+// the client then failed with 400 from the resumed session) or answered 404.
+func TestServerHTTPCapLeavesASessionWithARequestUnderWay(t *testing.T) {
+	n := nodetest.Start(t, node.Config{Model: llm.Offline{}})
+	s := NewServer(n, ServerOptions{MaxSessions: 1})
+	h := s.Handler()
+	hs := httptest.NewServer(h)
+	defer hs.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	a := startSession(ctx, t, hs.URL)
+	// Between the server's taking of a's request and the SDK's, another client
+	// starts a session, through the same handler: the cap has run once it
+	// returns.
+	var once sync.Once
+	s.admitted = func(r *http.Request) {
+		if r.Header.Get("Mcp-Session-Id") != a || !bytes.Contains(peekBody(r), []byte(`"tools/list"`)) {
+			return
+		}
+		once.Do(func() {
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, initializeRequest(ctx, hs.URL))
+			if rec.Code != http.StatusOK {
+				t.Errorf("the second session's initialize: %d %s", rec.Code, rec.Body)
+			}
+		})
+	}
+	if status, body, err := postIn(ctx, hs.URL, a, listTools); err != nil || status != http.StatusOK || !strings.Contains(body, `"result"`) {
+		t.Fatalf("the request under way as the cap ran: %d %q %v", status, body, err)
+	}
+}
+
+// A request in a session the cap is closing (the SDK still lists it) waits for
+// the close and resumes the session. Handed to the SDK, it was taken in the
+// closing session and cut.
+func TestServerHTTPRequestInASessionTheCapClosesIsResumed(t *testing.T) {
+	n := nodetest.Start(t, node.Config{Model: llm.Offline{}})
+	s := NewServer(n, ServerOptions{MaxSessions: 1})
+	hs := httptest.NewServer(s.Handler())
+	defer hs.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	a := startSession(ctx, t, hs.URL)
+	waiting := make(chan string, 1)
+	s.waitingClose = func(id string) {
+		select {
+		case waiting <- id:
+		default:
+		}
+	}
+	type answer struct {
+		status int
+		body   string
+		err    error
+	}
+	listed := make(chan answer, 1)
+	var closing func(id string)
+	// As the cap is about to close a's session, a sends a request in it (whose
+	// resumption then closes b's: the cap runs again).
+	var once sync.Once
+	s.capClosing = func(id string) { once.Do(func() { closing(id) }) }
+	closing = func(id string) {
+		if id != a {
+			t.Errorf("the cap closes %s, not a's session %s", id, a)
+			return
+		}
+		go func() {
+			status, body, err := postIn(ctx, hs.URL, a, listTools)
+			listed <- answer{status, body, err}
+		}()
+		select {
+		case id := <-waiting:
+			if id != a {
+				t.Errorf("a request in %s waits, not a's", id)
+			}
+		case got := <-listed:
+			listed <- got
+			t.Error("a request in a session the cap is closing was served in it")
+		case <-ctx.Done():
+			t.Error("a request in a session the cap is closing neither waited nor was answered")
+		}
+	}
+	initializeOver(ctx, t, hs.URL)
+	select {
+	case got := <-listed:
+		if got.err != nil || got.status != http.StatusOK || !strings.Contains(got.body, `"result"`) {
+			t.Fatalf("the request in the session the cap closed: %d %q %v", got.status, got.body, got.err)
+		}
+	case <-ctx.Done():
+		t.Fatal("no answer to the request in the session the cap closed")
+	}
+	if !s.known(a) {
+		t.Fatal("a's session was not resumed")
+	}
+}
+
+// A session the cap closed and its client resumed counts toward MaxSessions
+// like any other. The cap kept the closed session's ID apart until the SDK no
+// longer listed it, and left the resumed session of that ID, listed before, out
+// of the count for as long as it lived: never closed, nor the one it should have
+// closed.
+func TestServerHTTPResumedSessionIsCapped(t *testing.T) {
+	n := nodetest.Start(t, node.Config{Model: llm.Offline{}})
+	s := NewServer(n, ServerOptions{MaxSessions: 1})
+	hs := httptest.NewServer(s.Handler())
+	defer hs.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	a := startSession(ctx, t, hs.URL)
+	b := initializeOver(ctx, t, hs.URL)
+	if s.known(a) {
+		t.Fatal("the cap left a's session open")
+	}
+	// a's request resumes its session, which closes b's, now idle the longest,
+	// before the request is answered.
+	if status, body, err := postIn(ctx, hs.URL, a, listTools); err != nil || status != http.StatusOK || !strings.Contains(body, `"result"`) {
+		t.Fatalf("a's request: %d %q %v", status, body, err)
+	}
+	if got := s.liveSessions(); got != 1 || !s.known(a) || s.known(b) {
+		t.Fatalf("the server holds %d sessions, a's known %v, b's known %v; want a's alone", got, s.known(a), s.known(b))
+	}
+}
+
+// A client's answer to a request of the server's, in a session the cap is
+// about to close, is delivered: the session's Close waits for the server's
+// calls under way, and an answer that waited for the close held it until the
+// call's timeout (half a keepalive interval, 30 s by default), and every request
+// in the session with it.
+func TestServerHTTPAnswerInASessionTheCapClosesIsDelivered(t *testing.T) {
+	n := nodetest.Start(t, node.Config{Model: llm.Offline{}})
+	s := NewServer(n, ServerOptions{MaxSessions: 1})
+	hs := httptest.NewServer(s.Handler())
+	defer hs.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	a, err := sdk.NewClient(&sdk.Implementation{Name: "a", Version: "1"}, nil).Connect(ctx, &sdk.StreamableClientTransport{Endpoint: hs.URL}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	// a's session is marked used by its initialized notification, answered once
+	// marked. (A request's answer comes before its handler returns, which
+	// counts it under way: the cap would leave a's session.)
+	var ss *sdk.ServerSession
+	for got := range s.srv.Sessions() {
+		if got.ID() == a.ID() {
+			ss = got
+		}
+	}
+	if ss == nil {
+		t.Fatal("a's session is not listed")
+	}
+	waiting := make(chan string, 1)
+	s.waitingClose = func(id string) {
+		select {
+		case waiting <- id:
+		default:
+		}
+	}
+	// As the cap is about to close a's session, the server pings a's client.
+	var once sync.Once
+	var ran atomic.Bool
+	s.capClosing = func(id string) {
+		if id != a.ID() {
+			return
+		}
+		once.Do(func() {
+			ran.Store(true)
+			pingCtx, stopPing := context.WithCancel(ctx)
+			defer stopPing()
+			pinged := make(chan error, 1)
+			go func() { pinged <- ss.Ping(pingCtx, nil) }()
+			select {
+			case err := <-pinged:
+				if err != nil {
+					t.Errorf("the server's ping: %v", err)
+				}
+			case <-waiting:
+				t.Error("the answer to the server's ping waits for the close, which waits for the answer")
+				stopPing() // the close goes on once the ping gave up
+			case <-ctx.Done():
+				t.Error("no answer to the server's ping")
+			}
+		})
+	}
+	initializeOver(ctx, t, hs.URL) // returns once the cap closed a's session
+	if !ran.Load() {
+		t.Fatal("the cap did not close a's session")
+	}
+}
+
+// listTools is a tools/list request.
+const listTools = `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`
+
+// initializeRequest is the request of initializeOver.
+func initializeRequest(ctx context.Context, url string) *http.Request {
+	const init = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"loop","version":"1"}}}`
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(init))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	return req
+}
+
+// startSession starts a session at url as a client does, an initialize and
+// then the initialized notification, and returns its ID once the server's
+// handler returned from both.
+func startSession(ctx context.Context, t *testing.T, url string) string {
+	t.Helper()
+	id := initializeOver(ctx, t, url)
+	if status, body, err := postIn(ctx, url, id, `{"jsonrpc":"2.0","method":"notifications/initialized"}`); err != nil || status != http.StatusAccepted {
+		t.Fatalf("notifications/initialized: %d %q %v", status, body, err)
+	}
+	return id
+}
+
+// postIn posts body in session id at url (protocol 2025-06-18), and returns the
+// answer, read to its end.
+func postIn(ctx context.Context, url, id, body string) (status int, answer string, err error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		return 0, "", err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Session-Id", id)
+	req.Header.Set("MCP-Protocol-Version", "2025-06-18")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	got, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(got), err
 }

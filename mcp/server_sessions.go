@@ -85,10 +85,12 @@ func (s *Server) known(id string) bool {
 
 // serveSessions passes r to the SDK's handler h, first resuming the session r
 // names when the server does not know it (and r is not an initialize, which
-// starts a session of its own: the SDK answers it 404). A DELETE of a session the
-// server does not know has nothing to end here: it is answered 204. A deleted
-// session is recorded as ended (recordEnded): a request in it is answered 404, as
-// the spec says of a terminated session, and not resumed.
+// starts a session of its own: the SDK answers it 404). A request in a session
+// the cap is closing waits for the close and then resumes the session (enter).
+// A DELETE of a session the server does not know has nothing to end here: it is
+// answered 204. A deleted session is recorded as ended (recordEnded): a request
+// in it is answered 404, as the spec says of a terminated session, and not
+// resumed.
 func (s *Server) serveSessions(h http.Handler, w http.ResponseWriter, r *http.Request) {
 	r, forget := s.holdCall(r)
 	defer forget()
@@ -110,6 +112,11 @@ func (s *Server) serveSessions(h http.Handler, w http.ResponseWriter, r *http.Re
 		h.ServeHTTP(w, r)
 		return
 	}
+	leave, ok := s.enter(r, id)
+	if !ok {
+		return // its client left while it waited for the cap's close
+	}
+	defer leave()
 	if s.known(id) {
 		s.serveKnown(h, w, r, id)
 		return
@@ -164,6 +171,9 @@ func (s *Server) serveSessions(h http.Handler, w http.ResponseWriter, r *http.Re
 
 // serveKnown serves r in session id, which the server holds live.
 func (s *Server) serveKnown(h http.Handler, w http.ResponseWriter, r *http.Request, id string) {
+	if s.admitted != nil {
+		s.admitted(r)
+	}
 	s.touch(id)
 	s.ids.resumed(r.Context(), id)
 	if r.Method == http.MethodDelete {
