@@ -314,7 +314,9 @@ func (n *Node) postTask(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// checkJSONContentType accepts application/json, with a UTF-8 charset if any.
+// checkJSONContentType accepts application/json, with a UTF-8 charset if any,
+// under either label clients send for it ("utf-8", and "utf8", which the WHATWG
+// Encoding Standard lists as a label of UTF-8 and some HTTP libraries write).
 func checkJSONContentType(ct string) error {
 	if ct == "" {
 		return errors.New("Content-Type must be application/json; the request has none")
@@ -323,7 +325,7 @@ func checkJSONContentType(ct string) error {
 	if err != nil || mt != "application/json" {
 		return fmt.Errorf("Content-Type must be application/json, not %q", ct)
 	}
-	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
+	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") && !strings.EqualFold(cs, "utf8") {
 		return fmt.Errorf("Content-Type must be application/json in UTF-8, not charset %q", cs)
 	}
 	return nil

@@ -48,7 +48,7 @@ func TestPostTaskRequiresJSONContentType(t *testing.T) {
 		}
 	}
 	noSessions(t, n)
-	for _, ct := range []string{"application/json", "application/json; charset=utf-8", "Application/JSON; Charset=UTF-8"} {
+	for _, ct := range []string{"application/json", "application/json; charset=utf-8", "Application/JSON; Charset=UTF-8", "application/json; charset=utf8", "application/json;charset=UTF8"} {
 		if code, msg := postAs(t, base+"/v1/tasks", ct, body); code != http.StatusAccepted {
 			t.Errorf("Content-Type %q: %d %q", ct, code, msg)
 		}
