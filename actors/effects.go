@@ -28,10 +28,11 @@ type Effects interface {
 	// Perform starts the effect req asks for and returns at once (it takes no ctx: the
 	// effect outlives the call, and Cancel ends it). Its reply comes through reply,
 	// exactly once, on any goroutine, with req's SessionID and Key; an effect that
-	// failed is a reply with Error set. The one exception is an implementation closed
-	// while the effect runs (the node stops): then no reply comes, as if the process
-	// had died, and the session's next incarnation issues the effect again with the
-	// same key.
+	// failed is a reply with Error set. The exceptions are an implementation closed
+	// while the effect runs (the node stops), and an effect of a session its node no
+	// longer owns as the effect is about to start (LocalEffects.Owned): then no reply
+	// comes, as if the process had died, and the session's next incarnation issues
+	// the effect again with the same key.
 	Perform(req messages.EffectRequest, reply func(messages.EffectReply))
 	// Cancel ends the effect with this key: the context it runs under is cancelled (a
 	// model's HTTP request is closed, a tool sees ctx.Done()), one still queued never
@@ -175,6 +176,9 @@ type LocalEffects struct {
 	// whiles are the calls of PerformWhile waiting in their performers' queues
 	// (kept apart from their flights, which remembered answers keep).
 	whiles map[*flight]*queuedWhile
+	// owners are the ownership checks of the calls of Owned waiting in their
+	// performers' queues (kept apart from their flights, as whiles are).
+	owners map[*flight]func(context.Context, string) error
 	// peak is the most flights held since the map was last rebuilt: a Go map keeps
 	// the memory of its largest size, so one that shrank well below it is copied.
 	peak int
@@ -315,7 +319,8 @@ func (w waiters) answer(rep messages.EffectReply) {
 func NewLocalEffects(cfg LocalEffectsConfig) *LocalEffects {
 	cfg.setDefaults()
 	e := &LocalEffects{cfg: cfg, workers: newWorkers(effectWorkers, workerIdle),
-		tools: map[string]*performer{}, flights: map[messages.EffectKey]*flight{}, whiles: map[*flight]*queuedWhile{}}
+		tools: map[string]*performer{}, flights: map[messages.EffectKey]*flight{}, whiles: map[*flight]*queuedWhile{},
+		owners: map[*flight]func(context.Context, string) error{}}
 	if m := cfg.Model; m != nil {
 		name := m.Name()
 		e.model = &performer{
@@ -445,8 +450,40 @@ func (e *LocalEffects) performerOf(req messages.EffectRequest) (*performer, erro
 
 // Perform implements Effects.
 func (e *LocalEffects) Perform(req messages.EffectRequest, reply func(messages.EffectReply)) {
-	e.PerformWhile(nil, req, reply, nil)
+	e.perform(nil, req, reply, nil, nil)
 }
+
+// Owned returns the effects of the sessions that this node may act for only while
+// it owns them (a sharded node's own sessions, under the lease of their
+// partitions): each of their calls asks owned, with the call's context and its
+// session, on the call's goroutine as it is about to start, after its wait in its
+// performer's queue, not only as it is requested. Before, a call requested while
+// the node owned its session, then queued behind the performer's concurrency
+// bound (or requested just before the process froze past the group's session
+// timeout), started once a slot was free (or the process woke up) although
+// another node had taken the session over meanwhile and performed it under the
+// same key. owned may wait (while the node confirms its ownership); an error
+// drops the call unstarted and unanswered, as if the node had died (the session's
+// next owner issues it again under its key), frees its slot and forgets its key.
+// A request that joins a performance of its key already under way, or answered,
+// is not asked again.
+func (e *LocalEffects) Owned(owned func(ctx context.Context, sessionID string) error) Effects {
+	return ownedEffects{e: e, owned: owned}
+}
+
+// ownedEffects are LocalEffects whose calls start only while owned says so (Owned).
+type ownedEffects struct {
+	e     *LocalEffects
+	owned func(ctx context.Context, sessionID string) error
+}
+
+// Perform implements Effects.
+func (o ownedEffects) Perform(req messages.EffectRequest, reply func(messages.EffectReply)) {
+	o.e.perform(nil, req, reply, nil, o.owned)
+}
+
+// Cancel implements Effects.
+func (o ownedEffects) Cancel(key messages.EffectKey) { o.e.Cancel(key) }
 
 // PerformWhile performs req as Perform does, as long as ctx lasts until its call
 // starts: a call that waits in its performer's queue (past the performer's
@@ -459,6 +496,12 @@ func (e *LocalEffects) Perform(req messages.EffectRequest, reply func(messages.E
 // requests of its key joined is not dropped: it is performed for them. A nil ctx
 // never ends.
 func (e *LocalEffects) PerformWhile(ctx context.Context, req messages.EffectRequest, reply func(messages.EffectReply), withdrawn func()) {
+	e.perform(ctx, req, reply, withdrawn, nil)
+}
+
+// perform is PerformWhile, whose call asks owned (when set) as it is about to
+// start (Owned).
+func (e *LocalEffects) perform(ctx context.Context, req messages.EffectRequest, reply func(messages.EffectReply), withdrawn func(), owned func(context.Context, string) error) {
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()
@@ -492,9 +535,12 @@ func (e *LocalEffects) PerformWhile(ctx context.Context, req messages.EffectRequ
 	f := &flight{key: req.Key, req: req, p: p, waiters: waiters{first: reply}}
 	e.add(f)
 	if p.running < p.limit {
-		e.start(f)
+		e.start(f, owned)
 	} else {
 		p.queue = append(p.queue, f)
+		if owned != nil {
+			e.owners[f] = owned
+		}
 		if ctx != nil {
 			e.whiles[f] = &queuedWhile{ctx: ctx, withdrawn: withdrawn,
 				unwatch: context.AfterFunc(ctx, func() { e.withdraw(f) })}
@@ -529,6 +575,17 @@ func (e *LocalEffects) dropWithdrawn(f *flight) (withdrawn func()) {
 	return withdrawn
 }
 
+// ownerOf takes the ownership check of f (Owned), a call leaving its performer's
+// queue, from owners: nil when it has none. The caller holds e.mu.
+func (e *LocalEffects) ownerOf(f *flight) func(context.Context, string) error {
+	if len(e.owners) == 0 {
+		return nil
+	}
+	owned := e.owners[f]
+	delete(e.owners, f)
+	return owned
+}
+
 // unqueued clears the watch of f's PerformWhile context as f leaves its
 // performer's queue to start or to be answered. The caller holds e.mu.
 func (e *LocalEffects) unqueued(f *flight) {
@@ -547,9 +604,10 @@ func answer(req messages.EffectRequest, rep messages.EffectReply) messages.Effec
 	return rep
 }
 
-// start runs f on a worker goroutine (workers), under a context Cancel and Close can end.
-// The caller holds e.mu, and f's performer has a free slot.
-func (e *LocalEffects) start(f *flight) {
+// start runs f on a worker goroutine (workers), under a context Cancel and Close can
+// end, once owned (when set) let it (Owned). The caller holds e.mu, and f's
+// performer has a free slot.
+func (e *LocalEffects) start(f *flight, owned func(context.Context, string) error) {
 	p, req := f.p, f.req
 	p.running++
 	// One context per call, whose cause says why it ended; it reports the deadline of
@@ -559,7 +617,7 @@ func (e *LocalEffects) start(f *flight) {
 	// running calls itself, found in their performers' lists.
 	ctx, cancel := context.WithCancelCause(context.Background())
 	f.cancel, f.session, f.began = cancel, req.SessionID, time.Now()
-	c := &callContext{Context: ctx, deadline: f.began.Add(p.timeout), f: f}
+	c := &callContext{Context: ctx, deadline: f.began.Add(p.timeout), f: f, owned: owned}
 	if e.cfg.Trace != nil {
 		c.traced, f.traced = e.cfg.Trace(c, req)
 	}
@@ -578,6 +636,8 @@ type callContext struct {
 	// traced, when set, is the context the call runs under instead
 	// (LocalEffectsConfig.Trace).
 	traced context.Context
+	// owned, when set, says whether the call may still start (Owned).
+	owned func(ctx context.Context, sessionID string) error
 }
 
 func (c *callContext) Deadline() (time.Time, bool) { return c.deadline, true }
@@ -591,6 +651,14 @@ func (c *callContext) run() {
 	var call context.Context = c
 	if c.traced != nil {
 		call = c.traced
+	}
+	if c.owned != nil {
+		// Here, not as it was requested: it may have waited in its performer's
+		// queue, or the process may have frozen, since (Owned).
+		if err := c.owned(call, f.session); err != nil {
+			p.e.abandon(f, err)
+			return
+		}
 	}
 	rep := p.e.run(call, p, f.req)
 	if cause := context.Cause(c.Context); cause != nil && rep.Error != "" {
@@ -672,7 +740,20 @@ func (e *LocalEffects) finish(f *flight, rep messages.EffectReply) {
 		cancel(nil)
 		return
 	}
-	var withdrawn []func()
+	withdrawn := e.startQueued(p)
+	waiters := e.done(f, rep)
+	e.mu.Unlock()
+	cancel(nil)
+	for _, w := range withdrawn {
+		w()
+	}
+	waiters.answer(rep)
+}
+
+// startQueued starts p's queued calls while it has free slots, and returns the
+// functions that tell the callers of those it dropped instead that they were. The
+// caller holds e.mu.
+func (e *LocalEffects) startQueued(p *performer) (withdrawn []func()) {
 	for p.running < p.limit && len(p.queue) > 0 {
 		next := p.queue[0]
 		p.queue = p.queue[1:]
@@ -683,15 +764,46 @@ func (e *LocalEffects) finish(f *flight, rep messages.EffectReply) {
 			continue
 		}
 		e.unqueued(next)
-		e.start(next)
+		e.start(next, e.ownerOf(next))
 	}
-	waiters := e.done(f, rep)
+	return withdrawn
+}
+
+// abandon drops f, a call whose session this node no longer owns (or may not) as
+// it was about to start (Owned, why): it is not performed and nobody is answered,
+// as if the node had died; its slot goes to the next queued call, and its key is
+// forgotten, so that a later request for it (the session back on this node)
+// performs it. A call answered meanwhile (its timeout, Cancel) stays answered.
+func (e *LocalEffects) abandon(f *flight, why error) {
+	if !f.answered.CompareAndSwap(false, true) {
+		return
+	}
+	e.cfg.Logger.Warn("effect not started: its session's node no longer owns it, or may not", "key", f.key, "err", why)
+	if f.traced != nil {
+		f.traced(messages.EffectReply{SessionID: f.session, Key: f.key, Error: why.Error()})
+		f.traced = nil
+	}
+	e.mu.Lock()
+	p := f.p
+	p.running--
+	cancel := f.cancel
+	f.cancel = nil
+	p.ended(f)
+	if e.flights[f.key] == f {
+		delete(e.flights, f.key)
+	}
+	f.req, f.waiters = messages.EffectRequest{}, waiters{}
+	if e.closed {
+		e.mu.Unlock()
+		cancel(why)
+		return
+	}
+	withdrawn := e.startQueued(p)
 	e.mu.Unlock()
-	cancel(nil)
+	cancel(why)
 	for _, w := range withdrawn {
 		w()
 	}
-	waiters.answer(rep)
 }
 
 // done marks f answered with rep, remembers it, and returns its waiters. The caller
@@ -797,6 +909,7 @@ func (e *LocalEffects) Cancel(key messages.EffectKey) {
 	default:
 		f.p.queue = slices.DeleteFunc(f.p.queue, func(q *flight) bool { return q == f })
 		e.unqueued(f)
+		e.ownerOf(f)
 		f.req = messages.EffectRequest{}
 		waiters := e.done(f, cancelled)
 		e.mu.Unlock()
@@ -857,6 +970,7 @@ func (e *LocalEffects) Close() error {
 		q.unwatch()
 	}
 	clear(e.whiles)
+	clear(e.owners)
 	e.mu.Unlock()
 	for _, cancel := range running {
 		cancel(ErrEffectsClosed)

@@ -20,7 +20,10 @@ import (
 // append under it. A node that hung past the group's session timeout, and so lost
 // its partitions without knowing, finds its appends refused with ErrFenced once the
 // new owner took them: the session actor stops instead of retrying, and its task
-// stays on the bus for the new owner.
+// stays on the bus for the new owner. A call its sessions asked for starts only
+// while the node holds the lease of its partition, checked as the call is about
+// to start, and, after a pause of the process, confirmed in the log first
+// (ownsCall, pausewatch.go).
 
 // leaseWait bounds how long Assigned waits for the log to record the node's new
 // epoch: Kafka delivers the generation's tasks only after Assigned returned. If
@@ -94,6 +97,13 @@ func (s *leasedStore) stillOwned(ctx context.Context, sessionID string) error {
 		s.n.metrics.fenced.Inc()
 		return fmt.Errorf("%w: session %s: node %s holds no lease of its partition", eventlog.ErrFenced, sessionID, s.n.cfg.NodeID)
 	}
+	return s.current(ctx, lease, sessionID, "session not started: another node owns the session's partition now")
+}
+
+// current reads the current epoch of lease's partition in the log, and fails with
+// ErrFenced when another node took the partition since lease (the session's,
+// sessionID), which it logs with why and treats as a fenced append (fencedOut).
+func (s *leasedStore) current(ctx context.Context, lease eventlog.Lease, sessionID, why string) error {
 	current, err := s.epochs.CurrentEpoch(ctx, lease.Partition)
 	if err != nil {
 		return err
@@ -103,7 +113,7 @@ func (s *leasedStore) stillOwned(ctx context.Context, sessionID string) error {
 	}
 	err = fmt.Errorf("%w: session %s: partition %d is at epoch %d, above this node's lease (%d): another node took it", eventlog.ErrFenced, sessionID, lease.Partition, current, lease.Epoch)
 	s.n.metrics.fenced.Inc()
-	s.n.cfg.Logger.Warn("session not started: another node owns the session's partition now", "node", s.n.cfg.NodeID, "session", sessionID, "err", err)
+	s.n.cfg.Logger.Warn(why, "node", s.n.cfg.NodeID, "session", sessionID, "err", err)
 	s.n.fencedOut(lease)
 	return err
 }
@@ -220,6 +230,7 @@ func (n *Node) takeLeases(gen int64, partitions []int, deadline time.Time, revok
 			return false
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), leaseWait)
+		mark := n.pauses.mark()
 		epoch, released, before, err := n.takeOver(ctx, partitions)
 		cancel()
 		if err == nil {
@@ -228,6 +239,9 @@ func (n *Node) takeLeases(gen int64, partitions []int, deadline time.Time, revok
 			if current {
 				n.own.lease = lease{gen: gen, epoch: epoch, partitions: n.own.partitions, total: n.own.total, released: released, before: before}
 				n.own.released, n.own.publishedBefore = released, before
+				// The partitions' current epoch is the new lease's: no call of
+				// their sessions doubts it for a pause before (ownsCall).
+				n.pauses.confirm(mark, partitions...)
 			}
 			n.own.mu.Unlock()
 			if current {

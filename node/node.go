@@ -788,6 +788,9 @@ type Node struct {
 
 	// leased is the session actors' store when the node is sharded on a log that fences.
 	leased *leasedStore
+	// pauses tells whether the process paused since the node last confirmed it
+	// owns a partition (pausewatch.go).
+	pauses pauseWatch
 	// owner is the node's lease of the whole log when it owns it (logowner.go):
 	// log is then the log under it (ownedLog). Nil otherwise.
 	owner *logOwner
@@ -1175,6 +1178,11 @@ func (n *Node) Run(ctx context.Context) error {
 		n.routingOnce.Do(func() { close(n.routing) })
 	case err := <-errc:
 		return err
+	}
+	if n.leased != nil {
+		watched := make(chan struct{})
+		go func() { defer close(watched); n.watchPauses(expireCtx) }()
+		defer func() { stopExpiring(); <-watched }()
 	}
 	if n.owner != nil {
 		taken := make(chan struct{})

@@ -198,11 +198,18 @@ func (n *Node) newEffects(reg *tools.Registry) (actors.Effects, error) {
 	n.local = actors.NewLocalEffects(actors.LocalEffectsConfig{Model: gw, Tools: reg, Catalog: cfg.ToolCatalog, Remember: cacheTTL,
 		ModelTimeout: cfg.ModelTimeout, ToolTimeout: cfg.ToolTimeout, OnRepeat: n.metrics.effectHits.Inc, Logger: cfg.Logger,
 		ModelDeltas: n.modelDeltas, Trace: n.tracing.effectHook()})
+	// The node's own sessions' calls start only while it owns their partitions
+	// (ownsCall); the requests it serves for other nodes are fenced by their own
+	// groups (servedHandoff).
+	var own actors.Effects = n.local
+	if n.sharded() {
+		own = n.local.Owned(n.ownsCall)
+	}
 	if !n.wiring().asksRemote() {
 		if n.hub.cluster != nil && n.wiring().runsSessions() {
-			return streamingRequests{Effects: n.local, hub: n.hub, local: true}, nil // deltas_cluster.go
+			return streamingRequests{Effects: own, hub: n.hub, local: true}, nil // deltas_cluster.go
 		}
-		return n.local, nil
+		return own, nil
 	}
 	// A reply published before the replies' subscription is positioned (it reads
 	// from the latest offset, once the router runs) would be lost, and its call
@@ -213,15 +220,15 @@ func (n *Node) newEffects(reg *tools.Registry) (actors.Effects, error) {
 		Store: func(ctx context.Context, key messages.EffectKey, command []byte) (string, error) {
 			return n.storeEffect(ctx, messages.BusStoredRequest, key, command)
 		}})
-	byKind := actors.EffectsByKind{Model: n.local, Tools: n.local}
+	byKind := actors.EffectsByKind{Model: own, Tools: own}
 	if n.hub.cluster != nil {
-		byKind.Model = streamingRequests{Effects: n.local, hub: n.hub, local: true}
+		byKind.Model = streamingRequests{Effects: own, hub: n.hub, local: true}
 	}
 	if !cfg.Roles.Has(RoleModels) {
 		byKind.Model = streamingRequests{Effects: n.remote, hub: n.hub} // deltas_cluster.go
 	}
 	if !cfg.Roles.Has(RoleTools) {
-		byKind.Tools = delegatesHere{here: n.local, rest: n.remote}
+		byKind.Tools = delegatesHere{here: own, rest: n.remote}
 	}
 	return byKind, nil
 }

@@ -23,7 +23,13 @@ import (
 // effect made twice. Here each node logs its own model calls; after SIGCONT the
 // paused node must perform no call whose key the new owner performed (a node
 // fenced on a partition now starts none of its sessions until its next
-// assignment: Node.fencedOut).
+// assignment: Node.fencedOut). Seen once in CI after that: n1 started one model
+// call of a session n2 had taken over, in the second before it learned of its
+// eviction, and appended nothing of it: a call a live session requested before the
+// pause (its request appended, the call not started yet, or queued behind the
+// model's concurrency bound) started as n1 woke. Now a call checks the lease as it
+// is about to start, and after a pause reads the partition's epoch in the log
+// first (node's ownsCall, TestPausedNodeStartsNoCallOfASessionItLost).
 func TestClusterPausedNodePerformsNoEffectOfSessionsItLost(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts and pauses node processes")

@@ -1,0 +1,143 @@
+package actors_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/troupe-run/troupe/actors"
+	"github.com/troupe-run/troupe/messages"
+)
+
+// errNotOwned is what the test's ownership check answers for a session the node
+// lost.
+var errNotOwned = errors.New("another node owns the session now")
+
+// ownership is a node's ownership of its sessions as the test sets it, and the
+// checks the effects asked of it.
+type ownership struct {
+	mu     sync.Mutex
+	lost   map[string]bool
+	asked  []string
+	hold   chan struct{} // when set, a check waits for it
+	asking chan string
+}
+
+func (o *ownership) owned(ctx context.Context, sessionID string) error {
+	o.mu.Lock()
+	o.asked = append(o.asked, sessionID)
+	hold := o.hold
+	o.mu.Unlock()
+	if o.asking != nil {
+		o.asking <- sessionID
+	}
+	if hold != nil {
+		select {
+		case <-hold:
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.lost[sessionID] {
+		return errNotOwned
+	}
+	return nil
+}
+
+func (o *ownership) lose(sessionID string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.lost[sessionID] = true
+}
+
+// A call of a session its node owned when the session asked for it, queued behind
+// its performer's concurrency bound, and whose session another node took over
+// while it waited, never starts: it is asked about its ownership as it leaves the
+// queue, not only as it is requested. Before, it started once a slot was free, and
+// the session's new owner performed it too, under the same key. It is answered
+// nothing (its session's next owner performs it), its slot goes to the next call,
+// and its key is forgotten: asked again once the node owns the session again, it
+// is performed.
+func TestLocalEffectsOwnedCallsStartOnlyWhileOwned(t *testing.T) {
+	g := newGate()
+	e := actors.NewLocalEffects(actors.LocalEffectsConfig{Tools: registry(t, g), ToolConcurrency: 1})
+	t.Cleanup(func() { _ = e.Close() })
+	own := &ownership{lost: map[string]bool{}}
+	owned := e.Owned(own.owned)
+	r := newReplies()
+
+	owned.Perform(toolRequest("a", 1, "gate"), r.to)
+	waitUntil(t, "a/1 running", func() bool { return len(g.started) == 1 })
+	owned.Perform(toolRequest("lost", 2, "gate"), r.to) // queued behind a/1
+	owned.Perform(toolRequest("a", 3, "gate"), r.to)    // queued behind it
+	own.lose("lost")                                    // the node loses the session meanwhile
+	close(g.release)
+	key := func(s string, seq uint64) messages.EffectKey { return messages.EffectKey{SessionID: s, Seq: seq} }
+	waitUntil(t, "a/1 and a/3 answered", func() bool { return len(r.of(key("a", 1))) == 1 && len(r.of(key("a", 3))) == 1 })
+
+	var started []string
+	for len(g.started) > 0 {
+		started = append(started, <-g.started)
+	}
+	if got := strings.Join(started, " "); got != "a/1 a/3" {
+		t.Fatalf("calls started: %q, want \"a/1 a/3\": the call of the session the node lost while it was queued started", got)
+	}
+	if n := len(r.of(key("lost", 2))); n != 0 {
+		t.Errorf("the call not started was answered %d times, want none (its session's next owner performs it)", n)
+	}
+	if e.Known(key("lost", 2)) {
+		t.Error("the call not started is still known: asked again, it would never be performed")
+	}
+
+	// The node owns the session again (a later assignment): asked again, the call is
+	// performed.
+	own.mu.Lock()
+	own.lost = map[string]bool{}
+	own.mu.Unlock()
+	owned.Perform(toolRequest("lost", 2, "gate"), r.to)
+	waitUntil(t, "lost/2 performed once the session is owned again", func() bool { return len(r.of(key("lost", 2))) == 1 })
+	if rep := r.of(key("lost", 2))[0]; rep.Output != "done lost/2" {
+		t.Errorf("lost/2 answered %+v", rep)
+	}
+}
+
+// A call whose ownership check waits (the node confirms, after a pause, that it
+// still owns its sessions) starts once the check answered, and is answered as
+// usual; the calls of the effects' other users (the requests a node serves for
+// other nodes: Perform, PerformWhile) are not checked.
+func TestLocalEffectsOwnedCallsWaitForTheCheck(t *testing.T) {
+	g := newGate()
+	close(g.release)
+	e := actors.NewLocalEffects(actors.LocalEffectsConfig{Tools: registry(t, g), ToolConcurrency: 4})
+	t.Cleanup(func() { _ = e.Close() })
+	own := &ownership{lost: map[string]bool{}, hold: make(chan struct{}), asking: make(chan string, 4)}
+	r := newReplies()
+
+	e.Owned(own.owned).Perform(toolRequest("a", 1, "gate"), r.to)
+	select {
+	case s := <-own.asking:
+		if s != "a" {
+			t.Fatalf("asked about %q, want a", s)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the call of an owned session started without asking whether the node still owns it")
+	}
+	e.Perform(toolRequest("served", 1, "gate"), r.to)
+	waitUntil(t, "the served call answered", func() bool { return len(r.of(messages.EffectKey{SessionID: "served", Seq: 1})) == 1 })
+	if len(g.started) != 1 {
+		t.Fatalf("%d calls started, want the served one only: the owned one waits for its check", len(g.started))
+	}
+	close(own.hold)
+	waitUntil(t, "a/1 answered", func() bool { return len(r.of(messages.EffectKey{SessionID: "a", Seq: 1})) == 1 })
+	own.mu.Lock()
+	asked := strings.Join(own.asked, " ")
+	own.mu.Unlock()
+	if asked != "a" {
+		t.Errorf("ownership asked for %q, want \"a\" only", asked)
+	}
+}

@@ -1,0 +1,178 @@
+package node
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+
+	"github.com/troupe-run/troupe/eventlog"
+	"github.com/troupe-run/troupe/eventlog/sqlite"
+	"github.com/troupe-run/troupe/llm"
+	"github.com/troupe-run/troupe/messages"
+)
+
+// frozenAfterRequestLog is a SQLite log that, the first time it stores a batch
+// holding a model call's request, holds the append's return until thaw is
+// closed: the batch is durable, and the session has not issued the call yet, as
+// in a process stopped (SIGSTOP) right after its append was answered.
+type frozenAfterRequestLog struct {
+	*sqlite.Log
+	once   sync.Once
+	frozen chan struct{} // closed once the request is stored and the append held
+	thaw   chan struct{}
+}
+
+func (l *frozenAfterRequestLog) AppendLeased(ctx context.Context, lease eventlog.Lease, events []messages.Envelope) error {
+	err := l.Log.AppendLeased(ctx, lease, events)
+	l.freeze(err, events)
+	return err
+}
+
+func (l *frozenAfterRequestLog) ClaimLeased(ctx context.Context, lease eventlog.Lease, events []messages.Envelope) error {
+	err := l.Log.ClaimLeased(ctx, lease, events)
+	l.freeze(err, events)
+	return err
+}
+
+func (l *frozenAfterRequestLog) freeze(err error, events []messages.Envelope) {
+	if err != nil {
+		return
+	}
+	for _, e := range events {
+		if e.Type == messages.TypeModelRequested {
+			l.once.Do(func() {
+				close(l.frozen)
+				<-l.thaw
+			})
+			return
+		}
+	}
+}
+
+// keysModel answers every call with the script's step, and records the keys of
+// the calls it was asked.
+type keysModel struct {
+	llm.Model
+	mu   sync.Mutex
+	keys []string
+}
+
+func (m *keysModel) Generate(ctx context.Context, r llm.Request) (llm.Response, error) {
+	m.mu.Lock()
+	m.keys = append(m.keys, r.Key)
+	m.mu.Unlock()
+	return m.Model.Generate(ctx, r)
+}
+
+func (m *keysModel) called() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]string(nil), m.keys...)
+}
+
+// pausedNode starts a sharded node, owner of partition 0 (every session's), on
+// a log that freezes it once a session's model call is requested (durably) and not
+// yet issued; it returns the node, its model, and the log.
+func pausedNode(t *testing.T) (*Node, *keysModel, *frozenAfterRequestLog) {
+	t.Helper()
+	ctx := context.Background()
+	base, err := sqlite.Open(ctx, sqlite.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = base.Close() })
+	log := &frozenAfterRequestLog{Log: base, frozen: make(chan struct{}), thaw: make(chan struct{})}
+	script, err := llm.NewScripted(llm.Script{Name: "scripted", Steps: []llm.ScriptStep{{Content: "done"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	model := &keysModel{Model: script}
+	bus := NewEmbeddedBus(watermill.NopLogger{})
+	t.Cleanup(func() { _ = bus.Close() })
+	n, err := New(ctx, Config{Log: log, NodeID: "a", Model: model, HandoffGrace: 100 * time.Millisecond,
+		Bus: &Bus{Publisher: bus, Tasks: partitionZero{bus}, Live: bus, Sharded: true, Partition: func(string, int) int { return 0 }}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop, err := n.Start(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	t.Cleanup(func() {
+		select {
+		case <-log.thaw:
+		default:
+			close(log.thaw)
+		}
+	})
+	n.Assigned([]int{0}, 1)
+	submitted := make(chan error, 1)
+	go func() {
+		// Answered once the task is recorded, in the batch that freezes.
+		_, err := n.Submit(ctx, Task{Input: "hello", SessionID: "s-1", TaskID: "t-1"})
+		submitted <- err
+	}()
+	select {
+	case <-log.frozen:
+	case err := <-submitted:
+		t.Fatalf("the task was answered before its session requested a model call: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the session never requested its model call")
+	}
+	return n, model, log
+}
+
+// pauseFor moves the node's pause watch (pausewatch.go) d ahead, as if the
+// process had been stopped for d.
+func (n *Node) pauseFor(d time.Duration) {
+	n.pauses.mu.Lock()
+	defer n.pauses.mu.Unlock()
+	n.pauses.clock() // sets now, if it was not
+	now := n.pauses.now
+	n.pauses.now = func() time.Time { return now().Add(d) }
+}
+
+// A node frozen past the group's session timeout right after its session's model
+// call was requested (durably) and before the call started, whose partition
+// another node took meanwhile (the new owner's epoch is in the log, and that
+// owner performs the call under its key), must not start the call when it wakes:
+// it learns of its eviction only at its next heartbeat, a second later. Found on a
+// real cluster (TestClusterPausedNodePerformsNoEffectOfSessionsItLost): the woken
+// node started one model call of a session the new owner had taken over and
+// performed under the same key. Now the node sees the gap on its monotonic clock,
+// doubts its ownership, and reads the partition's epoch in the log before the
+// call starts: another node's, so the call is dropped unstarted.
+func TestPausedNodeStartsNoCallOfASessionItLost(t *testing.T) {
+	n, model, log := pausedNode(t)
+	epoch, err := log.Log.Own(context.Background(), "b", []int{0}) // b takes partition 0 while a sleeps
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.pauseFor(11 * time.Second) // the group's session timeout, and a second
+	close(log.thaw)              // a wakes up
+	waitFor(t, "the call started, or refused", func() bool {
+		return len(model.called()) > 0 || counterValue(t, n.metrics.fenced) >= 1
+	})
+	if keys := model.called(); len(keys) > 0 {
+		t.Fatalf("after its pause, node a performed the model calls %q of the session node b took over (epoch %d) and performs under the same key", keys, epoch)
+	}
+}
+
+// The same pause, with no other node taking the partition meanwhile: the node
+// confirms in the log that it still owns it, and the call starts.
+func TestPausedNodeStillOwningItsPartitionGoesOn(t *testing.T) {
+	n, model, log := pausedNode(t)
+	n.pauseFor(11 * time.Second)
+	close(log.thaw)
+	waitFor(t, "the call performed", func() bool { return len(model.called()) > 0 })
+	if got := counterValue(t, n.metrics.fenced); got != 0 {
+		t.Fatalf("%v calls refused as fenced, want none: the node still owns its partition", got)
+	}
+	if _, doubt := n.pauses.doubts(0); doubt {
+		t.Error("the node still doubts its ownership of partition 0, which the log confirmed")
+	}
+}

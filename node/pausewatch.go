@@ -1,0 +1,186 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/troupe-run/troupe/eventlog"
+)
+
+// A sharded node's process may stop running for a while without knowing it: a
+// SIGSTOP, a frozen VM, a stall. Past the group's session timeout (10 s for a
+// node's groups, kafka.DialNode) the group evicts it and gives its partitions to
+// other nodes, and it learns so only at its next heartbeat, a second or so after
+// it runs again. Meanwhile its sessions went on where they were: a call a session
+// had asked for before the pause (its request appended, the call not started yet,
+// or waiting in its performer's queue) started, although the partition's new
+// owner had folded the request and performed the call under the same key. So a
+// node whose process went longer than doubtAfter without running doubts its
+// ownership of every partition, and starts no call of their sessions until the
+// log confirmed that it still owns the call's partition (its lease is the
+// partition's current epoch: ownsCall), or a new assignment gave it a new lease.
+//
+// The gap is measured on the monotonic clock (time.Now's reading, which a stopped
+// process does not stop), as the cluster code measures its waits: it is no
+// session's time, and nothing of it is recorded or replayed.
+const (
+	// doubtAfter is the longest gap between two ticks of the watch that leaves the
+	// node sure of its ownership: half the group's session timeout, since the
+	// last heartbeat may have gone out up to a heartbeat interval before the pause
+	// began, and a tick comes late when the process is busy.
+	doubtAfter = 5 * time.Second
+	// pauseTick is how often the watch ticks while the process runs.
+	pauseTick = time.Second
+)
+
+// pauseWatch tells the pauses of the process (gaps past doubtAfter between its
+// ticks) and which partitions the node confirmed it owns since the latest.
+type pauseWatch struct {
+	// now reads the monotonic clock (time.Now; tests move it).
+	now func() time.Time
+
+	mu   sync.Mutex
+	last time.Time // the latest tick, or the watch's start
+	// pauses counts the pauses seen; confirmed[p] is the count at which the node
+	// last confirmed it owns partition p. p is in doubt while confirmed[p] < pauses.
+	pauses    uint64
+	confirmed map[int]uint64
+}
+
+// clock returns the watch's clock reading. The caller holds w.mu.
+func (w *pauseWatch) clock() time.Time {
+	if w.now == nil {
+		w.now = time.Now
+	}
+	return w.now()
+}
+
+// tick records that the process runs now, and a pause if it did not for longer
+// than doubtAfter since the latest tick. The caller holds w.mu.
+func (w *pauseWatch) tick() {
+	now := w.clock()
+	if !w.last.IsZero() && now.Sub(w.last) > doubtAfter {
+		w.pauses++
+	}
+	w.last = now
+}
+
+// doubts reports whether the node doubts its ownership of partition p (a pause
+// since it last confirmed it), and the pause count to confirm it at (confirm).
+func (w *pauseWatch) doubts(p int) (mark uint64, doubt bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.tick() // a pause the watch's loop has not seen yet
+	return w.pauses, w.confirmed[p] < w.pauses
+}
+
+// mark returns the pause count now, to confirm partitions at once the node
+// learned it owns them (confirm).
+func (w *pauseWatch) mark() uint64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.tick()
+	return w.pauses
+}
+
+// confirm records that the node owns partitions as of pause count mark: read
+// before it asked, so that a pause while it asked leaves them in doubt.
+func (w *pauseWatch) confirm(mark uint64, partitions ...int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.confirmed == nil {
+		w.confirmed = map[int]uint64{}
+	}
+	for _, p := range partitions {
+		w.confirmed[p] = max(w.confirmed[p], mark)
+	}
+}
+
+// watchPauses ticks the node's pause watch every pauseTick until ctx is done or
+// the node closes.
+func (n *Node) watchPauses(ctx context.Context) {
+	t := time.NewTicker(pauseTick)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-n.stopping:
+			return
+		case <-t.C:
+			n.pauses.mu.Lock()
+			n.pauses.tick()
+			n.pauses.mu.Unlock()
+		}
+	}
+}
+
+// ownsCall is the check of the calls of a sharded node's own sessions
+// (actors.LocalEffects.Owned), made as each is about to start: it fails with
+// ErrFenced when the node holds no lease of the session's partition, or was fenced
+// on it. After a pause of the process (pauseWatch), it first reads the partition's
+// current epoch in the log, as a session starting does (stillOwned): the call
+// waits for that read, retried while the log does not answer (until the call's
+// context ends), and starts only if no other node took the partition meanwhile.
+// A log that fences nothing, or cannot tell the epoch, leaves the calls as they
+// were.
+func (n *Node) ownsCall(ctx context.Context, sessionID string) error {
+	s := n.leased
+	if s == nil {
+		return nil
+	}
+	lease, ok := n.ownedLease(sessionID)
+	if !ok {
+		n.metrics.fenced.Inc()
+		return fmt.Errorf("%w: session %s: node %s holds no lease of its partition", eventlog.ErrFenced, sessionID, n.cfg.NodeID)
+	}
+	if s.epochs == nil {
+		return nil
+	}
+	mark, doubt := n.pauses.doubts(lease.Partition)
+	if !doubt {
+		return nil
+	}
+	backoff := 50 * time.Millisecond
+	for {
+		err := s.current(ctx, lease, sessionID, "call not started after a pause of the process: another node owns the session's partition now")
+		if err == nil {
+			n.pauses.confirm(mark, lease.Partition)
+			return nil
+		}
+		if errors.Is(err, eventlog.ErrFenced) {
+			return err
+		}
+		n.cfg.Logger.Warn("cannot confirm the ownership of a session's partition after a pause of the process: its call waits", "node", n.cfg.NodeID, "session", sessionID, "err", err)
+		t := time.NewTimer(backoff)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("session %s: ownership of its partition not confirmed: %w", sessionID, context.Cause(ctx))
+		}
+		backoff = min(2*backoff, time.Second)
+	}
+}
+
+// ownedLease returns the node's lease of the session's partition, unless the node
+// was fenced on that partition under it (fencedOut).
+func (n *Node) ownedLease(sessionID string) (eventlog.Lease, bool) {
+	n.own.mu.Lock()
+	defer n.own.mu.Unlock()
+	l := n.own.lease
+	if l.epoch == 0 || l.total <= 0 {
+		return eventlog.Lease{}, false
+	}
+	p := n.cfg.Bus.Partition(sessionID, l.total)
+	if !l.partitions[p] {
+		return eventlog.Lease{}, false
+	}
+	if f := n.own.fenced.Load(); f != nil && f.gen == l.gen && f.parts[p] {
+		return eventlog.Lease{}, false
+	}
+	return eventlog.Lease{Partition: p, Epoch: l.epoch}, true
+}
