@@ -241,7 +241,7 @@ func (n *Node) takeLeases(gen int64, partitions []int, deadline time.Time, revok
 				n.own.released, n.own.publishedBefore = released, before
 				// The partitions' current epoch is the new lease's: no call of
 				// their sessions doubts it for a pause before (ownsCall).
-				n.pauses.confirm(mark, partitions...)
+				n.pauses.renew(mark, partitions...)
 			}
 			n.own.mu.Unlock()
 			if current {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/eventlog/sqlite"
+	"github.com/troupe-run/troupe/kafka"
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/messages"
 )
@@ -162,17 +163,53 @@ func TestPausedNodeStartsNoCallOfASessionItLost(t *testing.T) {
 	}
 }
 
-// The same pause, with no other node taking the partition meanwhile: the node
-// confirms in the log that it still owns it, and the call starts.
+// A pause past doubtAfter and short of the group's session timeout, with no
+// other node taking the partition meanwhile: the node confirms in the log that it
+// still owns it, and the call starts.
 func TestPausedNodeStillOwningItsPartitionGoesOn(t *testing.T) {
 	n, model, log := pausedNode(t)
-	n.pauseFor(11 * time.Second)
+	n.pauseFor(6 * time.Second)
 	close(log.thaw)
 	waitFor(t, "the call performed", func() bool { return len(model.called()) > 0 })
 	if got := counterValue(t, n.metrics.fenced); got != 0 {
 		t.Fatalf("%v calls refused as fenced, want none: the node still owns its partition", got)
 	}
-	if _, doubt := n.pauses.doubts(0); doubt {
+	if _, doubt, _ := n.pauses.doubts(0); doubt {
 		t.Error("the node still doubts its ownership of partition 0, which the log confirmed")
+	}
+}
+
+// A pause of the group's session timeout or more: the group evicted the node,
+// and the partition's new owner records its epoch only once its rebalance is
+// done, seconds later. Before, the node woken in between read its own epoch still
+// current in the log, and started the call the new owner was about to perform
+// under the same key. Now it starts no call until it is assigned the partition
+// again (a new lease), and then the session goes on.
+func TestPausedNodeEvictedStartsNoCallUntilAssignedAgain(t *testing.T) {
+	n, model, log := pausedNode(t)
+	n.pauseFor(11 * time.Second) // no other node's epoch in the log yet
+	close(log.thaw)
+	waitFor(t, "the call started, or refused", func() bool {
+		return len(model.called()) > 0 || counterValue(t, n.metrics.fenced) >= 1
+	})
+	if keys := model.called(); len(keys) > 0 {
+		t.Fatalf("after a pause past the group's session timeout, node a started the model calls %q before it was assigned its partition again", keys)
+	}
+	// The group's rebalance, as the node rejoins: its sessions are handed over,
+	// and the partition is given back to it under a new lease.
+	n.Revoked()
+	n.Assigned([]int{0}, 1)
+	waitFor(t, "the call performed once the partition was assigned again", func() bool { return len(model.called()) > 0 })
+	if _, _, lost := n.pauses.doubts(0); lost {
+		t.Error("the node still counts partition 0 lost, which it was assigned again")
+	}
+}
+
+// The node's pause watch counts a node evicted from the groups its kafka
+// clients build.
+func TestPauseWatchKnowsTheNodeGroupsTimeouts(t *testing.T) {
+	if groupSessionTimeout != kafka.NodeSessionTimeout || groupHeartbeat != kafka.NodeHeartbeat {
+		t.Fatalf("the pause watch's session timeout and heartbeat are %v and %v, a node's groups' %v and %v",
+			groupSessionTimeout, groupHeartbeat, kafka.NodeSessionTimeout, kafka.NodeHeartbeat)
 	}
 }

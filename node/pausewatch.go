@@ -22,6 +22,12 @@ import (
 // ownership of every partition, and starts no call of their sessions until the
 // log confirmed that it still owns the call's partition (its lease is the
 // partition's current epoch: ownsCall), or a new assignment gave it a new lease.
+// A gap of evictedAfter or more is past what the log can confirm: the group has
+// evicted the node, and the partition's new owner records its epoch only once its
+// rebalance is done (the previous owners' drain, its rejoin, takeLeases), seconds
+// after; a node woken in between would read its own epoch still. So after such a
+// pause no call of any partition starts until a new assignment gave the node a
+// new lease.
 //
 // The gap is measured on the monotonic clock (time.Now's reading, which a stopped
 // process does not stop), as the cluster code measures its waits: it is no
@@ -34,6 +40,16 @@ const (
 	doubtAfter = 5 * time.Second
 	// pauseTick is how often the watch ticks while the process runs.
 	pauseTick = time.Second
+	// evictedAfter is the shortest gap after which the node counts itself
+	// evicted from its group: the group's session timeout less its heartbeat
+	// interval, since the last heartbeat may have gone out that long before the
+	// pause began.
+	evictedAfter = groupSessionTimeout - groupHeartbeat
+	// groupSessionTimeout and groupHeartbeat are those of a node's consumer
+	// groups (kafka.NodeSessionTimeout, kafka.NodeHeartbeat; a test holds them
+	// equal: the node package does not depend on the kafka package).
+	groupSessionTimeout = 10 * time.Second
+	groupHeartbeat      = time.Second
 )
 
 // pauseWatch tells the pauses of the process (gaps past doubtAfter between its
@@ -48,6 +64,17 @@ type pauseWatch struct {
 	// last confirmed it owns partition p. p is in doubt while confirmed[p] < pauses.
 	pauses    uint64
 	confirmed map[int]uint64
+	// evictions counts the pauses of evictedAfter or more; renewed[p] is the
+	// count at which the node last took a lease of p (takeLeases). p is lost
+	// while renewed[p] < evictions, whatever the log says.
+	evictions uint64
+	renewed   map[int]uint64
+}
+
+// pauseMark is the watch's counts at a time (mark), to confirm or renew
+// partitions at.
+type pauseMark struct {
+	pauses, evictions uint64
 }
 
 // clock returns the watch's clock reading. The caller holds w.mu.
@@ -62,40 +89,63 @@ func (w *pauseWatch) clock() time.Time {
 // than doubtAfter since the latest tick. The caller holds w.mu.
 func (w *pauseWatch) tick() {
 	now := w.clock()
-	if !w.last.IsZero() && now.Sub(w.last) > doubtAfter {
-		w.pauses++
+	if !w.last.IsZero() {
+		gap := now.Sub(w.last)
+		if gap > doubtAfter {
+			w.pauses++
+		}
+		if gap >= evictedAfter {
+			w.evictions++
+		}
 	}
 	w.last = now
 }
 
 // doubts reports whether the node doubts its ownership of partition p (a pause
-// since it last confirmed it), and the pause count to confirm it at (confirm).
-func (w *pauseWatch) doubts(p int) (mark uint64, doubt bool) {
+// since it last confirmed it), whether it lost it for sure (a pause of
+// evictedAfter or more since it last took a lease of it), and the counts to
+// confirm it at (confirm).
+func (w *pauseWatch) doubts(p int) (mark pauseMark, doubt, lost bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.tick() // a pause the watch's loop has not seen yet
-	return w.pauses, w.confirmed[p] < w.pauses
+	return pauseMark{w.pauses, w.evictions}, w.confirmed[p] < w.pauses, w.renewed[p] < w.evictions
 }
 
-// mark returns the pause count now, to confirm partitions at once the node
-// learned it owns them (confirm).
-func (w *pauseWatch) mark() uint64 {
+// mark returns the counts now, to confirm or renew partitions at once the node
+// learned it owns them (confirm, renew).
+func (w *pauseWatch) mark() pauseMark {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.tick()
-	return w.pauses
+	return pauseMark{w.pauses, w.evictions}
 }
 
-// confirm records that the node owns partitions as of pause count mark: read
-// before it asked, so that a pause while it asked leaves them in doubt.
-func (w *pauseWatch) confirm(mark uint64, partitions ...int) {
+// confirm records that the log said the node owns partitions as of mark: read
+// before it asked, so that a pause while it asked leaves them in doubt. It ends
+// no eviction (renew).
+func (w *pauseWatch) confirm(mark pauseMark, partitions ...int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.confirmed == nil {
 		w.confirmed = map[int]uint64{}
 	}
 	for _, p := range partitions {
-		w.confirmed[p] = max(w.confirmed[p], mark)
+		w.confirmed[p] = max(w.confirmed[p], mark.pauses)
+	}
+}
+
+// renew records that the node took a new lease of partitions (takeLeases) as of
+// mark: it owns them, whatever pause came before.
+func (w *pauseWatch) renew(mark pauseMark, partitions ...int) {
+	w.confirm(mark, partitions...)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.renewed == nil {
+		w.renewed = map[int]uint64{}
+	}
+	for _, p := range partitions {
+		w.renewed[p] = max(w.renewed[p], mark.evictions)
 	}
 }
 
@@ -125,8 +175,9 @@ func (n *Node) watchPauses(ctx context.Context) {
 // current epoch in the log, as a session starting does (stillOwned): the call
 // waits for that read, retried while the log does not answer (until the call's
 // context ends), and starts only if no other node took the partition meanwhile.
-// A log that fences nothing, or cannot tell the epoch, leaves the calls as they
-// were.
+// After a pause of evictedAfter or more the log is not asked: the call fails
+// until a new assignment gave the node a new lease of the partition. A log that
+// fences nothing, or cannot tell the epoch, leaves the calls as they were.
 func (n *Node) ownsCall(ctx context.Context, sessionID string) error {
 	s := n.leased
 	if s == nil {
@@ -140,7 +191,12 @@ func (n *Node) ownsCall(ctx context.Context, sessionID string) error {
 	if s.epochs == nil {
 		return nil
 	}
-	mark, doubt := n.pauses.doubts(lease.Partition)
+	mark, doubt, lost := n.pauses.doubts(lease.Partition)
+	if lost {
+		n.metrics.fenced.Inc()
+		return fmt.Errorf("%w: session %s: node %s stopped running for the group's session timeout or more: evicted, it owns partition %d again only once assigned it again",
+			eventlog.ErrFenced, sessionID, n.cfg.NodeID, lease.Partition)
+	}
 	if !doubt {
 		return nil
 	}
