@@ -176,9 +176,10 @@ type LocalEffects struct {
 	// whiles are the calls of PerformWhile waiting in their performers' queues
 	// (kept apart from their flights, which remembered answers keep).
 	whiles map[*flight]*queuedWhile
-	// owners are the ownership checks of the calls of Owned waiting in their
-	// performers' queues (kept apart from their flights, as whiles are).
-	owners map[*flight]func(context.Context, string) error
+	// checks are the ownership checks of the calls of Owned, from their request
+	// until they let the call start or drop it (kept apart from their flights,
+	// as whiles are).
+	checks map[*flight]*ownedCheck
 	// peak is the most flights held since the map was last rebuilt: a Go map keeps
 	// the memory of its largest size, so one that shrank well below it is copied.
 	peak int
@@ -290,6 +291,19 @@ type flight struct {
 	traced func(messages.EffectReply)
 }
 
+// ownedCheck is the ownership check of a call of Owned not started yet (queued, or
+// being checked on its goroutine).
+type ownedCheck struct {
+	check func(context.Context) error
+	// served are the requests asked of no check (Perform, PerformWhile: those a
+	// node serves for another) that joined the call meanwhile: it is performed
+	// for them whatever the check says, and only its owned requests are dropped
+	// when the check fails. Before, they were dropped with them: a request served
+	// for another node, whose PerformWhile context is not watched once it joined,
+	// waited for an answer until its node gave the partition up.
+	served waiters
+}
+
 // queuedWhile is a call of PerformWhile waiting in its performer's queue: ctx is
 // its context, withdrawn tells its caller it was dropped unstarted, and unwatch
 // stops the watch of ctx (withdraw).
@@ -320,7 +334,7 @@ func NewLocalEffects(cfg LocalEffectsConfig) *LocalEffects {
 	cfg.setDefaults()
 	e := &LocalEffects{cfg: cfg, workers: newWorkers(effectWorkers, workerIdle),
 		tools: map[string]*performer{}, flights: map[messages.EffectKey]*flight{}, whiles: map[*flight]*queuedWhile{},
-		owners: map[*flight]func(context.Context, string) error{}}
+		checks: map[*flight]*ownedCheck{}}
 	if m := cfg.Model; m != nil {
 		name := m.Name()
 		e.model = &performer{
@@ -466,7 +480,8 @@ func (e *LocalEffects) Perform(req messages.EffectRequest, reply func(messages.E
 // drops the call unstarted and unanswered, as if the node had died (the session's
 // next owner issues it again under its key), frees its slot and forgets its key.
 // A request that joins a performance of its key already under way, or answered,
-// is not asked again.
+// is not asked again; a call that a request of no check (Perform, PerformWhile)
+// joined before it started is performed for that one, whatever owned says.
 func (e *LocalEffects) Owned(owned func(ctx context.Context, sessionID string) error) Effects {
 	return ownedEffects{e: e, owned: owned}
 }
@@ -479,7 +494,7 @@ type ownedEffects struct {
 
 // Perform implements Effects.
 func (o ownedEffects) Perform(req messages.EffectRequest, reply func(messages.EffectReply)) {
-	o.e.perform(nil, req, reply, nil, o.owned)
+	o.e.perform(nil, req, reply, nil, func(ctx context.Context) error { return o.owned(ctx, req.SessionID) })
 }
 
 // Cancel implements Effects.
@@ -501,7 +516,7 @@ func (e *LocalEffects) PerformWhile(ctx context.Context, req messages.EffectRequ
 
 // perform is PerformWhile, whose call asks owned (when set) as it is about to
 // start (Owned).
-func (e *LocalEffects) perform(ctx context.Context, req messages.EffectRequest, reply func(messages.EffectReply), withdrawn func(), owned func(context.Context, string) error) {
+func (e *LocalEffects) perform(ctx context.Context, req messages.EffectRequest, reply func(messages.EffectReply), withdrawn func(), owned func(context.Context) error) {
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()
@@ -511,6 +526,9 @@ func (e *LocalEffects) perform(ctx context.Context, req messages.EffectRequest, 
 	if f, ok := e.flights[req.Key]; ok {
 		if !f.done {
 			f.waiters.more = append(f.waiters.more, reply)
+			if c := e.checks[f]; c != nil && owned == nil {
+				c.served.more = append(c.served.more, reply)
+			}
 			e.mu.Unlock()
 			e.cfg.OnRepeat()
 			return
@@ -534,13 +552,13 @@ func (e *LocalEffects) perform(ctx context.Context, req messages.EffectRequest, 
 	}
 	f := &flight{key: req.Key, req: req, p: p, waiters: waiters{first: reply}}
 	e.add(f)
+	if owned != nil {
+		e.checks[f] = &ownedCheck{check: owned}
+	}
 	if p.running < p.limit {
-		e.start(f, owned)
+		e.start(f)
 	} else {
 		p.queue = append(p.queue, f)
-		if owned != nil {
-			e.owners[f] = owned
-		}
 		if ctx != nil {
 			e.whiles[f] = &queuedWhile{ctx: ctx, withdrawn: withdrawn,
 				unwatch: context.AfterFunc(ctx, func() { e.withdraw(f) })}
@@ -575,15 +593,13 @@ func (e *LocalEffects) dropWithdrawn(f *flight) (withdrawn func()) {
 	return withdrawn
 }
 
-// ownerOf takes the ownership check of f (Owned), a call leaving its performer's
-// queue, from owners: nil when it has none. The caller holds e.mu.
-func (e *LocalEffects) ownerOf(f *flight) func(context.Context, string) error {
-	if len(e.owners) == 0 {
+// checkOf returns the ownership check of f (Owned), a call about to start: nil
+// when it has none. The caller holds e.mu.
+func (e *LocalEffects) checkOf(f *flight) *ownedCheck {
+	if len(e.checks) == 0 {
 		return nil
 	}
-	owned := e.owners[f]
-	delete(e.owners, f)
-	return owned
+	return e.checks[f]
 }
 
 // unqueued clears the watch of f's PerformWhile context as f leaves its
@@ -605,9 +621,9 @@ func answer(req messages.EffectRequest, rep messages.EffectReply) messages.Effec
 }
 
 // start runs f on a worker goroutine (workers), under a context Cancel and Close can
-// end, once owned (when set) let it (Owned). The caller holds e.mu, and f's
-// performer has a free slot.
-func (e *LocalEffects) start(f *flight, owned func(context.Context, string) error) {
+// end, once its ownership check (when it has one) let it (Owned). The caller holds
+// e.mu, and f's performer has a free slot.
+func (e *LocalEffects) start(f *flight) {
 	p, req := f.p, f.req
 	p.running++
 	// One context per call, whose cause says why it ended; it reports the deadline of
@@ -617,7 +633,7 @@ func (e *LocalEffects) start(f *flight, owned func(context.Context, string) erro
 	// running calls itself, found in their performers' lists.
 	ctx, cancel := context.WithCancelCause(context.Background())
 	f.cancel, f.session, f.began = cancel, req.SessionID, time.Now()
-	c := &callContext{Context: ctx, deadline: f.began.Add(p.timeout), f: f, owned: owned}
+	c := &callContext{Context: ctx, deadline: f.began.Add(p.timeout), f: f, owned: e.checkOf(f)}
 	if e.cfg.Trace != nil {
 		c.traced, f.traced = e.cfg.Trace(c, req)
 	}
@@ -637,7 +653,7 @@ type callContext struct {
 	// (LocalEffectsConfig.Trace).
 	traced context.Context
 	// owned, when set, says whether the call may still start (Owned).
-	owned func(ctx context.Context, sessionID string) error
+	owned *ownedCheck
 }
 
 func (c *callContext) Deadline() (time.Time, bool) { return c.deadline, true }
@@ -655,8 +671,7 @@ func (c *callContext) run() {
 	if c.owned != nil {
 		// Here, not as it was requested: it may have waited in its performer's
 		// queue, or the process may have frozen, since (Owned).
-		if err := c.owned(call, f.session); err != nil {
-			p.e.abandon(f, err)
+		if p.e.checked(f, c.owned, c.owned.check(call)) {
 			return
 		}
 	}
@@ -764,9 +779,34 @@ func (e *LocalEffects) startQueued(p *performer) (withdrawn []func()) {
 			continue
 		}
 		e.unqueued(next)
-		e.start(next, e.ownerOf(next))
+		e.start(next)
 	}
 	return withdrawn
+}
+
+// checked ends the ownership check c of f, about to start, which answered why
+// (nil: the node owns the call's session), and reports whether f was dropped.
+// A call the check let start, or joined by requests of no check (c.served), goes
+// on; those are all it answers then. A call that failed its check is abandoned.
+func (e *LocalEffects) checked(f *flight, c *ownedCheck, why error) (dropped bool) {
+	e.mu.Lock()
+	if e.checks[f] == c {
+		delete(e.checks, f)
+	}
+	if why == nil {
+		e.mu.Unlock()
+		return false
+	}
+	if c.served.first != nil || len(c.served.more) > 0 {
+		if !f.done {
+			f.waiters = c.served
+		}
+		e.mu.Unlock()
+		e.cfg.Logger.Warn("effect started for the requests of other nodes only: its session's node no longer owns it, or may not", "key", f.key, "err", why)
+		return false
+	}
+	e.abandon(f, why)
+	return true
 }
 
 // abandon drops f, a call whose session this node no longer owns (or may not) as
@@ -774,16 +814,14 @@ func (e *LocalEffects) startQueued(p *performer) (withdrawn []func()) {
 // as if the node had died; its slot goes to the next queued call, and its key is
 // forgotten, so that a later request for it (the session back on this node)
 // performs it. A call answered meanwhile (its timeout, Cancel) stays answered.
+// The caller holds e.mu, which abandon releases.
 func (e *LocalEffects) abandon(f *flight, why error) {
 	if !f.answered.CompareAndSwap(false, true) {
+		e.mu.Unlock()
 		return
 	}
-	e.cfg.Logger.Warn("effect not started: its session's node no longer owns it, or may not", "key", f.key, "err", why)
-	if f.traced != nil {
-		f.traced(messages.EffectReply{SessionID: f.session, Key: f.key, Error: why.Error()})
-		f.traced = nil
-	}
-	e.mu.Lock()
+	traced := f.traced
+	f.traced = nil
 	p := f.p
 	p.running--
 	cancel := f.cancel
@@ -793,13 +831,15 @@ func (e *LocalEffects) abandon(f *flight, why error) {
 		delete(e.flights, f.key)
 	}
 	f.req, f.waiters = messages.EffectRequest{}, waiters{}
-	if e.closed {
-		e.mu.Unlock()
-		cancel(why)
-		return
+	var withdrawn []func()
+	if !e.closed {
+		withdrawn = e.startQueued(p)
 	}
-	withdrawn := e.startQueued(p)
 	e.mu.Unlock()
+	e.cfg.Logger.Warn("effect not started: its session's node no longer owns it, or may not", "key", f.key, "err", why)
+	if traced != nil {
+		traced(messages.EffectReply{SessionID: f.session, Key: f.key, Error: why.Error()})
+	}
 	cancel(why)
 	for _, w := range withdrawn {
 		w()
@@ -909,7 +949,7 @@ func (e *LocalEffects) Cancel(key messages.EffectKey) {
 	default:
 		f.p.queue = slices.DeleteFunc(f.p.queue, func(q *flight) bool { return q == f })
 		e.unqueued(f)
-		e.ownerOf(f)
+		delete(e.checks, f)
 		f.req = messages.EffectRequest{}
 		waiters := e.done(f, cancelled)
 		e.mu.Unlock()
@@ -970,7 +1010,7 @@ func (e *LocalEffects) Close() error {
 		q.unwatch()
 	}
 	clear(e.whiles)
-	clear(e.owners)
+	clear(e.checks)
 	e.mu.Unlock()
 	for _, cancel := range running {
 		cancel(ErrEffectsClosed)

@@ -141,3 +141,44 @@ func TestLocalEffectsOwnedCallsWaitForTheCheck(t *testing.T) {
 		t.Errorf("ownership asked for %q, want \"a\" only", asked)
 	}
 }
+
+// A request a node serves for another (PerformWhile, with no check) that joins a
+// queued call of its own session under the same key, a session the node lost
+// meanwhile, is performed and answered when that call fails its check: only the
+// session's own request is dropped. Before, both were dropped, and the served
+// request (whose context is not watched once it joined a call) was neither
+// answered nor withdrawn: its handler waited until the node gave up the
+// partition it served, holding its slot of the requests in flight.
+func TestLocalEffectsOwnedCallJoinedByAServedRequestIsPerformedForIt(t *testing.T) {
+	g := newGate()
+	e := actors.NewLocalEffects(actors.LocalEffectsConfig{Tools: registry(t, g), ToolConcurrency: 1})
+	t.Cleanup(func() { _ = e.Close() })
+	own := &ownership{lost: map[string]bool{}}
+	owned := e.Owned(own.owned)
+	r := newReplies()
+	owned.Perform(toolRequest("a", 1, "gate"), r.to)
+	waitUntil(t, "a/1 running", func() bool { return len(g.started) == 1 })
+	ownReplies := newReplies()
+	owned.Perform(toolRequest("s", 2, "gate"), ownReplies.to) // the node's own session's call, queued
+	own.lose("s")                                             // the session's partition moves to another node
+	served := make(chan messages.EffectReply, 1)
+	withdrawn := make(chan struct{})
+	// That node, which performs no tools, asks this one to perform s/2: the request
+	// joins the queued call.
+	e.PerformWhile(context.Background(), toolRequest("s", 2, "gate"), func(rep messages.EffectReply) { served <- rep }, func() { close(withdrawn) })
+	close(g.release)
+	select {
+	case rep := <-served:
+		if rep.Error != "" || rep.Output != "done s/2" {
+			t.Errorf("the served request was answered %+v, want the call's result", rep)
+		}
+	case <-withdrawn:
+		t.Error("the served request was withdrawn, although its context lasts")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the served request was neither answered nor withdrawn: dropped with the call of the session the node lost")
+	}
+	waitUntil(t, "a/1 answered", func() bool { return len(r.of(messages.EffectKey{SessionID: "a", Seq: 1})) == 1 })
+	if n := len(ownReplies.of(messages.EffectKey{SessionID: "s", Seq: 2})); n != 0 {
+		t.Errorf("the request of the session the node lost was answered %d times, want none (its next owner records the call)", n)
+	}
+}
