@@ -295,6 +295,9 @@ type flight struct {
 // being checked on its goroutine).
 type ownedCheck struct {
 	check func(context.Context) error
+	// claims counts the checks that replaced the first (Owned): a request of the
+	// call's key claimed later, under the node's latest lease.
+	claims int
 	// served are the requests asked of no check (Perform, PerformWhile: those a
 	// node serves for another) that joined the call meanwhile: it is performed
 	// for them whatever the check says, and only its owned requests are dropped
@@ -469,32 +472,39 @@ func (e *LocalEffects) Perform(req messages.EffectRequest, reply func(messages.E
 
 // Owned returns the effects of the sessions that this node may act for only while
 // it owns them (a sharded node's own sessions, under the lease of their
-// partitions): each of their calls asks owned, with the call's context and its
-// session, on the call's goroutine as it is about to start, after its wait in its
-// performer's queue, not only as it is requested. Before, a call requested while
-// the node owned its session, then queued behind the performer's concurrency
-// bound (or requested just before the process froze past the group's session
-// timeout), started once a slot was free (or the process woke up) although
-// another node had taken the session over meanwhile and performed it under the
-// same key. owned may wait (while the node confirms its ownership); an error
-// drops the call unstarted and unanswered, as if the node had died (the session's
-// next owner issues it again under its key), frees its slot and forgets its key.
-// A request that joins a performance of its key already under way, or answered,
-// is not asked again; a call that a request of no check (Perform, PerformWhile)
-// joined before it started is performed for that one, whatever owned says.
-func (e *LocalEffects) Owned(owned func(ctx context.Context, sessionID string) error) Effects {
-	return ownedEffects{e: e, owned: owned}
+// partitions). Each of their calls is claimed as it is requested: claim, given the
+// call's session, returns the check the call makes (with its context) on its
+// goroutine as it is about to start, after its wait in its performer's queue, not
+// only as it is requested; the check can so tell whether the node still holds the
+// very lease the call was requested under, not only the session's partition (a
+// call queued while the node lost the partition and took it again under a new
+// lease, its session stopped meanwhile, is not its session's any more). A nil
+// check leaves the call unchecked. Before, a call requested while the node owned
+// its session, then queued behind the performer's concurrency bound (or requested
+// just before the process froze past the group's session timeout), started once a
+// slot was free (or the process woke up) although another node had taken the
+// session over meanwhile and performed it under the same key. A check may wait
+// (while the node confirms its ownership); an error drops the call unstarted and
+// unanswered, as if the node had died (the session's next owner issues it again
+// under its key), frees its slot and forgets its key. A request that joins a
+// performance of its key already under way, or answered, is not asked again; one
+// that joins a call not started yet is: its check, the latest claimed, replaces
+// the call's, and a call that a request of no check (Perform, PerformWhile)
+// joined before it started is performed for that one, whatever its check says.
+func (e *LocalEffects) Owned(claim func(sessionID string) (check func(ctx context.Context) error)) Effects {
+	return ownedEffects{e: e, claim: claim}
 }
 
-// ownedEffects are LocalEffects whose calls start only while owned says so (Owned).
+// ownedEffects are LocalEffects whose calls start only while the checks claim
+// returns say so (Owned).
 type ownedEffects struct {
 	e     *LocalEffects
-	owned func(ctx context.Context, sessionID string) error
+	claim func(sessionID string) func(ctx context.Context) error
 }
 
 // Perform implements Effects.
 func (o ownedEffects) Perform(req messages.EffectRequest, reply func(messages.EffectReply)) {
-	o.e.perform(nil, req, reply, nil, func(ctx context.Context) error { return o.owned(ctx, req.SessionID) })
+	o.e.perform(nil, req, reply, nil, o.claim(req.SessionID))
 }
 
 // Cancel implements Effects.
@@ -526,8 +536,13 @@ func (e *LocalEffects) perform(ctx context.Context, req messages.EffectRequest, 
 	if f, ok := e.flights[req.Key]; ok {
 		if !f.done {
 			f.waiters.more = append(f.waiters.more, reply)
-			if c := e.checks[f]; c != nil && owned == nil {
-				c.served.more = append(c.served.more, reply)
+			if c := e.checks[f]; c != nil {
+				if owned == nil {
+					c.served.more = append(c.served.more, reply)
+				} else {
+					c.check = owned
+					c.claims++
+				}
 			}
 			e.mu.Unlock()
 			e.cfg.OnRepeat()
@@ -671,7 +686,7 @@ func (c *callContext) run() {
 	if c.owned != nil {
 		// Here, not as it was requested: it may have waited in its performer's
 		// queue, or the process may have frozen, since (Owned).
-		if p.e.checked(f, c.owned, c.owned.check(call)) {
+		if p.e.checked(call, f, c.owned) {
 			return
 		}
 	}
@@ -784,12 +799,23 @@ func (e *LocalEffects) startQueued(p *performer) (withdrawn []func()) {
 	return withdrawn
 }
 
-// checked ends the ownership check c of f, about to start, which answered why
-// (nil: the node owns the call's session), and reports whether f was dropped.
-// A call the check let start, or joined by requests of no check (c.served), goes
-// on; those are all it answers then. A call that failed its check is abandoned.
-func (e *LocalEffects) checked(f *flight, c *ownedCheck, why error) (dropped bool) {
+// checked runs the ownership check c of f, about to start, with the call's
+// context, and reports whether f was dropped. A call the check let start, or
+// joined by requests of no check (c.served), goes on; those are all it answers
+// then. A call that failed its check is abandoned, unless a request claimed
+// later joined it meanwhile: its check is asked then.
+func (e *LocalEffects) checked(ctx context.Context, f *flight, c *ownedCheck) (dropped bool) {
 	e.mu.Lock()
+	check, claims := c.check, c.claims
+	e.mu.Unlock()
+	why := check(ctx)
+	e.mu.Lock()
+	for why != nil && c.claims != claims {
+		check, claims = c.check, c.claims
+		e.mu.Unlock()
+		why = check(ctx)
+		e.mu.Lock()
+	}
 	if e.checks[f] == c {
 		delete(e.checks, f)
 	}

@@ -19,11 +19,41 @@ var errNotOwned = errors.New("another node owns the session now")
 // ownership is a node's ownership of its sessions as the test sets it, and the
 // checks the effects asked of it.
 type ownership struct {
-	mu     sync.Mutex
-	lost   map[string]bool
+	mu   sync.Mutex
+	lost map[string]bool
+	// epoch is the node's lease: a call claimed under one fails its check under
+	// another (regain).
+	epoch  int
 	asked  []string
 	hold   chan struct{} // when set, a check waits for it
 	asking chan string
+}
+
+// claim is the claim of Owned: the check of a call requested now.
+func (o *ownership) claim(sessionID string) func(context.Context) error {
+	o.mu.Lock()
+	epoch := o.epoch
+	o.mu.Unlock()
+	return func(ctx context.Context) error {
+		if err := o.owned(ctx, sessionID); err != nil {
+			return err
+		}
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		if o.epoch != epoch {
+			return errNotOwned
+		}
+		return nil
+	}
+}
+
+// regain is the node losing its sessions and owning them again, under a new
+// lease.
+func (o *ownership) regain() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.lost = map[string]bool{}
+	o.epoch++
 }
 
 func (o *ownership) owned(ctx context.Context, sessionID string) error {
@@ -68,7 +98,7 @@ func TestLocalEffectsOwnedCallsStartOnlyWhileOwned(t *testing.T) {
 	e := actors.NewLocalEffects(actors.LocalEffectsConfig{Tools: registry(t, g), ToolConcurrency: 1})
 	t.Cleanup(func() { _ = e.Close() })
 	own := &ownership{lost: map[string]bool{}}
-	owned := e.Owned(own.owned)
+	owned := e.Owned(own.claim)
 	r := newReplies()
 
 	owned.Perform(toolRequest("a", 1, "gate"), r.to)
@@ -118,7 +148,7 @@ func TestLocalEffectsOwnedCallsWaitForTheCheck(t *testing.T) {
 	own := &ownership{lost: map[string]bool{}, hold: make(chan struct{}), asking: make(chan string, 4)}
 	r := newReplies()
 
-	e.Owned(own.owned).Perform(toolRequest("a", 1, "gate"), r.to)
+	e.Owned(own.claim).Perform(toolRequest("a", 1, "gate"), r.to)
 	select {
 	case s := <-own.asking:
 		if s != "a" {
@@ -154,7 +184,7 @@ func TestLocalEffectsOwnedCallJoinedByAServedRequestIsPerformedForIt(t *testing.
 	e := actors.NewLocalEffects(actors.LocalEffectsConfig{Tools: registry(t, g), ToolConcurrency: 1})
 	t.Cleanup(func() { _ = e.Close() })
 	own := &ownership{lost: map[string]bool{}}
-	owned := e.Owned(own.owned)
+	owned := e.Owned(own.claim)
 	r := newReplies()
 	owned.Perform(toolRequest("a", 1, "gate"), r.to)
 	waitUntil(t, "a/1 running", func() bool { return len(g.started) == 1 })
@@ -181,4 +211,56 @@ func TestLocalEffectsOwnedCallJoinedByAServedRequestIsPerformedForIt(t *testing.
 	if n := len(ownReplies.of(messages.EffectKey{SessionID: "s", Seq: 2})); n != 0 {
 		t.Errorf("the request of the session the node lost was answered %d times, want none (its next owner records the call)", n)
 	}
+}
+
+// A call queued under the node's lease, which the node lost and took again under
+// a new one while it waited (its session stopped meanwhile, and the session's
+// owner in between performed the call under its key), never starts: its check
+// asks for the lease it was requested under, not only for its session's
+// partition. Asked again under the new lease (the session's next incarnation),
+// it is performed.
+func TestLocalEffectsOwnedCallOfAnEarlierLeaseNeverStarts(t *testing.T) {
+	g := newGate()
+	e := actors.NewLocalEffects(actors.LocalEffectsConfig{Tools: registry(t, g), ToolConcurrency: 1})
+	t.Cleanup(func() { _ = e.Close() })
+	own := &ownership{lost: map[string]bool{}}
+	owned := e.Owned(own.claim)
+	r := newReplies()
+	key := func(s string, seq uint64) messages.EffectKey { return messages.EffectKey{SessionID: s, Seq: seq} }
+	owned.Perform(toolRequest("a", 1, "gate"), r.to)
+	waitUntil(t, "a/1 running", func() bool { return len(g.started) == 1 })
+	owned.Perform(toolRequest("s", 2, "gate"), r.to) // queued under the first lease
+	own.regain()                                     // lost, and owned again under a new lease
+	close(g.release)
+	waitUntil(t, "a/1 answered", func() bool { return len(r.of(key("a", 1))) == 1 })
+	waitUntil(t, "s/2 dropped or answered", func() bool { return !e.Known(key("s", 2)) || len(r.of(key("s", 2))) > 0 })
+	if n := len(r.of(key("s", 2))); n != 0 {
+		t.Fatalf("the call queued under the earlier lease started and was answered %d times, want none: the node's owner in between performed it", n)
+	}
+	<-g.started // a/1
+	if len(g.started) != 0 {
+		t.Fatalf("%q started, want none after a/1", <-g.started)
+	}
+	owned.Perform(toolRequest("s", 2, "gate"), r.to) // the session's next incarnation
+	waitUntil(t, "s/2 performed under the new lease", func() bool { return len(r.of(key("s", 2))) == 1 })
+}
+
+// A call queued under an earlier lease, asked again under the node's new one
+// before it started (the session's next incarnation), is performed, for both:
+// the latest check is the one asked.
+func TestLocalEffectsOwnedCallAskedAgainUnderANewLeaseIsPerformed(t *testing.T) {
+	g := newGate()
+	e := actors.NewLocalEffects(actors.LocalEffectsConfig{Tools: registry(t, g), ToolConcurrency: 1})
+	t.Cleanup(func() { _ = e.Close() })
+	own := &ownership{lost: map[string]bool{}}
+	owned := e.Owned(own.claim)
+	r := newReplies()
+	key := messages.EffectKey{SessionID: "s", Seq: 2}
+	owned.Perform(toolRequest("a", 1, "gate"), r.to)
+	waitUntil(t, "a/1 running", func() bool { return len(g.started) == 1 })
+	owned.Perform(toolRequest("s", 2, "gate"), r.to) // queued under the first lease
+	own.regain()
+	owned.Perform(toolRequest("s", 2, "gate"), r.to) // the next incarnation joins it
+	close(g.release)
+	waitUntil(t, "s/2 answered to both", func() bool { return len(r.of(key)) == 2 })
 }

@@ -170,6 +170,10 @@ type lease struct {
 	// (inheritedBefore).
 	released map[int]bool
 	before   map[int]int64
+	// drained is set once its sessions were handed over (drainSessions): no call
+	// of theirs starts from then on (ownedLease), although the lease is kept
+	// until its release was recorded (Revoked's dropLease).
+	drained bool
 }
 
 // inheritedBefore returns, for partition p of the lease, the time at or after which

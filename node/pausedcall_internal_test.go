@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -211,5 +212,75 @@ func TestPauseWatchKnowsTheNodeGroupsTimeouts(t *testing.T) {
 	if groupSessionTimeout != kafka.NodeSessionTimeout || groupHeartbeat != kafka.NodeHeartbeat {
 		t.Fatalf("the pause watch's session timeout and heartbeat are %v and %v, a node's groups' %v and %v",
 			groupSessionTimeout, groupHeartbeat, kafka.NodeSessionTimeout, kafka.NodeHeartbeat)
+	}
+}
+
+// leasedNode starts a sharded node on a SQLite log, owner of partition 0 (every
+// session's) under a lease.
+func leasedNode(t *testing.T) *Node {
+	t.Helper()
+	ctx := context.Background()
+	log, err := sqlite.Open(ctx, sqlite.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = log.Close() })
+	script, err := llm.NewScripted(llm.Script{Name: "scripted", Steps: []llm.ScriptStep{{Content: "done"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bus := NewEmbeddedBus(watermill.NopLogger{})
+	t.Cleanup(func() { _ = bus.Close() })
+	n, err := New(ctx, Config{Log: log, NodeID: "a", Model: script, HandoffGrace: 100 * time.Millisecond,
+		Bus: &Bus{Publisher: bus, Tasks: partitionZero{bus}, Live: bus, Sharded: true, Partition: func(string, int) int { return 0 }}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop, err := n.Start(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	n.Assigned([]int{0}, 1)
+	if _, ok := n.ownedLease("s-1"); !ok {
+		t.Fatal("the node holds no lease of partition 0 once assigned it")
+	}
+	return n
+}
+
+// A call of a session requested under the node's lease, which the node gave up
+// and took again under a new one before the call started (it waited in its
+// performer's queue: session actors leave their calls behind as they stop), does
+// not start: the session that asked for it stopped, and the partition's owner in
+// between performed it under its key. Before, the check asked only whether the
+// node owned the session's partition, which it did again.
+func TestCallOfAnEarlierLeaseDoesNotStart(t *testing.T) {
+	n := leasedNode(t)
+	check := n.claimCall("s-1") // requested, then queued
+	n.Revoked()
+	n.Assigned([]int{0}, 1) // the partition back, under a new lease
+	if err := check(context.Background()); !errors.Is(err, eventlog.ErrFenced) {
+		t.Fatalf("a call requested under the node's earlier lease was let start under its new one (%v)", err)
+	}
+	if err := n.claimCall("s-1")(context.Background()); err != nil {
+		t.Fatalf("a call requested under the node's new lease was refused: %v", err)
+	}
+}
+
+// A call of a session requested under the node's lease does not start once the
+// lease's sessions were handed over (drainSessions), although the node keeps the
+// lease until it recorded their release: the session that asked for it stopped,
+// and the partition's next owner performs it.
+func TestCallOfHandedOverSessionsDoesNotStart(t *testing.T) {
+	n := leasedNode(t)
+	check := n.claimCall("s-1") // requested, then queued
+	if _, err := n.drainSessions(time.Now().Add(10 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := n.leaseOf("s-1"); !ok {
+		t.Fatal("the node no longer holds its lease after the drain: the test would not tell")
+	}
+	if err := check(context.Background()); !errors.Is(err, eventlog.ErrFenced) {
+		t.Fatalf("a call of a session handed over was let start under the lease kept for the release (%v)", err)
 	}
 }

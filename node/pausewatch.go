@@ -168,25 +168,42 @@ func (n *Node) watchPauses(ctx context.Context) {
 	}
 }
 
-// ownsCall is the check of the calls of a sharded node's own sessions
-// (actors.LocalEffects.Owned), made as each is about to start: it fails with
-// ErrFenced when the node holds no lease of the session's partition, or was fenced
-// on it. After a pause of the process (pauseWatch), it first reads the partition's
+// claimCall is the claim of the calls of a sharded node's own sessions
+// (actors.LocalEffects.Owned), made as each is requested: it notes the node's
+// lease of the session's partition then, and returns the check the call makes as
+// it is about to start (ownsCall). A node whose log fences nothing checks nothing.
+func (n *Node) claimCall(sessionID string) func(context.Context) error {
+	if n.leased == nil {
+		return nil
+	}
+	lease, ok := n.ownedLease(sessionID)
+	return func(ctx context.Context) error {
+		if !ok {
+			n.metrics.fenced.Inc()
+			return fmt.Errorf("%w: session %s: node %s held no lease of its partition as the call was requested", eventlog.ErrFenced, sessionID, n.cfg.NodeID)
+		}
+		return n.ownsCall(ctx, sessionID, lease)
+	}
+}
+
+// ownsCall is the check of a call of a sharded node's own session, requested
+// under lease (claimCall), made as it is about to start: it fails with ErrFenced
+// when the node no longer holds that very lease of the session's partition (it
+// gave the partition up, was fenced on it, or took it again under a new lease:
+// the session that asked for the call stopped meanwhile), or handed the lease's
+// sessions over already (ownedLease). After a pause of the process (pauseWatch), it first reads the partition's
 // current epoch in the log, as a session starting does (stillOwned): the call
 // waits for that read, retried while the log does not answer (until the call's
 // context ends), and starts only if no other node took the partition meanwhile.
 // After a pause of evictedAfter or more the log is not asked: the call fails
 // until a new assignment gave the node a new lease of the partition. A log that
 // fences nothing, or cannot tell the epoch, leaves the calls as they were.
-func (n *Node) ownsCall(ctx context.Context, sessionID string) error {
+func (n *Node) ownsCall(ctx context.Context, sessionID string, requested eventlog.Lease) error {
 	s := n.leased
-	if s == nil {
-		return nil
-	}
 	lease, ok := n.ownedLease(sessionID)
-	if !ok {
+	if !ok || lease != requested {
 		n.metrics.fenced.Inc()
-		return fmt.Errorf("%w: session %s: node %s holds no lease of its partition", eventlog.ErrFenced, sessionID, n.cfg.NodeID)
+		return fmt.Errorf("%w: session %s: node %s no longer holds the lease its call was requested under (%v)", eventlog.ErrFenced, sessionID, n.cfg.NodeID, requested)
 	}
 	if s.epochs == nil {
 		return nil
@@ -223,12 +240,13 @@ func (n *Node) ownsCall(ctx context.Context, sessionID string) error {
 }
 
 // ownedLease returns the node's lease of the session's partition, unless the node
-// was fenced on that partition under it (fencedOut).
+// was fenced on that partition under it (fencedOut), or handed its sessions over
+// (drainSessions: they stopped, and the lease is only kept for the release).
 func (n *Node) ownedLease(sessionID string) (eventlog.Lease, bool) {
 	n.own.mu.Lock()
 	defer n.own.mu.Unlock()
 	l := n.own.lease
-	if l.epoch == 0 || l.total <= 0 {
+	if l.epoch == 0 || l.total <= 0 || l.drained {
 		return eventlog.Lease{}, false
 	}
 	p := n.cfg.Bus.Partition(sessionID, l.total)
