@@ -3,11 +3,15 @@ package node
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/eventlog/sqlite"
@@ -219,12 +223,19 @@ func TestPauseWatchKnowsTheNodeGroupsTimeouts(t *testing.T) {
 // session's) under a lease.
 func leasedNode(t *testing.T) *Node {
 	t.Helper()
+	return leasedNodeOn(t, func(l *sqlite.Log) eventlog.Log { return l })
+}
+
+// leasedNodeOn is leasedNode on the log wrap makes of a SQLite log.
+func leasedNodeOn(t *testing.T, wrap func(*sqlite.Log) eventlog.Log) *Node {
+	t.Helper()
 	ctx := context.Background()
-	log, err := sqlite.Open(ctx, sqlite.Config{Dir: t.TempDir()})
+	base, err := sqlite.Open(ctx, sqlite.Config{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = log.Close() })
+	t.Cleanup(func() { _ = base.Close() })
+	log := wrap(base)
 	script, err := llm.NewScripted(llm.Script{Name: "scripted", Steps: []llm.ScriptStep{{Content: "done"}}})
 	if err != nil {
 		t.Fatal(err)
@@ -283,4 +294,74 @@ func TestCallOfHandedOverSessionsDoesNotStart(t *testing.T) {
 	if err := check(context.Background()); !errors.Is(err, eventlog.ErrFenced) {
 		t.Fatalf("a call of a session handed over was let start under the lease kept for the release (%v)", err)
 	}
+}
+
+// heldEpochLog is a SQLite log whose reads of a partition's current epoch wait
+// for release once held is set, and are counted.
+type heldEpochLog struct {
+	*sqlite.Log
+	held    atomic.Bool
+	release chan struct{}
+	reads   atomic.Int64
+}
+
+func (l *heldEpochLog) CurrentEpoch(ctx context.Context, partition int) (uint64, error) {
+	if l.held.Load() {
+		l.reads.Add(1)
+		select {
+		case <-l.release:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+	return l.Log.CurrentEpoch(ctx, partition)
+}
+
+// After a pause, the calls of one partition that doubt the node's ownership wait
+// for one read of its epoch in the log, not one each: before, as many read at
+// once as calls waited through the pause, each holding its performer's slot.
+func TestPausedNodeConfirmsAPartitionWithOneRead(t *testing.T) {
+	var log *heldEpochLog
+	n := leasedNodeOn(t, func(l *sqlite.Log) eventlog.Log {
+		log = &heldEpochLog{Log: l, release: make(chan struct{})}
+		return log
+	})
+	const calls = 4
+	checks := make([]func(context.Context) error, calls)
+	for i := range checks {
+		checks[i] = n.claimCall(fmt.Sprintf("s-%d", i))
+	}
+	log.held.Store(true)
+	n.pauseFor(6 * time.Second)
+	done := make(chan error, calls)
+	for _, check := range checks {
+		go func() { done <- check(context.Background()) }()
+	}
+	waitFor(t, "every call waiting for the confirmation", func() bool {
+		return gaugeValue(t, n.metrics.awaitingOwnership) == calls
+	})
+	close(log.release)
+	for range calls {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("a call of the partition the log confirmed was refused: %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("a call still waits for the confirmation")
+		}
+	}
+	if got := log.reads.Load(); got != 1 {
+		t.Fatalf("the log was read %d times to confirm partition 0 for %d calls, want once", got, calls)
+	}
+}
+
+// gaugeValue is the value of g.
+func gaugeValue(t *testing.T, g prometheus.Gauge) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := g.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetGauge().GetValue()
 }

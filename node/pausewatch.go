@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/singleflight"
+
 	"github.com/troupe-run/troupe/eventlog"
 )
 
@@ -69,6 +71,10 @@ type pauseWatch struct {
 	// while renewed[p] < evictions, whatever the log says.
 	evictions uint64
 	renewed   map[int]uint64
+
+	// reads are the reads of a lease's epoch in the log under way, one per lease
+	// (confirmLease).
+	reads singleflight.Group
 }
 
 // pauseMark is the watch's counts at a time (mark), to confirm or renew
@@ -191,40 +197,41 @@ func (n *Node) claimCall(sessionID string) func(context.Context) error {
 // when the node no longer holds that very lease of the session's partition (it
 // gave the partition up, was fenced on it, or took it again under a new lease:
 // the session that asked for the call stopped meanwhile), or handed the lease's
-// sessions over already (ownedLease). After a pause of the process (pauseWatch), it first reads the partition's
-// current epoch in the log, as a session starting does (stillOwned): the call
-// waits for that read, retried while the log does not answer (until the call's
-// context ends), and starts only if no other node took the partition meanwhile.
-// After a pause of evictedAfter or more the log is not asked: the call fails
-// until a new assignment gave the node a new lease of the partition. A log that
-// fences nothing, or cannot tell the epoch, leaves the calls as they were.
+// sessions over already (ownedLease). After a pause of the process
+// (pauseWatch), it first has the partition's current epoch read in the log, as a
+// session starting does (stillOwned): the call waits for that read, retried while
+// the log does not answer (until the call's context ends), and starts only if no
+// other node took the partition meanwhile. The calls of one lease wait for one
+// read at a time (confirmLease): before, each read the log on its own, as many
+// at once as the calls that waited through the pause. After a pause of
+// evictedAfter or more the log is not asked: the call fails until a new
+// assignment gave the node a new lease of the partition. A log that fences
+// nothing, or cannot tell the epoch, leaves the calls as they were.
 func (n *Node) ownsCall(ctx context.Context, sessionID string, requested eventlog.Lease) error {
-	s := n.leased
 	lease, ok := n.ownedLease(sessionID)
 	if !ok || lease != requested {
 		n.metrics.fenced.Inc()
 		return fmt.Errorf("%w: session %s: node %s no longer holds the lease its call was requested under (%v)", eventlog.ErrFenced, sessionID, n.cfg.NodeID, requested)
 	}
-	if s.epochs == nil {
-		return nil
-	}
-	mark, doubt, lost := n.pauses.doubts(lease.Partition)
-	if lost {
-		n.metrics.fenced.Inc()
-		return fmt.Errorf("%w: session %s: node %s stopped running for the group's session timeout or more: evicted, it owns partition %d again only once assigned it again",
-			eventlog.ErrFenced, sessionID, n.cfg.NodeID, lease.Partition)
-	}
-	if !doubt {
+	if n.leased.epochs == nil {
 		return nil
 	}
 	backoff := 50 * time.Millisecond
 	for {
-		err := s.current(ctx, lease, sessionID, "call not started after a pause of the process: another node owns the session's partition now")
-		if err == nil {
-			n.pauses.confirm(mark, lease.Partition)
+		_, doubt, lost := n.pauses.doubts(lease.Partition)
+		if lost {
+			n.metrics.fenced.Inc()
+			return fmt.Errorf("%w: session %s: node %s stopped running for the group's session timeout or more: evicted, it owns partition %d again only once assigned it again",
+				eventlog.ErrFenced, sessionID, n.cfg.NodeID, lease.Partition)
+		}
+		if !doubt {
 			return nil
 		}
-		if errors.Is(err, eventlog.ErrFenced) {
+		err := n.awaitConfirmation(ctx, lease, sessionID)
+		switch {
+		case err == nil:
+			continue // confirmed as of the read: unless the process paused since
+		case errors.Is(err, eventlog.ErrFenced) || ctx.Err() != nil:
 			return err
 		}
 		n.cfg.Logger.Warn("cannot confirm the ownership of a session's partition after a pause of the process: its call waits", "node", n.cfg.NodeID, "session", sessionID, "err", err)
@@ -237,6 +244,40 @@ func (n *Node) ownsCall(ctx context.Context, sessionID string, requested eventlo
 		}
 		backoff = min(2*backoff, time.Second)
 	}
+}
+
+// awaitConfirmation waits, until ctx ends, for the read of lease's epoch in the
+// log under way (confirmLease), or starts one, and returns its outcome.
+func (n *Node) awaitConfirmation(ctx context.Context, lease eventlog.Lease, sessionID string) error {
+	n.metrics.awaitingOwnership.Inc()
+	defer n.metrics.awaitingOwnership.Dec()
+	read := n.pauses.reads.DoChan(lease.String(), func() (any, error) { return nil, n.confirmLease(lease, sessionID) })
+	select {
+	case r := <-read:
+		return r.Err
+	case <-ctx.Done():
+		return fmt.Errorf("session %s: ownership of its partition not confirmed: %w", sessionID, context.Cause(ctx))
+	}
+}
+
+// confirmLease reads the current epoch of lease's partition in the log, for the
+// calls of its sessions that doubt it after a pause (ownsCall; sessionID is the
+// first of them), and confirms the partition if it is still lease's. A read is
+// bounded by leaseWait, and belongs to no call: one whose context ends leaves
+// it to the others.
+func (n *Node) confirmLease(lease eventlog.Lease, sessionID string) error {
+	mark, doubt, _ := n.pauses.doubts(lease.Partition)
+	if !doubt {
+		return nil // confirmed by a read that just ended
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), leaseWait)
+	defer cancel()
+	err := n.leased.current(ctx, lease, sessionID, "call not started after a pause of the process: another node owns the session's partition now")
+	if err != nil {
+		return err
+	}
+	n.pauses.confirm(mark, lease.Partition)
+	return nil
 }
 
 // ownedLease returns the node's lease of the session's partition, unless the node
