@@ -159,7 +159,8 @@ func TestPausedNodeStartsNoCallOfASessionItLost(t *testing.T) {
 		t.Fatal(err)
 	}
 	n.pauseFor(11 * time.Second) // the group's session timeout, and a second
-	close(log.thaw)              // a wakes up
+	n.keepAfter(100 * time.Millisecond)
+	close(log.thaw) // a wakes up
 	waitFor(t, "the call started, or refused", func() bool {
 		return len(model.called()) > 0 || counterValue(t, n.metrics.fenced) >= 1
 	})
@@ -193,9 +194,10 @@ func TestPausedNodeStillOwningItsPartitionGoesOn(t *testing.T) {
 func TestPausedNodeEvictedStartsNoCallUntilAssignedAgain(t *testing.T) {
 	n, model, log := pausedNode(t)
 	n.pauseFor(11 * time.Second) // no other node's epoch in the log yet
+	n.keepAfter(time.Hour)       // the group's revoke comes first
 	close(log.thaw)
-	waitFor(t, "the call started, or refused", func() bool {
-		return len(model.called()) > 0 || counterValue(t, n.metrics.fenced) >= 1
+	waitFor(t, "the call started, or held", func() bool {
+		return len(model.called()) > 0 || gaugeValue(t, n.metrics.awaitingOwnership) >= 1
 	})
 	if keys := model.called(); len(keys) > 0 {
 		t.Fatalf("after a pause past the group's session timeout, node a started the model calls %q before it was assigned its partition again", keys)
@@ -208,6 +210,33 @@ func TestPausedNodeEvictedStartsNoCallUntilAssignedAgain(t *testing.T) {
 	if _, _, lost := n.pauses.doubts(0); lost {
 		t.Error("the node still counts partition 0 lost, which it was assigned again")
 	}
+}
+
+// A pause of evictedAfter or more that the group did not count against the node
+// (it stayed under the session timeout since the node's last heartbeat): no
+// revoke comes. Before, the node's calls failed until an assignment that never
+// came, and its sessions waited on them for ever; now the calls wait keptAfter
+// for a revoke, then the log confirms the partition, and they start.
+func TestPausedNodeTheGroupKeptGoesOn(t *testing.T) {
+	n, model, log := pausedNode(t)
+	n.pauseFor(evictedAfter + 500*time.Millisecond)
+	n.keepAfter(200 * time.Millisecond)
+	close(log.thaw)
+	waitFor(t, "the call performed", func() bool { return len(model.called()) > 0 })
+	if got := counterValue(t, n.metrics.fenced); got != 0 {
+		t.Fatalf("%v calls refused as fenced, want none: the group kept the node", got)
+	}
+	if _, doubt, lost := n.pauses.doubts(0); doubt || lost {
+		t.Errorf("partition 0 still in doubt (%v) or lost (%v), which the group kept and the log confirmed", doubt, lost)
+	}
+}
+
+// keepAfter sets how long after a pause of evictedAfter or more the node waits
+// for a revoke before it counts itself kept by the group.
+func (n *Node) keepAfter(d time.Duration) {
+	n.pauses.mu.Lock()
+	defer n.pauses.mu.Unlock()
+	n.pauses.keptAfter = d
 }
 
 // The node's pause watch counts a node evicted from the groups its kafka

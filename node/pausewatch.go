@@ -25,11 +25,14 @@ import (
 // log confirmed that it still owns the call's partition (its lease is the
 // partition's current epoch: ownsCall), or a new assignment gave it a new lease.
 // A gap of evictedAfter or more is past what the log can confirm: the group has
-// evicted the node, and the partition's new owner records its epoch only once its
-// rebalance is done (the previous owners' drain, its rejoin, takeLeases), seconds
-// after; a node woken in between would read its own epoch still. So after such a
-// pause no call of any partition starts until a new assignment gave the node a
-// new lease.
+// likely evicted the node, and the partition's new owner records its epoch only
+// once its rebalance is done (the previous owners' drain, its rejoin,
+// takeLeases), seconds after; a node woken in between would read its own epoch
+// still. So after such a pause no call of any partition starts until either a new
+// assignment gave the node a new lease (a revoke first fails the waiting calls:
+// their sessions are handed over), or the group let keptAfter pass without a
+// revoke (it kept the node), after which the log decides as after a shorter pause
+// (awaitEviction).
 //
 // The gap is measured on the monotonic clock (time.Now's reading, which a stopped
 // process does not stop), as the cluster code measures its waits: it is no
@@ -71,6 +74,14 @@ type pauseWatch struct {
 	// while renewed[p] < evictions, whatever the log says.
 	evictions uint64
 	renewed   map[int]uint64
+	// woke is the clock reading at which the latest of those pauses ended; kept
+	// is the count of them the group is known to have kept the node through (no
+	// revoke came within keptAfter of the wake: awaitEviction). p is lost only
+	// while kept < evictions too. keptAfter is groupSessionTimeout unless a test
+	// sets it.
+	woke      time.Time
+	kept      uint64
+	keptAfter time.Duration
 
 	// reads are the reads of a lease's epoch in the log under way, one per lease
 	// (confirmLease).
@@ -102,6 +113,7 @@ func (w *pauseWatch) tick() {
 		}
 		if gap >= evictedAfter {
 			w.evictions++
+			w.woke = now
 		}
 	}
 	w.last = now
@@ -115,7 +127,29 @@ func (w *pauseWatch) doubts(p int) (mark pauseMark, doubt, lost bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.tick() // a pause the watch's loop has not seen yet
-	return pauseMark{w.pauses, w.evictions}, w.confirmed[p] < w.pauses, w.renewed[p] < w.evictions
+	return pauseMark{w.pauses, w.evictions}, w.confirmed[p] < w.pauses, w.renewed[p] < w.evictions && w.kept < w.evictions
+}
+
+// sinceEviction returns the count of pauses of evictedAfter or more, and how long
+// from now the group has to revoke the node's partitions after the latest of them
+// before the node counts itself kept (keep).
+func (w *pauseWatch) sinceEviction() (evictions uint64, left time.Duration) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.tick()
+	after := w.keptAfter
+	if after <= 0 {
+		after = groupSessionTimeout
+	}
+	return w.evictions, w.woke.Add(after).Sub(w.clock())
+}
+
+// keep records that the group kept the node through the pauses of evictedAfter
+// or more counted up to evictions: its partitions are in doubt only.
+func (w *pauseWatch) keep(evictions uint64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.kept = max(w.kept, evictions)
 }
 
 // mark returns the counts now, to confirm or renew partitions at once the node
@@ -204,8 +238,9 @@ func (n *Node) claimCall(sessionID string) func(context.Context) error {
 // other node took the partition meanwhile. The calls of one lease wait for one
 // read at a time (confirmLease): before, each read the log on its own, as many
 // at once as the calls that waited through the pause. After a pause of
-// evictedAfter or more the log is not asked: the call fails until a new
-// assignment gave the node a new lease of the partition. A log that fences
+// evictedAfter or more the call first waits to learn whether the group evicted
+// the node (awaitEviction): a revoke fails it, and the node's next lease of the
+// partition is a new one. A log that fences
 // nothing, or cannot tell the epoch, leaves the calls as they were.
 func (n *Node) ownsCall(ctx context.Context, sessionID string, requested eventlog.Lease) error {
 	lease, ok := n.ownedLease(sessionID)
@@ -220,9 +255,10 @@ func (n *Node) ownsCall(ctx context.Context, sessionID string, requested eventlo
 	for {
 		_, doubt, lost := n.pauses.doubts(lease.Partition)
 		if lost {
-			n.metrics.fenced.Inc()
-			return fmt.Errorf("%w: session %s: node %s stopped running for the group's session timeout or more: evicted, it owns partition %d again only once assigned it again",
-				eventlog.ErrFenced, sessionID, n.cfg.NodeID, lease.Partition)
+			if err := n.awaitEviction(ctx, lease, sessionID); err != nil {
+				return err
+			}
+			continue // kept: in doubt only
 		}
 		if !doubt {
 			return nil
@@ -244,6 +280,51 @@ func (n *Node) ownsCall(ctx context.Context, sessionID string, requested eventlo
 		}
 		backoff = min(2*backoff, time.Second)
 	}
+}
+
+// awaitEviction holds a call of a partition the node counts lost after a pause of
+// evictedAfter or more until the group tells whether it evicted the node: a
+// revoke of the generation the call's lease belongs to (the group evicted it, or
+// rebalanced anyway: the lease's sessions are handed over, and the call fails, not
+// started), or none within keptAfter of the wake (the group kept the node, whose
+// heartbeats it went on answering: an evicted member learns so at its next
+// heartbeat, a second after it runs again). Kept, the partition is in doubt only,
+// and the log's epoch decides, as after a shorter pause. Before, such a call
+// failed at once: after a pause between evictedAfter and the group's session
+// timeout, which the group may not count against the node, its sessions' calls
+// never started again, and the sessions waited for a rebalance that did not come.
+func (n *Node) awaitEviction(ctx context.Context, lease eventlog.Lease, sessionID string) error {
+	n.own.mu.Lock()
+	gen, revoked := n.own.generation, n.own.revoked
+	n.own.mu.Unlock()
+	evicted := func() error {
+		n.metrics.fenced.Inc()
+		return fmt.Errorf("%w: session %s: node %s stopped running for about the group's session timeout, and its partitions were revoked since: it owns partition %d again only once assigned it again",
+			eventlog.ErrFenced, sessionID, n.cfg.NodeID, lease.Partition)
+	}
+	if revoked == nil {
+		return evicted() // revoked already, and not assigned again
+	}
+	evictions, left := n.pauses.sinceEviction()
+	n.metrics.awaitingOwnership.Inc()
+	defer n.metrics.awaitingOwnership.Dec()
+	t := time.NewTimer(left)
+	defer t.Stop()
+	select {
+	case <-revoked:
+		return evicted()
+	case <-ctx.Done():
+		return fmt.Errorf("session %s: ownership of its partition not confirmed after a pause of the process: %w", sessionID, context.Cause(ctx))
+	case <-t.C:
+	}
+	n.own.mu.Lock()
+	same := n.own.generation == gen
+	n.own.mu.Unlock()
+	if l, ok := n.ownedLease(sessionID); !same || !ok || l != lease {
+		return evicted()
+	}
+	n.pauses.keep(evictions)
+	return nil
 }
 
 // awaitConfirmation waits, until ctx ends, for the read of lease's epoch in the
