@@ -176,9 +176,10 @@ type LocalEffects struct {
 	// whiles are the calls of PerformWhile waiting in their performers' queues
 	// (kept apart from their flights, which remembered answers keep).
 	whiles map[*flight]*queuedWhile
-	// owners are the ownership checks of the calls of Owned waiting in their
-	// performers' queues (kept apart from their flights, as whiles are).
-	owners map[*flight]func(context.Context, string) error
+	// checks are the ownership checks of the calls of Owned, from their request
+	// until they let the call start or drop it (kept apart from their flights,
+	// as whiles are).
+	checks map[*flight]*ownedCheck
 	// peak is the most flights held since the map was last rebuilt: a Go map keeps
 	// the memory of its largest size, so one that shrank well below it is copied.
 	peak int
@@ -290,6 +291,22 @@ type flight struct {
 	traced func(messages.EffectReply)
 }
 
+// ownedCheck is the ownership check of a call of Owned not started yet (queued, or
+// being checked on its goroutine).
+type ownedCheck struct {
+	check func(context.Context) error
+	// claims counts the checks that replaced the first (Owned): a request of the
+	// call's key claimed later, under the node's latest lease.
+	claims int
+	// served are the requests asked of no check (Perform, PerformWhile: those a
+	// node serves for another) that joined the call meanwhile: it is performed
+	// for them whatever the check says, and only its owned requests are dropped
+	// when the check fails. Before, they were dropped with them: a request served
+	// for another node, whose PerformWhile context is not watched once it joined,
+	// waited for an answer until its node gave the partition up.
+	served waiters
+}
+
 // queuedWhile is a call of PerformWhile waiting in its performer's queue: ctx is
 // its context, withdrawn tells its caller it was dropped unstarted, and unwatch
 // stops the watch of ctx (withdraw).
@@ -320,7 +337,7 @@ func NewLocalEffects(cfg LocalEffectsConfig) *LocalEffects {
 	cfg.setDefaults()
 	e := &LocalEffects{cfg: cfg, workers: newWorkers(effectWorkers, workerIdle),
 		tools: map[string]*performer{}, flights: map[messages.EffectKey]*flight{}, whiles: map[*flight]*queuedWhile{},
-		owners: map[*flight]func(context.Context, string) error{}}
+		checks: map[*flight]*ownedCheck{}}
 	if m := cfg.Model; m != nil {
 		name := m.Name()
 		e.model = &performer{
@@ -455,31 +472,39 @@ func (e *LocalEffects) Perform(req messages.EffectRequest, reply func(messages.E
 
 // Owned returns the effects of the sessions that this node may act for only while
 // it owns them (a sharded node's own sessions, under the lease of their
-// partitions): each of their calls asks owned, with the call's context and its
-// session, on the call's goroutine as it is about to start, after its wait in its
-// performer's queue, not only as it is requested. Before, a call requested while
-// the node owned its session, then queued behind the performer's concurrency
-// bound (or requested just before the process froze past the group's session
-// timeout), started once a slot was free (or the process woke up) although
-// another node had taken the session over meanwhile and performed it under the
-// same key. owned may wait (while the node confirms its ownership); an error
-// drops the call unstarted and unanswered, as if the node had died (the session's
-// next owner issues it again under its key), frees its slot and forgets its key.
-// A request that joins a performance of its key already under way, or answered,
-// is not asked again.
-func (e *LocalEffects) Owned(owned func(ctx context.Context, sessionID string) error) Effects {
-	return ownedEffects{e: e, owned: owned}
+// partitions). Each of their calls is claimed as it is requested: claim, given the
+// call's session, returns the check the call makes (with its context) on its
+// goroutine as it is about to start, after its wait in its performer's queue, not
+// only as it is requested; the check can so tell whether the node still holds the
+// very lease the call was requested under, not only the session's partition (a
+// call queued while the node lost the partition and took it again under a new
+// lease, its session stopped meanwhile, is not its session's any more). A nil
+// check leaves the call unchecked. Before, a call requested while the node owned
+// its session, then queued behind the performer's concurrency bound (or requested
+// just before the process froze past the group's session timeout), started once a
+// slot was free (or the process woke up) although another node had taken the
+// session over meanwhile and performed it under the same key. A check may wait
+// (while the node confirms its ownership); an error drops the call unstarted and
+// unanswered, as if the node had died (the session's next owner issues it again
+// under its key), frees its slot and forgets its key. A request that joins a
+// performance of its key already under way, or answered, is not asked again; one
+// that joins a call not started yet is: its check, the latest claimed, replaces
+// the call's, and a call that a request of no check (Perform, PerformWhile)
+// joined before it started is performed for that one, whatever its check says.
+func (e *LocalEffects) Owned(claim func(sessionID string) (check func(ctx context.Context) error)) Effects {
+	return ownedEffects{e: e, claim: claim}
 }
 
-// ownedEffects are LocalEffects whose calls start only while owned says so (Owned).
+// ownedEffects are LocalEffects whose calls start only while the checks claim
+// returns say so (Owned).
 type ownedEffects struct {
 	e     *LocalEffects
-	owned func(ctx context.Context, sessionID string) error
+	claim func(sessionID string) func(ctx context.Context) error
 }
 
 // Perform implements Effects.
 func (o ownedEffects) Perform(req messages.EffectRequest, reply func(messages.EffectReply)) {
-	o.e.perform(nil, req, reply, nil, o.owned)
+	o.e.perform(nil, req, reply, nil, o.claim(req.SessionID))
 }
 
 // Cancel implements Effects.
@@ -501,7 +526,7 @@ func (e *LocalEffects) PerformWhile(ctx context.Context, req messages.EffectRequ
 
 // perform is PerformWhile, whose call asks owned (when set) as it is about to
 // start (Owned).
-func (e *LocalEffects) perform(ctx context.Context, req messages.EffectRequest, reply func(messages.EffectReply), withdrawn func(), owned func(context.Context, string) error) {
+func (e *LocalEffects) perform(ctx context.Context, req messages.EffectRequest, reply func(messages.EffectReply), withdrawn func(), owned func(context.Context) error) {
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()
@@ -511,6 +536,14 @@ func (e *LocalEffects) perform(ctx context.Context, req messages.EffectRequest, 
 	if f, ok := e.flights[req.Key]; ok {
 		if !f.done {
 			f.waiters.more = append(f.waiters.more, reply)
+			if c := e.checks[f]; c != nil {
+				if owned == nil {
+					c.served.more = append(c.served.more, reply)
+				} else {
+					c.check = owned
+					c.claims++
+				}
+			}
 			e.mu.Unlock()
 			e.cfg.OnRepeat()
 			return
@@ -534,13 +567,13 @@ func (e *LocalEffects) perform(ctx context.Context, req messages.EffectRequest, 
 	}
 	f := &flight{key: req.Key, req: req, p: p, waiters: waiters{first: reply}}
 	e.add(f)
+	if owned != nil {
+		e.checks[f] = &ownedCheck{check: owned}
+	}
 	if p.running < p.limit {
-		e.start(f, owned)
+		e.start(f)
 	} else {
 		p.queue = append(p.queue, f)
-		if owned != nil {
-			e.owners[f] = owned
-		}
 		if ctx != nil {
 			e.whiles[f] = &queuedWhile{ctx: ctx, withdrawn: withdrawn,
 				unwatch: context.AfterFunc(ctx, func() { e.withdraw(f) })}
@@ -575,15 +608,13 @@ func (e *LocalEffects) dropWithdrawn(f *flight) (withdrawn func()) {
 	return withdrawn
 }
 
-// ownerOf takes the ownership check of f (Owned), a call leaving its performer's
-// queue, from owners: nil when it has none. The caller holds e.mu.
-func (e *LocalEffects) ownerOf(f *flight) func(context.Context, string) error {
-	if len(e.owners) == 0 {
+// checkOf returns the ownership check of f (Owned), a call about to start: nil
+// when it has none. The caller holds e.mu.
+func (e *LocalEffects) checkOf(f *flight) *ownedCheck {
+	if len(e.checks) == 0 {
 		return nil
 	}
-	owned := e.owners[f]
-	delete(e.owners, f)
-	return owned
+	return e.checks[f]
 }
 
 // unqueued clears the watch of f's PerformWhile context as f leaves its
@@ -605,9 +636,9 @@ func answer(req messages.EffectRequest, rep messages.EffectReply) messages.Effec
 }
 
 // start runs f on a worker goroutine (workers), under a context Cancel and Close can
-// end, once owned (when set) let it (Owned). The caller holds e.mu, and f's
-// performer has a free slot.
-func (e *LocalEffects) start(f *flight, owned func(context.Context, string) error) {
+// end, once its ownership check (when it has one) let it (Owned). The caller holds
+// e.mu, and f's performer has a free slot.
+func (e *LocalEffects) start(f *flight) {
 	p, req := f.p, f.req
 	p.running++
 	// One context per call, whose cause says why it ended; it reports the deadline of
@@ -617,7 +648,7 @@ func (e *LocalEffects) start(f *flight, owned func(context.Context, string) erro
 	// running calls itself, found in their performers' lists.
 	ctx, cancel := context.WithCancelCause(context.Background())
 	f.cancel, f.session, f.began = cancel, req.SessionID, time.Now()
-	c := &callContext{Context: ctx, deadline: f.began.Add(p.timeout), f: f, owned: owned}
+	c := &callContext{Context: ctx, deadline: f.began.Add(p.timeout), f: f, owned: e.checkOf(f)}
 	if e.cfg.Trace != nil {
 		c.traced, f.traced = e.cfg.Trace(c, req)
 	}
@@ -637,7 +668,7 @@ type callContext struct {
 	// (LocalEffectsConfig.Trace).
 	traced context.Context
 	// owned, when set, says whether the call may still start (Owned).
-	owned func(ctx context.Context, sessionID string) error
+	owned *ownedCheck
 }
 
 func (c *callContext) Deadline() (time.Time, bool) { return c.deadline, true }
@@ -655,8 +686,7 @@ func (c *callContext) run() {
 	if c.owned != nil {
 		// Here, not as it was requested: it may have waited in its performer's
 		// queue, or the process may have frozen, since (Owned).
-		if err := c.owned(call, f.session); err != nil {
-			p.e.abandon(f, err)
+		if p.e.checked(call, f, c.owned) {
 			return
 		}
 	}
@@ -764,9 +794,45 @@ func (e *LocalEffects) startQueued(p *performer) (withdrawn []func()) {
 			continue
 		}
 		e.unqueued(next)
-		e.start(next, e.ownerOf(next))
+		e.start(next)
 	}
 	return withdrawn
+}
+
+// checked runs the ownership check c of f, about to start, with the call's
+// context, and reports whether f was dropped. A call the check let start, or
+// joined by requests of no check (c.served), goes on; those are all it answers
+// then. A call that failed its check is abandoned, unless a request claimed
+// later joined it meanwhile: its check is asked then.
+func (e *LocalEffects) checked(ctx context.Context, f *flight, c *ownedCheck) (dropped bool) {
+	e.mu.Lock()
+	check, claims := c.check, c.claims
+	e.mu.Unlock()
+	why := check(ctx)
+	e.mu.Lock()
+	for why != nil && c.claims != claims {
+		check, claims = c.check, c.claims
+		e.mu.Unlock()
+		why = check(ctx)
+		e.mu.Lock()
+	}
+	if e.checks[f] == c {
+		delete(e.checks, f)
+	}
+	if why == nil {
+		e.mu.Unlock()
+		return false
+	}
+	if c.served.first != nil || len(c.served.more) > 0 {
+		if !f.done {
+			f.waiters = c.served
+		}
+		e.mu.Unlock()
+		e.cfg.Logger.Warn("effect started for the requests of other nodes only: its session's node no longer owns it, or may not", "key", f.key, "err", why)
+		return false
+	}
+	e.abandon(f, why)
+	return true
 }
 
 // abandon drops f, a call whose session this node no longer owns (or may not) as
@@ -774,16 +840,14 @@ func (e *LocalEffects) startQueued(p *performer) (withdrawn []func()) {
 // as if the node had died; its slot goes to the next queued call, and its key is
 // forgotten, so that a later request for it (the session back on this node)
 // performs it. A call answered meanwhile (its timeout, Cancel) stays answered.
+// The caller holds e.mu, which abandon releases.
 func (e *LocalEffects) abandon(f *flight, why error) {
 	if !f.answered.CompareAndSwap(false, true) {
+		e.mu.Unlock()
 		return
 	}
-	e.cfg.Logger.Warn("effect not started: its session's node no longer owns it, or may not", "key", f.key, "err", why)
-	if f.traced != nil {
-		f.traced(messages.EffectReply{SessionID: f.session, Key: f.key, Error: why.Error()})
-		f.traced = nil
-	}
-	e.mu.Lock()
+	traced := f.traced
+	f.traced = nil
 	p := f.p
 	p.running--
 	cancel := f.cancel
@@ -793,13 +857,15 @@ func (e *LocalEffects) abandon(f *flight, why error) {
 		delete(e.flights, f.key)
 	}
 	f.req, f.waiters = messages.EffectRequest{}, waiters{}
-	if e.closed {
-		e.mu.Unlock()
-		cancel(why)
-		return
+	var withdrawn []func()
+	if !e.closed {
+		withdrawn = e.startQueued(p)
 	}
-	withdrawn := e.startQueued(p)
 	e.mu.Unlock()
+	e.cfg.Logger.Warn("effect not started: its session's node no longer owns it, or may not", "key", f.key, "err", why)
+	if traced != nil {
+		traced(messages.EffectReply{SessionID: f.session, Key: f.key, Error: why.Error()})
+	}
 	cancel(why)
 	for _, w := range withdrawn {
 		w()
@@ -909,7 +975,7 @@ func (e *LocalEffects) Cancel(key messages.EffectKey) {
 	default:
 		f.p.queue = slices.DeleteFunc(f.p.queue, func(q *flight) bool { return q == f })
 		e.unqueued(f)
-		e.ownerOf(f)
+		delete(e.checks, f)
 		f.req = messages.EffectRequest{}
 		waiters := e.done(f, cancelled)
 		e.mu.Unlock()
@@ -970,7 +1036,7 @@ func (e *LocalEffects) Close() error {
 		q.unwatch()
 	}
 	clear(e.whiles)
-	clear(e.owners)
+	clear(e.checks)
 	e.mu.Unlock()
 	for _, cancel := range running {
 		cancel(ErrEffectsClosed)

@@ -46,10 +46,12 @@ type Owner interface {
 // SessionTimeout, and its partitions move then. A node handing its sessions over
 // (Owner.Revoked) keeps its membership past SessionTimeout (the subscription
 // heartbeats meanwhile) but not past RebalanceTimeout: node.Node.Revoked bounds
-// itself below it.
+// itself below it. A node whose process stopped running for NodeSessionTimeout
+// less NodeHeartbeat or more counts itself evicted (the node package's pause
+// watch).
 const (
-	nodeHeartbeat        = time.Second
-	nodeSessionTimeout   = 10 * time.Second
+	NodeHeartbeat        = time.Second
+	NodeSessionTimeout   = 10 * time.Second
 	nodeRebalanceTimeout = 30 * time.Second
 )
 
@@ -77,7 +79,7 @@ func DialNode(brokers []string, group string, topics TopicLayout, logger watermi
 	}
 	groupCfg := func(name string, l RebalanceListener) SubscriberConfig {
 		return SubscriberConfig{Brokers: brokers, ConsumerGroup: name, Topics: topics, Rebalance: l,
-			HeartbeatInterval: nodeHeartbeat, SessionTimeout: nodeSessionTimeout, RebalanceTimeout: nodeRebalanceTimeout}
+			HeartbeatInterval: NodeHeartbeat, SessionTimeout: NodeSessionTimeout, RebalanceTimeout: nodeRebalanceTimeout}
 	}
 	tasksCfg := groupCfg(group, c.owner)
 	tasksCfg.MaxInFlight = NodeTasksInFlight

@@ -367,6 +367,20 @@ func (n *Node) drainSessions(deadline time.Time) (drained, error) {
 	if err != nil {
 		return drained{}, err
 	}
+	// The sessions of the lease held now are handed over once this returns: a
+	// call of theirs still queued in its performer's queue (session actors leave
+	// theirs behind as they stop) must not start then, under a lease kept only
+	// for its release (ownsCall).
+	n.own.mu.Lock()
+	held := n.own.lease.epoch
+	n.own.mu.Unlock()
+	defer func() {
+		n.own.mu.Lock()
+		if n.own.lease.epoch == held {
+			n.own.lease.drained = true
+		}
+		n.own.mu.Unlock()
+	}()
 	pids, _ := res.([]*actor.PID)
 	stopCtx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()

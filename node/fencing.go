@@ -170,6 +170,10 @@ type lease struct {
 	// (inheritedBefore).
 	released map[int]bool
 	before   map[int]int64
+	// drained is set once its sessions were handed over (drainSessions): no call
+	// of theirs starts from then on (ownedLease), although the lease is kept
+	// until its release was recorded (Revoked's dropLease).
+	drained bool
 }
 
 // inheritedBefore returns, for partition p of the lease, the time at or after which
@@ -241,7 +245,7 @@ func (n *Node) takeLeases(gen int64, partitions []int, deadline time.Time, revok
 				n.own.released, n.own.publishedBefore = released, before
 				// The partitions' current epoch is the new lease's: no call of
 				// their sessions doubts it for a pause before (ownsCall).
-				n.pauses.confirm(mark, partitions...)
+				n.pauses.renew(mark, partitions...)
 			}
 			n.own.mu.Unlock()
 			if current {

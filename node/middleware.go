@@ -42,13 +42,15 @@ type Metrics struct {
 	forwarded    prometheus.Counter
 	epoch        prometheus.Gauge
 	fenced       prometheus.Counter
-	released     prometheus.Counter
-	unreleased   prometheus.Counter
-	marks        prometheus.Counter
-	resumptions  prometheus.Counter
-	republished  prometheus.Counter
-	foundOnBus   prometheus.Counter
-	storedPruned prometheus.Counter // troupe_bus_stored_messages_pruned_total
+	// awaitingOwnership counts troupe_cluster_calls_awaiting_ownership.
+	awaitingOwnership prometheus.Gauge
+	released          prometheus.Counter
+	unreleased        prometheus.Counter
+	marks             prometheus.Counter
+	resumptions       prometheus.Counter
+	republished       prometheus.Counter
+	foundOnBus        prometheus.Counter
+	storedPruned      prometheus.Counter // troupe_bus_stored_messages_pruned_total
 	// sessions counts what the node's sessions record (metrics.go); appends times
 	// their log appends, by backend.
 	sessions *sessionMetrics
@@ -92,6 +94,8 @@ func newMetrics() *Metrics {
 			Name: "tasks_forwarded_total", Help: "Messages read from a partition of troupe.tasks other than their session's (a producer with another partitioner than murmur2, or without a key) and forwarded to it."}),
 		epoch: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "troupe", Subsystem: "cluster",
 			Name: "ownership_epoch", Help: "The ownership epoch this node took for its partitions in the event log at its latest assignment (0 before any)."}),
+		awaitingOwnership: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "troupe", Subsystem: "cluster",
+			Name: "calls_awaiting_ownership", Help: "Calls of this node's sessions waiting, after a pause of the process, for the event log to confirm that the node still owns their partition."}),
 		fenced: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "troupe", Subsystem: "cluster",
 			Name: "fenced_appends_total", Help: "Session appends the event log refused because another node took the session's partition since (their session actors stopped)."}),
 		released: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "troupe", Subsystem: "cluster",
@@ -118,7 +122,7 @@ func newMetrics() *Metrics {
 			Name: "write_failures_total", Help: "The session actors' log writes that failed, each attempt (retried until one goes through; a new task a full log refused is not retried)."}),
 	}
 	reg.MustRegister(m.retries, m.poisoned, m.duplicates, m.panics, m.handled, m.partitions, m.total, m.assigned, m.effectHits, m.reissued, m.pubFailed, m.replyRefused, m.forwarded,
-		m.epoch, m.fenced, m.released, m.unreleased, m.marks, m.resumptions, m.republished, m.foundOnBus, m.appends, m.storedPruned,
+		m.epoch, m.fenced, m.awaitingOwnership, m.released, m.unreleased, m.marks, m.resumptions, m.republished, m.foundOnBus, m.appends, m.storedPruned,
 		m.logFailing, m.logFailures)
 	// The process (memory, descriptors, CPU) and the Go runtime (goroutines, heap, GC).
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

@@ -198,12 +198,12 @@ func (n *Node) newEffects(reg *tools.Registry) (actors.Effects, error) {
 	n.local = actors.NewLocalEffects(actors.LocalEffectsConfig{Model: gw, Tools: reg, Catalog: cfg.ToolCatalog, Remember: cacheTTL,
 		ModelTimeout: cfg.ModelTimeout, ToolTimeout: cfg.ToolTimeout, OnRepeat: n.metrics.effectHits.Inc, Logger: cfg.Logger,
 		ModelDeltas: n.modelDeltas, Trace: n.tracing.effectHook()})
-	// The node's own sessions' calls start only while it owns their partitions
-	// (ownsCall); the requests it serves for other nodes are fenced by their own
-	// groups (servedHandoff).
+	// The node's own sessions' calls start only while it holds the lease of their
+	// partitions they were requested under (claimCall); the requests it serves
+	// for other nodes are fenced by their own groups (servedHandoff).
 	var own actors.Effects = n.local
 	if n.sharded() {
-		own = n.local.Owned(n.ownsCall)
+		own = n.local.Owned(n.claimCall)
 	}
 	if !n.wiring().asksRemote() {
 		if n.hub.cluster != nil && n.wiring().runsSessions() {
