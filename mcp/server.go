@@ -184,6 +184,10 @@ type Server struct {
 	// capClosing, when set (tests), runs as capSessions is about to close session
 	// id, which it marked closing.
 	capClosing func(id string)
+	// capClosed, when set (tests), runs once the SDK's Close of session id,
+	// which capSessions closes, returned, before the session stops being marked
+	// closing.
+	capClosed func(id string)
 	// waitingClose, when set (tests), runs as a request in session id starts
 	// waiting for capSessions to close it.
 	waitingClose func(id string)

@@ -156,8 +156,27 @@ func TestServerHTTPCapLeavesASessionWithARequestUnderWay(t *testing.T) {
 
 // A request in a session the cap is closing (the SDK still lists it) waits for
 // the close and resumes the session. Handed to the SDK, it was taken in the
-// closing session and cut.
+// closing session and cut. A notification waits too: let through, it resumed the
+// session while the close still ran, whose end then forgot the resumed
+// session's entry in the SDK's handler. And a request is known as the SDK reads
+// it: a key repeated in another case ("METHOD", "ID") made it a notification or
+// an answer to encoding/json, let through as such, and served by the SDK as a
+// call.
 func TestServerHTTPRequestInASessionTheCapClosesIsResumed(t *testing.T) {
+	for _, tc := range []struct{ name, body, want string }{
+		{"request", listTools, `"result"`},
+		{"method repeated in capitals", `{"jsonrpc":"2.0","id":2,"method":"tools/list","METHOD":""}`, `"result"`},
+		{"id repeated in capitals", `{"jsonrpc":"2.0","id":2,"method":"tools/list","ID":null}`, `"result"`},
+		{"notification", `{"jsonrpc":"2.0","method":"notifications/roots/list_changed"}`, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testRequestInASessionTheCapCloses(t, tc.body, tc.want) })
+	}
+}
+
+// testRequestInASessionTheCapCloses posts body in a session as the cap is about
+// to close it, and checks that it waited for the close and was answered (want
+// in the answer; "" for 202 Accepted) in the session resumed.
+func testRequestInASessionTheCapCloses(t *testing.T, body, want string) {
 	n := nodetest.Start(t, node.Config{Model: llm.Offline{}})
 	s := NewServer(n, ServerOptions{MaxSessions: 1})
 	hs := httptest.NewServer(s.Handler())
@@ -189,7 +208,7 @@ func TestServerHTTPRequestInASessionTheCapClosesIsResumed(t *testing.T) {
 			return
 		}
 		go func() {
-			status, body, err := postIn(ctx, hs.URL, a, listTools)
+			status, body, err := postIn(ctx, hs.URL, a, body)
 			listed <- answer{status, body, err}
 		}()
 		select {
@@ -207,7 +226,11 @@ func TestServerHTTPRequestInASessionTheCapClosesIsResumed(t *testing.T) {
 	initializeOver(ctx, t, hs.URL)
 	select {
 	case got := <-listed:
-		if got.err != nil || got.status != http.StatusOK || !strings.Contains(got.body, `"result"`) {
+		ok := got.status == http.StatusOK && strings.Contains(got.body, want)
+		if want == "" {
+			ok = got.status == http.StatusAccepted
+		}
+		if got.err != nil || !ok {
 			t.Fatalf("the request in the session the cap closed: %d %q %v", got.status, got.body, got.err)
 		}
 	case <-ctx.Done():
@@ -355,4 +378,44 @@ func postIn(ctx context.Context, url, id, body string) (status int, answer strin
 	defer resp.Body.Close()
 	got, err := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(got), err
+}
+
+// Answers to the server's requests, in a session the cap is closing and that
+// the SDK no longer holds, are taken and dropped (nothing awaits them any
+// more), without resuming the session: a resumption then ran alongside the
+// close's end, whose forgetting of the session's ID in the SDK's handler took
+// the resumed session's entry.
+func TestServerHTTPAnswerInASessionTheCapClosedDoesNotResumeIt(t *testing.T) {
+	n := nodetest.Start(t, node.Config{Model: llm.Offline{}})
+	s := NewServer(n, ServerOptions{MaxSessions: 1})
+	hs := httptest.NewServer(s.Handler())
+	defer hs.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	a := startSession(ctx, t, hs.URL)
+	var once sync.Once
+	var ran atomic.Bool
+	s.capClosed = func(id string) {
+		if id != a {
+			return
+		}
+		once.Do(func() {
+			ran.Store(true)
+			status, body, err := postIn(ctx, hs.URL, a, `{"jsonrpc":"2.0","id":7,"result":{}}`)
+			if err != nil || status != http.StatusAccepted {
+				t.Errorf("an answer in the session closed: %d %q %v", status, body, err)
+			}
+			if s.known(a) {
+				t.Error("an answer resumed the session while the cap's close of it ran")
+			}
+		})
+	}
+	initializeOver(ctx, t, hs.URL)
+	if !ran.Load() {
+		t.Fatal("the cap did not close a's session")
+	}
+	// The client's next request resumes the session.
+	if status, body, err := postIn(ctx, hs.URL, a, listTools); err != nil || status != http.StatusOK || !strings.Contains(body, `"result"`) {
+		t.Fatalf("a's request after the close: %d %q %v", status, body, err)
+	}
 }

@@ -112,7 +112,8 @@ func (s *Server) serveSessions(h http.Handler, w http.ResponseWriter, r *http.Re
 		h.ServeHTTP(w, r)
 		return
 	}
-	leave, ok := s.enter(r, id)
+	answers := r.Method == http.MethodPost && onlyAnswers(peekBody(r))
+	leave, ok := s.enter(r, id, answers)
 	if !ok {
 		return // its client left while it waited for the cap's close
 	}
@@ -137,6 +138,16 @@ func (s *Server) serveSessions(h http.Handler, w http.ResponseWriter, r *http.Re
 	if s.known(id) { // resumed by a request while this one waited
 		unlock()
 		s.serveKnown(h, w, r, id)
+		return
+	}
+	if answers && s.closingNow(id) {
+		unlock()
+		// Answers to the server's requests in a session the cap is closing,
+		// which the SDK no longer holds: nothing awaits them (a resumed session
+		// sent no request), and a resumption now would run alongside the
+		// close's end (enter). Taken, as the SDK takes an answer it awaits no
+		// more; the client's next request resumes the session.
+		w.WriteHeader(http.StatusAccepted)
 		return
 	}
 	if !validSessionID(id) || s.ended(r.Context(), id) {
