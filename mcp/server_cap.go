@@ -122,14 +122,24 @@ func (s *Server) capSessions(keep string) {
 			delete(s.use.last, id) // ended (deleted, timed out, closed here)
 		}
 	}
-	over := len(live) - cmp.Or(s.opts.MaxSessions, DefaultMaxSessions)
+	// A session with no request marked is being started by a request under way:
+	// an initialize or a resumption, marked once the SDK answered it, and
+	// counted from then on (an initialize runs the cap then); or the SDK's own,
+	// for a request outside any session (the Go SDK's client sends
+	// server/discover ahead of its initialize), which it ends once it answered.
+	// Such a session is neither counted, nor closed: it is the newest, not the
+	// oldest, and the SDK is still setting it up, so closing it now would race
+	// with its connection being made. Counted, one took the place of a session
+	// the cap then closed for nothing.
+	over := -cmp.Or(s.opts.MaxSessions, DefaultMaxSessions)
+	for id := range live {
+		if _, used := s.use.last[id]; used {
+			over++
+		}
+	}
 	var idle []string
 	if over > 0 {
 		for id := range live {
-			// A session with no request marked is being started by a request
-			// under way (an initialize, marked once the SDK answers it): it is
-			// the newest, not the oldest, and the SDK is still setting it up,
-			// so closing it now would race with its connection being made.
 			if _, used := s.use.last[id]; used && id != keep && s.use.open[id] == 0 && !s.busy(id) {
 				idle = append(idle, id)
 			}

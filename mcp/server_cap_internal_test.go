@@ -102,6 +102,34 @@ func TestServerHTTPCapLeavesASessionBeingStarted(t *testing.T) {
 	}
 }
 
+// A session being started does not count toward MaxSessions either: the
+// request that starts it runs the cap once it is, and a session the SDK makes
+// for a request outside any session (the Go SDK's client sends server/discover
+// before its initialize) ends with that request. Counted, it took the place of
+// a session the cap then closed for nothing.
+func TestServerHTTPCapDoesNotCountASessionBeingStarted(t *testing.T) {
+	n := nodetest.Start(t, node.Config{Model: llm.Offline{}})
+	const max = 2
+	s := NewServer(n, ServerOptions{MaxSessions: max})
+	hs := httptest.NewServer(s.Handler())
+	defer hs.Close()
+	// Made by the SDK's own handler on s's server, as in
+	// TestServerHTTPCapLeavesASessionBeingStarted.
+	starting := httptest.NewServer(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s.srv }, nil))
+	defer starting.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	initializeOver(ctx, t, starting.URL)
+	var closed atomic.Int64
+	s.capClosing = func(string) { closed.Add(1) }
+	for range max {
+		initializeOver(ctx, t, hs.URL)
+	}
+	if got := closed.Load(); got != 0 {
+		t.Fatalf("the cap closed %d sessions of the %d started, with MaxSessions %d", got, max, max)
+	}
+}
+
 // initializeOver starts a session at url with a bare initialize, as a client in a
 // loop does, and returns its ID once the server's handler returned.
 func initializeOver(ctx context.Context, t *testing.T, url string) string {
