@@ -3,7 +3,9 @@ package mcp
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -447,3 +449,66 @@ func TestServerHTTPAnswerInASessionTheCapClosedDoesNotResumeIt(t *testing.T) {
 		t.Fatalf("a's request after the close: %d %q %v", status, body, err)
 	}
 }
+
+// Clients that hold a stream (the official SDKs' standalone GET), more of them
+// than MaxSessions, idle: the cap closed the session idle the longest, the SDK
+// ended its stream, its client opened the stream again, which resumed the
+// session and ran the cap, which closed the next idle session, whose client
+// opened its stream again, and so on without end. A GET resumes a session
+// without running the cap.
+func TestServerHTTPStreamsReopenedDoNotChurnTheCap(t *testing.T) {
+	n := nodetest.Start(t, node.Config{Model: llm.Offline{}})
+	const delay = 10 * time.Millisecond // the clients' wait before they reopen a stream
+	resumes := make(chan int64, 100)    // the closures counted at each resumption
+	var closed atomic.Int64
+	log := slog.New(onMessage{"mcp server: session resumed", func() {
+		select {
+		case resumes <- closed.Load():
+		default:
+		}
+	}})
+	s := NewServer(n, ServerOptions{MaxSessions: 2, ReconnectDelay: delay, Logger: log})
+	s.capClosing = func(string) { closed.Add(1) }
+	hs := httptest.NewServer(s.Handler())
+	defer hs.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for i := range 3 {
+		cs, err := sdk.NewClient(&sdk.Implementation{Name: fmt.Sprint("idle", i), Version: "1"}, nil).Connect(ctx, &sdk.StreamableClientTransport{Endpoint: hs.URL}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cs.Close()
+	}
+	// The third session closed the first, whose client opens its stream again:
+	// the resumption, and then no client sends anything.
+	var before int64
+	select {
+	case before = <-resumes:
+	case <-ctx.Done():
+		t.Fatal("the session the cap closed was not resumed by its client's stream")
+	}
+	if before != 1 {
+		t.Fatalf("%d sessions closed by the cap before the first resumption, want 1", before)
+	}
+	time.Sleep(50 * delay) // time for a few rounds of closes and streams opened again
+	if got := closed.Load() - before; got != 0 {
+		t.Errorf("the cap closed %d sessions of idle clients after a stream resumed one", got)
+	}
+}
+
+// onMessage is a slog.Handler that calls f on each record of message msg.
+type onMessage struct {
+	msg string
+	f   func()
+}
+
+func (h onMessage) Enabled(context.Context, slog.Level) bool { return true }
+func (h onMessage) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == h.msg {
+		h.f()
+	}
+	return nil
+}
+func (h onMessage) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h onMessage) WithGroup(string) slog.Handler      { return h }
