@@ -108,6 +108,9 @@ type ServerOptions struct {
 	// way (its client's next request resumes it, as after a restart; one sent
 	// while the session closes waits for the close), so that a client
 	// opening sessions in a loop without deleting them grows nothing for good.
+	// A client holding a stream open (GET) that the close ended opens it again,
+	// which resumes the session without closing another: the server may hold
+	// more sessions than this by as many as there are clients holding a stream.
 	MaxSessions int
 	// WriteTimeout bounds each write of an answer or a notification over
 	// Streamable HTTP (Handler; default DefaultWriteTimeout): a client that takes
@@ -184,6 +187,10 @@ type Server struct {
 	// capClosing, when set (tests), runs as capSessions is about to close session
 	// id, which it marked closing.
 	capClosing func(id string)
+	// capClosed, when set (tests), runs once the SDK's Close of session id,
+	// which capSessions closes, returned, before the session stops being marked
+	// closing.
+	capClosed func(id string)
 	// waitingClose, when set (tests), runs as a request in session id starts
 	// waiting for capSessions to close it.
 	waitingClose func(id string)

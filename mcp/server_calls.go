@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/troupe-run/troupe/messages"
@@ -69,28 +70,46 @@ func (s *Server) holdCall(r *http.Request) (*http.Request, func()) {
 	if r.Method != http.MethodPost || r.Header.Get("Mcp-Session-Id") == "" {
 		return r, func() {}
 	}
-	var req struct {
-		ID     json.RawMessage `json:"id"`
-		Method string          `json:"method"`
-		Params struct {
-			Name string `json:"name"`
-		} `json:"params"`
-	}
+	// Read as the SDK reads it (jsonrpc.DecodeMessage: case-sensitive keys, the
+	// first of a repeated one), so that a call the SDK serves is held, under the
+	// ID it answers with.
 	body := peekBody(r)
-	if !bytes.HasPrefix(bytes.TrimSpace(body), []byte("{")) || json.Unmarshal(body, &req) != nil ||
-		req.Method != "tools/call" || len(req.ID) == 0 || string(req.ID) == "null" {
+	if !bytes.HasPrefix(bytes.TrimSpace(body), []byte("{")) {
 		return r, func() {}
 	}
-	var id bytes.Buffer
-	if json.Compact(&id, req.ID) != nil {
+	msg, err := jsonrpc.DecodeMessage(body)
+	req, ok := msg.(*jsonrpc.Request)
+	if err != nil || !ok || req.Method != "tools/call" || !req.IsCall() {
+		return r, func() {}
+	}
+	id, ok := rpcIDText(req.ID)
+	if !ok {
 		return r, func() {}
 	}
 	token := rand.Text()
-	c := &pendingCall{rpcID: id.String()}
+	c := &pendingCall{rpcID: id}
 	s.pending.Store(token, c)
 	r = r.WithContext(context.WithValue(r.Context(), pendingKey{}, c))
 	r.Header.Set(callHeader, token)
 	return r, func() { s.pending.Delete(token) }
+}
+
+// rpcIDText is the JSON text of a request's ID as the SDK read it: an integer or
+// a string (with no HTML escapes, as clients write it).
+func rpcIDText(id jsonrpc.ID) (string, bool) {
+	switch v := id.Raw().(type) {
+	case int64:
+		return strconv.FormatInt(v, 10), true
+	case string:
+		var b bytes.Buffer
+		enc := json.NewEncoder(&b)
+		enc.SetEscapeHTML(false)
+		if enc.Encode(v) != nil {
+			return "", false
+		}
+		return strings.TrimSuffix(b.String(), "\n"), true
+	}
+	return "", false
 }
 
 // takeCall returns the pendingCall of a tools/call request, if Handler held one.

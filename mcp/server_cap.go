@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -20,11 +21,11 @@ type sessionUse struct {
 	mu   sync.Mutex
 	tick uint64
 	last map[string]uint64 // the tick of each session's last request
-	// open counts the requests under way in each session (not the GETs a client
-	// keeps open for as long as the session lives, nor the POSTs of answers and
-	// notifications): the cap leaves a session with one, whose answer its close
-	// would cut (the SDK took the request, then closed its stream with no
-	// answer).
+	// open counts the POSTs (requests, notifications, answers) and DELETEs under
+	// way in each session, not the GETs a client keeps open for as long as the
+	// session lives: the cap leaves a session with one, which its close would
+	// cut (the SDK took the request, then closed its stream with no answer, or
+	// answered 404, on which the official clients fail).
 	open map[string]int
 	// closing holds the sessions capSessions is closing, each with a channel
 	// closed once their Close returned. The SDK lists such a session until then,
@@ -46,20 +47,23 @@ func (s *Server) touch(id string) {
 	s.use.last[id] = s.use.tick
 }
 
-// enter waits while capSessions closes session id, and then counts r open in it
-// until the returned leave. It returns false when r's context ends first. A GET
-// waits but is not counted. A POST holding no request (answers to the server's
-// requests, notifications) neither waits nor is counted: the close may wait for
-// its answer (a call of the server's under way holds the session's Close).
-func (s *Server) enter(r *http.Request, id string) (leave func(), ok bool) {
+// enter waits while capSessions closes session id, and then counts r under way
+// in it until the returned leave. It returns false when r's context ends first.
+// A GET waits but is not counted: a client keeps its stream open for as long as
+// the session lives. A POST holding only answers (to the server's requests)
+// does not wait, since the close may wait for them (a call of the server's
+// under way holds the session's Close); it is counted only when no close is
+// under way. A notification waits and counts like a request: let through, it
+// would resume the session while the close still ran, and the SDK's end of the
+// closed session then forgets the handler's entry of that ID, the resumed
+// session's.
+func (s *Server) enter(r *http.Request, id string, answers bool) (leave func(), ok bool) {
 	counted := r.Method != http.MethodGet
-	if r.Method == http.MethodPost && !hasCall(peekBody(r)) {
-		return func() {}, true
-	}
 	for {
 		s.use.mu.Lock()
 		done := s.use.closing[id]
-		if done == nil {
+		if done == nil || answers {
+			counted = counted && done == nil
 			if counted {
 				if s.use.open == nil {
 					s.use.open = map[string]int{}
@@ -91,6 +95,13 @@ func (s *Server) enter(r *http.Request, id string) (leave func(), ok bool) {
 	}, true
 }
 
+// closingNow reports whether capSessions is closing session id.
+func (s *Server) closingNow(id string) bool {
+	s.use.mu.Lock()
+	defer s.use.mu.Unlock()
+	return s.use.closing[id] != nil
+}
+
 // capSessions closes, while the server holds more sessions over Streamable HTTP
 // than ServerOptions.MaxSessions, the one whose last request is the oldest, but
 // for keep (the session just started) and those with a request or a call under
@@ -111,14 +122,24 @@ func (s *Server) capSessions(keep string) {
 			delete(s.use.last, id) // ended (deleted, timed out, closed here)
 		}
 	}
-	over := len(live) - cmp.Or(s.opts.MaxSessions, DefaultMaxSessions)
+	// A session with no request marked is being started by a request under way:
+	// an initialize or a resumption, marked once the SDK answered it, and
+	// counted from then on (an initialize runs the cap then); or the SDK's own,
+	// for a request outside any session (the Go SDK's client sends
+	// server/discover ahead of its initialize), which it ends once it answered.
+	// Such a session is neither counted, nor closed: it is the newest, not the
+	// oldest, and the SDK is still setting it up, so closing it now would race
+	// with its connection being made. Counted, one took the place of a session
+	// the cap then closed for nothing.
+	over := -cmp.Or(s.opts.MaxSessions, DefaultMaxSessions)
+	for id := range live {
+		if _, used := s.use.last[id]; used {
+			over++
+		}
+	}
 	var idle []string
 	if over > 0 {
 		for id := range live {
-			// A session with no request marked is being started by a request
-			// under way (an initialize, marked once the SDK answers it): it is
-			// the newest, not the oldest, and the SDK is still setting it up,
-			// so closing it now would race with its connection being made.
 			if _, used := s.use.last[id]; used && id != keep && s.use.open[id] == 0 && !s.busy(id) {
 				idle = append(idle, id)
 			}
@@ -144,6 +165,9 @@ func (s *Server) capSessions(keep string) {
 		// connection's end, before Close returns) and its handler's map, its
 		// events dropped.
 		_ = live[id].Close()
+		if s.capClosed != nil {
+			s.capClosed(id)
+		}
 		s.use.mu.Lock()
 		close(s.use.closing[id])
 		delete(s.use.closing, id)
@@ -158,18 +182,22 @@ func (s *Server) busy(id string) bool {
 	return len(s.calls[id]) > 0
 }
 
-// hasCall reports whether body, a JSON-RPC message or batch, holds a request
-// awaiting an answer (a method and an id), not only answers and notifications.
-func hasCall(body []byte) bool {
-	type message struct {
-		ID     json.RawMessage `json:"id"`
-		Method string          `json:"method"`
+// onlyAnswers reports whether body, a JSON-RPC message or batch, holds only
+// answers (responses), as the SDK reads it: its decoder (case-sensitive keys,
+// the first of a repeated one), not encoding/json's (any case, the last), which
+// reads {"id":1,"method":"tools/list","ID":null} as a notification the SDK
+// serves as a call. What the SDK would not read (refused 400) is not answers.
+func onlyAnswers(body []byte) bool {
+	var batch []json.RawMessage
+	if json.Unmarshal(body, &batch) != nil {
+		batch = []json.RawMessage{body}
 	}
-	call := func(m message) bool { return m.Method != "" && len(m.ID) > 0 && string(m.ID) != "null" }
-	var one message
-	if json.Unmarshal(body, &one) == nil {
-		return call(one)
+	for _, raw := range batch {
+		if msg, err := jsonrpc.DecodeMessage(raw); err != nil {
+			return false
+		} else if _, ok := msg.(*jsonrpc.Response); !ok {
+			return false
+		}
 	}
-	var batch []message
-	return json.Unmarshal(body, &batch) == nil && slices.ContainsFunc(batch, call)
+	return len(batch) > 0
 }

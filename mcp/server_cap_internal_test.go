@@ -3,7 +3,9 @@ package mcp
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -102,6 +104,34 @@ func TestServerHTTPCapLeavesASessionBeingStarted(t *testing.T) {
 	}
 }
 
+// A session being started does not count toward MaxSessions either: the
+// request that starts it runs the cap once it is, and a session the SDK makes
+// for a request outside any session (the Go SDK's client sends server/discover
+// before its initialize) ends with that request. Counted, it took the place of
+// a session the cap then closed for nothing.
+func TestServerHTTPCapDoesNotCountASessionBeingStarted(t *testing.T) {
+	n := nodetest.Start(t, node.Config{Model: llm.Offline{}})
+	const max = 2
+	s := NewServer(n, ServerOptions{MaxSessions: max})
+	hs := httptest.NewServer(s.Handler())
+	defer hs.Close()
+	// Made by the SDK's own handler on s's server, as in
+	// TestServerHTTPCapLeavesASessionBeingStarted.
+	starting := httptest.NewServer(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s.srv }, nil))
+	defer starting.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	initializeOver(ctx, t, starting.URL)
+	var closed atomic.Int64
+	s.capClosing = func(string) { closed.Add(1) }
+	for range max {
+		initializeOver(ctx, t, hs.URL)
+	}
+	if got := closed.Load(); got != 0 {
+		t.Fatalf("the cap closed %d sessions of the %d started, with MaxSessions %d", got, max, max)
+	}
+}
+
 // initializeOver starts a session at url with a bare initialize, as a client in a
 // loop does, and returns its ID once the server's handler returned.
 func initializeOver(ctx context.Context, t *testing.T, url string) string {
@@ -156,8 +186,27 @@ func TestServerHTTPCapLeavesASessionWithARequestUnderWay(t *testing.T) {
 
 // A request in a session the cap is closing (the SDK still lists it) waits for
 // the close and resumes the session. Handed to the SDK, it was taken in the
-// closing session and cut.
+// closing session and cut. A notification waits too: let through, it resumed the
+// session while the close still ran, whose end then forgot the resumed
+// session's entry in the SDK's handler. And a request is known as the SDK reads
+// it: a key repeated in another case ("METHOD", "ID") made it a notification or
+// an answer to encoding/json, let through as such, and served by the SDK as a
+// call.
 func TestServerHTTPRequestInASessionTheCapClosesIsResumed(t *testing.T) {
+	for _, tc := range []struct{ name, body, want string }{
+		{"request", listTools, `"result"`},
+		{"method repeated in capitals", `{"jsonrpc":"2.0","id":2,"method":"tools/list","METHOD":""}`, `"result"`},
+		{"id repeated in capitals", `{"jsonrpc":"2.0","id":2,"method":"tools/list","ID":null}`, `"result"`},
+		{"notification", `{"jsonrpc":"2.0","method":"notifications/roots/list_changed"}`, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testRequestInASessionTheCapCloses(t, tc.body, tc.want) })
+	}
+}
+
+// testRequestInASessionTheCapCloses posts body in a session as the cap is about
+// to close it, and checks that it waited for the close and was answered (want
+// in the answer; "" for 202 Accepted) in the session resumed.
+func testRequestInASessionTheCapCloses(t *testing.T, body, want string) {
 	n := nodetest.Start(t, node.Config{Model: llm.Offline{}})
 	s := NewServer(n, ServerOptions{MaxSessions: 1})
 	hs := httptest.NewServer(s.Handler())
@@ -189,7 +238,7 @@ func TestServerHTTPRequestInASessionTheCapClosesIsResumed(t *testing.T) {
 			return
 		}
 		go func() {
-			status, body, err := postIn(ctx, hs.URL, a, listTools)
+			status, body, err := postIn(ctx, hs.URL, a, body)
 			listed <- answer{status, body, err}
 		}()
 		select {
@@ -207,7 +256,11 @@ func TestServerHTTPRequestInASessionTheCapClosesIsResumed(t *testing.T) {
 	initializeOver(ctx, t, hs.URL)
 	select {
 	case got := <-listed:
-		if got.err != nil || got.status != http.StatusOK || !strings.Contains(got.body, `"result"`) {
+		ok := got.status == http.StatusOK && strings.Contains(got.body, want)
+		if want == "" {
+			ok = got.status == http.StatusAccepted
+		}
+		if got.err != nil || !ok {
 			t.Fatalf("the request in the session the cap closed: %d %q %v", got.status, got.body, got.err)
 		}
 	case <-ctx.Done():
@@ -356,3 +409,106 @@ func postIn(ctx context.Context, url, id, body string) (status int, answer strin
 	got, err := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(got), err
 }
+
+// Answers to the server's requests, in a session the cap is closing and that
+// the SDK no longer holds, are taken and dropped (nothing awaits them any
+// more), without resuming the session: a resumption then ran alongside the
+// close's end, whose forgetting of the session's ID in the SDK's handler took
+// the resumed session's entry.
+func TestServerHTTPAnswerInASessionTheCapClosedDoesNotResumeIt(t *testing.T) {
+	n := nodetest.Start(t, node.Config{Model: llm.Offline{}})
+	s := NewServer(n, ServerOptions{MaxSessions: 1})
+	hs := httptest.NewServer(s.Handler())
+	defer hs.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	a := startSession(ctx, t, hs.URL)
+	var once sync.Once
+	var ran atomic.Bool
+	s.capClosed = func(id string) {
+		if id != a {
+			return
+		}
+		once.Do(func() {
+			ran.Store(true)
+			status, body, err := postIn(ctx, hs.URL, a, `{"jsonrpc":"2.0","id":7,"result":{}}`)
+			if err != nil || status != http.StatusAccepted {
+				t.Errorf("an answer in the session closed: %d %q %v", status, body, err)
+			}
+			if s.known(a) {
+				t.Error("an answer resumed the session while the cap's close of it ran")
+			}
+		})
+	}
+	initializeOver(ctx, t, hs.URL)
+	if !ran.Load() {
+		t.Fatal("the cap did not close a's session")
+	}
+	// The client's next request resumes the session.
+	if status, body, err := postIn(ctx, hs.URL, a, listTools); err != nil || status != http.StatusOK || !strings.Contains(body, `"result"`) {
+		t.Fatalf("a's request after the close: %d %q %v", status, body, err)
+	}
+}
+
+// Clients that hold a stream (the official SDKs' standalone GET), more of them
+// than MaxSessions, idle: the cap closed the session idle the longest, the SDK
+// ended its stream, its client opened the stream again, which resumed the
+// session and ran the cap, which closed the next idle session, whose client
+// opened its stream again, and so on without end. A GET resumes a session
+// without running the cap.
+func TestServerHTTPStreamsReopenedDoNotChurnTheCap(t *testing.T) {
+	n := nodetest.Start(t, node.Config{Model: llm.Offline{}})
+	const delay = 10 * time.Millisecond // the clients' wait before they reopen a stream
+	resumes := make(chan int64, 100)    // the closures counted at each resumption
+	var closed atomic.Int64
+	log := slog.New(onMessage{"mcp server: session resumed", func() {
+		select {
+		case resumes <- closed.Load():
+		default:
+		}
+	}})
+	s := NewServer(n, ServerOptions{MaxSessions: 2, ReconnectDelay: delay, Logger: log})
+	s.capClosing = func(string) { closed.Add(1) }
+	hs := httptest.NewServer(s.Handler())
+	defer hs.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for i := range 3 {
+		cs, err := sdk.NewClient(&sdk.Implementation{Name: fmt.Sprint("idle", i), Version: "1"}, nil).Connect(ctx, &sdk.StreamableClientTransport{Endpoint: hs.URL}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cs.Close()
+	}
+	// The third session closed the first, whose client opens its stream again:
+	// the resumption, and then no client sends anything.
+	var before int64
+	select {
+	case before = <-resumes:
+	case <-ctx.Done():
+		t.Fatal("the session the cap closed was not resumed by its client's stream")
+	}
+	if before != 1 {
+		t.Fatalf("%d sessions closed by the cap before the first resumption, want 1", before)
+	}
+	time.Sleep(50 * delay) // time for a few rounds of closes and streams opened again
+	if got := closed.Load() - before; got != 0 {
+		t.Errorf("the cap closed %d sessions of idle clients after a stream resumed one", got)
+	}
+}
+
+// onMessage is a slog.Handler that calls f on each record of message msg.
+type onMessage struct {
+	msg string
+	f   func()
+}
+
+func (h onMessage) Enabled(context.Context, slog.Level) bool { return true }
+func (h onMessage) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == h.msg {
+		h.f()
+	}
+	return nil
+}
+func (h onMessage) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h onMessage) WithGroup(string) slog.Handler      { return h }

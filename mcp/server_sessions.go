@@ -112,7 +112,8 @@ func (s *Server) serveSessions(h http.Handler, w http.ResponseWriter, r *http.Re
 		h.ServeHTTP(w, r)
 		return
 	}
-	leave, ok := s.enter(r, id)
+	answers := r.Method == http.MethodPost && onlyAnswers(peekBody(r))
+	leave, ok := s.enter(r, id, answers)
 	if !ok {
 		return // its client left while it waited for the cap's close
 	}
@@ -139,6 +140,16 @@ func (s *Server) serveSessions(h http.Handler, w http.ResponseWriter, r *http.Re
 		s.serveKnown(h, w, r, id)
 		return
 	}
+	if answers && s.closingNow(id) {
+		unlock()
+		// Answers to the server's requests in a session the cap is closing,
+		// which the SDK no longer holds: nothing awaits them (a resumed session
+		// sent no request), and a resumption now would run alongside the
+		// close's end (enter). Taken, as the SDK takes an answer it awaits no
+		// more; the client's next request resumes the session.
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
 	if !validSessionID(id) || s.ended(r.Context(), id) {
 		unlock()
 		// Terminated: the MCP spec has the server answer 404 to a request in a
@@ -162,7 +173,23 @@ func (s *Server) serveSessions(h http.Handler, w http.ResponseWriter, r *http.Re
 		s.opts.Logger.Warn("mcp server: session not resumed", "session", id, "err", err)
 	} else {
 		s.touch(id)
-		s.capSessions(id)
+		// A GET does not run the cap. The SDK ends the stream of a session the
+		// cap closes, and the official clients (Go, TypeScript, Python) open it
+		// again by themselves: were the cap run, the session resumed would close
+		// the next idle one, whose client opens its stream again, and so on
+		// without end while more clients hold a stream than MaxSessions. So the
+		// server may hold more sessions than MaxSessions, by up to as many as
+		// there are clients holding a stream open (a connection of theirs each):
+		// the next initialize, or request resuming a session, runs the cap
+		// again, and a session it closes whose client holds a stream comes back
+		// so. Marked used (touch), the session resumed is the newest: the cap
+		// closes first those idle longer, whose clients may hold no stream. Not
+		// parking the stream instead (answering it without resuming the session
+		// until a request of its client does) keeps the client's notifications
+		// (resources it subscribed to, list changes) flowing.
+		if r.Method != http.MethodGet {
+			s.capSessions(id)
+		}
 	}
 	if !s.resumeCall(w, r, id) {
 		h.ServeHTTP(w, r)
