@@ -438,12 +438,12 @@ func (s *Store) load(ctx context.Context, phys string) (bool, error) {
 }
 
 // How long a search waits for a collection to load: a collection the Store created
-// (empty, it loads within seconds) up to the request timeout; one it found not
-// loaded (a Milvus started again, a release), which may take minutes to load, up to
-// loadWait in all from when the Store first found it so, and then not at all: a
-// search fails at once, saying that the collection is loading, until it is loaded
-// (a memory search then ranks without it, with a note). The server's state is
-// asked every loadPoll.
+// (empty, it loads within seconds) up to the request timeout from its creation; one
+// it found not loaded (a Milvus started again, a release), which may take minutes
+// to load, up to loadWait in all from when the Store first found it so, and then
+// not at all: a search fails at once, saying that the collection is loading, until
+// it is loaded (a memory search then ranks without it, with a note). The server's
+// state is asked every loadPoll.
 const (
 	loadWait = 10 * time.Second
 	loadPoll = 200 * time.Millisecond
@@ -530,10 +530,14 @@ func (s *Store) create(ctx context.Context, name string, dim int) (*collection, 
 		}
 		return nil, s.fail(ctx, "create", name, cerr)
 	}
-	c.created.Store(true)
-	s.cmu.Lock()
-	delete(s.loading, name) // its load starts now, not when a collection of its name was found not loaded
-	s.cmu.Unlock()
+	if cerr == nil {
+		// Not when the create failed: the collection was there (another client's, or
+		// one a Milvus starting again did not list yet), and may load for minutes.
+		c.created.Store(true)
+		s.cmu.Lock()
+		s.loading[name] = time.Now() // its load starts now, not when a collection of its name was found not loaded
+		s.cmu.Unlock()
+	}
 	return c, nil
 }
 
@@ -789,16 +793,24 @@ func (s *Store) deleteIn(ctx context.Context, c *collection, ids []string) error
 		return err
 	}
 	c.written.Store(true)
-	if s.level == entity.ClSession && c.loaded.Load() {
-		// Milvus 2.3 returns no timestamp for a delete, so the SDK's session
-		// cannot wait for it. A Strong query waits until the query nodes have
-		// consumed everything up to now, the delete included: the searches after
-		// it see it. A collection not loaded has no search to wait for: its load
-		// reads the delete.
-		if _, err := s.client.Query(rctx, c.name, nil, fieldID+` == ""`, []string{fieldID},
-			client.WithSearchQueryConsistencyLevel(entity.ClStrong), client.WithLimit(1)); err != nil {
-			return fmt.Errorf("waiting until the delete is visible: %w", err)
+	if s.level != entity.ClSession {
+		return nil
+	}
+	if !c.loaded.Load() {
+		// A collection not loaded has no search to wait for: its load reads the
+		// delete. It may have loaded since the Store last asked.
+		loaded, err := s.load(rctx, c.name)
+		if err != nil || !loaded {
+			return err
 		}
+		c.loaded.Store(true)
+	}
+	// Milvus 2.3 returns no timestamp for a delete, so the SDK's session cannot
+	// wait for it. A Strong query waits until the query nodes have consumed
+	// everything up to now, the delete included: the searches after it see it.
+	if _, err := s.client.Query(rctx, c.name, nil, fieldID+` == ""`, []string{fieldID},
+		client.WithSearchQueryConsistencyLevel(entity.ClStrong), client.WithLimit(1)); err != nil {
+		return fmt.Errorf("waiting until the delete is visible: %w", err)
 	}
 	return nil
 }
