@@ -21,8 +21,10 @@
 //   - dedupe: within a tier and modality, exact duplicates (same Hash), then memories
 //     whose vectors have a cosine ≥ DuplicateThreshold (0.92), are merged into the
 //     more important one (then the older); facts that give a functional relation
-//     different values are never merged (they are a conflict). The namespace's Merge
-//     keeps every source and its metadata.
+//     different values are never merged (they are a conflict), nor texts that hold
+//     other numbers ("May 3" and "May 5", "room 214" and "room 412": other facts,
+//     however close an embedder puts them; semantic ones go to the conflict
+//     judgement instead). The namespace's Merge keeps every source and its metadata.
 //   - promotion: working memories more important than PromoteAbove (0.7) move to
 //     episodic.
 //   - conflicts: among valid semantic facts, a newer one giving another value to a

@@ -167,7 +167,10 @@ type item struct {
 	// once computed.
 	norm   float64
 	sketch *[sketchWords]uint64
-	gone   bool
+	// nums is the memory's numbers (numbers), once computed; numsSet says so.
+	nums    string
+	numsSet bool
+	gone    bool
 	// invalidated is set by a conflict decision of this plan.
 	invalidated bool
 	// merged is set when a merge of this plan folds the memory into another, which
@@ -364,7 +367,7 @@ func (pl *planner) dedupe() {
 			}
 			var ids, cos []string
 			near.each(i, i+1, func(j int) bool { return g[j].gone }, func(j int, c float64) {
-				if it := g[j]; !pl.contradict(k, it) && !vectorSaysNothing(k, it) {
+				if it := g[j]; !pl.contradict(k, it) && !vectorSaysNothing(k, it) && !numbersDiffer(k, it) {
 					it.gone, it.merged = true, true
 					ids = append(ids, it.m.ID)
 					s, _ := atLeast(c, pl.p.DuplicateThreshold)
@@ -401,6 +404,46 @@ func vectorSaysNothing(a, b *item) bool {
 		}
 	}
 	return true
+}
+
+// numbersDiffer reports whether a's and b's texts hold other numbers (a date, an
+// amount, a room, a version: each run of digits, in any order, counted once). An
+// embedder reads "the flight is on May 3" and "the flight is on May 5" nearly alike
+// (multilingual-e5-small: cosine 0.96), yet they are two facts, the newer often the
+// correction of the older: merging them kept the older (by importance, then age)
+// and folded the correction into it, found by no search. Such a pair is left to
+// the conflict rule (the model judges it) instead.
+func numbersDiffer(a, b *item) bool {
+	return a.numbers() != b.numbers()
+}
+
+// numbers returns the runs of digits of the memory's content, sorted, without
+// repeats, each without leading zeros ("007" is "7"), joined by spaces.
+func (it *item) numbers() string {
+	if it.numsSet {
+		return it.nums
+	}
+	var nums []string
+	text := it.m.Content
+	for i := 0; i < len(text); {
+		if text[i] < '0' || text[i] > '9' {
+			i++
+			continue
+		}
+		j := i
+		for j < len(text) && text[j] >= '0' && text[j] <= '9' {
+			j++
+		}
+		n := strings.TrimLeft(text[i:j], "0")
+		if n == "" {
+			n = "0"
+		}
+		nums = append(nums, n)
+		i = j
+	}
+	slices.Sort(nums)
+	it.nums, it.numsSet = strings.Join(slices.Compact(nums), " "), true
+	return it.nums
 }
 
 // promote is rule 3.
@@ -552,8 +595,8 @@ func (pl *planner) judgements(semantic []*item, done map[[2]*item]bool) {
 			return
 		}
 		near.each(i, i+1, func(j int) bool { return a.m.Modality != facts[j].m.Modality }, func(j int, c float64) {
-			if pl.p.DuplicateThreshold >= 0 && c >= pl.p.DuplicateThreshold {
-				return
+			if pl.p.DuplicateThreshold >= 0 && c >= pl.p.DuplicateThreshold && !numbersDiffer(a, facts[j]) {
+				return // a duplicate, merged by rule 2
 			}
 			older, newer := a, facts[j]
 			if newerFirst(older, newer) < 0 {

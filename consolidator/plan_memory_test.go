@@ -24,7 +24,9 @@ func allocated(f func()) uint64 {
 func sameVectors(n int, tier memory.Tier) []memory.Memory {
 	mems := make([]memory.Memory, 0, n+n/100)
 	for i := range n {
-		mems = append(mems, withVector(mem(fmt.Sprintf("m_%06d", i), tier, 0.5, day), 0.3, -0.1, 0.7, 0.2, 0, 0.5, -0.4, 0.1))
+		m := withVector(mem(fmt.Sprintf("m_%06d", i), tier, 0.5, day), 0.3, -0.1, 0.7, 0.2, 0, 0.5, -0.4, 0.1)
+		m.Content = digitless(m.Content)
+		mems = append(mems, m)
 	}
 	for i := range n / 100 {
 		mems = append(mems, withVector(mem(fmt.Sprintf("z_%06d", i), tier, 0.5, day), 0, 0, 0, 0, 0, 0, 0, 0))

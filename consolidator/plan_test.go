@@ -3,6 +3,7 @@ package consolidator_test
 import (
 	"math/rand/v2"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -21,6 +22,18 @@ func mem(id string, tier memory.Tier, importance float64, age time.Duration) mem
 }
 
 func withVector(m memory.Memory, v ...float32) memory.Memory { m.Vector = v; return m }
+
+// digitless is s with each digit spelt as a letter ('0' is 'a'): distinct contents
+// without numbers, for memories that must merge by their vectors alone (contents
+// that hold other numbers are other facts, never merged).
+func digitless(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r >= '0' && r <= '9' {
+			return 'a' + r - '0'
+		}
+		return r
+	}, s)
+}
 
 func withHash(m memory.Memory, h string) memory.Memory { m.Hash = h; return m }
 

@@ -67,7 +67,7 @@ func denseEpisodes(n int) []memory.Memory {
 			v[d] /= float32(math.Sqrt(s))
 		}
 		m := withVector(mem(fmt.Sprintf("e%05d", i), memory.Episodic, 0.5, time.Hour), v...)
-		m.Hash = fmt.Sprintf("h%d", i)
+		m.Content, m.Hash = digitless(m.Content), fmt.Sprintf("h%d", i)
 		out[i] = m
 	}
 	return out

@@ -15,6 +15,7 @@ package's own `milvus-server` command it:
 """
 
 import argparse
+import os
 import signal
 import socket
 import sys
@@ -48,11 +49,14 @@ class FixedPortsConfig(MilvusServerConfig):
 # ROOT_COORD_PORT is the root coordinator's port, below the ephemeral range.
 ROOT_COORD_PORT = 19532
 
+# DEFAULT_PORT is the gRPC port the internal ports below are chosen for.
+DEFAULT_PORT = 19530
+
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", required=True, help="base dir for the binaries, config, data and logs")
-    ap.add_argument("--port", type=int, default=19530, help="gRPC port (the SDKs connect here)")
+    ap.add_argument("--port", type=int, default=DEFAULT_PORT, help="gRPC port (the SDKs connect here)")
     ap.add_argument("--health-port", type=int, default=9091, help="port of /healthz and the metrics")
     ap.add_argument("--health-port-file", required=True)
     args = ap.parse_args()
@@ -65,10 +69,29 @@ def main() -> int:
     # the package's 53100 lies in Linux's ephemeral range (32768-60999), where
     # any client socket on the machine (Kafka's own connections, say) may hold
     # it for a while, and then the server cannot start. 19532 is outside it.
-    ports = {key: config.get(key) for key in config.configurable_items if key.endswith("_port")}
+    #
+    # A gRPC port other than 19530 moves every internal port by the same offset, so
+    # that a second server (MILVUS_PORT=19630 beside one on 19530) binds none of the
+    # first's: with the internal ports pinned, it failed at once on etcd's 2379.
+    offset = args.port - DEFAULT_PORT
+    ports = {key: config.get(key) + offset for key in config.configurable_items if key.endswith("_port")}
     ports["proxy_port"] = args.port
-    ports["root_coord_port"] = ROOT_COORD_PORT
+    ports["root_coord_port"] = ROOT_COORD_PORT + offset
+    bad = [f"{key} {port}" for key, port in ports.items() if not 0 < port < 65536]
+    if bad:
+        ap.error(f"--port {args.port} moves the internal ports out of range: {', '.join(bad)}")
     config.update(**ports)
+    if offset:
+        # The embedded etcd's peer port (2380) is no setting of the package: an etcd
+        # configuration file moves it, with the client port, by the same offset.
+        etcd = os.path.join(args.data, "embed-etcd.yaml")
+        client, peer = f"http://127.0.0.1:{ports['etcd_port']}", f"http://127.0.0.1:{2380 + offset}"
+        with open(etcd, "w", encoding="utf-8") as f:
+            f.write(f"listen-client-urls: {client}\nadvertise-client-urls: {client}\n"
+                    f"listen-peer-urls: {peer}\ninitial-advertise-peer-urls: {peer}\n"
+                    f"initial-cluster: default={peer}\n")
+        # The package's template has no etcd.config.path to set: add the key.
+        config.template_text = config.template_text.replace("\netcd:\n", f"\netcd:\n  config:\n    path: {etcd}\n", 1)
     for component in COMPONENTS:
         config.set(f"{component}.ip", "127.0.0.1")
     # The components hold their registration in the embedded etcd by a lease of

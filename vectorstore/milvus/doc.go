@@ -114,5 +114,10 @@
 // (TestCollectionDroppedUnderTheStore). One the server no longer holds loaded
 // (released by an operator, or by a Milvus killed and started again) is loaded
 // again by the search, or the Session delete, that finds it "not loaded"
-// (TestCollectionReleasedUnderTheStoreIsLoadedAgain).
+// (TestCollectionReleasedUnderTheStoreIsLoadedAgain). A load is asked for and not
+// waited for by writes, which Milvus takes while it loads: a search waits for it,
+// for a collection the Store created up to Config.RequestTimeout, for one it found
+// not loaded (which may load for minutes) up to 10 s in all from when it found it
+// so; after that a search fails at once saying the collection is loading, until it
+// is loaded (TestACollectionStillLoadingTakesWritesAndFailsSearchesAtOnce).
 package milvus

