@@ -52,7 +52,7 @@ type Owner interface {
 const (
 	NodeHeartbeat        = time.Second
 	NodeSessionTimeout   = 10 * time.Second
-	nodeRebalanceTimeout = 30 * time.Second
+	NodeRebalanceTimeout = 30 * time.Second
 )
 
 // NodeTasksInFlight is the MaxInFlight of a node's Group: how many tasks of one
@@ -79,7 +79,7 @@ func DialNode(brokers []string, group string, topics TopicLayout, logger watermi
 	}
 	groupCfg := func(name string, l RebalanceListener) SubscriberConfig {
 		return SubscriberConfig{Brokers: brokers, ConsumerGroup: name, Topics: topics, Rebalance: l,
-			HeartbeatInterval: NodeHeartbeat, SessionTimeout: NodeSessionTimeout, RebalanceTimeout: nodeRebalanceTimeout}
+			HeartbeatInterval: NodeHeartbeat, SessionTimeout: NodeSessionTimeout, RebalanceTimeout: NodeRebalanceTimeout}
 	}
 	tasksCfg := groupCfg(group, c.owner)
 	tasksCfg.MaxInFlight = NodeTasksInFlight

@@ -242,9 +242,9 @@ func (n *Node) keepAfter(d time.Duration) {
 // The node's pause watch counts a node evicted from the groups its kafka
 // clients build.
 func TestPauseWatchKnowsTheNodeGroupsTimeouts(t *testing.T) {
-	if groupSessionTimeout != kafka.NodeSessionTimeout || groupHeartbeat != kafka.NodeHeartbeat {
-		t.Fatalf("the pause watch's session timeout and heartbeat are %v and %v, a node's groups' %v and %v",
-			groupSessionTimeout, groupHeartbeat, kafka.NodeSessionTimeout, kafka.NodeHeartbeat)
+	if groupSessionTimeout != kafka.NodeSessionTimeout || groupHeartbeat != kafka.NodeHeartbeat || groupRebalanceTimeout != kafka.NodeRebalanceTimeout {
+		t.Fatalf("the pause watch's session timeout, heartbeat and rebalance timeout are %v, %v and %v, a node's groups' %v, %v and %v",
+			groupSessionTimeout, groupHeartbeat, groupRebalanceTimeout, kafka.NodeSessionTimeout, kafka.NodeHeartbeat, kafka.NodeRebalanceTimeout)
 	}
 }
 
@@ -393,4 +393,35 @@ func gaugeValue(t *testing.T, g prometheus.Gauge) float64 {
 		t.Fatal(err)
 	}
 	return m.GetGauge().GetValue()
+}
+
+// A call that waits, after a pause, for the log to confirm its lease's epoch must
+// not start once the lease's sessions were handed over meanwhile: the epoch the
+// read returns is still the node's (the next owner takes the partition only once
+// the revoke is done). Before, the lease was checked once, before the read.
+func TestCallConfirmedAfterItsSessionsWereHandedOverDoesNotStart(t *testing.T) {
+	for _, revoke := range []bool{false, true} {
+		t.Run(map[bool]string{false: "drained", true: "revoked"}[revoke], func(t *testing.T) {
+			var log *heldEpochLog
+			n := leasedNodeOn(t, func(l *sqlite.Log) eventlog.Log {
+				log = &heldEpochLog{Log: l, release: make(chan struct{})}
+				return log
+			})
+			check := n.claimCall("s-1")
+			log.held.Store(true)
+			n.pauseFor(6 * time.Second)
+			done := make(chan error, 1)
+			go func() { done <- check(context.Background()) }()
+			waitFor(t, "the call waiting for the log", func() bool { return gaugeValue(t, n.metrics.awaitingOwnership) == 1 })
+			if revoke {
+				n.Revoked()
+			} else if _, err := n.drainSessions(time.Now().Add(10 * time.Second)); err != nil {
+				t.Fatal(err)
+			}
+			close(log.release)
+			if err := <-done; !errors.Is(err, eventlog.ErrFenced) {
+				t.Fatalf("the call's check after its lease's sessions were handed over: %v, want ErrFenced", err)
+			}
+		})
+	}
 }

@@ -54,7 +54,12 @@ const (
 	// groups (kafka.NodeSessionTimeout, kafka.NodeHeartbeat; a test holds them
 	// equal: the node package does not depend on the kafka package).
 	groupSessionTimeout = 10 * time.Second
-	groupHeartbeat      = time.Second
+	// groupRebalanceTimeout is the RebalanceTimeout of a node's groups
+	// (kafka.NodeRebalanceTimeout): the longest an evicted node's revoke may come
+	// after its wake, since the bus hands it to the node only once its partition
+	// windows settled the messages in flight (HandoffWait, half of it by default).
+	groupHeartbeat        = time.Second
+	groupRebalanceTimeout = 30 * time.Second
 )
 
 // pauseWatch tells the pauses of the process (gaps past doubtAfter between its
@@ -77,7 +82,8 @@ type pauseWatch struct {
 	// woke is the clock reading at which the latest of those pauses ended; kept
 	// is the count of them the group is known to have kept the node through (no
 	// revoke came within keptAfter of the wake: awaitEviction). p is lost only
-	// while kept < evictions too. keptAfter is groupSessionTimeout unless a test
+	// while kept < evictions too. keptAfter is groupRebalanceTimeout unless a
+	// test sets it.
 	// sets it.
 	woke      time.Time
 	kept      uint64
@@ -139,7 +145,7 @@ func (w *pauseWatch) sinceEviction() (evictions uint64, left time.Duration) {
 	w.tick()
 	after := w.keptAfter
 	if after <= 0 {
-		after = groupSessionTimeout
+		after = groupRebalanceTimeout
 	}
 	return w.evictions, w.woke.Add(after).Sub(w.clock())
 }
@@ -243,16 +249,20 @@ func (n *Node) claimCall(sessionID string) func(context.Context) error {
 // partition is a new one. A log that fences
 // nothing, or cannot tell the epoch, leaves the calls as they were.
 func (n *Node) ownsCall(ctx context.Context, sessionID string, requested eventlog.Lease) error {
-	lease, ok := n.ownedLease(sessionID)
-	if !ok || lease != requested {
-		n.metrics.fenced.Inc()
-		return fmt.Errorf("%w: session %s: node %s no longer holds the lease its call was requested under (%v)", eventlog.ErrFenced, sessionID, n.cfg.NodeID, requested)
-	}
-	if n.leased.epochs == nil {
-		return nil
-	}
+	lease := requested
 	backoff := 50 * time.Millisecond
 	for {
+		// Checked again after every wait: a read that confirmed the lease's epoch
+		// in the log does not tell that the node still holds it (a revoke may have
+		// handed its sessions over, or dropped it, while the read ran: the next
+		// owner takes its epoch only once the revoke is done).
+		if held, ok := n.ownedLease(sessionID); !ok || held != requested {
+			n.metrics.fenced.Inc()
+			return fmt.Errorf("%w: session %s: node %s no longer holds the lease its call was requested under (%v)", eventlog.ErrFenced, sessionID, n.cfg.NodeID, requested)
+		}
+		if n.leased.epochs == nil {
+			return nil
+		}
 		_, doubt, lost := n.pauses.doubts(lease.Partition)
 		if lost {
 			if err := n.awaitEviction(ctx, lease, sessionID); err != nil {
@@ -288,7 +298,9 @@ func (n *Node) ownsCall(ctx context.Context, sessionID string, requested eventlo
 // rebalanced anyway: the lease's sessions are handed over, and the call fails, not
 // started), or none within keptAfter of the wake (the group kept the node, whose
 // heartbeats it went on answering: an evicted member learns so at its next
-// heartbeat, a second after it runs again). Kept, the partition is in doubt only,
+// heartbeat, a second after it runs again, and its revoke follows once its
+// partition windows settled their messages in flight, within the rebalance
+// timeout). Kept, the partition is in doubt only,
 // and the log's epoch decides, as after a shorter pause. Before, such a call
 // failed at once: after a pause between evictedAfter and the group's session
 // timeout, which the group may not count against the node, its sessions' calls
