@@ -394,7 +394,16 @@ func (in *Ingress) admitTask(t Task, a Arrival, c *child) (messages.Envelope, *m
 // leaving the session stuck, its task answered never (its own session's, a later
 // seq of the task; another session's, one that session reaches later). Before, such
 // a task ran until that event, after its calls were made.
+//
+// It also refuses an ID that is not UTF-8: the log kept its bytes, while the task's
+// result, its events on the bus and GET /v1/sessions/{id}, all JSON, named it with
+// U+FFFD in their place, an ID that a client matching results, or cancelling the
+// task by it, could not find.
 func checkTaskMessageID(id string) error {
+	if !utf8.ValidString(id) {
+		return fmt.Errorf("%w: the task's ID (its record's _watermill_message_uuid header) is not valid UTF-8 (byte %d): give the task a task_id, or an ID in UTF-8",
+			ErrBadTask, messages.InvalidUTF8At([]byte(id)))
+	}
 	key, err := messages.ParseEffectKey(id)
 	if err != nil {
 		return nil

@@ -78,3 +78,25 @@ func TestTaskWhoseMessageIDIsALaterEventsIDIsPoisoned(t *testing.T) {
 		t.Errorf("the task whose ID is its session's seq 3 answered %+v; want it poisoned, never run", res)
 	}
 }
+
+// A header that is not UTF-8 named the task in the log by its bytes, and in its
+// result, its events on the bus and its status (JSON) with U+FFFD in their place:
+// an ID no client matching results, or cancelling the task by it, could find. The
+// record goes to troupe.poison saying so, as one whose body is not UTF-8 does.
+func TestTaskWhoseMessageIDIsNotUTF8IsPoisoned(t *testing.T) {
+	k := newKafkaEnv(t)
+	k.node(t)
+	session := "uuid-utf8-" + time.Now().Format("150405.000000")
+	k.produce(t,
+		kgo.Message{Key: []byte(session), Value: []byte(`{"input":"echo latin-1"}`),
+			Headers: []kgo.Header{{Key: kafka.HeaderUUID, Value: []byte("caf\xe9-1")}}},
+		kgo.Message{Key: []byte(session), Value: []byte(`{"input":"echo next","task_id":"next"}`)},
+	)
+	if res, ok := waitTaskResult(t, k, session, "next", 45*time.Second); !ok || res.Status != messages.StatusCompleted {
+		t.Fatalf("task next: %+v (found %v), want it completed", res, ok)
+	}
+	reasons := poisonReasons(t, k, session)
+	if len(reasons) != 1 || !strings.Contains(reasons[0], "not valid UTF-8") {
+		t.Errorf("poisoned with reasons %q; want one saying the ID is not valid UTF-8", reasons)
+	}
+}
