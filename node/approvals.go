@@ -158,7 +158,7 @@ func (n *Node) handleApproval(msg *message.Message) error {
 	if err != nil {
 		return fmt.Errorf("%w: approval message %s: %w", errPermanent, msg.UUID, err)
 	}
-	if forwarded, err := n.forward(msg, c.SessionID, commandOf(&c)); forwarded || err != nil {
+	if forwarded, err := n.forward(msg, nil, c.SessionID, commandOf(&c)); forwarded || err != nil {
 		return err
 	}
 	err = n.approveHere(c)

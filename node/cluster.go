@@ -802,7 +802,7 @@ func (n *Node) handleCancel(msg *message.Message) error {
 	if err != nil {
 		return fmt.Errorf("%w: cancel message %s: %w", errPermanent, msg.UUID, err)
 	}
-	if forwarded, err := n.forward(msg, c.SessionID, commandOf(&c)); forwarded || err != nil {
+	if forwarded, err := n.forward(msg, nil, c.SessionID, commandOf(&c)); forwarded || err != nil {
 		return err
 	}
 	err = n.cancelHere(c)
@@ -842,8 +842,9 @@ func (n *Node) PartitionsOwned() int {
 // failed for ever) carries instead, when compact is set, the payload and metadata
 // compact returns: what the node read, in fewer bytes (a task's envelope, stored in
 // the log as a task too large for the bus is; a cancellation or an answer encoded
-// anew, without the spaces a producer may have padded it with).
-func (n *Node) forward(msg *message.Message, sessionID string, compact func() (*message.Message, error)) (bool, error) {
+// anew, without the spaces a producer may have padded it with). A payload other than
+// nil goes in the copy in place of the message's (a task's envelope).
+func (n *Node) forward(msg *message.Message, payload []byte, sessionID string, compact func() (*message.Message, error)) (bool, error) {
 	if !n.sharded() {
 		return false, nil
 	}
@@ -865,7 +866,10 @@ func (n *Node) forward(msg *message.Message, sessionID string, compact func() (*
 	if to == from {
 		return false, nil
 	}
-	out := message.NewMessage(msg.UUID, msg.Payload)
+	if payload == nil {
+		payload = msg.Payload
+	}
+	out := message.NewMessage(msg.UUID, payload)
 	for k, v := range msg.Metadata {
 		out.Metadata.Set(k, v)
 	}

@@ -456,7 +456,7 @@ func (n *Node) handleDeltaWatch(msg *message.Message) error {
 	if err != nil {
 		return fmt.Errorf("%w: delta watch %s: %w", errPermanent, msg.UUID, err)
 	}
-	if forwarded, err := n.forward(msg, w.SessionID, nil); forwarded || err != nil {
+	if forwarded, err := n.forward(msg, nil, w.SessionID, nil); forwarded || err != nil {
 		return err
 	}
 	// A watcher on this node needs no lease: the node hands its own watchers the

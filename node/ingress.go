@@ -354,6 +354,8 @@ func (in *Ingress) admitTask(t Task, a Arrival, c *child) (messages.Envelope, *m
 	id := cmp.Or(a.MessageID, keyedID)
 	if t.TaskID != "" {
 		id = namedTaskID(t.SessionID, t.TaskID)
+	} else if err := checkTaskMessageID(id); err != nil {
+		return messages.Envelope{}, nil, err
 	}
 	if id == "" {
 		id = in.ids.NewID()
@@ -382,6 +384,32 @@ func (in *Ingress) admitTask(t Task, a Arrival, c *child) (messages.Envelope, *m
 	}
 	env.ID, env.SessionID, env.TS, env.Actor = id, t.SessionID, now.UnixMicro(), "ingress"
 	return env, p, nil
+}
+
+// checkTaskMessageID refuses a task ID given by its message (a record's
+// _watermill_message_uuid header, an envelope's id) that has the form of the IDs of
+// the events a session records after its task, "<session>/<seq>" (an effect key,
+// messages.EffectKey): recorded as the task's, the ID would be taken when that
+// session reached that seq, and its event there would be refused at every attempt,
+// leaving the session stuck, its task answered never (its own session's, a later
+// seq of the task; another session's, one that session reaches later). Before, such
+// a task ran until that event, after its calls were made.
+//
+// It also refuses an ID that is not UTF-8: the log kept its bytes, while the task's
+// result, its events on the bus and GET /v1/sessions/{id}, all JSON, named it with
+// U+FFFD in their place, an ID that a client matching results, or cancelling the
+// task by it, could not find.
+func checkTaskMessageID(id string) error {
+	if !utf8.ValidString(id) {
+		return fmt.Errorf("%w: the task's ID (its record's _watermill_message_uuid header) is not valid UTF-8 (byte %d): give the task a task_id, or an ID in UTF-8",
+			ErrBadTask, messages.InvalidUTF8At([]byte(id)))
+	}
+	key, err := messages.ParseEffectKey(id)
+	if err != nil {
+		return nil
+	}
+	return fmt.Errorf("%w: the task's ID %s (its record's _watermill_message_uuid header) has the form <session>/<seq> of the IDs of the events a session records: session %s's event at seq %d would find its ID taken; give the task a task_id, or another ID",
+		ErrBadTask, QuoteHead(id), QuoteHead(key.SessionID), key.Seq)
 }
 
 // admitEnvelope checks a task.submitted envelope a client published whole by the
@@ -419,6 +447,8 @@ func (in *Ingress) admitEnvelope(payload []byte) (messages.Envelope, string, err
 		}
 		// A named task's ID is its name's in its session, whoever built the envelope.
 		env.ID = namedTaskID(env.SessionID, t.TaskID)
+	} else if err := checkTaskMessageID(env.ID); err != nil {
+		return messages.Envelope{}, "", err
 	}
 	// The core blocks are the node's to give (a client's are replaced): they go in
 	// the system prompt.

@@ -42,3 +42,39 @@ func TestKafkaTaskReadPastItsDeadlineFailsAtOnce(t *testing.T) {
 			last.Type, last.Payload, model.calls.Load(), eventTypes(events))
 	}
 }
+
+// The same for a task that a librdkafka client (kcat, confluent-kafka) put on a
+// partition other than its session's, by CRC32 of its key: the cluster node that
+// reads it forwards it to its session's partition, and the deadline still counts
+// from the record the client wrote, not from the forward, which a node makes only
+// when it reads the record (the nodes were down). Before, the forward was a record
+// as new as the forward, and the task ran as if it had just been sent.
+func TestForwardedKafkaTaskReadPastItsDeadlineFailsAtOnce(t *testing.T) {
+	k := newKafkaEnv(t)
+	model := &countingModel{}
+	n, _ := clusterNode(t, k, uniqueGroup(t), sharedLog(t), "n1", 0, nil, model)
+	waitFor(t, 60*time.Second, "the node owning every partition", func() bool { return n.PartitionsOwned() == forwardPartitions })
+	sessions := misplacedSessions("kafka-late-fwd-"+time.Now().Format("150405.000000"), 2)
+	session, timely := sessions[0], sessions[1]
+	w := &kgo.Writer{Addr: kgo.TCP(k.brokers...), Topic: k.topic(messages.TopicTasks), Balancer: &kgo.CRC32Balancer{},
+		RequiredAcks: kgo.RequireAll, Transport: &kgo.Transport{}}
+	defer w.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := w.WriteMessages(ctx, kgo.Message{Key: []byte(session), Time: time.Now().Add(-time.Hour),
+		Value: []byte(`{"input":"What is 2 + 2?","deadline_ms":60000}`)},
+		// Sent now with the same deadline: it runs, to its answer.
+		kgo.Message{Key: []byte(timely), Value: []byte(`{"input":"What is 3 + 3?","deadline_ms":60000,"task_id":"timely"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if events := waitEnded(t, n, timely); events[len(events)-1].Type != messages.TypeTaskCompleted || model.calls.Load() != 1 {
+		t.Fatalf("a forwarded task read within its deadline: %d model calls, want 1\n%s", model.calls.Load(), eventTypes(events))
+	}
+	events := waitEnded(t, n, session)
+	last := events[len(events)-1]
+	p, _ := last.Decode()
+	if f, ok := p.(*messages.TaskFailed); !ok || f.Reason != messages.ReasonDeadline || model.calls.Load() != 1 {
+		t.Fatalf("a forwarded task read an hour after it was sent with a 60 s deadline: %s %s, %d model calls (1 the other task's); want it failed (deadline) with none\n%s",
+			last.Type, last.Payload, model.calls.Load(), eventTypes(events))
+	}
+}

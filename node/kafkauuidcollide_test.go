@@ -41,3 +41,62 @@ func TestTaskWhoseMessageIDIsAnotherSessionsEventIsPoisoned(t *testing.T) {
 		t.Errorf("poisoned with reasons %q; want one naming %s", reasons, taken)
 	}
 }
+
+// A header of the form "<session>/<seq>" names no event yet, but it is the ID
+// the session records at that seq after its task: recorded as a task's, it took
+// that ID, and the session's event there was refused at every attempt: the task
+// ran to that event, its calls made, and its session stuck there with no result
+// until a later task came. Here one is its own session's (seq 3, the model's
+// answer), one another session's (seq 2) that has not started yet. Each goes to
+// troupe.poison at once, saying why, and both sessions run their tasks.
+func TestTaskWhoseMessageIDIsALaterEventsIDIsPoisoned(t *testing.T) {
+	k := newKafkaEnv(t)
+	k.node(t)
+	stamp := time.Now().Format("150405.000000")
+	own, victim := "uuid-own-"+stamp, "uuid-victim-"+stamp
+	k.produce(t,
+		kgo.Message{Key: []byte(own), Value: []byte(`{"input":"echo collides"}`),
+			Headers: []kgo.Header{{Key: kafka.HeaderUUID, Value: []byte(own + "/3")}}},
+		kgo.Message{Key: []byte(own), Value: []byte(`{"input":"echo other"}`),
+			Headers: []kgo.Header{{Key: kafka.HeaderUUID, Value: []byte(victim + "/2")}}},
+	)
+	k.produce(t,
+		kgo.Message{Key: []byte(victim), Value: []byte(`{"input":"echo victim","task_id":"victim"}`)},
+		kgo.Message{Key: []byte(own), Value: []byte(`{"input":"echo next","task_id":"next"}`)},
+	)
+	for session, task := range map[string]string{victim: "victim", own: "next"} {
+		if res, ok := waitTaskResult(t, k, session, task, 45*time.Second); !ok || res.Status != messages.StatusCompleted {
+			t.Fatalf("task %s: %+v (found %v), want it completed", task, res, ok)
+		}
+	}
+	reasons := poisonReasons(t, k, own)
+	if len(reasons) != 2 || !strings.Contains(reasons[0], own+"/3") || !strings.Contains(reasons[1], victim+"/2") ||
+		!strings.Contains(reasons[0], "<session>/<seq>") {
+		t.Errorf("poisoned with reasons %q; want one naming %s/3, then one naming %s/2", reasons, own, victim)
+	}
+	if res, ok := waitTaskResult(t, k, own, own+"/3", time.Second); ok {
+		t.Errorf("the task whose ID is its session's seq 3 answered %+v; want it poisoned, never run", res)
+	}
+}
+
+// A header that is not UTF-8 named the task in the log by its bytes, and in its
+// result, its events on the bus and its status (JSON) with U+FFFD in their place:
+// an ID no client matching results, or cancelling the task by it, could find. The
+// record goes to troupe.poison saying so, as one whose body is not UTF-8 does.
+func TestTaskWhoseMessageIDIsNotUTF8IsPoisoned(t *testing.T) {
+	k := newKafkaEnv(t)
+	k.node(t)
+	session := "uuid-utf8-" + time.Now().Format("150405.000000")
+	k.produce(t,
+		kgo.Message{Key: []byte(session), Value: []byte(`{"input":"echo latin-1"}`),
+			Headers: []kgo.Header{{Key: kafka.HeaderUUID, Value: []byte("caf\xe9-1")}}},
+		kgo.Message{Key: []byte(session), Value: []byte(`{"input":"echo next","task_id":"next"}`)},
+	)
+	if res, ok := waitTaskResult(t, k, session, "next", 45*time.Second); !ok || res.Status != messages.StatusCompleted {
+		t.Fatalf("task next: %+v (found %v), want it completed", res, ok)
+	}
+	reasons := poisonReasons(t, k, session)
+	if len(reasons) != 1 || !strings.Contains(reasons[0], "not valid UTF-8") {
+		t.Errorf("poisoned with reasons %q; want one saying the ID is not valid UTF-8", reasons)
+	}
+}

@@ -299,7 +299,7 @@ func (n *Node) handleMemoryCommand(msg *message.Message) error {
 		}
 		return fmt.Errorf("%w: memory command %s: %w", errPermanent, msg.UUID, err)
 	}
-	if forwarded, err := n.forward(msg, c.SessionID, nil); forwarded || err != nil {
+	if forwarded, err := n.forward(msg, nil, c.SessionID, nil); forwarded || err != nil {
 		return err
 	}
 	rep := messages.MemoryReply{ID: c.ID}

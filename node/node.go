@@ -1049,7 +1049,19 @@ func (n *Node) handleTask(msg *message.Message) error {
 		}
 		return n.taskRef(msg.Context(), env, b)
 	}
-	if forwarded, err := n.forward(msg, env.SessionID, stored); forwarded || err != nil {
+	// A task with a deadline goes to its session's partition as its envelope, whose
+	// deadline is absolute, counted from the record its client wrote (RecordTimer):
+	// the forward is a record as new as the forward, which a node makes only as it
+	// reads the record, perhaps long after (the nodes were down, or behind), and a
+	// task read after its deadline must fail at once wherever it was placed. (A
+	// reference to a stored task names an envelope already.)
+	var as []byte
+	if msg.Metadata.Get(messages.MetaStored) == "" && hasDeadline(env) {
+		if as, err = messages.Marshal(env); err != nil {
+			return fmt.Errorf("task message %s: encode its envelope to forward it: %w", msg.UUID, err) // retried
+		}
+	}
+	if forwarded, err := n.forward(msg, as, env.SessionID, stored); forwarded || err != nil {
 		return err
 	}
 	if session, recorded, found, err := n.recordedUnderCoordinates(msg.Context(), msg.UUID, env); err != nil {
@@ -1106,6 +1118,16 @@ func (n *Node) handleTask(msg *message.Message) error {
 		return fmt.Errorf("%w: task %s for session %s: %w", errPermanent, env.ID, env.SessionID, err)
 	}
 	return nil
+}
+
+// hasDeadline reports whether env is a task with a deadline.
+func hasDeadline(env messages.Envelope) bool {
+	p, err := env.Decode()
+	if err != nil {
+		return false
+	}
+	task, ok := p.(*messages.TaskSubmitted)
+	return ok && task.DeadlineUS != 0
 }
 
 // taskTopicType returns the type of a message read from the tasks topic, and the
