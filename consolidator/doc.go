@@ -3,8 +3,8 @@
 // promotes important working memories to episodic, distils clusters of episodes into
 // semantic facts, and marks facts invalid when newer ones contradict them. Every
 // change is an event of the namespace with its reason ("importance 0.12 < 0.2 and age
-// 45d > 30d", "cosine 0.97 ≥ 0.92 with m_x"), so a memory's history answers why it
-// was forgotten, merged or invalidated.
+// 45d > 30d", "cosine 0.97 (0.91 above the tier's floor 0.66) ≥ 0.92 with m_x"), so
+// a memory's history answers why it was forgotten, merged or invalidated.
 //
 // # Three layers
 //
@@ -19,22 +19,37 @@
 //     being max(0.1, exp(−0.1 × age_hours / 24)); the older memory goes first on a
 //     tie. Ages count from a memory's Timestamp.
 //   - dedupe: within a tier and modality, exact duplicates (same Hash), then memories
-//     whose vectors have a cosine ≥ DuplicateThreshold (0.92), are merged into the
-//     more important one (then the older); facts that give a functional relation
-//     different values are never merged (they are a conflict), nor texts that hold
-//     other numbers ("May 3" and "May 5", "room 214" and "room 412": other facts,
-//     however close an embedder puts them; semantic ones go to the conflict
-//     judgement instead). The namespace's Merge keeps every source and its metadata.
+//     whose vectors have a calibrated cosine (below) ≥ DuplicateThreshold (0.92), are
+//     merged into the more important one (then the older); facts that give a
+//     functional relation different values are never merged (they are a conflict),
+//     nor texts that hold other numbers ("May 3" and "May 5", "room 214" and "room
+//     412": other facts, however close an embedder puts them; semantic ones go to the
+//     conflict judgement instead). The namespace's Merge keeps every source and its
+//     metadata.
 //   - promotion: working memories more important than PromoteAbove (0.7) move to
 //     episodic.
 //   - conflicts: among valid semantic facts, a newer one giving another value to a
 //     functional relation (same subject and type; DefaultFunctional: lives_in,
 //     works_at, is, age, name) invalidates the older one, which is kept, marked
-//     invalid with the time and the newer fact's ID. Pairs of facts within cosine
-//     ConflictThreshold (0.75) are candidates (Decision.Judge) for the model to judge.
-//   - distillation: episodic memories within cosine ClusterThreshold (0.8) of a seed
-//     (the most important first) form clusters of MinCluster (3) to MaxCluster (20),
-//     unless a semantic memory already has all of them as sources.
+//     invalid with the time and the newer fact's ID. Pairs of facts within calibrated
+//     cosine ConflictThreshold (0.75), and below DuplicateThreshold, are candidates
+//     (Decision.Judge) for the model to judge.
+//   - distillation: episodic memories within calibrated cosine ClusterThreshold (0.8)
+//     of a seed (the most important first) form clusters of MinCluster (3) to
+//     MaxCluster (20), unless a semantic memory already has all of them as sources.
+//
+// The cosine these rules compare is calibrated as memory search calibrates its vector
+// term: rescaled from the floor of the set compared (a tier and modality), (cos −
+// floor) / (1 − floor). The floor is the least cosine among pairs of the set (each
+// memory with the next 16), shrunk toward 0 when the pairs are few (memory.Floor:
+// least · n / (n + memory.FloorPrior), n pairs), and at least 0. An embedder such as
+// multilingual-e5-small scores unrelated texts 0.7–0.8 and different facts about one
+// thing ("enjoys tea" / "enjoys coffee") 0.93–0.95: on the raw cosine they were
+// merged; over a floor of 0.7 they are 0.8, and only rephrasings (0.985 and more)
+// reach 0.92. For an embedder whose unrelated texts are about orthogonal the floor is
+// about 0, and once a pair of the set scores 0 or less it is 0 and the rules compare
+// the raw cosine. A reason gives both: "cosine 0.97 (0.91 above the tier's floor
+// 0.66) ≥ 0.92 with m_x".
 //
 // Dedupe, conflict candidates and distillation compare memories pairwise: every pair
 // in sets smaller than ExhaustiveBelow, candidates found by locality-sensitive hashing

@@ -87,9 +87,10 @@ func (d Decision) subject() string {
 //
 //  1. forget memories less important than MinImportance and older than their tier's
 //     MaxAge, least valuable first;
-//  2. merge exact duplicates (same Hash), then semantic ones (cosine of their vectors
-//     ≥ DuplicateThreshold), within a tier and modality: the more important one is
-//     kept, then the older, then the smaller ID;
+//  2. merge exact duplicates (same Hash), then semantic ones (cosine of their vectors,
+//     calibrated from the floor of the tier's cosines, ≥ DuplicateThreshold), within a
+//     tier and modality: the more important one is kept, then the older, then the
+//     smaller ID;
 //  3. promote working memories more important than PromoteAbove to episodic;
 //  4. forget the least valuable memories of a tier past its Capacity;
 //  5. invalidate older semantic facts contradicted by newer ones on a functional
@@ -357,7 +358,9 @@ func (pl *planner) dedupe() {
 		return
 	}
 	for _, g := range pl.groups(func(it *item) bool { return len(it.m.Vector) > 0 }) {
-		near := pl.near(g, pl.p.DuplicateThreshold)
+		// The cosines are calibrated from the group's floor (calibrate.go).
+		sc := pl.scaleOf(g)
+		near := pl.near(g, sc.raw(pl.p.DuplicateThreshold))
 		for i, k := range g {
 			if pl.err != nil {
 				return
@@ -365,19 +368,18 @@ func (pl *planner) dedupe() {
 			if k.gone {
 				continue
 			}
-			var ids, cos []string
+			var ids []string
+			var cos []float64
 			near.each(i, i+1, func(j int) bool { return g[j].gone }, func(j int, c float64) {
-				if it := g[j]; !pl.contradict(k, it) && !vectorSaysNothing(k, it) && !numbersDiffer(k, it) {
+				if it := g[j]; sc.of(c) >= pl.p.DuplicateThreshold && !pl.contradict(k, it) && !vectorSaysNothing(k, it) && !numbersDiffer(k, it) {
 					it.gone, it.merged = true, true
 					ids = append(ids, it.m.ID)
-					s, _ := atLeast(c, pl.p.DuplicateThreshold)
-					cos = append(cos, s)
+					cos = append(cos, c)
 				}
 			})
 			if len(ids) > 0 {
-				_, thr := atLeast(0, pl.p.DuplicateThreshold)
 				pl.emit(Decision{Kind: Merge, Into: k.m.ID, IDs: ids,
-					Reason: fmt.Sprintf("cosine %s ≥ %s with %s", strings.Join(cos, ", "), thr, k.m.ID)})
+					Reason: fmt.Sprintf("%s with %s", sc.reason(cos, pl.p.DuplicateThreshold), k.m.ID)})
 			}
 		}
 	}
@@ -573,7 +575,8 @@ func (pl *planner) judgements(semantic []*item, done map[[2]*item]bool) {
 	}
 	type cand struct {
 		older, newer *item
-		cos          float64
+		cos          float64 // calibrated (the order of candidates)
+		raw          float64
 	}
 	closer := func(a, b cand) int {
 		if c := cmp.Compare(b.cos, a.cos); c != 0 {
@@ -589,12 +592,31 @@ func (pl *planner) judgements(semantic []*item, done map[[2]*item]bool) {
 	// facts are millions of pairs).
 	best := map[*item]cand{}
 	facts := slices.DeleteFunc(slices.Clone(semantic), func(it *item) bool { return !it.valid() || len(it.m.Vector) == 0 })
-	near := pl.near(facts, pl.p.ConflictThreshold)
+	// The band [ConflictThreshold, DuplicateThreshold) is of cosines calibrated from
+	// the floor of the facts of each modality (calibrate.go), as rule 2's
+	// duplicates are: a search at the least raw threshold of the modalities finds
+	// the candidates of every one.
+	scales := map[memory.Modality]scale{}
+	search := 1.0
+	for _, f := range facts {
+		if _, ok := scales[f.m.Modality]; ok {
+			continue
+		}
+		sc := pl.scaleOf(slices.DeleteFunc(slices.Clone(facts), func(it *item) bool { return it.m.Modality != f.m.Modality }))
+		scales[f.m.Modality] = sc
+		search = min(search, sc.raw(pl.p.ConflictThreshold))
+	}
+	near := pl.near(facts, search)
 	for i, a := range facts {
 		if pl.err != nil {
 			return
 		}
-		near.each(i, i+1, func(j int) bool { return a.m.Modality != facts[j].m.Modality }, func(j int, c float64) {
+		sc := scales[a.m.Modality]
+		near.each(i, i+1, func(j int) bool { return a.m.Modality != facts[j].m.Modality }, func(j int, raw float64) {
+			c := sc.of(raw)
+			if c < pl.p.ConflictThreshold {
+				return // below the band: not close enough to judge
+			}
 			if pl.p.DuplicateThreshold >= 0 && c >= pl.p.DuplicateThreshold && !numbersDiffer(a, facts[j]) {
 				return // a duplicate, merged by rule 2
 			}
@@ -605,8 +627,8 @@ func (pl *planner) judgements(semantic []*item, done map[[2]*item]bool) {
 			if done[[2]*item{older, newer}] {
 				return
 			}
-			if b, ok := best[older]; !ok || closer(cand{older, newer, c}, b) < 0 {
-				best[older] = cand{older, newer, c}
+			if b, ok := best[older]; !ok || closer(cand{older, newer, c, raw}, b) < 0 {
+				best[older] = cand{older, newer, c, raw}
 			}
 		})
 	}
@@ -615,9 +637,8 @@ func (pl *planner) judgements(semantic []*item, done map[[2]*item]bool) {
 		if n == pl.p.MaxJudgements {
 			break
 		}
-		cos, thr := atLeast(c.cos, pl.p.ConflictThreshold)
 		pl.emit(Decision{Kind: Invalidate, IDs: []string{c.older.m.ID}, By: c.newer.m.ID, Judge: true,
-			Reason: fmt.Sprintf("cosine %s ≥ %s with newer %s", cos, thr, c.newer.m.ID)})
+			Reason: fmt.Sprintf("%s with newer %s", scales[c.older.m.Modality].reason([]float64{c.raw}, pl.p.ConflictThreshold), c.newer.m.ID)})
 	}
 }
 
@@ -674,7 +695,11 @@ func (pl *planner) clusters() {
 	}
 	for _, g := range pl.groups(func(it *item) bool { return it.tier == memory.Episodic && len(it.m.Vector) > 0 }) {
 		taken := make([]bool, len(g))
-		near := pl.near(g, pl.p.ClusterThreshold)
+		// Within a calibrated cosine of the seed (calibrate.go), as rule 2's
+		// duplicates: with an embedder whose unrelated texts score 0.8 every
+		// memory of the tier was within the raw threshold of every other.
+		sc := pl.scaleOf(g)
+		near := pl.near(g, sc.raw(pl.p.ClusterThreshold))
 		for i, seed := range g {
 			if pl.err != nil {
 				return
@@ -689,7 +714,9 @@ func (pl *planner) clusters() {
 			}
 			var ns []peer
 			near.each(i, 0, func(j int) bool { return taken[j] }, func(j int, c float64) {
-				ns = append(ns, peer{g[j], j, c})
+				if sc.of(c) >= pl.p.ClusterThreshold {
+					ns = append(ns, peer{g[j], j, c})
+				}
 			})
 			if len(ns)+1 < pl.p.MinCluster {
 				continue
@@ -717,10 +744,9 @@ func (pl *planner) clusters() {
 			for _, n := range ns {
 				taken[n.at] = true
 			}
-			low, thr := atLeast(lowest, pl.p.ClusterThreshold)
 			pl.emit(Decision{Kind: Distill, IDs: ids, Importance: imp,
-				Reason: fmt.Sprintf("%d episodic memories within cosine %s ≥ %s of %s, not yet distilled",
-					len(ids), low, thr, seed.m.ID)})
+				Reason: fmt.Sprintf("%d episodic memories within %s of %s, not yet distilled",
+					len(ids), sc.reason([]float64{lowest}, pl.p.ClusterThreshold), seed.m.ID)})
 		}
 	}
 }

