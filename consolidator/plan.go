@@ -371,7 +371,7 @@ func (pl *planner) dedupe() {
 			var ids []string
 			var cos []float64
 			near.each(i, i+1, func(j int) bool { return g[j].gone }, func(j int, c float64) {
-				if it := g[j]; sc.of(c) >= pl.p.DuplicateThreshold && !pl.contradict(k, it) && !vectorSaysNothing(k, it) && !numbersDiffer(k, it) {
+				if it := g[j]; sc.of(c) >= pl.p.DuplicateThreshold && !numbersDiffer(k, it) && !pl.contradict(k, it) && !vectorSaysNothing(k, it) {
 					it.gone, it.merged = true, true
 					ids = append(ids, it.m.ID)
 					cos = append(cos, c)
