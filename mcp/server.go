@@ -103,14 +103,15 @@ type ServerOptions struct {
 	// at once, before its body is read, rather than once that much of it came.
 	MaxRequestBytes int64
 	// MaxSessions bounds the sessions over Streamable HTTP the server holds at
-	// once (default DefaultMaxSessions): past it, a new session closes the one
-	// whose last request is the oldest and that has no request or call under
-	// way (its client's next request resumes it, as after a restart; one sent
-	// while the session closes waits for the close), so that a client
-	// opening sessions in a loop without deleting them grows nothing for good.
-	// A client holding a stream open (GET) that the close ended opens it again,
-	// which resumes the session without closing another: the server may hold
-	// more sessions than this by as many as there are clients holding a stream.
+	// once (default DefaultMaxSessions): past it, a session started or resumed
+	// closes the one whose last request is the oldest and that has no request,
+	// call or stream (GET) under way (its client's next request resumes it, as
+	// after a restart; one sent while the session closes waits for the close),
+	// so that a client opening sessions in a loop without deleting them grows
+	// nothing for good. A session whose client holds its stream open is not
+	// closed (the client would open it again at once, resuming the session): the
+	// server holds more sessions than this only while more than this many have
+	// a stream held or a request under way, bounded by the connections it takes.
 	MaxSessions int
 	// WriteTimeout bounds each write of an answer or a notification over
 	// Streamable HTTP (Handler; default DefaultWriteTimeout): a client that takes

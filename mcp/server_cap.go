@@ -22,11 +22,21 @@ type sessionUse struct {
 	tick uint64
 	last map[string]uint64 // the tick of each session's last request
 	// open counts the POSTs (requests, notifications, answers) and DELETEs under
-	// way in each session, not the GETs a client keeps open for as long as the
-	// session lives: the cap leaves a session with one, which its close would
-	// cut (the SDK took the request, then closed its stream with no answer, or
-	// answered 404, on which the official clients fail).
+	// way in each session: the cap leaves a session with one, which its close
+	// would cut (the SDK took the request, then closed its stream with no
+	// answer, or answered 404, on which the official clients fail).
 	open map[string]int
+	// streams counts the GETs being served in each session: the streams of
+	// notifications a client keeps open for as long as the session lives. The
+	// cap leaves a session with one too. Its close would end the stream, which
+	// the official clients (Go, TypeScript, Python) open again at once, resuming
+	// the session, whose cap would close the next session holding a stream, and
+	// so on without end; and the Go SDK's client fails for good once its stream
+	// was opened again six times with no event between. The sessions held are
+	// then at most MaxSessions, or those with a stream held or a request under
+	// way, if more: the streams held are bounded by the connections the node
+	// takes.
+	streams map[string]int
 	// closing holds the sessions capSessions is closing, each with a channel
 	// closed once their Close returned. The SDK lists such a session until then,
 	// and its handler would take a request in it only to cut it: a request in it
@@ -48,32 +58,34 @@ func (s *Server) touch(id string) {
 }
 
 // enter waits while capSessions closes session id, and then counts r under way
-// in it until the returned leave. It returns false when r's context ends first.
-// A GET waits but is not counted: a client keeps its stream open for as long as
-// the session lives. A POST holding only answers (to the server's requests)
-// does not wait, since the close may wait for them (a call of the server's
-// under way holds the session's Close); it is counted only when no close is
-// under way. A notification waits and counts like a request: let through, it
-// would resume the session while the close still ran, and the SDK's end of the
-// closed session then forgets the handler's entry of that ID, the resumed
-// session's.
+// in it until the returned leave: a GET as a stream held (streams), anything
+// else as a request (open). It returns false when r's context ends first. A
+// POST holding only answers (to the server's requests) does not wait, since the
+// close may wait for them (a call of the server's under way holds the
+// session's Close); it is counted only when no close is under way. A
+// notification waits and counts like a request: let through, it would resume
+// the session while the close still ran, and the SDK's end of the closed
+// session then forgets the handler's entry of that ID, the resumed session's.
 func (s *Server) enter(r *http.Request, id string, answers bool) (leave func(), ok bool) {
-	counted := r.Method != http.MethodGet
+	counts := &s.use.open
+	if r.Method == http.MethodGet {
+		counts = &s.use.streams
+	}
 	for {
 		s.use.mu.Lock()
 		done := s.use.closing[id]
-		if done == nil || answers {
-			counted = counted && done == nil
-			if counted {
-				if s.use.open == nil {
-					s.use.open = map[string]int{}
-				}
-				s.use.open[id]++
+		if done == nil {
+			if *counts == nil {
+				*counts = map[string]int{}
 			}
+			(*counts)[id]++
 			s.use.mu.Unlock()
 			break
 		}
 		s.use.mu.Unlock()
+		if answers {
+			return func() {}, true
+		}
 		if s.waitingClose != nil {
 			s.waitingClose(id)
 		}
@@ -83,14 +95,11 @@ func (s *Server) enter(r *http.Request, id string, answers bool) (leave func(), 
 			return nil, false
 		}
 	}
-	if !counted {
-		return func() {}, true
-	}
 	return func() {
 		s.use.mu.Lock()
 		defer s.use.mu.Unlock()
-		if s.use.open[id]--; s.use.open[id] <= 0 {
-			delete(s.use.open, id)
+		if (*counts)[id]--; (*counts)[id] <= 0 {
+			delete(*counts, id)
 		}
 	}, true
 }
@@ -104,8 +113,8 @@ func (s *Server) closingNow(id string) bool {
 
 // capSessions closes, while the server holds more sessions over Streamable HTTP
 // than ServerOptions.MaxSessions, the one whose last request is the oldest, but
-// for keep (the session just started) and those with a request or a call under
-// way. A client whose session was closed so is not refused: its next request
+// for keep (the session just started) and those with a request, a call or a
+// stream (GET) under way. A client whose session was closed so is not refused: its next request
 // resumes the session (serveSessions), as after a restart.
 func (s *Server) capSessions(keep string) {
 	s.use.mu.Lock()
@@ -140,7 +149,7 @@ func (s *Server) capSessions(keep string) {
 	var idle []string
 	if over > 0 {
 		for id := range live {
-			if _, used := s.use.last[id]; used && id != keep && s.use.open[id] == 0 && !s.busy(id) {
+			if _, used := s.use.last[id]; used && id != keep && s.use.open[id] == 0 && s.use.streams[id] == 0 && !s.busy(id) {
 				idle = append(idle, id)
 			}
 		}

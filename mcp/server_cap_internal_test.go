@@ -1,8 +1,11 @@
 package mcp
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -35,7 +38,7 @@ func (s *Server) liveSessions() int {
 // A client that opens sessions in a loop (initialize, never DELETE) grew the
 // server's sessions without bound for a whole session timeout. The server holds
 // MaxSessions at most: a new one closes the session idle the longest, whose
-// client (here the official SDK's) goes on in it, resumed, at its next request.
+// client goes on in it, resumed, at its next request.
 func TestServerHTTPSessionsAreCapped(t *testing.T) {
 	n := nodetest.Start(t, node.Config{Model: llm.Offline{}})
 	const max = 3
@@ -66,7 +69,7 @@ func TestServerHTTPSessionsAreCapped(t *testing.T) {
 	if marked > max+1 {
 		t.Errorf("the server marks %d sessions' use", marked)
 	}
-	// The SDK's client's session was closed long ago: it goes on, resumed.
+	// The SDK's client, which holds its stream, goes on in its session.
 	if _, err := cs.ListTools(ctx, nil); err != nil {
 		t.Fatalf("the first client's session: %v", err)
 	}
@@ -302,7 +305,9 @@ func TestServerHTTPResumedSessionIsCapped(t *testing.T) {
 // about to close, is delivered: the session's Close waits for the server's
 // calls under way, and an answer that waited for the close held it until the
 // call's timeout (half a keepalive interval, 30 s by default), and every request
-// in the session with it.
+// in the session with it. The cap leaves a session whose client holds its
+// stream: here the client got the server's ping on its stream, which then
+// dropped, and answers as the cap closes the session.
 func TestServerHTTPAnswerInASessionTheCapClosesIsDelivered(t *testing.T) {
 	n := nodetest.Start(t, node.Config{Model: llm.Offline{}})
 	s := NewServer(n, ServerOptions{MaxSessions: 1})
@@ -310,23 +315,27 @@ func TestServerHTTPAnswerInASessionTheCapClosesIsDelivered(t *testing.T) {
 	defer hs.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	a, err := sdk.NewClient(&sdk.Implementation{Name: "a", Version: "1"}, nil).Connect(ctx, &sdk.StreamableClientTransport{Endpoint: hs.URL}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	// a's session is marked used by its initialized notification, answered once
-	// marked. (A request's answer comes before its handler returns, which
-	// counts it under way: the cap would leave a's session.)
+	a := startSession(ctx, t, hs.URL)
 	var ss *sdk.ServerSession
 	for got := range s.srv.Sessions() {
-		if got.ID() == a.ID() {
+		if got.ID() == a {
 			ss = got
 		}
 	}
 	if ss == nil {
 		t.Fatal("a's session is not listed")
 	}
+	streamCtx, dropStream := context.WithCancel(ctx)
+	stream := openStream(streamCtx, t, hs.URL, a)
+	pingCtx, stopPing := context.WithCancel(ctx)
+	defer stopPing()
+	pinged := make(chan error, 1)
+	go func() { pinged <- ss.Ping(pingCtx, nil) }()
+	ping := readRequest(t, stream, "ping")
+	dropStream()
+	stream.Body.Close()
+	waitStreams(t, s, a, 0)
+
 	waiting := make(chan string, 1)
 	s.waitingClose = func(id string) {
 		select {
@@ -334,23 +343,27 @@ func TestServerHTTPAnswerInASessionTheCapClosesIsDelivered(t *testing.T) {
 		default:
 		}
 	}
-	// As the cap is about to close a's session, the server pings a's client.
+	// As the cap is about to close a's session, a's client answers the ping.
 	var once sync.Once
 	var ran atomic.Bool
 	s.capClosing = func(id string) {
-		if id != a.ID() {
+		if id != a {
 			return
 		}
 		once.Do(func() {
 			ran.Store(true)
-			pingCtx, stopPing := context.WithCancel(ctx)
-			defer stopPing()
-			pinged := make(chan error, 1)
-			go func() { pinged <- ss.Ping(pingCtx, nil) }()
+			answered := make(chan string, 1)
+			go func() {
+				status, body, err := postIn(ctx, hs.URL, a, `{"jsonrpc":"2.0","id":`+string(ping)+`,"result":{}}`)
+				answered <- fmt.Sprint(status, " ", body, " ", err)
+			}()
 			select {
 			case err := <-pinged:
 				if err != nil {
 					t.Errorf("the server's ping: %v", err)
+				}
+				if got := <-answered; got != "202  <nil>" {
+					t.Errorf("the answer to the server's ping: %s", got)
 				}
 			case <-waiting:
 				t.Error("the answer to the server's ping waits for the close, which waits for the answer")
@@ -363,6 +376,75 @@ func TestServerHTTPAnswerInASessionTheCapClosesIsDelivered(t *testing.T) {
 	initializeOver(ctx, t, hs.URL) // returns once the cap closed a's session
 	if !ran.Load() {
 		t.Fatal("the cap did not close a's session")
+	}
+}
+
+// openStream opens the stream (GET) of session id at url, and returns it once
+// its headers came.
+func openStream(ctx context.Context, t *testing.T, url, id string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Mcp-Session-Id", id)
+	req.Header.Set("MCP-Protocol-Version", "2025-06-18")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		resp.Body.Close()
+		t.Fatalf("the stream of session %s: %s", id, resp.Status)
+	}
+	return resp
+}
+
+// readRequest reads stream up to the server's request of method, and returns
+// its ID.
+func readRequest(t *testing.T, stream *http.Response, method string) json.RawMessage {
+	t.Helper()
+	sc := bufio.NewScanner(stream.Body)
+	for sc.Scan() {
+		data, ok := strings.CutPrefix(sc.Text(), "data:")
+		if !ok {
+			continue
+		}
+		var msg struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+		}
+		if json.Unmarshal([]byte(strings.TrimSpace(data)), &msg) == nil && msg.Method == method && msg.ID != nil {
+			return msg.ID
+		}
+	}
+	t.Fatalf("the stream ended before a %s request: %v", method, sc.Err())
+	return nil
+}
+
+// waitStreams waits until the server serves n streams (GETs) in session id, or
+// in all sessions when id is "".
+func waitStreams(t *testing.T, s *Server, id string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		s.use.mu.Lock()
+		got := s.use.streams[id]
+		if id == "" {
+			got = 0
+			for _, c := range s.use.streams {
+				got += c
+			}
+		}
+		s.use.mu.Unlock()
+		if got == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the server serves %d streams in session %q, want %d", got, id, n)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 
@@ -451,49 +533,172 @@ func TestServerHTTPAnswerInASessionTheCapClosedDoesNotResumeIt(t *testing.T) {
 }
 
 // Clients that hold a stream (the official SDKs' standalone GET), more of them
-// than MaxSessions, idle: the cap closed the session idle the longest, the SDK
-// ended its stream, its client opened the stream again, which resumed the
-// session and ran the cap, which closed the next idle session, whose client
-// opened its stream again, and so on without end. A GET resumes a session
-// without running the cap.
+// than MaxSessions, idle: a session closed (here by a restart of its own)
+// whose client opens its stream again is resumed, and the cap the resumption
+// runs closes no session whose client holds a stream. It did: the closed
+// session's client opened its stream again, which resumed the session and
+// closed the next, whose client opened its stream again, and so on without end.
 func TestServerHTTPStreamsReopenedDoNotChurnTheCap(t *testing.T) {
 	n := nodetest.Start(t, node.Config{Model: llm.Offline{}})
 	const delay = 10 * time.Millisecond // the clients' wait before they reopen a stream
-	resumes := make(chan int64, 100)    // the closures counted at each resumption
-	var closed atomic.Int64
+	resumed := make(chan struct{}, 100)
 	log := slog.New(onMessage{"mcp server: session resumed", func() {
 		select {
-		case resumes <- closed.Load():
+		case resumed <- struct{}{}:
 		default:
 		}
 	}})
 	s := NewServer(n, ServerOptions{MaxSessions: 2, ReconnectDelay: delay, Logger: log})
+	var closed atomic.Int64
 	s.capClosing = func(string) { closed.Add(1) }
 	hs := httptest.NewServer(s.Handler())
 	defer hs.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	var first string
 	for i := range 3 {
 		cs, err := sdk.NewClient(&sdk.Implementation{Name: fmt.Sprint("idle", i), Version: "1"}, nil).Connect(ctx, &sdk.StreamableClientTransport{Endpoint: hs.URL}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer cs.Close()
+		if i == 0 {
+			first = cs.ID()
+		}
+		waitStreams(t, s, cs.ID(), 1)
 	}
-	// The third session closed the first, whose client opens its stream again:
-	// the resumption, and then no client sends anything.
-	var before int64
+	// The first session ends, as in a restart: its client opens its stream
+	// again, which resumes it and runs the cap, over MaxSessions.
+	for ss := range s.srv.Sessions() {
+		if ss.ID() == first {
+			_ = ss.Close()
+		}
+	}
 	select {
-	case before = <-resumes:
+	case <-resumed:
 	case <-ctx.Done():
-		t.Fatal("the session the cap closed was not resumed by its client's stream")
+		t.Fatal("the session closed was not resumed by its client's stream")
 	}
-	if before != 1 {
-		t.Fatalf("%d sessions closed by the cap before the first resumption, want 1", before)
-	}
+	waitStreams(t, s, "", 3)
 	time.Sleep(50 * delay) // time for a few rounds of closes and streams opened again
-	if got := closed.Load() - before; got != 0 {
-		t.Errorf("the cap closed %d sessions of idle clients after a stream resumed one", got)
+	if got := closed.Load(); got != 0 {
+		t.Errorf("the cap closed %d sessions whose clients hold a stream", got)
+	}
+}
+
+// Sessions whose clients hold a stream are not closed by the cap however many
+// sessions start: the Go SDK's client fails for good once it opened its stream
+// again six times with no event between, and every initialize closed such a
+// session, idle the longest.
+func TestServerHTTPCapLeavesASessionWithAStreamHeld(t *testing.T) {
+	n := nodetest.Start(t, node.Config{Model: llm.Offline{}})
+	s := NewServer(n, ServerOptions{MaxSessions: 1})
+	hs := httptest.NewServer(s.Handler())
+	defer hs.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	a, err := sdk.NewClient(&sdk.Implementation{Name: "a", Version: "1"}, nil).Connect(ctx, &sdk.StreamableClientTransport{Endpoint: hs.URL}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	waitStreams(t, s, a.ID(), 1)
+	var closedA, closed atomic.Int64
+	s.capClosing = func(id string) {
+		closed.Add(1)
+		if id == a.ID() {
+			closedA.Add(1)
+		}
+	}
+	for range 8 {
+		initializeOver(ctx, t, hs.URL)
+	}
+	if got := closedA.Load(); got != 0 {
+		t.Errorf("the cap closed the session of a client holding its stream %d times", got)
+	}
+	if got := closed.Load(); got != 7 {
+		t.Errorf("the cap closed %d of the 8 sessions started, want 7", got)
+	}
+	if _, err := a.ListTools(ctx, nil); err != nil {
+		t.Fatalf("the client holding its stream: %v", err)
+	}
+}
+
+// GETs in session IDs made up (of the shape of the server's), each hung up as
+// soon as answered, are capped like other sessions: each resumes a session
+// the SDK then holds for SessionTimeout, and a GET ran no cap, so that they
+// grew the server's sessions without bound.
+func TestServerHTTPStreamsInMadeUpSessionsAreCapped(t *testing.T) {
+	n := nodetest.Start(t, node.Config{Model: llm.Offline{}})
+	const max = 2
+	s := NewServer(n, ServerOptions{MaxSessions: max})
+	hs := httptest.NewServer(s.Handler())
+	defer hs.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	get := func() {
+		getCtx, hangUp := context.WithCancel(ctx)
+		stream := openStream(getCtx, t, hs.URL, rand.Text())
+		hangUp()
+		stream.Body.Close()
+	}
+	for range 30 {
+		get()
+	}
+	// Once their streams ended, the cap of one more leaves MaxSessions and its
+	// own, whose stream is held as the cap runs.
+	waitStreams(t, s, "", 0)
+	get()
+	if got := s.liveSessions(); got > max+1 {
+		t.Fatalf("after 31 streams in sessions made up, the server holds %d sessions, MaxSessions %d", got, max)
+	}
+}
+
+// An answer (to a request of the server's) in a session the cap is closing,
+// which the server still lists as it takes it but the SDK forgets before its
+// handler looks the session up, is taken (202): the SDK answers 404, on which
+// the Go SDK's client fails for good, and nothing waits for an answer in a
+// closed session.
+func TestServerHTTPAnswerInASessionGoneIsTaken(t *testing.T) {
+	n := nodetest.Start(t, node.Config{Model: llm.Offline{}})
+	s := NewServer(n, ServerOptions{MaxSessions: 1})
+	hs := httptest.NewServer(s.Handler())
+	defer hs.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	a := startSession(ctx, t, hs.URL)
+	admitted := make(chan struct{})
+	closed := make(chan struct{})
+	var onceAdmitted, onceClosing, onceClosed sync.Once
+	// The answer, found in a known session, goes to the SDK's handler once the
+	// close of the session returned.
+	s.admitted = func(r *http.Request) {
+		if r.Header.Get("Mcp-Session-Id") == a && onlyAnswers(peekBody(r)) {
+			onceAdmitted.Do(func() { close(admitted) })
+			<-closed
+		}
+	}
+	answered := make(chan string, 1)
+	s.capClosing = func(id string) {
+		if id != a {
+			return
+		}
+		onceClosing.Do(func() {
+			go func() {
+				status, body, err := postIn(ctx, hs.URL, a, `{"jsonrpc":"2.0","id":7,"result":{}}`)
+				answered <- fmt.Sprintf("%d %q %v", status, body, err)
+			}()
+			<-admitted
+		})
+	}
+	s.capClosed = func(id string) {
+		if id == a {
+			onceClosed.Do(func() { close(closed) })
+		}
+	}
+	initializeOver(ctx, t, hs.URL)
+	if got := <-answered; got != `202 "" <nil>` {
+		t.Fatalf("an answer in a session gone: %s, want 202", got)
 	}
 }
 

@@ -119,7 +119,7 @@ func (s *Server) serveSessions(h http.Handler, w http.ResponseWriter, r *http.Re
 	}
 	defer leave()
 	if s.known(id) {
-		s.serveKnown(h, w, r, id)
+		s.serveKnown(h, w, r, id, answers)
 		return
 	}
 	var body []byte
@@ -137,7 +137,7 @@ func (s *Server) serveSessions(h http.Handler, w http.ResponseWriter, r *http.Re
 	unlock := s.idLocks.lock(id)
 	if s.known(id) { // resumed by a request while this one waited
 		unlock()
-		s.serveKnown(h, w, r, id)
+		s.serveKnown(h, w, r, id, answers)
 		return
 	}
 	if answers && s.closingNow(id) {
@@ -173,31 +173,31 @@ func (s *Server) serveSessions(h http.Handler, w http.ResponseWriter, r *http.Re
 		s.opts.Logger.Warn("mcp server: session not resumed", "session", id, "err", err)
 	} else {
 		s.touch(id)
-		// A GET does not run the cap. The SDK ends the stream of a session the
-		// cap closes, and the official clients (Go, TypeScript, Python) open it
-		// again by themselves: were the cap run, the session resumed would close
-		// the next idle one, whose client opens its stream again, and so on
-		// without end while more clients hold a stream than MaxSessions. So the
-		// server may hold more sessions than MaxSessions, by up to as many as
-		// there are clients holding a stream open (a connection of theirs each):
-		// the next initialize, or request resuming a session, runs the cap
-		// again, and a session it closes whose client holds a stream comes back
-		// so. Marked used (touch), the session resumed is the newest: the cap
-		// closes first those idle longer, whose clients may hold no stream. Not
-		// parking the stream instead (answering it without resuming the session
-		// until a request of its client does) keeps the client's notifications
-		// (resources it subscribed to, list changes) flowing.
-		if r.Method != http.MethodGet {
-			s.capSessions(id)
-		}
+		// Every resumption runs the cap, a GET's too: a GET in a session ID
+		// made up (of the right shape) resumes a session the SDK would then
+		// hold for SessionTimeout after its client hung up. The cap leaves the
+		// sessions whose client holds a stream (enter counts it), this one's
+		// among them: a client whose stream the close ended and that opens it
+		// again closes no other client's stream (capSessions). Marked used
+		// (touch), the session resumed is the newest: the cap closes first
+		// those idle longer.
+		s.capSessions(id)
+	}
+	if answers {
+		w = &answersWriter{ResponseWriter: w}
 	}
 	if !s.resumeCall(w, r, id) {
 		h.ServeHTTP(w, r)
 	}
 }
 
-// serveKnown serves r in session id, which the server holds live.
-func (s *Server) serveKnown(h http.Handler, w http.ResponseWriter, r *http.Request, id string) {
+// serveKnown serves r in session id, which the server holds live. A POST
+// holding only answers (answers) is not held by a close of the cap, which may
+// wait for them (enter): the SDK may forget the session before its handler
+// looks it up, and answer 404, on which the official clients fail for good. It
+// is answered 202 instead (answersWriter): nothing waits for an answer in a
+// session closed, and the client's next request resumes the session.
+func (s *Server) serveKnown(h http.Handler, w http.ResponseWriter, r *http.Request, id string, answers bool) {
 	if s.admitted != nil {
 		s.admitted(r)
 	}
@@ -212,6 +212,9 @@ func (s *Server) serveKnown(h http.Handler, w http.ResponseWriter, r *http.Reque
 		unlock := s.idLocks.lock(id)
 		s.end(r, id)
 		unlock()
+	}
+	if answers {
+		w = &answersWriter{ResponseWriter: w}
 	}
 	if !s.resumeCall(w, r, id) {
 		h.ServeHTTP(w, r)
@@ -398,6 +401,37 @@ func (w *firstWrite) Flush() {
 	_ = http.NewResponseController(w.ResponseWriter).Flush()
 }
 func (w *firstWrite) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// answersWriter is the http.ResponseWriter of a POST holding only answers, in a
+// session that may be gone by the time the SDK's handler looks it up: it
+// answers 202, with no body, where the SDK answers 404 (session not found).
+type answersWriter struct {
+	http.ResponseWriter
+	gone bool // the SDK answered 404: what it writes next is dropped
+}
+
+func (w *answersWriter) WriteHeader(status int) {
+	if status == http.StatusNotFound {
+		w.gone = true
+		h := w.ResponseWriter.Header()
+		h.Del("Content-Type")
+		h.Del("Content-Length")
+		h.Del("X-Content-Type-Options")
+		status = http.StatusAccepted
+	}
+	w.ResponseWriter.WriteHeader(status)
+}
+
+func (w *answersWriter) Write(p []byte) (int, error) {
+	if w.gone {
+		return len(p), nil
+	}
+	return w.ResponseWriter.Write(p)
+}
+
+func (w *answersWriter) Flush() { _ = http.NewResponseController(w.ResponseWriter).Flush() }
+
+func (w *answersWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // peekBody returns r's body, and leaves it to be read again.
 func peekBody(r *http.Request) []byte {
