@@ -23,6 +23,7 @@ type loadingServer struct {
 	phys          string
 
 	mu       sync.Mutex
+	dropped  bool // the collection was dropped (by another client)
 	asked    bool // a load was asked for
 	loaded   bool
 	loadDone chan struct{}
@@ -30,7 +31,9 @@ type loadingServer struct {
 }
 
 func (f *loadingServer) HasCollection(_ context.Context, name string) (bool, error) {
-	return name == f.phys, nil
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return name == f.phys && !f.dropped, nil
 }
 
 func (f *loadingServer) DescribeCollection(_ context.Context, name string) (*entity.Collection, error) {
@@ -48,6 +51,8 @@ func (f *loadingServer) GetLoadState(context.Context, string, []string) (entity.
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	switch {
+	case f.dropped:
+		return entity.LoadStateNotExist, nil // what Milvus 2.3.5 answers, with no error
 	case f.loaded:
 		return entity.LoadStateLoaded, nil
 	case f.asked:
@@ -124,5 +129,36 @@ func TestACollectionStillLoadingTakesWritesAndFailsSearchesAtOnce(t *testing.T) 
 	srv.finish()
 	if hits, err := s.Search(ctx, "c", vectorstore.Query{Vector: []float32{1, 0, 0}, K: 1}); err != nil || len(hits) != 0 {
 		t.Errorf("Search once loaded: %v %v, want no hits and no error", hits, err)
+	}
+}
+
+// A collection dropped (by another client) while the Store waited for its load:
+// Milvus answers its load state "does not exist" with no error. Before, the Store
+// took that for "not loaded yet", waited out its load budget, and then failed every
+// search of it as loading, until a write made it again; now it forgets the
+// collection, as after a search that finds it gone, and the search finds nothing.
+func TestACollectionDroppedWhileItLoadsIsForgotten(t *testing.T) {
+	t.Parallel()
+	srv := &loadingServer{phys: "p_c", loadDone: make(chan struct{})}
+	s := &Store{cfg: Config{Addr: "fake:19530", Prefix: "p_", RequestTimeout: time.Hour}.WithDefaults(), client: srv,
+		level: levels[Strong], colls: map[string]*collection{}, socks: map[*socket]struct{}{}, loading: map[string]time.Time{}}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	if err := s.Upsert(ctx, "c", []vectorstore.Item{{ID: "a", Vector: []float32{1, 0, 0}}}); err != nil {
+		t.Fatalf("Upsert while the collection loads: %v", err)
+	}
+	srv.mu.Lock()
+	srv.dropped = true
+	srv.mu.Unlock()
+	for i := range 2 {
+		if hits, err := s.Search(ctx, "c", vectorstore.Query{Vector: []float32{1, 0, 0}, K: 1}); err != nil || len(hits) != 0 {
+			t.Fatalf("Search %d of the dropped collection: %v %v, want no hits and no error", i+1, hits, err)
+		}
+	}
+	s.cmu.Lock()
+	_, loading := s.loading["c"]
+	s.cmu.Unlock()
+	if loading {
+		t.Error("the Store still times the load of the dropped collection")
 	}
 }

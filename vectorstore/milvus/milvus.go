@@ -429,6 +429,13 @@ func (s *Store) load(ctx context.Context, phys string) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("load state: %w", err)
 	}
+	if state == entity.LoadStateNotExist {
+		// Dropped under the Store (Milvus answers this state, with no error, for a
+		// collection it does not hold): in the words gone reads, so that a search
+		// forgets the collection and looks again, where it waited for a load that
+		// could not come, then failed every search as loading.
+		return false, fmt.Errorf("load state: collection not found[collection=%s]", phys)
+	}
 	if state == entity.LoadStateNotLoad {
 		if err := s.client.LoadCollection(ctx, phys, true); err != nil {
 			return false, fmt.Errorf("load: %w", err)
@@ -565,6 +572,7 @@ func (s *Store) forget(name string, c *collection) {
 	defer s.cmu.Unlock()
 	if s.colls[name] == c {
 		delete(s.colls, name)
+		delete(s.loading, name) // the collection found next waits for its load afresh
 	}
 }
 
