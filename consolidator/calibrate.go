@@ -75,7 +75,7 @@ func (s scale) of(c float64) float64 {
 func (s scale) raw(t float64) float64 { return s.floor + t*(1-s.floor) }
 
 // reason says what was compared for a reason: "cosine 0.97 ≥ 0.92" or, over a
-// floor, "cosine 0.97 (0.91 above the tier's floor 0.66) ≥ 0.92", the raw cosines
+// floor, "cosine 0.97 (0.91 calibrated over the tier's floor 0.66) ≥ 0.92", the raw cosines
 // first and then their calibration.
 func (s scale) reason(cos []float64, thr float64) string {
 	raw := make([]string, len(cos))
@@ -91,6 +91,6 @@ func (s scale) reason(cos []float64, thr float64) string {
 	if s.floor == 0 {
 		return fmt.Sprintf("cosine %s ≥ %s", strings.Join(cal, ", "), t)
 	}
-	return fmt.Sprintf("cosine %s (%s above the tier's floor %s) ≥ %s",
+	return fmt.Sprintf("cosine %s (%s calibrated over the tier's floor %s) ≥ %s",
 		strings.Join(raw, ", "), strings.Join(cal, ", "), num(s.floor, 2), t)
 }

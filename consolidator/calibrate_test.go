@@ -74,7 +74,7 @@ func merges(ds []consolidator.Decision) []string {
 func TestPlanMergesOnlyRephrasingsWithACompressedEmbedder(t *testing.T) {
 	mems := facts(memory.Episodic, 0.77)
 	got := merges(consolidator.Plan(now, mems, only(consolidator.Policy{DuplicateThreshold: 0.92})))
-	want := []string{"merge m4b into m4a: cosine 0.99 (0.97 above the tier's floor 0.62) ≥ 0.92 with m4a"}
+	want := []string{"merge m4b into m4a: cosine 0.99 (0.97 calibrated over the tier's floor 0.62) ≥ 0.92 with m4a"}
 	if !slices.Equal(got, want) {
 		t.Errorf("merges:\n  got  %q\n  want %q", got, want)
 	}
@@ -98,7 +98,7 @@ func TestPlanJudgesRelatedFactsWithACompressedEmbedder(t *testing.T) {
 		t.Errorf("judged %q, want %q\n%v", judged, want, ds)
 	}
 	for _, d := range ds {
-		if d.Judge && !strings.Contains(d.Reason, "above the tier's floor") {
+		if d.Judge && !strings.Contains(d.Reason, "calibrated over the tier's floor") {
 			t.Errorf("reason %q does not say what was compared", d.Reason)
 		}
 	}

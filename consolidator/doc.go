@@ -3,7 +3,7 @@
 // promotes important working memories to episodic, distils clusters of episodes into
 // semantic facts, and marks facts invalid when newer ones contradict them. Every
 // change is an event of the namespace with its reason ("importance 0.12 < 0.2 and age
-// 45d > 30d", "cosine 0.97 (0.91 above the tier's floor 0.66) ≥ 0.92 with m_x"), so
+// 45d > 30d", "cosine 0.97 (0.91 calibrated over the tier's floor 0.66) ≥ 0.92 with m_x"), so
 // a memory's history answers why it was forgotten, merged or invalidated.
 //
 // # Three layers
@@ -48,7 +48,7 @@
 // merged; over a floor of 0.7 they are 0.8, and only rephrasings (0.985 and more)
 // reach 0.92. For an embedder whose unrelated texts are about orthogonal the floor is
 // about 0, and once a pair of the set scores 0 or less it is 0 and the rules compare
-// the raw cosine. A reason gives both: "cosine 0.97 (0.91 above the tier's floor
+// the raw cosine. A reason gives both: "cosine 0.97 (0.91 calibrated over the tier's floor
 // 0.66) ≥ 0.92 with m_x".
 //
 // Dedupe, conflict candidates and distillation compare memories pairwise: every pair
