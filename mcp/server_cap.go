@@ -97,9 +97,19 @@ func (s *Server) enter(r *http.Request, id string, answers bool) (leave func(), 
 	}
 	return func() {
 		s.use.mu.Lock()
-		defer s.use.mu.Unlock()
 		if (*counts)[id]--; (*counts)[id] <= 0 {
 			delete(*counts, id)
+		}
+		ended := r.Method == http.MethodGet && (*counts)[id] == 0
+		s.use.mu.Unlock()
+		if ended {
+			// The session's last stream ended: the sessions its stream kept from
+			// the cap may be closed now. Before, they stayed past MaxSessions until
+			// a session started or resumed, or for session_timeout, after their
+			// streams hung up (a client holding many made-up sessions' streams at
+			// once, then hanging up). The session itself stays: its client's
+			// stream may come back at once.
+			s.capSessions(id)
 		}
 	}, true
 }

@@ -717,3 +717,40 @@ func (h onMessage) Handle(_ context.Context, r slog.Record) error {
 }
 func (h onMessage) WithAttrs([]slog.Attr) slog.Handler { return h }
 func (h onMessage) WithGroup(string) slog.Handler      { return h }
+
+// Streams held at once in many sessions made up keep them from the cap while held;
+// once they all hung up, the server holds MaxSessions sessions and the last one
+// whose stream ended, not every one of them until a session starts or resumes (or
+// for session_timeout).
+func TestServerHTTPStreamsHeldThenEndedLeaveTheCap(t *testing.T) {
+	n := nodetest.Start(t, node.Config{Model: llm.Offline{}})
+	const max = 2
+	s := NewServer(n, ServerOptions{MaxSessions: max})
+	hs := httptest.NewServer(s.Handler())
+	defer hs.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const held = 20
+	getCtx, hangUp := context.WithCancel(ctx)
+	var streams []*http.Response
+	for range held {
+		streams = append(streams, openStream(getCtx, t, hs.URL, rand.Text()))
+	}
+	if got := s.liveSessions(); got < held {
+		t.Fatalf("%d sessions with a stream held, want %d: none of them may be closed", got, held)
+	}
+	hangUp()
+	for _, r := range streams {
+		r.Body.Close()
+	}
+	waitStreams(t, s, "", 0)
+	// The last stream's end caps the sessions as its handler returns: looked at
+	// until then.
+	deadline := time.Now().Add(20 * time.Second)
+	for got := s.liveSessions(); got > max+1; got = s.liveSessions() {
+		if time.Now().After(deadline) {
+			t.Fatalf("after %d streams held then ended, the server holds %d sessions, MaxSessions %d", held, got, max)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
