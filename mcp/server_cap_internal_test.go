@@ -83,6 +83,20 @@ func listToolsIn(ctx context.Context, t *testing.T, url, id, what string) {
 	}
 }
 
+// waitSessionsAtMost waits until the server holds n sessions or fewer, and calls
+// overdue with the number it holds if it still holds more after 20 seconds.
+func waitSessionsAtMost(t *testing.T, s *Server, n int, overdue func(got int)) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for got := s.liveSessions(); got > n; got = s.liveSessions() {
+		if time.Now().After(deadline) {
+			overdue(got)
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // A client that opens sessions in a loop (initialize, never DELETE) grew the
 // server's sessions without bound for a whole session timeout. The server holds
 // MaxSessions at most: a new one closes the session idle the longest, whose
@@ -94,13 +108,9 @@ func TestServerHTTPSessionsAreCapped(t *testing.T) {
 	for i := range 30 {
 		initializeOver(ctx, t, hs.URL)
 		// The SDK forgets a closed session a moment after.
-		deadline := time.Now().Add(10 * time.Second)
-		for got := s.liveSessions(); got > max; got = s.liveSessions() {
-			if time.Now().After(deadline) {
-				t.Fatalf("after %d sessions opened, the server holds %d, more than %d", i+2, got, max)
-			}
-			time.Sleep(time.Millisecond)
-		}
+		waitSessionsAtMost(t, s, max, func(got int) {
+			t.Fatalf("after %d sessions opened, the server holds %d, more than %d", i+2, got, max)
+		})
 	}
 	s.use.mu.Lock()
 	marked := len(s.use.last)
@@ -699,11 +709,7 @@ func TestServerHTTPStreamsHeldThenEndedLeaveTheCap(t *testing.T) {
 	waitStreams(t, s, "", 0)
 	// The last stream's end caps the sessions as its handler returns: looked at
 	// until then.
-	deadline := time.Now().Add(20 * time.Second)
-	for got := s.liveSessions(); got > max+1; got = s.liveSessions() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %d streams held then ended, the server holds %d sessions, MaxSessions %d", held, got, max)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitSessionsAtMost(t, s, max+1, func(got int) {
+		t.Fatalf("after %d streams held then ended, the server holds %d sessions, MaxSessions %d", held, got, max)
+	})
 }
