@@ -85,6 +85,28 @@ func (o *ownership) lose(sessionID string) {
 	o.lost[sessionID] = true
 }
 
+// ownedBehindARunningCall starts effects that perform one tool call at a time,
+// each held by g until the test releases it, and their Owned view under own,
+// which owns every session at first; it performs a/1 through that view, and
+// returns once a/1 runs: the calls the test performs next queue behind it.
+func ownedBehindARunningCall(t *testing.T) (g *gate, e *actors.LocalEffects, own *ownership, owned actors.Effects, r *replies) {
+	t.Helper()
+	g = newGate()
+	e = actors.NewLocalEffects(actors.LocalEffectsConfig{Tools: registry(t, g), ToolConcurrency: 1})
+	t.Cleanup(func() { _ = e.Close() })
+	own = &ownership{lost: map[string]bool{}}
+	owned = e.Owned(own.claim)
+	r = newReplies()
+	owned.Perform(toolRequest("a", 1, "gate"), r.to)
+	waitUntil(t, "a/1 running", func() bool { return len(g.started) == 1 })
+	return g, e, own, owned, r
+}
+
+// callKey is the key of session s's call seq.
+func callKey(s string, seq uint64) messages.EffectKey {
+	return messages.EffectKey{SessionID: s, Seq: seq}
+}
+
 // A call of a session its node owned when the session asked for it, queued behind
 // its performer's concurrency bound, and whose session another node took over
 // while it waited, never starts: it is asked about its ownership as it leaves the
@@ -94,21 +116,13 @@ func (o *ownership) lose(sessionID string) {
 // and its key is forgotten: asked again once the node owns the session again, it
 // is performed.
 func TestLocalEffectsOwnedCallsStartOnlyWhileOwned(t *testing.T) {
-	g := newGate()
-	e := actors.NewLocalEffects(actors.LocalEffectsConfig{Tools: registry(t, g), ToolConcurrency: 1})
-	t.Cleanup(func() { _ = e.Close() })
-	own := &ownership{lost: map[string]bool{}}
-	owned := e.Owned(own.claim)
-	r := newReplies()
+	g, e, own, owned, r := ownedBehindARunningCall(t)
 
-	owned.Perform(toolRequest("a", 1, "gate"), r.to)
-	waitUntil(t, "a/1 running", func() bool { return len(g.started) == 1 })
 	owned.Perform(toolRequest("lost", 2, "gate"), r.to) // queued behind a/1
 	owned.Perform(toolRequest("a", 3, "gate"), r.to)    // queued behind it
 	own.lose("lost")                                    // the node loses the session meanwhile
 	close(g.release)
-	key := func(s string, seq uint64) messages.EffectKey { return messages.EffectKey{SessionID: s, Seq: seq} }
-	waitUntil(t, "a/1 and a/3 answered", func() bool { return len(r.of(key("a", 1))) == 1 && len(r.of(key("a", 3))) == 1 })
+	waitUntil(t, "a/1 and a/3 answered", func() bool { return len(r.of(callKey("a", 1))) == 1 && len(r.of(callKey("a", 3))) == 1 })
 
 	var started []string
 	for len(g.started) > 0 {
@@ -117,10 +131,10 @@ func TestLocalEffectsOwnedCallsStartOnlyWhileOwned(t *testing.T) {
 	if got := strings.Join(started, " "); got != "a/1 a/3" {
 		t.Fatalf("calls started: %q, want \"a/1 a/3\": the call of the session the node lost while it was queued started", got)
 	}
-	if n := len(r.of(key("lost", 2))); n != 0 {
+	if n := len(r.of(callKey("lost", 2))); n != 0 {
 		t.Errorf("the call not started was answered %d times, want none (its session's next owner performs it)", n)
 	}
-	if e.Known(key("lost", 2)) {
+	if e.Known(callKey("lost", 2)) {
 		t.Error("the call not started is still known: asked again, it would never be performed")
 	}
 
@@ -130,8 +144,8 @@ func TestLocalEffectsOwnedCallsStartOnlyWhileOwned(t *testing.T) {
 	own.lost = map[string]bool{}
 	own.mu.Unlock()
 	owned.Perform(toolRequest("lost", 2, "gate"), r.to)
-	waitUntil(t, "lost/2 performed once the session is owned again", func() bool { return len(r.of(key("lost", 2))) == 1 })
-	if rep := r.of(key("lost", 2))[0]; rep.Output != "done lost/2" {
+	waitUntil(t, "lost/2 performed once the session is owned again", func() bool { return len(r.of(callKey("lost", 2))) == 1 })
+	if rep := r.of(callKey("lost", 2))[0]; rep.Output != "done lost/2" {
 		t.Errorf("lost/2 answered %+v", rep)
 	}
 }
@@ -180,14 +194,7 @@ func TestLocalEffectsOwnedCallsWaitForTheCheck(t *testing.T) {
 // answered nor withdrawn: its handler waited until the node gave up the
 // partition it served, holding its slot of the requests in flight.
 func TestLocalEffectsOwnedCallJoinedByAServedRequestIsPerformedForIt(t *testing.T) {
-	g := newGate()
-	e := actors.NewLocalEffects(actors.LocalEffectsConfig{Tools: registry(t, g), ToolConcurrency: 1})
-	t.Cleanup(func() { _ = e.Close() })
-	own := &ownership{lost: map[string]bool{}}
-	owned := e.Owned(own.claim)
-	r := newReplies()
-	owned.Perform(toolRequest("a", 1, "gate"), r.to)
-	waitUntil(t, "a/1 running", func() bool { return len(g.started) == 1 })
+	g, e, own, owned, r := ownedBehindARunningCall(t)
 	ownReplies := newReplies()
 	owned.Perform(toolRequest("s", 2, "gate"), ownReplies.to) // the node's own session's call, queued
 	own.lose("s")                                             // the session's partition moves to another node
@@ -220,21 +227,13 @@ func TestLocalEffectsOwnedCallJoinedByAServedRequestIsPerformedForIt(t *testing.
 // partition. Asked again under the new lease (the session's next incarnation),
 // it is performed.
 func TestLocalEffectsOwnedCallOfAnEarlierLeaseNeverStarts(t *testing.T) {
-	g := newGate()
-	e := actors.NewLocalEffects(actors.LocalEffectsConfig{Tools: registry(t, g), ToolConcurrency: 1})
-	t.Cleanup(func() { _ = e.Close() })
-	own := &ownership{lost: map[string]bool{}}
-	owned := e.Owned(own.claim)
-	r := newReplies()
-	key := func(s string, seq uint64) messages.EffectKey { return messages.EffectKey{SessionID: s, Seq: seq} }
-	owned.Perform(toolRequest("a", 1, "gate"), r.to)
-	waitUntil(t, "a/1 running", func() bool { return len(g.started) == 1 })
+	g, e, own, owned, r := ownedBehindARunningCall(t)
 	owned.Perform(toolRequest("s", 2, "gate"), r.to) // queued under the first lease
 	own.regain()                                     // lost, and owned again under a new lease
 	close(g.release)
-	waitUntil(t, "a/1 answered", func() bool { return len(r.of(key("a", 1))) == 1 })
-	waitUntil(t, "s/2 dropped or answered", func() bool { return !e.Known(key("s", 2)) || len(r.of(key("s", 2))) > 0 })
-	if n := len(r.of(key("s", 2))); n != 0 {
+	waitUntil(t, "a/1 answered", func() bool { return len(r.of(callKey("a", 1))) == 1 })
+	waitUntil(t, "s/2 dropped or answered", func() bool { return !e.Known(callKey("s", 2)) || len(r.of(callKey("s", 2))) > 0 })
+	if n := len(r.of(callKey("s", 2))); n != 0 {
 		t.Fatalf("the call queued under the earlier lease started and was answered %d times, want none: the node's owner in between performed it", n)
 	}
 	<-g.started // a/1
@@ -242,22 +241,15 @@ func TestLocalEffectsOwnedCallOfAnEarlierLeaseNeverStarts(t *testing.T) {
 		t.Fatalf("%q started, want none after a/1", <-g.started)
 	}
 	owned.Perform(toolRequest("s", 2, "gate"), r.to) // the session's next incarnation
-	waitUntil(t, "s/2 performed under the new lease", func() bool { return len(r.of(key("s", 2))) == 1 })
+	waitUntil(t, "s/2 performed under the new lease", func() bool { return len(r.of(callKey("s", 2))) == 1 })
 }
 
 // A call queued under an earlier lease, asked again under the node's new one
 // before it started (the session's next incarnation), is performed, for both:
 // the latest check is the one asked.
 func TestLocalEffectsOwnedCallAskedAgainUnderANewLeaseIsPerformed(t *testing.T) {
-	g := newGate()
-	e := actors.NewLocalEffects(actors.LocalEffectsConfig{Tools: registry(t, g), ToolConcurrency: 1})
-	t.Cleanup(func() { _ = e.Close() })
-	own := &ownership{lost: map[string]bool{}}
-	owned := e.Owned(own.claim)
-	r := newReplies()
+	g, _, own, owned, r := ownedBehindARunningCall(t)
 	key := messages.EffectKey{SessionID: "s", Seq: 2}
-	owned.Perform(toolRequest("a", 1, "gate"), r.to)
-	waitUntil(t, "a/1 running", func() bool { return len(g.started) == 1 })
 	owned.Perform(toolRequest("s", 2, "gate"), r.to) // queued under the first lease
 	own.regain()
 	owned.Perform(toolRequest("s", 2, "gate"), r.to) // the next incarnation joins it

@@ -35,33 +35,82 @@ func (s *Server) liveSessions() int {
 	return n
 }
 
+// capServer starts a node and an MCP server on it with opts, served over HTTP
+// until the test ends, and returns them with a context of a minute for the
+// test's requests.
+func capServer(t *testing.T, opts ServerOptions) (*Server, *httptest.Server, context.Context) {
+	t.Helper()
+	n := nodetest.Start(t, node.Config{Model: llm.Offline{}})
+	s := NewServer(n, opts)
+	hs := httptest.NewServer(s.Handler())
+	t.Cleanup(hs.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	return s, hs, ctx
+}
+
+// connectClient connects the SDK's client, named name, to the server at url
+// over Streamable HTTP, until the test ends.
+func connectClient(ctx context.Context, t *testing.T, url, name string) *sdk.ClientSession {
+	t.Helper()
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: name, Version: "1"}, nil).Connect(ctx, &sdk.StreamableClientTransport{Endpoint: url}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	return cs
+}
+
+// notifyWaitingClose returns a channel that gets the session ID of the first
+// request found waiting for the close of its session (more are dropped).
+func notifyWaitingClose(s *Server) <-chan string {
+	waiting := make(chan string, 1)
+	s.waitingClose = func(id string) {
+		select {
+		case waiting <- id:
+		default:
+		}
+	}
+	return waiting
+}
+
+// listToolsIn posts a tools/list in session id at url and fails the test, as
+// what, unless it is answered with a result.
+func listToolsIn(ctx context.Context, t *testing.T, url, id, what string) {
+	t.Helper()
+	if status, body, err := postIn(ctx, url, id, listTools); err != nil || status != http.StatusOK || !strings.Contains(body, `"result"`) {
+		t.Fatalf("%s: %d %q %v", what, status, body, err)
+	}
+}
+
+// waitSessionsAtMost waits until the server holds n sessions or fewer, and calls
+// overdue with the number it holds if it still holds more after 20 seconds.
+func waitSessionsAtMost(t *testing.T, s *Server, n int, overdue func(got int)) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for got := s.liveSessions(); got > n; got = s.liveSessions() {
+		if time.Now().After(deadline) {
+			overdue(got)
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // A client that opens sessions in a loop (initialize, never DELETE) grew the
 // server's sessions without bound for a whole session timeout. The server holds
 // MaxSessions at most: a new one closes the session idle the longest, whose
 // client goes on in it, resumed, at its next request.
 func TestServerHTTPSessionsAreCapped(t *testing.T) {
-	n := nodetest.Start(t, node.Config{Model: llm.Offline{}})
 	const max = 3
-	s := NewServer(n, ServerOptions{MaxSessions: max})
-	hs := httptest.NewServer(s.Handler())
-	defer hs.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx, &sdk.StreamableClientTransport{Endpoint: hs.URL}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
+	s, hs, ctx := capServer(t, ServerOptions{MaxSessions: max})
+	cs := connectClient(ctx, t, hs.URL, "test")
 	for i := range 30 {
 		initializeOver(ctx, t, hs.URL)
 		// The SDK forgets a closed session a moment after.
-		deadline := time.Now().Add(10 * time.Second)
-		for got := s.liveSessions(); got > max; got = s.liveSessions() {
-			if time.Now().After(deadline) {
-				t.Fatalf("after %d sessions opened, the server holds %d, more than %d", i+2, got, max)
-			}
-			time.Sleep(time.Millisecond)
-		}
+		waitSessionsAtMost(t, s, max, func(got int) {
+			t.Fatalf("after %d sessions opened, the server holds %d, more than %d", i+2, got, max)
+		})
 	}
 	s.use.mu.Lock()
 	marked := len(s.use.last)
@@ -81,17 +130,12 @@ func TestServerHTTPSessionsAreCapped(t *testing.T) {
 // connecting it: a data race inside the SDK, and a new client's session closed
 // as it began. Such a session is left to the request starting it.
 func TestServerHTTPCapLeavesASessionBeingStarted(t *testing.T) {
-	n := nodetest.Start(t, node.Config{Model: llm.Offline{}})
 	const max = 2
-	s := NewServer(n, ServerOptions{MaxSessions: max})
-	hs := httptest.NewServer(s.Handler())
-	defer hs.Close()
+	s, hs, ctx := capServer(t, ServerOptions{MaxSessions: max})
 	// The session being started: made by the SDK's own handler on s's server, so
 	// that nothing of s marks a request in it, as while its initialize runs.
 	starting := httptest.NewServer(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s.srv }, nil))
 	defer starting.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
 	unmarked := initializeOver(ctx, t, starting.URL)
 	for range max + 2 {
 		initializeOver(ctx, t, hs.URL)
@@ -113,17 +157,12 @@ func TestServerHTTPCapLeavesASessionBeingStarted(t *testing.T) {
 // before its initialize) ends with that request. Counted, it took the place of
 // a session the cap then closed for nothing.
 func TestServerHTTPCapDoesNotCountASessionBeingStarted(t *testing.T) {
-	n := nodetest.Start(t, node.Config{Model: llm.Offline{}})
 	const max = 2
-	s := NewServer(n, ServerOptions{MaxSessions: max})
-	hs := httptest.NewServer(s.Handler())
-	defer hs.Close()
+	s, hs, ctx := capServer(t, ServerOptions{MaxSessions: max})
 	// Made by the SDK's own handler on s's server, as in
 	// TestServerHTTPCapLeavesASessionBeingStarted.
 	starting := httptest.NewServer(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s.srv }, nil))
 	defer starting.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
 	initializeOver(ctx, t, starting.URL)
 	var closed atomic.Int64
 	s.capClosing = func(string) { closed.Add(1) }
@@ -158,13 +197,8 @@ func initializeOver(ctx context.Context, t *testing.T, url string) string {
 // SDK took it in the closing session and ended its stream with no answer, which
 // the client then failed with 400 from the resumed session) or answered 404.
 func TestServerHTTPCapLeavesASessionWithARequestUnderWay(t *testing.T) {
-	n := nodetest.Start(t, node.Config{Model: llm.Offline{}})
-	s := NewServer(n, ServerOptions{MaxSessions: 1})
-	h := s.Handler()
-	hs := httptest.NewServer(h)
-	defer hs.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	s, hs, ctx := capServer(t, ServerOptions{MaxSessions: 1})
+	h := hs.Config.Handler
 	a := startSession(ctx, t, hs.URL)
 	// Between the server's taking of a's request and the SDK's, another client
 	// starts a session, through the same handler: the cap has run once it
@@ -182,9 +216,7 @@ func TestServerHTTPCapLeavesASessionWithARequestUnderWay(t *testing.T) {
 			}
 		})
 	}
-	if status, body, err := postIn(ctx, hs.URL, a, listTools); err != nil || status != http.StatusOK || !strings.Contains(body, `"result"`) {
-		t.Fatalf("the request under way as the cap ran: %d %q %v", status, body, err)
-	}
+	listToolsIn(ctx, t, hs.URL, a, "the request under way as the cap ran")
 }
 
 // A request in a session the cap is closing (the SDK still lists it) waits for
@@ -210,20 +242,9 @@ func TestServerHTTPRequestInASessionTheCapClosesIsResumed(t *testing.T) {
 // to close it, and checks that it waited for the close and was answered (want
 // in the answer; "" for 202 Accepted) in the session resumed.
 func testRequestInASessionTheCapCloses(t *testing.T, body, want string) {
-	n := nodetest.Start(t, node.Config{Model: llm.Offline{}})
-	s := NewServer(n, ServerOptions{MaxSessions: 1})
-	hs := httptest.NewServer(s.Handler())
-	defer hs.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	s, hs, ctx := capServer(t, ServerOptions{MaxSessions: 1})
 	a := startSession(ctx, t, hs.URL)
-	waiting := make(chan string, 1)
-	s.waitingClose = func(id string) {
-		select {
-		case waiting <- id:
-		default:
-		}
-	}
+	waiting := notifyWaitingClose(s)
 	type answer struct {
 		status int
 		body   string
@@ -280,12 +301,7 @@ func testRequestInASessionTheCapCloses(t *testing.T, body, want string) {
 // of the count for as long as it lived: never closed, nor the one it should have
 // closed.
 func TestServerHTTPResumedSessionIsCapped(t *testing.T) {
-	n := nodetest.Start(t, node.Config{Model: llm.Offline{}})
-	s := NewServer(n, ServerOptions{MaxSessions: 1})
-	hs := httptest.NewServer(s.Handler())
-	defer hs.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	s, hs, ctx := capServer(t, ServerOptions{MaxSessions: 1})
 	a := startSession(ctx, t, hs.URL)
 	b := initializeOver(ctx, t, hs.URL)
 	if s.known(a) {
@@ -293,9 +309,7 @@ func TestServerHTTPResumedSessionIsCapped(t *testing.T) {
 	}
 	// a's request resumes its session, which closes b's, now idle the longest,
 	// before the request is answered.
-	if status, body, err := postIn(ctx, hs.URL, a, listTools); err != nil || status != http.StatusOK || !strings.Contains(body, `"result"`) {
-		t.Fatalf("a's request: %d %q %v", status, body, err)
-	}
+	listToolsIn(ctx, t, hs.URL, a, "a's request")
 	if got := s.liveSessions(); got != 1 || !s.known(a) || s.known(b) {
 		t.Fatalf("the server holds %d sessions, a's known %v, b's known %v; want a's alone", got, s.known(a), s.known(b))
 	}
@@ -309,12 +323,7 @@ func TestServerHTTPResumedSessionIsCapped(t *testing.T) {
 // stream: here the client got the server's ping on its stream, which then
 // dropped, and answers as the cap closes the session.
 func TestServerHTTPAnswerInASessionTheCapClosesIsDelivered(t *testing.T) {
-	n := nodetest.Start(t, node.Config{Model: llm.Offline{}})
-	s := NewServer(n, ServerOptions{MaxSessions: 1})
-	hs := httptest.NewServer(s.Handler())
-	defer hs.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	s, hs, ctx := capServer(t, ServerOptions{MaxSessions: 1})
 	a := startSession(ctx, t, hs.URL)
 	var ss *sdk.ServerSession
 	for got := range s.srv.Sessions() {
@@ -336,13 +345,7 @@ func TestServerHTTPAnswerInASessionTheCapClosesIsDelivered(t *testing.T) {
 	stream.Body.Close()
 	waitStreams(t, s, a, 0)
 
-	waiting := make(chan string, 1)
-	s.waitingClose = func(id string) {
-		select {
-		case waiting <- id:
-		default:
-		}
-	}
+	waiting := notifyWaitingClose(s)
 	// As the cap is about to close a's session, a's client answers the ping.
 	var once sync.Once
 	var ran atomic.Bool
@@ -498,12 +501,7 @@ func postIn(ctx context.Context, url, id, body string) (status int, answer strin
 // close's end, whose forgetting of the session's ID in the SDK's handler took
 // the resumed session's entry.
 func TestServerHTTPAnswerInASessionTheCapClosedDoesNotResumeIt(t *testing.T) {
-	n := nodetest.Start(t, node.Config{Model: llm.Offline{}})
-	s := NewServer(n, ServerOptions{MaxSessions: 1})
-	hs := httptest.NewServer(s.Handler())
-	defer hs.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	s, hs, ctx := capServer(t, ServerOptions{MaxSessions: 1})
 	a := startSession(ctx, t, hs.URL)
 	var once sync.Once
 	var ran atomic.Bool
@@ -527,9 +525,7 @@ func TestServerHTTPAnswerInASessionTheCapClosedDoesNotResumeIt(t *testing.T) {
 		t.Fatal("the cap did not close a's session")
 	}
 	// The client's next request resumes the session.
-	if status, body, err := postIn(ctx, hs.URL, a, listTools); err != nil || status != http.StatusOK || !strings.Contains(body, `"result"`) {
-		t.Fatalf("a's request after the close: %d %q %v", status, body, err)
-	}
+	listToolsIn(ctx, t, hs.URL, a, "a's request after the close")
 }
 
 // Clients that hold a stream (the official SDKs' standalone GET), more of them
@@ -539,7 +535,6 @@ func TestServerHTTPAnswerInASessionTheCapClosedDoesNotResumeIt(t *testing.T) {
 // session's client opened its stream again, which resumed the session and
 // closed the next, whose client opened its stream again, and so on without end.
 func TestServerHTTPStreamsReopenedDoNotChurnTheCap(t *testing.T) {
-	n := nodetest.Start(t, node.Config{Model: llm.Offline{}})
 	const delay = 10 * time.Millisecond // the clients' wait before they reopen a stream
 	resumed := make(chan struct{}, 100)
 	log := slog.New(onMessage{"mcp server: session resumed", func() {
@@ -548,20 +543,12 @@ func TestServerHTTPStreamsReopenedDoNotChurnTheCap(t *testing.T) {
 		default:
 		}
 	}})
-	s := NewServer(n, ServerOptions{MaxSessions: 2, ReconnectDelay: delay, Logger: log})
+	s, hs, ctx := capServer(t, ServerOptions{MaxSessions: 2, ReconnectDelay: delay, Logger: log})
 	var closed atomic.Int64
 	s.capClosing = func(string) { closed.Add(1) }
-	hs := httptest.NewServer(s.Handler())
-	defer hs.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
 	var first string
 	for i := range 3 {
-		cs, err := sdk.NewClient(&sdk.Implementation{Name: fmt.Sprint("idle", i), Version: "1"}, nil).Connect(ctx, &sdk.StreamableClientTransport{Endpoint: hs.URL}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer cs.Close()
+		cs := connectClient(ctx, t, hs.URL, fmt.Sprint("idle", i))
 		if i == 0 {
 			first = cs.ID()
 		}
@@ -591,17 +578,8 @@ func TestServerHTTPStreamsReopenedDoNotChurnTheCap(t *testing.T) {
 // again six times with no event between, and every initialize closed such a
 // session, idle the longest.
 func TestServerHTTPCapLeavesASessionWithAStreamHeld(t *testing.T) {
-	n := nodetest.Start(t, node.Config{Model: llm.Offline{}})
-	s := NewServer(n, ServerOptions{MaxSessions: 1})
-	hs := httptest.NewServer(s.Handler())
-	defer hs.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	a, err := sdk.NewClient(&sdk.Implementation{Name: "a", Version: "1"}, nil).Connect(ctx, &sdk.StreamableClientTransport{Endpoint: hs.URL}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
+	s, hs, ctx := capServer(t, ServerOptions{MaxSessions: 1})
+	a := connectClient(ctx, t, hs.URL, "a")
 	waitStreams(t, s, a.ID(), 1)
 	var closedA, closed atomic.Int64
 	s.capClosing = func(id string) {
@@ -629,13 +607,8 @@ func TestServerHTTPCapLeavesASessionWithAStreamHeld(t *testing.T) {
 // the SDK then holds for SessionTimeout, and a GET ran no cap, so that they
 // grew the server's sessions without bound.
 func TestServerHTTPStreamsInMadeUpSessionsAreCapped(t *testing.T) {
-	n := nodetest.Start(t, node.Config{Model: llm.Offline{}})
 	const max = 2
-	s := NewServer(n, ServerOptions{MaxSessions: max})
-	hs := httptest.NewServer(s.Handler())
-	defer hs.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	s, hs, ctx := capServer(t, ServerOptions{MaxSessions: max})
 	get := func() {
 		getCtx, hangUp := context.WithCancel(ctx)
 		stream := openStream(getCtx, t, hs.URL, rand.Text())
@@ -660,12 +633,7 @@ func TestServerHTTPStreamsInMadeUpSessionsAreCapped(t *testing.T) {
 // the Go SDK's client fails for good, and nothing waits for an answer in a
 // closed session.
 func TestServerHTTPAnswerInASessionGoneIsTaken(t *testing.T) {
-	n := nodetest.Start(t, node.Config{Model: llm.Offline{}})
-	s := NewServer(n, ServerOptions{MaxSessions: 1})
-	hs := httptest.NewServer(s.Handler())
-	defer hs.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	s, hs, ctx := capServer(t, ServerOptions{MaxSessions: 1})
 	a := startSession(ctx, t, hs.URL)
 	admitted := make(chan struct{})
 	closed := make(chan struct{})
@@ -723,13 +691,8 @@ func (h onMessage) WithGroup(string) slog.Handler      { return h }
 // whose stream ended, not every one of them until a session starts or resumes (or
 // for session_timeout).
 func TestServerHTTPStreamsHeldThenEndedLeaveTheCap(t *testing.T) {
-	n := nodetest.Start(t, node.Config{Model: llm.Offline{}})
 	const max = 2
-	s := NewServer(n, ServerOptions{MaxSessions: max})
-	hs := httptest.NewServer(s.Handler())
-	defer hs.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	s, hs, ctx := capServer(t, ServerOptions{MaxSessions: max})
 	const held = 20
 	getCtx, hangUp := context.WithCancel(ctx)
 	var streams []*http.Response
@@ -746,11 +709,7 @@ func TestServerHTTPStreamsHeldThenEndedLeaveTheCap(t *testing.T) {
 	waitStreams(t, s, "", 0)
 	// The last stream's end caps the sessions as its handler returns: looked at
 	// until then.
-	deadline := time.Now().Add(20 * time.Second)
-	for got := s.liveSessions(); got > max+1; got = s.liveSessions() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %d streams held then ended, the server holds %d sessions, MaxSessions %d", held, got, max)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitSessionsAtMost(t, s, max+1, func(got int) {
+		t.Fatalf("after %d streams held then ended, the server holds %d sessions, MaxSessions %d", held, got, max)
+	})
 }

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ThreeDotsLabs/watermill"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
@@ -85,29 +84,14 @@ func (m *keysModel) called() []string {
 func pausedNode(t *testing.T) (*Node, *keysModel, *frozenAfterRequestLog) {
 	t.Helper()
 	ctx := context.Background()
-	base, err := sqlite.Open(ctx, sqlite.Config{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = base.Close() })
+	base := tempSQLite(t)
 	log := &frozenAfterRequestLog{Log: base, frozen: make(chan struct{}), thaw: make(chan struct{})}
 	script, err := llm.NewScripted(llm.Script{Name: "scripted", Steps: []llm.ScriptStep{{Content: "done"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	model := &keysModel{Model: script}
-	bus := NewEmbeddedBus(watermill.NopLogger{})
-	t.Cleanup(func() { _ = bus.Close() })
-	n, err := New(ctx, Config{Log: log, NodeID: "a", Model: model, HandoffGrace: 100 * time.Millisecond,
-		Bus: &Bus{Publisher: bus, Tasks: partitionZero{bus}, Live: bus, Sharded: true, Partition: func(string, int) int { return 0 }}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop, err := n.Start(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(stop)
+	n, _, _ := startPartitionZeroNode(t, log, base, Config{Model: model, HandoffGrace: 100 * time.Millisecond})
 	t.Cleanup(func() {
 		select {
 		case <-log.thaw:
@@ -255,32 +239,23 @@ func leasedNode(t *testing.T) *Node {
 	return leasedNodeOn(t, func(l *sqlite.Log) eventlog.Log { return l })
 }
 
+// tempSQLite opens a SQLite log in a directory of the test's, closed once the
+// test ends.
+func tempSQLite(t *testing.T) *sqlite.Log {
+	t.Helper()
+	l, err := sqlite.Open(context.Background(), sqlite.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	return l
+}
+
 // leasedNodeOn is leasedNode on the log wrap makes of a SQLite log.
 func leasedNodeOn(t *testing.T, wrap func(*sqlite.Log) eventlog.Log) *Node {
 	t.Helper()
-	ctx := context.Background()
-	base, err := sqlite.Open(ctx, sqlite.Config{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = base.Close() })
-	log := wrap(base)
-	script, err := llm.NewScripted(llm.Script{Name: "scripted", Steps: []llm.ScriptStep{{Content: "done"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	bus := NewEmbeddedBus(watermill.NopLogger{})
-	t.Cleanup(func() { _ = bus.Close() })
-	n, err := New(ctx, Config{Log: log, NodeID: "a", Model: script, HandoffGrace: 100 * time.Millisecond,
-		Bus: &Bus{Publisher: bus, Tasks: partitionZero{bus}, Live: bus, Sharded: true, Partition: func(string, int) int { return 0 }}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop, err := n.Start(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(stop)
+	base := tempSQLite(t)
+	n, _, _ := startPartitionZeroNode(t, wrap(base), base, Config{HandoffGrace: 100 * time.Millisecond})
 	n.Assigned([]int{0}, 1)
 	if _, ok := n.ownedLease("s-1"); !ok {
 		t.Fatal("the node holds no lease of partition 0 once assigned it")
@@ -346,15 +321,22 @@ func (l *heldEpochLog) CurrentEpoch(ctx context.Context, partition int) (uint64,
 	return l.Log.CurrentEpoch(ctx, partition)
 }
 
-// After a pause, the calls of one partition that doubt the node's ownership wait
-// for one read of its epoch in the log, not one each: before, as many read at
-// once as calls waited through the pause, each holding its performer's slot.
-func TestPausedNodeConfirmsAPartitionWithOneRead(t *testing.T) {
+// heldEpochNode is leasedNode on a heldEpochLog, returned with it.
+func heldEpochNode(t *testing.T) (*Node, *heldEpochLog) {
+	t.Helper()
 	var log *heldEpochLog
 	n := leasedNodeOn(t, func(l *sqlite.Log) eventlog.Log {
 		log = &heldEpochLog{Log: l, release: make(chan struct{})}
 		return log
 	})
+	return n, log
+}
+
+// After a pause, the calls of one partition that doubt the node's ownership wait
+// for one read of its epoch in the log, not one each: before, as many read at
+// once as calls waited through the pause, each holding its performer's slot.
+func TestPausedNodeConfirmsAPartitionWithOneRead(t *testing.T) {
+	n, log := heldEpochNode(t)
 	const calls = 4
 	checks := make([]func(context.Context) error, calls)
 	for i := range checks {
@@ -402,11 +384,7 @@ func gaugeValue(t *testing.T, g prometheus.Gauge) float64 {
 func TestCallConfirmedAfterItsSessionsWereHandedOverDoesNotStart(t *testing.T) {
 	for _, revoke := range []bool{false, true} {
 		t.Run(map[bool]string{false: "drained", true: "revoked"}[revoke], func(t *testing.T) {
-			var log *heldEpochLog
-			n := leasedNodeOn(t, func(l *sqlite.Log) eventlog.Log {
-				log = &heldEpochLog{Log: l, release: make(chan struct{})}
-				return log
-			})
+			n, log := heldEpochNode(t)
 			check := n.claimCall("s-1")
 			log.held.Store(true)
 			n.pauseFor(6 * time.Second)

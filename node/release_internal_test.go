@@ -94,19 +94,22 @@ func waitWithin(t *testing.T, within time.Duration, what string, cond func() boo
 
 // startPartitionZeroNode starts node "a", sharded over one partition of an
 // in-process bus, behind a publisher a test can hold, on log (base, or a wrapper
-// of it), with cfg's other settings and a scripted model that answers "done". It
-// returns the node, its publisher, and a reader of partition 0's owner record.
+// of it), with cfg's other settings and cfg's model, or else a scripted model that
+// answers "done". It returns the node, its publisher, and a reader of partition 0's owner record.
 func startPartitionZeroNode(t *testing.T, log eventlog.Log, base *sqlite.Log, cfg Config) (*Node, *heldPublisher, func() eventlog.Ownership) {
 	t.Helper()
 	ctx := context.Background()
-	model, err := llm.NewScripted(llm.Script{Name: "scripted", Steps: []llm.ScriptStep{{Content: "done"}}})
-	if err != nil {
-		t.Fatal(err)
+	if cfg.Model == nil {
+		model, err := llm.NewScripted(llm.Script{Name: "scripted", Steps: []llm.ScriptStep{{Content: "done"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Model = model
 	}
 	bus := NewEmbeddedBus(watermill.NopLogger{})
 	t.Cleanup(func() { _ = bus.Close() })
 	pub := newHeldPublisher(bus)
-	cfg.Log, cfg.NodeID, cfg.Model = log, "a", model
+	cfg.Log, cfg.NodeID = log, "a"
 	cfg.Bus = &Bus{Publisher: pub, Tasks: partitionZero{bus}, Live: bus, Sharded: true, Partition: func(string, int) int { return 0 }}
 	n, err := New(ctx, cfg)
 	if err != nil {

@@ -99,6 +99,19 @@ func (f *loadingServer) Search(context.Context, string, []string, string, []stri
 	return []client.SearchResult{{}}, nil // nothing matched
 }
 
+// storeOnALoadingServer makes a Store (Strong, prefix p_, a request timeout of an
+// hour) on a loadingServer whose collection p_c loads until the test finishes
+// it, and returns them with a context of a minute for the test's requests.
+func storeOnALoadingServer(t *testing.T) (*loadingServer, *Store, context.Context) {
+	t.Helper()
+	srv := &loadingServer{phys: "p_c", loadDone: make(chan struct{})}
+	s := &Store{cfg: Config{Addr: "fake:19530", Prefix: "p_", RequestTimeout: time.Hour}.WithDefaults(), client: srv,
+		level: levels[Strong], colls: map[string]*collection{}, socks: map[*socket]struct{}{}, loading: map[string]time.Time{}}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	t.Cleanup(cancel)
+	return srv, s, ctx
+}
+
 // A collection that the server loads for a long time (a Milvus started again after
 // a kill -9, loading its data) takes writes at once and fails searches saying that it
 // loads, instead of holding every request for its load: each upsert waited for the
@@ -106,11 +119,7 @@ func (f *loadingServer) Search(context.Context, string, []string, string, []stri
 // 30 s and more, and a hybrid search two minutes, until Milvus had loaded.
 func TestACollectionStillLoadingTakesWritesAndFailsSearchesAtOnce(t *testing.T) {
 	t.Parallel()
-	srv := &loadingServer{phys: "p_c", loadDone: make(chan struct{})}
-	s := &Store{cfg: Config{Addr: "fake:19530", Prefix: "p_", RequestTimeout: time.Hour}.WithDefaults(), client: srv,
-		level: levels[Strong], colls: map[string]*collection{}, socks: map[*socket]struct{}{}, loading: map[string]time.Time{}}
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
+	srv, s, ctx := storeOnALoadingServer(t)
 
 	if err := s.Upsert(ctx, "c", []vectorstore.Item{{ID: "a", Vector: []float32{1, 0, 0}}}); err != nil {
 		t.Fatalf("Upsert while the collection loads: %v", err)
@@ -139,11 +148,7 @@ func TestACollectionStillLoadingTakesWritesAndFailsSearchesAtOnce(t *testing.T) 
 // collection, as after a search that finds it gone, and the search finds nothing.
 func TestACollectionDroppedWhileItLoadsIsForgotten(t *testing.T) {
 	t.Parallel()
-	srv := &loadingServer{phys: "p_c", loadDone: make(chan struct{})}
-	s := &Store{cfg: Config{Addr: "fake:19530", Prefix: "p_", RequestTimeout: time.Hour}.WithDefaults(), client: srv,
-		level: levels[Strong], colls: map[string]*collection{}, socks: map[*socket]struct{}{}, loading: map[string]time.Time{}}
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
+	srv, s, ctx := storeOnALoadingServer(t)
 	if err := s.Upsert(ctx, "c", []vectorstore.Item{{ID: "a", Vector: []float32{1, 0, 0}}}); err != nil {
 		t.Fatalf("Upsert while the collection loads: %v", err)
 	}
