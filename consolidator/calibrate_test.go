@@ -148,3 +148,48 @@ func TestPlanClustersOnlyRelatedEpisodesWithACompressedEmbedder(t *testing.T) {
 		t.Errorf("no cluster proposed: %v", ds)
 	}
 }
+
+// Two different facts on one topic (0.945), a rephrasing (0.99) and one unrelated
+// fact: rule 2 keeps the two facts apart (over its floor, 0.945 calibrates under
+// 0.92) and merges the rephrasing. The conflict rule's floor, taken from the facts
+// left after that merge, is lower, and calibrated the two facts over 0.92: it
+// took them for duplicates rule 2 had merged, and they were neither merged nor
+// judged. Now it asks rule 2's measure.
+func TestPlanJudgesFactsRule2KeptApart(t *testing.T) {
+	const dim = 8
+	vec := func(topic int, topicCos float64, own int) []float32 {
+		const common = 0.77
+		v := make([]float32, dim)
+		v[0] = float32(math.Sqrt(common))
+		if topic >= 0 {
+			v[topic] = float32(math.Sqrt(topicCos - common))
+			v[own] = float32(math.Sqrt(1 - topicCos))
+		} else {
+			v[own] = float32(math.Sqrt(1 - common))
+		}
+		return v
+	}
+	mems := []memory.Memory{
+		withVector(mem("x-mon", memory.Semantic, 0.5, 5*day), vec(1, 0.945, 2)...),
+		withVector(mem("y-tue", memory.Semantic, 0.5, 4*day), vec(1, 0.945, 3)...),
+		withVector(mem("ra", memory.Semantic, 0.5, 3*day), vec(4, 0.99, 5)...),
+		withVector(mem("rb", memory.Semantic, 0.5, 2*day), vec(4, 0.99, 6)...),
+		withVector(mem("u", memory.Semantic, 0.5, 1*day), vec(-1, 0, 7)...),
+	}
+	for i := range mems {
+		mems[i].Content = "fact " + mems[i].ID // no digits: numbersDiffer holds nothing apart
+	}
+	ds := consolidator.Plan(now, mems, only(consolidator.Policy{DuplicateThreshold: 0.92, ConflictThreshold: 0.75}))
+	if got := merges(ds); len(got) != 1 || !strings.HasPrefix(got[0], "merge rb into ra:") {
+		t.Fatalf("merges %q, want rb into ra only\n%v", got, ds)
+	}
+	judged := false
+	for _, d := range ds {
+		if d.Kind == consolidator.Invalidate && d.Judge && d.IDs[0] == "x-mon" && d.By == "y-tue" {
+			judged = true
+		}
+	}
+	if !judged {
+		t.Errorf("x-mon and y-tue, kept apart by rule 2, were not judged:\n%v", ds)
+	}
+}

@@ -195,6 +195,12 @@ type planner struct {
 	items      []*item         // by ID
 	out        []Decision
 	letGo      [][]string // the sources of the facts forgotten (rule 6)
+	// dupScales are the scales rule 2 calibrated the semantic tier's cosines by,
+	// by modality: the conflict rule tells by them which pairs rule 2 took for
+	// duplicates (a floor of its own, from the facts left after the merges, may
+	// be lower, and calibrate a pair rule 2 kept as two facts above
+	// DuplicateThreshold: then neither merged nor judged).
+	dupScales map[memory.Modality]scale
 }
 
 func newPlanner(ctx context.Context, now time.Time, mems []memory.Memory, p Policy) *planner {
@@ -331,6 +337,16 @@ func (pl *planner) groups(keep func(*item) bool) [][]*item {
 	return out
 }
 
+// duplicateByRule2 reports whether rule 2 calibrated a semantic pair of modality
+// m at raw cosine raw to DuplicateThreshold or more (c, the conflict rule's own
+// calibration, when rule 2 compared no vectors of that modality).
+func (pl *planner) duplicateByRule2(m memory.Modality, raw, c float64) bool {
+	if sc, ok := pl.dupScales[m]; ok {
+		c = sc.of(raw)
+	}
+	return c >= pl.p.DuplicateThreshold
+}
+
 // dedupe is rule 2.
 func (pl *planner) dedupe() {
 	for _, g := range pl.groups(func(it *item) bool { return it.m.Hash != "" }) {
@@ -360,6 +376,12 @@ func (pl *planner) dedupe() {
 	for _, g := range pl.groups(func(it *item) bool { return len(it.m.Vector) > 0 }) {
 		// The cosines are calibrated from the group's floor (calibrate.go).
 		sc := pl.scaleOf(g)
+		if g[0].tier == memory.Semantic {
+			if pl.dupScales == nil {
+				pl.dupScales = map[memory.Modality]scale{}
+			}
+			pl.dupScales[g[0].m.Modality] = sc
+		}
 		near := pl.near(g, sc.raw(pl.p.DuplicateThreshold))
 		for i, k := range g {
 			if pl.err != nil {
@@ -617,8 +639,8 @@ func (pl *planner) judgements(semantic []*item, done map[[2]*item]bool) {
 			if c < pl.p.ConflictThreshold {
 				return // below the band: not close enough to judge
 			}
-			if pl.p.DuplicateThreshold >= 0 && c >= pl.p.DuplicateThreshold && !numbersDiffer(a, facts[j]) {
-				return // a duplicate, merged by rule 2
+			if pl.p.DuplicateThreshold >= 0 && pl.duplicateByRule2(a.m.Modality, raw, c) && !numbersDiffer(a, facts[j]) {
+				return // a duplicate by rule 2's measure, which it kept for a reason of its own
 			}
 			older, newer := a, facts[j]
 			if newerFirst(older, newer) < 0 {
