@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
@@ -584,17 +585,37 @@ func logBackend(log any) string {
 }
 
 // actorRestarts counts the restarts of the node's actors that their supervisors
-// decided (protoactor's SupervisorEvent with RestartDirective), by kind.
-func actorRestarts(reg prometheus.Registerer, system *actor.ActorSystem) {
+// decided (protoactor's SupervisorEvent with RestartDirective), by kind, and the
+// actors their supervisors stopped after too many failures (StopDirective), which
+// it also logs as an error: protoactor logs its supervision events at DEBUG only,
+// so a session whose actor failed five times in ten seconds stopped with nothing
+// above INFO said of it, and its tasks waited until something started it again.
+func actorRestarts(reg prometheus.Registerer, system *actor.ActorSystem, logger *slog.Logger) {
 	restarts := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "troupe", Subsystem: "actor", Name: "restarts_total",
 		Help: "Actor restarts decided by their supervisors (after a panic), by kind: session, memory, or other."}, []string{"kind"})
-	reg.MustRegister(restarts)
+	stops := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "troupe", Subsystem: "actor", Name: "given_up_total",
+		Help: "Actors their supervisors stopped after too many failures in a row, by kind: session, memory, or other. A session's next task, or the node's next start, starts it again."}, []string{"kind"})
+	reg.MustRegister(restarts, stops)
 	for _, k := range []string{"session", "memory"} {
 		restarts.WithLabelValues(k) // present at 0
+		stops.WithLabelValues(k)
 	}
 	system.EventStream.Subscribe(func(evt any) {
-		if e, ok := evt.(*actor.SupervisorEvent); ok && e.Directive == actor.RestartDirective && e.Child != nil {
+		e, ok := evt.(*actor.SupervisorEvent)
+		if !ok || e.Child == nil {
+			return
+		}
+		switch e.Directive {
+		case actor.RestartDirective:
 			restarts.WithLabelValues(actorKind(e.Child.Id)).Inc()
+		case actor.StopDirective:
+			kind := actorKind(e.Child.Id)
+			stops.WithLabelValues(kind).Inc()
+			reason := fmt.Sprint(e.Reason)
+			if len(reason) > 300 {
+				reason = strings.ToValidUTF8(reason[:300], "") + "…"
+			}
+			logger.Error("an actor failed too many times in a row: its supervisor stopped it", "kind", kind, "actor", e.Child.Id, "last_failure", reason)
 		}
 	})
 }

@@ -3,8 +3,10 @@ package node_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -363,3 +365,58 @@ func TestModelCooldownHoldsAreCounted(t *testing.T) {
 	wantSample(t, fams, 1, "troupe_model_cooldown_holds_total", "model", "limited", "action", "waited")
 	wantSample(t, fams, 1, "troupe_model_retries_total", "model", "limited", "reason", "rate_limited")
 }
+
+// refusingAlways is a log that refuses every batch holding an event of type typ,
+// as its content: a session that reaches one fails at every try.
+type refusingAlways struct {
+	eventlog.Log
+	typ     messages.Type
+	refused atomic.Int64
+}
+
+func (l *refusingAlways) Append(ctx context.Context, events []messages.Envelope) error {
+	for _, e := range events {
+		if e.Type == l.typ {
+			l.refused.Add(1)
+			return fmt.Errorf("refused: %w", eventlog.ErrInvalidEvent)
+		}
+	}
+	return l.Log.Append(ctx, events)
+}
+
+// A session actor that fails again at each restart is stopped by its supervisor
+// after five failures in ten seconds: /metrics counts it, and the node logs it as
+// an error. Before, protoactor said so at DEBUG only, and the session sat
+// "running" with nothing above INFO in the node's log.
+func TestMetricsCountActorsTheirSupervisorsGaveUpOn(t *testing.T) {
+	l, err := sqlite.Open(context.Background(), sqlite.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	log := &refusingAlways{Log: l, typ: messages.TypeToolCallCompleted}
+	var logged strings.Builder
+	var mu sync.Mutex
+	logger := slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return logged.Write(p)
+	}), &slog.HandlerOptions{Level: slog.LevelError}))
+	n := nodetest.Start(t, node.Config{Log: log, Model: metricsScript(t), Logger: logger})
+	if _, err := n.Submit(context.Background(), node.Task{Input: "what is 6*7?", SessionID: "given-up"}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "the session's supervisor to give up on it", func() bool {
+		v, _ := sampleOf(scrape(t, n), "troupe_actor_given_up_total", "kind", "session")
+		return v >= 1
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if !strings.Contains(logged.String(), "its supervisor stopped it") || !strings.Contains(logged.String(), "kind=session") {
+		t.Errorf("the node logged no error of the session it gave up on:\n%s", logged.String())
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
