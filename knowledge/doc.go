@@ -70,10 +70,11 @@
 //
 // Bad input gets a clear error and writes nothing: a document over
 // MaxDocumentBytes (ErrTooLarge, also rag.ErrTooLarge) or one that cuts into more
-// than Config.MaxChunks chunks (ErrTooLarge: they travel in one event), a format
-// Convert cannot read (rag.ErrUnsupported, rag.ErrMalformed), a document without
-// text (ErrEmpty: empty or whitespace only; a page of headings only is its
-// headings' text), a source name that is empty, over MaxSourceLen or holds a control
+// than Config.MaxChunks chunks (ErrTooLarge: they travel in one event) or past a
+// bound of its conversion (HTML nested too deep, a zip bomb: rag.ErrTooLarge,
+// also ErrTooLarge), a format Convert cannot read (rag.ErrUnsupported,
+// rag.ErrMalformed), a document without text (ErrEmpty: empty or whitespace
+// only; a page of headings only is its headings' text), a source name that is empty, over MaxSourceLen or holds a control
 // character such as a newline or a bidirectional override (ErrInvalid, CheckSource).
 //
 // # Projections

@@ -141,7 +141,13 @@ func (b *Base) ingest(ctx context.Context, source string, body []byte, key strin
 		return res, err
 	}
 	md, err := convert()
-	if err != nil {
+	switch {
+	case errors.Is(err, rag.ErrTooLarge):
+		// A bound of the conversion (HTML nested too deep, a zip that expands too
+		// far, a table of too many cells) is this package's too: callers answer
+		// ErrTooLarge as the request's fault, not as a failure to try again.
+		return AddResult{}, fmt.Errorf("%w: %w", ErrTooLarge, err)
+	case err != nil:
 		return AddResult{}, fmt.Errorf("knowledge: %w", err)
 	}
 	if b.cfg.Redact != nil {
