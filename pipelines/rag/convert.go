@@ -73,13 +73,7 @@ func ConvertFile(name, file string, data []byte) (markdown string, err error) {
 	if data, err = fromUTF16(data); err != nil {
 		return "", fmt.Errorf("rag: convert %q: %w", name, err)
 	}
-	kind, ok := knownKind(file)
-	if !ok {
-		kind, ok = knownKind(name)
-	}
-	if !ok {
-		kind = sniff(data)
-	}
+	kind := kindOf(name, file, func() []byte { return data })
 	md, err := convertAs(kind, name, data)
 	if err != nil {
 		return "", fmt.Errorf("rag: convert %q: %w", name, err)
@@ -88,6 +82,48 @@ func ConvertFile(name, file string, data []byte) (markdown string, err error) {
 		return "", fmt.Errorf("rag: convert %q: Markdown of %d bytes, over the limit of %d: %w", name, len(md), MaxMarkdownBytes, ErrTooLarge)
 	}
 	return md, nil
+}
+
+// kindOf is the format ConvertFile reads a document named name that came as the
+// file file as: by file's extension, else name's, else by its content (data, after
+// fromUTF16), as an extension, "" for binary content it does not know.
+func kindOf(name, file string, data func() []byte) string {
+	if kind, ok := knownKind(file); ok {
+		return kind
+	}
+	if kind, ok := knownKind(name); ok {
+		return kind
+	}
+	return sniff(data())
+}
+
+// Format names the way ConvertFile reads a document named name that came as the
+// file file: "markdown", "text", "html", "csv", "json", "xlsx", "docx", "pdf",
+// "code/" and the language for source code ("code/go"), "" for content it does
+// not read. The same bytes read in one format give the same Markdown: a caller
+// that skips an unchanged document by its DocumentHash compares its format too,
+// so that the bytes of guide.txt sent again as guide.md are converted anew.
+func Format(name, file string, data []byte) string {
+	kind := kindOf(name, file, func() []byte {
+		if decoded, err := fromUTF16(data); err == nil {
+			return decoded
+		}
+		return data
+	})
+	switch kind {
+	case ".md", ".markdown":
+		return "markdown"
+	case ".txt", ".text":
+		return "text"
+	case ".html", ".htm":
+		return "html"
+	case ".csv", ".json", ".xlsx", ".docx", ".pdf":
+		return kind[1:]
+	}
+	if lang, ok := codeLanguages[kind]; ok {
+		return "code/" + lang
+	}
+	return ""
 }
 
 // knownKind is the format Convert reads a file named name as, by its extension,

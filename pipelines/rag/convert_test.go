@@ -332,3 +332,32 @@ func TestConvertFileReadsByTheFilesExtension(t *testing.T) {
 		}
 	}
 }
+
+// Format names the reading ConvertFile makes: by the file's extension, else the
+// name's, else the content's; synonyms of one reading are one format.
+func TestFormatNamesTheReading(t *testing.T) {
+	utf16HTML := []byte{0xff, 0xfe}
+	for _, r := range "<html><p>hi</p></html>" {
+		utf16HTML = append(utf16HTML, byte(r), 0)
+	}
+	for _, c := range []struct {
+		name, file string
+		data       []byte
+		want       string
+	}{
+		{"guide.md", "guide.md", []byte("# Guide"), "markdown"},
+		{"docs/guide", "guide.markdown", []byte("# Guide"), "markdown"},
+		{"docs/guide.md", "guide.txt", []byte("# Guide"), "text"},
+		{"page.htm", "page.htm", []byte("<p>hi</p>"), "html"},
+		{"page", "page", []byte("<!DOCTYPE html><p>hi</p>"), "html"},
+		{"page", "page", utf16HTML, "html"},
+		{"notes", "notes", []byte("just words"), "text"},
+		{"data", "data", []byte(`{"a": 1}`), "json"},
+		{"main.go", "main.go", []byte("package main"), "code/go"},
+		{"blob", "blob", []byte{0xff, 0x00, 0x01}, ""},
+	} {
+		if got := Format(c.name, c.file, c.data); got != c.want {
+			t.Errorf("Format(%q, %q) = %q, want %q", c.name, c.file, got, c.want)
+		}
+	}
+}
