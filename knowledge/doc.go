@@ -42,10 +42,14 @@
 // count, text hash and vector — goes into ONE kb.document_ingested event: a changed
 // document's new chunks replace its old ones in one step, a search sees the old
 // version or the new one and never a mix, and a fold, a restart or a replay never
-// calls the embedder. A document whose rag.DocumentHash is the stored one, embedded
-// by the same embedder (Config.EmbedderName), is skipped before it is converted:
-// nothing is embedded nor written, and the result says StatusUnchanged; with another
-// embedder it is embedded again. Base.AddText takes Markdown for callers that send
+// calls the embedder. A document whose rag.DocumentHash is the stored one, read
+// the same way (rag.Format; a text sent as Markdown is "text/markdown") and
+// embedded by the same embedder (Config.EmbedderName), is skipped before it is
+// converted: nothing is embedded nor written, and the result says
+// StatusUnchanged; read another way (the bytes of guide.txt sent again as
+// guide.md) it is converted anew, and with another embedder embedded again. A
+// document stored before its format was recorded is taken as read the way it is
+// now. Base.AddText takes Markdown for callers that send
 // {source, content}; Base.Remove removes a document in one kb.document_removed
 // event. Writes work like memory's (both are internal/entity's Stream.Write): they
 // fold what the stream gained, decide against the fold, append at the next seq,
@@ -70,10 +74,11 @@
 //
 // Bad input gets a clear error and writes nothing: a document over
 // MaxDocumentBytes (ErrTooLarge, also rag.ErrTooLarge) or one that cuts into more
-// than Config.MaxChunks chunks (ErrTooLarge: they travel in one event), a format
-// Convert cannot read (rag.ErrUnsupported, rag.ErrMalformed), a document without
-// text (ErrEmpty: empty or whitespace only; a page of headings only is its
-// headings' text), a source name that is empty, over MaxSourceLen or holds a control
+// than Config.MaxChunks chunks (ErrTooLarge: they travel in one event) or past a
+// bound of its conversion (HTML nested too deep, a zip bomb: rag.ErrTooLarge,
+// also ErrTooLarge), a format Convert cannot read (rag.ErrUnsupported,
+// rag.ErrMalformed), a document without text (ErrEmpty: empty or whitespace
+// only; a page of headings only is its headings' text), a source name that is empty, over MaxSourceLen or holds a control
 // character such as a newline or a bidirectional override (ErrInvalid, CheckSource).
 //
 // # Projections

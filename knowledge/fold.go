@@ -194,10 +194,12 @@ type state struct {
 // document is one ingested document as the fold holds it.
 type document struct {
 	source, hash, embedder string
-	bytes, markdownBytes   int
-	chunks                 []*chunk
-	seq                    uint64
-	updated                time.Time
+	// format is how its bytes were read (messages.KBDocumentIngested.Format).
+	format               string
+	bytes, markdownBytes int
+	chunks               []*chunk
+	seq                  uint64
+	updated              time.Time
 }
 
 // chunk is one live chunk.
@@ -248,7 +250,7 @@ func (s *state) apply(e messages.Envelope) (effect, error) {
 			status = StatusReplaced
 			eff.removed = s.drop(old)
 		}
-		d := &document{source: p.Source, hash: p.Hash, embedder: p.Embedder, bytes: p.Bytes, markdownBytes: p.MarkdownBytes,
+		d := &document{source: p.Source, hash: p.Hash, embedder: p.Embedder, format: p.Format, bytes: p.Bytes, markdownBytes: p.MarkdownBytes,
 			seq: e.Seq, updated: time.UnixMicro(e.TS).UTC()}
 		tokens := 0
 		for _, c := range p.Chunks {
@@ -795,6 +797,10 @@ type Document struct {
 	Tokens        int `json:"tokens"`
 	// Embedder names the model that embedded its chunks.
 	Embedder string `json:"embedder"`
+	// Format says how its bytes were read into Markdown (rag.Format, or
+	// "text/markdown" for a text sent as Markdown); "" when ingested before that
+	// was recorded.
+	Format string `json:"format,omitempty"`
 	// Seq is the event that ingested it, Updated that event's time.
 	Seq     uint64    `json:"seq"`
 	Updated time.Time `json:"updated"`
@@ -835,7 +841,7 @@ func (d *document) describe() Document {
 		tokens += c.tokens
 	}
 	return Document{Source: d.source, Hash: d.hash, Bytes: d.bytes, MarkdownBytes: d.markdownBytes, Chunks: len(d.chunks),
-		Tokens: tokens, Embedder: d.embedder, Seq: d.seq, Updated: d.updated}
+		Tokens: tokens, Embedder: d.embedder, Format: d.format, Seq: d.seq, Updated: d.updated}
 }
 
 // Stats describes a knowledge base.

@@ -35,3 +35,16 @@ func TestAddStopsPackingPastMaxChunks(t *testing.T) {
 		t.Errorf("%d token counts for a document refused after 4 chunks", tk.calls)
 	}
 }
+
+// A document that passes a bound of its conversion (rag.ErrTooLarge: HTML nested
+// too deep) is ErrTooLarge, as one over MaxDocumentBytes or MaxChunks is, so that
+// callers answer it as the request's fault (HTTP 413, the rag tool's argument
+// error) rather than as a failure to try again.
+func TestAddOverAConversionBoundIsErrTooLarge(t *testing.T) {
+	f := newFixture(t)
+	deep := strings.Repeat("<div>", 600) + "deep" + strings.Repeat("</div>", 600)
+	_, err := f.base(t, "docs").Add(context.Background(), "deep.html", []byte(deep), "")
+	if !errors.Is(err, knowledge.ErrTooLarge) || !errors.Is(err, rag.ErrTooLarge) || !strings.Contains(err.Error(), "nested too deep") {
+		t.Fatalf("Add(HTML nested 600 deep) = %v, want ErrTooLarge and rag.ErrTooLarge saying it is nested too deep", err)
+	}
+}

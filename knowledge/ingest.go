@@ -75,9 +75,11 @@ func CheckSource(source string) error {
 // headings, packed into chunks (Config.Chunk), embedded in batches of
 // Config.EmbedBatch and appended in one kb.document_ingested event that replaces
 // every chunk an earlier version of the source had. A document whose hash is the
-// stored one, embedded by the same embedder (Config.EmbedderName), is not
-// converted, embedded nor written: StatusUnchanged. (Chunk options are not part of
-// that test: to cut a document anew, Remove it first.) A key applied
+// stored one, read the same way (rag.Format: the bytes of guide.txt sent again as
+// guide.md are converted anew) and embedded by the same embedder
+// (Config.EmbedderName), is not converted, embedded nor written: StatusUnchanged.
+// (Chunk options are not part of that test: to cut a document anew, Remove it
+// first.) A key applied
 // before returns the earlier result and writes nothing (another document under the
 // same key: ErrKeyReused).
 //
@@ -88,7 +90,7 @@ func CheckSource(source string) error {
 // with its error (rag.ErrUnsupported, rag.ErrMalformed), one without text with
 // ErrEmpty, and a failing embedder with ErrEmbedder; nothing is written then.
 func (b *Base) Add(ctx context.Context, source string, body []byte, key string) (AddResult, error) {
-	return b.ingest(ctx, source, body, key, func() (string, error) { return rag.Convert(source, body) })
+	return b.ingest(ctx, source, body, key, rag.Format(source, source, body), func() (string, error) { return rag.Convert(source, body) })
 }
 
 // AddFile is Add of a file stored under another name than its own: body is the
@@ -100,7 +102,7 @@ func (b *Base) AddFile(ctx context.Context, source, file string, body []byte, ke
 	if file == "" {
 		file = source
 	}
-	return b.ingest(ctx, source, body, key, func() (string, error) { return rag.ConvertFile(source, file, body) })
+	return b.ingest(ctx, source, body, key, rag.Format(source, file, body), func() (string, error) { return rag.ConvertFile(source, file, body) })
 }
 
 // AddText ingests a text given as Markdown (plain text is Markdown too) under the
@@ -110,7 +112,7 @@ func (b *Base) AddFile(ctx context.Context, source, file string, body []byte, ke
 // file's would be. Otherwise it is Add.
 func (b *Base) AddText(ctx context.Context, source, markdown, key string) (AddResult, error) {
 	body := []byte(markdown)
-	return b.ingest(ctx, source, body, key, func() (string, error) {
+	return b.ingest(ctx, source, body, key, formatText, func() (string, error) {
 		if !utf8.Valid(body) {
 			return "", fmt.Errorf("knowledge: %q: the content is not valid UTF-8: %w", source, rag.ErrMalformed)
 		}
@@ -123,7 +125,13 @@ func (b *Base) AddText(ctx context.Context, source, markdown, key string) (AddRe
 	})
 }
 
-func (b *Base) ingest(ctx context.Context, source string, body []byte, key string, convert func() (string, error)) (AddResult, error) {
+// formatText is the format of a text sent as Markdown (AddText): it is not
+// converted, where a file named .md is (its front matter dropped).
+const formatText = "text/markdown"
+
+// ingest ingests body under source, read as format says (rag.Format, or
+// formatText) by convert.
+func (b *Base) ingest(ctx context.Context, source string, body []byte, key, format string, convert func() (string, error)) (AddResult, error) {
 	if err := CheckSource(source); err != nil {
 		return AddResult{}, err
 	}
@@ -135,13 +143,19 @@ func (b *Base) ingest(ctx context.Context, source string, body []byte, key strin
 	// What the stream says already: an applied key or an unchanged document needs
 	// no conversion and no embedding.
 	b.mu.Lock()
-	source, res, done, err := b.decided(ctx, source, hash, key)
+	source, res, done, err := b.decided(ctx, source, hash, format, key)
 	b.mu.Unlock()
 	if err != nil || done {
 		return res, err
 	}
 	md, err := convert()
-	if err != nil {
+	switch {
+	case errors.Is(err, rag.ErrTooLarge):
+		// A bound of the conversion (HTML nested too deep, a zip that expands too
+		// far, a table of too many cells) is this package's too: callers answer
+		// ErrTooLarge as the request's fault, not as a failure to try again.
+		return AddResult{}, fmt.Errorf("%w: %w", ErrTooLarge, err)
+	case err != nil:
 		return AddResult{}, fmt.Errorf("knowledge: %w", err)
 	}
 	if b.cfg.Redact != nil {
@@ -174,7 +188,7 @@ func (b *Base) ingest(ctx context.Context, source string, body []byte, key strin
 		return AddResult{}, fmt.Errorf("knowledge: %q: %w", source, err)
 	}
 	ev := &messages.KBDocumentIngested{Key: key, Source: source, Hash: hash, Bytes: len(body), MarkdownBytes: len(md),
-		Embedder: b.cfg.EmbedderName, Chunks: make([]messages.KBChunk, len(chunks))}
+		Embedder: b.cfg.EmbedderName, Format: format, Chunks: make([]messages.KBChunk, len(chunks))}
 	tokens, newDim := 0, 0
 	for i, c := range chunks {
 		ev.Chunks[i] = messages.KBChunk{ChunkID: chunkID(source, hash, i), Index: i, HeadingPath: c.HeadingPath, Start: c.Start, End: c.End,
@@ -197,7 +211,7 @@ func (b *Base) ingest(ctx context.Context, source string, body []byte, key strin
 				ev.Chunks[i].ChunkID = chunkID(source, hash, i)
 			}
 		}
-		if d := b.st.docs[source]; b.unchanged(d, hash) {
+		if d := b.st.docs[source]; b.unchanged(d, hash, format) {
 			decidedRes, unchanged = unchangedResult(d), true
 			return nil, nil
 		}
@@ -226,7 +240,7 @@ func (b *Base) ingest(ctx context.Context, source string, body []byte, key strin
 // decided answers an ingestion from the fold when it can: the key was applied, or
 // the document is unchanged. It returns the name the document is stored under
 // (storedName). The caller holds mu for writing.
-func (b *Base) decided(ctx context.Context, source, hash, key string) (string, AddResult, bool, error) {
+func (b *Base) decided(ctx context.Context, source, hash, format, key string) (string, AddResult, bool, error) {
 	if err := b.fold(ctx); err != nil {
 		return source, AddResult{}, false, err
 	}
@@ -235,7 +249,7 @@ func (b *Base) decided(ctx context.Context, source, hash, key string) (string, A
 		r, err := b.keyResult(key, source, hash)
 		return source, r, true, err
 	}
-	if d := b.st.docs[source]; b.unchanged(d, hash) {
+	if d := b.st.docs[source]; b.unchanged(d, hash, format) {
 		return source, unchangedResult(d), true, nil
 	}
 	return source, AddResult{}, false, nil
@@ -272,11 +286,15 @@ func (b *Base) storedName(source string) string {
 	return nfc
 }
 
-// unchanged reports whether the stored document d is the document of hash,
-// embedded by the configured embedder: then an ingestion has nothing to do. A
-// document embedded by another model is ingested again.
-func (b *Base) unchanged(d *document, hash string) bool {
-	return d != nil && d.hash == hash && d.embedder == b.cfg.EmbedderName
+// unchanged reports whether the stored document d is the document of hash, read
+// in format and embedded by the configured embedder: then an ingestion has
+// nothing to do. The same bytes read another way (a file sent again under another
+// extension, a text sent again as the file it is) give other chunks, and a
+// document embedded by another model other vectors: they are ingested again. A
+// document stored before its format was recorded is taken as read the way it is
+// now, so that no base is converted and embedded anew on an upgrade.
+func (b *Base) unchanged(d *document, hash, format string) bool {
+	return d != nil && d.hash == hash && d.embedder == b.cfg.EmbedderName && (d.format == "" || d.format == format)
 }
 
 // keyResult is the result of an ingestion whose key was applied before.

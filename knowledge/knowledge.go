@@ -76,8 +76,9 @@ var (
 	// ErrEmpty means a document holds no text to index (an empty file, a PDF of
 	// scanned pages); nothing was written.
 	ErrEmpty = errors.New("knowledge: the document holds no text")
-	// ErrTooLarge means a document over MaxDocumentBytes, or one that cuts into more
-	// than Config.MaxChunks chunks; nothing was written.
+	// ErrTooLarge means a document over MaxDocumentBytes, one that cuts into more
+	// than Config.MaxChunks chunks, or one past a bound of its conversion
+	// (rag.ErrTooLarge); nothing was written.
 	ErrTooLarge = errors.New("knowledge: document too large")
 	// ErrEmbedder means the embedder failed: a permanent error, or a transient one
 	// still failing after Config.EmbedAttempts attempts.

@@ -53,8 +53,13 @@ type KBDocumentIngested struct {
 	Bytes         int `json:"bytes"`
 	MarkdownBytes int `json:"markdown_bytes"`
 	// Embedder names the model that computed the vectors (e5-passage, hashing).
-	Embedder string    `json:"embedder"`
-	Chunks   []KBChunk `json:"chunks"`
+	Embedder string `json:"embedder"`
+	// Format says how the bytes were read into Markdown: rag.Format's name
+	// ("markdown", "text", "html", "pdf", …), or "text/markdown" for a text sent
+	// as Markdown; "" in an event written before it was recorded. The same bytes
+	// read another way are another version of the document.
+	Format string    `json:"format,omitempty"`
+	Chunks []KBChunk `json:"chunks"`
 }
 
 // KBDocumentRemoved records that a document and all its chunks left the knowledge

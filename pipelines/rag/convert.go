@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"path"
+	"slices"
 	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -38,7 +39,8 @@ var codeLanguages = map[string]string{
 //   - .txt, .text: plain text, its paragraphs kept and lines that Markdown would
 //     read as a heading, a fence or a rule escaped;
 //   - .html, .htm: converted by html-to-markdown, tables kept as Markdown tables;
-//   - .csv: a Markdown table whose first row is the header;
+//   - .csv: a Markdown table whose first row with text is the header (rows and
+//     columns without text are left out, here and in every table below);
 //   - .json: "# name" and the document pretty-printed in a ```json fence;
 //   - source code (.go, .py, .js, .ts, .java, .c, .h, .rs, .rb, .sh and more):
 //     "# name" and the file in a fence with its language;
@@ -73,13 +75,7 @@ func ConvertFile(name, file string, data []byte) (markdown string, err error) {
 	if data, err = fromUTF16(data); err != nil {
 		return "", fmt.Errorf("rag: convert %q: %w", name, err)
 	}
-	kind, ok := knownKind(file)
-	if !ok {
-		kind, ok = knownKind(name)
-	}
-	if !ok {
-		kind = sniff(data)
-	}
+	kind := kindOf(name, file, func() []byte { return data })
 	md, err := convertAs(kind, name, data)
 	if err != nil {
 		return "", fmt.Errorf("rag: convert %q: %w", name, err)
@@ -88,6 +84,48 @@ func ConvertFile(name, file string, data []byte) (markdown string, err error) {
 		return "", fmt.Errorf("rag: convert %q: Markdown of %d bytes, over the limit of %d: %w", name, len(md), MaxMarkdownBytes, ErrTooLarge)
 	}
 	return md, nil
+}
+
+// kindOf is the format ConvertFile reads a document named name that came as the
+// file file as: by file's extension, else name's, else by its content (data, after
+// fromUTF16), as an extension, "" for binary content it does not know.
+func kindOf(name, file string, data func() []byte) string {
+	if kind, ok := knownKind(file); ok {
+		return kind
+	}
+	if kind, ok := knownKind(name); ok {
+		return kind
+	}
+	return sniff(data())
+}
+
+// Format names the way ConvertFile reads a document named name that came as the
+// file file: "markdown", "text", "html", "csv", "json", "xlsx", "docx", "pdf",
+// "code/" and the language for source code ("code/go"), "" for content it does
+// not read. The same bytes read in one format give the same Markdown: a caller
+// that skips an unchanged document by its DocumentHash compares its format too,
+// so that the bytes of guide.txt sent again as guide.md are converted anew.
+func Format(name, file string, data []byte) string {
+	kind := kindOf(name, file, func() []byte {
+		if decoded, err := fromUTF16(data); err == nil {
+			return decoded
+		}
+		return data
+	})
+	switch kind {
+	case ".md", ".markdown":
+		return "markdown"
+	case ".txt", ".text":
+		return "text"
+	case ".html", ".htm":
+		return "html"
+	case ".csv", ".json", ".xlsx", ".docx", ".pdf":
+		return kind[1:]
+	}
+	if lang, ok := codeLanguages[kind]; ok {
+		return "code/" + lang
+	}
+	return ""
 }
 
 // knownKind is the format Convert reads a file named name as, by its extension,
@@ -370,18 +408,39 @@ func (t *tableBudget) add(row []string) error {
 	for _, c := range row {
 		t.cellBytes += len(c)
 	}
-	// Each of rows+1 lines (the header's rule too) is "|", " x |" per column
-	// and "\n": at least 3 bytes a column and 2 a line, beside the cells' text.
-	if n := (t.rows+1)*(3*t.width+2) + t.cellBytes; n > MaxMarkdownBytes || n < 0 {
+	return t.check()
+}
+
+// addEmpty counts n rows without a cell.
+func (t *tableBudget) addEmpty(n int) error {
+	t.rows += n
+	return t.check()
+}
+
+// check fails with ErrTooLarge once the table's Markdown would pass
+// MaxMarkdownBytes.
+func (t *tableBudget) check() error {
+	if n := t.size(); n > MaxMarkdownBytes || n < 0 {
 		return fmt.Errorf("a table of %d rows by %d columns gives Markdown beyond %d bytes: %w", t.rows, t.width, MaxMarkdownBytes, ErrTooLarge)
 	}
 	return nil
 }
 
-// markdownTable renders rows as a GFM table, the first row as its header. Pipes are
-// escaped and line breaks inside a cell become "<br>", so every row stays one line.
-// No rows give "". A table whose Markdown would pass MaxMarkdownBytes is refused
-// with ErrTooLarge before it is written.
+// size is the least size of the Markdown of the rows counted, every row and
+// column written: each of rows+1 lines (the header's rule too) is "|", " x |"
+// per column and "\n", at least 3 bytes a column and 2 a line, beside the cells'
+// text. It bounds the work of reading them too, whatever markdownTable leaves out.
+func (t *tableBudget) size() int {
+	return (t.rows+1)*(3*t.width+2) + t.cellBytes
+}
+
+// markdownTable renders rows as a GFM table, the first row with text as its
+// header. Rows and columns without text (a spreadsheet's formatted empty cells,
+// a CSV's ",,,") are left out: they say nothing, and a sheet formatted down to
+// row 20,000 gave thousands of lines of "|  |  |", hundreds of chunks to embed.
+// Pipes are escaped and line breaks inside a cell become "<br>", so every row
+// stays one line. Rows without text give "". A table whose Markdown would pass
+// MaxMarkdownBytes is refused with ErrTooLarge before it is written.
 func markdownTable(rows [][]string) (string, error) {
 	var budget tableBudget
 	for _, r := range rows {
@@ -389,14 +448,26 @@ func markdownTable(rows [][]string) (string, error) {
 			return "", err
 		}
 	}
-	width := budget.width
-	if width == 0 {
+	var cols []int // the columns with text
+	for i := range budget.width {
+		for _, r := range rows {
+			if i < len(r) && strings.TrimSpace(r[i]) != "" {
+				cols = append(cols, i)
+				break
+			}
+		}
+	}
+	if len(cols) == 0 {
 		return "", nil
 	}
 	var b strings.Builder
-	writeRow := func(r []string) {
+	header := true
+	for _, r := range rows {
+		if !hasText(r) {
+			continue
+		}
 		b.WriteString("|")
-		for i := 0; i < width; i++ {
+		for _, i := range cols {
 			cell := ""
 			if i < len(r) {
 				cell = tableCell(r[i])
@@ -404,17 +475,17 @@ func markdownTable(rows [][]string) (string, error) {
 			b.WriteString(" " + cell + " |")
 		}
 		b.WriteString("\n")
-	}
-	writeRow(rows[0])
-	b.WriteString("|")
-	for i := 0; i < width; i++ {
-		b.WriteString(" --- |")
-	}
-	b.WriteString("\n")
-	for _, r := range rows[1:] {
-		writeRow(r)
+		if header {
+			b.WriteString("|" + strings.Repeat(" --- |", len(cols)) + "\n")
+			header = false
+		}
 	}
 	return b.String(), nil
+}
+
+// hasText reports whether a table row has a cell with text.
+func hasText(row []string) bool {
+	return slices.ContainsFunc(row, func(c string) bool { return strings.TrimSpace(c) != "" })
 }
 
 // tableCell escapes a cell's text for a one-line GFM table cell.

@@ -332,3 +332,66 @@ func TestConvertFileReadsByTheFilesExtension(t *testing.T) {
 		}
 	}
 }
+
+// Format names the reading ConvertFile makes: by the file's extension, else the
+// name's, else the content's; synonyms of one reading are one format.
+func TestFormatNamesTheReading(t *testing.T) {
+	utf16HTML := []byte{0xff, 0xfe}
+	for _, r := range "<html><p>hi</p></html>" {
+		utf16HTML = append(utf16HTML, byte(r), 0)
+	}
+	for _, c := range []struct {
+		name, file string
+		data       []byte
+		want       string
+	}{
+		{"guide.md", "guide.md", []byte("# Guide"), "markdown"},
+		{"docs/guide", "guide.markdown", []byte("# Guide"), "markdown"},
+		{"docs/guide.md", "guide.txt", []byte("# Guide"), "text"},
+		{"page.htm", "page.htm", []byte("<p>hi</p>"), "html"},
+		{"page", "page", []byte("<!DOCTYPE html><p>hi</p>"), "html"},
+		{"page", "page", utf16HTML, "html"},
+		{"notes", "notes", []byte("just words"), "text"},
+		{"data", "data", []byte(`{"a": 1}`), "json"},
+		{"main.go", "main.go", []byte("package main"), "code/go"},
+		{"blob", "blob", []byte{0xff, 0x00, 0x01}, ""},
+	} {
+		if got := Format(c.name, c.file, c.data); got != c.want {
+			t.Errorf("Format(%q, %q) = %q, want %q", c.name, c.file, got, c.want)
+		}
+	}
+}
+
+// Rows and columns without text are left out of a table: a sheet whose empty
+// cells are formatted down to row 20,000 (a style on whole columns, as
+// spreadsheets are often kept) gave 20,000 lines of "|  |  |  |  |  |", hundreds
+// of chunks of pipes, each embedded; a CSV's ",,," lines the same.
+func TestTablesLeaveOutRowsAndColumnsWithoutText(t *testing.T) {
+	f := excelize.NewFile()
+	defer f.Close()
+	for cell, v := range map[string]any{"A1": "item", "B1": "price", "A2": "tea", "B2": 3, "A20001": "total", "B20001": 3} {
+		if err := f.SetCellValue("Sheet1", cell, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	style, err := f.NewStyle(&excelize.Style{Fill: excelize.Fill{Type: "pattern", Pattern: 1, Color: []string{"FFFF00"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.SetCellStyle("Sheet1", "A3", "E20000", style); err != nil {
+		t.Fatal(err)
+	}
+	buf, err := f.WriteToBuffer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	md, err := Convert("book.xlsx", buf.Bytes())
+	want := "## Sheet1\n\n| item | price |\n| --- | --- |\n| tea | 3 |\n| total | 3 |\n"
+	if err != nil || md != want {
+		t.Errorf("Convert(a sheet formatted down to row 20,000) = %.300q, %v; want\n%q", md, err, want)
+	}
+	md, err = Convert("prices.csv", []byte("item,,price,\n,,,\ntea,,3,\n,,,\n , ,, \n"))
+	if want := "| item | price |\n| --- | --- |\n| tea | 3 |\n"; err != nil || md != want {
+		t.Errorf("Convert(a CSV with empty lines and columns) = %q, %v; want\n%q", md, err, want)
+	}
+}

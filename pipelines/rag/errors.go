@@ -30,6 +30,11 @@ const (
 	// MaxMarkdownBytes is the largest Markdown Convert returns; a document that
 	// would give more (a spreadsheet with millions of cells) is refused.
 	MaxMarkdownBytes = 64 << 20
+	// MaxHeadingBytes is the longest heading title Split takes for a heading; a
+	// longer one (a page in an <h1>, a long paragraph over a "---" line) is a
+	// paragraph, since a heading's title is in the heading path of every chunk
+	// below it, outside the chunk's token budget.
+	MaxHeadingBytes = 512
 	// MaxHTMLDepth is the deepest element nesting Convert accepts in HTML; deeper
 	// documents are refused rather than recursed into.
 	MaxHTMLDepth = 512

@@ -316,3 +316,36 @@ func TestConvertPDFRefusesAParentCycle(t *testing.T) {
 		t.Fatalf("Convert(/Parent cycle) = %v, want ErrTooLarge naming the cycle", err)
 	}
 }
+
+// The rows and columns without text that a table leaves out are read all the
+// same: sheets of them bound a workbook together as their Markdown did when it
+// held them. Each sheet here, a cell at A1 and one at Z150000, is read alone; six
+// are past MaxMarkdownBytes of rows and columns.
+func TestConvertXLSXBoundsTheSheetsTogether(t *testing.T) {
+	book := func(sheets int) []byte {
+		f := excelize.NewFile()
+		defer f.Close()
+		for i := range sheets {
+			name := fmt.Sprint("S", i)
+			if _, err := f.NewSheet(name); err != nil {
+				t.Fatal(err)
+			}
+			for _, cell := range []string{"A1", "Z150000"} {
+				if err := f.SetCellValue(name, cell, "x"); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		buf, err := f.WriteToBuffer()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return buf.Bytes()
+	}
+	if md, err := Convert("one.xlsx", book(1)); err != nil || !strings.Contains(md, "## S0\n\n| x |  |\n| --- | --- |\n|  | x |\n") {
+		t.Fatalf("Convert(one sheet) = %.200q, %v; want its two cells", md, err)
+	}
+	if _, err := Convert("six.xlsx", book(6)); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("Convert(six sheets) = %v, want ErrTooLarge", err)
+	}
+}

@@ -25,7 +25,8 @@ type Paragraph struct {
 // and is not merged with the text around it. Headings, ATX ("## B") and setext (a
 // line underlined with "=" or "-"), are not paragraphs: they set the HeadingPath of
 // the paragraphs that follow, a heading of level n replacing those of level n and
-// deeper. Headings inside code blocks are code. A text of headings only (a table
+// deeper; a heading whose title is over MaxHeadingBytes is a paragraph instead.
+// Headings inside code blocks are code. A text of headings only (a table
 // of contents, a page's outline) has its headings as its paragraphs instead, each
 // its line as written under the headings above it, so that the page is not lost
 // as empty; a text of whitespace only has no paragraph. Split runs in time linear
@@ -165,9 +166,17 @@ func (s *splitter) headingText(start, end int) {
 }
 
 // heading makes a heading of the level the innermost of the path; md[start:end]
-// is its text (headingText). The path holds its title's text (headingTitle).
+// is its text (headingText). The path holds its title's text (headingTitle). A
+// title over MaxHeadingBytes makes no heading: md[start:end] is a paragraph.
 func (s *splitter) heading(level int, title string, start, end int) {
 	title = headingTitle(title)
+	if len(title) > MaxHeadingBytes {
+		// Every chunk below a heading carries its title, a copy in each chunk
+		// of the event and outside the chunk budget: a heading of a megabyte
+		// over thousands of chunks is gigabytes.
+		s.emit(start, end)
+		return
+	}
 	for len(s.levels) > 0 && s.levels[len(s.levels)-1] >= level {
 		s.levels = s.levels[:len(s.levels)-1]
 		s.path = s.path[:len(s.path)-1]

@@ -2,6 +2,7 @@ package rag
 
 import (
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -83,4 +84,34 @@ func TestSplitTenMegabyteLine(t *testing.T) {
 		t.Fatalf("Split of a 10 MB line gave %d paragraphs", len(ps))
 	}
 	checkOffsets(t, md, ps)
+}
+
+// A heading longer than MaxHeadingBytes is a paragraph: an ATX heading holding a
+// page, or a long paragraph over a "---" line (meant as a rule, read as a setext
+// heading), would be in the heading path of every chunk below it, a copy in each
+// chunk of the event, uncounted by the chunk budget: an 8 MB Markdown file under
+// a heading of 1.4 MB took 16 GB of memory to ingest, then failed.
+func TestSplitTooLongAHeadingIsAParagraph(t *testing.T) {
+	long := strings.Repeat("word ", MaxHeadingBytes/5+1)
+	for name, md := range map[string]string{
+		"atx":    "# Guide\n\n## " + long + "\n\nText under it.\n",
+		"setext": "# Guide\n\n" + long + "\n---\n\nText under it.\n",
+	} {
+		paras := Split(md)
+		if len(paras) != 2 {
+			t.Fatalf("%s: %d paragraphs %+v; want the long heading's and the text", name, len(paras), paras)
+		}
+		for _, p := range paras {
+			if !slices.Equal(p.HeadingPath, []string{"# Guide"}) {
+				t.Errorf("%s: paragraph %.40q under %.80q; want it under # Guide", name, p.Text, p.HeadingPath)
+			}
+		}
+		if !strings.Contains(paras[0].Text, strings.TrimSpace(long)) || paras[1].Text != "Text under it." {
+			t.Errorf("%s: paragraphs %.60q and %q; want the long heading's text, then the text", name, paras[0].Text, paras[1].Text)
+		}
+	}
+	edge := strings.Repeat("x", MaxHeadingBytes)
+	if paras := Split("# " + edge + "\n\nText.\n"); len(paras) != 1 || !slices.Equal(paras[0].HeadingPath, []string{"# " + edge}) {
+		t.Errorf("a heading of MaxHeadingBytes: %+v; want it a heading", paras)
+	}
 }

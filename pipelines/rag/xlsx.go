@@ -37,10 +37,17 @@ func convertXLSX(data []byte) (md string, err error) {
 	}
 	defer f.Close()
 	var out strings.Builder
+	read := 0 // the sheets' Markdown had every row and column been written
 	for _, sheet := range f.GetSheetList() {
-		rows, err := sheetRows(f, sheet)
+		rows, size, err := sheetRows(f, sheet)
 		if err != nil {
 			return "", fmt.Errorf("XLSX sheet %q: %w", sheet, err)
+		}
+		// The rows and columns without text that markdownTable leaves out are
+		// read all the same: sheets of empty rows bound the work together as
+		// their Markdown did when it held them.
+		if read += size; read > MaxMarkdownBytes {
+			return "", fmt.Errorf("XLSX sheet %q: the sheets up to it hold more rows and columns than Markdown of %d bytes: %w", sheet, MaxMarkdownBytes, ErrTooLarge)
 		}
 		table, err := markdownTable(rows)
 		if err != nil {
@@ -97,36 +104,42 @@ func checkUnzippedSize(data []byte) error {
 // sheetRows reads a sheet's rows as excelize's GetRows does (trailing empty rows
 // dropped), but one at a time and counted, so that a sheet whose table would pass
 // MaxMarkdownBytes is refused as it is read. GetRows would first build every
-// row: a few bytes naming one cell at XFD1048576 are 2^34 cells.
-func sheetRows(f *excelize.File, sheet string) ([][]string, error) {
+// row: a few bytes naming one cell at XFD1048576 are 2^34 cells. It returns the
+// rows and the size of their table (tableBudget.size).
+func sheetRows(f *excelize.File, sheet string) ([][]string, int, error) {
 	rows, err := f.Rows(sheet)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrMalformed, err)
+		return nil, 0, fmt.Errorf("%w: %w", ErrMalformed, err)
 	}
 	defer rows.Close()
 	var (
-		out    [][]string
+		out    [][]string // the rows with text, which alone markdownTable writes
 		budget tableBudget
-		last   int // rows counted: up to the last one with a cell
+		empty  int // rows without a cell since the last with one
 	)
 	for rows.Next() {
 		row, err := rows.Columns()
 		if err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrMalformed, err)
+			return nil, 0, fmt.Errorf("%w: %w", ErrMalformed, err)
 		}
-		out = append(out, row)
 		if len(row) == 0 {
+			empty++
 			continue
 		}
 		// Empty rows count once a row with a cell follows them.
-		for ; last < len(out); last++ {
-			if err := budget.add(out[last]); err != nil {
-				return nil, err
-			}
+		if err := budget.addEmpty(empty); err != nil {
+			return nil, 0, err
+		}
+		empty = 0
+		if err := budget.add(row); err != nil {
+			return nil, 0, err
+		}
+		if hasText(row) {
+			out = append(out, row)
 		}
 	}
 	if err := rows.Error(); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrMalformed, err)
+		return nil, 0, fmt.Errorf("%w: %w", ErrMalformed, err)
 	}
-	return out[:last], nil
+	return out, budget.size(), nil
 }
