@@ -300,7 +300,7 @@ func show(ctx context.Context, log eventlog.Log, id string, asJSON bool, stdout,
 		return 1
 	}
 	if len(events) == 0 {
-		fmt.Fprintf(stderr, "error: no session %q\n", id)
+		fmt.Fprintf(stderr, "error: no session %s\n", node.QuoteHead(id))
 		return 1
 	}
 	tl, err := BuildTimeline(events)
