@@ -46,10 +46,10 @@ type agentConfig struct {
 	memoryWrites bool
 }
 
-// forkWritesRefused is why a fork's memory and knowledge base writes are refused
-// (agentConfig.memoryWrites): they are the log's and the stores' the served node
-// uses, which a fork made to look into a session must not change.
-const forkWritesRefused = "this is a replay fork: it reads the memory and knowledge bases of --config but does not change them (replay fork --memory-writes lets it)"
+// forkWritesRefused is why a fork's memory, knowledge base and notes writes are
+// refused (agentConfig.memoryWrites): they are the log's and the stores' the
+// served node uses, which a fork made to look into a session must not change.
+const forkWritesRefused = "this is a replay fork: it reads the memory, the knowledge bases and the notes of --config but does not change them (replay fork --memory-writes lets it)"
 
 // loadAgent builds the agent of the node configuration file at path; with no path,
 // the node's default agent (calculator and clock). TROUPE_SKILLS and
@@ -721,6 +721,12 @@ func fork(ctx context.Context, st store, parentID string, at uint64, modelSpec, 
 			kt := *cfg.KnowledgeTool
 			kt.AddsRefused = forkWritesRefused
 			cfg.KnowledgeTool = &kt
+		}
+		if cfg.Notes != nil {
+			// The agent's notebook is the served node's too (notes/<agent>).
+			nc := *cfg.Notes
+			nc.WritesRefused = forkWritesRefused
+			cfg.Notes = &nc
 		}
 		cfg.MemoryWriteAfterTask, cfg.Consolidation = false, nil
 	}
