@@ -195,6 +195,9 @@ func VerifyReport(as Agents, events []messages.Envelope, from uint64, configs ma
 	if len(events) == 0 {
 		return VerifyResult{}, fmt.Errorf("actors: verify: the session has no events")
 	}
+	if err := checkWhole(events); err != nil {
+		return VerifyResult{}, err
+	}
 	if err := CheckRules(events); err != nil {
 		return VerifyResult{}, err
 	}
@@ -222,6 +225,30 @@ func VerifyReport(as Agents, events []messages.Envelope, from uint64, configs ma
 		}
 		unversioned[task] = rulesGather
 	}
+}
+
+// checkWhole returns an error naming the first seq that events (a session's, from
+// its first) lack, or hold out of order: events missing from a log (lost, or
+// deleted by hand) left the agent waiting for what they answered, which verify
+// reported as the agent's divergence at the next event, its code blamed for the
+// log's loss. Nothing is re-decided from such a log.
+func checkWhole(events []messages.Envelope) error {
+	for i, e := range events {
+		want := uint64(i) + 1
+		switch {
+		case e.Seq == want:
+			continue
+		case e.Seq > want:
+			missing := fmt.Sprintf("seq %d", want)
+			if e.Seq-want > 1 {
+				missing = fmt.Sprintf("seqs %d to %d", want, e.Seq-1)
+			}
+			return fmt.Errorf("actors: session %s: the log lacks %s (its next event is seq %d): nothing was re-decided", e.SessionID, missing, e.Seq)
+		default:
+			return fmt.Errorf("actors: session %s: seq %d follows %d: the log has a duplicate or is out of order: nothing was re-decided", e.SessionID, e.Seq, want-1)
+		}
+	}
+	return nil
 }
 
 // VerifyResult is what VerifyReport found: the first divergence (nil for none),

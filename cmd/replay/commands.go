@@ -46,10 +46,10 @@ type agentConfig struct {
 	memoryWrites bool
 }
 
-// forkWritesRefused is why a fork's memory and knowledge base writes are refused
-// (agentConfig.memoryWrites): they are the log's and the stores' the served node
-// uses, which a fork made to look into a session must not change.
-const forkWritesRefused = "this is a replay fork: it reads the memory and knowledge bases of --config but does not change them (replay fork --memory-writes lets it)"
+// forkWritesRefused is why a fork's memory, knowledge base and notes writes are
+// refused (agentConfig.memoryWrites): they are the log's and the stores' the
+// served node uses, which a fork made to look into a session must not change.
+const forkWritesRefused = "this is a replay fork: it reads the memory, the knowledge bases and the notes of --config but does not change them (replay fork --memory-writes lets it)"
 
 // loadAgent builds the agent of the node configuration file at path; with no path,
 // the node's default agent (calculator and clock). TROUPE_SKILLS and
@@ -177,7 +177,7 @@ func readSession(ctx context.Context, log eventlog.Log, id string) ([]messages.E
 		return nil, err
 	}
 	if len(events) == 0 {
-		return nil, fmt.Errorf("no session %q", id)
+		return nil, fmt.Errorf("no session %s", node.QuoteHead(id))
 	}
 	return events, nil
 }
@@ -566,7 +566,7 @@ func recordedModels(events []messages.Envelope, from uint64) (first string, byAg
 func export(ctx context.Context, log eventlog.Log, id, out string, stdout, stderr io.Writer) int {
 	if kind := streamKind(id); kind != "" {
 		// import takes sessions only.
-		fmt.Fprintf(stderr, "error: %q is a stream of the log (%s), no session: export exports sessions\n", id, kind)
+		fmt.Fprintf(stderr, "error: %s is a stream of the log (%s), no session: export exports sessions\n", node.QuoteHead(id), kind)
 		return 1
 	}
 	events, err := readSession(ctx, log, id)
@@ -648,7 +648,7 @@ func fork(ctx context.Context, st store, parentID string, at uint64, modelSpec, 
 	if kind := streamKind(parentID); kind != "" {
 		// No task ran there (verify says so too): its events would only begin a
 		// session that is none of theirs.
-		fmt.Fprintf(stderr, "error: %q is a stream of the log (%s), no session: there is no task to fork (no fork was made)\n", parentID, kind)
+		fmt.Fprintf(stderr, "error: %s is a stream of the log (%s), no session: there is no task to fork (no fork was made)\n", node.QuoteHead(parentID), kind)
 		return 1
 	}
 	base, err := provider.Load("", nil)
@@ -671,12 +671,12 @@ func fork(ctx context.Context, st store, parentID string, at uint64, modelSpec, 
 	if newID == "" {
 		newID = fmt.Sprintf("%s-fork-%d", parentID, time.Now().UnixMilli())
 		if !node.ValidSessionID(newID) {
-			fmt.Fprintf(stderr, "error: the fork's default ID %q is no valid session ID (one is %s): name the fork with --session NEW-ID\n", newID, node.SessionIDRule)
+			fmt.Fprintf(stderr, "error: the fork's default ID %s is no valid session ID (one is %s): name the fork with --session NEW-ID\n", node.QuoteHead(newID), node.SessionIDRule)
 			return 2
 		}
 	}
 	if !node.ValidSessionID(newID) {
-		fmt.Fprintf(stderr, "error: --session %q: a session ID is %s\n", newID, node.SessionIDRule)
+		fmt.Fprintf(stderr, "error: --session %s: a session ID is %s\n", node.QuoteHead(newID), node.SessionIDRule)
 		return 2
 	}
 	// The node resumes the fork only: the other unfinished sessions of the log are
@@ -721,6 +721,12 @@ func fork(ctx context.Context, st store, parentID string, at uint64, modelSpec, 
 			kt := *cfg.KnowledgeTool
 			kt.AddsRefused = forkWritesRefused
 			cfg.KnowledgeTool = &kt
+		}
+		if cfg.Notes != nil {
+			// The agent's notebook is the served node's too (notes/<agent>).
+			nc := *cfg.Notes
+			nc.WritesRefused = forkWritesRefused
+			cfg.Notes = &nc
 		}
 		cfg.MemoryWriteAfterTask, cfg.Consolidation = false, nil
 	}

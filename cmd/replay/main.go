@@ -120,7 +120,7 @@ func runIn(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 		fs.StringVar(&modelFlag, "model", envOr("TROUPE_MODEL", "auto"), "the model that continues the fork (auto, offline, scripted:FILE or PROVIDER[:MODEL])")
 		fs.StringVar(&input, "input", "", "a task to run in the fork after it resumes")
 		fs.StringVar(&newID, "session", "", "the new session's ID (default <parent>-fork-<n>)")
-		fs.BoolVar(&memoryWrites, "memory-writes", false, "let the fork write the memory and knowledge bases of --config (by default its memory and rag tools read them, and their writes answer an error)")
+		fs.BoolVar(&memoryWrites, "memory-writes", false, "let the fork write the memory, knowledge bases and notes of --config (by default its memory, rag and notes tools read them, and their writes answer an error)")
 	case "export":
 		fs.StringVar(&outFile, "out", "", "write to this file instead of standard output")
 	case "stats":
@@ -300,7 +300,7 @@ func show(ctx context.Context, log eventlog.Log, id string, asJSON bool, stdout,
 		return 1
 	}
 	if len(events) == 0 {
-		fmt.Fprintf(stderr, "error: no session %q\n", id)
+		fmt.Fprintf(stderr, "error: no session %s\n", node.QuoteHead(id))
 		return 1
 	}
 	tl, err := BuildTimeline(events)

@@ -223,13 +223,16 @@ func checkConfigEvent(e messages.Envelope, p messages.Payload) error {
 // forkEvents copies a session's first at events into a new session: event IDs,
 // causation and correlation IDs and idempotency keys are re-derived for the new
 // session (so its effects are its own; a named task's ID is its name's in the new
-// session, node.NamedTaskID), payloads are otherwise identical, and a
-// session.forked event at at+1 links it to its parent.
+// session, node.NamedTaskID), and a session.forked event at at+1, stamped ts,
+// links it to its parent. Payloads are otherwise identical, but for the times
+// the fork goes on against (pendingAt): a task unfinished at at, and an
+// approval pending there, keep the time they had left at at's event.
 func forkEvents(parent []messages.Envelope, at uint64, newID string, ts int64) ([]messages.Envelope, error) {
 	if at < 1 || at > uint64(len(parent)) {
 		return nil, fmt.Errorf("--at %d is outside the session's events 1..%d", at, len(parent))
 	}
 	oldID := parent[0].SessionID
+	moveTimes := pendingAt(parent[:at], ts-parent[at-1].TS)
 	ids := make(map[string]string, at)
 	rekey := func(k string) string {
 		if rest, ok := strings.CutPrefix(k, oldID+"/"); ok {
@@ -243,6 +246,7 @@ func forkEvents(parent []messages.Envelope, at uint64, newID string, ts int64) (
 		if err != nil {
 			return nil, err
 		}
+		moved := moveTimes(e, p)
 		switch p := p.(type) {
 		case *messages.ModelRequested:
 			p.Key = rekey(p.Key)
@@ -263,7 +267,7 @@ func forkEvents(parent []messages.Envelope, at uint64, newID string, ts int64) (
 			return nil, err
 		}
 		ne.Version = e.Version
-		if !hasKey(p) {
+		if !hasKey(p) && !moved {
 			ne.Payload = e.Payload // nothing to re-derive: copy the bytes as recorded
 		}
 		ne.ID = fmt.Sprintf("%s/%d", newID, e.Seq)
@@ -285,6 +289,45 @@ func forkEvents(parent []messages.Envelope, at uint64, newID string, ts int64) (
 	link.ID, link.SessionID, link.Seq, link.TS, link.Actor = fmt.Sprintf("%s/%d", newID, at+1), newID, at+1, ts, "replay"
 	link.CausationID = out[len(out)-1].ID
 	return append(out, link), nil
+}
+
+// pendingAt returns the function that moves, by shift microseconds, the times
+// still ahead at the last of events (a session's first events, as a fork copies
+// them): the deadline of each task that has not ended there (running or waiting
+// its turn) and the expiry of each approval not answered there. It is given each
+// event and its payload before its key is re-derived, and reports whether it
+// changed the payload. The times are on the recording's clock: a fork made after
+// them found its task past its deadline, or its approval expired (the answer asked
+// on its terminal refused), the moment it went on, where the recording had time
+// left at that event. Moved by the time from that event to the fork, they leave
+// the fork the same time.
+func pendingAt(events []messages.Envelope, shift int64) func(e messages.Envelope, p messages.Payload) bool {
+	ended, answered := map[string]bool{}, map[string]bool{}
+	for _, e := range events {
+		switch e.Type {
+		case messages.TypeTaskCompleted, messages.TypeTaskFailed:
+			ended[e.CorrelationID] = true
+		case messages.TypeApprovalResolved:
+			if p, err := e.Decode(); err == nil {
+				answered[p.(*messages.ApprovalResolved).Key] = true
+			}
+		}
+	}
+	return func(e messages.Envelope, p messages.Payload) bool {
+		switch p := p.(type) {
+		case *messages.TaskSubmitted:
+			if p.DeadlineUS > 0 && !ended[e.ID] {
+				p.DeadlineUS += shift
+				return true
+			}
+		case *messages.ApprovalRequested:
+			if p.ExpiresUS > 0 && !answered[p.Key] {
+				p.ExpiresUS += shift
+				return true
+			}
+		}
+		return false
+	}
 }
 
 func hasKey(p messages.Payload) bool {

@@ -70,6 +70,11 @@ type Config struct {
 	Redact func(string) string
 	// Now is the clock of the events' TS (default time.Now).
 	Now func() time.Time
+	// WritesRefused, when set, is why add, update and remove change nothing: each
+	// answers ErrWritesRefused saying so, and list and search work. The tool's
+	// operations and schemas are the same, so prompts are (a replay fork's notes,
+	// which are the served node's).
+	WritesRefused string
 }
 
 // Validate reports a configuration that cannot work. It does not look at Log,
@@ -122,6 +127,10 @@ var (
 	ErrBadNote     = errors.New("bad note")
 	ErrLimit       = errors.New("over a notes limit")
 )
+
+// ErrWritesRefused is the error of a change of the notes while their writes are
+// refused (Config.WritesRefused).
+var ErrWritesRefused = errors.New("notes writes are refused here")
 
 // inputError is an error in the model's input: it reads as its text and is both
 // its kind and tools.ErrInvalidArguments.
@@ -223,8 +232,12 @@ func (n *Notes) apply(e messages.Envelope) error {
 // called at once are decided one after another and appended together. change
 // checks the input against the folded notes (with mu held); its error is returned,
 // with nothing written. write returns the ID of the note the change (or the earlier
-// one with the same key) changed.
+// one with the same key) changed. While writes are refused (Config.WritesRefused)
+// it changes nothing and says why.
 func (n *Notes) write(ctx context.Context, change func(seq uint64) (messages.Payload, error)) (string, error) {
+	if n.cfg.WritesRefused != "" {
+		return "", fmt.Errorf("%w: %s", ErrWritesRefused, n.cfg.WritesRefused)
+	}
 	key := tools.CallKey(ctx)
 	var made messages.Payload
 	var id string

@@ -434,3 +434,35 @@ func TestConfigIsValidated(t *testing.T) {
 		t.Error("IsStream")
 	}
 }
+
+// With writes refused (a replay fork's notes, which are the served node's), list
+// and search read the notes as they are, and add, update and remove answer
+// ErrWritesRefused with why, and change nothing; the operations and their schemas
+// are those of a notebook that writes.
+func TestWritesRefusedChangesNothing(t *testing.T) {
+	dir := t.TempDir()
+	log := openLog(t, dir, false)
+	kept := decode[note](t, mustDo(t, toolbox(t, newNotes(t, notes.Config{Log: log})), "s/1", "add", `{"body":"The Louvre closes on Tuesdays."}`))
+	ro := newNotes(t, notes.Config{Log: log, WritesRefused: "a fork"})
+	box := toolbox(t, ro)
+	for _, c := range []struct{ op, args string }{
+		{"add", `{"body":"Book the train."}`},
+		{"update", fmt.Sprintf(`{"id":%q,"body":"Open every day."}`, kept.ID)},
+		{"remove", fmt.Sprintf(`{"id":%q}`, kept.ID)},
+	} {
+		if _, err := do(t, box, "s/2", c.op, c.args); !errors.Is(err, notes.ErrWritesRefused) || !strings.Contains(err.Error(), "a fork") {
+			t.Errorf("%s with writes refused: %v, want ErrWritesRefused saying why", c.op, err)
+		}
+	}
+	if got := decode[page](t, mustDo(t, box, "", "search", `{"query":"louvre"}`)); len(got.Notes) != 1 || got.Notes[0].Body != kept.Body {
+		t.Errorf("search with writes refused: %+v, want the note as it was", got)
+	}
+	events, err := log.Read(testCtx(t), notes.Stream("default"), 1)
+	if err != nil || len(events) != 1 {
+		t.Errorf("the stream holds %d events (%v), want the one add", len(events), err)
+	}
+	writes := toolbox(t, newNotes(t, notes.Config{Log: log}))
+	if a, b := writes.Spec(), box.Spec(); string(a.Parameters) != string(b.Parameters) || a.Description != b.Description {
+		t.Error("the notes with writes refused offer another tool than those that write")
+	}
+}
