@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -15,8 +17,9 @@ import (
 // SessionHost spawns one SessionActor per session on its first message, routes every
 // session-addressed message to it, and stops it when it reports idle. It is the
 // supervisor of the session actors: a session that panics is restarted and refolds
-// its events, up to 5 times in 10 s; past that it is stopped, and the session stays
-// resumable in the log (a later message or node start wakes it again).
+// its events, up to 5 times in 10 s; past that it is stopped ("given up on"), and
+// the host starts it again at once to end the task it failed on, which fails with
+// messages.ReasonSessionFailed; the tasks queued behind it then run (endGivenUp).
 //
 // The host itself is never restarted: restarting an actor stops its children, which
 // would cut every session's calls in flight and leave their tasks unfinished until
@@ -249,10 +252,37 @@ func (h *SessionHost) Receive(ctx actor.Context) {
 		h.makeRoom(ctx, 0)
 	case *actor.Terminated:
 		if id, ok := h.byPID[m.Who.Id]; ok {
-			h.remove(h.sessions[id])
+			s := h.sessions[id]
+			h.remove(s)
+			h.endGivenUp(ctx, s)
 		}
 		releaseStoppedChildren(ctx)
 	}
+}
+
+// endGivenUp starts again, at once, a session whose actor its supervisor gave up
+// on (stopped after repeated failures: givenUp), so that the task it failed on
+// ends now (SessionActor.endGivenUp: task.failed, messages.ReasonSessionFailed)
+// rather than sit running, its waiters answered by nothing, until another message
+// for the session starts it; the tasks queued behind it then run. A session the
+// host stopped itself (passivated, released, the host stopping) was removed
+// before its stop, and one the host no longer owns is the next owner's to fold.
+//
+// An actor started so that is given up on before it ended the task (its log
+// cannot be read, or refuses the task's end as it refused the rest) is not
+// started again: its next message starts it, as before. Each start ends a task,
+// or finds none to end, so the host never loops on a session that fails.
+func (h *SessionHost) endGivenUp(ctx actor.Context, s *hosted) {
+	g := s.shared.gaveUp.Load()
+	if g == nil || h.stopping || (h.owns != nil && !h.owns(s.id)) {
+		return
+	}
+	if e := s.shared.end; e != nil && !e.done.Load() {
+		h.deps.Logger.Error("a session's task could not be ended after its actor failed repeatedly: the session was given up on again before it recorded the end; its next message starts it again",
+			"session", s.id, "last_failure", h.deps.Redactor.String(failureText(g.failure, 300)))
+		return
+	}
+	h.spawn(ctx, s.id, false, g)
 }
 
 // answerDeadLetter answers a SubmitTask with Done that reached the dead letters
@@ -351,39 +381,7 @@ func (h *SessionHost) forwardNew(ctx actor.Context, id string, unread bool) {
 		return
 	}
 	if !ok {
-		h.makeRoom(ctx, 1)
-		s = &hosted{id: id}
-		deps, shared := h.deps, &s.shared
-		republish, publishedBefore := false, int64(0)
-		if h.republished != nil && (h.handedOver == nil || !h.handedOver(id)) {
-			if h.publishedBefore != nil {
-				publishedBefore = h.publishedBefore(id)
-			}
-			if _, done := h.republished[id]; !done {
-				if len(h.republished) >= maxRepublished {
-					clear(h.republished)
-				}
-				h.republished[id], republish = struct{}{}, true
-			}
-		}
-		props := actor.PropsFromProducer(func() actor.Actor {
-			a := newSessionActor(id, deps, shared)
-			a.republish = republish // a restarted incarnation publishes again: duplicates only
-			a.publishedBefore = publishedBefore
-			a.unread, unread = unread, false
-			if deps.spawned != nil {
-				deps.spawned(a)
-			}
-			return a
-		}, actor.WithDispatcher(h.dispatcher), actor.WithMailbox(sessionMailbox(ctx.ActorSystem(), id, &shared.stop)))
-		pid := ctx.Spawn(props)
-		if len(h.started) >= maxStarted {
-			clear(h.started)
-		}
-		h.started[id] = struct{}{}
-		s.pid = pid
-		h.sessions[id] = s
-		h.byPID[pid.Id] = id
+		s = h.spawn(ctx, id, unread, nil)
 	} else if s.idle != nil {
 		// Busy until it reports idle again.
 		h.idle.Remove(s.idle)
@@ -391,6 +389,48 @@ func (h *SessionHost) forwardNew(ctx actor.Context, id string, unread bool) {
 	}
 	s.forwarded++
 	ctx.Forward(s.pid)
+}
+
+// spawn starts session id's actor; unread spawns it without reading its log
+// (SessionActor.unread), a restarted incarnation reads it. end, when set, is the
+// failure of the session's previous actor, which its supervisor gave up on: the
+// new actor ends the task that actor failed on first (endGivenUp).
+func (h *SessionHost) spawn(ctx actor.Context, id string, unread bool, end *givenUp) *hosted {
+	h.makeRoom(ctx, 1)
+	s := &hosted{id: id}
+	s.shared.end = end
+	deps, shared := h.deps, &s.shared
+	republish, publishedBefore := false, int64(0)
+	if h.republished != nil && (h.handedOver == nil || !h.handedOver(id)) {
+		if h.publishedBefore != nil {
+			publishedBefore = h.publishedBefore(id)
+		}
+		if _, done := h.republished[id]; !done {
+			if len(h.republished) >= maxRepublished {
+				clear(h.republished)
+			}
+			h.republished[id], republish = struct{}{}, true
+		}
+	}
+	props := actor.PropsFromProducer(func() actor.Actor {
+		a := newSessionActor(id, deps, shared)
+		a.republish = republish // a restarted incarnation publishes again: duplicates only
+		a.publishedBefore = publishedBefore
+		a.unread, unread = unread, false
+		if deps.spawned != nil {
+			deps.spawned(a)
+		}
+		return a
+	}, actor.WithDispatcher(h.dispatcher), actor.WithMailbox(sessionMailbox(ctx.ActorSystem(), id, shared)))
+	pid := ctx.Spawn(props)
+	if len(h.started) >= maxStarted {
+		clear(h.started)
+	}
+	h.started[id] = struct{}{}
+	s.pid = pid
+	h.sessions[id] = s
+	h.byPID[pid.Id] = id
+	return s
 }
 
 // sessionMailbox returns the mailbox of session id's actor: protoactor's unbounded
@@ -414,9 +454,9 @@ func (h *SessionHost) forwardNew(ctx actor.Context, id string, unread bool) {
 //   - The request the actor failed on (it panicked) is answered ErrSessionFailed as
 //     the failure reaches the supervisor: the actor answers it no more, whether it is
 //     restarted or stopped.
-func sessionMailbox(system *actor.ActorSystem, id string, stop *stopSignal) actor.MailboxProducer {
+func sessionMailbox(system *actor.ActorSystem, id string, shared *incarnations) actor.MailboxProducer {
 	return func() actor.Mailbox {
-		return &stoppedAnswering{system: system, session: id, stop: stop}
+		return &stoppedAnswering{system: system, session: id, stop: &shared.stop, gaveUp: &shared.gaveUp}
 	}
 }
 
@@ -437,6 +477,12 @@ type stoppedAnswering struct {
 	// that finds it set is the supervisor giving up on the actor (or a stop that came
 	// while it failed): the requests left are answered ErrSessionFailed with it.
 	failure any
+	// failedOnTask is the ID of the task a SubmitTask that the actor failed on
+	// last brought; "" when it failed on anything else.
+	failedOnTask string
+	// gaveUp is the actor's (incarnations.gaveUp), set when its supervisor stops
+	// it after repeated failures.
+	gaveUp *atomic.Pointer[givenUp]
 }
 
 // RegisterHandlers implements actor.Mailbox: the mailbox invokes m, which invokes
@@ -464,6 +510,7 @@ func (m *stoppedAnswering) InvokeSystemMessage(msg any) {
 	if _, ok := msg.(*actor.Stop); ok && !m.stopped {
 		m.stopped = true
 		if m.failure != nil {
+			m.gaveUp.Store(&givenUp{failure: m.failure, task: m.failedOnTask})
 			// The mailbox of a failed actor is suspended, and a Stop does not resume
 			// it: resume it, so that the requests left reach InvokeUserMessage.
 			m.sessionQueue.PostSystemMessage(&actor.ResumeMailbox{})
@@ -480,7 +527,7 @@ func (m *stoppedAnswering) InvokeUserMessage(msg any) {
 	_, body, sender := actor.UnwrapEnvelope(msg)
 	var why error
 	if m.failure != nil {
-		why = sessionFailed(m.session, m.failure, "its supervisor stopped it after repeated failures; its next message starts it again, from its log")
+		why = sessionFailed(m.session, m.failure, "its supervisor stopped it after repeated failures; it starts again from its log, and the task it failed on fails")
 	} else {
 		why = fmt.Errorf("%w: session %s stopped before it handled the request", ErrNotOwner, m.session)
 	}
@@ -493,8 +540,34 @@ func (m *stoppedAnswering) InvokeUserMessage(msg any) {
 func (m *stoppedAnswering) EscalateFailure(reason any, msg any) {
 	m.failure = reason
 	_, body, sender := actor.UnwrapEnvelope(msg)
+	m.failedOnTask = ""
+	if t, ok := body.(*SubmitTask); ok {
+		m.failedOnTask = t.Envelope.ID
+	}
 	answerRequest(m.system, body, sender, sessionFailed(m.session, reason, "it failed on the request and restarts from its log"), false)
 	m.MessageInvoker.EscalateFailure(reason, msg)
+}
+
+// givenUp is what a session actor's mailbox knows of the actor when its
+// supervisor gives up on it (stops it after repeated failures): its last failure,
+// and the task of the SubmitTask it failed on, if that is what it failed on. The
+// host starts the session again with it (SessionHost.endGivenUp), and the next
+// actor ends that task (SessionActor.endGivenUp), or the running one when task is
+// empty (then sets task to it); done is set once it did, or found no task to end.
+// Only the next actor's incarnations, one at a time, write task.
+type givenUp struct {
+	failure any
+	task    string
+	done    atomic.Bool
+}
+
+// failureText is a failure's text, cut to at most n bytes (and "…").
+func failureText(failure any, n int) string {
+	s := fmt.Sprint(failure)
+	if len(s) > n {
+		s = strings.ToValidUTF8(s[:n], "") + "…"
+	}
+	return s
 }
 
 // ErrSessionFailed answers a request to a session whose actor failed (panicked:

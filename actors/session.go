@@ -9,6 +9,7 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -405,12 +406,16 @@ type SessionActor struct {
 	// stop ends once the actor is asked to stop (sessionMailbox); its incarnations
 	// share it. It ends a write retried in place (appendDurably).
 	stop *stopSignal
+	// end, when set, is the failure of the session's previous actor, which its
+	// supervisor gave up on: load ends the task it failed on first (endGivenUp),
+	// once for all the incarnations, which share it.
+	end *givenUp
 }
 
 var _ actor.Actor = (*SessionActor)(nil)
 
 func newSessionActor(id string, deps *SessionDeps, shared *incarnations) *SessionActor {
-	return &SessionActor{id: id, deps: deps, handled: &shared.handled, drain: &shared.drain, idleAt: -1, stop: &shared.stop}
+	return &SessionActor{id: id, deps: deps, handled: &shared.handled, drain: &shared.drain, idleAt: -1, stop: &shared.stop, end: shared.end}
 }
 
 // stopSignal says that a session actor was asked to stop (SessionActor.stop): end
@@ -447,12 +452,18 @@ func (s *stopSignal) end() {
 }
 
 // incarnations is what the incarnations of one session actor share (a restart
-// makes a new SessionActor): SessionActor.handled, SessionActor.drain and
-// SessionActor.stop.
+// makes a new SessionActor): SessionActor.handled, SessionActor.drain,
+// SessionActor.stop and SessionActor.end.
 type incarnations struct {
 	handled int
 	drain   drainState
 	stop    stopSignal
+	// gaveUp is set by the actor's mailbox when its supervisor gives up on it
+	// (stops it after repeated failures), for its host (SessionHost.endGivenUp).
+	gaveUp atomic.Pointer[givenUp]
+	// end is what the session's previous actor, given up on, failed with: the
+	// actor ends the task it failed on before anything else (endGivenUp).
+	end *givenUp
 }
 
 // drainState is SessionActor.drain.
@@ -660,9 +671,79 @@ func (a *SessionActor) load(ctx actor.Context) error {
 	if len(events) > 0 && a.state.Active() != "" {
 		a.deps.Logger.Info("session recovered", "session", a.id, "events", len(events), "seq", a.state.LastSeq)
 	}
+	if a.end != nil && !a.end.done.Load() {
+		a.endGivenUp(ctx)
+		return nil
+	}
 	a.step(ctx, nil)
 	return nil
 }
+
+// endGivenUp ends the task the session's previous actor failed on, before
+// anything else: that actor's supervisor gave up on it after repeated failures
+// (SessionHost.endGivenUp), and re-issuing the task's effects, or deciding its
+// next step, would most likely fail the same way. The task fails with
+// messages.ReasonSessionFailed and the last failure (redacted, as every event
+// is), recorded as a cancellation is: an input of the session, at the time of the
+// session's clock, with an ID of the session's sequence, so that a replay folds
+// it and verification takes it as recorded. Its effects in flight are cancelled
+// once the failure is durable, and none of them is issued again. The tasks queued
+// behind it then run, as after any task's end.
+//
+// The task is the running one, unless the failure was on a new task (a SubmitTask)
+// that is not it: that task was not recorded (its submitter was answered
+// ErrSessionFailed), or waits its turn, and the running task, which did not fail,
+// goes on. So does a session with no task running.
+func (a *SessionActor) endGivenUp(ctx actor.Context) {
+	g := a.end
+	task := a.state.Active()
+	if task == "" || (g.task != "" && g.task != task) {
+		g.done.Store(true)
+		a.step(ctx, nil)
+		return
+	}
+	// An incarnation restarted after this one failed to record the end finds the
+	// task ended, if the end was written after all, rather than blame the next.
+	g.task = task
+	var keys []messages.EffectKey
+	if key, _, ok := a.state.PendingModel(); ok {
+		keys = append(keys, key)
+	}
+	for _, pc := range a.state.appendPendingCalls(nil) {
+		keys = append(keys, pc.Key)
+	}
+	steps, usage := a.state.Progress()
+	e, err := a.event(&messages.TaskFailed{Reason: messages.ReasonSessionFailed, Error: givenUpError(g.failure), Steps: steps, Usage: usage,
+		SubAgentsUsage: a.state.SubAgentsUsage()}, task, task, a.state.LastSeq+1)
+	if err == nil {
+		err = a.step(ctx, []messages.Envelope{e})
+	}
+	if errors.Is(err, eventlog.ErrFenced) || errors.Is(err, errStopped) {
+		return // stopping: the session's next owner, or its next actor, ends it
+	} else if err != nil {
+		panic(fmt.Errorf("session %s: record the end of task %s, given up on: %w", a.id, task, err))
+	}
+	g.done.Store(true)
+	for _, k := range keys {
+		a.deps.Effects.Cancel(k)
+	}
+	a.deps.Logger.Warn("a session's task failed: its actor failed repeatedly on it, and its supervisor gave up on it",
+		"session", a.id, "task", task, "last_failure", a.deps.Redactor.String(failureText(g.failure, 300)))
+}
+
+// givenUpError is the error of a task failed with messages.ReasonSessionFailed:
+// what its session's actor failed with last, at most maxGivenUpError bytes of it.
+func givenUpError(failure any) string {
+	what := "the session's actor failed repeatedly on the task, and its supervisor stopped it"
+	if err, ok := failure.(error); ok && (errors.Is(err, eventlog.ErrInvalidEvent) || errors.Is(err, eventlog.ErrSeqConflict)) {
+		what = "the event log refused the session's writes repeatedly, and the session's supervisor stopped its actor"
+	}
+	return what + "; last failure: " + failureText(failure, maxGivenUpError)
+}
+
+// maxGivenUpError bounds the failure givenUpError quotes (a panic's value may be
+// megabytes).
+const maxGivenUpError = 1000
 
 // fold folds events, read from the log, into the state, with the recorded
 // configurations their tasks name (loadConfigs).

@@ -94,6 +94,7 @@ func firstDifference(a, b string) int {
 
 // Verify re-runs the agent's decisions against a recorded session: every recorded
 // input and effect result (tasks, model answers, tool results, cancellations,
+// tasks failed because their session's actor failed on them again and again,
 // humans' answers to approvals) is fed
 // from the log — no model is called and no tool runs — and every event the agent
 // decided (model and tool requests, completions, failures) must come out the same.
@@ -369,7 +370,7 @@ func decided(e messages.Envelope, p messages.Payload) bool {
 	case *messages.ApprovalResolved:
 		return p.By == messages.ApprovedByTimeout // a human's answer is an input
 	case *messages.TaskFailed:
-		return p.Reason != messages.ReasonCancelled
+		return p.Reason != messages.ReasonCancelled && p.Reason != messages.ReasonSessionFailed
 	case *messages.ToolCallCompleted:
 		return e.Actor == "session" // answered by the agent itself (unknown tool)
 	}

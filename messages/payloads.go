@@ -350,6 +350,12 @@ const (
 	// arguments, which are never cut (from decision rules 9, actors.ContextRules;
 	// older rules sent it).
 	ReasonContextOverflow = "context_overflow"
+	// ReasonSessionFailed: the session's actor failed (panicked) again and again
+	// on the task, and its supervisor gave up on it (a bug met at each try, or an
+	// event log that refused the session's writes); the error quotes the last
+	// failure. It is recorded as a cancellation is, not decided by the agent: the
+	// tasks queued behind it then run.
+	ReasonSessionFailed = "session_failed"
 )
 
 // TaskFailed records that a task stopped without an answer.

@@ -594,7 +594,7 @@ func actorRestarts(reg prometheus.Registerer, system *actor.ActorSystem, logger 
 	restarts := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "troupe", Subsystem: "actor", Name: "restarts_total",
 		Help: "Actor restarts decided by their supervisors (after a panic), by kind: session, memory, or other."}, []string{"kind"})
 	stops := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "troupe", Subsystem: "actor", Name: "given_up_total",
-		Help: "Actors their supervisors stopped after too many failures in a row, by kind: session, memory, or other. A session's next task, or the node's next start, starts it again."}, []string{"kind"})
+		Help: "Actors their supervisors stopped after too many failures in a row, by kind: session, memory, or other. A session's host starts it again at once, and the task it failed on fails (session_failed)."}, []string{"kind"})
 	reg.MustRegister(restarts, stops)
 	for _, k := range []string{"session", "memory"} {
 		restarts.WithLabelValues(k) // present at 0
