@@ -5,57 +5,97 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/troupe-run/troupe/actors"
 	"github.com/troupe-run/troupe/eventlog"
 )
 
-// healthTimeout bounds how long a health check waits for the session host, or for
-// the event log's probe write, to answer.
+// healthWait bounds how long a health check (Healthy, Live; GET /healthz and
+// GET /livez) waits for the node's dependencies to answer its probes. It is
+// well under the second a Kubernetes probe waits by default (timeoutSeconds:
+// 1), so that a dependency that hangs gets the node a 503 that names it, rather
+// than a probe that times out with no reason given.
+const healthWait = 500 * time.Millisecond
+
+// healthTimeout bounds one probe of a dependency: a request to the session host,
+// or the event log's probe (its probe write, the read of who owns it). A probe
+// runs in the background, past the healthWait of the check that started it: the
+// checks that come while it runs wait for it rather than start their own.
 const healthTimeout = 2 * time.Second
 
-// Healthy returns nil when the node can run tasks, or why it cannot: it is stopping;
-// its session host does not answer (it stopped, or it is stuck), in which case
-// tasks submitted to it would wait in vain for their sessions; or its event log
-// cannot write (a full disk: eventlog.ErrFull), in which case it refuses every new
-// task. The last goes by the log's last write where the log can tell
-// (eventlog.Health: the SQLite log), which costs nothing while writes go through;
-// once one failed, the log tries a small write of its own, at most once a second,
-// so that the node is healthy again once space is freed, whether or not a session
-// wrote since.
+// Healthy returns nil when the node can run tasks, or why it cannot: it is
+// stopping; its session host does not answer (it stopped, or it is stuck), in
+// which case tasks submitted to it would wait in vain for their sessions; another
+// node took its log (logOwner); or its event log cannot write (a full disk:
+// eventlog.ErrFull; ClickHouse down or refusing writes) or does not answer. The
+// log's writes go by its last write where the log can tell (eventlog.Health),
+// which costs nothing while writes go through; once one failed, the log tries a
+// small write of its own, at most once a second, so that the node is healthy
+// again once space is freed or the server is back, whether or not a session
+// wrote since. A node that owns its whole log (logOwner: ClickHouse without
+// Kafka) also reads who owns it, at most once a second: a read that fails, or
+// does not answer, makes the node unhealthy too, until one goes through.
+//
+// Healthy returns within healthWait whatever hangs: each dependency is probed
+// by one probe at a time (healthProbe), which the checks made while it runs
+// share, and a probe that has not answered by then makes Healthy say so ("the
+// event log (clickhouse) did not answer a probe within 500ms"). A check made
+// every 100 ms against a hung dependency holds one probe and one connection to
+// it, not one per check; once the dependency answers again, the next check that
+// finds no probe under way starts one and says so.
 //
 // A node that is unhealthy only for its log is alive (Live): restarting it would
-// not free space.
+// not free space, nor bring ClickHouse back.
 func (n *Node) Healthy() error {
-	if err := n.Live(); err != nil {
+	if n.closing() {
+		return errStopping
+	}
+	deadline := time.Now().Add(healthWait)
+	var logDone <-chan struct{}
+	if n.logProbe != nil {
+		logDone = n.logProbe.start() // beside the host's: both within deadline
+	}
+	if err := n.hostProbe.wait(n.hostProbe.start(), deadline); err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), healthTimeout)
-	defer cancel()
-	if n.owner != nil {
-		if err := n.owner.probe(ctx); err != nil {
-			return fmt.Errorf("new tasks and writes are refused: %w", err)
-		}
+	if err := n.owner.refusal(); err != nil {
+		return fmt.Errorf("new tasks and writes are refused: %w", err)
 	}
-	h, ok := n.log.(eventlog.Health)
-	if !ok {
+	if n.logProbe == nil {
 		return nil
 	}
-	if err := h.Writable(ctx); err != nil {
-		n.outage.failed(err)
-		return fmt.Errorf("the event log cannot write, so new tasks are refused: %w", err)
-	}
-	n.outage.recovered()
-	return nil
+	return n.logProbe.wait(logDone, deadline)
 }
 
-// Live returns nil unless the node is stopping or its session host does not answer:
-// what a restart may cure, unlike an event log that cannot write (Healthy).
+// Live returns nil unless the node is stopping or its session host does not
+// answer within healthWait: what a restart may cure, unlike an event log that
+// cannot write or does not answer (Healthy), which Live does not ask.
 func (n *Node) Live() error {
 	if n.closing() {
-		return errors.New("the node is stopping")
+		return errStopping
 	}
+	return n.hostProbe.wait(n.hostProbe.start(), time.Now().Add(healthWait))
+}
+
+// newHealthProbes builds the node's probes of its session host and, when it has
+// something to ask of it, of its event log (probeLog). New calls it once the log
+// is what the node writes (guardLog).
+func (n *Node) newHealthProbes() {
+	n.hostProbe = &healthProbe{what: "the session host", run: n.probeHost}
+	_, health := n.log.(eventlog.Health)
+	if health || (n.owner != nil && n.owner.owners != nil) {
+		name := logBackend(n.log)
+		if n.owner != nil {
+			name = logBackend(n.owner.log)
+		}
+		n.logProbe = &healthProbe{what: "the event log (" + name + ")", run: n.probeLog}
+	}
+}
+
+// probeHost asks the session host how many sessions it runs.
+func (n *Node) probeHost(ctx context.Context) error {
 	res, err := n.system.Root.RequestFuture(n.host, &actors.CountSessions{}, healthTimeout).Result()
 	if err != nil {
 		return fmt.Errorf("the session host is not running (no answer within %s: %w)", healthTimeout, err)
@@ -66,15 +106,96 @@ func (n *Node) Live() error {
 	return nil
 }
 
+// probeLog asks the event log whether its writes go through (eventlog.Health),
+// and, on a log the node owns whole, whether another node took it
+// (logOwner.probe), which also tells whether the log answers a read.
+func (n *Node) probeLog(ctx context.Context) error {
+	if h, ok := n.log.(eventlog.Health); ok {
+		if err := h.Writable(ctx); err != nil {
+			n.outage.failed(err)
+			return fmt.Errorf("the event log cannot write, so new tasks are refused: %w", err)
+		}
+		n.outage.recovered()
+	}
+	if err := n.owner.probe(ctx); err != nil {
+		if errors.Is(err, errLogTaken) {
+			return fmt.Errorf("new tasks and writes are refused: %w", err)
+		}
+		return err
+	}
+	return nil
+}
+
+// healthProbe probes one dependency of the node for its health checks, one
+// probe at a time. A check that finds no probe under way starts one, in the
+// background and bounded by healthTimeout; the checks made while it runs share
+// it. Each waits for its outcome until its own deadline, and past that answers
+// that the dependency did not answer within healthWait, while the probe goes on
+// until it ends or times out. So a dependency that hangs costs a check
+// healthWait, not the probe's timeout (nor the timeout of whatever the probe's
+// client ignores ctx for), and checks made faster than a probe ends start no
+// more probes, goroutines or connections.
+type healthProbe struct {
+	what string // the dependency, for the error: "the session host"
+	run  func(ctx context.Context) error
+
+	mu      sync.Mutex
+	running chan struct{} // closed once the probe under way ends; nil when none is
+	last    error         // the outcome of the last probe that ended
+}
+
+// start returns a channel closed once the probe under way ends, starting one
+// if none is.
+func (p *healthProbe) start() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.running != nil {
+		return p.running
+	}
+	done := make(chan struct{})
+	p.running = done
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), healthTimeout)
+		err := p.run(ctx)
+		cancel()
+		p.mu.Lock()
+		p.last, p.running = err, nil
+		p.mu.Unlock()
+		close(done)
+	}()
+	return done
+}
+
+// wait returns the outcome of the probe that closes done, or, if it has not
+// ended by deadline, that the dependency did not answer.
+func (p *healthProbe) wait(done <-chan struct{}, deadline time.Time) error {
+	select {
+	case <-done:
+	default:
+		t := time.NewTimer(time.Until(deadline))
+		defer t.Stop()
+		select {
+		case <-done:
+		case <-t.C:
+			return fmt.Errorf("%s did not answer a probe within %s", p.what, healthWait)
+		}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.last
+}
+
 // healthz serves GET /healthz, the readiness check: 200 when the node can run
 // tasks, else 503 with the reason (Healthy), so that a load balancer, or
-// Kubernetes' readiness probe, stops sending it work until it can.
+// Kubernetes' readiness probe, stops sending it work until it can. It answers
+// within healthWait (half a second) whatever hangs.
 func (n *Node) healthz(w http.ResponseWriter, r *http.Request) {
 	writeHealth(w, n.Healthy())
 }
 
 // livez serves GET /livez, the liveness check: 503 only for what a restart may cure
-// (Live), so that a full disk does not get the node killed in a loop.
+// (Live), so that a full disk, or a ClickHouse that is down or hangs, does not get
+// the node killed in a loop. It answers within healthWait whatever hangs.
 func (n *Node) livez(w http.ResponseWriter, r *http.Request) {
 	writeHealth(w, n.Live())
 }

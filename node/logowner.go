@@ -41,7 +41,7 @@ const logPartition = 0
 const ownWait = 30 * time.Second
 
 // probeEvery is how often, at most, the health check asks the log whether
-// another node took it (logOwner.probe).
+// another node took it (logOwner.probe); in between it goes by the last answer.
 const probeEvery = time.Second
 
 // ownableLog is what a node needs of a log to own it whole: fencing and claims
@@ -82,8 +82,9 @@ type logOwner struct {
 	taken chan struct{} // closed once another node took the log
 	err   error         // why, set before taken is closed
 
-	probeMu sync.Mutex
-	probed  time.Time
+	probeMu  sync.Mutex
+	probed   time.Time
+	probeErr error // why the last read of probe failed; nil when it went through
 }
 
 // guardLog readies the node to own its log when it has no shared bus,
@@ -199,23 +200,40 @@ func (o *logOwner) fence(cause error) error {
 
 // probe asks the log, at most every probeEvery, whether another node took it,
 // so that the health check tells so before the node's next write would: it
-// returns the refusal once it is taken. A read that fails says nothing.
+// returns the refusal once it is taken. A read that fails (the log is down, or
+// does not answer within ctx) returns why: not a refusal, since the node owns
+// the log still, but a log that does not answer records no task. In between
+// reads it returns the last read's outcome. A nil o (a node that does
+// not own its log) has nothing to probe.
 func (o *logOwner) probe(ctx context.Context) error {
+	if o == nil {
+		return nil
+	}
 	if err := o.refusal(); err != nil || o.owners == nil {
 		return err
 	}
 	o.probeMu.Lock()
 	if time.Since(o.probed) < probeEvery {
+		err := o.probeErr
 		o.probeMu.Unlock()
-		return nil
+		return err
 	}
 	o.probed = time.Now()
 	o.probeMu.Unlock()
 	rec, err := o.owners.Owners(ctx, []int{logPartition})
+	if err != nil {
+		if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+			err = fmt.Errorf("no answer within the probe's %s: %w", healthTimeout, err)
+		}
+		err = fmt.Errorf("the event log (%s) did not answer a probe (a read of who owns it): %w", logBackend(o.log), err)
+	}
+	o.probeMu.Lock()
+	o.probeErr = err
+	o.probeMu.Unlock()
 	if r, ok := rec[logPartition]; err == nil && ok && r.Epoch > o.epoch {
 		return o.fence(fmt.Errorf("%w: the log records epoch %d of partition %d", eventlog.ErrFenced, r.Epoch, logPartition))
 	}
-	return nil
+	return err
 }
 
 // stopWhenTaken stops the node's sessions once another node took the log, until

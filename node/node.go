@@ -851,6 +851,11 @@ type Node struct {
 	streamsOnce sync.Once
 	streamsDone chan struct{}
 
+	// hostProbe and logProbe probe the session host and the event log for the
+	// health checks, one probe at a time each (health.go); logProbe is nil when
+	// the log has nothing to tell.
+	hostProbe, logProbe *healthProbe
+
 	// handedOver is closed once Close handed the partitions' lease over (handOver),
 	// for a Revoked that runs after the host stopped.
 	handedOver chan struct{}
@@ -897,6 +902,7 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	n.guardLog()
 	n.outage = newLogOutage(cfg.Logger, n.log, n.stopping, n.metrics)
+	n.newHealthProbes()
 	n.gate.keepSignIns(n.log)
 	n.busLogs = &logShutter{}
 	wlog := newBusLogger(cfg.Logger, n.busLogs)

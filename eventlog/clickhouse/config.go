@@ -39,7 +39,10 @@ type Config struct {
 	// Compression of the native protocol's data blocks: "lz4" (the default),
 	// "zstd" or "none". Both methods work with ClickHouse 18.16 and later.
 	Compression string
-	// DialTimeout bounds connecting to a server. Default 5s.
+	// DialTimeout bounds connecting to a server, up to its first answer (the
+	// handshake). A request's ctx bounds it too: a query whose ctx ends first
+	// on a server that accepts connections and never answers fails then, not
+	// after DialTimeout. Default 5s.
 	DialTimeout time.Duration
 	// QueryTimeout bounds one query: a Read, a Sessions listing, or one attempt to
 	// write a batch (the conflict check and the insert). A write attempt that

@@ -27,7 +27,11 @@
 // writer's or Writable's own probe (at most one a second: one row into table
 // write_probes, schema 14, which no reader reads and which merges keep at one
 // row), so that a node learns that ClickHouse takes writes again although no
-// session wrote. Events
+// session wrote. That probe, like every request, ends when its ctx does, even
+// on a server that accepts connections and never answers (hung, or stopped
+// with SIGSTOP): a new connection is bounded by the request's ctx up to the
+// server's hello, which clickhouse-go's handshake waits for until DialTimeout
+// whatever ctx says. Events
 // are never dropped: a caller either gets nil, or an error, and then its batch
 // was not written ("not written" in the message: refused before the writer took
 // it), or may have been (its ctx ended or Close gave up while the writer was

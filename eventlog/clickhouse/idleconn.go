@@ -21,7 +21,8 @@ const idleAfter = time.Second
 
 // dialer returns the DialContext of the clickhouse-go options: a TCP (or TLS)
 // connection to addr whose first request after an idle spell must be answered
-// within cfg.ResponseTimeout (suspectConn).
+// within cfg.ResponseTimeout (suspectConn), and which the dial's ctx bounds until
+// the server's first answer (suspectConn.awaitHello).
 func dialer(cfg Config) func(ctx context.Context, addr string) (net.Conn, error) {
 	conns := &suspectConns{all: map[*suspectConn]struct{}{}}
 	return func(ctx context.Context, addr string) (net.Conn, error) {
@@ -34,6 +35,7 @@ func dialer(cfg Config) func(ctx context.Context, addr string) (net.Conn, error)
 		conns.add(sc)
 		var conn net.Conn = sc
 		if cfg.TLS == nil {
+			sc.awaitHello(ctx)
 			return conn, nil
 		}
 		tc := cfg.TLS
@@ -51,6 +53,7 @@ func dialer(cfg Config) func(ctx context.Context, addr string) (net.Conn, error)
 			sc.Close()
 			return nil, err
 		}
+		sc.awaitHello(ctx)
 		return t, nil
 	}
 }
@@ -108,7 +111,12 @@ type suspectConn struct {
 
 	siblings *suspectConns
 
-	mu          sync.Mutex
+	mu sync.Mutex
+	// helloWait is set while the dial's ctx bounds the connection (awaitHello),
+	// helloStop stops that; helloLost is why it ended before the hello came.
+	helloWait   bool
+	helloStop   func() bool
+	helloLost   error
 	last        time.Time // the last byte read or written
 	probe       time.Time // when an answer must have begun; zero: none awaited
 	idleFor     time.Duration
@@ -137,6 +145,11 @@ var _ net.Error = (*errNoAnswer)(nil)
 
 func (c *suspectConn) Write(b []byte) (int, error) {
 	c.mu.Lock()
+	if c.helloLost != nil {
+		err := c.helloLost
+		c.mu.Unlock()
+		return 0, err
+	}
 	now := time.Now()
 	if now.Sub(c.last) >= c.idleAfter {
 		// A request after an idle spell (and a request after one whose answer never
@@ -157,9 +170,62 @@ func (c *suspectConn) Write(b []byte) (int, error) {
 	return n, err
 }
 
+// awaitHello bounds the connection by ctx, the dial's, until the first byte of
+// the server's answer comes (its hello): once ctx ends before that, every read
+// and write fails at once (errNoHello). clickhouse-go's handshake, which runs
+// after the dial, waits for the server's hello until its own deadline,
+// DialTimeout from the dial, whatever ctx says: so a query whose ctx gave it
+// 500ms waited 5 s (the default DialTimeout) on a server that accepts
+// connections and never answers (hung, or stopped with SIGSTOP), and a health
+// check built on one answered late. The bound ends at the hello, since the
+// driver cancels ctx once it has the connection, which then serves other
+// requests under their own deadlines.
+func (c *suspectConn) awaitHello(ctx context.Context) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.helloWait = true
+	c.helloStop = context.AfterFunc(ctx, func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if !c.helloWait {
+			return
+		}
+		c.helloWait = false
+		c.helloLost = &errNoHello{cause: context.Cause(ctx)}
+		_ = c.Conn.SetWriteDeadline(aeons)
+		c.applyLocked()
+	})
+}
+
+// aeons is a deadline long past.
+var aeons = time.Unix(1, 0)
+
+// errNoHello fails the reads and writes of a connection whose dial's ctx ended
+// before the server's first answer (suspectConn.awaitHello).
+type errNoHello struct{ cause error }
+
+func (e *errNoHello) Error() string {
+	return fmt.Sprintf("eventlog/clickhouse: the server accepted the connection but did not answer before the request ended: %v", e.cause)
+}
+
+func (e *errNoHello) Unwrap() []error { return []error{e.cause, os.ErrDeadlineExceeded} }
+func (e *errNoHello) Timeout() bool   { return true }
+func (e *errNoHello) Temporary() bool { return true }
+
+var _ net.Error = (*errNoHello)(nil)
+
 func (c *suspectConn) Read(b []byte) (int, error) {
 	n, err := c.Conn.Read(b)
 	c.mu.Lock()
+	if c.helloLost != nil && err != nil {
+		err = c.helloLost
+		c.mu.Unlock()
+		return n, err
+	}
+	if n > 0 && c.helloWait {
+		c.helloWait = false
+		c.helloStop()
+	}
 	if n > 0 {
 		c.last = time.Now()
 		if !c.probe.IsZero() {
@@ -192,6 +258,12 @@ func (c *suspectConn) idleSince(t time.Time) bool {
 }
 
 func (c *suspectConn) Close() error {
+	c.mu.Lock()
+	if c.helloWait {
+		c.helloWait = false
+		c.helloStop()
+	}
+	c.mu.Unlock()
 	c.siblings.remove(c)
 	return c.Conn.Close()
 }
@@ -199,7 +271,11 @@ func (c *suspectConn) Close() error {
 func (c *suspectConn) SetDeadline(t time.Time) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if err := c.Conn.SetWriteDeadline(t); err != nil {
+	w := t
+	if c.helloLost != nil {
+		w = aeons
+	}
+	if err := c.Conn.SetWriteDeadline(w); err != nil {
 		return err
 	}
 	c.readDriver = t
@@ -214,11 +290,14 @@ func (c *suspectConn) SetReadDeadline(t time.Time) error {
 }
 
 // applyLocked sets Conn's read deadline: the driver's, or the probe's when that
-// is earlier.
+// is earlier; one long past once the dial's ctx ended before the server's hello.
 func (c *suspectConn) applyLocked() error {
 	d := c.readDriver
 	if !c.probe.IsZero() && (d.IsZero() || c.probe.Before(d)) {
 		d = c.probe
+	}
+	if c.helloLost != nil {
+		d = aeons
 	}
 	if d.Equal(c.readApplied) {
 		return nil
