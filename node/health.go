@@ -70,13 +70,18 @@ func (n *Node) Healthy() error {
 }
 
 // Live returns nil unless the node is stopping or its session host does not
-// answer within healthWait: what a restart may cure, unlike an event log that
-// cannot write or does not answer (Healthy), which Live does not ask.
+// answer: what a restart may cure, unlike an event log that cannot write or does
+// not answer (Healthy), which Live does not ask. It answers within healthWait,
+// but a host that answered its last probe counts as alive until its probe under
+// way is overdue (healthTimeout): a host busy for more than healthWait, as under
+// a burst of tasks on a small machine, gets the node no restart (a liveness
+// probe that fails restarts the process, which loses the work in hand), while
+// one that is stuck fails Live once its probe times out.
 func (n *Node) Live() error {
 	if n.closing() {
 		return errStopping
 	}
-	return n.hostProbe.wait(n.hostProbe.start(), time.Now().Add(healthWait))
+	return n.hostProbe.waitLenient(n.hostProbe.start(), time.Now().Add(healthWait))
 }
 
 // newHealthProbes builds the node's probes of its session host and, when it has
@@ -141,7 +146,9 @@ type healthProbe struct {
 
 	mu      sync.Mutex
 	running chan struct{} // closed once the probe under way ends; nil when none is
+	began   time.Time     // when the probe under way began
 	last    error         // the outcome of the last probe that ended
+	ended   bool          // a probe ended: last is its outcome
 }
 
 // start returns a channel closed once the probe under way ends, starting one
@@ -153,13 +160,13 @@ func (p *healthProbe) start() <-chan struct{} {
 		return p.running
 	}
 	done := make(chan struct{})
-	p.running = done
+	p.running, p.began = done, time.Now()
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), healthTimeout)
 		err := p.run(ctx)
 		cancel()
 		p.mu.Lock()
-		p.last, p.running = err, nil
+		p.last, p.ended, p.running = err, true, nil
 		p.mu.Unlock()
 		close(done)
 	}()
@@ -183,6 +190,22 @@ func (p *healthProbe) wait(done <-chan struct{}, deadline time.Time) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.last
+}
+
+// waitLenient is wait, except that past deadline a dependency whose last probe
+// succeeded counts as answering until the probe under way has run for
+// healthTimeout (when it times out and says so itself).
+func (p *healthProbe) waitLenient(done <-chan struct{}, deadline time.Time) error {
+	err := p.wait(done, deadline)
+	if err == nil {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.running != nil && p.ended && p.last == nil && time.Since(p.began) < healthTimeout {
+		return nil // busy, not overdue: its last probe went through
+	}
+	return err
 }
 
 // healthz serves GET /healthz, the readiness check: 200 when the node can run
