@@ -156,7 +156,7 @@ func (n *Node) publishApproval(ctx context.Context, c messages.ApprovalAnswer) e
 func (n *Node) handleApproval(msg *message.Message) error {
 	c, err := n.ingress.DecodeApproval(arrivalOf(msg))
 	if err != nil {
-		return fmt.Errorf("%w: approval message %s: %w", errPermanent, msg.UUID, err)
+		return fmt.Errorf("%w: approval message %s: %w", errPermanent, idHead(msg.UUID), err)
 	}
 	if forwarded, err := n.forward(msg, nil, c.SessionID, commandOf(&c)); forwarded || err != nil {
 		return err
@@ -164,7 +164,7 @@ func (n *Node) handleApproval(msg *message.Message) error {
 	err = n.approveHere(c)
 	switch {
 	case errors.Is(err, actors.ErrApprovalNotPending):
-		n.cfg.Logger.Warn("dropping an answer to an approval that is not pending", "message", msg.UUID, "session", c.SessionID, "call", c.Call, "err", err)
+		n.cfg.Logger.Warn("dropping an answer to an approval that is not pending", "message", idHead(msg.UUID), "session", c.SessionID, "call", c.Call, "err", err)
 		return nil
 	case errors.Is(err, actors.ErrNotOwner):
 		return fmt.Errorf("approval %s: %w", msg.UUID, err) // its next owner reads it again

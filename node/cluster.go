@@ -622,7 +622,7 @@ func (n *Node) handleEffect(msg *message.Message) error {
 	defer n.served.done()
 	req, err := messages.DecodeEffectRequest(msg.Payload)
 	if err != nil {
-		return fmt.Errorf("%w: effect request %s: %w", errPermanent, msg.UUID, err)
+		return fmt.Errorf("%w: effect request %s: %w", errPermanent, idHead(msg.UUID), err)
 	}
 	if req, err = n.fullRequest(msg.Context(), req); err != nil {
 		return err // a log that does not answer: retried
@@ -732,7 +732,7 @@ func (n *Node) handleReply(msg *message.Message) error {
 	}
 	rep, err := messages.DecodeEffectReply(msg.Payload)
 	if err != nil {
-		n.cfg.Logger.Warn("dropping a malformed effect reply", "message", msg.UUID, "err", err)
+		n.cfg.Logger.Warn("dropping a malformed effect reply", "message", idHead(msg.UUID), "err", err)
 		return nil // the session issues the effect again once it is recovered
 	}
 	if rep.Stored != "" && !n.remote.Waiting(rep.Key) {
@@ -752,7 +752,7 @@ func (n *Node) handleReply(msg *message.Message) error {
 func (n *Node) handleEffectCancel(msg *message.Message) error {
 	c, err := messages.DecodeEffectCancel(msg.Payload)
 	if err != nil {
-		n.cfg.Logger.Warn("dropping a malformed effect cancellation", "message", msg.UUID, "err", err)
+		n.cfg.Logger.Warn("dropping a malformed effect cancellation", "message", idHead(msg.UUID), "err", err)
 		return nil // the call runs to its end or its timeout
 	}
 	n.local.Cancel(c.Key)
@@ -800,7 +800,7 @@ func (n *Node) sendCancel(ctx context.Context, c messages.CancelRequest) error {
 func (n *Node) handleCancel(msg *message.Message) error {
 	c, err := n.ingress.DecodeCancel(arrivalOf(msg))
 	if err != nil {
-		return fmt.Errorf("%w: cancel message %s: %w", errPermanent, msg.UUID, err)
+		return fmt.Errorf("%w: cancel message %s: %w", errPermanent, idHead(msg.UUID), err)
 	}
 	if forwarded, err := n.forward(msg, nil, c.SessionID, commandOf(&c)); forwarded || err != nil {
 		return err
@@ -893,11 +893,11 @@ func (n *Node) forward(msg *message.Message, payload []byte, sessionID string, c
 	}
 	if err := publish(messages.TopicTasks, out); err != nil {
 		return true, fmt.Errorf("forward message %s of session %s from partition %d of %s to partition %d: %w",
-			msg.UUID, sessionID, from, messages.TopicTasks, to, err) // retried, then delivered again
+			idHead(msg.UUID), sessionID, from, messages.TopicTasks, to, err) // retried, then delivered again
 	}
 	markForwarded(msg)
 	n.metrics.forwarded.Inc()
-	n.cfg.Logger.Debug("forwarded a message to its session's partition", "message", msg.UUID, "session", sessionID,
+	n.cfg.Logger.Debug("forwarded a message to its session's partition", "message", idHead(msg.UUID), "session", sessionID,
 		"from", from, "to", to)
 	return true, nil
 }

@@ -454,7 +454,7 @@ func (l *deltaLeases) watched(sessionID string) bool {
 func (n *Node) handleDeltaWatch(msg *message.Message) error {
 	w, err := messages.DecodeDeltaWatch(msg.Payload)
 	if err != nil {
-		return fmt.Errorf("%w: delta watch %s: %w", errPermanent, msg.UUID, err)
+		return fmt.Errorf("%w: delta watch %s: %w", errPermanent, idHead(msg.UUID), err)
 	}
 	if forwarded, err := n.forward(msg, nil, w.SessionID, nil); forwarded || err != nil {
 		return err

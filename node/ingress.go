@@ -398,8 +398,12 @@ func (in *Ingress) admitTask(t Task, a Arrival, c *child) (messages.Envelope, *m
 // It also refuses an ID that is not UTF-8: the log kept its bytes, while the task's
 // result, its events on the bus and GET /v1/sessions/{id}, all JSON, named it with
 // U+FFFD in their place, an ID that a client matching results, or cancelling the
-// task by it, could not find.
+// task by it, could not find; and one longer than MaxTaskMessageID.
 func checkTaskMessageID(id string) error {
+	if len(id) > MaxTaskMessageID {
+		return fmt.Errorf("%w: the task's ID (its record's _watermill_message_uuid header) is %d bytes long; an ID names the task's event in the log, its result and its status, and may be at most %d bytes: give the task a task_id, or a shorter ID (%s)",
+			ErrBadTask, len(id), MaxTaskMessageID, QuoteHead(id))
+	}
 	if !utf8.ValidString(id) {
 		return fmt.Errorf("%w: the task's ID (its record's _watermill_message_uuid header) is not valid UTF-8 (byte %d): give the task a task_id, or an ID in UTF-8",
 			ErrBadTask, messages.InvalidUTF8At([]byte(id)))
@@ -411,6 +415,14 @@ func checkTaskMessageID(id string) error {
 	return fmt.Errorf("%w: the task's ID %s (its record's _watermill_message_uuid header) has the form <session>/<seq> of the IDs of the events a session records: session %s's event at seq %d would find its ID taken; give the task a task_id, or another ID",
 		ErrBadTask, QuoteHead(id), QuoteHead(key.SessionID), key.Seq)
 }
+
+// MaxTaskMessageID is the longest ID, in bytes, a task of the tasks topic may
+// have (its record's _watermill_message_uuid header, or its envelope's ID):
+// the ID is its task.submitted event's in the log, and goes into its result,
+// its status and every answer that names it. A UUID is 36 bytes; an ID longer
+// than this one was taken whole, up to the broker's record size, and copied
+// into each of those.
+const MaxTaskMessageID = 512
 
 // admitEnvelope checks a task.submitted envelope a client published whole by the
 // rules a plain task passes (its deadline is absolute already, and its session ID is
@@ -587,3 +599,14 @@ func (in *Ingress) DecodeCancel(a Arrival) (messages.CancelRequest, error) {
 // maxCancelTaskID bounds a cancellation's task_id: a task's name (at most 128
 // bytes) or the ID of its task.submitted event (a message's ID).
 const maxCancelTaskID = 512
+
+// idHead is a bus message's ID for an error or a log line: whole when it is
+// short and UTF-8, as IDs are; else its head, quoted, and its length (QuoteHead),
+// so that a record whose ID header is huge gets a reason, and a log line, of a
+// few hundred bytes.
+func idHead(id string) string {
+	if len(id) <= 128 && utf8.ValidString(id) {
+		return id
+	}
+	return QuoteHead(id)
+}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/troupe-run/troupe/kafka"
 	"github.com/troupe-run/troupe/messages"
+	"github.com/troupe-run/troupe/node"
 )
 
 // A record's _watermill_message_uuid header names its task (README): the ID of
@@ -98,5 +99,32 @@ func TestTaskWhoseMessageIDIsNotUTF8IsPoisoned(t *testing.T) {
 	reasons := poisonReasons(t, k, session)
 	if len(reasons) != 1 || !strings.Contains(reasons[0], "not valid UTF-8") {
 		t.Errorf("poisoned with reasons %q; want one saying the ID is not valid UTF-8", reasons)
+	}
+}
+
+// A header of 100 KB named the task in the log, its result and its status whole.
+// One over node.MaxTaskMessageID goes to troupe.poison saying how long it is and
+// what is allowed; one of that length runs.
+func TestTaskWhoseMessageIDIsTooLongIsPoisoned(t *testing.T) {
+	k := newKafkaEnv(t)
+	k.node(t)
+	session := "uuid-long-" + time.Now().Format("150405.000000")
+	longest := "id-" + strings.Repeat("x", node.MaxTaskMessageID-3)
+	k.produce(t,
+		kgo.Message{Key: []byte(session), Value: []byte(`{"input":"echo huge"}`),
+			Headers: []kgo.Header{{Key: kafka.HeaderUUID, Value: []byte(strings.Repeat("y", 100<<10))}}},
+		kgo.Message{Key: []byte(session), Value: []byte(`{"input":"echo longest"}`),
+			Headers: []kgo.Header{{Key: kafka.HeaderUUID, Value: []byte(longest)}}},
+		kgo.Message{Key: []byte(session), Value: []byte(`{"input":"echo next","task_id":"next"}`)},
+	)
+	if res, ok := waitTaskResult(t, k, session, "next", 45*time.Second); !ok || res.Status != messages.StatusCompleted {
+		t.Fatalf("task next: %+v (found %v), want it completed", res, ok)
+	}
+	if res, ok := waitTaskResult(t, k, session, longest, 5*time.Second); !ok || res.Status != messages.StatusCompleted {
+		t.Errorf("the task whose ID is %d bytes: %+v (found %v), want it completed", len(longest), res, ok)
+	}
+	reasons := poisonReasons(t, k, session)
+	if len(reasons) != 1 || !strings.Contains(reasons[0], "102400 bytes long") || len(reasons[0]) > 2000 {
+		t.Errorf("poisoned with reasons %.300q; want one saying the ID is 102400 bytes long, and short itself", reasons)
 	}
 }

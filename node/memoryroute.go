@@ -297,7 +297,7 @@ func (n *Node) handleMemoryCommand(msg *message.Message) error {
 				n.cfg.Logger.Warn("answering a refused memory command", "command", c.ID, "err", perr)
 			}
 		}
-		return fmt.Errorf("%w: memory command %s: %w", errPermanent, msg.UUID, err)
+		return fmt.Errorf("%w: memory command %s: %w", errPermanent, idHead(msg.UUID), err)
 	}
 	if forwarded, err := n.forward(msg, nil, c.SessionID, nil); forwarded || err != nil {
 		return err
@@ -372,7 +372,7 @@ func (n *Node) publishMemoryReply(c messages.MemoryCommand, rep messages.MemoryR
 func (n *Node) deliverMemoryReply(msg *message.Message) {
 	rep, err := messages.DecodeMemoryReply(msg.Payload)
 	if err != nil {
-		n.cfg.Logger.Warn("dropping a malformed memory reply", "message", msg.UUID, "err", err)
+		n.cfg.Logger.Warn("dropping a malformed memory reply", "message", idHead(msg.UUID), "err", err)
 		return
 	}
 	n.memRouter.mu.Lock()

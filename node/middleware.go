@@ -212,7 +212,7 @@ func (r retry) middleware(h message.HandlerFunc) message.HandlerFunc {
 			if errors.Is(err, eventlog.ErrFull) {
 				level = slog.LevelDebug // the node tells an outage of its log once (logOutage)
 			}
-			r.logger.Log(ctx, level, "bus message handler failed; retrying", "handler", message.HandlerNameFromCtx(ctx), "message", msg.UUID,
+			r.logger.Log(ctx, level, "bus message handler failed; retrying", "handler", message.HandlerNameFromCtx(ctx), "message", idHead(msg.UUID),
 				"retry", try+1, "max_retries", r.max, "wait", wait, "err", err)
 			t := time.NewTimer(wait)
 			select {
@@ -415,7 +415,7 @@ func (p poisonPublisher) Publish(topic string, msgs ...*message.Message) error {
 		}
 		if ok && p.sent != nil && p.sent.has(key) {
 			// Read again after it was poisoned here: its copy is there already.
-			p.logger.Warn("bus message poisoned before read again; not copied to the poison topic again", "handler", p.handler, "message", msg.UUID, "record", key)
+			p.logger.Warn("bus message poisoned before read again; not copied to the poison topic again", "handler", p.handler, "message", idHead(msg.UUID), "record", key)
 			continue
 		}
 		if ok {
@@ -431,14 +431,14 @@ func (p poisonPublisher) Publish(topic string, msgs ...*message.Message) error {
 	for i, msg := range out {
 		reason := msg.Metadata.Get(middleware.ReasonForPoisonedKey)
 		if err != nil {
-			p.logger.Warn("bus message not sent to the poison topic; it is handled again", "handler", p.handler, "topic", topic, "message", msg.UUID, "reason", reason, "err", err)
+			p.logger.Warn("bus message not sent to the poison topic; it is handled again", "handler", p.handler, "topic", topic, "message", idHead(msg.UUID), "reason", reason, "err", err)
 			continue
 		}
 		if keys[i] != "" && p.sent != nil {
 			p.sent.add(keys[i])
 		}
 		p.m.poisoned.WithLabelValues(p.handler).Inc()
-		p.logger.Error("bus message sent to the poison topic", "handler", p.handler, "topic", topic, "message", msg.UUID, "reason", reason)
+		p.logger.Error("bus message sent to the poison topic", "handler", p.handler, "topic", topic, "message", idHead(msg.UUID), "reason", reason)
 	}
 	return err
 }

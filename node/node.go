@@ -996,7 +996,7 @@ func (n *Node) handleTask(msg *message.Message) error {
 		// a cancellation could start the work it meant to stop. One whose session_id
 		// header names another session than its key would run in the header's.
 		return fmt.Errorf("%w: message %s: its record gives a header more than one value, or a session_id header other than its key (%s): this node cannot tell which is meant: give each header once, and a session_id header only with its session's key",
-			errPermanent, msg.UUID, repeated)
+			errPermanent, idHead(msg.UUID), repeated)
 	}
 	typ, header, err := taskTopicType(msg)
 	if err != nil {
@@ -1008,7 +1008,7 @@ func (n *Node) handleTask(msg *message.Message) error {
 			// As for a task (Ingress.decode): "corrupt envelope: EOF" would not say
 			// which part of the record was wrong.
 			return fmt.Errorf("%w: message %s: the %s record has no value (empty, or null: a tombstone): a %s is a JSON object",
-				errPermanent, msg.UUID, typ, typ)
+				errPermanent, idHead(msg.UUID), typ, typ)
 		}
 	}
 	switch typ {
@@ -1026,7 +1026,7 @@ func (n *Node) handleTask(msg *message.Message) error {
 		// message of a newer build) is not a task: run as one, a cancellation
 		// would start the work it meant to stop.
 		return fmt.Errorf("%w: message %s: unknown type %s (header %s): the tasks topic takes a task (no type header, or %q), %q, %q, %q or %q",
-			errPermanent, msg.UUID, QuoteHead(typ), QuoteHead(header), messages.TypeTaskSubmitted,
+			errPermanent, idHead(msg.UUID), QuoteHead(typ), QuoteHead(header), messages.TypeTaskSubmitted,
 			messages.TypeCancelRequested, messages.TypeApprovalAnswer, messages.TypeMemoryCommand, messages.TypeDeltaWatch)
 	}
 	arrival := arrivalOf(msg)
@@ -1044,7 +1044,7 @@ func (n *Node) handleTask(msg *message.Message) error {
 	}
 	env, err := n.ingress.Decode(arrival)
 	if err != nil {
-		return fmt.Errorf("%w: task message %s: %w", errPermanent, msg.UUID, err)
+		return fmt.Errorf("%w: task message %s: %w", errPermanent, idHead(msg.UUID), err)
 	}
 	// A copy too large for the bus goes as a task too large for it does: its
 	// envelope, stored in the log.
@@ -1074,7 +1074,7 @@ func (n *Node) handleTask(msg *message.Message) error {
 		return err // retried
 	} else if found {
 		n.cfg.Logger.Warn("task record read again: an earlier version recorded it under its coordinates' ID; not run again",
-			"message", msg.UUID, "session", session, "recorded", recorded)
+			"message", idHead(msg.UUID), "session", session, "recorded", recorded)
 		return nil
 	}
 	if n.tracing.on() {
@@ -1174,7 +1174,7 @@ func taskTopicType(msg *message.Message) (typ, header string, err error) {
 		headers[i] = QuoteHead(k) + "=" + QuoteHead(msg.Metadata[k])
 	}
 	return "", "", fmt.Errorf("%w: message %s: its type headers disagree (%s): Kafka header names are case-sensitive, and this node reads any case of %q as the type: give one type header",
-		errPermanent, msg.UUID, strings.Join(headers, ", "), messages.MetaType)
+		errPermanent, idHead(msg.UUID), strings.Join(headers, ", "), messages.MetaType)
 }
 
 // Run serves until ctx is done: it resumes sessions left running by an earlier
