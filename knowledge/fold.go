@@ -215,8 +215,11 @@ type chunk struct {
 
 // keyed is what the write under an idempotency key did.
 type keyed struct {
-	source  string
-	hash    string // the document's hash; "" for a removal
+	source string
+	hash   string // the document's hash; "" for a removal
+	// format is how its bytes were read ("" for a removal, or an event written
+	// before it was recorded).
+	format  string
 	removed bool
 	result  AddResult
 }
@@ -274,7 +277,7 @@ func (s *state) apply(e messages.Envelope) (effect, error) {
 			s.unnormal++
 		}
 		if p.Key != "" {
-			s.keys[p.Key] = keyed{source: p.Source, hash: p.Hash, result: AddResult{Source: p.Source, Status: status,
+			s.keys[p.Key] = keyed{source: p.Source, hash: p.Hash, format: p.Format, result: AddResult{Source: p.Source, Status: status,
 				Hash: p.Hash, Chunks: len(p.Chunks), Tokens: tokens, Bytes: p.Bytes, MarkdownBytes: p.MarkdownBytes}}
 		}
 	case *messages.KBDocumentRemoved:

@@ -230,7 +230,7 @@ func (b *Base) ingest(ctx context.Context, source string, body []byte, key, form
 	case err != nil:
 		return AddResult{}, err
 	case applied:
-		return b.keyResult(key, source, hash)
+		return b.keyResult(key, source, hash, format)
 	case unchanged:
 		return decidedRes, nil
 	}
@@ -246,7 +246,7 @@ func (b *Base) decided(ctx context.Context, source, hash, format, key string) (s
 	}
 	source = b.storedName(source)
 	if _, ok := b.st.keys[key]; key != "" && ok {
-		r, err := b.keyResult(key, source, hash)
+		r, err := b.keyResult(key, source, hash, format)
 		return source, r, true, err
 	}
 	if d := b.st.docs[source]; b.unchanged(d, hash, format) {
@@ -298,9 +298,11 @@ func (b *Base) unchanged(d *document, hash, format string) bool {
 }
 
 // keyResult is the result of an ingestion whose key was applied before.
-func (b *Base) keyResult(key, source, hash string) (AddResult, error) {
+func (b *Base) keyResult(key, source, hash, format string) (AddResult, error) {
 	k := b.st.keys[key]
-	if k.removed || k.source != source || k.hash != hash {
+	// The same bytes read another way are another version (unchanged); a key
+	// applied before the format was recorded is taken as of this one.
+	if k.removed || k.source != source || k.hash != hash || (k.format != "" && k.format != format) {
 		what := fmt.Sprintf("the ingestion of %q", k.source)
 		if k.removed {
 			what = fmt.Sprintf("the removal of %q", k.source)

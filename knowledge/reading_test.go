@@ -2,6 +2,7 @@ package knowledge_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	"github.com/troupe-run/troupe/knowledge"
@@ -95,5 +96,29 @@ func TestDocumentStoredWithoutAFormatIsUnchanged(t *testing.T) {
 	}
 	if docs := b.Documents(); len(docs) != 1 || docs[0].Format != "" {
 		t.Errorf("documents %+v; want notes.md without a format", docs)
+	}
+}
+
+// A key applied to one reading of a document is not the key of another: the
+// bytes of guide.txt sent again as guide.md under the key of the first are
+// another version of the document, refused with ErrKeyReused as other bytes
+// would be, not answered with the first's result while its chunks stay those of
+// the text. The same request again is still answered as it was.
+func TestKeyOfOneReadingIsNotAnothers(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	b := f.base(t, "docs")
+	guide := []byte("# Install\n\nRun the installer.\n\n## Linux\n\nUse the tarball.\n")
+	if r, err := b.AddFile(ctx, "docs/guide", "guide.txt", guide, "k1"); err != nil || r.Status != knowledge.StatusAdded {
+		t.Fatalf("AddFile(guide.txt) = %+v, %v", r, err)
+	}
+	if r, err := b.AddFile(ctx, "docs/guide", "guide.txt", guide, "k1"); err != nil || r.Status != knowledge.StatusAdded {
+		t.Fatalf("AddFile(guide.txt) again under its key = %+v, %v; want its result", r, err)
+	}
+	if r, err := b.AddFile(ctx, "docs/guide", "guide.md", guide, "k1"); !errors.Is(err, knowledge.ErrKeyReused) {
+		t.Fatalf("AddFile(guide.md) under the key of guide.txt = %+v, %v; want ErrKeyReused", r, err)
+	}
+	if docs := b.Documents(); len(docs) != 1 || docs[0].Format != "text" {
+		t.Errorf("documents %+v; want docs/guide read as text", docs)
 	}
 }

@@ -405,6 +405,12 @@ func (*TeamStateUpdated) MessageType() Type { return TypeTeamStateUpdated }
 type SessionForked struct {
 	ParentID string `json:"parent_id"`
 	AtSeq    uint64 `json:"at_seq"`
+	// ShiftUS is how far, in microseconds, the fork moved the deadlines of the
+	// tasks unfinished at AtSeq and the expiries of the approvals pending there
+	// in the events it copied (the time from the event at AtSeq to the fork); 0
+	// for a fork that moved none, or one made before it was recorded. A fork of
+	// this session at a seq before this event moves them back first.
+	ShiftUS int64 `json:"shift_us,omitempty"`
 }
 
 // MessageType implements Payload.

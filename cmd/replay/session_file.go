@@ -232,7 +232,11 @@ func forkEvents(parent []messages.Envelope, at uint64, newID string, ts int64) (
 		return nil, fmt.Errorf("--at %d is outside the session's events 1..%d", at, len(parent))
 	}
 	oldID := parent[0].SessionID
-	moveTimes := pendingAt(parent[:at], ts-parent[at-1].TS)
+	shift := ts - parent[at-1].TS
+	moveTimes, err := forkMoves(parent, at, shift)
+	if err != nil {
+		return nil, err
+	}
 	ids := make(map[string]string, at)
 	rekey := func(k string) string {
 		if rest, ok := strings.CutPrefix(k, oldID+"/"); ok {
@@ -282,13 +286,43 @@ func forkEvents(parent []messages.Envelope, at uint64, newID string, ts int64) (
 		ne.CorrelationID = mapID(ids, e.CorrelationID)
 		out = append(out, ne)
 	}
-	link, err := messages.NewEnvelope(&messages.SessionForked{ParentID: oldID, AtSeq: at})
+	link, err := messages.NewEnvelope(&messages.SessionForked{ParentID: oldID, AtSeq: at, ShiftUS: shift})
 	if err != nil {
 		return nil, err
 	}
 	link.ID, link.SessionID, link.Seq, link.TS, link.Actor = fmt.Sprintf("%s/%d", newID, at+1), newID, at+1, ts, "replay"
 	link.CausationID = out[len(out)-1].ID
 	return append(out, link), nil
+}
+
+// forkMoves returns the function that moves the times of the events of parent
+// a fork at at copies (pendingAt, by shift). parent may be a fork itself, whose
+// session.forked events after at each moved the times of the events before them
+// (messages.SessionForked.ShiftUS): those moves are undone first, so that the
+// copied events are on their recording's clock again, as their TS are, and a
+// fork of a fork moves them once.
+func forkMoves(parent []messages.Envelope, at uint64, shift int64) (func(e messages.Envelope, p messages.Payload) bool, error) {
+	moves := []func(e messages.Envelope, p messages.Payload) bool{}
+	for _, l := range parent[at:] {
+		if l.Type != messages.TypeSessionForked {
+			continue
+		}
+		p, err := l.Decode()
+		if err != nil {
+			return nil, err
+		}
+		if back := p.(*messages.SessionForked).ShiftUS; back != 0 && l.Seq >= 1 && l.Seq-1 <= uint64(len(parent)) {
+			moves = append(moves, pendingAt(parent[:l.Seq-1], -back))
+		}
+	}
+	moves = append(moves, pendingAt(parent[:at], shift))
+	return func(e messages.Envelope, p messages.Payload) bool {
+		moved := false
+		for _, m := range moves {
+			moved = m(e, p) || moved
+		}
+		return moved
+	}, nil
 }
 
 // pendingAt returns the function that moves, by shift microseconds, the times
