@@ -596,7 +596,10 @@ func export(ctx context.Context, log eventlog.Log, id, out string, stdout, stder
 
 // importFile loads an export into the log: file, or stdin when file is "-". Nothing
 // is written unless the whole file is valid and the session is new to this log.
-func importFile(ctx context.Context, st store, file string, stdin io.Reader, stdout, stderr io.Writer) int {
+// A session exported with tasks not ended is taken as unfinished says
+// (unfinishedRefuse, unfinishedPark, unfinishedResume): by default it is refused,
+// before the log is opened.
+func importFile(ctx context.Context, st store, file, unfinished string, stdin io.Reader, stdout, stderr io.Writer) int {
 	in := stdin
 	if file != "-" {
 		f, err := os.Open(file)
@@ -612,13 +615,25 @@ func importFile(ctx context.Context, st store, file string, stdin io.Reader, std
 		fmt.Fprintf(stderr, "error: %s: %v\n", file, err)
 		return 1
 	}
+	id := events[0].SessionID
+	notEnded := tasksNotEnded(events)
+	if len(notEnded) > 0 && unfinished == unfinishedRefuse {
+		fmt.Fprintf(stderr, "error: %s: %v\n", file, unfinishedError(id, notEnded))
+		return 1
+	}
+	var parked []messages.Envelope
+	if len(notEnded) > 0 && unfinished == unfinishedPark {
+		if parked, err = parkEvents(events, configs, notEnded, time.Now().UnixMicro()); err != nil {
+			fmt.Fprintf(stderr, "error: %s: %v\n", file, err)
+			return 1
+		}
+	}
 	log, err := st.open(ctx, importing)
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", st.writeLocked(err))
 		return 1
 	}
 	defer log.Close()
-	id := events[0].SessionID
 	if existing, err := log.Read(ctx, id, 1); err != nil || len(existing) > 0 {
 		if err == nil {
 			err = fmt.Errorf("session %s already exists in this log; fork it instead, or import into another log", id)
@@ -635,11 +650,22 @@ func importFile(ctx context.Context, st store, file string, stdin io.Reader, std
 			return 1
 		}
 	}
-	if err := log.Append(ctx, events); err != nil {
+	// The tasks parked are ended in the same append: the session is never in
+	// the log with them running.
+	if err := log.Append(ctx, slices.Concat(events, parked)); err != nil {
 		fmt.Fprintln(stderr, "error:", err)
 		return 1
 	}
-	fmt.Fprintf(stdout, "imported session %s (%d events)\n", id, len(events))
+	switch {
+	case len(parked) > 0:
+		fmt.Fprintf(stdout, "imported session %s (%d events, and %d recorded here ending its unfinished tasks as cancelled: no node resumes it)\n", id, len(events), len(parked))
+	default:
+		fmt.Fprintf(stdout, "imported session %s (%d events)\n", id, len(events))
+	}
+	if len(notEnded) > 0 && unfinished == unfinishedResume {
+		fmt.Fprintf(stderr, "warning: session %s is imported unfinished (%s): a node serving this log resumes it, and performs again what it requested and has no answer of here\n",
+			id, notEnded[0].describe())
+	}
 	return 0
 }
 

@@ -19,4 +19,11 @@
 // (actors.ContextRules); verify exits 0 when the session is deterministic, 1 at
 // its first divergence (or an error), 3 when a task was recorded under rules this
 // build does not have, which it names.
+//
+// export writes a session as JSON lines, and import loads such a file into a log.
+// A session exported before its tasks ended is still the deployment's it came
+// from: import refuses it, naming its unfinished tasks, unless --unfinished park
+// (its unfinished tasks recorded as cancelled, so that no node resumes it) or
+// --unfinished resume (this log's nodes go on with it) says what it is in the new
+// log (unfinished.go).
 package main

@@ -37,7 +37,7 @@ const usage = `usage:
   replay verify <session-id> [--data DIR] [--config FILE] [--agents FILE] [--json] [--full]
   replay fork <session-id> --at SEQ [--data DIR] [--config FILE] [--agents FILE] [--model auto|offline|scripted:FILE|PROVIDER[:MODEL]] [--input TEXT] [--session NEW-ID] [--memory-writes]
   replay export <session-id> [--data DIR] [--out FILE]
-  replay import <file|-> [--data DIR]
+  replay import <file|-> [--data DIR] [--unfinished refuse|park|resume]
   replay stats [--since 24h|2026-11-01] [--agent NAME] [--data DIR] [--json]
 `
 
@@ -48,7 +48,7 @@ var commandUsage = map[string]string{
 	"verify": "replay verify <session-id> [--data DIR] [--config FILE] [--agents FILE] [--json] [--full]",
 	"fork":   "replay fork <session-id> --at SEQ [--data DIR] [--config FILE] [--agents FILE] [--model auto|offline|scripted:FILE|PROVIDER[:MODEL]] [--input TEXT] [--session NEW-ID] [--memory-writes]",
 	"export": "replay export <session-id> [--data DIR] [--out FILE]",
-	"import": "replay import <file|-> [--data DIR]",
+	"import": "replay import <file|-> [--data DIR] [--unfinished refuse|park|resume]",
 	"stats":  "replay stats [--since 24h|2026-11-01] [--agent NAME] [--data DIR] [--json]",
 }
 
@@ -98,6 +98,7 @@ func runIn(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 		outFile, since, agentFlag string
 		configPath, agentsPath    string
 		full, memoryWrites        bool
+		unfinished                = unfinishedRefuse
 	)
 	fs.StringVar(&data, "data", envOr("TROUPE_DATA", ".troupe"), "data directory of the embedded event log")
 	fs.StringVar(&chAddr, "clickhouse", envOr("TROUPE_CLICKHOUSE", ""), "read and write the ClickHouse event log at HOST:PORT instead")
@@ -123,6 +124,10 @@ func runIn(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 		fs.BoolVar(&memoryWrites, "memory-writes", false, "let the fork write the memory, knowledge bases and notes of --config (by default its memory, rag and notes tools read them, and their writes answer an error)")
 	case "export":
 		fs.StringVar(&outFile, "out", "", "write to this file instead of standard output")
+	case "import":
+		fs.StringVar(&unfinished, "unfinished", unfinished, "a session exported with tasks not ended (running, or waiting for an approval or a tool call), which the deployment it came from goes on with: "+
+			"refuse imports nothing and names them; park imports it with them ended as cancelled, so that no node resumes it; "+
+			"resume imports it as it is, for this log's nodes to go on with it, performing again the effects it has no answer of. A session whose tasks all ended imports the same way under each")
 	case "stats":
 		fs.StringVar(&since, "since", "", "only events since this long ago (e.g. 24h) or this date (2006-01-02 or RFC 3339)")
 		fs.StringVar(&agentFlag, "agent", "", "only sessions of this agent")
@@ -174,7 +179,14 @@ func runIn(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 		}
 		return fork(ctx, st, positional[0], at, modelFlag, input, newID, ac, stdout, stderr)
 	case "import":
-		return importFile(ctx, st, positional[0], stdin, stdout, stderr)
+		switch unfinished {
+		case unfinishedRefuse, unfinishedPark, unfinishedResume:
+		default:
+			fmt.Fprintf(stderr, "error: --unfinished %q: want refuse, park or resume\n", unfinished)
+			printUsage(stderr)
+			return 2
+		}
+		return importFile(ctx, st, positional[0], unfinished, stdin, stdout, stderr)
 	}
 	// verify's agent is built first: a bad --config is a usage error, whatever the log.
 	ac := agentConfig{stop: func() {}}
