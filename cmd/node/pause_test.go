@@ -30,6 +30,17 @@ import (
 // between its check and its insert), so every session completes with one event at
 // each seq, none lost, each effect performed once; and nothing it publishes on
 // troupe.events after it woke differs from the log.
+//
+// n1 reaches ClickHouse through a network the test stalls (holdProxy; the other
+// nodes and the test's own checks connect directly), and it freezes only once the
+// network holds an append of its in flight: the writer's lookup, which checks the
+// lease, or its INSERT. The network delivers them once the new owners took their
+// epochs, just before n1 wakes, so that ClickHouse fences at least one append of
+// n1 every time (unless n1 stays frozen longer than its sessions wait for an
+// append, actors.Deps.IOTimeout, 30 s, where the group evicted it in 10). Before, n1 woke with appends in flight or not, as the freeze
+// fell, and when it had none its sessions often stopped (their partitions
+// revoked, or a session start or a call refused after the pause) before they
+// appended anything: the run fenced no append, and proved nothing.
 func TestClusterPausedNodeIsFenced(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts and pauses node processes")
@@ -43,10 +54,17 @@ func TestClusterPausedNodeIsFenced(t *testing.T) {
 	script, records, modelLog := threeRecordsScript(t, dir)
 	const sessions = 100
 
-	victim := startClusterNode(t, env, "n1", "sessions,models", script, records, modelLog)
+	network := startHoldProxy(t, env.clickhouse)
+	victimEnv := env
+	victimEnv.clickhouse = network.Addr()
+	victim := startClusterNode(t, victimEnv, "n1", "sessions,models", script, records, modelLog)
 	// Registered after the node's own cleanup, so it runs first: a stopped process
-	// would not act on the SIGTERM that cleanup sends.
-	t.Cleanup(func() { _ = victim.cmd.Process.Signal(syscall.SIGCONT) })
+	// would not act on the SIGTERM that cleanup sends, nor stop in time without
+	// its log.
+	t.Cleanup(func() {
+		network.Release()
+		_ = victim.cmd.Process.Signal(syscall.SIGCONT)
+	})
 	survivor := startClusterNode(t, env, "n2", "sessions,models", script, records, modelLog)
 	third := startClusterNode(t, env, "n3", "sessions,tools", script, records, modelLog)
 	waitOwned(t, victim, survivor, third)
@@ -65,6 +83,14 @@ func TestClusterPausedNodeIsFenced(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	victimEpoch := victim.gauge(t, "troupe_cluster_ownership_epoch")
+	// The network between n1 and ClickHouse stalls as n1 sends its next append
+	// there (the eventlog/clickhouse writer's INSERT, or its lookup, which checks
+	// the lease, before each INSERT), and n1 freezes: the append waits in the
+	// network, and so does anything n1 sends or is sent after it, until n1 wakes.
+	network.HoldAt("INSERT INTO events (", "FROM appended")
+	if !network.awaitHeld(30 * time.Second) {
+		t.Fatal("n1 sent no append to ClickHouse within 30s; the test proves nothing")
+	}
 	if err := victim.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
@@ -92,6 +118,12 @@ func TestClusterPausedNodeIsFenced(t *testing.T) {
 	waitFor(t, 60*time.Second, "the new owners make progress", func() bool {
 		return len(countLines(t, records, "effect ")) >= min(effects+10, 3*sessions)
 	})
+	// The network delivers what n1 had in flight, now that other nodes own its
+	// partitions under higher epochs; then n1 runs again.
+	held, heldUp, heldDown := network.Release()
+	if !network.awaitPassed(10 * time.Second) {
+		t.Fatal("the network did not pass on n1's requests to ClickHouse within 10s")
+	}
 	if err := victim.cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
@@ -110,9 +142,18 @@ func TestClusterPausedNodeIsFenced(t *testing.T) {
 	if fenced == 0 && stale == 0 {
 		t.Fatal("n1 neither had an append fenced nor left a stale row after it woke up; the test proves nothing")
 	}
-	t.Logf("sessions %d, n1 paused %s with %d unfinished (epoch %d); after SIGCONT: %d appends of n1 fenced, %d stale rows hidden from Read; "+
+	// The appends the network held: the log refused them (AppendLeased returned
+	// ErrFenced, which n1 logs), or they landed as stale rows.
+	refused := strings.Count(victim.stderr.String(), "append refused: another node owns the session's partition now")
+	if refused == 0 && stale == 0 {
+		t.Fatalf("the log refused none of n1's appends in flight, and none of them left a stale row (%d refusals of n1 counted, of calls or session starts; n1 paused %s); the test proves nothing",
+			fenced, pause.Round(time.Second))
+	}
+	t.Logf("sessions %d, n1 paused %s with %d unfinished (epoch %d) and appends in flight on %d connections to ClickHouse (%d bytes held, %d of answers); "+
+		"after SIGCONT: %d appends of n1 fenced (%d refused by the log), %d stale rows hidden from Read; "+
 		"completed %d, side effects %d (duplicates %d), model calls re-issued %d, tool calls re-issued %d",
-		sessions, pause.Round(time.Second), unfinished, victimEpoch, fenced, stale, sessions, r.effects, r.duplicates, r.reissuedModel, r.reissuedTool)
+		sessions, pause.Round(time.Second), unfinished, victimEpoch, held, heldUp, heldDown, fenced, refused, stale,
+		sessions, r.effects, r.duplicates, r.reissuedModel, r.reissuedTool)
 }
 
 // busEvents are the events of a test's sessions that nodes published on
