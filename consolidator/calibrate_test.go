@@ -68,13 +68,14 @@ func merges(ds []consolidator.Decision) []string {
 // texts about 0.75–0.8, different facts about one thing 0.93–0.95, rephrasings
 // 0.985 and more), the duplicate threshold of 0.92 on the raw cosine merged
 // different facts: 56 of 60 "Carl really enjoys X" into 4, the others found by no
-// search. Calibrated from the tier's floor (the least of its 45 pairs' cosines,
-// 0.76, shrunk to 0.62), the rephrasing merges and the different facts do not; the
-// reason says what was compared.
+// search. Calibrated from the tier's floor (the median of its 45 pairs' cosines,
+// 0.77, shrunk toward the prior 0.5 to 0.72), the rephrasing merges and the
+// different facts do not; the reason says what was compared and where the floor
+// came from.
 func TestPlanMergesOnlyRephrasingsWithACompressedEmbedder(t *testing.T) {
 	mems := facts(memory.Episodic, 0.77)
 	got := merges(consolidator.Plan(now, mems, only(consolidator.Policy{DuplicateThreshold: 0.92})))
-	want := []string{"merge m4b into m4a: cosine 0.99 (0.97 calibrated over the tier's floor 0.62) ≥ 0.92 with m4a"}
+	want := []string{"merge m4b into m4a: cosine 0.99 (0.96 calibrated over the tier's floor 0.72, from the median 0.77 of its 45 pair cosines and the prior 0.5) ≥ 0.92 with m4a"}
 	if !slices.Equal(got, want) {
 		t.Errorf("merges:\n  got  %q\n  want %q", got, want)
 	}
@@ -104,18 +105,20 @@ func TestPlanJudgesRelatedFactsWithACompressedEmbedder(t *testing.T) {
 	}
 }
 
-// An embedder whose unrelated texts are orthogonal (the tier's least cosine 0)
-// has nothing to calibrate: the plan merges on the raw cosine as it did, with the
-// same reasons (here every pair, each over 0.92).
+// An embedder whose unrelated texts are orthogonal (the median of the tier's
+// cosines 0) has little to calibrate: with 45 pairs the prior weighs 10 parts in
+// 55, the floor is 0.09 and the plan merges about on the raw cosine, as it did
+// (here every pair, each over 0.92).
 func TestPlanOfAnOrthogonalEmbedderIsUnchanged(t *testing.T) {
 	mems := facts(memory.Episodic, 0)
 	got := merges(consolidator.Plan(now, mems, only(consolidator.Policy{DuplicateThreshold: 0.92})))
+	const floor = " calibrated over the tier's floor 0.09, from the median 0 of its 45 pair cosines and the prior 0.5) ≥ 0.92"
 	want := []string{
-		"merge m0b into m0a: cosine 0.94 ≥ 0.92 with m0a", // 0.945 in float32,
-		"merge m1b into m1a: cosine 0.94 ≥ 0.92 with m1a",
-		"merge m2b into m2a: cosine 0.93 ≥ 0.92 with m2a",
-		"merge m3b into m3a: cosine 0.93 ≥ 0.92 with m3a",
-		"merge m4b into m4a: cosine 0.99 ≥ 0.92 with m4a",
+		"merge m0b into m0a: cosine 0.94 (0.94" + floor + " with m0a", // 0.945 in float32,
+		"merge m1b into m1a: cosine 0.94 (0.94" + floor + " with m1a",
+		"merge m2b into m2a: cosine 0.93 (0.93" + floor + " with m2a",
+		"merge m3b into m3a: cosine 0.93 (0.92" + floor + " with m3a",
+		"merge m4b into m4a: cosine 0.99 (0.99" + floor + " with m4a",
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("merges:\n  got  %q\n  want %q", got, want)

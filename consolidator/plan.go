@@ -374,8 +374,9 @@ func (pl *planner) dedupe() {
 		return
 	}
 	for _, g := range pl.groups(func(it *item) bool { return len(it.m.Vector) > 0 }) {
-		// The cosines are calibrated from the group's floor (calibrate.go).
-		sc := pl.scaleOf(g)
+		// The cosines are calibrated from the group's floor: the median of its
+		// pair cosines shrunk toward a prior (calibrate.go).
+		sc := pl.dupScaleOf(g)
 		if g[0].tier == memory.Semantic {
 			if pl.dupScales == nil {
 				pl.dupScales = map[memory.Modality]scale{}

@@ -168,13 +168,14 @@ func TestPlanMergesSemanticDuplicatesWithinATier(t *testing.T) {
 		withVector(mem("c", memory.Episodic, 0.5, day), 0.9, 0.43589, 0),   // cosine 0.9 with a: kept apart
 		withVector(mem("s", memory.Semantic, 0.5, day), 1, 0, 0),           // another tier
 		withVector(mem("x", memory.Episodic, 0.5, day), 1, 0),              // another dimension
-		// Unrelated to a, b and c (cosine 0): the tier's floor is 0, as with an
-		// embedder whose unrelated texts are orthogonal, and its cosines are raw.
+		// Unrelated to a, b and c (cosine 0), as with an embedder whose unrelated
+		// texts are orthogonal: the median of the tier's 6 pair cosines is 0.45,
+		// shrunk toward the prior 0.5 to a floor of 0.48.
 		withVector(mem("u", memory.Episodic, 0.5, day), 0, 0, 1),
 	}
 	got := consolidator.Plan(now, mems, only(consolidator.Policy{DuplicateThreshold: 0.92}))
 	check(t, got, []consolidator.Decision{
-		{Kind: consolidator.Merge, Into: "a", IDs: []string{"b"}, Reason: "cosine 0.97 ≥ 0.92 with a"},
+		{Kind: consolidator.Merge, Into: "a", IDs: []string{"b"}, Reason: "cosine 0.97 (0.94 calibrated over the tier's floor 0.48, from the median 0.45 of its 6 pair cosines and the prior 0.5) ≥ 0.92 with a"},
 	})
 }
 

@@ -26,8 +26,9 @@ type Policy struct {
 	// Nil: working 50.
 	Capacity map[memory.Tier]int
 	// DuplicateThreshold: two memories of a tier (and modality) whose vectors have at
-	// least this cosine, calibrated from the floor of the tier's cosines (see the
-	// package documentation), are merged. Default 0.92; negative: hash dedupe only.
+	// least this cosine, calibrated from the floor of the tier's cosines (their
+	// median shrunk toward a prior of 0.5: see the package documentation), are
+	// merged. Default 0.92; negative: hash dedupe only.
 	DuplicateThreshold float64
 	// PromoteAbove: a working memory more important than this is promoted to
 	// episodic. Default 0.7; negative: no promotion.

@@ -746,7 +746,9 @@ func (s *search) calibrate(cands map[string]*candidate) {
 
 // Floor is the floor of n cosines whose least is least: least · n / (n +
 // FloorPrior), the least shrunk toward 0 when the cosines are few (see calibrate).
-// The consolidator takes the floor of a tier's memories by the same rule.
+// The consolidator's conflict and clustering rules take the floor of a tier's
+// memories by the same rule; its dedupe, which merges, a median shrunk toward a
+// conservative prior.
 func Floor(least float64, n int) float64 {
 	return least * float64(n) / float64(n+FloorPrior)
 }
@@ -766,7 +768,7 @@ func Calibrated(cos, floor float64) float64 {
 
 // FloorPrior is how many candidates at cosine 0 the floor of the vector term is
 // shrunk toward (see Namespace.Search): with many candidates their least cosine is
-// the floor, with few it weighs little.
+// the floor, with few it weighs little. The consolidator weighs its priors by it too.
 const FloorPrior = 10
 
 // queryEntities is what the query names of the graph: the entities the offline
