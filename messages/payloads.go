@@ -356,6 +356,13 @@ const (
 	// failure. It is recorded as a cancellation is, not decided by the agent: the
 	// tasks queued behind it then run.
 	ReasonSessionFailed = "session_failed"
+	// ReasonRejected: the node refused the task as bad before it reached its
+	// session (a rule of the task broken: max_steps out of range, an unknown agent,
+	// a bad deadline_ms, session_id or ID header, an input over the limit, …);
+	// the error is the refusal's reason. Only a task of the tasks topic gets a
+	// result so (over HTTP the refusal is a 400): on troupe.results and its
+	// reply_topic, never recorded: the task never existed in its session.
+	ReasonRejected = "rejected"
 )
 
 // TaskFailed records that a task stopped without an answer.

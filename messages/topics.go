@@ -36,8 +36,10 @@ type TaskResult struct {
 	Output string `json:"output,omitempty"`
 	Error  string `json:"error,omitempty"`
 	// Reason is why a failed task stopped (TaskFailed.Reason: ReasonMaxSteps,
-	// ReasonTokenBudget, ReasonLoop, ReasonDeadline, ReasonCancelled, ...); empty
-	// unless Status is StatusFailed.
+	// ReasonTokenBudget, ReasonLoop, ReasonDeadline, ReasonCancelled, ...), or
+	// ReasonRejected for a task of the tasks topic the node refused as bad (never
+	// recorded: its session has no TaskFailed of it); empty unless Status is
+	// StatusFailed.
 	Reason string `json:"reason,omitempty"`
 	// Note is what the agent's paradigm said of a completed task's answer
 	// (messages.TaskCompleted.Note): a critique that never passed, a lesson stored.

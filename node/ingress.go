@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -609,4 +610,121 @@ func idHead(id string) string {
 		return id
 	}
 	return QuoteHead(id)
+}
+
+// rejection is the failed result a task of the tasks topic gets when the ingress
+// refuses it as bad (ErrBadTask): the client that produced it waits on its
+// reply_topic, or on troupe.results, for a result naming its task_id.
+type rejection struct {
+	result messages.TaskResult
+	// reply is the task's reply_topic when it passed its own checks, else "": a
+	// topic the rules refuse (the node's own, an illegal name) is never written.
+	reply string
+	// ids are the IDs of the task.submitted events of the tasks of the session
+	// whose results carry the result's task_id: a task recorded under one of them
+	// holds that task_id, and the rejection is not published (it would be taken
+	// for that task's result).
+	ids []string
+	// session reports whether result.SessionID is a valid session ID: the one the
+	// task would have run in, whose log may hold a task of that task_id.
+	session bool
+}
+
+// maxRejectionID bounds the session and task IDs a rejection echoes, in bytes:
+// a task whose ID is longer (a record's header) is not named back.
+const maxRejectionID = 4096
+
+// maxRejectionError bounds a rejection's error, in bytes, as the poison topic's
+// reason is (maxPoisonReason).
+const maxRejectionError = 4096
+
+// rejection reads, from a task of the tasks topic that decode refused with
+// refusal (wrapping ErrBadTask), what a result of it needs: its session and task
+// IDs as the client matches them, and its reply_topic. It reports false when the
+// record did not parse far enough to say them (malformed JSON, keys the rules
+// refuse, a session_id, task_id or reply_topic of another JSON type, an envelope
+// that does not decode), when the task is a sub-agent's (its parent waits on the
+// delegate call, not on a topic), or when its task ID cannot be named back (not
+// UTF-8, over maxRejectionID, or changed by the redactor: a secret in it).
+func (in *Ingress) rejection(a Arrival, refusal error) (rejection, bool) {
+	if a.Source != SourceBus || len(a.Payload) == 0 || !utf8.Valid(a.Payload) || !messages.ValidJSON(a.Payload) {
+		return rejection{}, false
+	}
+	var (
+		t  Task
+		id = a.MessageID
+	)
+	if isEnvelope(a.Payload) {
+		env, err := messages.Unmarshal(a.Payload)
+		if err != nil || env.Type != messages.TypeTaskSubmitted {
+			return rejection{}, false
+		}
+		p, err := env.Decode()
+		if err != nil {
+			return rejection{}, false
+		}
+		ts := p.(*messages.TaskSubmitted)
+		if ts.Parent != nil {
+			return rejection{}, false
+		}
+		t = Task{SessionID: env.SessionID, TaskID: ts.TaskID, ReplyTopic: ts.ReplyTopic}
+		id = env.ID
+		if t.SessionID == "" {
+			return rejection{}, false
+		}
+	} else {
+		_, taskID, err := taskKeys(a.Payload)
+		if err != nil || taskID != nil && taskID[0] != '"' {
+			return rejection{}, false
+		}
+		if err := json.Unmarshal(a.Payload, &t); err != nil {
+			var te *json.UnmarshalTypeError
+			if !errors.As(err, &te) || te.Field == "session_id" || te.Field == "task_id" || te.Field == "reply_topic" {
+				return rejection{}, false
+			}
+			// Another field of another type: json.Unmarshal filled the rest.
+		}
+	}
+	r := rejection{result: messages.TaskResult{Status: messages.StatusFailed, Reason: messages.ReasonRejected,
+		Error: cutUTF8(in.redactor.String(refusal.Error()), maxRejectionError)}}
+	name := cmp.Or(t.TaskID, id)
+	if name == "" || len(name) > maxRejectionID || !utf8.ValidString(name) || in.redactor.String(name) != name {
+		return rejection{}, false
+	}
+	r.result.TaskID = name
+	session := t.SessionID
+	switch {
+	case session != "":
+	case a.Key != "":
+		session = a.Key
+	case t.TaskID != "":
+		session = in.taskSession(t.TaskID)
+	default:
+		session = in.messageSession(a.MessageID)
+	}
+	r.session = ValidSessionID(session) && in.redactor.String(session) == session
+	if !r.session {
+		// The session the client named is what was refused: echoed as it can be.
+		session = cutUTF8(in.redactor.String(session), maxRejectionID)
+	}
+	r.result.SessionID = session
+	// A task of the session answers to name when it was recorded under it (a
+	// message's ID) or is named so (task_id).
+	r.ids = []string{name, namedTaskID(session, name)}
+	if t.ReplyTopic != "" && checkReplyTopic(t.ReplyTopic) == nil && in.checkReplyTopicRoom(t.ReplyTopic) == nil {
+		r.reply = t.ReplyTopic
+	}
+	return r, true
+}
+
+// cutUTF8 returns s cut to at most n bytes at a UTF-8 boundary, and "…" after
+// it when it was cut.
+func cutUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }

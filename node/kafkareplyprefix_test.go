@@ -43,8 +43,10 @@ func TestReplyTopicTooLongBehindTheTopicPrefixIsRefused(t *testing.T) {
 	if res, ok := waitTaskResult(t, k, session, "next", 45*time.Second); !ok || res.Status != messages.StatusCompleted {
 		t.Fatalf("task next: %+v (found %v), want it completed", res, ok)
 	}
-	if res, ok := waitTaskResult(t, k, session, "long", time.Second); ok {
-		t.Errorf("task long ran: %+v; want it refused", res)
+	// Refused, it is told so on troupe.results (its reply topic, refused, gets nothing).
+	if res, ok := waitTaskResult(t, k, session, "long", time.Second); !ok || res.Status != messages.StatusFailed || res.Reason != messages.ReasonRejected ||
+		!strings.Contains(res.Error, k.prefix) {
+		t.Errorf("task long: %+v (found %v); want it rejected, the error naming the prefix", res, ok)
 	}
 	reasons := poisonReasons(t, k, session)
 	if len(reasons) != 1 || !strings.Contains(reasons[0], "reply_topic") || !strings.Contains(reasons[0], k.prefix) {

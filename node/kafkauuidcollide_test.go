@@ -75,8 +75,12 @@ func TestTaskWhoseMessageIDIsALaterEventsIDIsPoisoned(t *testing.T) {
 		!strings.Contains(reasons[0], "<session>/<seq>") {
 		t.Errorf("poisoned with reasons %q; want one naming %s/3, then one naming %s/2", reasons, own, victim)
 	}
-	if res, ok := waitTaskResult(t, k, own, own+"/3", time.Second); ok {
-		t.Errorf("the task whose ID is its session's seq 3 answered %+v; want it poisoned, never run", res)
+	// Never run: its client is told it was rejected, under the ID it gave.
+	for _, id := range []string{own + "/3", victim + "/2"} {
+		if res, ok := waitTaskResult(t, k, own, id, time.Second); !ok || res.Status != messages.StatusFailed || res.Reason != messages.ReasonRejected ||
+			!strings.Contains(res.Error, "<session>/<seq>") {
+			t.Errorf("the task whose ID is %s answered %+v (found %v); want it rejected, never run", id, res, ok)
+		}
 	}
 }
 

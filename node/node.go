@@ -767,6 +767,9 @@ type Node struct {
 	// drainTurn is held by the one drainSessions that runs (Revoked's, Close's).
 	drainTurn chan struct{}
 	outbox    *outbox
+	// poisoned are the positions of the tasks topic's records this process sent to
+	// TopicPoison (poisonPublisher.sent): one read again is not rejected again.
+	poisoned  *boundedSet
 	published publishedSeqs    // what this process's sessions handed to outbox (published.go)
 	onBus     publishedSeqs    // what a takeover found on the bus already (onbus.go)
 	marks     publicationMarks // the batches its sessions are appending and publishing (pubmark.go)
@@ -1044,6 +1047,12 @@ func (n *Node) handleTask(msg *message.Message) error {
 	}
 	env, err := n.ingress.Decode(arrival)
 	if err != nil {
+		if errors.Is(err, ErrBadTask) {
+			// Its client waits for a result: tell it why, before the record is poisoned.
+			if err := n.rejectTask(msg, arrival, err); err != nil {
+				return err // retried
+			}
+		}
 		return fmt.Errorf("%w: task message %s: %w", errPermanent, idHead(msg.UUID), err)
 	}
 	// A copy too large for the bus goes as a task too large for it does: its

@@ -395,8 +395,9 @@ func (n *Node) newRouter(wlog watermill.LoggerAdapter) error {
 	// Middleware, outermost first: observe, poison (permanent failures, with the
 	// reason in the message's metadata), retry (transient failures, with backoff),
 	// deduplicate by message ID, and recover panics into errors.
+	n.poisoned = newPoisonedRecords()
 	poison, err := middleware.PoisonQueueWithFilter(poisonPublisher{Publisher: n.pub, m: n.metrics, handler: "tasks", logger: n.cfg.Logger,
-		record: n.recordCoordinates, sent: newPoisonedRecords()}, TopicPoison, isPermanent)
+		record: n.recordCoordinates, sent: n.poisoned}, TopicPoison, isPermanent)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,170 @@
+package node_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	kgo "github.com/segmentio/kafka-go"
+
+	"github.com/troupe-run/troupe/kafka"
+	"github.com/troupe-run/troupe/messages"
+)
+
+// replyResults returns the results on the Troupe topic name keyed by session.
+func replyResults(t *testing.T, k kafkaEnv, name, session string) []messages.TaskResult {
+	t.Helper()
+	var out []messages.TaskResult
+	for _, m := range topicRecords(t, k, name, session) {
+		var res messages.TaskResult
+		if err := json.Unmarshal(m.Value, &res); err != nil {
+			t.Errorf("a record on %s that is no result: %q", name, m.Value)
+			continue
+		}
+		out = append(out, res)
+	}
+	return out
+}
+
+// waitReply waits up to d for the result of task taskID of session on the
+// Troupe topic name (a reply topic).
+func waitReply(t *testing.T, k kafkaEnv, name, session, taskID string, d time.Duration) (messages.TaskResult, bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		for _, res := range replyResults(t, k, name, session) {
+			if res.TaskID == taskID {
+				return res, true
+			}
+		}
+		if time.Now().After(deadline) {
+			return messages.TaskResult{}, false
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+}
+
+// A task on troupe.tasks that the node refuses as bad (max_steps -1 here) went
+// to troupe.poison and nowhere else: its client, waiting on its reply_topic for
+// a result naming its task_id, waited until its own timeout and never learnt
+// why (over HTTP the same task is a 400 at once). It gets a failed result with
+// reason "rejected" and the refusal as its error, on its reply topic and on
+// troupe.results; the record is poisoned once, as before, and the session's log
+// holds nothing of it. A task without a task_id is named by its record's ID,
+// kafka:<topic>/<partition>/<offset>@<timestamp>, as a result names it.
+func TestRefusedKafkaTaskGetsARejectedResult(t *testing.T) {
+	k := newKafkaEnv(t)
+	n := k.node(t)
+	stamp := time.Now().Format("150405.000000")
+	session, unnamed, replies := "rejected-"+stamp, "rejected-unnamed-"+stamp, "replies.rejected"
+	k.produce(t,
+		kgo.Message{Key: []byte(session), Value: []byte(`{"input":"echo one","task_id":"bad","max_steps":-1,"reply_topic":"` + replies + `"}`)},
+		kgo.Message{Key: []byte(unnamed), Value: []byte(`{"input":"echo two","max_steps":-1}`)},
+	)
+	res, ok := waitReply(t, k, replies, session, "bad", 30*time.Second)
+	if !ok {
+		t.Fatalf("no result of task bad on its reply topic %s", replies)
+	}
+	check := func(where string, res messages.TaskResult, session string) {
+		t.Helper()
+		if res.SessionID != session || res.Status != messages.StatusFailed || res.Reason != messages.ReasonRejected || !strings.Contains(res.Error, "max_steps") {
+			t.Errorf("%s: %+v; want session %s failed, reason %s, an error naming max_steps", where, res, session, messages.ReasonRejected)
+		}
+	}
+	check(replies, res, session)
+	res, ok = waitTaskResult(t, k, session, "bad", 30*time.Second)
+	if !ok {
+		t.Fatalf("no result of task bad on %s", messages.TopicResults)
+	}
+	check(messages.TopicResults, res, session)
+	deadline := time.Now().Add(30 * time.Second)
+	var got []messages.TaskResult
+	for len(got) == 0 && time.Now().Before(deadline) {
+		got = replyResults(t, k, messages.TopicResults, unnamed)
+		time.Sleep(300 * time.Millisecond)
+	}
+	if len(got) != 1 || !strings.HasPrefix(got[0].TaskID, "kafka:"+k.topic(messages.TopicTasks)+"/") || !strings.Contains(got[0].TaskID, "@") {
+		t.Errorf("results of the unnamed task: %+v; want one, naming it by its record's ID", got)
+	} else {
+		check(messages.TopicResults, got[0], unnamed)
+	}
+	if reasons := poisonReasons(t, k, session, unnamed); len(reasons) != 2 {
+		t.Errorf("poisoned with %q; want each record once", reasons)
+	}
+	for _, s := range []string{session, unnamed} {
+		events, err := n.Log().Read(context.Background(), s, 1)
+		if err != nil || len(events) != 0 {
+			t.Errorf("session %s's log: %d events (%v); want none: a refused task never existed there", s, len(events), err)
+		}
+	}
+}
+
+// A refused task whose task_id is a task's of its session (a named task sent
+// again with a body the rules refuse; a record whose _watermill_message_uuid
+// header is a recorded task's ID, which names that task's result) gets no
+// result: one with that task_id would be taken for that task's, which ran. As
+// before, it goes to troupe.poison only.
+func TestRefusedKafkaTaskNamedAsARecordedTaskGetsNoResult(t *testing.T) {
+	k := newKafkaEnv(t)
+	k.node(t)
+	stamp := time.Now().Format("150405.000000")
+	session, id, replies := "rejected-taken-"+stamp, "req-"+stamp, "replies.taken"
+	uuid := []kgo.Header{{Key: kafka.HeaderUUID, Value: []byte(id)}}
+	k.produce(t,
+		kgo.Message{Key: []byte(session), Value: []byte(`{"input":"echo one","task_id":"named"}`)},
+		kgo.Message{Key: []byte(session), Value: []byte(`{"input":"echo two"}`), Headers: uuid},
+	)
+	for _, name := range []string{"named", id} {
+		if res, ok := waitTaskResult(t, k, session, name, 30*time.Second); !ok || res.Status != messages.StatusCompleted {
+			t.Fatalf("task %s: %+v (found %v), want it completed", name, res, ok)
+		}
+	}
+	k.produce(t,
+		kgo.Message{Key: []byte(session), Value: []byte(`{"input":"echo one","task_id":"named","max_steps":-1,"reply_topic":"` + replies + `"}`)},
+		kgo.Message{Key: []byte(session), Value: []byte(`{"input":"echo two","max_steps":-1,"reply_topic":"` + replies + `"}`), Headers: uuid},
+		kgo.Message{Key: []byte(session), Value: []byte(`{"input":"echo next","task_id":"next"}`)},
+	)
+	if res, ok := waitTaskResult(t, k, session, "next", 45*time.Second); !ok || res.Status != messages.StatusCompleted {
+		t.Fatalf("task next: %+v (found %v), want it completed", res, ok)
+	}
+	if reasons := poisonReasons(t, k, session); len(reasons) != 2 {
+		t.Errorf("poisoned with %q; want both refused records", reasons)
+	}
+	// Published (if at all) before the records were poisoned, and "next" was read after them.
+	for _, res := range replyResults(t, k, messages.TopicResults, session) {
+		if res.Status != messages.StatusCompleted {
+			t.Errorf("a result on %s: %+v; want only the completed tasks'", messages.TopicResults, res)
+		}
+	}
+	if got := replyResults(t, k, replies, session); len(got) != 0 {
+		t.Errorf("results on %s: %+v; want none", replies, got)
+	}
+}
+
+// A refused task whose reply_topic is one the rules refuse (the node's own
+// namespace: Kafka takes troupe_mine for troupe.mine) gets its rejected result
+// on troupe.results only: the node never writes a topic its rules refuse, also
+// when the task was refused for another rule first (max_steps).
+func TestRefusedKafkaTaskWithAnIllegalReplyTopicIsToldOnResultsOnly(t *testing.T) {
+	k := newKafkaEnv(t)
+	k.node(t)
+	stamp := time.Now().Format("150405.000000")
+	session, illegal := "rejected-reply-"+stamp, "troupe_mine"
+	k.produce(t,
+		kgo.Message{Key: []byte(session), Value: []byte(`{"input":"echo one","task_id":"topic","reply_topic":"` + illegal + `"}`)},
+		kgo.Message{Key: []byte(session), Value: []byte(`{"input":"echo two","task_id":"steps","max_steps":-1,"reply_topic":"` + illegal + `"}`)},
+	)
+	for name, want := range map[string]string{"topic": "reply_topic", "steps": "max_steps"} {
+		res, ok := waitTaskResult(t, k, session, name, 30*time.Second)
+		if !ok || res.Status != messages.StatusFailed || res.Reason != messages.ReasonRejected || !strings.Contains(res.Error, want) {
+			t.Errorf("task %s: %+v (found %v); want it rejected, its error naming %s", name, res, ok, want)
+		}
+	}
+	var on []kgo.Message
+	eachRecord(t, k, illegal, func(m kgo.Message) { on = append(on, m) })
+	if len(on) != 0 {
+		t.Errorf("%d records on the refused reply topic %s; want none", len(on), illegal)
+	}
+}

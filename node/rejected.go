@@ -1,0 +1,91 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+
+	"github.com/troupe-run/troupe/eventlog"
+	"github.com/troupe-run/troupe/messages"
+)
+
+// rejectTask publishes the failed result (messages.ReasonRejected) of a task of
+// the tasks topic that the ingress refused as bad (refusal wraps ErrBadTask), on
+// troupe.results and on its reply_topic when that topic passed the rules, so that
+// a client waiting for it learns at once why, as a 400 tells a client over HTTP.
+// The record then goes to troupe.poison as before; nothing is recorded in the
+// session's log. It publishes nothing when the record did not parse far enough to
+// say where its client waits (Ingress.rejection), when this process poisoned the
+// record already (read again: its result went out with it), or when a task of
+// the session answers to the same task_id (a named task sent again with a body
+// the rules refuse, a record whose ID header is a recorded task's): a failed
+// result of that name would be taken for that task's, which runs.
+//
+// The result is the same whenever the record is read again (after a crash, or
+// a failed publish to troupe.poison): the same message ID, "<task_id>/rejected",
+// and the same content, so that a consumer deduping by task_id keeps one. It is
+// published to troupe.results before the record is poisoned: an error (the
+// broker down, the log unreadable) is returned, and the record handled again.
+// The copy on the reply topic goes through the outbox's lane of that topic, as
+// a result's copy does (a reply topic the broker refuses holds nothing else).
+func (n *Node) rejectTask(msg *message.Message, a Arrival, refusal error) error {
+	r, ok := n.ingress.rejection(a, refusal)
+	if !ok {
+		return nil
+	}
+	if key, ok := n.recordCoordinates(msg); ok && n.poisoned != nil && n.poisoned.has(key) {
+		return nil
+	}
+	if r.session {
+		taken, err := n.recordedTask(msg.Context(), r.result.SessionID, r.ids)
+		if err != nil {
+			return fmt.Errorf("task message %s: read session %s for a task of task_id %s: %w", idHead(msg.UUID), r.result.SessionID, QuoteHead(r.result.TaskID), err)
+		}
+		if taken {
+			n.cfg.Logger.Warn("task refused as bad: no result published, a task of its session has its task_id", "message", idHead(msg.UUID),
+				"session", r.result.SessionID, "task_id", r.result.TaskID)
+			return nil
+		}
+	}
+	b, err := json.Marshal(r.result)
+	if err != nil {
+		return nil
+	}
+	out := message.NewMessage(r.result.TaskID+"/rejected", b)
+	out.Metadata.Set(messages.MetaSessionID, r.result.SessionID)
+	if r.reply != "" && n.outbox != nil && n.outbox.HasReaders(r.reply) {
+		if err := n.outbox.Publish(r.reply, out.Copy()); err != nil {
+			n.cfg.Logger.Warn("publish a refused task's result to its reply topic", "session", r.result.SessionID, "topic", r.reply, "err", err)
+		}
+	}
+	if n.outbox == nil || n.outbox.HasReaders(messages.TopicResults) {
+		if err := n.pub.Publish(messages.TopicResults, out); err != nil {
+			return fmt.Errorf("task message %s: publish its refusal on %s: %w", idHead(msg.UUID), messages.TopicResults, err)
+		}
+	}
+	return nil
+}
+
+// recordedTask reports whether session's log holds a task.submitted event whose
+// ID is one of ids.
+func (n *Node) recordedTask(ctx context.Context, session string, ids []string) (bool, error) {
+	from := uint64(1)
+	for {
+		page, err := eventlog.ReadPage(ctx, n.log, session, from, idTakenPage)
+		if err != nil {
+			return false, err
+		}
+		for _, e := range page {
+			if e.Type == messages.TypeTaskSubmitted && slices.Contains(ids, e.ID) {
+				return true, nil
+			}
+		}
+		if len(page) < idTakenPage {
+			return false, nil
+		}
+		from = page[len(page)-1].Seq + 1
+	}
+}
