@@ -594,8 +594,11 @@ func TestServerHTTPCapLeavesASessionWithAStreamHeld(t *testing.T) {
 	if got := closedA.Load(); got != 0 {
 		t.Errorf("the cap closed the session of a client holding its stream %d times", got)
 	}
-	if got := closed.Load(); got != 7 {
-		t.Errorf("the cap closed %d of the 8 sessions started, want 7", got)
+	// Each initialize closes the session before it; the last one, past
+	// MaxSessions beside a's once its initialize is answered, may be closed too
+	// by a cap that runs after it (as under load, when a session's end reruns it).
+	if got := closed.Load(); got < 7 || got > 8 {
+		t.Errorf("the cap closed %d of the 8 sessions started, want 7 (or 8)", got)
 	}
 	if _, err := a.ListTools(ctx, nil); err != nil {
 		t.Fatalf("the client holding its stream: %v", err)
