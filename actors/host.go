@@ -522,11 +522,17 @@ func (m *stoppedAnswering) InvokeSystemMessage(msg any) {
 	if _, ok := msg.(*actor.Restart); ok {
 		m.failure = nil // a restart that fails again sets it again (EscalateFailure)
 	}
+	_, stop := msg.(*actor.Stop)
+	if stop && !m.stopped && m.failure != nil {
+		// Before the Stop is handled: handling it tells the host that the actor
+		// stopped (Terminated), and the host reads this as it learns it
+		// (SessionHost.endGivenUp), maybe before the Stop's handling returns.
+		m.gaveUp.Store(&givenUp{failure: m.failure, task: m.failedOnTask, noTask: m.failedOnEnded})
+	}
 	m.MessageInvoker.InvokeSystemMessage(msg)
-	if _, ok := msg.(*actor.Stop); ok && !m.stopped {
+	if stop && !m.stopped {
 		m.stopped = true
 		if m.failure != nil {
-			m.gaveUp.Store(&givenUp{failure: m.failure, task: m.failedOnTask, noTask: m.failedOnEnded})
 			// The mailbox of a failed actor is suspended, and a Stop does not resume
 			// it: resume it, so that the requests left reach InvokeUserMessage.
 			m.sessionQueue.PostSystemMessage(&actor.ResumeMailbox{})

@@ -2,8 +2,10 @@ package node_test
 
 import (
 	"context"
+	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/eventlog/sqlite"
@@ -44,8 +46,31 @@ func TestAGivenUpChildFailsItsParentsDelegateCall(t *testing.T) {
 	})
 	cfg := subagentsConfig(model)
 	cfg.Log = &panicsInSession{Log: l, session: "boss.sub4"}
+	var logged lockedBuffer
+	cfg.Logger = slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	n := nodetest.Start(t, cfg)
-	parent := runAgentTask(t, n, node.Task{Input: "Ask the helper for 6*7.", SessionID: "boss", Agent: "lead"})
+	if _, err := n.Submit(context.Background(), node.Task{Input: "Ask the helper for 6*7.", SessionID: "boss", Agent: "lead"}); err != nil {
+		t.Fatal(err)
+	}
+	var parent []messages.Envelope
+	for start := time.Now(); ; time.Sleep(10 * time.Millisecond) {
+		parent = readAll(t, l, "boss")
+		if k := len(parent); k > 0 && (parent[k-1].Type == messages.TypeTaskCompleted || parent[k-1].Type == messages.TypeTaskFailed) {
+			break
+		}
+		if time.Since(start) > 10*time.Second {
+			child := readAll(t, l, "boss.sub4")
+			var ts []string
+			for _, e := range child {
+				ts = append(ts, string(e.Type))
+			}
+			var ps []string
+			for _, e := range parent {
+				ps = append(ps, string(e.Type))
+			}
+			t.Fatalf("the parent did not end: parent %v; child %v; log:\n%s", ps, ts, logged.String())
+		}
+	}
 	if last := parent[len(parent)-1]; last.Type != messages.TypeTaskCompleted {
 		t.Fatalf("the parent ended with %s", last.Type)
 	}
