@@ -12,6 +12,9 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/eventstream"
+
+	"github.com/troupe-run/troupe/messages"
+	"github.com/troupe-run/troupe/redact"
 )
 
 // SessionHost spawns one SessionActor per session on its first message, routes every
@@ -270,17 +273,27 @@ func (h *SessionHost) Receive(ctx actor.Context) {
 //
 // An actor started so that is given up on before it ended the task (its log
 // cannot be read, or refuses the task's end as it refused the rest) is not
-// started again: its next message starts it, as before. Each start ends a task,
-// or finds none to end, so the host never loops on a session that fails.
+// started again: its next message starts it, as before. Nor is one that found no
+// task to end (the failure was on a new task that is not the running one, or on
+// a late answer of a task that had ended, which the node sends again each time
+// the session folds its log) when the start before it found none either. So at
+// most two starts in a row end nothing, and the host never loops on a session
+// that fails.
 func (h *SessionHost) endGivenUp(ctx actor.Context, s *hosted) {
 	g := s.shared.gaveUp.Load()
 	if g == nil || h.stopping || (h.owns != nil && !h.owns(s.id)) {
 		return
 	}
-	if e := s.shared.end; e != nil && !e.done.Load() {
-		h.deps.Logger.Error("a session's task could not be ended after its actor failed repeatedly: the session was given up on again before it recorded the end; its next message starts it again",
-			"session", s.id, "last_failure", h.deps.Redactor.String(failureText(g.failure, 300)))
+	if e := s.shared.end; e != nil && !e.ended.Load() && (!e.done.Load() || e.afterNone) {
+		// Started to end a task, it could not (its log cannot be read, or refuses
+		// the task's end too), or it found none to end, as the start before it:
+		// started again, it would most likely do so again, at once.
+		h.deps.Logger.Error("a session's task could not be ended after its actor failed repeatedly: started again to end it, the session was given up on again having ended none; its next message starts it again",
+			"session", s.id, "last_failure", failureText(h.deps.Redactor, g.failure, 300))
 		return
+	}
+	if e := s.shared.end; e != nil && !e.ended.Load() {
+		g.afterNone = true
 	}
 	h.spawn(ctx, s.id, false, g)
 }
@@ -480,6 +493,9 @@ type stoppedAnswering struct {
 	// failedOnTask is the ID of the task a SubmitTask that the actor failed on
 	// last brought; "" when it failed on anything else.
 	failedOnTask string
+	// failedOnEnded is set when the actor failed last on a message for a task
+	// that had ended (a LateAnswer): no running task's.
+	failedOnEnded bool
 	// gaveUp is the actor's (incarnations.gaveUp), set when its supervisor stops
 	// it after repeated failures.
 	gaveUp *atomic.Pointer[givenUp]
@@ -506,11 +522,17 @@ func (m *stoppedAnswering) InvokeSystemMessage(msg any) {
 	if _, ok := msg.(*actor.Restart); ok {
 		m.failure = nil // a restart that fails again sets it again (EscalateFailure)
 	}
+	_, stop := msg.(*actor.Stop)
+	if stop && !m.stopped && m.failure != nil {
+		// Before the Stop is handled: handling it tells the host that the actor
+		// stopped (Terminated), and the host reads this as it learns it
+		// (SessionHost.endGivenUp), maybe before the Stop's handling returns.
+		m.gaveUp.Store(&givenUp{failure: m.failure, task: m.failedOnTask, noTask: m.failedOnEnded})
+	}
 	m.MessageInvoker.InvokeSystemMessage(msg)
-	if _, ok := msg.(*actor.Stop); ok && !m.stopped {
+	if stop && !m.stopped {
 		m.stopped = true
 		if m.failure != nil {
-			m.gaveUp.Store(&givenUp{failure: m.failure, task: m.failedOnTask})
 			// The mailbox of a failed actor is suspended, and a Stop does not resume
 			// it: resume it, so that the requests left reach InvokeUserMessage.
 			m.sessionQueue.PostSystemMessage(&actor.ResumeMailbox{})
@@ -540,9 +562,12 @@ func (m *stoppedAnswering) InvokeUserMessage(msg any) {
 func (m *stoppedAnswering) EscalateFailure(reason any, msg any) {
 	m.failure = reason
 	_, body, sender := actor.UnwrapEnvelope(msg)
-	m.failedOnTask = ""
-	if t, ok := body.(*SubmitTask); ok {
-		m.failedOnTask = t.Envelope.ID
+	m.failedOnTask, m.failedOnEnded = "", false
+	switch b := body.(type) {
+	case *SubmitTask:
+		m.failedOnTask = b.Envelope.ID
+	case *LateAnswer:
+		m.failedOnEnded = true
 	}
 	answerRequest(m.system, body, sender, sessionFailed(m.session, reason, "it failed on the request and restarts from its log"), false)
 	m.MessageInvoker.EscalateFailure(reason, msg)
@@ -553,17 +578,33 @@ func (m *stoppedAnswering) EscalateFailure(reason any, msg any) {
 // and the task of the SubmitTask it failed on, if that is what it failed on. The
 // host starts the session again with it (SessionHost.endGivenUp), and the next
 // actor ends that task (SessionActor.endGivenUp), or the running one when task is
-// empty (then sets task to it); done is set once it did, or found no task to end.
-// Only the next actor's incarnations, one at a time, write task.
+// empty and noTask is not set (then sets task to it); done is set once it did, or
+// found no task to end, and ended once it ended one. Only the next actor's
+// incarnations, one at a time, write task, tried and keys.
 type givenUp struct {
 	failure any
 	task    string
-	done    atomic.Bool
+	// noTask says that the failure was on a message for a task that had ended
+	// (a LateAnswer): the running task, if any, did not fail.
+	noTask bool
+	// tried is set once an incarnation tried to record the end of task, whose
+	// effects in flight were keys: an incarnation after it that finds the task
+	// ended knows that the end was written.
+	tried bool
+	keys  []messages.EffectKey
+	done  atomic.Bool
+	ended atomic.Bool
+	// afterNone says that the actor started to end the task before this one
+	// found none to end (the host's, SessionHost.endGivenUp).
+	afterNone bool
 }
 
-// failureText is a failure's text, cut to at most n bytes (and "…").
-func failureText(failure any, n int) string {
-	s := fmt.Sprint(failure)
+// failureText is a failure's text, its secrets redacted, cut to at most n bytes
+// (and "…"). It is redacted before it is cut: a secret across the cut would leave
+// its head, which no redaction recognizes (a known value is matched whole, a
+// credential's shape has a least length).
+func failureText(r *redact.Redactor, failure any, n int) string {
+	s := r.String(fmt.Sprint(failure))
 	if len(s) > n {
 		s = strings.ToValidUTF8(s[:n], "") + "…"
 	}

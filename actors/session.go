@@ -693,11 +693,21 @@ func (a *SessionActor) load(ctx actor.Context) error {
 // The task is the running one, unless the failure was on a new task (a SubmitTask)
 // that is not it: that task was not recorded (its submitter was answered
 // ErrSessionFailed), or waits its turn, and the running task, which did not fail,
-// goes on. So does a session with no task running.
+// goes on. So it does when the failure was on the late answer of a task that had
+// ended (LateAnswer), and so does a session with no task running.
 func (a *SessionActor) endGivenUp(ctx actor.Context) {
 	g := a.end
 	task := a.state.Active()
-	if task == "" || (g.task != "" && g.task != task) {
+	if g.tried && task != g.task {
+		// An incarnation before this one recorded the end, and failed after it:
+		// what is left of its work is to cancel the task's effects.
+		g.done.Store(true)
+		g.ended.Store(true)
+		a.cancelGivenUp(g.keys)
+		a.step(ctx, nil)
+		return
+	}
+	if task == "" || g.noTask || (g.task != "" && g.task != task) {
 		g.done.Store(true)
 		a.step(ctx, nil)
 		return
@@ -712,8 +722,9 @@ func (a *SessionActor) endGivenUp(ctx actor.Context) {
 	for _, pc := range a.state.appendPendingCalls(nil) {
 		keys = append(keys, pc.Key)
 	}
+	g.tried, g.keys = true, keys
 	steps, usage := a.state.Progress()
-	e, err := a.event(&messages.TaskFailed{Reason: messages.ReasonSessionFailed, Error: givenUpError(g.failure), Steps: steps, Usage: usage,
+	e, err := a.event(&messages.TaskFailed{Reason: messages.ReasonSessionFailed, Error: a.givenUpError(g.failure), Steps: steps, Usage: usage,
 		SubAgentsUsage: a.state.SubAgentsUsage()}, task, task, a.state.LastSeq+1)
 	if err == nil {
 		err = a.step(ctx, []messages.Envelope{e})
@@ -724,21 +735,29 @@ func (a *SessionActor) endGivenUp(ctx actor.Context) {
 		panic(fmt.Errorf("session %s: record the end of task %s, given up on: %w", a.id, task, err))
 	}
 	g.done.Store(true)
+	g.ended.Store(true)
+	a.cancelGivenUp(keys)
+	a.deps.Logger.Warn("a session's task failed: its actor failed repeatedly on it, and its supervisor gave up on it",
+		"session", a.id, "task", task, "last_failure", failureText(a.deps.Redactor, g.failure, 300))
+}
+
+// cancelGivenUp cancels the effects in flight of a task given up on, once its
+// end is durable.
+func (a *SessionActor) cancelGivenUp(keys []messages.EffectKey) {
 	for _, k := range keys {
 		a.deps.Effects.Cancel(k)
 	}
-	a.deps.Logger.Warn("a session's task failed: its actor failed repeatedly on it, and its supervisor gave up on it",
-		"session", a.id, "task", task, "last_failure", a.deps.Redactor.String(failureText(g.failure, 300)))
 }
 
 // givenUpError is the error of a task failed with messages.ReasonSessionFailed:
-// what its session's actor failed with last, at most maxGivenUpError bytes of it.
-func givenUpError(failure any) string {
+// what its session's actor failed with last, redacted, at most maxGivenUpError
+// bytes of it.
+func (a *SessionActor) givenUpError(failure any) string {
 	what := "the session's actor failed repeatedly on the task, and its supervisor stopped it"
 	if err, ok := failure.(error); ok && (errors.Is(err, eventlog.ErrInvalidEvent) || errors.Is(err, eventlog.ErrSeqConflict)) {
 		what = "the event log refused the session's writes repeatedly, and the session's supervisor stopped its actor"
 	}
-	return what + "; last failure: " + failureText(failure, maxGivenUpError)
+	return what + "; last failure: " + failureText(a.deps.Redactor, failure, maxGivenUpError)
 }
 
 // maxGivenUpError bounds the failure givenUpError quotes (a panic's value may be

@@ -17,6 +17,7 @@ import (
 
 	"github.com/troupe-run/troupe/actors"
 	"github.com/troupe-run/troupe/messages"
+	"github.com/troupe-run/troupe/redact"
 )
 
 // The series of a node's own work: its sessions' tasks, steps, tokens, cost and
@@ -590,7 +591,7 @@ func logBackend(log any) string {
 // it also logs as an error: protoactor logs its supervision events at DEBUG only,
 // so a session whose actor failed five times in ten seconds stopped with nothing
 // above INFO said of it, and its tasks waited until something started it again.
-func actorRestarts(reg prometheus.Registerer, system *actor.ActorSystem, logger *slog.Logger) {
+func actorRestarts(reg prometheus.Registerer, system *actor.ActorSystem, logger *slog.Logger, red *redact.Redactor) {
 	restarts := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "troupe", Subsystem: "actor", Name: "restarts_total",
 		Help: "Actor restarts decided by their supervisors (after a panic), by kind: session, memory, or other."}, []string{"kind"})
 	stops := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "troupe", Subsystem: "actor", Name: "given_up_total",
@@ -611,7 +612,9 @@ func actorRestarts(reg prometheus.Registerer, system *actor.ActorSystem, logger 
 		case actor.StopDirective:
 			kind := actorKind(e.Child.Id)
 			stops.WithLabelValues(kind).Inc()
-			reason := fmt.Sprint(e.Reason)
+			// Redacted before it is cut: a secret across the cut would leave its
+			// head, which the log's redaction no longer recognizes.
+			reason := red.String(fmt.Sprint(e.Reason))
 			if len(reason) > 300 {
 				reason = strings.ToValidUTF8(reason[:300], "") + "…"
 			}

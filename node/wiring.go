@@ -144,7 +144,7 @@ func (n *Node) openBus(wlog watermill.LoggerAdapter) {
 func (n *Node) newActorSystem() {
 	actorLogger := slog.New(deadLetters{n.cfg.Logger.Handler()})
 	n.system = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return actorLogger }))
-	actorRestarts(n.metrics.Registry, n.system, n.cfg.Logger)
+	actorRestarts(n.metrics.Registry, n.system, n.cfg.Logger, n.redactor)
 }
 
 // newEffects builds the gateway in front of the configured models and the effects
