@@ -60,3 +60,30 @@ func TestRejectionRedactsAndNamesTheTaskAsTheClientMatchesIt(t *testing.T) {
 		}
 	}
 }
+
+// A refusal quotes the agent, the task_id or the record's key by their first 64
+// bytes: a secret across that cut left its head in the rejected result, which
+// the redactor no longer took for a secret.
+func TestRejectionRedactsASecretAcrossTheQuotedHead(t *testing.T) {
+	const secret = "s3cr3t-Value-0123456789abcdef"
+	in := newIngress(redact.New(secret), nil, actors.UUIDv7{})
+	pad := strings.Repeat("a", 50)
+	head := secret[:64-len(pad)]
+	for _, a := range []Arrival{
+		{Source: SourceBus, Payload: []byte(`{"input":"x","agent":"` + pad + secret + `"}`), MessageID: "m-1", Key: "s-1"},
+		{Source: SourceBus, Payload: []byte(`{"input":"x","task_id":"q-1"}`), MessageID: "m-2", Key: pad + secret + strings.Repeat("b", 60)},
+		{Source: SourceBus, Payload: []byte(`{"type":"task.submitted","id":"m-3","session_id":"s-1","payload":{"input":"x","agent":"` + pad + secret + `"}}`), MessageID: "m-3"},
+	} {
+		_, err := in.Decode(a)
+		if !errors.Is(err, ErrBadTask) {
+			t.Fatalf("%s: %v; want a refusal", a.Payload, err)
+		}
+		r, ok := in.rejection(a, err)
+		if !ok {
+			t.Fatalf("%s: no rejection", a.Payload)
+		}
+		if strings.Contains(r.result.Error+r.result.SessionID, head) {
+			t.Errorf("%s: %+v; the secret's head %q is echoed", a.Payload, r.result, head)
+		}
+	}
+}
