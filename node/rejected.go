@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -41,6 +42,13 @@ func (n *Node) rejectTask(msg *message.Message, a Arrival, refusal error) error 
 	}
 	if r.session {
 		taken, whole, err := n.recordedTask(msg.Context(), r.result.SessionID, r.ids)
+		if errors.Is(err, messages.ErrCorrupt) {
+			// Read again, it fails again: retried, the record would hold its
+			// partition for good, where it was poisoned before any result.
+			n.cfg.Logger.Warn("task refused as bad: no result published, its session's log cannot be read", "message", idHead(msg.UUID),
+				"session", r.result.SessionID, "task_id", r.result.TaskID, "err", err)
+			return nil
+		}
 		if err != nil {
 			return fmt.Errorf("task message %s: read session %s for a task of task_id %s: %w", idHead(msg.UUID), r.result.SessionID, QuoteHead(r.result.TaskID), err)
 		}

@@ -171,3 +171,40 @@ func TestRejectionReadsABoundedPartOfALongSession(t *testing.T) {
 		t.Errorf("%d results published; want none: the session was not read to its end", got)
 	}
 }
+
+// corruptLog is a log whose every read of a session meets an event it cannot
+// decode, as a read of a corrupt stored event does.
+type corruptLog struct{ *sqlite.Log }
+
+func (l corruptLog) ReadN(ctx context.Context, session string, from uint64, n, maxBytes int) ([]messages.Envelope, error) {
+	return nil, fmt.Errorf("%w: session %s seq 3: not JSON", messages.ErrCorrupt, session)
+}
+
+func (l corruptLog) Read(ctx context.Context, session string, from uint64) ([]messages.Envelope, error) {
+	return l.ReadN(ctx, session, from, 0, 0)
+}
+
+// A refused task naming a session whose log holds an event that cannot be
+// decoded was handled again for ever (the read fails the same way each time),
+// holding its partition, where before any result it was poisoned at once. It
+// gets no result, and is poisoned.
+func TestRejectionOfATaskOfACorruptSessionIsNotRetried(t *testing.T) {
+	base, err := sqlite.Open(context.Background(), sqlite.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = base.Close() })
+	pub := &sentResults{}
+	n := &Node{cfg: Config{Logger: slog.New(slog.DiscardHandler)}, log: corruptLog{base}, pub: pub,
+		ingress: newIngress(redact.New(), nil, actors.UUIDv7{})}
+	msg := message.NewMessage("m-1", []byte(`{"input":"x","task_id":"q-1","max_steps":-1}`))
+	msg.Metadata.Set(messages.MetaSessionID, "s-1")
+	a := arrivalOf(msg)
+	_, refusal := n.ingress.Decode(a)
+	if err := n.rejectTask(msg, a, refusal); err != nil {
+		t.Errorf("rejectTask: %v; want nil (no result, the record poisoned)", err)
+	}
+	if got := pub.n.Load(); got != 0 {
+		t.Errorf("%d results published; want none", got)
+	}
+}
