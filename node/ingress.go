@@ -667,7 +667,7 @@ func (in *Ingress) rejection(a Arrival, refusal error) (rejection, bool) {
 		if ts.Parent != nil {
 			return rejection{}, false
 		}
-		t = Task{SessionID: env.SessionID, TaskID: ts.TaskID, ReplyTopic: ts.ReplyTopic}
+		t = Task{SessionID: env.SessionID, TaskID: ts.TaskID, ReplyTopic: ts.ReplyTopic, Agent: ts.Agent}
 		id = env.ID
 		if t.SessionID == "" {
 			return rejection{}, false
@@ -685,8 +685,17 @@ func (in *Ingress) rejection(a Arrival, refusal error) (rejection, bool) {
 			// Another field of another type: json.Unmarshal filled the rest.
 		}
 	}
+	// A refusal quotes what it names by its head (QuoteHead: 64 bytes): a secret
+	// across that cut leaves its head, which the redactor no longer knows for one.
+	// Each value it may quote so is put back redacted before the whole is.
+	text := refusal.Error()
+	for _, v := range []string{t.Agent, t.TaskID, t.SessionID, a.Key, a.MessageID, id} {
+		if red := in.redactor.String(v); red != v {
+			text = strings.ReplaceAll(text, QuoteHead(v), QuoteHead(red))
+		}
+	}
 	r := rejection{result: messages.TaskResult{Status: messages.StatusFailed, Reason: messages.ReasonRejected,
-		Error: cutUTF8(in.redactor.String(refusal.Error()), maxRejectionError)}}
+		Error: cutUTF8(in.redactor.String(text), maxRejectionError)}}
 	name := cmp.Or(t.TaskID, id)
 	if name == "" || len(name) > maxRejectionID || !utf8.ValidString(name) || in.redactor.String(name) != name {
 		return rejection{}, false

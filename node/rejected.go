@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -40,9 +41,21 @@ func (n *Node) rejectTask(msg *message.Message, a Arrival, refusal error) error 
 		return nil
 	}
 	if r.session {
-		taken, err := n.recordedTask(msg.Context(), r.result.SessionID, r.ids)
+		taken, whole, err := n.recordedTask(msg.Context(), r.result.SessionID, r.ids)
+		if errors.Is(err, messages.ErrCorrupt) {
+			// Read again, it fails again: retried, the record would hold its
+			// partition for good, where it was poisoned before any result.
+			n.cfg.Logger.Warn("task refused as bad: no result published, its session's log cannot be read", "message", idHead(msg.UUID),
+				"session", r.result.SessionID, "task_id", r.result.TaskID, "err", err)
+			return nil
+		}
 		if err != nil {
 			return fmt.Errorf("task message %s: read session %s for a task of task_id %s: %w", idHead(msg.UUID), r.result.SessionID, QuoteHead(r.result.TaskID), err)
+		}
+		if !whole {
+			n.cfg.Logger.Warn("task refused as bad: no result published, its session is too long to look for a task of its task_id", "message", idHead(msg.UUID),
+				"session", r.result.SessionID, "task_id", r.result.TaskID, "events_read", maxRejectionPages*idTakenPage)
+			return nil
 		}
 		if taken {
 			n.cfg.Logger.Warn("task refused as bad: no result published, a task of its session has its task_id", "message", idHead(msg.UUID),
@@ -69,23 +82,33 @@ func (n *Node) rejectTask(msg *message.Message, a Arrival, refusal error) error 
 	return nil
 }
 
+// maxRejectionPages bounds the pages (of idTakenPage events) of its session's log
+// that rejectTask reads for a task of a refused task's task_id: without it, each
+// refused record naming a long session read the whole session, and a stream of
+// them read it again for each. Past it no result is published (the record is
+// poisoned, as before any was): a task of that task_id may be recorded.
+const maxRejectionPages = 8
+
 // recordedTask reports whether session's log holds a task.submitted event whose
-// ID is one of ids.
-func (n *Node) recordedTask(ctx context.Context, session string, ids []string) (bool, error) {
+// ID is one of ids, reading at most maxRejectionPages pages of it; whole is false
+// when it read that many without reaching the session's end (taken is then
+// false, unknown).
+func (n *Node) recordedTask(ctx context.Context, session string, ids []string) (taken, whole bool, err error) {
 	from := uint64(1)
-	for {
+	for range maxRejectionPages {
 		page, err := eventlog.ReadPage(ctx, n.log, session, from, idTakenPage)
 		if err != nil {
-			return false, err
+			return false, false, err
 		}
 		for _, e := range page {
 			if e.Type == messages.TypeTaskSubmitted && slices.Contains(ids, e.ID) {
-				return true, nil
+				return true, true, nil
 			}
 		}
 		if len(page) < idTakenPage {
-			return false, nil
+			return false, true, nil
 		}
 		from = page[len(page)-1].Seq + 1
 	}
+	return false, false, nil
 }
