@@ -295,17 +295,27 @@ func TestServerHTTPResumedCallOutlivesTheSessionTimeout(t *testing.T) {
 		t.Fatalf("the call's stream carried no event ID: %v", sc.Err())
 	}
 	<-c.started
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, hs.URL, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Accept", "text/event-stream")
-	req.Header.Set("Mcp-Session-Id", id)
-	req.Header.Set("MCP-Protocol-Version", "2025-11-25")
-	req.Header.Set("Last-Event-ID", last)
-	resumed, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
+	// Until the server sees the cut POST gone, the SDK answers a resumption of its
+	// stream 409 Conflict (the stream still has its writer), as under -race it
+	// may: a client tries again, as this one does.
+	var resumed *http.Response
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, hs.URL, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Accept", "text/event-stream")
+		req.Header.Set("Mcp-Session-Id", id)
+		req.Header.Set("MCP-Protocol-Version", "2025-11-25")
+		req.Header.Set("Last-Event-ID", last)
+		if resumed, err = http.DefaultClient.Do(req); err != nil {
+			t.Fatal(err)
+		}
+		if resumed.StatusCode != http.StatusConflict || ctx.Err() != nil {
+			break
+		}
+		resumed.Body.Close()
+		time.Sleep(5 * time.Millisecond)
 	}
 	defer resumed.Body.Close()
 	if resumed.StatusCode != http.StatusOK {
