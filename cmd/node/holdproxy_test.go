@@ -17,8 +17,7 @@ import (
 // what it held and goes on forwarding. A side that closed its connection while
 // held has what it sent passed on before the other side is closed.
 type holdProxy struct {
-	ln     net.Listener
-	target string
+	ln net.Listener
 
 	mu   sync.Mutex
 	cond *sync.Cond // on mu: a stream got bytes or ended, or the proxy was released or closed
@@ -53,48 +52,31 @@ type holdStream struct {
 // ends.
 func startHoldProxy(t *testing.T, target string) *holdProxy {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &holdProxy{ln: ln, target: target, streams: map[*holdStream]struct{}{}}
+	p := &holdProxy{streams: map[*holdStream]struct{}{}}
 	p.cond = sync.NewCond(&p.mu)
-	p.wg.Add(1)
-	go p.accept()
+	p.ln = listenProxy(t, target, &p.wg, p.add)
 	t.Cleanup(p.Close)
 	return p
 }
 
 func (p *holdProxy) Addr() string { return p.ln.Addr().String() }
 
-func (p *holdProxy) accept() {
-	defer p.wg.Done()
-	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		s, err := net.DialTimeout("tcp", p.target, 5*time.Second)
-		if err != nil {
-			c.Close()
-			continue
-		}
-		up, down := &holdStream{from: c, to: s, fromClient: true}, &holdStream{from: s, to: c}
-		p.mu.Lock()
-		if p.closed {
-			p.mu.Unlock()
-			c.Close()
-			s.Close()
-			return
-		}
-		p.streams[up], p.streams[down] = struct{}{}, struct{}{}
-		p.wg.Add(4)
-		p.mu.Unlock()
-		for _, st := range []*holdStream{up, down} {
-			go p.read(st)
-			go p.write(st)
-		}
+// add forwards the client connection c to the server connection s, unless the
+// proxy is closed.
+func (p *holdProxy) add(c, s net.Conn) bool {
+	up, down := &holdStream{from: c, to: s, fromClient: true}, &holdStream{from: s, to: c}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return false
 	}
+	p.streams[up], p.streams[down] = struct{}{}, struct{}{}
+	p.wg.Add(4)
+	for _, st := range []*holdStream{up, down} {
+		go p.read(st)
+		go p.write(st)
+	}
+	return true
 }
 
 // read takes what st's sender sends, into st.pending, until the sender closes or

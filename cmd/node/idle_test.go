@@ -32,8 +32,7 @@ import (
 // closes idle connections (ClickHouse's idle_connection_timeout, Kafka's
 // connections.max.idle.ms). New connections are forwarded.
 type idleProxy struct {
-	ln     net.Listener
-	target string
+	ln net.Listener
 
 	mu     sync.Mutex
 	conns  map[*proxied]struct{}
@@ -44,6 +43,40 @@ type idleProxy struct {
 	forgotten, closedIdle atomic.Int64
 	// lost counts the bytes sent on forgotten connections, which vanished.
 	lost atomic.Int64
+}
+
+// listenProxy listens on a loopback port and, until the listener is closed,
+// accepts connections there, dials target for each (a client whose server cannot
+// be dialed is closed) and hands the two to add, which forwards them and reports
+// false when the proxy is closed: then both are closed and accepting stops. The
+// accepting goroutine is counted in wg.
+func listenProxy(t *testing.T, target string, wg *sync.WaitGroup, add func(client, server net.Conn) bool) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s, err := net.DialTimeout("tcp", target, 5*time.Second)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			if !add(c, s) {
+				c.Close()
+				s.Close()
+				return
+			}
+		}
+	}()
+	return ln
 }
 
 // proxied is one client connection and its connection to the server.
@@ -57,46 +90,29 @@ type proxied struct {
 // ends.
 func startIdleProxy(t *testing.T, target string) *idleProxy {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &idleProxy{ln: ln, target: target, conns: map[*proxied]struct{}{}}
-	p.wg.Add(1)
-	go p.accept()
+	p := &idleProxy{conns: map[*proxied]struct{}{}}
+	p.ln = listenProxy(t, target, &p.wg, p.add)
 	t.Cleanup(p.Close)
 	return p
 }
 
 func (p *idleProxy) Addr() string { return p.ln.Addr().String() }
 
-func (p *idleProxy) accept() {
-	defer p.wg.Done()
-	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		s, err := net.DialTimeout("tcp", p.target, 5*time.Second)
-		if err != nil {
-			c.Close()
-			continue
-		}
-		pc := &proxied{client: c, server: s}
-		pc.last.Store(time.Now().UnixNano())
-		p.mu.Lock()
-		if p.closed {
-			p.mu.Unlock()
-			c.Close()
-			s.Close()
-			return
-		}
-		p.conns[pc] = struct{}{}
-		p.wg.Add(2)
-		p.mu.Unlock()
-		go p.pipe(pc, c, s)
-		go p.pipe(pc, s, c)
+// add forwards the client connection c to the server connection s, unless the
+// proxy is closed.
+func (p *idleProxy) add(c, s net.Conn) bool {
+	pc := &proxied{client: c, server: s}
+	pc.last.Store(time.Now().UnixNano())
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return false
 	}
+	p.conns[pc] = struct{}{}
+	p.wg.Add(2)
+	go p.pipe(pc, c, s)
+	go p.pipe(pc, s, c)
+	return true
 }
 
 // pipe copies from to to until either side ends; on a forgotten connection it
