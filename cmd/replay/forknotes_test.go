@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"testing"
@@ -26,15 +25,7 @@ func TestForkDoesNotWriteTheNotes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
-	n, err := node.New(ctx, node.Config{DataDir: dir, Model: model, Notes: &notes.Config{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop, err := n.Start(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	n, stop := nodetest.StartWithStop(t, node.Config{DataDir: dir, Model: model, Notes: &notes.Config{}})
 	nodetest.Run(t, n, "notes-taker", "I like tea.")
 	stop()
 	if err := n.Close(); err != nil {

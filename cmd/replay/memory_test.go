@@ -18,17 +18,8 @@ import (
 // tool in namespace agent:default.
 func memoryNode(t *testing.T, dir string, model llm.Model) (*node.Node, func()) {
 	t.Helper()
-	ctx := context.Background()
-	n, err := node.New(ctx, node.Config{DataDir: dir, Model: model, Memory: &memory.Config{},
+	return nodetest.StartWithStop(t, node.Config{DataDir: dir, Model: model, Memory: &memory.Config{},
 		MemoryTool: &memory.ToolConfig{Namespace: "agent:default"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop, err := n.Start(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n, stop
 }
 
 // A session whose tasks had the agent's core blocks in their prompts verifies: the
