@@ -17,9 +17,7 @@ import (
 // what it held and goes on forwarding. A side that closed its connection while
 // held has what it sent passed on before the other side is closed.
 type holdProxy struct {
-	ln net.Listener
-
-	mu   sync.Mutex
+	tcpProxy
 	cond *sync.Cond // on mu: a stream got bytes or ended, or the proxy was released or closed
 	// markers are the texts HoldAt armed the proxy with (nil: not armed); held
 	// says whether it holds.
@@ -31,8 +29,6 @@ type holdProxy struct {
 	// heldUp and heldDown count the bytes held, from clients and from the server.
 	heldUp, heldDown int
 	streams          map[*holdStream]struct{}
-	closed           bool
-	wg               sync.WaitGroup
 }
 
 // holdStream is one direction of a proxied connection.
@@ -54,29 +50,20 @@ func startHoldProxy(t *testing.T, target string) *holdProxy {
 	t.Helper()
 	p := &holdProxy{streams: map[*holdStream]struct{}{}}
 	p.cond = sync.NewCond(&p.mu)
-	p.ln = listenProxy(t, target, &p.wg, p.add)
+	p.listen(t, target, p.add)
 	t.Cleanup(p.Close)
 	return p
 }
 
-func (p *holdProxy) Addr() string { return p.ln.Addr().String() }
-
-// add forwards the client connection c to the server connection s, unless the
-// proxy is closed.
-func (p *holdProxy) add(c, s net.Conn) bool {
+// add forwards the client connection c to the server connection s.
+func (p *holdProxy) add(c, s net.Conn) {
 	up, down := &holdStream{from: c, to: s, fromClient: true}, &holdStream{from: s, to: c}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
-		return false
-	}
 	p.streams[up], p.streams[down] = struct{}{}, struct{}{}
 	p.wg.Add(4)
 	for _, st := range []*holdStream{up, down} {
 		go p.read(st)
 		go p.write(st)
 	}
-	return true
 }
 
 // read takes what st's sender sends, into st.pending, until the sender closes or
@@ -222,18 +209,11 @@ func (p *holdProxy) awaitPassed(within time.Duration) bool {
 
 // Close stops the proxy and closes every connection, dropping what it held.
 func (p *holdProxy) Close() {
-	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
-		return
-	}
-	p.closed = true
-	for st := range p.streams {
-		st.from.Close()
-		st.to.Close()
-	}
-	p.cond.Broadcast()
-	p.mu.Unlock()
-	p.ln.Close()
-	p.wg.Wait()
+	p.shut(func() {
+		for st := range p.streams {
+			st.from.Close()
+			st.to.Close()
+		}
+		p.cond.Broadcast()
+	})
 }
