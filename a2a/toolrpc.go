@@ -13,10 +13,11 @@ import (
 	"net/http"
 	"strings"
 	"sync/atomic"
-	"unicode/utf8"
 
 	sdk "github.com/a2aproject/a2a-go/a2a"
 	"github.com/a2aproject/a2a-go/a2aclient"
+
+	"github.com/troupe-run/troupe/internal/textclip"
 )
 
 // ErrAnswerTooLarge says a remote agent's answer (a response, one event of its
@@ -33,22 +34,11 @@ type RemoteError struct {
 }
 
 func (e *RemoteError) Error() string {
-	s := fmt.Sprintf("error %d: %s", e.Code, clip(e.Message, 1000))
+	s := fmt.Sprintf("error %d: %s", e.Code, textclip.Head(e.Message, 1000))
 	if len(e.Data) > 0 && string(e.Data) != "null" {
-		s += " (data: " + clip(string(e.Data), 1000) + ")"
+		s += " (data: " + textclip.Head(string(e.Data), 1000) + ")"
 	}
 	return s
-}
-
-// clip cuts s to at most n bytes, on a character's boundary, saying so.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
 }
 
 // rpcTransport is the tool's JSON-RPC binding of A2A 0.3: message/send,
@@ -120,7 +110,7 @@ func (t *rpcTransport) post(ctx context.Context, method string, params any, acce
 		snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 		msg := fmt.Sprintf("%s answered HTTP %s", method, resp.Status)
 		if s := strings.TrimSpace(strings.ToValidUTF8(string(snippet), "?")); s != "" {
-			msg += ": " + clip(s, 300)
+			msg += ": " + textclip.Head(s, 300)
 		}
 		return nil, errors.New(msg)
 	}

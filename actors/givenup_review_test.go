@@ -10,40 +10,24 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/troupe-run/troupe/actors"
+	"github.com/troupe-run/troupe/eventlog/eventlogtest"
 	"github.com/troupe-run/troupe/eventlog/sqlite"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/redact"
 	"github.com/troupe-run/troupe/tools"
 )
 
-// panicsWith is a store whose Append panics with a value of its own on every
-// batch that records a tool's result in session.
-type panicsWith struct {
-	actors.EventStore
-	session string
-	value   any
-}
-
-func (s *panicsWith) Append(ctx context.Context, events []messages.Envelope) error {
-	for _, e := range events {
-		if e.SessionID == s.session && e.Type == messages.TypeToolCallCompleted {
-			panic(s.value)
-		}
-	}
-	return s.EventStore.Append(ctx, events)
-}
-
 // The failure a task given up on quotes is redacted before it is cut, not after:
 // a secret across the cut would otherwise have its head recorded, which no
 // redaction recognizes once it is cut (a known value is matched whole).
 func TestAGivenUpTasksErrorDoesNotRecordTheHeadOfASecretAcrossTheCut(t *testing.T) {
 	const secret = "Zq7-supersecret-value-abcdef012345"
-	store := &panicsWith{session: "cut", value: strings.Repeat("x", 985) + " " + secret}
+	store := &eventlogtest.PanicsOnToolResult{Session: "cut", Value: strings.Repeat("x", 985) + " " + secret}
 	noop := funcTool{"noop", func(context.Context, tools.Call) (string, error) { return "ok", nil }}
 	h := newHarness(t, harnessOpts{
 		model: script(t, calls(messages.ToolCall{ID: "c1", Name: "noop", Arguments: "{}"})),
 		tools: []tools.Tool{noop},
-		store: func(lg *sqlite.Log) actors.EventStore { store.EventStore = lg; return store },
+		store: func(lg *sqlite.Log) actors.EventStore { store.Log = lg; return store },
 		deps:  func(d *actors.SessionDeps) { d.Redactor = redact.New(secret) },
 	})
 	h.submit("cut", "t-1", "go")

@@ -187,7 +187,7 @@ func (r *planRun) fold(f fold, e messages.Envelope, p messages.Payload) {
 				errMsg := p.Error
 				if why := unwholeWork(f.t.rules, p); why != "" && errMsg == "" {
 					// A cut answer is no result: the step failed, and is re-planned.
-					errMsg = "its answer was not whole: " + why + ": " + clipText(p.Message.Content, 300)
+					errMsg = "its answer was not whole: " + why + ": " + textclip.Head(p.Message.Content, 300)
 				}
 				r.finish(s, e.ID, p.Message.Content, errMsg)
 			}
@@ -298,7 +298,7 @@ func (r *planRun) finish(s *stepRun, eventID, result, errMsg string) {
 		s.state, s.problem = stepFailed, errMsg
 	case s.Expect != "" && !strings.Contains(result, s.Expect):
 		s.state, s.result = stepFailed, result
-		s.problem = fmt.Sprintf("its result does not contain %q, which the plan expected: %s", s.Expect, clipText(result, 300))
+		s.problem = fmt.Sprintf("its result does not contain %q, which the plan expected: %s", s.Expect, textclip.Head(result, 300))
 	default:
 		s.state, s.result = stepDone, result
 		return
@@ -308,7 +308,7 @@ func (r *planRun) finish(s *stepRun, eventID, result, errMsg string) {
 	}
 	r.failed = s
 	if r.replans >= r.cfg.MaxReplans {
-		r.end("", messages.ReasonPlanFailed, fmt.Sprintf("step %s failed: %s; no re-plan is left (%d made)", s.ID, clipText(s.problem, 500), r.replans), eventID)
+		r.end("", messages.ReasonPlanFailed, fmt.Sprintf("step %s failed: %s; no re-plan is left (%d made)", s.ID, textclip.Head(s.problem, 500), r.replans), eventID)
 	}
 }
 
@@ -632,10 +632,10 @@ func (r *planRun) replanBrief(rules int) string {
 	for _, s := range r.steps {
 		switch s.state {
 		case stepDone:
-			fmt.Fprintf(&b, "\n[%s] finished: %s", s.ID, clipText(s.result, 500))
+			fmt.Fprintf(&b, "\n[%s] finished: %s", s.ID, textclip.Head(s.result, 500))
 			kept = append(kept, s.ID)
 		case stepFailed:
-			fmt.Fprintf(&b, "\n[%s] FAILED: %s", s.ID, clipText(s.problem, 500))
+			fmt.Fprintf(&b, "\n[%s] FAILED: %s", s.ID, textclip.Head(s.problem, 500))
 		default:
 			fmt.Fprintf(&b, "\n[%s] not run", s.ID)
 		}

@@ -6,8 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"unicode/utf8"
 
+	"github.com/troupe-run/troupe/internal/textclip"
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/messages"
 )
@@ -305,17 +305,9 @@ func lessonText(task string, l lesson) string {
 	return "Task: " + clip(task, 300) + "\nWhat went wrong: " + l.WhatWentWrong + "\nDo instead: " + l.DoInstead
 }
 
-// clip shortens s to at most n bytes, on a rune boundary, marking the cut.
-func clip(s string, n int) string {
-	s = strings.TrimSpace(s)
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
-}
+// clip shortens s, trimmed of white space, to at most n bytes, on a rune
+// boundary, marking the cut.
+func clip(s string, n int) string { return textclip.Head(strings.TrimSpace(s), n) }
 
 // section puts the lessons found in the loop's system prompt.
 func (r *reflexionRun) section() string {

@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/troupe-run/troupe/internal/jsonesc"
+	"github.com/troupe-run/troupe/internal/textclip"
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/messages"
 )
@@ -151,7 +152,7 @@ func (a *Agent) repeatedCall(t *taskState) *messages.TaskFailed {
 	}
 	c := calls[t.loop.replyArgmax]
 	return &messages.TaskFailed{Reason: messages.ReasonLoop,
-		Error: fmt.Sprintf("stopped: the same call %s(%s) was requested %d times", c.Name, clipText(c.Arguments, 200), t.loop.replyMax),
+		Error: fmt.Sprintf("stopped: the same call %s(%s) was requested %d times", c.Name, textclip.Head(c.Arguments, 200), t.loop.replyMax),
 		Steps: t.Steps, Usage: t.Usage}
 }
 
@@ -165,17 +166,6 @@ func (a *Agent) staleSteps(t *taskState) *messages.TaskFailed {
 	return &messages.TaskFailed{Reason: messages.ReasonLoop,
 		Error: fmt.Sprintf("stopped: %d steps in a row brought no new information (each of their tool results had been seen before in the task)", t.loop.stale),
 		Steps: t.Steps, Usage: t.Usage}
-}
-
-// clipText returns s cut to at most n bytes on a character boundary, with "…" when cut.
-func clipText(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
 }
 
 // loopState is what a task's fold keeps for loop detection: hashes, not texts, in
@@ -496,13 +486,13 @@ func unwholeFailure(rules int, r *messages.ModelResponded) *messages.TaskFailed 
 	case r.FinishReason == llm.FinishContentFilter || rules >= rulesAnyFinish && filterFinish(r.FinishReason):
 		msg := fmt.Sprintf("the provider's content filter stopped the model's answer (finish_reason %q)", r.FinishReason)
 		if r.Message.Content != "" { // what the provider let through, or its refusal
-			msg += ": " + clipText(r.Message.Content, 200)
+			msg += ": " + textclip.Head(r.Message.Content, 200)
 		}
 		return &messages.TaskFailed{Reason: messages.ReasonContentFilter, Error: msg}
 	case rules >= rulesAnyFinish:
 		msg := fmt.Sprintf("the provider ended the model's answer before it was finished (finish_reason %q)", r.FinishReason)
 		if r.Message.Content != "" {
-			msg += ": " + clipText(r.Message.Content, 200)
+			msg += ": " + textclip.Head(r.Message.Content, 200)
 		}
 		return &messages.TaskFailed{Reason: messages.ReasonAnswerUnfinished, Error: msg}
 	}
@@ -525,7 +515,7 @@ func overWindow(rules int, t *taskState, r *messages.ContextReport) *messages.Ta
 	slices.SortStableFunc(kept, func(a, b messages.ContextItem) int { return cmp.Compare(b.Tokens, a.Tokens) })
 	var largest []string
 	for _, it := range kept[:min(3, len(kept))] {
-		largest = append(largest, fmt.Sprintf("%s %d", clipText(it.ID, 80), it.Tokens))
+		largest = append(largest, fmt.Sprintf("%s %d", textclip.Head(it.ID, 80), it.Tokens))
 	}
 	msg := fmt.Sprintf("the next model request does not fit the model's context window: %d tokens, of which %d are the system prompt and the tools' schemas, in a window of %d",
 		r.System+r.Used, r.System, r.Window)

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/troupe-run/troupe/internal/textclip"
 )
 
 // A verdict is a critic's or an evaluator's judgement of an answer, as the model
@@ -131,7 +133,7 @@ func issuesList(rules int, issues []issue) string {
 }
 
 // issuesWithin lists the first issues as issuesText does, each clipped to
-// perIssue bytes (clipText), as many as fit in max bytes, and
+// perIssue bytes (textclip.Head), as many as fit in max bytes, and
 // then a line saying how many more the critic gave.
 func issuesWithin(issues []issue, max, perIssue int) string {
 	var b strings.Builder
@@ -140,7 +142,7 @@ func issuesWithin(issues []issue, max, perIssue int) string {
 		if is.Suggestion != "" {
 			line += " Suggestion: " + is.Suggestion
 		}
-		line = clipText(line, perIssue)
+		line = textclip.Head(line, perIssue)
 		if b.Len() > 0 && b.Len()+1+len(line) > max {
 			fmt.Fprintf(&b, "\n(and %d more issues, not shown)", len(issues)-i)
 			break

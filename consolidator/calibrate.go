@@ -74,20 +74,32 @@ type scale struct {
 // when the plan's context is done.
 func (pl *planner) scaleOf(items []*item) scale {
 	least, n := 0.0, 0
+	if !pl.eachCosine(items, func(c float64) {
+		if n == 0 || c < least {
+			least = c
+		}
+		n++
+	}) {
+		return scale{}
+	}
+	return scale{floor: max(0, memory.Floor(least, n))}
+}
+
+// eachCosine calls f with each finite cosine of an item of items with one of the
+// next floorPeers, in order, and reports false when the plan's context was done
+// first.
+func (pl *planner) eachCosine(items []*item, f func(c float64)) bool {
 	for i, a := range items {
 		for _, b := range items[i+1 : min(len(items), i+1+floorPeers)] {
 			if !pl.tick(1) {
-				return scale{}
+				return false
 			}
 			if c, ok := pl.cos(a, b); ok && !math.IsNaN(c) && !math.IsInf(c, 0) {
-				if n == 0 || c < least {
-					least = c
-				}
-				n++
+				f(c)
 			}
 		}
 	}
-	return scale{floor: max(0, memory.Floor(least, n))}
+	return true
 }
 
 // dupScaleOf is rule 2's calibration of items (of one modality, in a fixed
@@ -101,15 +113,8 @@ func (pl *planner) dupScaleOf(items []*item) scale {
 		n += min(len(items)-i-1, floorPeers)
 	}
 	cos := make([]float64, 0, n)
-	for i, a := range items {
-		for _, b := range items[i+1 : min(len(items), i+1+floorPeers)] {
-			if !pl.tick(1) {
-				return scale{}
-			}
-			if c, ok := pl.cos(a, b); ok && !math.IsNaN(c) && !math.IsInf(c, 0) {
-				cos = append(cos, c)
-			}
-		}
+	if !pl.eachCosine(items, func(c float64) { cos = append(cos, c) }) {
+		return scale{}
 	}
 	return dupScale(cos)
 }

@@ -7,29 +7,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/troupe-run/troupe/eventlog"
+	"github.com/troupe-run/troupe/eventlog/eventlogtest"
 	"github.com/troupe-run/troupe/eventlog/sqlite"
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
 	"github.com/troupe-run/troupe/node/nodetest"
 )
-
-// panicsInSession is a log whose Append panics on every batch that records a
-// tool's result in one session.
-type panicsInSession struct {
-	eventlog.Log
-	session string
-}
-
-func (l *panicsInSession) Append(ctx context.Context, events []messages.Envelope) error {
-	for _, e := range events {
-		if e.SessionID == l.session && e.Type == messages.TypeToolCallCompleted {
-			panic("a bug in the child's step")
-		}
-	}
-	return l.Log.Append(ctx, events)
-}
 
 // A sub-agent whose session's actor is given up on fails its task with
 // session_failed, and its parent learns it: the delegate call's result is that
@@ -45,7 +29,7 @@ func TestAGivenUpChildFailsItsParentsDelegateCall(t *testing.T) {
 		"helper": helperScript,
 	})
 	cfg := subagentsConfig(model)
-	cfg.Log = &panicsInSession{Log: l, session: "boss.sub4"}
+	cfg.Log = &eventlogtest.PanicsOnToolResult{Log: l, Session: "boss.sub4", Value: "a bug in the child's step"}
 	var logged lockedBuffer
 	cfg.Logger = slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	n := nodetest.Start(t, cfg)

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/troupe-run/troupe/eventlog"
+	"github.com/troupe-run/troupe/eventlog/eventlogtest"
 	"github.com/troupe-run/troupe/eventlog/sqlite"
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/messages"
@@ -16,23 +16,6 @@ import (
 	"github.com/troupe-run/troupe/node/nodetest"
 	"github.com/troupe-run/troupe/redact"
 )
-
-// panicsWithValue is a log whose Append panics with value on every batch that
-// records a tool's result in one session.
-type panicsWithValue struct {
-	eventlog.Log
-	session string
-	value   string
-}
-
-func (l *panicsWithValue) Append(ctx context.Context, events []messages.Envelope) error {
-	for _, e := range events {
-		if e.SessionID == l.session && e.Type == messages.TypeToolCallCompleted {
-			panic(l.value)
-		}
-	}
-	return l.Log.Append(ctx, events)
-}
 
 // The error the node logs when an actor's supervisor gives up on it quotes the
 // last failure redacted before it is cut: a secret across the cut would leave
@@ -54,7 +37,7 @@ func TestTheGivenUpLogDoesNotQuoteTheHeadOfASecretAcrossTheCut(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := node.Config{
-		Log:      &panicsWithValue{Log: l, session: "cut", value: strings.Repeat("x", 285) + " " + secret},
+		Log:      &eventlogtest.PanicsOnToolResult{Log: l, Session: "cut", Value: strings.Repeat("x", 285) + " " + secret},
 		Model:    script,
 		Redactor: red,
 		Logger:   slog.New(redact.NewHandler(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelError}), red)),

@@ -15,6 +15,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/troupe-run/troupe/actors"
+	"github.com/troupe-run/troupe/internal/textclip"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/redact"
 )
@@ -695,7 +696,7 @@ func (in *Ingress) rejection(a Arrival, refusal error) (rejection, bool) {
 		}
 	}
 	r := rejection{result: messages.TaskResult{Status: messages.StatusFailed, Reason: messages.ReasonRejected,
-		Error: cutUTF8(in.redactor.String(text), maxRejectionError)}}
+		Error: textclip.Head(in.redactor.String(text), maxRejectionError)}}
 	name := cmp.Or(t.TaskID, id)
 	if name == "" || len(name) > maxRejectionID || !utf8.ValidString(name) || in.redactor.String(name) != name {
 		return rejection{}, false
@@ -714,7 +715,7 @@ func (in *Ingress) rejection(a Arrival, refusal error) (rejection, bool) {
 	r.session = ValidSessionID(session) && in.redactor.String(session) == session
 	if !r.session {
 		// The session the client named is what was refused: echoed as it can be.
-		session = cutUTF8(in.redactor.String(session), maxRejectionID)
+		session = textclip.Head(in.redactor.String(session), maxRejectionID)
 	}
 	r.result.SessionID = session
 	// A task of the session answers to name when it was recorded under it (a
@@ -724,16 +725,4 @@ func (in *Ingress) rejection(a Arrival, refusal error) (rejection, bool) {
 		r.reply = t.ReplyTopic
 	}
 	return r, true
-}
-
-// cutUTF8 returns s cut to at most n bytes at a UTF-8 boundary, and "…" after
-// it when it was cut.
-func cutUTF8(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
 }

@@ -17,10 +17,7 @@ import (
 // what it held and goes on forwarding. A side that closed its connection while
 // held has what it sent passed on before the other side is closed.
 type holdProxy struct {
-	ln     net.Listener
-	target string
-
-	mu   sync.Mutex
+	tcpProxy
 	cond *sync.Cond // on mu: a stream got bytes or ended, or the proxy was released or closed
 	// markers are the texts HoldAt armed the proxy with (nil: not armed); held
 	// says whether it holds.
@@ -32,8 +29,6 @@ type holdProxy struct {
 	// heldUp and heldDown count the bytes held, from clients and from the server.
 	heldUp, heldDown int
 	streams          map[*holdStream]struct{}
-	closed           bool
-	wg               sync.WaitGroup
 }
 
 // holdStream is one direction of a proxied connection.
@@ -53,47 +48,21 @@ type holdStream struct {
 // ends.
 func startHoldProxy(t *testing.T, target string) *holdProxy {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &holdProxy{ln: ln, target: target, streams: map[*holdStream]struct{}{}}
+	p := &holdProxy{streams: map[*holdStream]struct{}{}}
 	p.cond = sync.NewCond(&p.mu)
-	p.wg.Add(1)
-	go p.accept()
+	p.listen(t, target, p.add)
 	t.Cleanup(p.Close)
 	return p
 }
 
-func (p *holdProxy) Addr() string { return p.ln.Addr().String() }
-
-func (p *holdProxy) accept() {
-	defer p.wg.Done()
-	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		s, err := net.DialTimeout("tcp", p.target, 5*time.Second)
-		if err != nil {
-			c.Close()
-			continue
-		}
-		up, down := &holdStream{from: c, to: s, fromClient: true}, &holdStream{from: s, to: c}
-		p.mu.Lock()
-		if p.closed {
-			p.mu.Unlock()
-			c.Close()
-			s.Close()
-			return
-		}
-		p.streams[up], p.streams[down] = struct{}{}, struct{}{}
-		p.wg.Add(4)
-		p.mu.Unlock()
-		for _, st := range []*holdStream{up, down} {
-			go p.read(st)
-			go p.write(st)
-		}
+// add forwards the client connection c to the server connection s.
+func (p *holdProxy) add(c, s net.Conn) {
+	up, down := &holdStream{from: c, to: s, fromClient: true}, &holdStream{from: s, to: c}
+	p.streams[up], p.streams[down] = struct{}{}, struct{}{}
+	p.wg.Add(4)
+	for _, st := range []*holdStream{up, down} {
+		go p.read(st)
+		go p.write(st)
 	}
 }
 
@@ -240,18 +209,11 @@ func (p *holdProxy) awaitPassed(within time.Duration) bool {
 
 // Close stops the proxy and closes every connection, dropping what it held.
 func (p *holdProxy) Close() {
-	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
-		return
-	}
-	p.closed = true
-	for st := range p.streams {
-		st.from.Close()
-		st.to.Close()
-	}
-	p.cond.Broadcast()
-	p.mu.Unlock()
-	p.ln.Close()
-	p.wg.Wait()
+	p.shut(func() {
+		for st := range p.streams {
+			st.from.Close()
+			st.to.Close()
+		}
+		p.cond.Broadcast()
+	})
 }

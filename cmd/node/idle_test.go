@@ -32,18 +32,80 @@ import (
 // closes idle connections (ClickHouse's idle_connection_timeout, Kafka's
 // connections.max.idle.ms). New connections are forwarded.
 type idleProxy struct {
-	ln     net.Listener
-	target string
-
-	mu     sync.Mutex
-	conns  map[*proxied]struct{}
-	n      int // connections expired
-	closed bool
-	wg     sync.WaitGroup
+	tcpProxy
+	conns map[*proxied]struct{}
+	n     int // connections expired
 
 	forgotten, closedIdle atomic.Int64
 	// lost counts the bytes sent on forgotten connections, which vanished.
 	lost atomic.Int64
+}
+
+// tcpProxy is what the tests' TCP proxies share: a listener on a loopback port,
+// a lock, whether the proxy is closed, and its goroutines.
+type tcpProxy struct {
+	ln     net.Listener
+	mu     sync.Mutex
+	closed bool // under mu
+	wg     sync.WaitGroup
+}
+
+// listen listens on a loopback port and, until the listener is closed, accepts
+// connections there and dials target for each (a client whose server cannot be
+// dialed is closed); under mu, unless the proxy is closed, it hands the two to
+// add, which forwards them (its goroutines counted in wg). Once the proxy is
+// closed, the pair is closed and accepting stops.
+func (p *tcpProxy) listen(t *testing.T, target string, add func(client, server net.Conn)) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.ln = ln
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s, err := net.DialTimeout("tcp", target, 5*time.Second)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			p.mu.Lock()
+			closed := p.closed
+			if !closed {
+				add(c, s)
+			}
+			p.mu.Unlock()
+			if closed {
+				c.Close()
+				s.Close()
+				return
+			}
+		}
+	}()
+}
+
+func (p *tcpProxy) Addr() string { return p.ln.Addr().String() }
+
+// shut closes the proxy once: under mu, it marks it closed and calls drop (which
+// closes its connections); then it closes the listener and waits for the
+// proxy's goroutines.
+func (p *tcpProxy) shut(drop func()) {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return
+	}
+	p.closed = true
+	drop()
+	p.mu.Unlock()
+	p.ln.Close()
+	p.wg.Wait()
 }
 
 // proxied is one client connection and its connection to the server.
@@ -57,46 +119,20 @@ type proxied struct {
 // ends.
 func startIdleProxy(t *testing.T, target string) *idleProxy {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &idleProxy{ln: ln, target: target, conns: map[*proxied]struct{}{}}
-	p.wg.Add(1)
-	go p.accept()
+	p := &idleProxy{conns: map[*proxied]struct{}{}}
+	p.listen(t, target, p.add)
 	t.Cleanup(p.Close)
 	return p
 }
 
-func (p *idleProxy) Addr() string { return p.ln.Addr().String() }
-
-func (p *idleProxy) accept() {
-	defer p.wg.Done()
-	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		s, err := net.DialTimeout("tcp", p.target, 5*time.Second)
-		if err != nil {
-			c.Close()
-			continue
-		}
-		pc := &proxied{client: c, server: s}
-		pc.last.Store(time.Now().UnixNano())
-		p.mu.Lock()
-		if p.closed {
-			p.mu.Unlock()
-			c.Close()
-			s.Close()
-			return
-		}
-		p.conns[pc] = struct{}{}
-		p.wg.Add(2)
-		p.mu.Unlock()
-		go p.pipe(pc, c, s)
-		go p.pipe(pc, s, c)
-	}
+// add forwards the client connection c to the server connection s.
+func (p *idleProxy) add(c, s net.Conn) {
+	pc := &proxied{client: c, server: s}
+	pc.last.Store(time.Now().UnixNano())
+	p.conns[pc] = struct{}{}
+	p.wg.Add(2)
+	go p.pipe(pc, c, s)
+	go p.pipe(pc, s, c)
 }
 
 // pipe copies from to to until either side ends; on a forgotten connection it
@@ -158,19 +194,12 @@ func (p *idleProxy) expireIdle(idle time.Duration) int {
 
 // Close stops the proxy and closes every connection.
 func (p *idleProxy) Close() {
-	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
-		return
-	}
-	p.closed = true
-	for pc := range p.conns {
-		pc.client.Close()
-		pc.server.Close()
-	}
-	p.mu.Unlock()
-	p.ln.Close()
-	p.wg.Wait()
+	p.shut(func() {
+		for pc := range p.conns {
+			pc.client.Close()
+			pc.server.Close()
+		}
+	})
 }
 
 // ownBroker starts a Kafka broker of the test's own with deploy/kafka.sh, in a run

@@ -1,10 +1,8 @@
 package main
 
 import (
-	"context"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/troupe-run/troupe/llm"
@@ -27,15 +25,7 @@ func TestForkDoesNotWriteTheNotes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
-	n, err := node.New(ctx, node.Config{DataDir: dir, Model: model, Notes: &notes.Config{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop, err := n.Start(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	n, stop := nodetest.StartWithStop(t, node.Config{DataDir: dir, Model: model, Notes: &notes.Config{}})
 	nodetest.Run(t, n, "notes-taker", "I like tea.")
 	stop()
 	if err := n.Close(); err != nil {
@@ -62,31 +52,15 @@ func TestForkDoesNotWriteTheNotes(t *testing.T) {
 	if err := os.WriteFile(cfgPath, []byte(`{"tools": {"notes": {}}}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	code, out, errs := replay(t, "fork", "notes-taker", "--at", "1", "--session", "fork-read", "--data", dir,
-		"--config", cfgPath, "--model", "scripted:"+scriptPath)
-	if code != 0 || !strings.Contains(out, "forgotten") {
-		t.Fatalf("fork: %d\n%s\n%s", code, out, errs)
-	}
+	runFork(t, dir, "notes-taker", "fork-read", cfgPath, scriptPath, "forgotten")
 	if got := notebook(); len(got) != 1 {
 		t.Fatalf("after the fork the notebook holds %v, want the session's note.added alone", got)
 	}
-	refused := false
-	for _, e := range readAll(t, dir)["fork-read"] {
-		if p, _ := e.Decode(); p != nil {
-			if c, ok := p.(*messages.ToolCallCompleted); ok && strings.Contains(c.Error, "replay fork") {
-				refused = true
-			}
-		}
-	}
-	if !refused {
+	if !forkRefused(t, dir, "fork-read") {
 		t.Fatal("the fork's notes change was not answered with why it was refused")
 	}
 
-	code, out, errs = replay(t, "fork", "notes-taker", "--at", "1", "--session", "fork-write", "--data", dir,
-		"--config", cfgPath, "--model", "scripted:"+scriptPath, "--memory-writes")
-	if code != 0 || !strings.Contains(out, "forgotten") {
-		t.Fatalf("fork --memory-writes: %d\n%s\n%s", code, out, errs)
-	}
+	runFork(t, dir, "notes-taker", "fork-write", cfgPath, scriptPath, "forgotten", "--memory-writes")
 	if got := notebook(); len(got) != 2 || got[1] != messages.TypeNoteRemoved {
 		t.Fatalf("after a fork --memory-writes the notebook holds %v, want the note removed", got)
 	}

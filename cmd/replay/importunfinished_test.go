@@ -14,6 +14,7 @@ import (
 	"github.com/troupe-run/troupe/internal/nodeconfig"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
+	"github.com/troupe-run/troupe/node/nodetest"
 	"github.com/troupe-run/troupe/tools"
 )
 
@@ -132,14 +133,7 @@ func TestImportOfASessionWithAToolCallInFlight(t *testing.T) {
 	ctx := context.Background()
 	src := t.TempDir()
 	held := newCountedCalculator(true)
-	n, err := node.New(ctx, node.Config{DataDir: src, Tools: []tools.Tool{held, tools.NewClock(nil)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop, err := n.Start(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	n, stop := nodetest.StartWithStop(t, node.Config{DataDir: src, Tools: []tools.Tool{held, tools.NewClock(nil)}})
 	for _, id := range []string{"parked", "resumed"} {
 		if _, err := n.Submit(ctx, node.Task{Input: "What is 6 * 7?", SessionID: id}); err != nil {
 			t.Fatal(err)
@@ -181,14 +175,7 @@ func TestImportOfASessionWithAToolCallInFlight(t *testing.T) {
 
 	// A node serving the log: the resumed session goes on, the parked one does not.
 	calc := newCountedCalculator(false)
-	n, err = node.New(ctx, node.Config{DataDir: dir, Tools: []tools.Tool{calc, tools.NewClock(nil)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop, err = n.Start(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	n, stop = nodetest.StartWithStop(t, node.Config{DataDir: dir, Tools: []tools.Tool{calc, tools.NewClock(nil)}})
 	waitFor(t, n, "resumed", "the end of its task", has(messages.TypeTaskCompleted))
 	stop()
 	if err := n.Close(); err != nil {
@@ -221,14 +208,7 @@ func TestImportOfASessionWaitingForAnApproval(t *testing.T) {
 	}
 	ctx := context.Background()
 	src := t.TempDir()
-	n, err := node.New(ctx, node.Config{DataDir: src, Agents: file.NodeAgents()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop, err := n.Start(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	n, stop := nodetest.StartWithStop(t, node.Config{DataDir: src, Agents: file.NodeAgents()})
 	for _, id := range []string{"parked", "resumed"} {
 		if _, err := n.Submit(ctx, node.Task{Input: "What is 6 * 7?", SessionID: id, Agent: "careful"}); err != nil {
 			t.Fatal(err)
@@ -255,14 +235,7 @@ func TestImportOfASessionWaitingForAnApproval(t *testing.T) {
 	}
 	parked := readAll(t, dir)["parked"]
 
-	n, err = node.New(ctx, node.Config{DataDir: dir, Agents: file.NodeAgents(), Clock: laterClock{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop, err = n.Start(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	n, stop = nodetest.StartWithStop(t, node.Config{DataDir: dir, Agents: file.NodeAgents(), Clock: laterClock{}})
 	waitFor(t, n, "resumed", "the end of its task", ended)
 	stop()
 	if err := n.Close(); err != nil {

@@ -18,17 +18,8 @@ import (
 // tool in namespace agent:default.
 func memoryNode(t *testing.T, dir string, model llm.Model) (*node.Node, func()) {
 	t.Helper()
-	ctx := context.Background()
-	n, err := node.New(ctx, node.Config{DataDir: dir, Model: model, Memory: &memory.Config{},
+	return nodetest.StartWithStop(t, node.Config{DataDir: dir, Model: model, Memory: &memory.Config{},
 		MemoryTool: &memory.ToolConfig{Namespace: "agent:default"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop, err := n.Start(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n, stop
 }
 
 // A session whose tasks had the agent's core blocks in their prompts verifies: the
@@ -85,6 +76,32 @@ func memoryAdds(t *testing.T, dir string) int {
 	return n
 }
 
+// runFork runs replay fork of agent's first task into session, on the log in dir
+// with the config cfg, the model's script in the file script and args after, and
+// fails the test unless it exits 0 and prints want.
+func runFork(t *testing.T, dir, agent, session, cfg, script, want string, args ...string) {
+	t.Helper()
+	code, out, errs := replay(t, append([]string{"fork", agent, "--at", "1", "--session", session, "--data", dir,
+		"--config", cfg, "--model", "scripted:" + script}, args...)...)
+	if code != 0 || !strings.Contains(out, want) {
+		t.Fatalf("%s: %d\n%s\n%s", strings.Join(append([]string{"fork"}, args...), " "), code, out, errs)
+	}
+}
+
+// forkRefused reports whether a tool call of session, in the log in dir, was
+// answered with an error that names replay fork (a change a fork refused).
+func forkRefused(t *testing.T, dir, session string) bool {
+	t.Helper()
+	for _, e := range readAll(t, dir)[session] {
+		if p, _ := e.Decode(); p != nil {
+			if c, ok := p.(*messages.ToolCallCompleted); ok && strings.Contains(c.Error, "replay fork") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // A fork reads the memory of --config but does not change it: the served node's
 // memory is the log's, and a fork made to look into a session must not write it.
 // Its memory tool offers the same actions (the same prompts), a write answering an
@@ -116,31 +133,15 @@ func TestForkDoesNotWriteTheMemory(t *testing.T) {
 	if err := os.WriteFile(other, []byte(strings.Replace(script, "tea", "coffee", 1)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	code, out, errs := replay(t, "fork", "remembers", "--at", "1", "--session", "fork-read", "--data", dir,
-		"--config", cfgPath, "--model", "scripted:"+other)
-	if code != 0 || !strings.Contains(out, "noted") {
-		t.Fatalf("fork: %d\n%s\n%s", code, out, errs)
-	}
+	runFork(t, dir, "remembers", "fork-read", cfgPath, other, "noted")
 	if got := memoryAdds(t, dir); got != 1 {
 		t.Fatalf("after the fork the log holds %d memory.added events, want the session's 1", got)
 	}
-	refused := false
-	for _, e := range readAll(t, dir)["fork-read"] {
-		if p, _ := e.Decode(); p != nil {
-			if c, ok := p.(*messages.ToolCallCompleted); ok && strings.Contains(c.Error, "replay fork") {
-				refused = true
-			}
-		}
-	}
-	if !refused {
+	if !forkRefused(t, dir, "fork-read") {
 		t.Fatal("the fork's memory write was not answered with why it was refused")
 	}
 
-	code, out, errs = replay(t, "fork", "remembers", "--at", "1", "--session", "fork-write", "--data", dir,
-		"--config", cfgPath, "--model", "scripted:"+other, "--memory-writes")
-	if code != 0 || !strings.Contains(out, "noted") {
-		t.Fatalf("fork --memory-writes: %d\n%s\n%s", code, out, errs)
-	}
+	runFork(t, dir, "remembers", "fork-write", cfgPath, other, "noted", "--memory-writes")
 	if got := memoryAdds(t, dir); got != 2 {
 		t.Fatalf("after a fork --memory-writes the log holds %d memory.added events, want 2", got)
 	}

@@ -13,4 +13,7 @@
 // where the suite compares it exactly (reflect.DeepEqual, payload bytes included).
 // Features relaxes what an implementation cannot promise, such as read-your-writes
 // visibility; its zero value is the strictest.
+//
+// It also holds logs that fail on purpose (PanicsOnToolResult), for the tests of
+// what writes to a log.
 package eventlogtest

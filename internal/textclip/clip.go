@@ -1,7 +1,8 @@
 // Package textclip shortens a text sent back to a model (a reply that could not be
 // parsed, a plan that was refused) to its head and tail, with a line between them
-// saying how much was left out. Data enters as a string and its bounds (Middle)
-// and leaves as a string.
+// saying how much was left out, or a text quoted in an error to its head, with
+// "…" after it. Data enters as a string and its bounds (Middle, Head) and leaves
+// as a string.
 package textclip
 
 import (
@@ -25,4 +26,16 @@ func Middle(s string, head, tail int, of string) string {
 		t++
 	}
 	return fmt.Sprintf("%s\n[… %d bytes%s left out …]\n%s", s[:h], t-h, of, s[t:])
+}
+
+// Head returns s when it has at most n bytes, else its first n bytes or fewer,
+// cut between characters, and "…" after them.
+func Head(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }

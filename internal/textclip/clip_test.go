@@ -19,3 +19,17 @@ func TestMiddle(t *testing.T) {
 		t.Fatalf("clipped: %q, want %q", got, want)
 	}
 }
+
+// Head keeps a text that fits, and of a longer one at most n bytes, cut between
+// characters, marked with "…".
+func TestHead(t *testing.T) {
+	if got := Head("short", 5); got != "short" {
+		t.Fatalf("a text that fits: %q", got)
+	}
+	if got := Head("ab"+strings.Repeat("é", 3), 5); got != "abé…" {
+		t.Fatalf("cut inside a character: %q, want %q", got, "abé…")
+	}
+	if got := Head("é", 1); got != "…" {
+		t.Fatalf("no whole character fits: %q", got)
+	}
+}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/internal/entity"
+	"github.com/troupe-run/troupe/internal/textclip"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/tools"
 )
@@ -315,7 +316,7 @@ func (n *Notes) Remove(ctx context.Context, id string) error {
 }
 
 func (n *Notes) unknown(id string) error {
-	return inputErr(ErrUnknownNote, "no note has the id %q: list or search the notes to find their ids", truncate(id, 48))
+	return inputErr(ErrUnknownNote, "no note has the id %q: list or search the notes to find their ids", textclip.Head(id, 48))
 }
 
 // idOf returns the note an event of the stream changes.
@@ -412,7 +413,7 @@ func (n *Notes) word(what, s string) (string, error) {
 		}
 	}
 	if bad {
-		return "", inputErr(ErrBadNote, "%s %q is not a word: use 1 to %d letters, digits, '-', '_', '.' or ':' (no spaces)", what, truncate(s, 48), MaxWordLen)
+		return "", inputErr(ErrBadNote, "%s %q is not a word: use 1 to %d letters, digits, '-', '_', '.' or ':' (no spaces)", what, textclip.Head(s, 48), MaxWordLen)
 	}
 	return n.redact(w), nil
 }
@@ -422,14 +423,4 @@ func (n *Notes) redact(s string) string {
 		return s
 	}
 	return n.cfg.Redact(s)
-}
-
-func truncate(s string, max int) string {
-	if len(s) <= max {
-		return s
-	}
-	for max > 0 && !utf8.RuneStart(s[max]) {
-		max--
-	}
-	return s[:max] + "…"
 }
