@@ -1258,7 +1258,17 @@ const (
 // expireCaches forgets expired message IDs and effect answers every expireEvery,
 // until ctx is done or the node closes: an idle node gives their memory back.
 func (n *Node) expireCaches(ctx context.Context) {
-	t := time.NewTicker(expireEvery)
+	n.every(ctx, expireEvery, func(now time.Time) {
+		n.dedupe.expire(now)
+		n.local.Expire(now)
+	})
+}
+
+// every calls do with the tick's time every d, until ctx is done or the node
+// closes: the node's background loops (expireCaches, watchPauses,
+// catchUpVectors).
+func (n *Node) every(ctx context.Context, d time.Duration, do func(now time.Time)) {
+	t := time.NewTicker(d)
 	defer t.Stop()
 	for {
 		select {
@@ -1267,8 +1277,7 @@ func (n *Node) expireCaches(ctx context.Context) {
 		case <-n.stopping:
 			return
 		case now := <-t.C:
-			n.dedupe.expire(now)
-			n.local.Expire(now)
+			do(now)
 		}
 	}
 }

@@ -198,20 +198,11 @@ func (w *pauseWatch) renew(mark pauseMark, partitions ...int) {
 // watchPauses ticks the node's pause watch every pauseTick until ctx is done or
 // the node closes.
 func (n *Node) watchPauses(ctx context.Context) {
-	t := time.NewTicker(pauseTick)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-n.stopping:
-			return
-		case <-t.C:
-			n.pauses.mu.Lock()
-			n.pauses.tick()
-			n.pauses.mu.Unlock()
-		}
-	}
+	n.every(ctx, pauseTick, func(time.Time) {
+		n.pauses.mu.Lock()
+		n.pauses.tick()
+		n.pauses.mu.Unlock()
+	})
 }
 
 // claimCall is the claim of the calls of a sharded node's own sessions

@@ -99,16 +99,7 @@ func (n *Node) catchUpVectors(ctx context.Context) {
 	if n.memories == nil && n.knowledge == nil {
 		return
 	}
-	t := time.NewTicker(vectorCatchUpEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-n.stopping:
-			return
-		case <-t.C:
-		}
+	n.every(ctx, vectorCatchUpEvery, func(time.Time) {
 		if n.memories != nil {
 			if err := n.memories.CatchUpVectors(ctx); err != nil && ctx.Err() == nil {
 				n.cfg.Logger.Debug("catching up the memories' vectors", "err", err)
@@ -119,7 +110,7 @@ func (n *Node) catchUpVectors(ctx context.Context) {
 				n.cfg.Logger.Debug("catching up the knowledge bases' vectors", "err", err)
 			}
 		}
-	}
+	})
 }
 
 // parkLogBurst bounds the refused vectors a node logs one by one in a minute, per
