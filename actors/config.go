@@ -446,12 +446,14 @@ func LoadConfigs(ctx context.Context, r StreamReader, digests []string) (map[str
 	return out, nil
 }
 
-// ConfigEvents returns the events of the configurations' streams that a session's
-// events name (NamedConfigs) in r, in digest order: what an export of the session
-// carries besides its events. A digest r holds no configuration of is left out.
-func ConfigEvents(ctx context.Context, r StreamReader, events []messages.Envelope) ([]messages.Envelope, error) {
+// ConfigEvents returns the events of the configurations' streams of digests (the
+// ones a session's events name, NamedConfigs) in r, in their order: what an export
+// of the session carries besides its events. A digest r holds no configuration of
+// is left out. It takes the digests, not the events, so that a session read a page
+// at a time names them without being held whole.
+func ConfigEvents(ctx context.Context, r StreamReader, digests []string) ([]messages.Envelope, error) {
 	var out []messages.Envelope
-	for _, d := range NamedConfigs(events) {
+	for _, d := range digests {
 		stream, err := r.Read(ctx, messages.ConfigStream(d), 1)
 		if err != nil {
 			return nil, fmt.Errorf("read the configuration %s: %w", d, err)

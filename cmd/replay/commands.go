@@ -563,35 +563,154 @@ func recordedModels(events []messages.Envelope, from uint64) (first string, byAg
 	return first, byAgent, summaries
 }
 
+// export writes the export of session id to out, or to stdout when out is "", a
+// page of the session at a time (sessionPages): a session of 2,400 events took 58
+// MB read whole, and one of 100,000 events, or of large inputs, more than a
+// machine has. Its header counts the session's events and the configurations its
+// tasks name (and comes before them): a first read of the session, page by page,
+// counts its events and gathers the configurations' digests; a second writes the
+// header, then the same events as it reads them, then the configurations'. The
+// second read stops at the events the first counted: those a node serving the log
+// appends meanwhile are not in this export, whose header counts what it holds.
 func export(ctx context.Context, log eventlog.Log, id, out string, stdout, stderr io.Writer) int {
 	if kind := streamKind(id); kind != "" {
 		// import takes sessions only.
 		fmt.Fprintf(stderr, "error: %s is a stream of the log (%s), no session: export exports sessions\n", node.QuoteHead(id), kind)
 		return 1
 	}
-	events, err := readSession(ctx, log, id)
+	pages := &sessionPages{log: log, id: id}
+	var (
+		n         int
+		sessionID string
+		digests   []string // of the configurations the session's tasks name, sorted
+	)
+	err := pages.each(ctx, 0, func(page []messages.Envelope) error {
+		if n == 0 {
+			sessionID = page[0].SessionID
+		}
+		n += len(page)
+		digests = addDigests(digests, actors.NamedConfigs(page))
+		return nil
+	})
+	if err == nil && n == 0 {
+		err = fmt.Errorf("no session %s", node.QuoteHead(id))
+	}
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)
 		return 1
 	}
-	configs, err := actors.ConfigEvents(ctx, log, events)
+	configs, err := actors.ConfigEvents(ctx, log, digests)
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)
 		return 1
+	}
+	write := func(w io.Writer) error {
+		x, err := newExportWriter(w, sessionID, n, len(configs))
+		if err != nil {
+			return err
+		}
+		written, named := 0, []string(nil)
+		err = pages.each(ctx, n, func(page []messages.Envelope) error {
+			written += len(page)
+			named = addDigests(named, actors.NamedConfigs(page))
+			return x.write(page)
+		})
+		if err != nil {
+			return err
+		}
+		if written != n || !slices.Equal(named, digests) {
+			// Pruned, or an event of a stale owner's hidden since by one of its
+			// successor's (eventlog.Superseded): the header counted other events.
+			return fmt.Errorf("session %s changed while it was exported: export it again", id)
+		}
+		if err := x.write(configs); err != nil {
+			return err
+		}
+		return x.flush()
 	}
 	if out == "" {
-		err = writeExport(stdout, events, configs...)
+		err = write(stdout)
 	} else {
-		err = writeFileWhole(out, func(w io.Writer) error { return writeExport(w, events, configs...) })
+		err = writeFileWhole(out, write)
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)
 		return 1
 	}
 	if out != "" {
-		fmt.Fprintf(stderr, "exported %d events of session %s to %s\n", len(events), id, out)
+		fmt.Fprintf(stderr, "exported %d events of session %s to %s\n", n, id, out)
 	}
 	return 0
+}
+
+// addDigests adds the sorted digests more to the sorted digests to, each once.
+func addDigests(to, more []string) []string {
+	if len(more) == 0 {
+		return to
+	}
+	to = append(to, more...)
+	slices.Sort(to)
+	return slices.Compact(to)
+}
+
+// exportPageMax and exportPageBytes size the pages in which export reads a
+// session (sessionPages): at most exportPageMax events, stopped by the log after
+// the event that brings the page's payload to exportPageBytes (a task's input
+// alone may be 1 MiB), as the node's GET of a session's events reads them.
+const (
+	exportPageMax   = 1000
+	exportPageBytes = 1 << 20
+)
+
+// sessionPages reads a session's events a page at a time from a log that reads
+// pages (eventlog.PageReader: SQLite's). Another log (ClickHouse's) cannot read a
+// page without reading the rest of the session: it is read whole, once, and each
+// reading of its pages is of that one read.
+type sessionPages struct {
+	log   eventlog.Log
+	id    string
+	whole []messages.Envelope // of a log that reads no pages, once read
+	read  bool
+}
+
+// each calls fn with the session's first n events (n ≤ 0: all of them), page by
+// page, in seq order; fn is never given an empty page.
+func (p *sessionPages) each(ctx context.Context, n int, fn func(page []messages.Envelope) error) error {
+	pr, paged := p.log.(eventlog.PageReader)
+	if !paged {
+		if !p.read {
+			events, err := p.log.Read(ctx, p.id, 1)
+			if err != nil {
+				return err
+			}
+			p.whole, p.read = events, true
+		}
+		events := p.whole
+		if n > 0 && len(events) > n {
+			events = events[:n]
+		}
+		if len(events) == 0 {
+			return nil
+		}
+		return fn(events)
+	}
+	from, read := uint64(1), 0
+	for n <= 0 || read < n {
+		size := exportPageMax
+		if n > 0 {
+			size = min(size, n-read)
+		}
+		page, err := pr.ReadN(ctx, p.id, from, size, exportPageBytes)
+		if err != nil || len(page) == 0 {
+			return err
+		}
+		if err := fn(page); err != nil {
+			return err
+		}
+		read += len(page)
+		from = page[len(page)-1].Seq + 1
+	}
+	return nil
 }
 
 // importFile loads an export into the log: file, or stdin when file is "-". Nothing

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
 
 	"github.com/troupe-run/troupe/messages"
@@ -38,28 +37,63 @@ type exportHeader struct {
 // ErrBadExport is wrapped by every error about an export file's content.
 var ErrBadExport = errors.New("bad session export")
 
+// writeExport writes the export of a session's events and its configurations'
+// events, held whole.
 func writeExport(w io.Writer, events []messages.Envelope, configs ...messages.Envelope) error {
-	bw := bufio.NewWriter(w)
-	version := 1
-	if len(configs) > 0 {
-		version = exportVersion
-	}
-	h, err := json.Marshal(exportHeader{Format: exportFormat, Version: version, SessionID: events[0].SessionID, Events: len(events), Configs: len(configs)})
+	x, err := newExportWriter(w, events[0].SessionID, len(events), len(configs))
 	if err != nil {
 		return err
 	}
-	bw.Write(h)
-	bw.WriteByte('\n')
-	for _, e := range slices.Concat(events, configs) {
-		b, err := messages.Marshal(e)
+	if err := x.write(events); err != nil {
+		return err
+	}
+	if err := x.write(configs); err != nil {
+		return err
+	}
+	return x.flush()
+}
+
+// exportWriter writes an export as its events come, a page at a time (write):
+// the header first, which counts the session's events and its configurations',
+// then each event, the session's and then the configurations', as
+// messages.Marshal encodes it; flush ends it.
+type exportWriter struct {
+	bw  *bufio.Writer
+	buf []byte // an event's encoding, reused
+}
+
+func newExportWriter(w io.Writer, sessionID string, events, configs int) (*exportWriter, error) {
+	version := 1
+	if configs > 0 {
+		version = exportVersion
+	}
+	h, err := json.Marshal(exportHeader{Format: exportFormat, Version: version, SessionID: sessionID, Events: events, Configs: configs})
+	if err != nil {
+		return nil, err
+	}
+	x := &exportWriter{bw: bufio.NewWriter(w)}
+	x.bw.Write(h)
+	x.bw.WriteByte('\n')
+	return x, nil
+}
+
+// write writes events, one line each. It fails as soon as a write does (a full
+// disk), before the pages after them are read.
+func (x *exportWriter) write(events []messages.Envelope) error {
+	for _, e := range events {
+		b, err := messages.AppendEnvelope(x.buf[:0], e)
 		if err != nil {
 			return err
 		}
-		bw.Write(b)
-		bw.WriteByte('\n')
+		x.buf = append(b, '\n')
+		if _, err := x.bw.Write(x.buf); err != nil {
+			return err
+		}
 	}
-	return bw.Flush()
+	return nil
 }
+
+func (x *exportWriter) flush() error { return x.bw.Flush() }
 
 // maxExportLine bounds one line of an export, so that a hostile or broken file
 // costs a bounded amount of memory per line. The events a node records stay below
