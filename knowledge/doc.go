@@ -48,12 +48,15 @@
 // joins into the one version; a chunk that alone is over it is refused with
 // ErrTooLarge, naming the document. A document whose rag.DocumentHash is the
 // stored one, read the same way (rag.Format; a text sent as Markdown is
-// "text/markdown") and embedded by the same embedder (Config.EmbedderName), is
-// skipped before it is converted: nothing is embedded nor written, and the
-// result says StatusUnchanged; read another way (the bytes of guide.txt sent
-// again as guide.md) it is converted anew, and with another embedder embedded
-// again. A document stored before its format was recorded is taken as read the
-// way it is now. Base.AddText takes Markdown for callers that send
+// "text/markdown") by the same version of the conversion
+// (rag.ConversionVersion) and embedded by the same embedder
+// (Config.EmbedderName), is skipped before it is converted: nothing is embedded
+// nor written, and the result says StatusUnchanged; read another way (the bytes
+// of guide.txt sent again as guide.md) it is converted anew, and with another
+// embedder embedded again. A document read by an older conversion, or stored
+// before its format was recorded (by the code before the table and heading fixes
+// of version 1), is converted and embedded anew when it is sent again, once:
+// StatusReplaced. Base.AddText takes Markdown for callers that send
 // {source, content}; Base.Remove removes a document in one kb.document_removed
 // event. Writes work like memory's (both are internal/entity's Stream.Write): they
 // fold what the stream gained, decide against the fold, append at the next seq,

@@ -226,11 +226,11 @@ func TestAPartWithoutItsFirstIsNotFolded(t *testing.T) {
 	f := newFixture(t)
 	ingested := func(part, parts int, hash, text string) *messages.KBDocumentIngested {
 		return &messages.KBDocumentIngested{Reason: "new document", Source: "x.md", Hash: hash, Bytes: 10, MarkdownBytes: 10,
-			Embedder: "hashing", Format: "markdown", Part: part, Parts: parts,
+			Embedder: "hashing", Format: "markdown", Conversion: 1, Part: part, Parts: parts,
 			Chunks: []messages.KBChunk{{ChunkID: "c_" + hash + text[:1], Index: part, End: len(text), Text: text, Tokens: 3}}}
 	}
 	appendStored(t, f, "docs", 1, &messages.KBDocumentIngested{Reason: "new document", Source: "y.md", Hash: "y", Embedder: "hashing",
-		Format: "markdown", Chunks: []messages.KBChunk{{ChunkID: "c_y", Text: "why not", Tokens: 2}}})
+		Format: "markdown", Conversion: 1, Chunks: []messages.KBChunk{{ChunkID: "c_y", Text: "why not", Tokens: 2}}})
 	appendStored(t, f, "docs", 2, ingested(2, 2, "h1", "stray second half"))
 	b := f.base(t, "docs")
 	if hits, ok := b.Chunks("x.md"); ok {

@@ -197,8 +197,10 @@ type state struct {
 // document is one ingested document as the fold holds it.
 type document struct {
 	source, hash, embedder string
-	// format is how its bytes were read (messages.KBDocumentIngested.Format).
+	// format is how its bytes were read (messages.KBDocumentIngested.Format),
+	// conversion by which version of the reading (conversionOf).
 	format               string
+	conversion           int
 	bytes, markdownBytes int
 	chunks               []*chunk
 	seq                  uint64
@@ -208,6 +210,17 @@ type document struct {
 	parts   int
 	seqs    []uint64
 	updated time.Time
+}
+
+// conversionOf is the version of the reading (rag.ConversionVersion) that made
+// the chunks of an ingestion: as recorded, or 1 for an event that recorded its
+// format and not the version (the format and version 1's reading came in one
+// change), or 0 for one that recorded neither (read by the code before both).
+func conversionOf(p *messages.KBDocumentIngested) int {
+	if p.Conversion == 0 && p.Format != "" {
+		return 1
+	}
+	return p.Conversion
 }
 
 // chunk is one live chunk.
@@ -276,7 +289,7 @@ func (s *state) apply(e messages.Envelope) (effect, error) {
 			status = StatusReplaced
 			eff.removed = s.drop(old)
 		}
-		d := &document{source: p.Source, hash: p.Hash, embedder: p.Embedder, format: p.Format, bytes: p.Bytes,
+		d := &document{source: p.Source, hash: p.Hash, embedder: p.Embedder, format: p.Format, conversion: conversionOf(p), bytes: p.Bytes,
 			markdownBytes: p.MarkdownBytes, seq: e.Seq, parts: max(p.Parts, 1), seqs: []uint64{e.Seq}, updated: time.UnixMicro(e.TS).UTC()}
 		tokens, err := s.addChunks(e, p, d, &eff)
 		if err != nil {

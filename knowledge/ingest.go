@@ -78,8 +78,9 @@ func CheckSource(source string) error {
 // Config.MaxEventBytes, in its parts, appended together) that replaces every
 // chunk an earlier version of the source had. A document whose hash is the
 // stored one, read the same way (rag.Format: the bytes of guide.txt sent again as
-// guide.md are converted anew) and embedded by the same embedder
-// (Config.EmbedderName), is not converted, embedded nor written: StatusUnchanged.
+// guide.md are converted anew) by the current conversion (rag.ConversionVersion)
+// and embedded by the same embedder (Config.EmbedderName), is not converted,
+// embedded nor written: StatusUnchanged.
 // (Chunk options are not part of that test: to cut a document anew, Remove it
 // first.) A key applied
 // before returns the earlier result and writes nothing (another document under the
@@ -191,7 +192,7 @@ func (b *Base) ingest(ctx context.Context, source string, body []byte, key, form
 		return AddResult{}, fmt.Errorf("knowledge: %q: %w", source, err)
 	}
 	ev := &messages.KBDocumentIngested{Key: key, Source: source, Hash: hash, Bytes: len(body), MarkdownBytes: len(md),
-		Embedder: b.cfg.EmbedderName, Format: format, Chunks: make([]messages.KBChunk, len(chunks))}
+		Embedder: b.cfg.EmbedderName, Format: format, Conversion: rag.ConversionVersion, Chunks: make([]messages.KBChunk, len(chunks))}
 	tokens, newDim := 0, 0
 	for i, c := range chunks {
 		ev.Chunks[i] = messages.KBChunk{ChunkID: chunkID(source, hash, i), Index: i, HeadingPath: c.HeadingPath, Start: c.Start, End: c.End,
@@ -229,7 +230,12 @@ func (b *Base) ingest(ctx context.Context, source string, body []byte, key, form
 		}
 		ev.Reason = "new document"
 		res.Status = StatusAdded
-		if b.st.docs[source] != nil {
+		switch d := b.st.docs[source]; {
+		case d == nil:
+		case d.hash == hash && d.embedder == b.cfg.EmbedderName && d.format == format:
+			ev.Reason, res.Status = fmt.Sprintf("read again by the current conversion (version %d; stored by version %d): replaces its chunks",
+				rag.ConversionVersion, d.conversion), StatusReplaced
+		default:
 			ev.Reason, res.Status = "changed document: replaces its chunks", StatusReplaced
 		}
 		return splitEvent(ev, cuts), nil
@@ -375,14 +381,16 @@ func (b *Base) storedName(source string) string {
 }
 
 // unchanged reports whether the stored document d is the document of hash, read
-// in format and embedded by the configured embedder: then an ingestion has
-// nothing to do. The same bytes read another way (a file sent again under another
-// extension, a text sent again as the file it is) give other chunks, and a
-// document embedded by another model other vectors: they are ingested again. A
-// document stored before its format was recorded is taken as read the way it is
-// now, so that no base is converted and embedded anew on an upgrade.
+// in format by the current conversion (rag.ConversionVersion) and embedded by
+// the configured embedder: then an ingestion has nothing to do. The same bytes
+// read another way (a file sent again under another extension, a text sent again
+// as the file it is) give other chunks, and a document embedded by another model
+// other vectors: they are ingested again. So is a document read by an older
+// conversion, or stored before its format was recorded (read by the code before
+// the table and heading fixes of version 1): sent again, it is converted and
+// embedded anew, once.
 func (b *Base) unchanged(d *document, hash, format string) bool {
-	return d != nil && d.hash == hash && d.embedder == b.cfg.EmbedderName && (d.format == "" || d.format == format)
+	return d != nil && d.hash == hash && d.embedder == b.cfg.EmbedderName && d.format == format && d.conversion >= rag.ConversionVersion
 }
 
 // keyResult is the result of an ingestion whose key was applied before.
