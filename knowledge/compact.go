@@ -10,13 +10,16 @@ import (
 )
 
 // Compaction of a knowledge base's stream. A document's state is its latest
-// event (an ingestion replaces its chunks whole; a removal drops them), so the
-// events a later one of the same source superseded say nothing the fold needs:
+// event (an ingestion replaces its chunks whole; a removal drops them), or the
+// parts of its latest ingestion when its chunk set was split across events
+// (messages.KBDocumentIngested.Parts), so the events a later one of the same
+// source superseded say nothing the fold needs:
 // when they outnumber the live documents (and at least CompactMin of them are
 // due), a write deletes them from the log (eventlog.Compacting, in one
 // transaction) and a fold, of a restart, a base released when idle or a base
 // moved to another node, reads about one event per live document and the
-// CompactTail latest. Kept: every live document's latest event; the event
+// CompactTail latest. Kept: every live document's latest event (all the parts
+// of its latest ingestion); the event
 // whose vectors set the base's first dimension, and so its collection (with the
 // latest of its source); and the CompactTail latest events, whose idempotency
 // keys a retry may still name (the keys of the events deleted are forgotten: a
@@ -41,8 +44,10 @@ const (
 // parts that its readers see one after the other (ClickHouse's mutations,
 // eventlog.Compacting). A source's state is that of its latest event (an
 // ingestion replaces its chunks whole, a removal drops them, and chunk IDs
-// name their source, so no other source's events bear on it), and of each
-// source either that event is kept or it is the only one deleted: the latest
+// name their source, so no other source's events bear on it; a split
+// ingestion's parts are kept together, and a part read without the parts
+// before it is not folded: state.applyPart), and of each source either that
+// event is kept or it is the only one deleted: the latest
 // event of a source no longer live (a removal) goes only once the events
 // before it are gone, at a later compaction, since a fold that read one of
 // those without it would find the document live. The dimension is that of
@@ -60,11 +65,13 @@ func (s *state) compactable() []uint64 {
 	for _, src := range slices.Sorted(maps.Keys(s.trail)) {
 		trail := s.trail[src]
 		last := trail[len(trail)-1]
-		live := s.docs[src] != nil
+		d := s.docs[src]
+		live := d != nil
 		anchored := slices.Contains(trail, s.anchor)
 		for _, seq := range trail {
 			switch {
 			case seq > cut || seq == s.seq:
+			case live && slices.Contains(d.seqs, seq):
 			case seq == last && (live || anchored || len(trail) > 1):
 			case seq == s.anchor:
 			default:
@@ -80,7 +87,7 @@ func (s *state) compactable() []uint64 {
 // than the live documents, and at least atLeast (Base.compactMin). The caller
 // holds mu.
 func (s *state) compactDue(atLeast int) bool {
-	superseded := s.events - len(s.docs) - CompactTail
+	superseded := s.events - s.live - CompactTail
 	return superseded >= max(atLeast, len(s.docs))
 }
 

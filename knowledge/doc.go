@@ -39,17 +39,24 @@
 // each time (or the embedder's Retry-After), up to Config.EmbedAttempts (5) calls,
 // then the ingestion fails with ErrEmbedder, as it does at once on a permanent
 // error. The whole chunk set — text, heading path, offsets into the Markdown, token
-// count, text hash and vector — goes into ONE kb.document_ingested event: a changed
-// document's new chunks replace its old ones in one step, a search sees the old
-// version or the new one and never a mix, and a fold, a restart or a replay never
-// calls the embedder. A document whose rag.DocumentHash is the stored one, read
-// the same way (rag.Format; a text sent as Markdown is "text/markdown") and
-// embedded by the same embedder (Config.EmbedderName), is skipped before it is
-// converted: nothing is embedded nor written, and the result says
-// StatusUnchanged; read another way (the bytes of guide.txt sent again as
-// guide.md) it is converted anew, and with another embedder embedded again. A
-// document stored before its format was recorded is taken as read the way it is
-// now. Base.AddText takes Markdown for callers that send
+// count, text hash and vector — goes into ONE write of kb.document_ingested: a
+// changed document's new chunks replace its old ones in one step, a search sees
+// the old version or the new one and never a mix, and a fold, a restart or a
+// replay never calls the embedder. The write is one event, or, when the chunk set
+// is over Config.MaxEventBytes (16 MiB) of JSON, several appended together (its
+// parts: messages.KBDocumentIngested.Part), each under the bound, which the fold
+// joins into the one version; a chunk that alone is over it is refused with
+// ErrTooLarge, naming the document. A document whose rag.DocumentHash is the
+// stored one, read the same way (rag.Format; a text sent as Markdown is
+// "text/markdown") by the same version of the conversion
+// (rag.ConversionVersion) and embedded by the same embedder
+// (Config.EmbedderName), is skipped before it is converted: nothing is embedded
+// nor written, and the result says StatusUnchanged; read another way (the bytes
+// of guide.txt sent again as guide.md) it is converted anew, and with another
+// embedder embedded again. A document read by an older conversion, or stored
+// before its format was recorded (by the code before the table and heading fixes
+// of version 1), is converted and embedded anew when it is sent again, once:
+// StatusReplaced. Base.AddText takes Markdown for callers that send
 // {source, content}; Base.Remove removes a document in one kb.document_removed
 // event. Writes work like memory's (both are internal/entity's Stream.Write): they
 // fold what the stream gained, decide against the fold, append at the next seq,
@@ -74,7 +81,7 @@
 //
 // Bad input gets a clear error and writes nothing: a document over
 // MaxDocumentBytes (ErrTooLarge, also rag.ErrTooLarge) or one that cuts into more
-// than Config.MaxChunks chunks (ErrTooLarge: they travel in one event) or past a
+// than Config.MaxChunks chunks (ErrTooLarge: they travel in one write) or past a
 // bound of its conversion (HTML nested too deep, a zip bomb: rag.ErrTooLarge,
 // also ErrTooLarge), a format Convert cannot read (rag.ErrUnsupported,
 // rag.ErrMalformed), a document without text (ErrEmpty: empty or whitespace

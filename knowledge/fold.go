@@ -182,9 +182,12 @@ type state struct {
 	firstDim int
 	anchor   uint64
 	// trail holds, by source, the seqs of the stream's events of that source
-	// still stored, ascending; events counts them all (see Base.compact).
+	// still stored, ascending; events counts them all, live those of the live
+	// documents' versions (a version split in parts has several: see
+	// Base.compact).
 	trail  map[string][]uint64
 	events int
+	live   int
 	// holes says the fold met seqs that compaction deleted: ever may lack chunks
 	// the stream named once, whose vectors a store not in line at the
 	// compaction (another node's) may still hold.
@@ -194,12 +197,30 @@ type state struct {
 // document is one ingested document as the fold holds it.
 type document struct {
 	source, hash, embedder string
-	// format is how its bytes were read (messages.KBDocumentIngested.Format).
+	// format is how its bytes were read (messages.KBDocumentIngested.Format),
+	// conversion by which version of the reading (conversionOf).
 	format               string
+	conversion           int
 	bytes, markdownBytes int
 	chunks               []*chunk
 	seq                  uint64
-	updated              time.Time
+	// parts is the number of events its version was recorded in (1 unless its
+	// chunk set was split: messages.KBDocumentIngested.Parts), seqs those of
+	// them folded so far, the first one's seq.
+	parts   int
+	seqs    []uint64
+	updated time.Time
+}
+
+// conversionOf is the version of the reading (rag.ConversionVersion) that made
+// the chunks of an ingestion: as recorded, or 1 for an event that recorded its
+// format and not the version (the format and version 1's reading came in one
+// change), or 0 for one that recorded neither (read by the code before both).
+func conversionOf(p *messages.KBDocumentIngested) int {
+	if p.Conversion == 0 && p.Format != "" {
+		return 1
+	}
+	return p.Conversion
 }
 
 // chunk is one live chunk.
@@ -248,30 +269,34 @@ func (s *state) apply(e messages.Envelope) (effect, error) {
 	}
 	switch p := p.(type) {
 	case *messages.KBDocumentIngested:
+		for _, c := range p.Chunks {
+			// Whether or not the event is folded (a part without its first
+			// one, below): compaction keeps the anchor alone.
+			if s.firstDim == 0 && len(c.Vector) > 0 {
+				s.firstDim, s.anchor = len(c.Vector), e.Seq
+				break
+			}
+		}
+		if p.Part > 1 {
+			if err := s.applyPart(e, p, &eff); err != nil {
+				return eff, err
+			}
+			s.trail[p.Source] = append(s.trail[p.Source], e.Seq)
+			break
+		}
 		status := StatusAdded
 		if old := s.docs[p.Source]; old != nil {
 			status = StatusReplaced
 			eff.removed = s.drop(old)
 		}
-		d := &document{source: p.Source, hash: p.Hash, embedder: p.Embedder, format: p.Format, bytes: p.Bytes, markdownBytes: p.MarkdownBytes,
-			seq: e.Seq, updated: time.UnixMicro(e.TS).UTC()}
-		tokens := 0
-		for _, c := range p.Chunks {
-			ch := &chunk{id: c.ChunkID, source: p.Source, index: c.Index, headingPath: slices.Clone(c.HeadingPath),
-				start: c.Start, end: c.End, tokens: c.Tokens, hash: c.Hash, text: c.Text, vector: slices.Clone([]float32(c.Vector))}
-			if prev := s.chunks[ch.id]; prev != nil && prev.source != p.Source {
-				return eff, fmt.Errorf("knowledge: %s seq %d: chunk %s of %q is already a chunk of %q", e.SessionID, e.Seq, ch.id, p.Source, prev.source)
-			}
-			if s.firstDim == 0 && len(ch.vector) > 0 {
-				s.firstDim, s.anchor = len(ch.vector), e.Seq
-			}
-			d.chunks = append(d.chunks, ch)
-			s.chunks[ch.id] = ch
-			s.ever[ch.id] = struct{}{}
-			eff.added = append(eff.added, ch)
-			tokens += ch.tokens
+		d := &document{source: p.Source, hash: p.Hash, embedder: p.Embedder, format: p.Format, conversion: conversionOf(p), bytes: p.Bytes,
+			markdownBytes: p.MarkdownBytes, seq: e.Seq, parts: max(p.Parts, 1), seqs: []uint64{e.Seq}, updated: time.UnixMicro(e.TS).UTC()}
+		tokens, err := s.addChunks(e, p, d, &eff)
+		if err != nil {
+			return eff, err
 		}
 		s.docs[p.Source] = d
+		s.live++
 		s.trail[p.Source] = append(s.trail[p.Source], e.Seq)
 		if !norm.NFC.IsNormalString(p.Source) {
 			s.unnormal++
@@ -296,12 +321,56 @@ func (s *state) apply(e messages.Envelope) (effect, error) {
 	return eff, nil
 }
 
+// addChunks adds the chunks of ingestion p (of event e) to document d, and to
+// eff, and returns their tokens.
+func (s *state) addChunks(e messages.Envelope, p *messages.KBDocumentIngested, d *document, eff *effect) (int, error) {
+	tokens := 0
+	for _, c := range p.Chunks {
+		ch := &chunk{id: c.ChunkID, source: p.Source, index: c.Index, headingPath: slices.Clone(c.HeadingPath),
+			start: c.Start, end: c.End, tokens: c.Tokens, hash: c.Hash, text: c.Text, vector: slices.Clone([]float32(c.Vector))}
+		if prev := s.chunks[ch.id]; prev != nil && prev.source != p.Source {
+			return 0, fmt.Errorf("knowledge: %s seq %d: chunk %s of %q is already a chunk of %q", e.SessionID, e.Seq, ch.id, p.Source, prev.source)
+		}
+		d.chunks = append(d.chunks, ch)
+		s.chunks[ch.id] = ch
+		s.ever[ch.id] = struct{}{}
+		eff.added = append(eff.added, ch)
+		tokens += ch.tokens
+	}
+	return tokens, nil
+}
+
+// applyPart folds part p.Part (from 2) of an ingestion split across events: its
+// chunks join the document's version that the earlier parts hold. A part that
+// does not follow them — its first part was compacted away, and a later event of
+// the source supersedes it (Base.compact) — holds nothing the fold needs: it is
+// not folded.
+func (s *state) applyPart(e messages.Envelope, p *messages.KBDocumentIngested, eff *effect) error {
+	d := s.docs[p.Source]
+	if d == nil || d.hash != p.Hash || d.embedder != p.Embedder || d.format != p.Format || d.parts != p.Parts || len(d.seqs) != p.Part-1 {
+		return nil
+	}
+	tokens, err := s.addChunks(e, p, d, eff)
+	if err != nil {
+		return err
+	}
+	d.seqs = append(d.seqs, e.Seq)
+	s.live++
+	if k, ok := s.keys[p.Key]; p.Key != "" && ok && !k.removed && k.source == p.Source && k.hash == p.Hash {
+		k.result.Chunks += len(p.Chunks)
+		k.result.Tokens += tokens
+		s.keys[p.Key] = k
+	}
+	return nil
+}
+
 // drop takes document d and its chunks out of the state and returns the chunks.
 func (s *state) drop(d *document) []*chunk {
 	for _, c := range d.chunks {
 		delete(s.chunks, c.id)
 	}
 	delete(s.docs, d.source)
+	s.live -= len(d.seqs)
 	if !norm.NFC.IsNormalString(d.source) {
 		s.unnormal--
 	}
@@ -414,12 +483,12 @@ func (b *Base) mark(id string) {
 }
 
 // write makes one change (entity.Stream.Write): it folds the stream and, unless the
-// key was applied already, appends the event change builds for the next seq, again
-// after a refold when another writer took it. change checks its input against the
-// folded state; its error is returned with nothing written, and a nil payload
-// writes nothing. The caller holds mu for writing, and calls compactIfDue once
+// key was applied already, appends the events change builds (one, or the parts of
+// a split ingestion) for the next seqs in one append, again after a refold when
+// another writer took them. change checks its input against the folded state; its
+// error is returned with nothing written, and no payload writes nothing. The caller holds mu for writing, and calls compactIfDue once
 // it released it (a write that appended asks for a compaction: compactAsked).
-func (b *Base) write(ctx context.Context, key string, change func() (messages.Payload, error)) (applied bool, err error) {
+func (b *Base) write(ctx context.Context, key string, change func() ([]messages.Payload, error)) (applied bool, err error) {
 	if b.use.Released() {
 		// Released while its caller held it: the base loaded in its place folds
 		// this write before its next use (entity.Loaded.Open).
@@ -427,13 +496,13 @@ func (b *Base) write(ctx context.Context, key string, change func() (messages.Pa
 	}
 	wrote := false
 	applied, err = b.s.Write(ctx, baseFold{b}, key, func(context.Context) ([]messages.Payload, error) {
-		p, err := change()
-		if err != nil || p == nil {
+		ps, err := change()
+		if err != nil || len(ps) == 0 {
 			wrote = false
 			return nil, err
 		}
 		wrote = true
-		return []messages.Payload{p}, nil
+		return ps, nil
 	})
 	if err == nil && wrote && !applied {
 		b.compactAsked = true

@@ -89,7 +89,8 @@ type FolderResult struct {
 // files and folders) are skipped, so are symbolic links to folders (which cannot
 // make the walk loop) and anything that is not a regular file (a FIFO, a device).
 // A file that cannot be ingested — unreadable, over MaxDocumentBytes, a format
-// rag.Convert does not read, a corrupt PDF, no text — is reported in
+// rag.Convert does not read, a corrupt PDF, no text, a chunk too large for an
+// event (Config.MaxEventBytes) — is reported in
 // FolderResult.Failed and the others are ingested. The error is for what stops the
 // whole run: ctx ending, a path that does not exist, the knowledge base's log
 // failing (then the files not yet ingested are reported as failed with it too).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -73,11 +74,13 @@ func CheckSource(source string) error {
 // Add ingests a document: body is converted to Markdown by rag.Convert according
 // to the source's extension (or its content), split into paragraphs under their
 // headings, packed into chunks (Config.Chunk), embedded in batches of
-// Config.EmbedBatch and appended in one kb.document_ingested event that replaces
-// every chunk an earlier version of the source had. A document whose hash is the
+// Config.EmbedBatch and appended in one kb.document_ingested event (or, over
+// Config.MaxEventBytes, in its parts, appended together) that replaces every
+// chunk an earlier version of the source had. A document whose hash is the
 // stored one, read the same way (rag.Format: the bytes of guide.txt sent again as
-// guide.md are converted anew) and embedded by the same embedder
-// (Config.EmbedderName), is not converted, embedded nor written: StatusUnchanged.
+// guide.md are converted anew) by the current conversion (rag.ConversionVersion)
+// and embedded by the same embedder (Config.EmbedderName), is not converted,
+// embedded nor written: StatusUnchanged.
 // (Chunk options are not part of that test: to cut a document anew, Remove it
 // first.) A key applied
 // before returns the earlier result and writes nothing (another document under the
@@ -86,7 +89,8 @@ func CheckSource(source string) error {
 // The document is named source in Unicode NFC, or the name a document stored
 // before under another spelling of it has (storedName).
 //
-// A document over MaxDocumentBytes fails with ErrTooLarge, one Convert cannot read
+// A document over MaxDocumentBytes, or with a chunk over Config.MaxEventBytes in
+// an event, fails with ErrTooLarge, one Convert cannot read
 // with its error (rag.ErrUnsupported, rag.ErrMalformed), one without text with
 // ErrEmpty, and a failing embedder with ErrEmbedder; nothing is written then.
 func (b *Base) Add(ctx context.Context, source string, body []byte, key string) (AddResult, error) {
@@ -188,13 +192,18 @@ func (b *Base) ingest(ctx context.Context, source string, body []byte, key, form
 		return AddResult{}, fmt.Errorf("knowledge: %q: %w", source, err)
 	}
 	ev := &messages.KBDocumentIngested{Key: key, Source: source, Hash: hash, Bytes: len(body), MarkdownBytes: len(md),
-		Embedder: b.cfg.EmbedderName, Format: format, Chunks: make([]messages.KBChunk, len(chunks))}
+		Embedder: b.cfg.EmbedderName, Format: format, Conversion: rag.ConversionVersion, Chunks: make([]messages.KBChunk, len(chunks))}
 	tokens, newDim := 0, 0
 	for i, c := range chunks {
 		ev.Chunks[i] = messages.KBChunk{ChunkID: chunkID(source, hash, i), Index: i, HeadingPath: c.HeadingPath, Start: c.Start, End: c.End,
 			Tokens: c.Tokens, Hash: c.Hash, Text: c.Text, Vector: messages.Vector(vectors[i])}
 		tokens += c.Tokens
 		newDim = max(newDim, len(vectors[i]))
+	}
+	// The chunk set in events of at most MaxEventBytes, found before the lock.
+	cuts, err := eventCuts(ev, b.cfg.MaxEventBytes)
+	if err != nil {
+		return AddResult{}, err
 	}
 	res = AddResult{Source: source, Status: StatusAdded, Hash: hash, Chunks: len(chunks), Tokens: tokens, Bytes: len(body), MarkdownBytes: len(md)}
 	defer b.compactIfDue(ctx) // after the unlock: searches and writes go on meanwhile
@@ -203,7 +212,7 @@ func (b *Base) ingest(ctx context.Context, source string, body []byte, key, form
 	defer b.mu.Unlock()
 	var decidedRes AddResult
 	var unchanged bool
-	applied, err := b.write(ctx, key, func() (messages.Payload, error) {
+	applied, err := b.write(ctx, key, func() ([]messages.Payload, error) {
 		if s := b.storedName(source); s != source {
 			// Another spelling of the name was stored meanwhile: write to it.
 			source, ev.Source, res.Source = s, s, s
@@ -221,10 +230,15 @@ func (b *Base) ingest(ctx context.Context, source string, body []byte, key, form
 		}
 		ev.Reason = "new document"
 		res.Status = StatusAdded
-		if b.st.docs[source] != nil {
+		switch d := b.st.docs[source]; {
+		case d == nil:
+		case d.hash == hash && d.embedder == b.cfg.EmbedderName && d.format == format:
+			ev.Reason, res.Status = fmt.Sprintf("read again by the current conversion (version %d; stored by version %d): replaces its chunks",
+				rag.ConversionVersion, d.conversion), StatusReplaced
+		default:
 			ev.Reason, res.Status = "changed document: replaces its chunks", StatusReplaced
 		}
-		return ev, nil
+		return splitEvent(ev, cuts), nil
 	})
 	switch {
 	case err != nil:
@@ -235,6 +249,86 @@ func (b *Base) ingest(ctx context.Context, source string, body []byte, key, form
 		return decidedRes, nil
 	}
 	return res, nil
+}
+
+// eventCuts returns where ev's chunks are cut into the events of a write, each
+// of at most max bytes of JSON payload: the index of the first chunk of each
+// event after the first; none when ev fits in one event. A document with a
+// chunk that does not fit in an event alone fails with ErrTooLarge, naming it,
+// the chunk and the bound.
+func eventCuts(ev *messages.KBDocumentIngested, max int) ([]int, error) {
+	// The fields besides the chunks, with room for a longer Reason, Part and
+	// Parts and another spelling of Source (storedName).
+	head := *ev
+	head.Chunks, head.Part, head.Parts = nil, 1<<20, 1<<20
+	hb, err := json.Marshal(&head)
+	if err != nil {
+		return nil, fmt.Errorf("knowledge: %q: encoding its event: %w", ev.Source, err)
+	}
+	headBytes := len(hb) + 256 + 2*len(ev.Source)
+	// A bound over the chunks' JSON first: nearly every document is far under
+	// max, and is not encoded twice. A byte takes at most 6 in a JSON string
+	// ("\u003c"), a vector 4/3 of its 4 bytes a component (base64).
+	bound := headBytes
+	for _, c := range ev.Chunks {
+		bound += chunkBytesBound(c)
+		if bound > max {
+			break
+		}
+	}
+	if bound <= max {
+		return nil, nil
+	}
+	var cuts []int
+	size := headBytes
+	for i, c := range ev.Chunks {
+		cb, err := json.Marshal(c)
+		if err != nil {
+			return nil, fmt.Errorf("knowledge: %q: encoding chunk %d: %w", ev.Source, i+1, err)
+		}
+		n := len(cb) + 1 // and its comma
+		if headBytes+n > max {
+			return nil, fmt.Errorf("%w: %q: chunk %d of %d (%s) takes %d bytes in a kb.document_ingested event with the document's fields, over the bound of %d bytes of one event: cut the document into smaller chunks (chunk_tokens) or raise the bound",
+				ErrTooLarge, ev.Source, i+1, len(ev.Chunks), strings.Join(c.HeadingPath, " > "), headBytes+n, max)
+		}
+		if size+n > max {
+			cuts = append(cuts, i)
+			size = headBytes
+		}
+		size += n
+	}
+	return cuts, nil
+}
+
+// chunkBytesBound bounds the bytes of c's JSON.
+func chunkBytesBound(c messages.KBChunk) int {
+	n := 6*(len(c.ChunkID)+len(c.Hash)+len(c.Text)) + 4*((4*len(c.Vector)+2)/3) + 160
+	for _, h := range c.HeadingPath {
+		n += 6*len(h) + 3
+	}
+	return n
+}
+
+// splitEvent returns the events of a write of ev cut where cuts says
+// (eventCuts): ev alone, or its parts, each with the document's fields and a
+// run of its chunks, numbered from 1.
+func splitEvent(ev *messages.KBDocumentIngested, cuts []int) []messages.Payload {
+	if len(cuts) == 0 {
+		return []messages.Payload{ev}
+	}
+	out := make([]messages.Payload, 0, len(cuts)+1)
+	start := 0
+	for i := range len(cuts) + 1 {
+		end := len(ev.Chunks)
+		if i < len(cuts) {
+			end = cuts[i]
+		}
+		part := *ev
+		part.Part, part.Parts, part.Chunks = i+1, len(cuts)+1, ev.Chunks[start:end]
+		out = append(out, &part)
+		start = end
+	}
+	return out
 }
 
 // decided answers an ingestion from the fold when it can: the key was applied, or
@@ -287,14 +381,16 @@ func (b *Base) storedName(source string) string {
 }
 
 // unchanged reports whether the stored document d is the document of hash, read
-// in format and embedded by the configured embedder: then an ingestion has
-// nothing to do. The same bytes read another way (a file sent again under another
-// extension, a text sent again as the file it is) give other chunks, and a
-// document embedded by another model other vectors: they are ingested again. A
-// document stored before its format was recorded is taken as read the way it is
-// now, so that no base is converted and embedded anew on an upgrade.
+// in format by the current conversion (rag.ConversionVersion) and embedded by
+// the configured embedder: then an ingestion has nothing to do. The same bytes
+// read another way (a file sent again under another extension, a text sent again
+// as the file it is) give other chunks, and a document embedded by another model
+// other vectors: they are ingested again. So is a document read by an older
+// conversion, or stored before its format was recorded (read by the code before
+// the table and heading fixes of version 1): sent again, it is converted and
+// embedded anew, once.
 func (b *Base) unchanged(d *document, hash, format string) bool {
-	return d != nil && d.hash == hash && d.embedder == b.cfg.EmbedderName && (d.format == "" || d.format == format)
+	return d != nil && d.hash == hash && d.embedder == b.cfg.EmbedderName && d.format == format && d.conversion >= rag.ConversionVersion
 }
 
 // keyResult is the result of an ingestion whose key was applied before.
@@ -341,7 +437,7 @@ func (b *Base) Remove(ctx context.Context, source, key string) error {
 	defer b.sync(ctx)         // after the unlock, before the compaction
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	applied, err := b.write(ctx, key, func() (messages.Payload, error) {
+	applied, err := b.write(ctx, key, func() ([]messages.Payload, error) {
 		source = b.storedName(source)
 		if b.st.docs[source] == nil {
 			if invalid != nil {
@@ -349,7 +445,7 @@ func (b *Base) Remove(ctx context.Context, source, key string) error {
 			}
 			return nil, fmt.Errorf("%w: knowledge base %s has no document %q", ErrNotFound, b.name, source)
 		}
-		return &messages.KBDocumentRemoved{Key: key, Reason: "removed", Source: source}, nil
+		return []messages.Payload{&messages.KBDocumentRemoved{Key: key, Reason: "removed", Source: source}}, nil
 	})
 	if err != nil {
 		return err

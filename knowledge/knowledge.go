@@ -77,7 +77,8 @@ var (
 	// scanned pages); nothing was written.
 	ErrEmpty = errors.New("knowledge: the document holds no text")
 	// ErrTooLarge means a document over MaxDocumentBytes, one that cuts into more
-	// than Config.MaxChunks chunks, or one past a bound of its conversion
+	// than Config.MaxChunks chunks, one with a chunk that alone is over
+	// Config.MaxEventBytes in an event, or one past a bound of its conversion
 	// (rag.ErrTooLarge); nothing was written.
 	ErrTooLarge = errors.New("knowledge: document too large")
 	// ErrEmbedder means the embedder failed: a permanent error, or a transient one
@@ -101,8 +102,16 @@ var (
 const (
 	// MaxDocumentBytes is the largest document Add accepts (rag.MaxDocumentBytes).
 	MaxDocumentBytes = rag.MaxDocumentBytes
-	// DefaultMaxChunks bounds the chunks of one document: they travel in one event.
+	// DefaultMaxChunks bounds the chunks of one document: they travel in one
+	// write.
 	DefaultMaxChunks = 4096
+	// DefaultMaxEventBytes bounds the payload of one kb.document_ingested event
+	// (Config.MaxEventBytes): a chunk set over it is split across several
+	// events of one write. 16 MiB: the most the SQLite log's writer groups in one
+	// transaction, half a ClickHouse insert's default (MaxBatchBytes), and far
+	// under what SQLite stores in one value (SQLITE_MAX_LENGTH, 1e9 bytes: over
+	// it the log refused a document's event, "string or blob too big").
+	DefaultMaxEventBytes = 16 << 20
 	// DefaultEmbedBatch is how many chunks one Embed call carries.
 	DefaultEmbedBatch = 32
 	// DefaultEmbedAttempts bounds the calls of one batch that fail with
@@ -175,6 +184,12 @@ type Config struct {
 	EmbedBackoff  time.Duration
 	// MaxChunks bounds the chunks of one document (default 4096).
 	MaxChunks int
+	// MaxEventBytes bounds the JSON payload of one kb.document_ingested event
+	// (default DefaultMaxEventBytes): a document's chunk set over it is
+	// recorded in several events, appended together (messages.KBDocumentIngested
+	// Part and Parts); a document with a chunk that alone does not fit is
+	// refused with ErrTooLarge.
+	MaxEventBytes int
 	// Now is the clock of events, and of IdleTimeout (default time.Now).
 	Now func() time.Time
 	// IdleTimeout releases a knowledge base from memory (its fold: its chunks'
@@ -230,8 +245,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("knowledge: %w", err)
 	}
 	switch {
-	case c.EmbedBatch < 0 || c.EmbedAttempts < 0 || c.EmbedBackoff < 0 || c.MaxChunks < 0:
-		return errors.New("knowledge: EmbedBatch, EmbedAttempts, EmbedBackoff and MaxChunks must not be negative")
+	case c.EmbedBatch < 0 || c.EmbedAttempts < 0 || c.EmbedBackoff < 0 || c.MaxChunks < 0 || c.MaxEventBytes < 0:
+		return errors.New("knowledge: EmbedBatch, EmbedAttempts, EmbedBackoff, MaxChunks and MaxEventBytes must not be negative")
 	}
 	return nil
 }
@@ -275,6 +290,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.MaxChunks == 0 {
 		c.MaxChunks = DefaultMaxChunks
+	}
+	if c.MaxEventBytes == 0 {
+		c.MaxEventBytes = DefaultMaxEventBytes
 	}
 	if c.Now == nil {
 		c.Now = time.Now

@@ -3,10 +3,12 @@ package knowledge_test
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/troupe-run/troupe/knowledge"
-	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/pipelines/rag"
 )
@@ -66,36 +68,63 @@ func TestSameBytesReadAnotherWayReplaceTheChunks(t *testing.T) {
 	}
 }
 
-// A document stored before its format was recorded (an event without one) is
-// taken as read the way it is now: its bytes sent again are unchanged, nothing is
-// embedded, so an upgrade does not convert and embed every base anew.
-func TestDocumentStoredWithoutAFormatIsUnchanged(t *testing.T) {
+// A document stored before its format was recorded (an event without one) was
+// read by the code before the current conversion (rag.ConversionVersion 1: the
+// table and heading fixes): node rag add of its file, its bytes unchanged, reads
+// it again and replaces its chunks, once; the next run finds it unchanged and
+// embeds nothing. It was taken as read the way it is now and skipped for good,
+// so an upgrade never reached the chunks stored before it (here a table's rows
+// of empty cells, which version 1 leaves out). A document whose event recorded
+// its format but not the conversion's version was read by version 1 (both came
+// in one change): it stays unchanged.
+func TestDocumentStoredBeforeTheCurrentConversionIsReadAgainOnce(t *testing.T) {
 	ctx := testCtx(t)
 	f := newFixture(t)
 	b := f.base(t, "docs")
-	body := []byte("# Notes\n\nKeep the backups for a week.\n")
-	vs, _ := llm.HashingEmbedder{}.Embed(ctx, []string{"Keep the backups for a week."})
-	env, err := messages.NewEnvelope(&messages.KBDocumentIngested{Reason: "new document", Source: "notes.md", Hash: rag.DocumentHash(body),
-		Bytes: len(body), MarkdownBytes: len(body), Embedder: "hashing", Chunks: []messages.KBChunk{{ChunkID: "c_old", Tokens: 7,
-			HeadingPath: []string{"# Notes"}, End: len(body), Text: "Keep the backups for a week.", Vector: messages.Vector(vs[0])}}})
-	if err != nil {
-		t.Fatal(err)
+	dir := t.TempDir()
+	sheet, current := filepath.Join(dir, "stock.csv"), filepath.Join(dir, "notes.md")
+	sheetBody := []byte("item,qty\nbolts,4\n,,\n,,\n")
+	notesBody := []byte("# Notes\n\nKeep the backups for a week.\n")
+	for path, body := range map[string][]byte{sheet: sheetBody, current: notesBody} {
+		if err := os.WriteFile(path, body, 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
-	env.ID, env.SessionID, env.Seq, env.TS, env.Actor = "kb-old", knowledge.Stream("docs"), 1, t0.UnixMicro(), "knowledge"
-	if err := f.log.Append(ctx, []messages.Envelope{env}); err != nil {
-		t.Fatal(err)
+	stale := "| item | qty |\n|---|---|\n| bolts | 4 |\n|  |  |\n|  |  |"
+	appendStored(t, f, "docs", 1, &messages.KBDocumentIngested{Reason: "new document", Source: sheet, Hash: rag.DocumentHash(sheetBody),
+		Bytes: len(sheetBody), MarkdownBytes: len(stale), Embedder: "hashing", Chunks: []messages.KBChunk{{ChunkID: "c_old", Tokens: 20,
+			End: len(stale), Text: stale}}})
+	appendStored(t, f, "docs", 2, &messages.KBDocumentIngested{Reason: "new document", Source: current, Hash: rag.DocumentHash(notesBody),
+		Bytes: len(notesBody), MarkdownBytes: len(notesBody), Embedder: "hashing", Format: "markdown", Chunks: []messages.KBChunk{{ChunkID: "c_notes",
+			Tokens: 7, HeadingPath: []string{"# Notes"}, End: len(notesBody), Text: "Keep the backups for a week."}}})
+
+	res, err := knowledge.AddFolder(ctx, b, []string{dir}, knowledge.FolderOptions{})
+	if err != nil || len(res.Failed) != 0 || res.Replaced != 1 || res.Unchanged != 1 {
+		t.Fatalf("the first run after the upgrade = %+v, %v; want %s replaced (read again), %s unchanged", res, err, sheet, current)
 	}
-	if r, err := b.Add(ctx, "notes.md", body, ""); err != nil || r.Status != knowledge.StatusUnchanged {
-		t.Fatalf("Add of the bytes of a document stored without a format = %+v, %v; want unchanged", r, err)
+	hits, _ := b.Chunks(sheet)
+	if len(hits) != 1 || strings.Contains(hits[0].Content, "|  |") || !strings.Contains(hits[0].Content, "bolts") {
+		t.Fatalf("chunks of %s after the run: %+v; want the table read by the current conversion, without its empty rows", sheet, hits)
 	}
-	if r, err := b.AddText(ctx, "notes.md", string(body), ""); err != nil || r.Status != knowledge.StatusUnchanged {
-		t.Fatalf("AddText of them = %+v, %v; want unchanged", r, err)
+	for _, d := range b.Documents() {
+		if d.Source == sheet && d.Format != "csv" {
+			t.Errorf("%s is recorded as read as %q; want csv", sheet, d.Format)
+		}
 	}
-	if n := f.emb.calls.Load(); n != 0 {
-		t.Errorf("%d embedder calls for documents stored already", n)
+	es := events(t, f.log, "docs")
+	if p, err := es[len(es)-1].Decode(); err != nil || p.(*messages.KBDocumentIngested).Conversion != rag.ConversionVersion {
+		t.Errorf("the event of the reading again = %+v, %v; want conversion %d recorded", p, err, rag.ConversionVersion)
 	}
-	if docs := b.Documents(); len(docs) != 1 || docs[0].Format != "" {
-		t.Errorf("documents %+v; want notes.md without a format", docs)
+	calls := f.emb.calls.Load()
+	res, err = knowledge.AddFolder(ctx, b, []string{dir}, knowledge.FolderOptions{})
+	if err != nil || res.Unchanged != 2 || res.Replaced+res.Added != 0 {
+		t.Fatalf("the second run = %+v, %v; want both unchanged", res, err)
+	}
+	if n := f.emb.calls.Load(); n != calls {
+		t.Errorf("%d embedder calls in a run of unchanged documents", n-calls)
+	}
+	if n := len(events(t, f.log, "docs")); n != 3 {
+		t.Errorf("%d events; want 3 (the two stored, the reading again)", n)
 	}
 }
 

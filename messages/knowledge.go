@@ -40,6 +40,14 @@ type KBChunk struct {
 
 // KBDocumentIngested records a document's ingestion: Chunks is its whole chunk set,
 // which replaces every chunk an earlier version of Source had.
+//
+// A chunk set too large for one event (knowledge.Config.MaxEventBytes) is
+// recorded in Parts events appended together, in one Append, at consecutive
+// seqs: Part 1 replaces the document's chunks as a whole event does, and each
+// next part (Part 2 to Parts), with the same Source and Hash, adds its chunks to
+// that version. Every part repeats the document's fields (Key, Reason, Bytes,
+// Embedder, Format, Conversion). Part and Parts are 0 in an event that holds the
+// whole chunk set.
 type KBDocumentIngested struct {
 	Key    string `json:"key,omitempty"`
 	Reason string `json:"reason"`
@@ -58,7 +66,16 @@ type KBDocumentIngested struct {
 	// ("markdown", "text", "html", "pdf", …), or "text/markdown" for a text sent
 	// as Markdown; "" in an event written before it was recorded. The same bytes
 	// read another way are another version of the document.
-	Format string    `json:"format,omitempty"`
+	Format string `json:"format,omitempty"`
+	// Conversion is the version of the conversion and chunking that read the
+	// document (rag.ConversionVersion); 0 in an event written before it was
+	// recorded. A document read by an older one than the ingester's is read
+	// again when it is sent again, unchanged bytes or not.
+	Conversion int `json:"conversion,omitempty"`
+	// Part and Parts say which part of a chunk set split across several events
+	// this is (see above): 0 when the event holds it whole.
+	Part   int       `json:"part,omitempty"`
+	Parts  int       `json:"parts,omitempty"`
 	Chunks []KBChunk `json:"chunks"`
 }
 

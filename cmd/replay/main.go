@@ -525,6 +525,11 @@ func summary(p messages.Payload) string {
 		for _, c := range p.Chunks {
 			tokens += c.Tokens
 		}
+		if p.Parts > 1 {
+			// One of the events of a chunk set split across several.
+			return fmt.Sprintf("document %s ingested (%s), part %d of %d: %d bytes, %d chunks, %d tokens, embedder %s",
+				clip(p.Source), clip(p.Reason), p.Part, p.Parts, p.Bytes, len(p.Chunks), tokens, p.Embedder)
+		}
 		return fmt.Sprintf("document %s ingested (%s): %d bytes, %d chunks, %d tokens, embedder %s",
 			clip(p.Source), clip(p.Reason), p.Bytes, len(p.Chunks), tokens, p.Embedder)
 	case *messages.KBDocumentRemoved:

@@ -99,6 +99,14 @@ func kindOf(name, file string, data func() []byte) string {
 	return sniff(data())
 }
 
+// ConversionVersion is the version of the reading of documents: Convert, Split
+// and Pack. Raise it with a change that gives other chunks for the same bytes in
+// the same format (a table's rows, a heading's bounds), so that a store that
+// records it reads the documents it holds again when they are sent again,
+// rather than skip them as unchanged. Version 1: tables leave out the rows and
+// columns without text, a heading over MaxHeadingBytes is a paragraph.
+const ConversionVersion = 1
+
 // Format names the way ConvertFile reads a document named name that came as the
 // file file: "markdown", "text", "html", "csv", "json", "xlsx", "docx", "pdf",
 // "code/" and the language for source code ("code/go"), "" for content it does
