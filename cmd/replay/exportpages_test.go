@@ -17,7 +17,7 @@ import (
 // pageCountingLog is a SQLite log that fails its test when session is read
 // whole (Read, or ReadN unbounded) and records the most events and payload
 // bytes one read of it returned. atEnd, when set, runs once, at the first read
-// of session that finds no more events.
+// of session that finds its end (fewer events than asked for, not cut by bytes).
 type pageCountingLog struct {
 	*sqlite.Log
 	t            *testing.T
@@ -51,7 +51,7 @@ func (l *pageCountingLog) ReadN(ctx context.Context, id string, from uint64, n, 
 		size += len(e.Payload)
 	}
 	l.mostBytes = max(l.mostBytes, size)
-	if len(events) == 0 && l.atEnd != nil && !l.atEndStarted {
+	if len(events) < n && size < maxBytes && l.atEnd != nil && !l.atEndStarted {
 		l.atEndStarted = true
 		l.atEnd()
 	}
@@ -169,6 +169,9 @@ func TestExportReadsTheSessionAPageAtATime(t *testing.T) {
 			if !strings.Contains(stderr.String(), fmt.Sprintf("exported %d events of session %s", n, session)) {
 				t.Errorf("export to %s said %q", out, stderr.String())
 			}
+		}
+		if log.atEnd != nil && !log.atEndStarted {
+			t.Errorf("export to %q never read to the session's end", out)
 		}
 		if !bytes.Equal(got, want.Bytes()) {
 			t.Errorf("export to %q: %d bytes differ from the %d of the session's export at once", out, len(got), want.Len())
