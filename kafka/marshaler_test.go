@@ -230,3 +230,44 @@ func TestDefaultMarshalerKeyAndSessionHeaderDiffer(t *testing.T) {
 		}
 	}
 }
+
+// messages.RepeatedHeaderNames reads back the names of the headers the
+// marshaler lists in messages.MetaRepeatedHeaders, and whether it lists the
+// key, whatever their values hold: quotes, the list's own separators and a
+// name's form, a value cut by its head (in the middle of a multi-byte
+// character), a key that is no UTF-8. A list of another form is not read.
+func TestRepeatedHeaderNamesReadsTheMarshalersList(t *testing.T) {
+	h := func(k, v string) kafkago.Header { return kafkago.Header{Key: k, Value: []byte(v)} }
+	hostile := `a", "session_id"="b`
+	cut := strings.Repeat("x", 63) + "é" + strings.Repeat("y", 40)
+	cases := []struct {
+		name    string
+		key     []byte
+		headers []kafkago.Header
+		names   []string
+		hasKey  bool
+	}{
+		{"type", nil, []kafkago.Header{h("type", "task.submitted"), h("type", "task.cancel")}, []string{"type"}, false},
+		{"a value holding the list's form", nil, []kafkago.Header{h("type", hostile), h("type", "x")}, []string{"type"}, false},
+		{"a value cut", nil, []kafkago.Header{h("Type", cut), h("Type", cut+"z")}, []string{"Type"}, false},
+		{"the UUID and the type", nil, []kafkago.Header{h(kafka.HeaderUUID, "m-1"), h("type", "a"), h(kafka.HeaderUUID, "m-2"), h("type", "b")},
+			[]string{kafka.HeaderUUID, "type"}, false},
+		{"the key", []byte("s-1\xff" + hostile), []kafkago.Header{h("session_id", hostile)}, []string{"session_id"}, true},
+	}
+	for _, c := range cases {
+		msg, err := kafka.DefaultMarshaler{}.Unmarshal(kafkago.Message{Topic: "troupe.tasks", Key: c.key, Headers: c.headers})
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		list := msg.Metadata[messages.MetaRepeatedHeaders]
+		names, key, ok := messages.RepeatedHeaderNames(list)
+		if !ok || key != c.hasKey || strings.Join(names, "|") != strings.Join(c.names, "|") {
+			t.Errorf("%s: RepeatedHeaderNames(%q) = %q, key %v, %v; want %q, key %v", c.name, list, names, key, ok, c.names, c.hasKey)
+		}
+	}
+	for _, list := range []string{"", "type=a, type=b", `"type"="a"; "type"="b"`, `"type"="a", `, `"type"`, `"type"="a"… (90`, `key=s-1`} {
+		if names, key, ok := messages.RepeatedHeaderNames(list); ok {
+			t.Errorf("RepeatedHeaderNames(%q) = %q, key %v, true; want false", list, names, key)
+		}
+	}
+}

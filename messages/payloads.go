@@ -358,7 +358,8 @@ const (
 	ReasonSessionFailed = "session_failed"
 	// ReasonRejected: the node refused the task as bad before it reached its
 	// session (a rule of the task broken: max_steps out of range, an unknown agent,
-	// a bad deadline_ms, session_id or ID header, an input over the limit, …);
+	// a bad deadline_ms, session_id or ID header, an input over the limit, an
+	// unknown type header, a header given different values, …);
 	// the error is the refusal's reason. Only a task of the tasks topic gets a
 	// result so (over HTTP the refusal is a 400): on troupe.results and its
 	// reply_topic, never recorded: the task never existed in its session.

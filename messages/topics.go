@@ -1,6 +1,10 @@
 package messages
 
-import "strings"
+import (
+	"slices"
+	"strconv"
+	"strings"
+)
 
 // Bus topics. Every message on them is keyed by session ID.
 const (
@@ -92,6 +96,50 @@ func DecidingHeader(name string) bool {
 		}
 	}
 	return false
+}
+
+// RepeatedHeaderNames reads a MetaRepeatedHeaders list: the names of the headers
+// it lists, each once, in the order they first appear, and whether it lists the
+// record's key (key="…", which the MetaSessionID header contradicts). ok is false
+// when list is not of that form (names and key are then unknown).
+func RepeatedHeaderNames(list string) (names []string, key, ok bool) {
+	s := list
+	for s != "" {
+		if rest, isKey := strings.CutPrefix(s, "key="); isKey {
+			s, key = rest, true
+		} else {
+			q, err := strconv.QuotedPrefix(s)
+			if err != nil {
+				return nil, false, false
+			}
+			name, _ := strconv.Unquote(q)
+			if s, ok = strings.CutPrefix(s[len(q):], "="); !ok {
+				return nil, false, false
+			}
+			if !slices.Contains(names, name) {
+				names = append(names, name)
+			}
+		}
+		// The value, quoted by QuoteHead: "…", or its head and "… (N bytes)".
+		q, err := strconv.QuotedPrefix(s)
+		if err != nil {
+			return nil, false, false
+		}
+		s = s[len(q):]
+		if rest, cut := strings.CutPrefix(s, "… ("); cut {
+			i := strings.Index(rest, " bytes)")
+			if i < 0 {
+				return nil, false, false
+			}
+			s = rest[i+len(" bytes)"):]
+		}
+		if s != "" {
+			if s, ok = strings.CutPrefix(s, ", "); !ok || s == "" {
+				return nil, false, false
+			}
+		}
+	}
+	return names, key, list != ""
 }
 
 // BusMessageMax bounds the encoded message that goes on the bus as it is, under the

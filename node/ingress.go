@@ -16,6 +16,7 @@ import (
 
 	"github.com/troupe-run/troupe/actors"
 	"github.com/troupe-run/troupe/internal/textclip"
+	"github.com/troupe-run/troupe/kafka"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/redact"
 )
@@ -639,49 +640,105 @@ const maxRejectionID = 4096
 // reason is (maxPoisonReason).
 const maxRejectionError = 4096
 
-// rejection reads, from a task of the tasks topic that decode refused with
-// refusal (wrapping ErrBadTask), what a result of it needs: its session and task
-// IDs as the client matches them, and its reply_topic. It reports false when the
-// record did not parse far enough to say them (malformed JSON, keys the rules
-// refuse, a session_id, task_id or reply_topic of another JSON type, an envelope
-// that does not decode), when the task is a sub-agent's (its parent waits on the
-// delegate call, not on a topic), or when its task ID cannot be named back (not
-// UTF-8, over maxRejectionID, or changed by the redactor: a secret in it).
-func (in *Ingress) rejection(a Arrival, refusal error) (rejection, bool) {
-	if a.Source != SourceBus || len(a.Payload) == 0 || !utf8.Valid(a.Payload) || !messages.ValidJSON(a.Payload) {
-		return rejection{}, false
+// recordHeaders is what a record's headers tell a rejection besides its
+// Arrival (recordHeadersOf).
+type recordHeaders struct {
+	// session reports that they leave the record's session in doubt: its key and
+	// its session_id header name different sessions, or that header is given
+	// different values (messages.MetaRepeatedHeaders). Arrival.Key, the header's
+	// last value, then names no session: only the body's session_id does.
+	session bool
+	// id reports that they give its ID header different values: Arrival.MessageID,
+	// the last, then names no task: only the body's task_id (or envelope) does.
+	id bool
+	// quoted are the names and values of its headers, sorted: a refusal of it
+	// may quote them by their head (the type header's).
+	quoted []string
+}
+
+// recordHeadersOf reads the headers of a message of the tasks topic.
+func recordHeadersOf(msg *message.Message) recordHeaders {
+	var h recordHeaders
+	if list := msg.Metadata.Get(messages.MetaRepeatedHeaders); list != "" {
+		names, key, ok := messages.RepeatedHeaderNames(list)
+		h.session, h.id = key || !ok, !ok
+		for _, name := range names {
+			h.session = h.session || strings.EqualFold(name, messages.MetaSessionID)
+			h.id = h.id || name == kafka.HeaderUUID
+		}
+	}
+	for k, v := range msg.Metadata {
+		h.quoted = append(h.quoted, k, v)
+	}
+	slices.Sort(h.quoted)
+	return h
+}
+
+// rejection reads, from a task of the tasks topic that was refused with refusal
+// (wrapping ErrBadTask: by decode, or before it for its headers), what a result
+// of it needs: its session and task IDs as the client matches them, and its
+// reply_topic. It returns an error saying why there is none when the record did
+// not parse far enough to say them (malformed JSON, keys the rules refuse, a
+// session_id, task_id or reply_topic of another JSON type, an envelope that does
+// not decode), when they are left in doubt (h: a session or an ID that only its
+// headers, which disagree, would give), when the task is a sub-agent's (its
+// parent waits on the delegate call, not on a topic), or when its task ID cannot
+// be named back (not UTF-8, over maxRejectionID, or changed by the redactor: a
+// secret in it).
+func (in *Ingress) rejection(a Arrival, refusal error, h recordHeaders) (rejection, error) {
+	switch {
+	case a.Source != SourceBus:
+		return rejection{}, errors.New("not a record of the tasks topic")
+	case len(a.Payload) == 0:
+		return rejection{}, errors.New("the record has no value")
+	case !utf8.Valid(a.Payload):
+		return rejection{}, errors.New("its value is not UTF-8")
+	case !messages.ValidJSON(a.Payload):
+		return rejection{}, errors.New("its value is not JSON")
 	}
 	var (
 		t  Task
 		id = a.MessageID
 	)
+	if h.id {
+		id = ""
+	}
 	if isEnvelope(a.Payload) {
 		env, err := messages.Unmarshal(a.Payload)
-		if err != nil || env.Type != messages.TypeTaskSubmitted {
-			return rejection{}, false
+		if err != nil {
+			return rejection{}, errors.New("its envelope does not decode")
+		}
+		if env.Type != messages.TypeTaskSubmitted {
+			return rejection{}, fmt.Errorf("its envelope is no %s", messages.TypeTaskSubmitted)
 		}
 		p, err := env.Decode()
 		if err != nil {
-			return rejection{}, false
+			return rejection{}, errors.New("its envelope's payload does not decode")
 		}
 		ts := p.(*messages.TaskSubmitted)
 		if ts.Parent != nil {
-			return rejection{}, false
+			return rejection{}, errors.New("a sub-agent's task: its parent waits on its delegate call")
 		}
 		t = Task{SessionID: env.SessionID, TaskID: ts.TaskID, ReplyTopic: ts.ReplyTopic, Agent: ts.Agent}
 		id = env.ID
 		if t.SessionID == "" {
-			return rejection{}, false
+			return rejection{}, errors.New("its envelope names no session_id")
 		}
 	} else {
 		_, taskID, err := taskKeys(a.Payload)
-		if err != nil || taskID != nil && taskID[0] != '"' {
-			return rejection{}, false
+		if err != nil {
+			return rejection{}, errors.New("its value is no task's JSON object (a key the rules refuse, or given twice)")
+		}
+		if taskID != nil && taskID[0] != '"' {
+			return rejection{}, errors.New("its task_id is no string")
 		}
 		if err := json.Unmarshal(a.Payload, &t); err != nil {
 			var te *json.UnmarshalTypeError
-			if !errors.As(err, &te) || te.Field == "session_id" || te.Field == "task_id" || te.Field == "reply_topic" {
-				return rejection{}, false
+			if !errors.As(err, &te) {
+				return rejection{}, errors.New("its value does not decode as a task")
+			}
+			if te.Field == "session_id" || te.Field == "task_id" || te.Field == "reply_topic" {
+				return rejection{}, fmt.Errorf("its %s is no string", te.Field)
 			}
 			// Another field of another type: json.Unmarshal filled the rest.
 		}
@@ -690,7 +747,7 @@ func (in *Ingress) rejection(a Arrival, refusal error) (rejection, bool) {
 	// across that cut leaves its head, which the redactor no longer knows for one.
 	// Each value it may quote so is put back redacted before the whole is.
 	text := refusal.Error()
-	for _, v := range []string{t.Agent, t.TaskID, t.SessionID, a.Key, a.MessageID, id} {
+	for _, v := range append([]string{t.Agent, t.TaskID, t.SessionID, a.Key, a.MessageID, id}, h.quoted...) {
 		if red := in.redactor.String(v); red != v {
 			text = strings.ReplaceAll(text, QuoteHead(v), QuoteHead(red))
 		}
@@ -698,13 +755,24 @@ func (in *Ingress) rejection(a Arrival, refusal error) (rejection, bool) {
 	r := rejection{result: messages.TaskResult{Status: messages.StatusFailed, Reason: messages.ReasonRejected,
 		Error: textclip.Head(in.redactor.String(text), maxRejectionError)}}
 	name := cmp.Or(t.TaskID, id)
-	if name == "" || len(name) > maxRejectionID || !utf8.ValidString(name) || in.redactor.String(name) != name {
-		return rejection{}, false
+	switch {
+	case name == "" && h.id:
+		return rejection{}, errors.New("it names no task_id, and its record gives its ID header more than one value")
+	case name == "":
+		return rejection{}, errors.New("it names no task_id, and its record no ID")
+	case len(name) > maxRejectionID:
+		return rejection{}, fmt.Errorf("its task's name (task_id, else its ID) is %d bytes long, over %d", len(name), maxRejectionID)
+	case !utf8.ValidString(name):
+		return rejection{}, errors.New("its task's name (task_id, else its ID) is not UTF-8")
+	case in.redactor.String(name) != name:
+		return rejection{}, errors.New("its task's name (task_id, else its ID) holds a secret")
 	}
 	r.result.TaskID = name
 	session := t.SessionID
 	switch {
 	case session != "":
+	case h.session:
+		return rejection{}, errors.New("it names no session_id, and its record's key and session_id header name different sessions")
 	case a.Key != "":
 		session = a.Key
 	case t.TaskID != "":
@@ -724,5 +792,5 @@ func (in *Ingress) rejection(a Arrival, refusal error) (rejection, bool) {
 	if t.ReplyTopic != "" && checkReplyTopic(t.ReplyTopic) == nil && in.checkReplyTopicRoom(t.ReplyTopic) == nil {
 		r.reply = t.ReplyTopic
 	}
-	return r, true
+	return r, nil
 }

@@ -168,3 +168,47 @@ func TestRefusedKafkaTaskWithAnIllegalReplyTopicIsToldOnResultsOnly(t *testing.T
 		t.Errorf("%d records on the refused reply topic %s; want none", len(on), illegal)
 	}
 }
+
+// A record refused for its headers before it is decoded (kcat -H type=… given
+// twice with different values, a typo in its type) went to troupe.poison only:
+// its client, waiting on its reply_topic for its task_id's result, waited for
+// ever. It gets the rejected result a task refused for its body gets, on its
+// reply topic and on troupe.results, as the poisoned record's reason says why;
+// one whose key and session_id header name different sessions, with no
+// session_id in its body, gets none (its session is in doubt, and a task of its
+// task_id may run in either). Each record is poisoned once; the partition moves.
+func TestKafkaTaskRefusedForItsHeadersGetsARejectedResult(t *testing.T) {
+	k := newKafkaEnv(t)
+	k.node(t)
+	stamp := time.Now().Format("150405.000000")
+	session, other, replies := "headers-"+stamp, "header-other-"+stamp, "replies.headers"
+	typ := func(v string) kgo.Header { return kgo.Header{Key: messages.MetaType, Value: []byte(v)} }
+	k.produce(t,
+		kgo.Message{Key: []byte(session), Value: []byte(`{"input":"echo one","task_id":"twice","reply_topic":"` + replies + `"}`),
+			Headers: []kgo.Header{typ(string(messages.TypeTaskSubmitted)), typ(string(messages.TypeCancelRequested))}},
+		kgo.Message{Key: []byte(session), Value: []byte(`{"input":"echo two","task_id":"typo","reply_topic":"` + replies + `"}`),
+			Headers: []kgo.Header{typ("task.submited")}},
+		kgo.Message{Key: []byte(session), Value: []byte(`{"input":"echo three","task_id":"doubt"}`),
+			Headers: []kgo.Header{{Key: messages.MetaSessionID, Value: []byte(other)}}},
+		kgo.Message{Key: []byte(session), Value: []byte(`{"input":"echo next","task_id":"next"}`)},
+	)
+	if res, ok := waitTaskResult(t, k, session, "next", 45*time.Second); !ok || res.Status != messages.StatusCompleted {
+		t.Fatalf("task next: %+v (found %v), want it completed", res, ok)
+	}
+	for name, want := range map[string]string{"twice": `more than one value to the header "type"`, "typo": `unknown type "task.submited"`} {
+		for _, topic := range []string{replies, messages.TopicResults} {
+			res, ok := waitReply(t, k, topic, session, name, 30*time.Second)
+			if !ok || res.Status != messages.StatusFailed || res.Reason != messages.ReasonRejected || !strings.Contains(res.Error, want) {
+				t.Errorf("task %s on %s: %+v (found %v); want it rejected, its error saying %s", name, topic, res, ok, want)
+			}
+		}
+	}
+	for _, s := range []string{session, other} {
+		if res, ok := waitTaskResult(t, k, s, "doubt", time.Second); ok {
+			t.Errorf("task doubt: %+v; want no result, its session in doubt", res)
+		}
+	}
+	if reasons := poisonReasons(t, k, session, other); len(reasons) != 3 {
+		t.Errorf("poisoned with %q; want each refused record once", reasons)
+	}
+}

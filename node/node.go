@@ -998,12 +998,16 @@ func (n *Node) handleTask(msg *message.Message) error {
 		// -H type=task.cancel) reaches the node with the last one only: run as it,
 		// a cancellation could start the work it meant to stop. One whose session_id
 		// header names another session than its key would run in the header's.
-		return fmt.Errorf("%w: message %s: its record gives a header more than one value, or a session_id header other than its key (%s): this node cannot tell which is meant: give each header once, and a session_id header only with its session's key",
-			errPermanent, idHead(msg.UUID), repeated)
+		// Its client, when the body says where it waits, is told (without the
+		// headers' values, which the list cuts where a secret may run on).
+		return n.refuseUndecoded(msg,
+			fmt.Errorf("%w: message %s: its record gives a header more than one value, or a session_id header other than its key (%s): this node cannot tell which is meant: give each header once, and a session_id header only with its session's key",
+				errPermanent, idHead(msg.UUID), repeated),
+			repeatedHeadersRefusal(repeated))
 	}
 	typ, header, err := taskTopicType(msg)
 	if err != nil {
-		return err
+		return n.refuseUndecoded(msg, fmt.Errorf("%w: message %s: %w", errPermanent, idHead(msg.UUID), err), err)
 	}
 	switch typ {
 	case messages.TypeCancelRequested, messages.TypeApprovalAnswer, messages.TypeMemoryCommand, messages.TypeDeltaWatch:
@@ -1028,9 +1032,10 @@ func (n *Node) handleTask(msg *message.Message) error {
 		// A type this node does not know (a typo such as "task.cancle", a kind of
 		// message of a newer build) is not a task: run as one, a cancellation
 		// would start the work it meant to stop.
-		return fmt.Errorf("%w: message %s: unknown type %s (header %s): the tasks topic takes a task (no type header, or %q), %q, %q, %q or %q",
-			errPermanent, idHead(msg.UUID), QuoteHead(typ), QuoteHead(header), messages.TypeTaskSubmitted,
+		refusal := fmt.Errorf("%w: unknown type %s (header %s): the tasks topic takes a task (no type header, or %q), %q, %q, %q or %q",
+			ErrBadTask, QuoteHead(typ), QuoteHead(header), messages.TypeTaskSubmitted,
 			messages.TypeCancelRequested, messages.TypeApprovalAnswer, messages.TypeMemoryCommand, messages.TypeDeltaWatch)
+		return n.refuseUndecoded(msg, fmt.Errorf("%w: message %s: %w", errPermanent, idHead(msg.UUID), refusal), refusal)
 	}
 	arrival := arrivalOf(msg)
 	if rt, ok := n.tasksSub.(RecordTimer); ok {
@@ -1151,7 +1156,7 @@ func hasDeadline(env messages.Envelope) bool {
 // wrote Type or TYPE (kcat -H Type=task.cancel) meant the type: read without it,
 // a cancellation would run as a task. So a header whose name is "type" in another
 // case is read as the type too, and headers that disagree (type=task.submitted
-// and Type=task.cancel; Type and TYPE) are refused (errPermanent), naming them,
+// and Type=task.cancel; Type and TYPE) are refused (ErrBadTask), naming them,
 // rather than one picked. A message without any is a task ("").
 func taskTopicType(msg *message.Message) (typ, header string, err error) {
 	typ, exact := msg.Metadata[messages.MetaType]
@@ -1182,8 +1187,37 @@ func taskTopicType(msg *message.Message) (typ, header string, err error) {
 	for i, k := range names {
 		headers[i] = QuoteHead(k) + "=" + QuoteHead(msg.Metadata[k])
 	}
-	return "", "", fmt.Errorf("%w: message %s: its type headers disagree (%s): Kafka header names are case-sensitive, and this node reads any case of %q as the type: give one type header",
-		errPermanent, idHead(msg.UUID), strings.Join(headers, ", "), messages.MetaType)
+	return "", "", fmt.Errorf("%w: its type headers disagree (%s): Kafka header names are case-sensitive, and this node reads any case of %q as the type: give one type header",
+		ErrBadTask, strings.Join(headers, ", "), messages.MetaType)
+}
+
+// repeatedHeadersRefusal is what the rejected result of a record that gives a
+// header different values says (list is its messages.MetaRepeatedHeaders): the
+// headers' names, not their values, which the list quotes by their heads.
+func repeatedHeadersRefusal(list string) error {
+	const fix = "this node cannot tell which is meant: give each header once, and a session_id header only with its session's key"
+	names, key, ok := messages.RepeatedHeaderNames(list)
+	if !ok {
+		return fmt.Errorf("%w: its record gives a header more than one value, or a session_id header other than its key: %s", ErrBadTask, fix)
+	}
+	var what []string
+	if key {
+		what = append(what, "a "+messages.MetaSessionID+" header other than its key")
+	}
+	var quoted []string
+	for _, name := range names {
+		if !key || name != messages.MetaSessionID { // listed as the key's contradiction
+			quoted = append(quoted, QuoteHead(name))
+		}
+	}
+	switch len(quoted) {
+	case 0:
+	case 1:
+		what = append(what, "more than one value to the header "+quoted[0])
+	default:
+		what = append(what, "more than one value to each of the headers "+strings.Join(quoted, ", "))
+	}
+	return fmt.Errorf("%w: its record gives %s: %s", ErrBadTask, strings.Join(what, ", and "), fix)
 }
 
 // Run serves until ctx is done: it resumes sessions left running by an earlier

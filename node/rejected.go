@@ -17,27 +17,32 @@ import (
 // the tasks topic that the ingress refused as bad (refusal wraps ErrBadTask), on
 // troupe.results and on its reply_topic when that topic passed the rules, so that
 // a client waiting for it learns at once why, as a 400 tells a client over HTTP.
-// The record then goes to troupe.poison as before; nothing is recorded in the
-// session's log. It publishes nothing when the record did not parse far enough to
-// say where its client waits (Ingress.rejection), when this process poisoned the
-// record already (read again: its result went out with it), or when a task of
-// the session answers to the same task_id (a named task sent again with a body
-// the rules refuse, a record whose ID header is a recorded task's): a failed
-// result of that name would be taken for that task's, which runs.
+// The refusal is decode's, or one made before it, for the record's headers
+// (refuseUndecoded). The record then goes to troupe.poison as before; nothing is
+// recorded in the session's log. It publishes nothing when this process poisoned
+// the record already (read again: its result went out with it); nor, logging
+// why, when the record did not parse far enough to say where its client waits
+// or its headers leave that in doubt (Ingress.rejection), or when a task of the
+// session answers to the same task_id (a named task sent again with a body the
+// rules refuse, a record whose ID header is a recorded task's): a failed result
+// of that name would be taken for that task's, which runs.
 //
 // The result is the same whenever the record is read again (after a crash, or
-// a failed publish to troupe.poison): the same message ID, "<task_id>/rejected",
-// and the same content, so that a consumer deduping by task_id keeps one. It is
+// a failed publish to troupe.poison): the same message ID (rejectedID: one per
+// session and task_id) and the same content, so that a consumer deduping by
+// message ID, or by session and task_id, keeps one. It is
 // published to troupe.results before the record is poisoned: an error (the
 // broker down, the log unreadable) is returned, and the record handled again.
 // The copy on the reply topic goes through the outbox's lane of that topic, as
 // a result's copy does (a reply topic the broker refuses holds nothing else).
 func (n *Node) rejectTask(msg *message.Message, a Arrival, refusal error) error {
-	r, ok := n.ingress.rejection(a, refusal)
-	if !ok {
+	if key, ok := n.recordCoordinates(msg); ok && n.poisoned != nil && n.poisoned.has(key) {
 		return nil
 	}
-	if key, ok := n.recordCoordinates(msg); ok && n.poisoned != nil && n.poisoned.has(key) {
+	r, why := n.ingress.rejection(a, refusal, recordHeadersOf(msg))
+	if why != nil {
+		n.cfg.Logger.Warn("task refused as bad: no result published, its record does not say where its client waits", "message", idHead(msg.UUID),
+			"why", why.Error())
 		return nil
 	}
 	if r.session {
@@ -67,7 +72,7 @@ func (n *Node) rejectTask(msg *message.Message, a Arrival, refusal error) error 
 	if err != nil {
 		return nil
 	}
-	out := message.NewMessage(r.result.TaskID+"/rejected", b)
+	out := message.NewMessage(rejectedID(r.result.SessionID, r.result.TaskID), b)
 	out.Metadata.Set(messages.MetaSessionID, r.result.SessionID)
 	if r.reply != "" && n.outbox != nil && n.outbox.HasReaders(r.reply) {
 		if err := n.outbox.Publish(r.reply, out.Copy()); err != nil {
@@ -80,6 +85,40 @@ func (n *Node) rejectTask(msg *message.Message, a Arrival, refusal error) error 
 		}
 	}
 	return nil
+}
+
+// rejectedID is the message ID of the rejected result of the task named taskID
+// (its task_id, else its record's ID) in session: the ID a task of that name
+// has there (namedTaskID) and "/rejected", as a result's is its task's event ID
+// and "/result". Two sessions refusing one task_id publish two IDs, which a
+// consumer deduping by message ID keeps apart (with "<task_id>/rejected" it kept
+// the first only), and the same record read again the same one. It is 45
+// bytes whatever the length of the task's name, well under MaxTaskMessageID
+// (a name of up to maxRejectionID bytes made an ID of that length).
+func rejectedID(session, taskID string) string {
+	return namedTaskID(session, taskID) + "/rejected"
+}
+
+// refuseUndecoded is handleTask's answer to a record of the tasks topic it
+// refuses before decoding it, for its headers: a type this node does not know,
+// type headers that disagree, a header given different values or a session_id
+// header other than its key. poison is the error that sends the record to the
+// poison topic (it wraps errPermanent); refusal (wrapping ErrBadTask) is what its
+// rejected result says (rejectTask), published first when its body says where
+// its client waits, as for a task decode refused: without it, a client that put
+// a typo in its type header waited for its result for ever. A record whose body
+// is a reference to a stored task (messages.MetaStored, which only a node
+// writes) gets none: its task is not read.
+func (n *Node) refuseUndecoded(msg *message.Message, poison, refusal error) error {
+	if msg.Metadata.Get(messages.MetaStored) != "" {
+		n.cfg.Logger.Warn("task refused as bad: no result published, its record does not say where its client waits", "message", idHead(msg.UUID),
+			"why", "its value is a reference to a stored task (header "+messages.MetaStored+"), not read before its headers are sound")
+		return poison
+	}
+	if err := n.rejectTask(msg, arrivalOf(msg), refusal); err != nil {
+		return err // retried
+	}
+	return poison
 }
 
 // maxRejectionPages bounds the pages (of idTakenPage events) of its session's log

@@ -34,7 +34,8 @@ func TestRejectionRedactsAndNamesTheTaskAsTheClientMatchesIt(t *testing.T) {
 		if !errors.Is(err, ErrBadTask) {
 			t.Fatalf("%s: %v; want a refusal", a.Payload, err)
 		}
-		return in.rejection(a, err)
+		r, why := in.rejection(a, err, recordHeaders{})
+		return r, why == nil
 	}
 	a := bus(`{"input":"x","agent":"`+secret+`","reply_topic":"replies.me"}`, "s-1")
 	r, ok := reject(a)
@@ -85,8 +86,8 @@ func TestRejectionRedactsASecretAcrossTheQuotedHead(t *testing.T) {
 		if !errors.Is(err, ErrBadTask) {
 			t.Fatalf("%s: %v; want a refusal", a.Payload, err)
 		}
-		r, ok := in.rejection(a, err)
-		if !ok {
+		r, why := in.rejection(a, err, recordHeaders{})
+		if why != nil {
 			t.Fatalf("%s: no rejection", a.Payload)
 		}
 		if strings.Contains(r.result.Error+r.result.SessionID, head) {
