@@ -258,3 +258,36 @@ func appendStored(t *testing.T, f *fixture, name string, seq uint64, p messages.
 		t.Fatal(err)
 	}
 }
+
+// The events of a split document are of kb.document_ingested version 2, those
+// of a whole one of version 1: a node of a build from before the parts refuses
+// the parts (messages.ErrFutureVersion) instead of reading each as the whole
+// document, keeping the last one's chunks and deleting the others' vectors and
+// events, and still reads every document that is not split.
+func TestASplitDocumentIsWrittenInVersion2(t *testing.T) {
+	ctx := testCtx(t)
+	f := newFixture(t, boundedEvents(32<<10))
+	b := f.base(t, "docs")
+	if _, err := b.Add(ctx, "big.md", []byte(bigGuide(600)), ""); err != nil {
+		t.Fatal(err)
+	}
+	addText(t, b, "small.md", "# Small\n\nOne chunk.\n")
+	split := 0
+	for _, e := range events(t, f.log, "docs") {
+		p, err := e.Decode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		in := p.(*messages.KBDocumentIngested)
+		want := 1
+		if in.Source == "big.md" {
+			want, split = 2, split+1
+		}
+		if e.Version != want {
+			t.Errorf("seq %d (%s, part %d of %d) is of version %d; want %d", e.Seq, in.Source, in.Part, in.Parts, e.Version, want)
+		}
+	}
+	if split < 2 {
+		t.Fatalf("big.md is in %d events; want it split", split)
+	}
+}
