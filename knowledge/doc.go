@@ -58,7 +58,7 @@
 // embedder embedded again. A document read by an older conversion, or stored
 // before its format was recorded (by the code before the table and heading fixes
 // of version 1), is converted and embedded anew when it is sent again, once:
-// StatusReplaced. Base.AddText takes Markdown for callers that send
+// StatusReplaced; so is a split version the fold did not find whole. Base.AddText takes Markdown for callers that send
 // {source, content}; Base.Remove removes a document in one kb.document_removed
 // event. Writes work like memory's (both are internal/entity's Stream.Write): they
 // fold what the stream gained, decide against the fold, append at the next seq,
