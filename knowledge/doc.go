@@ -45,8 +45,10 @@
 // replay never calls the embedder. The write is one event, or, when the chunk set
 // is over Config.MaxEventBytes (16 MiB) of JSON, several appended together (its
 // parts: messages.KBDocumentIngested.Part), each under the bound, which the fold
-// joins into the one version; a chunk that alone is over it is refused with
-// ErrTooLarge, naming the document. A document whose rag.DocumentHash is the
+// joins into the one version (the parts are of kb.document_ingested version 2,
+// which a build from before them refuses instead of reading a part as the whole
+// document; a document in one event is of version 1); a chunk that alone is over
+// it is refused with ErrTooLarge, naming the document. A document whose rag.DocumentHash is the
 // stored one, read the same way (rag.Format; a text sent as Markdown is
 // "text/markdown") by the same version of the conversion
 // (rag.ConversionVersion) and embedded by the same embedder
@@ -56,7 +58,7 @@
 // embedder embedded again. A document read by an older conversion, or stored
 // before its format was recorded (by the code before the table and heading fixes
 // of version 1), is converted and embedded anew when it is sent again, once:
-// StatusReplaced. Base.AddText takes Markdown for callers that send
+// StatusReplaced; so is a split version the fold did not find whole. Base.AddText takes Markdown for callers that send
 // {source, content}; Base.Remove removes a document in one kb.document_removed
 // event. Writes work like memory's (both are internal/entity's Stream.Write): they
 // fold what the stream gained, decide against the fold, append at the next seq,

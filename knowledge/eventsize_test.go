@@ -258,3 +258,96 @@ func appendStored(t *testing.T, f *fixture, name string, seq uint64, p messages.
 		t.Fatal(err)
 	}
 }
+
+// The events of a split document are of kb.document_ingested version 2, those
+// of a whole one of version 1: a node of a build from before the parts refuses
+// the parts (messages.ErrFutureVersion) instead of reading each as the whole
+// document, keeping the last one's chunks and deleting the others' vectors and
+// events, and still reads every document that is not split.
+func TestASplitDocumentIsWrittenInVersion2(t *testing.T) {
+	ctx := testCtx(t)
+	f := newFixture(t, boundedEvents(32<<10))
+	b := f.base(t, "docs")
+	if _, err := b.Add(ctx, "big.md", []byte(bigGuide(600)), ""); err != nil {
+		t.Fatal(err)
+	}
+	addText(t, b, "small.md", "# Small\n\nOne chunk.\n")
+	split := 0
+	for _, e := range events(t, f.log, "docs") {
+		p, err := e.Decode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		in := p.(*messages.KBDocumentIngested)
+		want := 1
+		if in.Source == "big.md" {
+			want, split = 2, split+1
+		}
+		if e.Version != want {
+			t.Errorf("seq %d (%s, part %d of %d) is of version %d; want %d", e.Seq, in.Source, in.Part, in.Parts, e.Version, want)
+		}
+	}
+	if split < 2 {
+		t.Fatalf("big.md is in %d events; want it split", split)
+	}
+}
+
+// A version split across events of which the fold found only some — the first
+// part without the next — holds only some of its chunks: the same bytes added
+// again are ingested again, whole, instead of being taken as unchanged for good.
+func TestADocumentStoredInSomeOfItsPartsIsIngestedAgain(t *testing.T) {
+	ctx := testCtx(t)
+	f := newFixture(t, boundedEvents(32<<10))
+	body := []byte(bigGuide(600))
+	full, err := f.base(t, "full").Add(ctx, "big.md", body, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	es := events(t, f.log, "full")
+	first, err := es[0].Decode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := first.(*messages.KBDocumentIngested); p.Part != 1 || p.Parts < 2 || len(es) != p.Parts {
+		t.Fatalf("the first event of big.md is part %d of %d, in %d events; want it split", p.Part, p.Parts, len(es))
+	}
+	appendStored(t, f, "docs", 1, first)
+	b := f.base(t, "docs")
+	if hits, _ := b.Chunks("big.md"); len(hits) >= full.Chunks {
+		t.Fatalf("part 1 alone gives %d chunks of %d", len(hits), full.Chunks)
+	}
+
+	r, err := b.Add(ctx, "big.md", body, "")
+	if err != nil || r.Status != knowledge.StatusReplaced || r.Chunks != full.Chunks {
+		t.Fatalf("Add of the same bytes = %+v, %v; want it ingested again (replaced), %d chunks", r, err, full.Chunks)
+	}
+	if hits, _ := b.Chunks("big.md"); len(hits) != full.Chunks {
+		t.Fatalf("big.md has %d chunks after it; want %d", len(hits), full.Chunks)
+	}
+	es = events(t, f.log, "docs")
+	if p, err := es[1].Decode(); err != nil || !strings.Contains(p.(*messages.KBDocumentIngested).Reason, "stored in 1 of its") {
+		t.Errorf("the reason of the ingestion again = %+v, %v; want it to say the parts stored", p, err)
+	}
+	if r, err := b.Add(ctx, "big.md", body, ""); err != nil || r.Status != knowledge.StatusUnchanged || r.Chunks != full.Chunks {
+		t.Errorf("Add once more = %+v, %v; want unchanged, %d chunks", r, err, full.Chunks)
+	}
+}
+
+// The parts of a split ingestion are appended together, at consecutive seqs: a
+// part that does not follow the one before it is of another write (one whose
+// earlier parts the log lost), and is not folded into the version before it.
+func TestAPartNotAtTheNextSeqIsNotFolded(t *testing.T) {
+	f := newFixture(t)
+	part := func(n int, text string) *messages.KBDocumentIngested {
+		return &messages.KBDocumentIngested{Reason: "new document", Source: "x.md", Hash: "h", Bytes: 10, MarkdownBytes: 10,
+			Embedder: "hashing", Format: "markdown", Conversion: 1, Part: n, Parts: 2,
+			Chunks: []messages.KBChunk{{ChunkID: fmt.Sprintf("c_h%d", n), Index: n - 1, End: len(text), Text: text, Tokens: 3}}}
+	}
+	appendStored(t, f, "docs", 1, part(1, "first half"))
+	appendStored(t, f, "docs", 2, &messages.KBDocumentIngested{Reason: "new document", Source: "y.md", Hash: "y", Embedder: "hashing",
+		Format: "markdown", Conversion: 1, Chunks: []messages.KBChunk{{ChunkID: "c_y", Text: "why not", Tokens: 2}}})
+	appendStored(t, f, "docs", 3, part(2, "second half"))
+	if hits, ok := f.base(t, "docs").Chunks("x.md"); !ok || len(hits) != 1 || hits[0].Content != "first half" {
+		t.Fatalf("x.md = %+v (found %v); want its first part's chunk alone", hits, ok)
+	}
+}

@@ -212,6 +212,11 @@ type document struct {
 	updated time.Time
 }
 
+// whole reports whether every event of d's version was folded: a version split
+// across events (parts) of which some were not found (a log that lost them, an
+// append that stored only some) holds only some of its chunks.
+func (d *document) whole() bool { return len(d.seqs) >= d.parts }
+
 // conversionOf is the version of the reading (rag.ConversionVersion) that made
 // the chunks of an ingestion: as recorded, or 1 for an event that recorded its
 // format and not the version (the format and version 1's reading came in one
@@ -342,12 +347,14 @@ func (s *state) addChunks(e messages.Envelope, p *messages.KBDocumentIngested, d
 
 // applyPart folds part p.Part (from 2) of an ingestion split across events: its
 // chunks join the document's version that the earlier parts hold. A part that
-// does not follow them — its first part was compacted away, and a later event of
-// the source supersedes it (Base.compact) — holds nothing the fold needs: it is
-// not folded.
+// does not follow them, at the next seq (the parts are appended together) —
+// its first part was compacted away, and a later event of the source
+// supersedes it (Base.compact) — holds nothing the fold needs: it is not
+// folded.
 func (s *state) applyPart(e messages.Envelope, p *messages.KBDocumentIngested, eff *effect) error {
 	d := s.docs[p.Source]
-	if d == nil || d.hash != p.Hash || d.embedder != p.Embedder || d.format != p.Format || d.parts != p.Parts || len(d.seqs) != p.Part-1 {
+	if d == nil || d.hash != p.Hash || d.embedder != p.Embedder || d.format != p.Format || d.conversion != conversionOf(p) || d.parts != p.Parts ||
+		len(d.seqs) != p.Part-1 || e.Seq != d.seqs[len(d.seqs)-1]+1 {
 		return nil
 	}
 	tokens, err := s.addChunks(e, p, d, eff)

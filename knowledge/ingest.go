@@ -79,8 +79,9 @@ func CheckSource(source string) error {
 // chunk an earlier version of the source had. A document whose hash is the
 // stored one, read the same way (rag.Format: the bytes of guide.txt sent again as
 // guide.md are converted anew) by the current conversion (rag.ConversionVersion)
-// and embedded by the same embedder (Config.EmbedderName), is not converted,
-// embedded nor written: StatusUnchanged.
+// and embedded by the same embedder (Config.EmbedderName), and stored whole (all
+// the parts of a split one folded), is not converted, embedded nor written:
+// StatusUnchanged.
 // (Chunk options are not part of that test: to cut a document anew, Remove it
 // first.) A key applied
 // before returns the earlier result and writes nothing (another document under the
@@ -230,11 +231,16 @@ func (b *Base) ingest(ctx context.Context, source string, body []byte, key, form
 		}
 		ev.Reason = "new document"
 		res.Status = StatusAdded
+		same := func(d *document) bool { return d.hash == hash && d.embedder == b.cfg.EmbedderName }
 		switch d := b.st.docs[source]; {
 		case d == nil:
-		case d.hash == hash && d.embedder == b.cfg.EmbedderName && d.format == format:
+		case same(d) && (d.format == "" || d.format == format) && d.conversion < rag.ConversionVersion:
+			// A document whose event recorded no format is of conversion 0
+			// (conversionOf): read by the code before version 1.
 			ev.Reason, res.Status = fmt.Sprintf("read again by the current conversion (version %d; stored by version %d): replaces its chunks",
 				rag.ConversionVersion, d.conversion), StatusReplaced
+		case same(d) && d.format == format && !d.whole():
+			ev.Reason, res.Status = fmt.Sprintf("stored in %d of its %d parts: replaces its chunks", len(d.seqs), d.parts), StatusReplaced
 		default:
 			ev.Reason, res.Status = "changed document: replaces its chunks", StatusReplaced
 		}
@@ -388,9 +394,11 @@ func (b *Base) storedName(source string) string {
 // other vectors: they are ingested again. So is a document read by an older
 // conversion, or stored before its format was recorded (read by the code before
 // the table and heading fixes of version 1): sent again, it is converted and
-// embedded anew, once.
+// embedded anew, once. So is a version split across events that the fold did not
+// find whole (document.whole): sent again, it is stored whole.
 func (b *Base) unchanged(d *document, hash, format string) bool {
-	return d != nil && d.hash == hash && d.embedder == b.cfg.EmbedderName && d.format == format && d.conversion >= rag.ConversionVersion
+	return d != nil && d.hash == hash && d.embedder == b.cfg.EmbedderName && d.format == format && d.conversion >= rag.ConversionVersion &&
+		d.whole()
 }
 
 // keyResult is the result of an ingestion whose key was applied before.

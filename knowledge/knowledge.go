@@ -107,10 +107,15 @@ const (
 	DefaultMaxChunks = 4096
 	// DefaultMaxEventBytes bounds the payload of one kb.document_ingested event
 	// (Config.MaxEventBytes): a chunk set over it is split across several
-	// events of one write. 16 MiB: the most the SQLite log's writer groups in one
-	// transaction, half a ClickHouse insert's default (MaxBatchBytes), and far
-	// under what SQLite stores in one value (SQLITE_MAX_LENGTH, 1e9 bytes: over
-	// it the log refused a document's event, "string or blob too big").
+	// events of one write. What it bounds is one value of the log: 16 MiB is far
+	// under what SQLite stores in one (SQLITE_MAX_LENGTH, 1e9 bytes: over it the
+	// log refused a document's event, "string or blob too big"), and high
+	// enough that nearly every document is one event, read by every build
+	// (a split one's parts are of a newer schema version). It is no size the
+	// logs handle well: the ClickHouse log asks for payloads well under 1 MiB
+	// (eventlog/clickhouse, "Large payloads"), and it does not bound a write:
+	// the parts of a split document are one append, so one SQLite transaction
+	// or one ClickHouse INSERT, whatever their total (up to MaxChunks chunks).
 	DefaultMaxEventBytes = 16 << 20
 	// DefaultEmbedBatch is how many chunks one Embed call carries.
 	DefaultEmbedBatch = 32

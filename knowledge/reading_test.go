@@ -112,8 +112,11 @@ func TestDocumentStoredBeforeTheCurrentConversionIsReadAgainOnce(t *testing.T) {
 		}
 	}
 	es := events(t, f.log, "docs")
-	if p, err := es[len(es)-1].Decode(); err != nil || p.(*messages.KBDocumentIngested).Conversion != rag.ConversionVersion {
-		t.Errorf("the event of the reading again = %+v, %v; want conversion %d recorded", p, err, rag.ConversionVersion)
+	if p, err := es[len(es)-1].Decode(); err != nil {
+		t.Error(err)
+	} else if in := p.(*messages.KBDocumentIngested); in.Conversion != rag.ConversionVersion || !strings.HasPrefix(in.Reason, "read again by the current conversion") {
+		t.Errorf("the event of the reading again records conversion %d, reason %q; want conversion %d, and the reason that it is read again",
+			in.Conversion, in.Reason, rag.ConversionVersion)
 	}
 	calls := f.emb.calls.Load()
 	res, err = knowledge.AddFolder(ctx, b, []string{dir}, knowledge.FolderOptions{})

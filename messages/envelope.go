@@ -62,8 +62,11 @@ const (
 	TypeMCPSessionEnded Type = "mcp.session_ended"
 )
 
-// Versions is the current schema version of each type. Decoding an envelope whose
-// version is newer than this fails with ErrFutureVersion; older versions decode.
+// Versions is the current schema version of each type: the newest this build
+// writes and reads. Decoding an envelope whose version is newer than this fails
+// with ErrFutureVersion; older versions decode. A payload whose content needs no
+// newer version than an older one is written with that one (versioned), so that
+// a build which reads only the older one still reads it.
 var versions = map[Type]int{
 	TypeTaskSubmitted:      1,
 	TypeModelRequested:     1,
@@ -93,7 +96,9 @@ var versions = map[Type]int{
 	TypeMemoryBlockSet:     1,
 	TypeMemoryBlockDeleted: 1,
 	TypeMemoryRemembered:   1,
-	TypeKBDocumentIngested: 1,
+	// 2: a part of a document's chunk set split across events (Parts > 1), which
+	// a build reading version 1 only would take for the whole document.
+	TypeKBDocumentIngested: 2,
 	TypeKBDocumentRemoved:  1,
 	TypeModelDelta:         1,
 	TypeUISignedIn:         1,
@@ -108,7 +113,9 @@ var versions = map[Type]int{
 	TypeConfigRecorded:     1,
 }
 
-// CurrentVersion reports the schema version this build writes for t, and whether t is known.
+// CurrentVersion reports the newest schema version this build writes and reads
+// for t, and whether t is known. NewEnvelope may write a payload with an older
+// one, the one its content is of (kb.document_ingested: KBDocumentIngested).
 func CurrentVersion(t Type) (int, bool) {
 	v, ok := versions[t]
 	return v, ok
@@ -151,19 +158,35 @@ type Payload interface {
 	MessageType() Type
 }
 
-// NewEnvelope encodes p as the payload of a new envelope with the current schema version.
-// The caller fills in IDs, Seq, TS and Actor.
+// versioned is a payload whose schema version depends on its content: one that
+// needs nothing of its type's newest version says the older one it is of, and
+// is written with it.
+type versioned interface {
+	schemaVersion() int
+}
+
+// versionOf is the schema version p is written with (NewEnvelope): its type's
+// current one (CurrentVersion), or the older one its content is of.
+func versionOf(p Payload) int {
+	if v, ok := p.(versioned); ok {
+		return v.schemaVersion()
+	}
+	return versions[p.MessageType()]
+}
+
+// NewEnvelope encodes p as the payload of a new envelope with its schema version
+// (versionOf). The caller fills in IDs, Seq, TS and Actor.
 func NewEnvelope(p Payload) (Envelope, error) {
 	if a, ok := p.(jsonAppender); ok {
 		if b, ok := appendedJSON(a); ok {
-			return Envelope{Type: p.MessageType(), Version: versions[p.MessageType()], Payload: b}, nil
+			return Envelope{Type: p.MessageType(), Version: versionOf(p), Payload: b}, nil
 		}
 	}
 	b, err := json.Marshal(p)
 	if err != nil {
 		return Envelope{}, fmt.Errorf("messages: encode %s: %w", p.MessageType(), err)
 	}
-	return Envelope{Type: p.MessageType(), Version: versions[p.MessageType()], Payload: b}, nil
+	return Envelope{Type: p.MessageType(), Version: versionOf(p), Payload: b}, nil
 }
 
 // Marshal encodes an envelope: json.Marshal's bytes, by AppendEnvelope. The encoding
@@ -201,7 +224,12 @@ func Unmarshal(b []byte) (Envelope, error) {
 // Decode decodes the payload into its concrete type. Unknown types and versions newer
 // than this build are errors that name the session and seq.
 func (e Envelope) Decode() (Payload, error) {
-	cur, ok := versions[e.Type]
+	return e.decode(versions)
+}
+
+// decode is Decode by a build that reads the versions of table.
+func (e Envelope) decode(table map[Type]int) (Payload, error) {
+	cur, ok := table[e.Type]
 	if !ok {
 		return nil, fmt.Errorf("%w %q (session %s seq %d)", ErrUnknownType, e.Type, e.SessionID, e.Seq)
 	}

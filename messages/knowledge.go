@@ -48,6 +48,12 @@ type KBChunk struct {
 // that version. Every part repeats the document's fields (Key, Reason, Bytes,
 // Embedder, Format, Conversion). Part and Parts are 0 in an event that holds the
 // whole chunk set.
+//
+// The parts of a split chunk set are of schema version 2, an event that holds
+// it whole of version 1: a build that reads version 1 only (from before the
+// parts) refuses a part (ErrFutureVersion), where it would have read each part
+// as the whole document, kept the last one's chunks and dropped the others,
+// and still reads every document that is not split.
 type KBDocumentIngested struct {
 	Key    string `json:"key,omitempty"`
 	Reason string `json:"reason"`
@@ -89,6 +95,15 @@ type KBDocumentRemoved struct {
 
 // MessageType implements Payload.
 func (*KBDocumentIngested) MessageType() Type { return TypeKBDocumentIngested }
+
+// schemaVersion implements versioned: 2 for a part of a split chunk set, 1 for
+// a whole one (see KBDocumentIngested).
+func (p *KBDocumentIngested) schemaVersion() int {
+	if p.Parts > 1 {
+		return 2
+	}
+	return 1
+}
 
 // MessageType implements Payload.
 func (*KBDocumentRemoved) MessageType() Type { return TypeKBDocumentRemoved }
