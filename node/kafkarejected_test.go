@@ -212,3 +212,51 @@ func TestKafkaTaskRefusedForItsHeadersGetsARejectedResult(t *testing.T) {
 		t.Errorf("poisoned with %q; want each refused record once", reasons)
 	}
 }
+
+// A kcat client sends a task without a task_id (its result names it by its
+// record's coordinates, which the client cannot know: it waits for the result
+// of its session), then a cancellation with a typo in its type header and the
+// shortest body a cancellation takes, {"session_id":…}; another sends a named
+// task and a cancellation of it whose type header is in another case. Each
+// cancellation was answered as a task refused for its headers: troupe.results
+// got a failed "rejected" result of the session, before the running task's
+// own, which a client took for its task's. Each is poisoned and answered by
+// nothing: the session's results are its tasks', all completed.
+func TestKafkaCommandWithAMistypedTypeGetsNoTaskResult(t *testing.T) {
+	k := newKafkaEnv(t)
+	k.node(t)
+	session := "mistyped-" + time.Now().Format("150405.000000")
+	cancel := func(body, header, typ string) kgo.Message {
+		return kgo.Message{Key: []byte(session), Value: []byte(body), Headers: []kgo.Header{{Key: header, Value: []byte(typ)}}}
+	}
+	k.produce(t,
+		kgo.Message{Key: []byte(session), Value: []byte(`{"input":"echo one"}`)},
+		cancel(`{"session_id":"`+session+`"}`, messages.MetaType, "task.cancle"),
+		kgo.Message{Key: []byte(session), Value: []byte(`{"input":"echo two","task_id":"two"}`)},
+		cancel(`{"session_id":"`+session+`","task_id":"two"}`, "Type", "Task.Cancel"),
+		kgo.Message{Key: []byte(session), Value: []byte(`{"input":"echo next","task_id":"next"}`)},
+	)
+	if res, ok := waitTaskResult(t, k, session, "next", 45*time.Second); !ok || res.Status != messages.StatusCompleted {
+		t.Fatalf("task next: %+v (found %v), want it completed", res, ok)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	var got []messages.TaskResult
+	for {
+		got = replyResults(t, k, messages.TopicResults, session)
+		if len(got) >= 3 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	if len(got) != 3 {
+		t.Errorf("%d results of session %s: %+v; want its three tasks'", len(got), session, got)
+	}
+	for _, res := range got {
+		if res.Status != messages.StatusCompleted {
+			t.Errorf("a result of session %s: %+v; want only its tasks', completed (a cancellation is no task)", session, res)
+		}
+	}
+	if reasons := poisonReasons(t, k, session); len(reasons) != 2 {
+		t.Errorf("poisoned with %q; want both cancellations", reasons)
+	}
+}

@@ -123,8 +123,11 @@ func TestRefusalBeforeDecodingIsAnswered(t *testing.T) {
 			`{"input":"x"}`, nil, "ID header more than one value"},
 		{"a list that does not parse", map[string]string{messages.MetaRepeatedHeaders: `type=a, type=b`, messages.MetaSessionID: "s-1"},
 			`{"input":"x","task_id":"q-11"}`, nil, "names no session_id"},
+		// Refused now for having no input (a body that is no task's is not answered) before its keys are read.
 		{"unknown type, a cancellation's body", map[string]string{"type": "task.cancle", messages.MetaSessionID: "s-1"},
-			`{"v":1,"session_id":"s-1","reason":"stop"}`, nil, "no task's JSON object"},
+			`{"v":1,"session_id":"s-1","reason":"stop"}`, nil, "member, so it is no task"},
+		{"a command's type in another case, a task's body", map[string]string{"Type": "Task.Cancel", messages.MetaSessionID: "s-1"},
+			`{"input":"x","session_id":"s-1","task_id":"q-12"}`, &want{"s-1", "q-12", "unknown type"}, ""},
 		{"unknown type, no value", map[string]string{"type": "task.cancle", messages.MetaSessionID: "s-1"},
 			``, nil, "no value"},
 		{"unknown type, a stored task", map[string]string{"type": "task.cancle", messages.MetaStored: "bus.task.m-1", messages.MetaSessionID: "s-1"},
@@ -231,6 +234,79 @@ func TestRejectedResultIDIsOnePerSessionAndTaskID(t *testing.T) {
 			if again := reject(session, taskID); again.UUID != out.UUID || !bytes.Equal(again.Payload, out.Payload) {
 				t.Errorf("session %s, task %.20s read again: ID %.80q, %s; want %.80q, %s", session, taskID, again.UUID, again.Payload, out.UUID, out.Payload)
 			}
+		}
+	}
+}
+
+// A command of the tasks topic whose type header is not read as its type (a
+// typo in it, another case, two type headers that disagree, one given twice),
+// or whose session_id header is not its key, was answered as a task refused
+// for its headers: the bare cancellation {"session_id":"s-1"} gave session s-1
+// a failed "rejected" result, which a client waiting for the result of s-1 (a
+// task sent without a task_id, named by its record's coordinates) took for its
+// task's, which ran on. A record whose body is no task's (no "input" member)
+// is poisoned and answered by nothing, the log saying why and which command
+// type its type header is near.
+func TestRefusedCommandIsNotAnsweredAsATask(t *testing.T) {
+	n, pub, logged := refusingNode(t, "")
+	cases := []struct {
+		name    string
+		headers map[string]string
+		body    string
+		near    string // the command type the log names, "" for none
+	}{
+		{"typo, no task_id", map[string]string{"type": "task.cancle", messages.MetaSessionID: "s-1"},
+			`{"session_id":"s-1"}`, "task.cancel"},
+		{"typo, a task_id", map[string]string{"type": "task.cancle", messages.MetaSessionID: "s-1"},
+			`{"session_id":"s-1","task_id":"t-1"}`, "task.cancel"},
+		{"typo, no session_id header", map[string]string{"type": "task.cancell"},
+			`{"session_id":"s-1"}`, "task.cancel"},
+		{"another case", map[string]string{"Type": "Task.Cancel", messages.MetaSessionID: "s-1"},
+			`{"session_id":"s-1"}`, "task.cancel"},
+		{"type headers disagree", map[string]string{"type": "task.cancel", "Type": "task.submitted", messages.MetaSessionID: "s-1"},
+			`{"session_id":"s-1","task_id":"t-1"}`, "task.cancel"},
+		{"type given twice", map[string]string{messages.MetaRepeatedHeaders: `"type"="task.submitted", "type"="task.cancel"`, "type": "task.cancel", messages.MetaSessionID: "s-1"},
+			`{"session_id":"s-1"}`, "task.cancel"},
+		{"a session_id header other than its key", map[string]string{messages.MetaRepeatedHeaders: `key="s-2", "session_id"="s-1"`, "type": "task.cancel", messages.MetaSessionID: "s-1"},
+			`{"session_id":"s-1"}`, "task.cancel"},
+		{"an approval, typo", map[string]string{"type": "task.aproval", messages.MetaSessionID: "s-1"},
+			`{"session_id":"s-1","call":"c-1","approve":true}`, "task.approval"},
+		{"input null", map[string]string{"type": "what.ever", messages.MetaSessionID: "s-1"},
+			`{"session_id":"s-1","input":null}`, ""},
+	}
+	seen := ""
+	for _, c := range cases {
+		m := message.NewMessage("kafka:troupe.tasks/0/7@1", []byte(c.body))
+		for k, v := range c.headers {
+			m.Metadata.Set(k, v)
+		}
+		if err := n.handleTask(m); !errors.Is(err, errPermanent) {
+			t.Errorf("%s: %v; want the record poisoned", c.name, err)
+		}
+		for _, out := range pub.take() {
+			t.Errorf("%s: published %s; want nothing: the record may be a command, not a task", c.name, out.Payload)
+		}
+		log := strings.TrimPrefix(logged.String(), seen)
+		seen = logged.String()
+		if !strings.Contains(log, "no result published") || !strings.Contains(log, `no \"input\" member`) {
+			t.Errorf("%s: logged %q; want it to say no result was published, the body having no input", c.name, log)
+		}
+		if c.near != "" && !strings.Contains(log, `near \"`+c.near+`\"`) {
+			t.Errorf("%s: logged %q; want it to name %s", c.name, log, c.near)
+		}
+	}
+}
+
+// commandTypeNear finds the command a type header meant when it differs by its
+// case or by up to two edits, and nothing for a task's type or one far from all.
+func TestCommandTypeNear(t *testing.T) {
+	for typ, want := range map[string]string{
+		"task.cancel": "task.cancel", "Task.Cancel": "task.cancel", "task.cancle": "task.cancel", "task.cancell": "task.cancel",
+		"task.canceled": "task.cancel", "TASK.APROVAL": "task.approval", "memory.comand": "memory.command", "delta.watch": "deltas.watch",
+		"task.submitted": "", "task.submited": "", "": "", "cancel": "", "task.cancellation": "",
+	} {
+		if got := commandTypeNear(typ); got != want {
+			t.Errorf("commandTypeNear(%q) = %q; want %q", typ, got, want)
 		}
 	}
 }

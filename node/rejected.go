@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 
@@ -108,17 +110,106 @@ func rejectedID(session, taskID string) string {
 // its client waits, as for a task decode refused: without it, a client that put
 // a typo in its type header waited for its result for ever. A record whose body
 // is a reference to a stored task (messages.MetaStored, which only a node
-// writes) gets none: its task is not read.
+// writes) gets none: its task is not read. Nor does one whose body is no task's
+// (notATaskBody): what its headers got wrong may be the type of a cancellation
+// or an approval, whose body says a session too, and a failed result of a task
+// in that session would be taken, by a client waiting for the session's result,
+// for the result of the task that runs there.
 func (n *Node) refuseUndecoded(msg *message.Message, poison, refusal error) error {
 	if msg.Metadata.Get(messages.MetaStored) != "" {
 		n.cfg.Logger.Warn("task refused as bad: no result published, its record does not say where its client waits", "message", idHead(msg.UUID),
 			"why", "its value is a reference to a stored task (header "+messages.MetaStored+"), not read before its headers are sound")
 		return poison
 	}
+	if why := notATaskBody(msg); why != "" {
+		n.cfg.Logger.Warn("record refused before decoding: no result published, it may be no task", "message", idHead(msg.UUID), "why", why)
+		return poison
+	}
 	if err := n.rejectTask(msg, arrivalOf(msg), refusal); err != nil {
 		return err // retried
 	}
 	return poison
+}
+
+// notATaskBody says why the body of a record refused before decoding is not
+// clearly a task's, "" when it is (a JSON object with an "input" member, which
+// a task requires and no other record of the tasks topic has, or an envelope,
+// which Ingress.rejection answers only when it is a task.submitted one) or when
+// it does not parse far enough to tell (no value, not JSON, not an object:
+// Ingress.rejection then says why it gets no result). The body decides, not the
+// type headers: a task's body with a type header gone wrong is answered, as its
+// sender waits for its result; but when the body is no task's, the why names a
+// type header that is a command's type in another case, or nearly (commandTypeNear).
+func notATaskBody(msg *message.Message) string {
+	p := msg.Payload
+	if len(p) == 0 || !utf8.Valid(p) || !messages.ValidJSON(p) || isEnvelope(p) {
+		return ""
+	}
+	input := false
+	object := scanMembers(p, func(raw, value []byte) {
+		key := string(raw)
+		if !plainASCII(raw) && json.Unmarshal(append(append([]byte{'"'}, raw...), '"'), &key) != nil {
+			return
+		}
+		input = input || key == "input" && string(value) != "null"
+	})
+	if !object || input {
+		return ""
+	}
+	why := `its value has no "input" member, so it is no task: it may be a cancellation or an approval whose type header was not read as its type, and a failed result of a task of its session would be taken for the result of the task running there`
+	var types []string
+	for k := range msg.Metadata {
+		if strings.EqualFold(k, messages.MetaType) {
+			types = append(types, k)
+		}
+	}
+	slices.Sort(types)
+	for _, k := range types {
+		if near := commandTypeNear(msg.Metadata[k]); near != "" {
+			why += fmt.Sprintf("; its header %s=%s is near %q", QuoteHead(k), QuoteHead(msg.Metadata[k]), near)
+		}
+	}
+	return why
+}
+
+// commandTypeNear returns the type of a command of the tasks topic (a
+// cancellation, an approval, a memory command, a delta watch) that typ is in
+// another case, or up to two edits away (a letter changed, added or dropped; two
+// swapped are two): "Task.Cancel", "task.cancle", "task.cancell"; "" when it is
+// none. The
+// types are far enough apart (and from task.submitted) that no typ is near two.
+func commandTypeNear(typ string) string {
+	typ = strings.ToLower(typ)
+	for _, t := range []string{messages.TypeCancelRequested, messages.TypeApprovalAnswer, messages.TypeMemoryCommand, messages.TypeDeltaWatch} {
+		if editDistance(typ, t, 2) <= 2 {
+			return t
+		}
+	}
+	return ""
+}
+
+// editDistance is the Levenshtein distance of a and b (a swap of two letters
+// counts two), or limit+1 when it is over limit.
+func editDistance(a, b string, limit int) int {
+	if len(a) > len(b)+limit || len(b) > len(a)+limit {
+		return limit + 1
+	}
+	prev, cur := make([]int, len(b)+1), make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return min(prev[len(b)], limit+1)
 }
 
 // maxRejectionPages bounds the pages (of idTakenPage events) of its session's log
