@@ -310,3 +310,33 @@ func TestCommandTypeNear(t *testing.T) {
 		}
 	}
 }
+
+// A cancellation or an approval sent with no type header at all is read as a
+// task, and refused as one (no input): it is poisoned with no result, as one
+// whose type header was mistyped is, since a failed result of a task of its
+// session would be taken for that of the task running there. A task's body
+// refused by decode is still answered.
+func TestUntypedCommandIsNotAnsweredAsATask(t *testing.T) {
+	n, pub, logged := refusingNode(t, "")
+	for _, body := range []string{`{"session_id":"s-1"}`, `{"session_id":"s-1","task_id":"t-1"}`, `{"session_id":"s-1","call":"c-1","approve":true}`, `{"session_id":"s-1","reason":"stop"}`} {
+		m := message.NewMessage("kafka:troupe.tasks/0/9@1", []byte(body))
+		m.Metadata.Set(messages.MetaSessionID, "s-1")
+		if err := n.handleTask(m); !errors.Is(err, errPermanent) {
+			t.Errorf("%s: %v; want the record poisoned", body, err)
+		}
+		for _, out := range pub.take() {
+			t.Errorf("%s: published %s; want nothing: the record may be a command, not a task", body, out.Payload)
+		}
+	}
+	if log := logged.String(); !strings.Contains(log, "no result published") || !strings.Contains(log, `no \"input\" member`) {
+		t.Errorf("logged %q; want it to say no result was published, the body having no input", log)
+	}
+	m := message.NewMessage("kafka:troupe.tasks/0/10@1", []byte(`{"session_id":"s-1","task_id":"t-2","input":"hi","max_steps":-1}`))
+	m.Metadata.Set(messages.MetaSessionID, "s-1")
+	if err := n.handleTask(m); !errors.Is(err, errPermanent) {
+		t.Errorf("a bad task: %v; want the record poisoned", err)
+	}
+	if outs := pub.take(); len(outs) != 1 || !strings.Contains(string(outs[0].Payload), `"rejected"`) {
+		t.Errorf("a bad task's body: published %d results; want its rejected result", len(outs))
+	}
+}
