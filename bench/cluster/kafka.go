@@ -92,6 +92,25 @@ func startGroupAtEnd(ctx context.Context, c *kafkago.Client, group, topic string
 	if n := len(commit.Topics[topic]); n != partitions {
 		return fmt.Errorf("end offsets of %s: got %d partitions, want %d", topic, n, partitions)
 	}
+	// A broker that has just started, or a group new to it, may not have its
+	// coordinator yet (the offsets topic being created or loaded): the commit is
+	// tried again until it has, as a consumer's would be.
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for {
+		err := commitOnce(ctx, c, commit, group, topic)
+		if err == nil || !coordinatorNotReady(err) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (the broker's group coordinator was not ready within a minute)", err)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func commitOnce(ctx context.Context, c *kafkago.Client, commit *kafkago.OffsetCommitRequest, group, topic string) error {
 	res, err := c.OffsetCommit(ctx, commit)
 	if err != nil {
 		return fmt.Errorf("commit start offsets for group %s: %w", group, err)
@@ -102,6 +121,13 @@ func startGroupAtEnd(ctx context.Context, c *kafkago.Client, group, topic string
 		}
 	}
 	return nil
+}
+
+// coordinatorNotReady reports whether err says the group's coordinator is not
+// ready yet: a broker that has just started, or is loading the group.
+func coordinatorNotReady(err error) bool {
+	return errors.Is(err, kafkago.NotCoordinatorForGroup) || errors.Is(err, kafkago.GroupCoordinatorNotAvailable) ||
+		errors.Is(err, kafkago.GroupLoadInProgress)
 }
 
 // waitForGroup waits until the group is stable with members members that between
