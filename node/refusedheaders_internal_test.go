@@ -125,7 +125,7 @@ func TestRefusalBeforeDecodingIsAnswered(t *testing.T) {
 			`{"input":"x","task_id":"q-11"}`, nil, "names no session_id"},
 		// Refused now for having no input (a body that is no task's is not answered) before its keys are read.
 		{"unknown type, a cancellation's body", map[string]string{"type": "task.cancle", messages.MetaSessionID: "s-1"},
-			`{"v":1,"session_id":"s-1","reason":"stop"}`, nil, "member, so it is no task"},
+			`{"v":1,"session_id":"s-1","reason":"stop"}`, nil, "so it may be no task"},
 		{"a command's type in another case, a task's body", map[string]string{"Type": "Task.Cancel", messages.MetaSessionID: "s-1"},
 			`{"input":"x","session_id":"s-1","task_id":"q-12"}`, &want{"s-1", "q-12", "unknown type"}, ""},
 		{"unknown type, no value", map[string]string{"type": "task.cancle", messages.MetaSessionID: "s-1"},
@@ -271,8 +271,6 @@ func TestRefusedCommandIsNotAnsweredAsATask(t *testing.T) {
 			`{"session_id":"s-1"}`, "task.cancel"},
 		{"an approval, typo", map[string]string{"type": "task.aproval", messages.MetaSessionID: "s-1"},
 			`{"session_id":"s-1","call":"c-1","approve":true}`, "task.approval"},
-		{"input null", map[string]string{"type": "what.ever", messages.MetaSessionID: "s-1"},
-			`{"session_id":"s-1","input":null}`, ""},
 	}
 	seen := ""
 	for _, c := range cases {
@@ -288,7 +286,7 @@ func TestRefusedCommandIsNotAnsweredAsATask(t *testing.T) {
 		}
 		log := strings.TrimPrefix(logged.String(), seen)
 		seen = logged.String()
-		if !strings.Contains(log, "no result published") || !strings.Contains(log, `no \"input\" member`) {
+		if !strings.Contains(log, "no result published") || !strings.Contains(log, `no \"input\"`) {
 			t.Errorf("%s: logged %q; want it to say no result was published, the body having no input", c.name, log)
 		}
 		if c.near != "" && !strings.Contains(log, `near \"`+c.near+`\"`) {
@@ -328,7 +326,7 @@ func TestUntypedCommandIsNotAnsweredAsATask(t *testing.T) {
 			t.Errorf("%s: published %s; want nothing: the record may be a command, not a task", body, out.Payload)
 		}
 	}
-	if log := logged.String(); !strings.Contains(log, "no result published") || !strings.Contains(log, `no \"input\" member`) {
+	if log := logged.String(); !strings.Contains(log, "no result published") || !strings.Contains(log, `no \"input\"`) {
 		t.Errorf("logged %q; want it to say no result was published, the body having no input", log)
 	}
 	m := message.NewMessage("kafka:troupe.tasks/0/10@1", []byte(`{"session_id":"s-1","task_id":"t-2","input":"hi","max_steps":-1}`))

@@ -132,8 +132,9 @@ func (n *Node) refuseUndecoded(msg *message.Message, poison, refusal error) erro
 }
 
 // notATaskBody says why the body of a record refused before decoding is not
-// clearly a task's, "" when it is (a JSON object with an "input" member, which
-// a task requires and no other record of the tasks topic has, or an envelope,
+// clearly a task's, "" when it is (a JSON object with a member of a task's other
+// than session_id and task_id, which commands share with tasks: "input", even
+// null, "agent", "reply_topic", "max_steps"...; or an envelope,
 // which Ingress.rejection answers only when it is a task.submitted one) or when
 // it does not parse far enough to tell (no value, not JSON, not an object:
 // Ingress.rejection then says why it gets no result). The body decides, not the
@@ -145,18 +146,23 @@ func notATaskBody(msg *message.Message) string {
 	if len(p) == 0 || !utf8.Valid(p) || !messages.ValidJSON(p) || isEnvelope(p) {
 		return ""
 	}
-	input := false
-	object := scanMembers(p, func(raw, value []byte) {
+	task := false
+	names := taskFields()
+	object := scanMembers(p, func(raw, _ []byte) {
 		key := string(raw)
 		if !plainASCII(raw) && json.Unmarshal(append(append([]byte{'"'}, raw...), '"'), &key) != nil {
 			return
 		}
-		input = input || key == "input" && string(value) != "null"
+		// A task's own member: none of a command's (a cancellation's, an
+		// approval's, a memory command's) is one, but session_id and task_id,
+		// which they share with a task. input null is a task's all the same: a
+		// client's empty input left out as null.
+		task = task || names[key] && key != "session_id" && key != "task_id"
 	})
-	if !object || input {
+	if !object || task {
 		return ""
 	}
-	why := `its value has no "input" member, so it is no task: it may be a cancellation or an approval whose type header was not read as its type, and a failed result of a task of its session would be taken for the result of the task running there`
+	why := `its value has no member of a task's but session_id and task_id (no "input"), so it may be no task: it may be a cancellation or an approval whose type header was not read as its type, and a failed result of a task of its session would be taken for the result of the task running there`
 	var types []string
 	for k := range msg.Metadata {
 		if strings.EqualFold(k, messages.MetaType) {
