@@ -8,6 +8,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"strings"
 
 	sdk "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -163,6 +164,10 @@ func (m *Model) Stream(ctx context.Context, req llm.Request, onDelta func(Delta)
 				return spent, m.who.errorf(op, "the provider reported an error mid-stream: %s: %w",
 					redact.New(m.who.apiKey).String(errorMessage(se.Event.Data)), llm.ErrTransient)
 			}
+			if bad, ok := undecodedEvent(dec, call, x); ok {
+				return spent, m.who.errorf(op, "%w: an event of the stream is not a chat completion chunk (%v): %q",
+					ErrMalformedResponse, err, redact.New(m.who.apiKey).String(clip(strings.TrimSpace(string(bad)))))
+			}
 			return spent, m.who.classify(op, ctx, call, x, err)
 		}
 		if err := call.Err(); err != nil {
@@ -212,6 +217,24 @@ func endedAfterAnswer(err error, call context.Context, x *exchange) bool {
 	readErr, tooLarge := x.readErr, x.tooLarge
 	x.mu.Unlock()
 	return !tooLarge && (readErr != nil || context.Cause(call) == errCallTimeout)
+}
+
+// undecodedEvent returns the data of the event a stream stopped at because it did
+// not decode as a chunk (a frame cut short or garbled by the server or a proxy),
+// when that is why it stopped: the event stream itself read well (no transport
+// error, no line past the decoder's bound, within the size bound and the call's
+// time). Its error would otherwise be taken for that of a body that is no event
+// stream at all.
+func undecodedEvent(dec *doneDecoder, call context.Context, x *exchange) ([]byte, bool) {
+	if dec.Err() != nil || call.Err() != nil {
+		return nil, false
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.readErr != nil || x.tooLarge {
+		return nil, false
+	}
+	return dec.evt.Data, true
 }
 
 // refusedStreamOptions reports whether the server refused a request for its
