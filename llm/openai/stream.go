@@ -1,6 +1,7 @@
 package openai
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -36,7 +37,7 @@ var _ Streamer = (*Model)(nil)
 // bills, that answer: a retry would pay for it twice). A stream the connection cuts
 // short before that fails with ErrTruncatedStream (transient) and never returns a
 // partial answer; one that stalls fails at Config.Timeout. A provider that answers whole (a JSON
-// chat completion: it does not stream) is read as Generate reads it, with no
+// chat completion: it does not stream, even one it labels text/event-stream) is read as Generate reads it, with no
 // increments. When Stream fails, the increments already
 // delivered belong to no answer: a retry streams again from the start. An error from
 // onDelta stops the stream and is returned (wrapped) as is. A failure returns what
@@ -86,6 +87,17 @@ func (m *Model) Stream(ctx context.Context, req llm.Request, onDelta func(Delta)
 	defer raw.Body.Close()
 	switch mt, _, _ := mime.ParseMediaType(raw.Header.Get("Content-Type")); mt {
 	case "text/event-stream":
+		// A body labelled an event stream that is a JSON object (an error object of a
+		// proxy or router, a whole answer) or a page is read as Generate reads it: as
+		// an event stream it holds no event, and would end as a stream cut short.
+		br := bufio.NewReader(raw.Body)
+		raw.Body = struct {
+			io.Reader
+			io.Closer
+		}{br, raw.Body}
+		if c := firstByte(br); c == '{' || c == '<' {
+			return m.whole(op, req, raw)
+		}
 	case "application/json":
 		// A provider that does not stream (some OpenAI-compatible servers ignore
 		// "stream") answers whole: the same answer, with no increments.
@@ -185,6 +197,24 @@ func (m *Model) Stream(ctx context.Context, req llm.Request, onDelta func(Delta)
 		return spent, err
 	}
 	return llm.Response{Message: msg, Usage: usage(u), FinishReason: llm.AbnormalFinish(cc.Choices[0].FinishReason)}, nil
+}
+
+// firstByte is the first byte of a body that is neither white space nor a
+// byte-order mark, looking no further than its first 512 bytes (0 for none). It
+// reads only as far as that byte.
+func firstByte(br *bufio.Reader) byte {
+	for n := 1; n <= 512; n++ {
+		b, err := br.Peek(n)
+		if err != nil || len(b) < n {
+			return 0
+		}
+		switch c := b[n-1]; c {
+		case ' ', '\t', '\r', '\n', 0xEF, 0xBB, 0xBF:
+		default:
+			return c
+		}
+	}
+	return 0
 }
 
 // finished reports whether every choice of a streamed answer came with its
