@@ -293,7 +293,7 @@ func estimatedUsage(req llm.Request, cc sdk.ChatCompletion) messages.Usage {
 func (m *Model) whole(op string, req llm.Request, raw *http.Response) (llm.Response, error) {
 	b, err := io.ReadAll(raw.Body)
 	if errors.Is(err, errAnswerTooLarge) {
-		return llm.Response{}, m.who.tooLarge(op)
+		return llm.Response{}, m.who.tooLarge(op, maxAnswerBytes)
 	}
 	if err != nil {
 		return llm.Response{}, m.who.errorf(op, "reading the answer: %w: %w", err, llm.ErrTransient)
