@@ -141,7 +141,7 @@ func (e *Embedder) embedBatch(ctx context.Context, batch []string, into [][]floa
 	}
 	call, cancel := context.WithTimeoutCause(ctx, e.who.callTimeout, errCallTimeout)
 	defer cancel()
-	x := &exchange{}
+	x := &exchange{limit: embeddingsBound(len(batch))} // a server that sends without end fails before it fills the memory
 	res, err := e.svc.New(call, params, option.WithMiddleware(x.middleware))
 	if err != nil {
 		return e.who.classify(op, ctx, call, x, err)

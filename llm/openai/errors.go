@@ -68,7 +68,8 @@ type exchange struct {
 	// API's): the SDK refuses it with a message about Go types.
 	notJSON string
 	// limit, when positive, bounds a successful response's body (maxAnswerBytes
-	// for a chat answer); tooLarge says the body went past it.
+	// for a chat answer, embeddingsBound for embeddings); tooLarge says the body
+	// went past it.
 	limit    int64
 	tooLarge bool
 	// head is the start of a successful answer's body as it was read, to say what
@@ -87,12 +88,19 @@ var maxAnswerBytes int64 = 64 << 20 // a variable for tests
 
 var errAnswerTooLarge = errors.New("the answer is too large")
 
-// answerBound is maxAnswerBytes in words.
-func answerBound() string {
-	if maxAnswerBytes >= 1<<20 {
-		return strconv.FormatInt(maxAnswerBytes>>20, 10) + " MiB"
+// maxVectorBytes is what the bound of an embeddings answer grows by for each text
+// of its batch: a vector of some 10,000 dimensions written as JSON numbers.
+var maxVectorBytes int64 = 256 << 10 // a variable for tests
+
+// embeddingsBound bounds the body of the embeddings of a batch of n texts.
+func embeddingsBound(n int) int64 { return maxAnswerBytes + int64(n)*maxVectorBytes }
+
+// sizeInWords is a bound in bytes in words.
+func sizeInWords(n int64) string {
+	if n >= 1<<20 {
+		return strconv.FormatInt(n>>20, 10) + " MiB"
 	}
-	return strconv.FormatInt(maxAnswerBytes>>10, 10) + " KiB"
+	return strconv.FormatInt(n>>10, 10) + " KiB"
 }
 
 func (x *exchange) middleware(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
@@ -220,7 +228,7 @@ func (c caller) classify(op string, parent, call context.Context, x *exchange, e
 	x.mu.Unlock()
 	switch {
 	case tooLarge:
-		return c.tooLarge(op)
+		return c.tooLarge(op, x.limit)
 	case status == http.StatusNotFound:
 		return fmt.Errorf("llm/openai: %s: %w (the model is not served there, or the base URL is not the API's: it is the URL the API's paths follow, such as https://host/v1)",
 			op, c.apiError(status, header, body, err))
@@ -276,9 +284,9 @@ func (c caller) errorObject(op string, body []byte) error {
 	return c.errorf(op, "the provider answered with an error: %s: %w", redact.New(c.apiKey).String(errorMessage(body)), llm.ErrTransient)
 }
 
-// tooLarge is the error of an answer past maxAnswerBytes.
-func (c caller) tooLarge(op string) error {
-	return c.errorf(op, "%w: the answer is larger than %s, more than any model writes (is the base URL a model API's?)", ErrMalformedResponse, answerBound())
+// tooLarge is the error of an answer past its bound, limit bytes.
+func (c caller) tooLarge(op string, limit int64) error {
+	return c.errorf(op, "%w: the answer is larger than %s, more than any model writes (is the base URL a model API's?)", ErrMalformedResponse, sizeInWords(limit))
 }
 
 func (c caller) timeout(op string) error {

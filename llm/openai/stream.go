@@ -1,6 +1,7 @@
 package openai
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -8,6 +9,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"strings"
 
 	sdk "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -35,7 +37,7 @@ var _ Streamer = (*Model)(nil)
 // bills, that answer: a retry would pay for it twice). A stream the connection cuts
 // short before that fails with ErrTruncatedStream (transient) and never returns a
 // partial answer; one that stalls fails at Config.Timeout. A provider that answers whole (a JSON
-// chat completion: it does not stream) is read as Generate reads it, with no
+// chat completion: it does not stream, even one it labels text/event-stream) is read as Generate reads it, with no
 // increments. When Stream fails, the increments already
 // delivered belong to no answer: a retry streams again from the start. An error from
 // onDelta stops the stream and is returned (wrapped) as is. A failure returns what
@@ -85,6 +87,17 @@ func (m *Model) Stream(ctx context.Context, req llm.Request, onDelta func(Delta)
 	defer raw.Body.Close()
 	switch mt, _, _ := mime.ParseMediaType(raw.Header.Get("Content-Type")); mt {
 	case "text/event-stream":
+		// A body labelled an event stream that is a JSON object (an error object of a
+		// proxy or router, a whole answer) or a page is read as Generate reads it: as
+		// an event stream it holds no event, and would end as a stream cut short.
+		br := bufio.NewReader(raw.Body)
+		raw.Body = struct {
+			io.Reader
+			io.Closer
+		}{br, raw.Body}
+		if c := firstByte(br); c == '{' || c == '<' {
+			return m.whole(op, req, raw)
+		}
 	case "application/json":
 		// A provider that does not stream (some OpenAI-compatible servers ignore
 		// "stream") answers whole: the same answer, with no increments.
@@ -163,6 +176,10 @@ func (m *Model) Stream(ctx context.Context, req llm.Request, onDelta func(Delta)
 				return spent, m.who.errorf(op, "the provider reported an error mid-stream: %s: %w",
 					redact.New(m.who.apiKey).String(errorMessage(se.Event.Data)), llm.ErrTransient)
 			}
+			if bad, ok := undecodedEvent(dec, call, x); ok {
+				return spent, m.who.errorf(op, "%w: an event of the stream is not a chat completion chunk (%v): %q",
+					ErrMalformedResponse, err, redact.New(m.who.apiKey).String(clip(strings.TrimSpace(string(bad)))))
+			}
 			return spent, m.who.classify(op, ctx, call, x, err)
 		}
 		if err := call.Err(); err != nil {
@@ -180,6 +197,24 @@ func (m *Model) Stream(ctx context.Context, req llm.Request, onDelta func(Delta)
 		return spent, err
 	}
 	return llm.Response{Message: msg, Usage: usage(u), FinishReason: llm.AbnormalFinish(cc.Choices[0].FinishReason)}, nil
+}
+
+// firstByte is the first byte of a body that is neither white space nor a
+// byte-order mark, looking no further than its first 512 bytes (0 for none). It
+// reads only as far as that byte.
+func firstByte(br *bufio.Reader) byte {
+	for n := 1; n <= 512; n++ {
+		b, err := br.Peek(n)
+		if err != nil || len(b) < n {
+			return 0
+		}
+		switch c := b[n-1]; c {
+		case ' ', '\t', '\r', '\n', 0xEF, 0xBB, 0xBF:
+		default:
+			return c
+		}
+	}
+	return 0
 }
 
 // finished reports whether every choice of a streamed answer came with its
@@ -214,6 +249,24 @@ func endedAfterAnswer(err error, call context.Context, x *exchange) bool {
 	return !tooLarge && (readErr != nil || context.Cause(call) == errCallTimeout)
 }
 
+// undecodedEvent returns the data of the event a stream stopped at because it did
+// not decode as a chunk (a frame cut short or garbled by the server or a proxy),
+// when that is why it stopped: the event stream itself read well (no transport
+// error, no line past the decoder's bound, within the size bound and the call's
+// time). Its error would otherwise be taken for that of a body that is no event
+// stream at all.
+func undecodedEvent(dec *doneDecoder, call context.Context, x *exchange) ([]byte, bool) {
+	if dec.Err() != nil || call.Err() != nil {
+		return nil, false
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.readErr != nil || x.tooLarge {
+		return nil, false
+	}
+	return dec.evt.Data, true
+}
+
 // refusedStreamOptions reports whether the server refused a request for its
 // stream_options: a 400 or 422 whose error names them.
 func refusedStreamOptions(x *exchange) bool {
@@ -240,7 +293,7 @@ func estimatedUsage(req llm.Request, cc sdk.ChatCompletion) messages.Usage {
 func (m *Model) whole(op string, req llm.Request, raw *http.Response) (llm.Response, error) {
 	b, err := io.ReadAll(raw.Body)
 	if errors.Is(err, errAnswerTooLarge) {
-		return llm.Response{}, m.who.tooLarge(op)
+		return llm.Response{}, m.who.tooLarge(op, maxAnswerBytes)
 	}
 	if err != nil {
 		return llm.Response{}, m.who.errorf(op, "reading the answer: %w: %w", err, llm.ErrTransient)

@@ -26,7 +26,9 @@ import (
 type Request struct {
 	Method string
 	// Path is the URL path, e.g. "/v1/chat/completions".
-	Path   string
+	Path string
+	// Query is the URL's query, e.g. "api-version=2024-02-01".
+	Query  string
 	Header http.Header
 	Body   []byte
 }
@@ -109,7 +111,7 @@ func (s *Server) Disconnected() <-chan Request { return s.gone }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
-	req := Request{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: body}
+	req := Request{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, Header: r.Header.Clone(), Body: body}
 	s.mu.Lock()
 	s.reqs = append(s.reqs, req)
 	s.mu.Unlock()

@@ -1,0 +1,50 @@
+package openai_test
+
+import (
+	"testing"
+
+	"github.com/troupe-run/troupe/llm"
+	"github.com/troupe-run/troupe/llm/openai"
+	"github.com/troupe-run/troupe/llm/openai/openaitest"
+	"github.com/troupe-run/troupe/messages"
+)
+
+// The query of a base URL (Azure's api-version, a gateway's ?key=) goes with every
+// request, chat, stream and embeddings: the SDK resolved each endpoint's path
+// against the base URL, which dropped its query, so the server refused every call
+// (a 404 or a 401) though the base URL was right.
+func TestBaseURLQueryIsSent(t *testing.T) {
+	const query = "api-version=2024-02-01&tag=a&tag=b"
+	srv := openaitest.NewServer(t, func(r openaitest.Request) openaitest.Reply {
+		if r.Query != query {
+			return openaitest.Error(404, "Resource not found: query "+r.Query)
+		}
+		if r.Is("/embeddings") {
+			return openaitest.Reply{Body: openaitest.EmbeddingsJSON([][]float64{{1, 0}}, []int{0})}
+		}
+		if r.JSON(t)["stream"] == true {
+			return openaitest.TextStream(messages.Usage{}, "streamed")
+		}
+		return openaitest.Completion(messages.ChatMessage{Content: "whole"}, messages.Usage{})
+	})
+	m := newModel(t, srv, func(c *openai.Config) { c.BaseURL += "/?" + query })
+	req := llm.Request{Messages: conversation()[:2]}
+	if r, err := m.Generate(deadline(t), req); err != nil || r.Message.Content != "whole" {
+		t.Fatalf("generate: %+v, %v", r, err)
+	}
+	if r, err := m.Stream(deadline(t), req, nil); err != nil || r.Message.Content != "streamed" {
+		t.Fatalf("stream: %+v, %v", r, err)
+	}
+	e, err := openai.NewEmbedder(openai.EmbedderConfig{Provider: "fake", BaseURL: srv.URL + "?" + query, Model: "e"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Embed(deadline(t), []string{"x"}); err != nil {
+		t.Fatalf("embed: %v", err)
+	}
+	for _, r := range srv.Requests() {
+		if r.Path != "/v1/chat/completions" && r.Path != "/v1/embeddings" {
+			t.Errorf("path %q", r.Path)
+		}
+	}
+}
