@@ -412,6 +412,11 @@ func partsText(raw string) (text string, ok bool) {
 // provider that reports no usage leaves it zero, for the gateway's tokenizer to fill.
 // A count below zero is no count (0): it would price the answer below nothing and
 // take tokens off a task's spend.
+// maxUsageTokens bounds a token count read from a provider's usage: 2^40, a
+// thousand times any context window, so that adding millions of them stays
+// within an int.
+const maxUsageTokens = 1 << 40
+
 func usage(u sdk.CompletionUsage) messages.Usage {
 	cached := u.PromptTokensDetails.CachedTokens
 	if cached == 0 {
@@ -419,6 +424,9 @@ func usage(u sdk.CompletionUsage) messages.Usage {
 			cached, _ = strconv.ParseInt(f.Raw(), 10, 64)
 		}
 	}
-	count := func(n int64) int { return int(max(n, 0)) }
+	// A count is at least 0 and at most maxUsageTokens: a provider that reports
+	// 1e30 tokens (read as the largest int64) would otherwise make the sums of
+	// retries, budgets and quotas overflow to negative, and turn them off.
+	count := func(n int64) int { return int(min(max(n, 0), maxUsageTokens)) }
 	return messages.Usage{PromptTokens: count(u.PromptTokens), CompletionTokens: count(u.CompletionTokens), CachedTokens: count(cached)}
 }
