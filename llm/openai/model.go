@@ -407,16 +407,16 @@ func partsText(raw string) (text string, ok bool) {
 	return b.String(), true
 }
 
-// usage maps the provider's token counts, including cached prompt tokens
-// (prompt_tokens_details.cached_tokens, or DeepSeek's prompt_cache_hit_tokens). A
-// provider that reports no usage leaves it zero, for the gateway's tokenizer to fill.
-// A count below zero is no count (0): it would price the answer below nothing and
-// take tokens off a task's spend.
 // maxUsageTokens bounds a token count read from a provider's usage: 2^40, a
 // thousand times any context window, so that adding millions of them stays
 // within an int.
 const maxUsageTokens = 1 << 40
 
+// usage maps the provider's token counts, including cached prompt tokens
+// (prompt_tokens_details.cached_tokens, or DeepSeek's prompt_cache_hit_tokens). A
+// provider that reports no usage leaves it zero, for the gateway's tokenizer to fill.
+// A count below zero is no count (0): it would price the answer below nothing and
+// take tokens off a task's spend.
 func usage(u sdk.CompletionUsage) messages.Usage {
 	cached := u.PromptTokensDetails.CachedTokens
 	if cached == 0 {
