@@ -48,3 +48,43 @@ func TestBaseURLQueryIsSent(t *testing.T) {
 		}
 	}
 }
+
+// The query of a base URL arrives byte for byte as the base URL writes it: decoded
+// and encoded again, its pairs were sorted, a signature's %2F%3D%3D and a %20
+// rewritten, a bare flag given an "=", and a pair holding a ';' dropped without a
+// word, any of which a server that checks a signature over its query refuses.
+func TestBaseURLQueryIsSentVerbatim(t *testing.T) {
+	const query = "flag&sig=ab%2F%3D%3D&x=a;b&z=a%20b"
+	srv := openaitest.NewServer(t, func(r openaitest.Request) openaitest.Reply {
+		if r.Is("/embeddings") {
+			return openaitest.Reply{Body: openaitest.EmbeddingsJSON([][]float64{{1, 0}}, []int{0})}
+		}
+		if r.JSON(t)["stream"] == true {
+			return openaitest.TextStream(messages.Usage{}, "streamed")
+		}
+		return openaitest.Completion(messages.ChatMessage{Content: "whole"}, messages.Usage{})
+	})
+	m := newModel(t, srv, func(c *openai.Config) { c.BaseURL += "?" + query })
+	req := llm.Request{Messages: conversation()[:2]}
+	if _, err := m.Generate(deadline(t), req); err != nil {
+		t.Fatalf("generate: %v", err)
+	}
+	if _, err := m.Stream(deadline(t), req, nil); err != nil {
+		t.Fatalf("stream: %v", err)
+	}
+	e, err := openai.NewEmbedder(openai.EmbedderConfig{Provider: "fake", BaseURL: srv.URL + "?" + query, Model: "e"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Embed(deadline(t), []string{"x"}); err != nil {
+		t.Fatalf("embed: %v", err)
+	}
+	if got := srv.Requests(); len(got) != 3 {
+		t.Fatalf("%d requests, want 3", len(got))
+	}
+	for _, r := range srv.Requests() {
+		if r.Query != query {
+			t.Errorf("%s got query %q, want %q", r.Path, r.Query, query)
+		}
+	}
+}

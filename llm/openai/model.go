@@ -75,23 +75,30 @@ func (m *Model) WithResponseFormat(rf *ResponseFormat) (*Model, error) {
 
 // clientOptions configures the SDK explicitly: it never reads OPENAI_* environment
 // variables, and it never retries (retries belong to the gateway). The query of the
-// base URL (an api-version, a gateway's ?key=) goes with every request: the SDK
-// resolves each endpoint's path against the base URL, which drops its query.
+// base URL (an api-version, a gateway's ?key=) goes with every request, byte for
+// byte as the base URL writes it (a signature's escapes, a bare flag, a ';' kept):
+// the SDK resolves each endpoint's path against the base URL, which drops its query.
 func clientOptions(base, key string, headers map[string]string, hc *http.Client) []option.RequestOption {
 	if hc == nil {
 		hc = &http.Client{}
 	}
-	var query url.Values
+	query := ""
 	if u, err := url.Parse(base); err == nil && u.RawQuery != "" {
-		query = u.Query()
+		query = u.RawQuery
 		u.RawQuery, u.ForceQuery = "", false
 		base = u.String()
 	}
 	opts := []option.RequestOption{option.WithBaseURL(base), option.WithHTTPClient(hc), option.WithMaxRetries(0)}
-	for _, k := range slices.Sorted(maps.Keys(query)) {
-		for _, v := range query[k] {
-			opts = append(opts, option.WithQueryAdd(k, v))
-		}
+	if query != "" {
+		opts = append(opts, option.WithMiddleware(func(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+			req = req.Clone(req.Context())
+			if req.URL.RawQuery == "" {
+				req.URL.RawQuery = query
+			} else {
+				req.URL.RawQuery = query + "&" + req.URL.RawQuery
+			}
+			return next(req)
+		}))
 	}
 	if key != "" {
 		opts = append(opts, option.WithAPIKey(key))
