@@ -1,7 +1,11 @@
 package openai_test
 
 import (
+	"errors"
+	"net"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/llm/openai"
@@ -85,6 +89,46 @@ func TestBaseURLQueryIsSentVerbatim(t *testing.T) {
 	for _, r := range srv.Requests() {
 		if r.Query != query {
 			t.Errorf("%s got query %q, want %q", r.Path, r.Query, query)
+		}
+	}
+}
+
+// A transport error does not show the base URL's query: Go's HTTP client names the
+// request's whole URL in it, and the query may hold a secret under any name (a
+// gateway's ?key=, Azure Functions' ?code=), which chat, stream and embeddings
+// errors carried as they were.
+func TestTransportErrorHidesBaseURLQuery(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := ln.Addr().String()
+	ln.Close() // nothing listens there: every call is refused
+	const secrets = "key=QSECRET1234567890abc&code=azfnCODE987654321&flag"
+	base := "http://" + closed + "/v1?" + secrets
+	m, err := openai.New(openai.Config{Provider: "fake", BaseURL: base, Model: "m", Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := openai.NewEmbedder(openai.EmbedderConfig{Provider: "fake", BaseURL: base, Model: "e"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := llm.Request{Messages: conversation()[:2]}
+	_, genErr := m.Generate(deadline(t), req)
+	_, streamErr := m.Stream(deadline(t), req, nil)
+	_, embedErr := e.Embed(deadline(t), []string{"x"})
+	for op, err := range map[string]error{"generate": genErr, "stream": streamErr, "embed": embedErr} {
+		if !errors.Is(err, llm.ErrTransient) {
+			t.Errorf("%s: %v, want a transient error", op, err)
+			continue
+		}
+		msg := err.Error()
+		if strings.Contains(msg, "QSECRET") || strings.Contains(msg, "azfnCODE") || strings.Contains(msg, "flag") {
+			t.Errorf("%s: %s: the query shows", op, msg)
+		}
+		if !strings.Contains(msg, closed) {
+			t.Errorf("%s: %s: the URL is not named", op, msg)
 		}
 	}
 }

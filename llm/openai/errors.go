@@ -11,6 +11,7 @@ import (
 	"mime"
 	"net/http"
 	"net/http/httptrace"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -222,6 +223,7 @@ func (c caller) errorf(op, format string, args ...any) error {
 // errors, ErrTransient for timeouts and dropped connections, the caller's context
 // error when the caller gave up, ErrMalformedResponse otherwise.
 func (c caller) classify(op string, parent, call context.Context, x *exchange, err error) error {
+	err = withoutQueryValues(err)
 	sent, status, header, body, readErr := x.snapshot()
 	x.mu.Lock()
 	tooLarge := x.tooLarge
@@ -253,6 +255,44 @@ func (c caller) classify(op string, parent, call context.Context, x *exchange, e
 		return c.notJSON(op, status, header.Get("Content-Type"), head)
 	}
 	return c.errorf(op, "%w: %w", ErrMalformedResponse, err)
+}
+
+// withoutQueryValues returns err with every value of the query of the URL its
+// *url.Error names replaced by redact.Redacted. Go's HTTP client names the whole
+// URL of the request in a transport error ("Post \"https://host/v1/...?key=...\":
+// dial tcp ...: connection refused"), and the query of the base URL may hold a
+// secret under any name (?key=, Azure Functions' ?code=, a signature), so no
+// value is kept. The *url.Error is the client's, made for this one request.
+func withoutQueryValues(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		ue.URL = queryRedacted(ue.URL)
+	}
+	return err
+}
+
+// queryRedacted is the URL s with the value of each pair of its query replaced
+// by redact.Redacted, and a pair with no "=" replaced whole.
+func queryRedacted(s string) string {
+	q := strings.IndexByte(s, '?')
+	if q < 0 {
+		return s
+	}
+	query, fragment := s[q+1:], ""
+	if h := strings.IndexByte(query, '#'); h >= 0 {
+		query, fragment = query[:h], query[h:]
+	}
+	pairs := strings.Split(query, "&")
+	for i, p := range pairs {
+		switch name, _, ok := strings.Cut(p, "="); {
+		case p == "":
+		case ok:
+			pairs[i] = name + "=" + redact.Redacted
+		default:
+			pairs[i] = redact.Redacted
+		}
+	}
+	return s[:q+1] + strings.Join(pairs, "&") + fragment
 }
 
 // notJSON is the error of a successful response that is not JSON, of Content-Type
