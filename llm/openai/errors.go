@@ -300,7 +300,7 @@ func queryRedacted(s string) string {
 // not the API's, whatever Content-Type it claims.
 func (c caller) notJSON(op string, status int, ct string, head []byte) error {
 	return c.errorf(op, "%w: the server answered HTTP %d with Content-Type %q, not JSON (is the base URL the API's, such as https://host/v1?): %q",
-		ErrMalformedResponse, status, clip(ct), redact.New(c.apiKey).String(clip(strings.Join(strings.Fields(string(head)), " "))))
+		ErrMalformedResponse, status, c.quote(ct), c.quote(strings.Join(strings.Fields(string(head)), " ")))
 }
 
 // jsonObject reports whether body begins as a JSON object does; an answer that does
@@ -321,7 +321,7 @@ func (c caller) errorObject(op string, body []byte) error {
 	if json.Unmarshal(body, &shaped) != nil || len(shaped.Error) == 0 || bytes.Equal(shaped.Error, []byte("null")) {
 		return nil
 	}
-	return c.errorf(op, "the provider answered with an error: %s: %w", redact.New(c.apiKey).String(errorMessage(body)), llm.ErrTransient)
+	return c.errorf(op, "the provider answered with an error: %s: %w", c.errorMessage(body), llm.ErrTransient)
 }
 
 // tooLarge is the error of an answer past its bound, limit bytes.
@@ -338,17 +338,17 @@ func (c caller) apiError(status int, header http.Header, body []byte, sdkErr err
 	msg := ""
 	var e *sdk.Error
 	if errors.As(sdkErr, &e) && e.Message != "" {
-		msg = e.Message
+		msg = c.hide(e.Message)
 	} else {
-		msg = errorMessage(body)
+		msg = c.errorMessage(body)
 	}
 	return &llm.APIError{
 		Provider:   c.provider,
 		Model:      c.model,
 		StatusCode: status,
 		RetryAfter: retryAfter(status, header, time.Now()),
-		Message:    redact.New(c.apiKey).String(msg),
-		Code:       redact.New(c.apiKey).String(errorCode(body)),
+		Message:    msg,
+		Code:       c.hide(errorCode(body)),
 	}
 }
 
@@ -376,8 +376,9 @@ func errorCode(body []byte) string {
 
 // errorMessage extracts a human-readable message from an error body in any of the
 // shapes OpenAI-compatible servers use: {"error":{"message":...}}, {"error":"..."},
-// {"message":...}, {"detail":...}, or plain text.
-func errorMessage(body []byte) string {
+// {"message":...}, {"detail":...}, or plain text; quoted (c.quote: redacted, then
+// clipped).
+func (c caller) errorMessage(body []byte) string {
 	var shaped struct {
 		Error   json.RawMessage `json:"error"`
 		Message string          `json:"message"`
@@ -390,19 +391,27 @@ func errorMessage(body []byte) string {
 		var s string
 		switch {
 		case json.Unmarshal(shaped.Error, &inner) == nil && inner.Message != "":
-			return clip(inner.Message)
+			return c.quote(inner.Message)
 		case json.Unmarshal(shaped.Error, &s) == nil && s != "":
-			return clip(s)
+			return c.quote(s)
 		case shaped.Message != "":
-			return clip(shaped.Message)
+			return c.quote(shaped.Message)
 		case json.Unmarshal(shaped.Detail, &s) == nil && s != "":
-			return clip(s)
+			return c.quote(s)
 		case len(shaped.Detail) > 0:
-			return clip(string(shaped.Detail))
+			return c.quote(string(shaped.Detail))
 		}
 	}
-	return clip(strings.Join(strings.Fields(string(body)), " "))
+	return c.quote(strings.Join(strings.Fields(string(body)), " "))
 }
+
+// hide is s with the API key and credential-shaped strings replaced by
+// redact.Redacted.
+func (c caller) hide(s string) string { return redact.New(c.apiKey).String(s) }
+
+// quote is s as an error quotes it: redacted (hide), then clipped. Clipped first,
+// a secret across the cut would keep its head, which no redaction recognizes.
+func (c caller) quote(s string) string { return clip(c.hide(s)) }
 
 // clip shortens a message to a log-friendly length on a rune boundary.
 func clip(s string) string {

@@ -17,7 +17,6 @@ import (
 
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/messages"
-	"github.com/troupe-run/troupe/redact"
 )
 
 // Delta is one increment of a streamed answer: llm.Delta, named here too.
@@ -134,7 +133,7 @@ func (m *Model) Stream(ctx context.Context, req llm.Request, onDelta func(Delta)
 		}
 		calls.place(&chunk)
 		if !acc.AddChunk(chunk) {
-			return llm.Response{}, m.who.errorf(op, "%w: chunk %q does not continue the stream", ErrMalformedResponse, clip(chunk.RawJSON()))
+			return llm.Response{}, m.who.errorf(op, "%w: chunk %q does not continue the stream", ErrMalformedResponse, m.who.quote(chunk.RawJSON()))
 		}
 		began = true
 		if chunk.JSON.Usage.Valid() {
@@ -174,11 +173,11 @@ func (m *Model) Stream(ctx context.Context, req llm.Request, onDelta func(Delta)
 			var se *ssestream.StreamError
 			if errors.As(err, &se) {
 				return spent, m.who.errorf(op, "the provider reported an error mid-stream: %s: %w",
-					redact.New(m.who.apiKey).String(errorMessage(se.Event.Data)), llm.ErrTransient)
+					m.who.errorMessage(se.Event.Data), llm.ErrTransient)
 			}
 			if bad, ok := undecodedEvent(dec, call, x); ok {
 				return spent, m.who.errorf(op, "%w: an event of the stream is not a chat completion chunk (%v): %q",
-					ErrMalformedResponse, err, redact.New(m.who.apiKey).String(clip(strings.TrimSpace(string(bad)))))
+					ErrMalformedResponse, err, m.who.quote(strings.TrimSpace(string(bad))))
 			}
 			return spent, m.who.classify(op, ctx, call, x, err)
 		}
