@@ -172,6 +172,10 @@ func (m *Model) Generate(ctx context.Context, req llm.Request) (llm.Response, er
 		}
 		return llm.Response{}, m.who.errorf("chat", "%w: the response has no choices", ErrMalformedResponse)
 	}
+	if isChunk(*cc) {
+		return llm.Response{}, m.who.errorf("chat", "%w: the answer is a chunk of an event stream, not a chat completion: %q",
+			ErrMalformedResponse, m.who.quote(cc.RawJSON()))
+	}
 	msg, err := m.message(req, cc.Choices[0].Message)
 	if err != nil {
 		return llm.Response{Usage: usage(cc.Usage)}, err // what the refused answer cost (llm.Model)

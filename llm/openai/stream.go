@@ -9,6 +9,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"slices"
 	"strings"
 
 	sdk "github.com/openai/openai-go/v3"
@@ -310,11 +311,24 @@ func (m *Model) whole(op string, req llm.Request, raw *http.Response) (llm.Respo
 		}
 		return llm.Response{}, m.who.errorf(op, "%w: the response has no choices", ErrMalformedResponse)
 	}
+	if isChunk(cc) || slices.ContainsFunc(cc.Choices, func(c sdk.ChatCompletionChoice) bool { return !c.JSON.Message.Valid() }) {
+		// A chunk of an event stream sent bare, with no "data:" (a server or proxy
+		// that does not frame its events), holds no message: read as a whole
+		// answer, it was an empty one.
+		return llm.Response{}, m.who.errorf(op, "%w: the body is no event stream and no chat completion (a choice with no message): %q",
+			ErrMalformedResponse, m.who.quote(strings.TrimSpace(string(b))))
+	}
 	msg, err := m.message(req, cc.Choices[0].Message)
 	if err != nil {
 		return llm.Response{Usage: usage(cc.Usage)}, err // what the refused answer cost (llm.Model)
 	}
 	return llm.Response{Message: msg, Usage: usage(cc.Usage), FinishReason: llm.AbnormalFinish(cc.Choices[0].FinishReason)}, nil
+}
+
+// isChunk reports whether cc, decoded from a body, says it is a chunk of an event
+// stream, not a chat completion.
+func isChunk(cc sdk.ChatCompletion) bool {
+	return cc.JSON.Object.Raw() == `"chat.completion.chunk"`
 }
 
 // streamedCalls places the tool-call pieces of a stream's first choice before the
