@@ -25,6 +25,22 @@ func TestBaseURLThatIsTheEndpointIsRefused(t *testing.T) {
 	}
 }
 
+// The base URL a refusal of an endpoint's URL suggests keeps its query (Azure's
+// api-version, without which every call fails), its secrets redacted: it was
+// dropped, so the base URL suggested was refused by the server in turn.
+func TestBaseURLThatIsTheEndpointKeepsItsQuery(t *testing.T) {
+	const base = "https://x.openai.azure.com/openai/deployments/gpt/chat/completions?api-version=2024-02-01&api_key=QSECRET1234567890abc"
+	_, err := openai.New(openai.Config{Provider: "p", BaseURL: base, Model: "m"})
+	if err == nil || !strings.Contains(err.Error(), `"https://x.openai.azure.com/openai/deployments/gpt?api-version=2024-02-01&api_key=[REDACTED]"`) ||
+		strings.Contains(err.Error(), "QSECRET") {
+		t.Fatalf("%v, want the base URL with its query, its key redacted", err)
+	}
+	_, err = openai.New(openai.Config{Provider: "p", BaseURL: "ftp://x.example.com/v1?api_key=QSECRET1234567890abc", Model: "m"})
+	if err == nil || strings.Contains(err.Error(), "QSECRET") {
+		t.Fatalf("%v, want a refusal without the key", err)
+	}
+}
+
 // A 404 of the chat endpoint says what it most often means: the base URL is not
 // the API's (one without its /v1), or the model is not served there. The error
 // said "HTTP 404: Not Found" and nothing more.

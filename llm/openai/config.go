@@ -150,17 +150,19 @@ func validateBaseURL(s string) error {
 		return fmt.Errorf("llm/openai: base URL: %w", err)
 	}
 	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("llm/openai: base URL %q must be an absolute http or https URL", s)
+		return fmt.Errorf("llm/openai: base URL %q must be an absolute http or https URL", redact.URL(s))
 	}
 	if u.User != nil {
 		return fmt.Errorf("llm/openai: base URL must not carry credentials; use APIKey")
 	}
 	// The endpoint pasted for the base URL: the client adds the endpoint's path to it.
+	// The base URL to give keeps the query (Azure's api-version), its secrets
+	// redacted (redact.URL).
 	path := strings.TrimRight(u.Path, "/")
 	for _, endpoint := range []string{"/chat/completions", "/completions", "/embeddings"} {
 		if strings.HasSuffix(path, endpoint) {
-			base := url.URL{Scheme: u.Scheme, Host: u.Host, Path: strings.TrimSuffix(path, endpoint)}
-			return fmt.Errorf("llm/openai: base URL ends in %s, the path this client adds to it: give the API's base URL, %q", endpoint, base.String())
+			base := url.URL{Scheme: u.Scheme, Host: u.Host, Path: strings.TrimSuffix(path, endpoint), RawQuery: u.RawQuery}
+			return fmt.Errorf("llm/openai: base URL ends in %s, the path this client adds to it: give the API's base URL, %q", endpoint, redact.URL(base.String()))
 		}
 	}
 	return nil

@@ -11,6 +11,7 @@ import (
 	"mime"
 	"net/http"
 	"net/http/httptrace"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -222,6 +223,7 @@ func (c caller) errorf(op, format string, args ...any) error {
 // errors, ErrTransient for timeouts and dropped connections, the caller's context
 // error when the caller gave up, ErrMalformedResponse otherwise.
 func (c caller) classify(op string, parent, call context.Context, x *exchange, err error) error {
+	err = withoutQueryValues(err)
 	sent, status, header, body, readErr := x.snapshot()
 	x.mu.Lock()
 	tooLarge := x.tooLarge
@@ -255,12 +257,50 @@ func (c caller) classify(op string, parent, call context.Context, x *exchange, e
 	return c.errorf(op, "%w: %w", ErrMalformedResponse, err)
 }
 
+// withoutQueryValues returns err with every value of the query of the URL its
+// *url.Error names replaced by redact.Redacted. Go's HTTP client names the whole
+// URL of the request in a transport error ("Post \"https://host/v1/...?key=...\":
+// dial tcp ...: connection refused"), and the query of the base URL may hold a
+// secret under any name (?key=, Azure Functions' ?code=, a signature), so no
+// value is kept. The *url.Error is the client's, made for this one request.
+func withoutQueryValues(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		ue.URL = queryRedacted(ue.URL)
+	}
+	return err
+}
+
+// queryRedacted is the URL s with the value of each pair of its query replaced
+// by redact.Redacted, and a pair with no "=" replaced whole.
+func queryRedacted(s string) string {
+	q := strings.IndexByte(s, '?')
+	if q < 0 {
+		return s
+	}
+	query, fragment := s[q+1:], ""
+	if h := strings.IndexByte(query, '#'); h >= 0 {
+		query, fragment = query[:h], query[h:]
+	}
+	pairs := strings.Split(query, "&")
+	for i, p := range pairs {
+		switch name, _, ok := strings.Cut(p, "="); {
+		case p == "":
+		case ok:
+			pairs[i] = name + "=" + redact.Redacted
+		default:
+			pairs[i] = redact.Redacted
+		}
+	}
+	return s[:q+1] + strings.Join(pairs, "&") + fragment
+}
+
 // notJSON is the error of a successful response that is not JSON, of Content-Type
 // ct, whose body begins with head: an HTML page of a proxy or of a base URL that is
 // not the API's, whatever Content-Type it claims.
 func (c caller) notJSON(op string, status int, ct string, head []byte) error {
 	return c.errorf(op, "%w: the server answered HTTP %d with Content-Type %q, not JSON (is the base URL the API's, such as https://host/v1?): %q",
-		ErrMalformedResponse, status, clip(ct), redact.New(c.apiKey).String(clip(strings.Join(strings.Fields(string(head)), " "))))
+		ErrMalformedResponse, status, c.quote(ct), c.quote(strings.Join(strings.Fields(string(head)), " ")))
 }
 
 // jsonObject reports whether body begins as a JSON object does; an answer that does
@@ -281,7 +321,7 @@ func (c caller) errorObject(op string, body []byte) error {
 	if json.Unmarshal(body, &shaped) != nil || len(shaped.Error) == 0 || bytes.Equal(shaped.Error, []byte("null")) {
 		return nil
 	}
-	return c.errorf(op, "the provider answered with an error: %s: %w", redact.New(c.apiKey).String(errorMessage(body)), llm.ErrTransient)
+	return c.errorf(op, "the provider answered with an error: %s: %w", c.errorMessage(body), llm.ErrTransient)
 }
 
 // tooLarge is the error of an answer past its bound, limit bytes.
@@ -298,17 +338,17 @@ func (c caller) apiError(status int, header http.Header, body []byte, sdkErr err
 	msg := ""
 	var e *sdk.Error
 	if errors.As(sdkErr, &e) && e.Message != "" {
-		msg = e.Message
+		msg = c.hide(e.Message)
 	} else {
-		msg = errorMessage(body)
+		msg = c.errorMessage(body)
 	}
 	return &llm.APIError{
 		Provider:   c.provider,
 		Model:      c.model,
 		StatusCode: status,
 		RetryAfter: retryAfter(status, header, time.Now()),
-		Message:    redact.New(c.apiKey).String(msg),
-		Code:       redact.New(c.apiKey).String(errorCode(body)),
+		Message:    msg,
+		Code:       c.hide(errorCode(body)),
 	}
 }
 
@@ -336,8 +376,9 @@ func errorCode(body []byte) string {
 
 // errorMessage extracts a human-readable message from an error body in any of the
 // shapes OpenAI-compatible servers use: {"error":{"message":...}}, {"error":"..."},
-// {"message":...}, {"detail":...}, or plain text.
-func errorMessage(body []byte) string {
+// {"message":...}, {"detail":...}, or plain text; quoted (c.quote: redacted, then
+// clipped).
+func (c caller) errorMessage(body []byte) string {
 	var shaped struct {
 		Error   json.RawMessage `json:"error"`
 		Message string          `json:"message"`
@@ -350,19 +391,27 @@ func errorMessage(body []byte) string {
 		var s string
 		switch {
 		case json.Unmarshal(shaped.Error, &inner) == nil && inner.Message != "":
-			return clip(inner.Message)
+			return c.quote(inner.Message)
 		case json.Unmarshal(shaped.Error, &s) == nil && s != "":
-			return clip(s)
+			return c.quote(s)
 		case shaped.Message != "":
-			return clip(shaped.Message)
+			return c.quote(shaped.Message)
 		case json.Unmarshal(shaped.Detail, &s) == nil && s != "":
-			return clip(s)
+			return c.quote(s)
 		case len(shaped.Detail) > 0:
-			return clip(string(shaped.Detail))
+			return c.quote(string(shaped.Detail))
 		}
 	}
-	return clip(strings.Join(strings.Fields(string(body)), " "))
+	return c.quote(strings.Join(strings.Fields(string(body)), " "))
 }
+
+// hide is s with the API key and credential-shaped strings replaced by
+// redact.Redacted.
+func (c caller) hide(s string) string { return redact.New(c.apiKey).String(s) }
+
+// quote is s as an error quotes it: redacted (hide), then clipped. Clipped first,
+// a secret across the cut would keep its head, which no redaction recognizes.
+func (c caller) quote(s string) string { return clip(c.hide(s)) }
 
 // clip shortens a message to a log-friendly length on a rune boundary.
 func clip(s string) string {

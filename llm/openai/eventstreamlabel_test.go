@@ -43,3 +43,34 @@ func TestStreamLabelledBodyThatIsNoEventStream(t *testing.T) {
 		}
 	})
 }
+
+// A chunk of an event stream sent bare (no "data:") under the label
+// text/event-stream is no whole answer: read as one, it was an answer with no
+// content and no error. The same chunk answering Generate is no answer either.
+func TestStreamLabelledBareChunkIsMalformed(t *testing.T) {
+	const key = "gw7f3c9a1b2d4e6f80aa11"
+	bare := `{"object":"chat.completion.chunk","choices":[{"delta":{"content":"hello ` + key + `"},"finish_reason":"stop"}]}`
+	for name, body := range map[string]string{
+		"chunk":               bare,
+		"choice no message":   `{"object":"chat.completion","choices":[{"index":0,"delta":{"content":"hello"},"finish_reason":"stop"}]}`,
+		"choice null message": `{"id":"hello","choices":[{"index":0,"message":null,"finish_reason":"stop"}]}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			srv := openaitest.NewServer(t, openaitest.Sequence(openaitest.Reply{Header: map[string]string{"Content-Type": "text/event-stream"}, Body: body}))
+			_, r, err := stream(t, newModel(t, srv, func(c *openai.Config) { c.APIKey = key }))
+			if !errors.Is(err, openai.ErrMalformedResponse) || errors.Is(err, llm.ErrTransient) || !strings.Contains(err.Error(), "hello") {
+				t.Fatalf("%+v, %v, want ErrMalformedResponse quoting the body", r, err)
+			}
+			if strings.Contains(err.Error(), key) {
+				t.Fatalf("%v: the key shows", err)
+			}
+		})
+	}
+	t.Run("generate", func(t *testing.T) {
+		srv := openaitest.NewServer(t, openaitest.Sequence(openaitest.Reply{Body: bare}))
+		r, err := newModel(t, srv, func(c *openai.Config) { c.APIKey = key }).Generate(deadline(t), llm.Request{Messages: conversation()[:2]})
+		if !errors.Is(err, openai.ErrMalformedResponse) || !strings.Contains(err.Error(), "hello") || strings.Contains(err.Error(), key) {
+			t.Fatalf("%+v, %v, want ErrMalformedResponse quoting the body", r, err)
+		}
+	})
+}

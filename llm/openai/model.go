@@ -75,23 +75,30 @@ func (m *Model) WithResponseFormat(rf *ResponseFormat) (*Model, error) {
 
 // clientOptions configures the SDK explicitly: it never reads OPENAI_* environment
 // variables, and it never retries (retries belong to the gateway). The query of the
-// base URL (an api-version, a gateway's ?key=) goes with every request: the SDK
-// resolves each endpoint's path against the base URL, which drops its query.
+// base URL (an api-version, a gateway's ?key=) goes with every request, byte for
+// byte as the base URL writes it (a signature's escapes, a bare flag, a ';' kept):
+// the SDK resolves each endpoint's path against the base URL, which drops its query.
 func clientOptions(base, key string, headers map[string]string, hc *http.Client) []option.RequestOption {
 	if hc == nil {
 		hc = &http.Client{}
 	}
-	var query url.Values
+	query := ""
 	if u, err := url.Parse(base); err == nil && u.RawQuery != "" {
-		query = u.Query()
+		query = u.RawQuery
 		u.RawQuery, u.ForceQuery = "", false
 		base = u.String()
 	}
 	opts := []option.RequestOption{option.WithBaseURL(base), option.WithHTTPClient(hc), option.WithMaxRetries(0)}
-	for _, k := range slices.Sorted(maps.Keys(query)) {
-		for _, v := range query[k] {
-			opts = append(opts, option.WithQueryAdd(k, v))
-		}
+	if query != "" {
+		opts = append(opts, option.WithMiddleware(func(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+			req = req.Clone(req.Context())
+			if req.URL.RawQuery == "" {
+				req.URL.RawQuery = query
+			} else {
+				req.URL.RawQuery = query + "&" + req.URL.RawQuery
+			}
+			return next(req)
+		}))
 	}
 	if key != "" {
 		opts = append(opts, option.WithAPIKey(key))
@@ -164,6 +171,10 @@ func (m *Model) Generate(ctx context.Context, req llm.Request) (llm.Response, er
 			}
 		}
 		return llm.Response{}, m.who.errorf("chat", "%w: the response has no choices", ErrMalformedResponse)
+	}
+	if isChunk(*cc) {
+		return llm.Response{}, m.who.errorf("chat", "%w: the answer is a chunk of an event stream, not a chat completion: %q",
+			ErrMalformedResponse, m.who.quote(cc.RawJSON()))
 	}
 	msg, err := m.message(req, cc.Choices[0].Message)
 	if err != nil {
@@ -407,16 +418,16 @@ func partsText(raw string) (text string, ok bool) {
 	return b.String(), true
 }
 
-// usage maps the provider's token counts, including cached prompt tokens
-// (prompt_tokens_details.cached_tokens, or DeepSeek's prompt_cache_hit_tokens). A
-// provider that reports no usage leaves it zero, for the gateway's tokenizer to fill.
-// A count below zero is no count (0): it would price the answer below nothing and
-// take tokens off a task's spend.
 // maxUsageTokens bounds a token count read from a provider's usage: 2^40, a
 // thousand times any context window, so that adding millions of them stays
 // within an int.
 const maxUsageTokens = 1 << 40
 
+// usage maps the provider's token counts, including cached prompt tokens
+// (prompt_tokens_details.cached_tokens, or DeepSeek's prompt_cache_hit_tokens). A
+// provider that reports no usage leaves it zero, for the gateway's tokenizer to fill.
+// A count below zero is no count (0): it would price the answer below nothing and
+// take tokens off a task's spend.
 func usage(u sdk.CompletionUsage) messages.Usage {
 	cached := u.PromptTokensDetails.CachedTokens
 	if cached == 0 {

@@ -43,7 +43,7 @@ func TestRetryAfterParsing(t *testing.T) {
 
 func TestErrorMessageIsClipped(t *testing.T) {
 	long := strings.Repeat("é", 400)
-	got := errorMessage([]byte(long))
+	got := caller{}.errorMessage([]byte(long))
 	if len(got) > 310 || !strings.HasSuffix(got, "…") || !strings.HasPrefix(got, "éé") {
 		t.Fatalf("%d bytes: %q", len(got), got)
 	}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"slices"
 	"strings"
 
 	sdk "github.com/openai/openai-go/v3"
@@ -17,7 +18,6 @@ import (
 
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/messages"
-	"github.com/troupe-run/troupe/redact"
 )
 
 // Delta is one increment of a streamed answer: llm.Delta, named here too.
@@ -134,7 +134,7 @@ func (m *Model) Stream(ctx context.Context, req llm.Request, onDelta func(Delta)
 		}
 		calls.place(&chunk)
 		if !acc.AddChunk(chunk) {
-			return llm.Response{}, m.who.errorf(op, "%w: chunk %q does not continue the stream", ErrMalformedResponse, clip(chunk.RawJSON()))
+			return llm.Response{}, m.who.errorf(op, "%w: chunk %q does not continue the stream", ErrMalformedResponse, m.who.quote(chunk.RawJSON()))
 		}
 		began = true
 		if chunk.JSON.Usage.Valid() {
@@ -174,11 +174,11 @@ func (m *Model) Stream(ctx context.Context, req llm.Request, onDelta func(Delta)
 			var se *ssestream.StreamError
 			if errors.As(err, &se) {
 				return spent, m.who.errorf(op, "the provider reported an error mid-stream: %s: %w",
-					redact.New(m.who.apiKey).String(errorMessage(se.Event.Data)), llm.ErrTransient)
+					m.who.errorMessage(se.Event.Data), llm.ErrTransient)
 			}
 			if bad, ok := undecodedEvent(dec, call, x); ok {
 				return spent, m.who.errorf(op, "%w: an event of the stream is not a chat completion chunk (%v): %q",
-					ErrMalformedResponse, err, redact.New(m.who.apiKey).String(clip(strings.TrimSpace(string(bad)))))
+					ErrMalformedResponse, err, m.who.quote(strings.TrimSpace(string(bad))))
 			}
 			return spent, m.who.classify(op, ctx, call, x, err)
 		}
@@ -311,11 +311,24 @@ func (m *Model) whole(op string, req llm.Request, raw *http.Response) (llm.Respo
 		}
 		return llm.Response{}, m.who.errorf(op, "%w: the response has no choices", ErrMalformedResponse)
 	}
+	if isChunk(cc) || slices.ContainsFunc(cc.Choices, func(c sdk.ChatCompletionChoice) bool { return !c.JSON.Message.Valid() }) {
+		// A chunk of an event stream sent bare, with no "data:" (a server or proxy
+		// that does not frame its events), holds no message: read as a whole
+		// answer, it was an empty one.
+		return llm.Response{}, m.who.errorf(op, "%w: the body is no event stream and no chat completion (a choice with no message): %q",
+			ErrMalformedResponse, m.who.quote(strings.TrimSpace(string(b))))
+	}
 	msg, err := m.message(req, cc.Choices[0].Message)
 	if err != nil {
 		return llm.Response{Usage: usage(cc.Usage)}, err // what the refused answer cost (llm.Model)
 	}
 	return llm.Response{Message: msg, Usage: usage(cc.Usage), FinishReason: llm.AbnormalFinish(cc.Choices[0].FinishReason)}, nil
+}
+
+// isChunk reports whether cc, decoded from a body, says it is a chunk of an event
+// stream, not a chat completion.
+func isChunk(cc sdk.ChatCompletion) bool {
+	return cc.JSON.Object.Raw() == `"chat.completion.chunk"`
 }
 
 // streamedCalls places the tool-call pieces of a stream's first choice before the
