@@ -52,3 +52,61 @@ func TestApprovalByACallIDSharedInOneReplyIsRefused(t *testing.T) {
 	}
 	verifyDeterministic(t, h.agent(t, model), events)
 }
+
+// A model reuses a call ID from one reply to the next (and from task to task). The
+// answer by that ID to the first call, sent again once the next call waits (a
+// client's retry, a redelivery), approved the next call, which nobody looked at:
+// it is refused, naming both keys, and the next call waits for its own answer (by
+// key, or by ID with the other decision, which cannot be the first one again).
+func TestApprovalRetriedByAReusedCallIDDoesNotApproveTheNextCall(t *testing.T) {
+	model := script(t,
+		calls(messages.ToolCall{ID: "x", Name: "send", Arguments: `{"to":"bob"}`}),
+		calls(messages.ToolCall{ID: "x", Name: "send", Arguments: `{"to":"mallory"}`}),
+		calls(messages.ToolCall{ID: "x", Name: "send", Arguments: `{"to":"eve"}`}),
+		llm.ScriptStep{Content: "done"})
+	h := newApprovalHarness(t, model, 0)
+	h.submit("reuse", "t1", "send it")
+	h.waitEvent("reuse", messages.TypeApprovalRequested, 1)
+	if res, err := h.resolve("reuse", "x", true, "bob is fine"); err != nil {
+		t.Fatalf("approve bob: %v", err)
+	} else if acc, ok := res.(*actors.TaskAccepted); !ok || acc.Duplicate {
+		t.Fatalf("approve bob: %v", res)
+	}
+	events := h.waitEvent("reuse", messages.TypeApprovalRequested, 2)
+	var keys []string
+	for _, e := range events {
+		if e.Type == messages.TypeApprovalRequested {
+			keys = append(keys, decode[*messages.ApprovalRequested](t, e).Key)
+		}
+	}
+	res, err := h.resolve("reuse", "x", true, "bob is fine") // the retry
+	if e, ok := res.(error); err != nil || !ok || !errors.Is(e, actors.ErrApprovalNotPending) ||
+		!strings.Contains(e.Error(), keys[0]) || !strings.Contains(e.Error(), keys[1]) {
+		t.Fatalf("the first answer again, once the next call waits: %v %v", res, err)
+	}
+	if n := h.sends.Load(); n != 1 {
+		t.Fatalf("send ran %d times, want 1 (bob's): the retry approved mallory's call", n)
+	}
+	if res, err := h.resolve("reuse", "x", false, "not mallory"); err != nil {
+		t.Fatalf("reject mallory by ID: %v", err)
+	} else if acc, ok := res.(*actors.TaskAccepted); !ok || acc.Duplicate {
+		t.Fatalf("reject mallory by ID: %v", res)
+	}
+	events = h.waitEvent("reuse", messages.TypeApprovalRequested, 3)
+	keys = keys[:0]
+	for _, e := range events {
+		if e.Type == messages.TypeApprovalRequested {
+			keys = append(keys, decode[*messages.ApprovalRequested](t, e).Key)
+		}
+	}
+	if res, err := h.resolve("reuse", keys[2], true, "eve is fine"); err != nil {
+		t.Fatalf("approve eve by key: %v", err)
+	} else if acc, ok := res.(*actors.TaskAccepted); !ok || acc.Duplicate {
+		t.Fatalf("approve eve by key: %v", res)
+	}
+	events = h.wait("reuse")
+	if n := h.sends.Load(); n != 2 {
+		t.Fatalf("send ran %d times, want 2 (bob's and eve's)", n)
+	}
+	verifyDeterministic(t, h.agent(t, model), events)
+}

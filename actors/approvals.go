@@ -193,6 +193,16 @@ func (s *SessionState) CheckAnswer(call string, approve bool) (pending PendingAp
 	}
 	open := s.PendingApprovals()
 	if i := slices.IndexFunc(open, func(p PendingApproval) bool { return p.Key == call || p.CallID == call }); i >= 0 {
+		if open[i].Key != call {
+			if ap := s.answeredAs(call, approve, open[i].Key); ap != nil {
+				// Models reuse call IDs from reply to reply and from task to task: this
+				// answer may be the one given to that call, sent again (a client's
+				// retry, a redelivery) once the session came to the next, which
+				// nobody looked at yet.
+				return PendingApproval{}, false, fmt.Errorf("session %s: call %s: %w: the call ID names call %s, %s already, and call %s, waiting: answer by key",
+					s.SessionID, call, ErrApprovalNotPending, ap.req.Key, describeResolution(ap.res), open[i].Key)
+			}
+		}
 		return open[i], false, nil
 	}
 	// An answer already given: by key, or by call ID (the latest call with that ID:
@@ -217,6 +227,18 @@ func (s *SessionState) CheckAnswer(call string, approve bool) (pending PendingAp
 		ids[i] = p.CallID
 	}
 	return PendingApproval{}, false, fmt.Errorf("session %s: call %s: %w: the calls waiting are %s", s.SessionID, call, ErrApprovalNotPending, strings.Join(ids, ", "))
+}
+
+// answeredAs returns the latest approval of the session other than the one of key
+// that a human resolved with the call ID call and the decision approve, or nil.
+func (s *SessionState) answeredAs(call string, approve bool, key string) *approval {
+	for i := len(s.approvalOrder) - 1; i >= 0; i-- {
+		ap := s.approvalOrder[i]
+		if ap.req.CallID == call && ap.req.Key != key && ap.resolved && ap.res.By != messages.ApprovedByTimeout && ap.res.Approve == approve {
+			return ap
+		}
+	}
+	return nil
 }
 
 // approvalsOfCallID returns the keys of the running task's calls of the model's
