@@ -192,8 +192,11 @@ func (s *SessionState) CheckAnswer(call string, approve bool) (pending PendingAp
 			s.SessionID, call, ErrApprovalNotPending, len(keys), strings.Join(keys, ", "))
 	}
 	open := s.PendingApprovals()
-	if i := slices.IndexFunc(open, func(p PendingApproval) bool { return p.Key == call || p.CallID == call }); i >= 0 {
-		if open[i].Key != call {
+	// A key names its own call only: a call ID is the model's, any string, and may
+	// be the key of another call.
+	byKey := s.approvals[call] != nil
+	if i := slices.IndexFunc(open, func(p PendingApproval) bool { return byKey && p.Key == call || !byKey && p.CallID == call }); i >= 0 {
+		if !byKey {
 			if ap := s.answeredAs(call, approve, open[i].Key); ap != nil {
 				// Models reuse call IDs from reply to reply and from task to task: this
 				// answer may be the one given to that call, sent again (a client's
