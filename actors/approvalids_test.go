@@ -56,8 +56,8 @@ func TestApprovalByACallIDSharedInOneReplyIsRefused(t *testing.T) {
 // A model reuses a call ID from one reply to the next (and from task to task). The
 // answer by that ID to the first call, sent again once the next call waits (a
 // client's retry, a redelivery), approved the next call, which nobody looked at:
-// it is refused, naming both keys, and the next call waits for its own answer (by
-// key, or by ID with the other decision, which cannot be the first one again).
+// an answer by an ID that names an earlier call of the session too is refused,
+// naming both keys, and the next call waits for its answer by key.
 func TestApprovalRetriedByAReusedCallIDDoesNotApproveTheNextCall(t *testing.T) {
 	model := script(t,
 		calls(messages.ToolCall{ID: "x", Name: "send", Arguments: `{"to":"bob"}`}),
@@ -87,10 +87,15 @@ func TestApprovalRetriedByAReusedCallIDDoesNotApproveTheNextCall(t *testing.T) {
 	if n := h.sends.Load(); n != 1 {
 		t.Fatalf("send ran %d times, want 1 (bob's): the retry approved mallory's call", n)
 	}
-	if res, err := h.resolve("reuse", "x", false, "not mallory"); err != nil {
-		t.Fatalf("reject mallory by ID: %v", err)
+	// Another answer by the ID is refused too: it may be a second human's to bob's
+	// call, or a late one.
+	if res, err := h.resolve("reuse", "x", false, "not bob"); err != nil || !errors.Is(res.(error), actors.ErrApprovalNotPending) {
+		t.Fatalf("the other answer by the reused call ID: %v %v", res, err)
+	}
+	if res, err := h.resolve("reuse", keys[1], false, "not mallory"); err != nil {
+		t.Fatalf("reject mallory by key: %v", err)
 	} else if acc, ok := res.(*actors.TaskAccepted); !ok || acc.Duplicate {
-		t.Fatalf("reject mallory by ID: %v", res)
+		t.Fatalf("reject mallory by key: %v", res)
 	}
 	events = h.waitEvent("reuse", messages.TypeApprovalRequested, 3)
 	keys = keys[:0]

@@ -197,13 +197,17 @@ func (s *SessionState) CheckAnswer(call string, approve bool) (pending PendingAp
 	byKey := s.approvals[call] != nil
 	if i := slices.IndexFunc(open, func(p PendingApproval) bool { return byKey && p.Key == call || !byKey && p.CallID == call }); i >= 0 {
 		if !byKey {
-			if ap := s.answeredAs(call, approve, open[i].Key); ap != nil {
+			if ap := s.otherOfCallID(call, open[i].Key); ap != nil {
 				// Models reuse call IDs from reply to reply and from task to task: this
-				// answer may be the one given to that call, sent again (a client's
-				// retry, a redelivery) once the session came to the next, which
-				// nobody looked at yet.
-				return PendingApproval{}, false, fmt.Errorf("session %s: call %s: %w: the call ID names call %s, %s already, and call %s, waiting: answer by key",
-					s.SessionID, call, ErrApprovalNotPending, ap.req.Key, describeResolution(ap.res), open[i].Key)
+				// answer may be one meant for that call (sent again by a client's retry
+				// or a redelivery, or late), come once the session was at the next,
+				// which nobody looked at yet.
+				was := "left unanswered"
+				if ap.resolved {
+					was = describeResolution(ap.res) + " already"
+				}
+				return PendingApproval{}, false, fmt.Errorf("session %s: call %s: %w: the call ID names call %s, %s, and call %s, waiting: answer by key",
+					s.SessionID, call, ErrApprovalNotPending, ap.req.Key, was, open[i].Key)
 			}
 		}
 		return open[i], false, nil
@@ -232,12 +236,11 @@ func (s *SessionState) CheckAnswer(call string, approve bool) (pending PendingAp
 	return PendingApproval{}, false, fmt.Errorf("session %s: call %s: %w: the calls waiting are %s", s.SessionID, call, ErrApprovalNotPending, strings.Join(ids, ", "))
 }
 
-// answeredAs returns the latest approval of the session other than the one of key
-// that a human resolved with the call ID call and the decision approve, or nil.
-func (s *SessionState) answeredAs(call string, approve bool, key string) *approval {
+// otherOfCallID returns the latest approval of the session with the call ID call
+// other than the one of key, or nil.
+func (s *SessionState) otherOfCallID(call, key string) *approval {
 	for i := len(s.approvalOrder) - 1; i >= 0; i-- {
-		ap := s.approvalOrder[i]
-		if ap.req.CallID == call && ap.req.Key != key && ap.resolved && ap.res.By != messages.ApprovedByTimeout && ap.res.Approve == approve {
+		if ap := s.approvalOrder[i]; ap.req.CallID == call && ap.req.Key != key {
 			return ap
 		}
 	}
