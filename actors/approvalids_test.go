@@ -52,3 +52,117 @@ func TestApprovalByACallIDSharedInOneReplyIsRefused(t *testing.T) {
 	}
 	verifyDeterministic(t, h.agent(t, model), events)
 }
+
+// A model reuses a call ID from one reply to the next (and from task to task). The
+// answer by that ID to the first call, sent again once the next call waits (a
+// client's retry, a redelivery), approved the next call, which nobody looked at:
+// an answer by an ID that names an earlier call of the session too is refused,
+// naming both keys, and the next call waits for its answer by key.
+func TestApprovalRetriedByAReusedCallIDDoesNotApproveTheNextCall(t *testing.T) {
+	model := script(t,
+		calls(messages.ToolCall{ID: "x", Name: "send", Arguments: `{"to":"bob"}`}),
+		calls(messages.ToolCall{ID: "x", Name: "send", Arguments: `{"to":"mallory"}`}),
+		calls(messages.ToolCall{ID: "x", Name: "send", Arguments: `{"to":"eve"}`}),
+		llm.ScriptStep{Content: "done"})
+	h := newApprovalHarness(t, model, 0)
+	h.submit("reuse", "t1", "send it")
+	h.waitEvent("reuse", messages.TypeApprovalRequested, 1)
+	if res, err := h.resolve("reuse", "x", true, "bob is fine"); err != nil {
+		t.Fatalf("approve bob: %v", err)
+	} else if acc, ok := res.(*actors.TaskAccepted); !ok || acc.Duplicate {
+		t.Fatalf("approve bob: %v", res)
+	}
+	events := h.waitEvent("reuse", messages.TypeApprovalRequested, 2)
+	var keys []string
+	for _, e := range events {
+		if e.Type == messages.TypeApprovalRequested {
+			keys = append(keys, decode[*messages.ApprovalRequested](t, e).Key)
+		}
+	}
+	res, err := h.resolve("reuse", "x", true, "bob is fine") // the retry
+	if e, ok := res.(error); err != nil || !ok || !errors.Is(e, actors.ErrApprovalNotPending) ||
+		!strings.Contains(e.Error(), keys[0]) || !strings.Contains(e.Error(), keys[1]) {
+		t.Fatalf("the first answer again, once the next call waits: %v %v", res, err)
+	}
+	if n := h.sends.Load(); n != 1 {
+		t.Fatalf("send ran %d times, want 1 (bob's): the retry approved mallory's call", n)
+	}
+	// Another answer by the ID is refused too: it may be a second human's to bob's
+	// call, or a late one.
+	if res, err := h.resolve("reuse", "x", false, "not bob"); err != nil || !errors.Is(res.(error), actors.ErrApprovalNotPending) {
+		t.Fatalf("the other answer by the reused call ID: %v %v", res, err)
+	}
+	if res, err := h.resolve("reuse", keys[1], false, "not mallory"); err != nil {
+		t.Fatalf("reject mallory by key: %v", err)
+	} else if acc, ok := res.(*actors.TaskAccepted); !ok || acc.Duplicate {
+		t.Fatalf("reject mallory by key: %v", res)
+	}
+	events = h.waitEvent("reuse", messages.TypeApprovalRequested, 3)
+	keys = keys[:0]
+	for _, e := range events {
+		if e.Type == messages.TypeApprovalRequested {
+			keys = append(keys, decode[*messages.ApprovalRequested](t, e).Key)
+		}
+	}
+	if res, err := h.resolve("reuse", keys[2], true, "eve is fine"); err != nil {
+		t.Fatalf("approve eve by key: %v", err)
+	} else if acc, ok := res.(*actors.TaskAccepted); !ok || acc.Duplicate {
+		t.Fatalf("approve eve by key: %v", res)
+	}
+	events = h.wait("reuse")
+	if n := h.sends.Load(); n != 2 {
+		t.Fatalf("send ran %d times, want 2 (bob's and eve's)", n)
+	}
+	verifyDeterministic(t, h.agent(t, model), events)
+}
+
+// A call ID is the model's, any string: one may be the key of another call of the
+// same reply (keys are the session and a seq, which a model steered by what it read
+// can guess). An answer by that key, as the dashboard sends it, approved the call
+// whose ID it was when that call came first, not the call the human looked at;
+// and the same answer again, once that call was answered, approved the other. A
+// key names its own call.
+func TestApprovalByKeyIsNotTakenForAnotherCallsID(t *testing.T) {
+	// The reply's calls are recorded at seqs 4 and 5: keys kid/4 and kid/5.
+	model := script(t, calls(
+		messages.ToolCall{ID: "kid/5", Name: "send", Arguments: `{"to":"mallory"}`},
+		messages.ToolCall{ID: "c2", Name: "send", Arguments: `{"to":"bob"}`}),
+		llm.ScriptStep{Content: "done"})
+	h := newApprovalHarness(t, model, 0)
+	h.submit("kid", "t1", "send it")
+	h.waitEvent("kid", messages.TypeApprovalRequested, 2)
+	for range 2 { // the answer, and its retry
+		if res, err := h.resolve("kid", "kid/5", true, "bob is fine"); err != nil {
+			t.Fatalf("approve bob's call by key: %v", err)
+		} else if _, ok := res.(*actors.TaskAccepted); !ok {
+			t.Fatalf("approve bob's call by key: %v", res)
+		}
+	}
+	events := h.waitEvent("kid", messages.TypeApprovalResolved, 1)
+	var resolved []string
+	for _, e := range events {
+		if e.Type == messages.TypeApprovalResolved {
+			resolved = append(resolved, decode[*messages.ApprovalResolved](t, e).Key)
+		}
+	}
+	if len(resolved) != 1 || resolved[0] != "kid/5" {
+		t.Fatalf("the answers by key kid/5 resolved %v, want [kid/5] (bob's call)", resolved)
+	}
+	if res, err := h.resolve("kid", "kid/4", false, "not mallory"); err != nil {
+		t.Fatalf("reject mallory's call by key: %v", err)
+	} else if _, ok := res.(*actors.TaskAccepted); !ok {
+		t.Fatalf("reject mallory's call by key: %v", res)
+	}
+	events = h.wait("kid")
+	for _, e := range events {
+		if e.Type == messages.TypeToolCallCompleted {
+			if c := decode[*messages.ToolCallCompleted](t, e); c.Result == "sent" && c.Key != "kid/5" {
+				t.Fatalf("call %s (%s) was sent; want only kid/5, bob's", c.Key, c.CallID)
+			}
+		}
+	}
+	if n := h.sends.Load(); n != 1 {
+		t.Fatalf("send ran %d times, want 1 (bob's)", n)
+	}
+	verifyDeterministic(t, h.agent(t, model), events)
+}

@@ -192,7 +192,24 @@ func (s *SessionState) CheckAnswer(call string, approve bool) (pending PendingAp
 			s.SessionID, call, ErrApprovalNotPending, len(keys), strings.Join(keys, ", "))
 	}
 	open := s.PendingApprovals()
-	if i := slices.IndexFunc(open, func(p PendingApproval) bool { return p.Key == call || p.CallID == call }); i >= 0 {
+	// A key names its own call only: a call ID is the model's, any string, and may
+	// be the key of another call.
+	byKey := s.approvals[call] != nil
+	if i := slices.IndexFunc(open, func(p PendingApproval) bool { return byKey && p.Key == call || !byKey && p.CallID == call }); i >= 0 {
+		if !byKey {
+			if ap := s.otherOfCallID(call, open[i].Key); ap != nil {
+				// Models reuse call IDs from reply to reply and from task to task: this
+				// answer may be one meant for that call (sent again by a client's retry
+				// or a redelivery, or late), come once the session was at the next,
+				// which nobody looked at yet.
+				was := "left unanswered"
+				if ap.resolved {
+					was = describeResolution(ap.res) + " already"
+				}
+				return PendingApproval{}, false, fmt.Errorf("session %s: call %s: %w: the call ID names call %s, %s, and call %s, waiting: answer by key",
+					s.SessionID, call, ErrApprovalNotPending, ap.req.Key, was, open[i].Key)
+			}
+		}
 		return open[i], false, nil
 	}
 	// An answer already given: by key, or by call ID (the latest call with that ID:
@@ -217,6 +234,17 @@ func (s *SessionState) CheckAnswer(call string, approve bool) (pending PendingAp
 		ids[i] = p.CallID
 	}
 	return PendingApproval{}, false, fmt.Errorf("session %s: call %s: %w: the calls waiting are %s", s.SessionID, call, ErrApprovalNotPending, strings.Join(ids, ", "))
+}
+
+// otherOfCallID returns the latest approval of the session with the call ID call
+// other than the one of key, or nil.
+func (s *SessionState) otherOfCallID(call, key string) *approval {
+	for i := len(s.approvalOrder) - 1; i >= 0; i-- {
+		if ap := s.approvalOrder[i]; ap.req.CallID == call && ap.req.Key != key {
+			return ap
+		}
+	}
+	return nil
 }
 
 // approvalsOfCallID returns the keys of the running task's calls of the model's

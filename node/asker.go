@@ -108,15 +108,11 @@ func (a *Asker) readLine(ctx context.Context) (line string, ok bool, err error) 
 	}
 }
 
-// approvalRef names a waiting call in its answer's URL: its call ID, or its key
-// when the call ID is "." or "..", which a client takes for a dot segment of the
-// path (curl posts to the session's URL instead: 404). The route takes either.
-func approvalRef(r *messages.ApprovalRequested) string {
-	if r.CallID == "" || r.CallID == "." || r.CallID == ".." {
-		return r.Key
-	}
-	return r.CallID
-}
+// approvalRef names a waiting call in its answer's URL: its key, unique in the
+// session. Its call ID may name another call too (models reuse IDs from reply to
+// reply, and an answer by an ID answered the same way before is refused), or be
+// "." or "..", which a client takes for a dot segment of the path.
+func approvalRef(r *messages.ApprovalRequested) string { return r.Key }
 
 // send records an answer. One the session no longer waits for (the approval
 // expired, or a node of the cluster was answered first) is reported, not fatal.

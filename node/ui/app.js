@@ -797,10 +797,11 @@ async function sessionPage(id, seq, { signal }) {
 
 // --- approvals --------------------------------------------------------------
 
-// callRef names a waiting call in its answer's URL: its call_id, the model's, or
-// its key when the call_id is "." or "..", which the browser would take for a
-// path's dot segment (a POST to the session's URL, not the call's: 404).
-const callRef = (a) => (a.call && a.call !== "." && a.call !== ".." ? a.call : a.key);
+// callRef names a waiting call in its answer's URL: its key, unique in the
+// session. Its call_id, the model's, may name another call too (models reuse IDs
+// from reply to reply: the node refuses an answer by an ID answered the same way
+// before), or be "." or "..", which the browser would take for a path's dot segment.
+const callRef = (a) => a.key;
 
 function approvalsTable(list, after) {
   return el("table", {},

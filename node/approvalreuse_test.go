@@ -1,0 +1,81 @@
+package node_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/troupe-run/troupe/actors"
+	"github.com/troupe-run/troupe/messages"
+	"github.com/troupe-run/troupe/node"
+	"github.com/troupe-run/troupe/node/nodetest"
+)
+
+// Tasks queued on a session whose model reuses call IDs (call_mail in each task):
+// the first task's call waits for approval and is cancelled; the next task's call
+// of the same ID waits. An answer by that ID, meant for the cancelled call (a
+// stale page, a late client), approved the next call, which nobody had looked
+// at: it is 409 naming both keys, and the answer by key approves it, once.
+func TestApprovalByAReusedCallIDAfterCancelIsRefused(t *testing.T) {
+	var sent atomic.Int64
+	cfg := mailer(t, &sent)
+	n := nodetest.Start(t, cfg)
+	api := httptest.NewServer(n.Handler())
+	t.Cleanup(api.Close)
+	for range 2 {
+		if _, err := n.Submit(context.Background(), node.Task{Input: "mail bob", SessionID: "ap-reuse", Agent: "mailer"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first := waitApproval(t, n, "ap-reuse")
+	if err := n.Cancel(context.Background(), "ap-reuse", "not now"); err != nil {
+		t.Fatal(err)
+	}
+	var next node.PendingApproval
+	waitFor(t, 30*time.Second, "the next task's call waiting", func() bool {
+		list, err := n.PendingApprovals(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range list {
+			if p.SessionID == "ap-reuse" && p.Key != first.Key {
+				next = p
+				return true
+			}
+		}
+		return false
+	})
+	if next.Call != first.Call {
+		t.Fatalf("the calls' IDs: %s and %s, want the same", first.Call, next.Call)
+	}
+	base := api.URL + "/v1/sessions/ap-reuse/approvals/"
+	code, msg := postJSON(t, base+first.Call, `{"approve":true}`)
+	if code != http.StatusConflict || !strings.Contains(msg, first.Key) || !strings.Contains(msg, next.Key) || !strings.Contains(msg, "answer by key") {
+		t.Fatalf("an answer by the reused call ID: %d %s", code, msg)
+	}
+	if sent.Load() != 0 {
+		t.Fatal("the answer by the reused call ID sent the email")
+	}
+	if code, msg := postJSON(t, base+url.PathEscape(next.Key), `{"approve":true}`); code != http.StatusAccepted {
+		t.Fatalf("the answer by key: %d %s", code, msg)
+	}
+	events := waitEnded(t, n, "ap-reuse")
+	if last := events[len(events)-1]; last.Type != messages.TypeTaskCompleted {
+		t.Fatalf("the next task ended with %s %s", last.Type, last.Payload)
+	}
+	if got := sent.Load(); got != 1 {
+		t.Fatalf("the email was sent %d times, want 1", got)
+	}
+	agents, err := cfg.AllAgents()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if div, err := actors.VerifyAmong(agents, events); err != nil || div != nil {
+		t.Fatalf("replay verify: %v %v", div, err)
+	}
+}
