@@ -145,7 +145,10 @@ func (s *server) build(remote []*sdk.Tool, hasResources bool, resources []*sdk.R
 			desc = t.Title
 		}
 		resend := t.Annotations != nil && (t.Annotations.IdempotentHint || t.Annotations.ReadOnlyHint)
-		out = append(out, &remoteTool{srv: s, remote: t.Name, resend: resend,
+		// A schema the parser cannot use (a keyword it does not know, a type JSON
+		// Schema does not have) leaves the arguments to the server to check.
+		parser, _ := tools.NewArgumentParser(name, schema, 0)
+		out = append(out, &remoteTool{srv: s, remote: t.Name, resend: resend, parser: parser,
 			spec: messages.ToolSpec{Name: name, Description: clipDescription(desc), Parameters: schema}})
 	}
 	pseudo := func(short string, make func(name string) tools.Tool) {
@@ -370,6 +373,12 @@ type remoteTool struct {
 	// resend says that the call may be sent again when the connection broke after
 	// it went out: the server marks the tool idempotentHint or readOnlyHint.
 	resend bool
+	// parser reads the model's arguments for the tool's schema as a built-in's
+	// are read: key=value pairs and coercible values ("3" for an integer) are
+	// accepted, and a key written twice, a wrong type, a missing or unknown field
+	// are refused before the call goes out. Nil when the schema is one it cannot
+	// use: then any one JSON object goes to the server as it is.
+	parser *tools.ArgumentParser
 }
 
 func (t *remoteTool) Spec() messages.ToolSpec { return t.spec }
@@ -378,11 +387,18 @@ func (t *remoteTool) Spec() messages.ToolSpec { return t.spec }
 func (t *remoteTool) Source() string { return t.srv.source }
 
 // Call calls the tool on the server, with the call's idempotency key in the
-// request's _meta (IdempotencyKeyMeta). The result's content becomes text (images,
+// request's _meta (IdempotencyKeyMeta), once its arguments are read for its
+// schema (remoteTool.parser). The result's content becomes text (images,
 // audio and binary resources are described, not included) cut at MaxResultBytes; a
 // result marked isError is returned as an error with that text.
 func (t *remoteTool) Call(ctx context.Context, c tools.Call) (string, error) {
-	args, err := objectArguments(t.spec.Name, c.Arguments)
+	var args json.RawMessage
+	var err error
+	if t.parser != nil {
+		args, err = t.parser.ParseJSON(c.Arguments)
+	} else {
+		args, err = objectArguments(t.spec.Name, c.Arguments)
+	}
 	if err != nil {
 		return "", err
 	}
