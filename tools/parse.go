@@ -497,7 +497,7 @@ func (w *walker) walk(v any, s *jsonschema.Schema, path string, depth int) any {
 		if len(types) > 0 && !slices.Contains(types, "number") && !slices.Contains(types, "integer") && slices.Contains(types, "string") {
 			v = string(n) // a number where only a string will do: its text as written
 		} else if v = number(n); v == nil {
-			w.fail(path, "%s is a number too large to represent", name(path))
+			w.fail(path, "%s %s", name(path), numberProblem(n))
 			return nil
 		}
 	}
@@ -614,7 +614,7 @@ func (w *walker) plain(v any, path string, depth int) any {
 		if n := number(x); n != nil {
 			return n
 		}
-		w.fail(path, "%s is a number too large to represent", name(path))
+		w.fail(path, "%s %s", name(path), numberProblem(x))
 	case map[string]any:
 		// In key order: the problems found, and the first one's field, are the
 		// same every time (a chain's refusal is a session's decision, replayed).
@@ -669,16 +669,43 @@ func schemaTypes(s *jsonschema.Schema) []string {
 }
 
 // number reads a JSON number as int64 when it is an integer that fits, else as
-// float64; nil when it overflows float64.
+// float64; nil when it overflows float64, or when it is an integer written without
+// a fraction or an exponent that float64 does not hold as written
+// (10000000000000000001 would reach the tool as 10000000000000000000).
 func number(n json.Number) any {
 	if i, err := strconv.ParseInt(string(n), 10, 64); err == nil {
 		return i
 	}
 	f, err := strconv.ParseFloat(string(n), 64)
-	if err != nil || math.IsInf(f, 0) {
+	if err != nil || math.IsInf(f, 0) || inexactInteger(n, f) {
 		return nil
 	}
 	return f
+}
+
+// inexactInteger reports whether n, read as f, is an integer written without a
+// fraction or an exponent that f does not write back as it was written.
+func inexactInteger(n json.Number, f float64) bool {
+	if strings.ContainsAny(string(n), ".eE") {
+		return false
+	}
+	b, err := json.Marshal(f)
+	return err != nil || string(b) != string(n)
+}
+
+// numberProblem says why number(n) is nil.
+func numberProblem(n json.Number) string {
+	if f, err := strconv.ParseFloat(string(n), 64); err == nil && !math.IsInf(f, 0) {
+		return fmt.Sprintf("is the integer %s, which cannot be passed on exactly (integers from %d to %d can; one in exponent form, 1.5e19, is taken rounded)", clipNumber(n), math.MinInt64, math.MaxInt64)
+	}
+	return "is a number too large to represent"
+}
+
+func clipNumber(n json.Number) string {
+	if len(n) > 40 {
+		return string(n[:37]) + "…"
+	}
+	return string(n)
 }
 
 func toFloat(v any) float64 {
