@@ -383,6 +383,9 @@ type remoteTool struct {
 
 func (t *remoteTool) Spec() messages.ToolSpec { return t.spec }
 
+// Limits bounds the output at the client's MaxResultBytes (server.limits).
+func (t *remoteTool) Limits() tools.CallLimits { return t.srv.limits() }
+
 // Source says where the tool comes from: "mcp:<server>".
 func (t *remoteTool) Source() string { return t.srv.source }
 
@@ -525,6 +528,19 @@ func orDefault(s, def string) string {
 	return s
 }
 
+// cutRoom is what a result cut at MaxResultBytes may add to it: the note saying
+// how much was cut, and the words of an error ("mcp server …, tool …: the tool
+// reported an error: ").
+const cutRoom = 1 << 10
+
+// limits are the call limits of the server's tools: their output is bounded by
+// the client's own cut (MaxResultBytes), not by the 64 KiB default of a tool's
+// output, which would cut the cut text again and say that the result was as long
+// as what the client kept.
+func (s *server) limits() tools.CallLimits {
+	return tools.CallLimits{MaxOutput: s.c.cfg.MaxResultBytes + cutRoom}
+}
+
 // cut bounds a result handed to the model at MaxResultBytes: the head, and a note
 // saying how much was cut.
 func (c *Client) cut(s string) string {
@@ -542,8 +558,9 @@ type resourceReader struct {
 	spec messages.ToolSpec
 }
 
-func (t *resourceReader) Spec() messages.ToolSpec { return t.spec }
-func (t *resourceReader) Source() string          { return t.srv.source }
+func (t *resourceReader) Spec() messages.ToolSpec  { return t.spec }
+func (t *resourceReader) Limits() tools.CallLimits { return t.srv.limits() }
+func (t *resourceReader) Source() string           { return t.srv.source }
 
 func (t *resourceReader) Call(ctx context.Context, c tools.Call) (string, error) {
 	var args struct {
@@ -577,8 +594,9 @@ type resourceLister struct {
 	spec messages.ToolSpec
 }
 
-func (t *resourceLister) Spec() messages.ToolSpec { return t.spec }
-func (t *resourceLister) Source() string          { return t.srv.source }
+func (t *resourceLister) Spec() messages.ToolSpec  { return t.spec }
+func (t *resourceLister) Limits() tools.CallLimits { return t.srv.limits() }
+func (t *resourceLister) Source() string           { return t.srv.source }
 
 func (t *resourceLister) Call(ctx context.Context, c tools.Call) (string, error) {
 	var none struct{}
@@ -613,8 +631,9 @@ type promptGetter struct {
 	spec messages.ToolSpec
 }
 
-func (t *promptGetter) Spec() messages.ToolSpec { return t.spec }
-func (t *promptGetter) Source() string          { return t.srv.source }
+func (t *promptGetter) Spec() messages.ToolSpec  { return t.spec }
+func (t *promptGetter) Limits() tools.CallLimits { return t.srv.limits() }
+func (t *promptGetter) Source() string           { return t.srv.source }
 
 func (t *promptGetter) Call(ctx context.Context, c tools.Call) (string, error) {
 	var args struct {
