@@ -35,6 +35,9 @@ func TestServerToolArgumentsAreReadForItsSchema(t *testing.T) {
 		`{"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"number"}},"required":["a"]}`)}, handler)
 	srv.AddTool(&sdk.Tool{Name: "odd", InputSchema: json.RawMessage(
 		`{"type":"object","properties":{"a":{"type":"int"}}}`)}, handler)
+	// Refs that go round: the validator would overflow the stack, ending the process.
+	srv.AddTool(&sdk.Tool{Name: "loop", InputSchema: json.RawMessage(
+		`{"$defs":{"A":{"$ref":"#/$defs/B"},"B":{"$ref":"#/$defs/A"}},"properties":{"a":{"$ref":"#/$defs/A"}},"type":"object"}`)}, handler)
 	c, err := mcp.NewClient(mcp.ClientConfig{Servers: map[string]mcp.ServerConfig{"s": {Transport: mcp.InProcess(srv)}}})
 	if err != nil {
 		t.Fatal(err)
@@ -85,5 +88,12 @@ func TestServerToolArgumentsAreReadForItsSchema(t *testing.T) {
 	}
 	if out, err := odd.Call(ctx, tools.Call{Key: "s/3", Arguments: `{"a":"as written"}`}); err != nil || out != `{"a":"as written"}` {
 		t.Errorf("odd = %q, %v", out, err)
+	}
+	loop, ok := c.Tool("s__loop")
+	if !ok {
+		t.Fatalf("catalog = %v", c.Specs())
+	}
+	if out, err := loop.Call(ctx, tools.Call{Key: "s/4", Arguments: `{"a":1}`}); err != nil || out != `{"a":1}` {
+		t.Errorf("loop = %q, %v", out, err)
 	}
 }
