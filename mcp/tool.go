@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -145,9 +146,13 @@ func (s *server) build(remote []*sdk.Tool, hasResources bool, resources []*sdk.R
 			desc = t.Title
 		}
 		resend := t.Annotations != nil && (t.Annotations.IdempotentHint || t.Annotations.ReadOnlyHint)
-		// A schema the parser cannot use (a keyword it does not know, a type JSON
-		// Schema does not have) leaves the arguments to the server to check.
-		parser, _ := tools.NewArgumentParser(name, schema, 0)
+		// Made at the first call, not at each listing of up to MaxTools tools: a
+		// schema the parser cannot use (a type JSON Schema does not have, $refs
+		// that go round) leaves the arguments to the server to check.
+		parser := sync.OnceValue(func() *tools.ArgumentParser {
+			p, _ := tools.NewArgumentParser(name, schema, 0)
+			return p
+		})
 		out = append(out, &remoteTool{srv: s, remote: t.Name, resend: resend, parser: parser,
 			spec: messages.ToolSpec{Name: name, Description: clipDescription(desc), Parameters: schema}})
 	}
@@ -373,12 +378,13 @@ type remoteTool struct {
 	// resend says that the call may be sent again when the connection broke after
 	// it went out: the server marks the tool idempotentHint or readOnlyHint.
 	resend bool
-	// parser reads the model's arguments for the tool's schema as a built-in's
-	// are read: key=value pairs and coercible values ("3" for an integer) are
-	// accepted, and a key written twice, a wrong type, a missing or unknown field
-	// are refused before the call goes out. Nil when the schema is one it cannot
-	// use: then any one JSON object goes to the server as it is.
-	parser *tools.ArgumentParser
+	// parser returns the reader of the model's arguments for the tool's schema,
+	// which reads them as a built-in's are read: key=value pairs and coercible
+	// values ("3" for an integer) are accepted, and a key written twice, a wrong
+	// type, a missing or unknown field are refused before the call goes out. It
+	// returns nil for a schema the parser cannot use: then any one JSON object
+	// goes to the server as it is.
+	parser func() *tools.ArgumentParser
 }
 
 func (t *remoteTool) Spec() messages.ToolSpec { return t.spec }
@@ -397,8 +403,8 @@ func (t *remoteTool) Source() string { return t.srv.source }
 func (t *remoteTool) Call(ctx context.Context, c tools.Call) (string, error) {
 	var args json.RawMessage
 	var err error
-	if t.parser != nil {
-		args, err = t.parser.ParseJSON(c.Arguments)
+	if p := t.parser(); p != nil {
+		args, err = p.ParseJSON(c.Arguments)
 	} else {
 		args, err = objectArguments(t.spec.Name, c.Arguments)
 	}
