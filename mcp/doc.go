@@ -24,7 +24,12 @@
 // whose schema is not a JSON Schema object, or larger than 64 KiB, is left out and
 // reported (ServerStatus.Skipped, and the log); descriptions are cut at 2 KiB and a
 // result at ClientConfig.MaxResultBytes (the model gets the head and a note saying
-// how much was cut). Images, audio and binary resources are described, not passed.
+// how much was cut; the tools say that limit as their tools.Limits, so a session
+// does not cut the result again). Images, audio and binary resources are
+// described, not passed. A model's arguments are read for the tool's schema by a
+// tools.ArgumentParser, as a built-in's are (key=value pairs, coercion, duplicate
+// keys and wrong types refused before the call goes out); a schema the parser
+// cannot use leaves them to the server, any one JSON object as it is.
 //
 // A tool call carries its idempotency key in the request's _meta, under
 // "troupe/idempotency_key" (IdempotencyKeyMeta), so a server with side effects can

@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -145,7 +146,14 @@ func (s *server) build(remote []*sdk.Tool, hasResources bool, resources []*sdk.R
 			desc = t.Title
 		}
 		resend := t.Annotations != nil && (t.Annotations.IdempotentHint || t.Annotations.ReadOnlyHint)
-		out = append(out, &remoteTool{srv: s, remote: t.Name, resend: resend,
+		// Made at the first call, not at each listing of up to MaxTools tools: a
+		// schema the parser cannot use (a type JSON Schema does not have, $refs
+		// that go round) leaves the arguments to the server to check.
+		parser := sync.OnceValue(func() *tools.ArgumentParser {
+			p, _ := tools.NewArgumentParser(name, schema, 0)
+			return p
+		})
+		out = append(out, &remoteTool{srv: s, remote: t.Name, resend: resend, parser: parser,
 			spec: messages.ToolSpec{Name: name, Description: clipDescription(desc), Parameters: schema}})
 	}
 	pseudo := func(short string, make func(name string) tools.Tool) {
@@ -370,19 +378,36 @@ type remoteTool struct {
 	// resend says that the call may be sent again when the connection broke after
 	// it went out: the server marks the tool idempotentHint or readOnlyHint.
 	resend bool
+	// parser returns the reader of the model's arguments for the tool's schema,
+	// which reads them as a built-in's are read: key=value pairs and coercible
+	// values ("3" for an integer) are accepted, and a key written twice, a wrong
+	// type, a missing or unknown field are refused before the call goes out. It
+	// returns nil for a schema the parser cannot use: then any one JSON object
+	// goes to the server as it is.
+	parser func() *tools.ArgumentParser
 }
 
 func (t *remoteTool) Spec() messages.ToolSpec { return t.spec }
+
+// Limits bounds the output at the client's MaxResultBytes (server.limits).
+func (t *remoteTool) Limits() tools.CallLimits { return t.srv.limits() }
 
 // Source says where the tool comes from: "mcp:<server>".
 func (t *remoteTool) Source() string { return t.srv.source }
 
 // Call calls the tool on the server, with the call's idempotency key in the
-// request's _meta (IdempotencyKeyMeta). The result's content becomes text (images,
+// request's _meta (IdempotencyKeyMeta), once its arguments are read for its
+// schema (remoteTool.parser). The result's content becomes text (images,
 // audio and binary resources are described, not included) cut at MaxResultBytes; a
 // result marked isError is returned as an error with that text.
 func (t *remoteTool) Call(ctx context.Context, c tools.Call) (string, error) {
-	args, err := objectArguments(t.spec.Name, c.Arguments)
+	var args json.RawMessage
+	var err error
+	if p := t.parser(); p != nil {
+		args, err = p.ParseJSON(c.Arguments)
+	} else {
+		args, err = objectArguments(t.spec.Name, c.Arguments)
+	}
 	if err != nil {
 		return "", err
 	}
@@ -509,6 +534,19 @@ func orDefault(s, def string) string {
 	return s
 }
 
+// cutRoom is what a result cut at MaxResultBytes may add to it: the note saying
+// how much was cut, and the words of an error ("mcp server …, tool …: the tool
+// reported an error: ").
+const cutRoom = 1 << 10
+
+// limits are the call limits of the server's tools: their output is bounded by
+// the client's own cut (MaxResultBytes), not by the 64 KiB default of a tool's
+// output, which would cut the cut text again and say that the result was as long
+// as what the client kept.
+func (s *server) limits() tools.CallLimits {
+	return tools.CallLimits{MaxOutput: s.c.cfg.MaxResultBytes + cutRoom}
+}
+
 // cut bounds a result handed to the model at MaxResultBytes: the head, and a note
 // saying how much was cut.
 func (c *Client) cut(s string) string {
@@ -526,8 +564,9 @@ type resourceReader struct {
 	spec messages.ToolSpec
 }
 
-func (t *resourceReader) Spec() messages.ToolSpec { return t.spec }
-func (t *resourceReader) Source() string          { return t.srv.source }
+func (t *resourceReader) Spec() messages.ToolSpec  { return t.spec }
+func (t *resourceReader) Limits() tools.CallLimits { return t.srv.limits() }
+func (t *resourceReader) Source() string           { return t.srv.source }
 
 func (t *resourceReader) Call(ctx context.Context, c tools.Call) (string, error) {
 	var args struct {
@@ -561,8 +600,9 @@ type resourceLister struct {
 	spec messages.ToolSpec
 }
 
-func (t *resourceLister) Spec() messages.ToolSpec { return t.spec }
-func (t *resourceLister) Source() string          { return t.srv.source }
+func (t *resourceLister) Spec() messages.ToolSpec  { return t.spec }
+func (t *resourceLister) Limits() tools.CallLimits { return t.srv.limits() }
+func (t *resourceLister) Source() string           { return t.srv.source }
 
 func (t *resourceLister) Call(ctx context.Context, c tools.Call) (string, error) {
 	var none struct{}
@@ -597,8 +637,9 @@ type promptGetter struct {
 	spec messages.ToolSpec
 }
 
-func (t *promptGetter) Spec() messages.ToolSpec { return t.spec }
-func (t *promptGetter) Source() string          { return t.srv.source }
+func (t *promptGetter) Spec() messages.ToolSpec  { return t.spec }
+func (t *promptGetter) Limits() tools.CallLimits { return t.srv.limits() }
+func (t *promptGetter) Source() string           { return t.srv.source }
 
 func (t *promptGetter) Call(ctx context.Context, c tools.Call) (string, error) {
 	var args struct {

@@ -110,6 +110,9 @@ func newArgumentParser(tool string, s *jsonschema.Schema, maxBytes int) (*Argume
 	if err := checkSchemaTypes(s); err != nil {
 		return nil, fmt.Errorf("tools: tool %q: its parameters schema: %w", tool, err)
 	}
+	if err := checkRefCycles(s); err != nil {
+		return nil, fmt.Errorf("tools: tool %q: its parameters schema: %w", tool, err)
+	}
 	resolved, err := s.Resolve(nil)
 	if err != nil {
 		return nil, fmt.Errorf("tools: tool %q: its parameters schema: %w", tool, err)
@@ -470,6 +473,159 @@ func jsonProblem(err error) error {
 	return fmt.Errorf("malformed JSON: %s", strings.TrimPrefix(err.Error(), "json: "))
 }
 
+// checkRefCycles fails on a schema in which a $ref leads back to where it is
+// without going into a value (through properties, items and the like): to
+// "$defs": {"A": {"$ref": "#/$defs/B"}, "B": {"allOf": [{"$ref": "#/$defs/A"}]}}.
+// The validator follows such refs for as long as its stack lasts, and a Go
+// stack overflow is not a panic that can be recovered: it ends the process. A
+// schema that refers to itself through a value (a tree whose children are
+// trees) is fine: the arguments' depth bounds it. Refs other than "#" and "#/…"
+// JSON Pointers are not followed here.
+func checkRefCycles(s *jsonschema.Schema) error {
+	b, err := json.Marshal(s)
+	if err != nil {
+		return nil // Resolve says what is wrong with it
+	}
+	var root any
+	if json.Unmarshal(b, &root) != nil {
+		return nil
+	}
+	const (
+		unseen = iota
+		open
+		done
+	)
+	state := map[string]int{}
+	var visit func(ptr string) (string, bool)
+	visit = func(ptr string) (string, bool) {
+		switch state[ptr] {
+		case open:
+			return ptr, true
+		case done:
+			return "", false
+		}
+		node, ok := pointerAt(root, ptr).(map[string]any)
+		if !ok {
+			state[ptr] = done
+			return "", false
+		}
+		state[ptr] = open
+		var next []string
+		for _, kw := range []string{"$ref", "$dynamicRef", "$recursiveRef"} {
+			if ref, ok := node[kw].(string); ok && (ref == "#" || strings.HasPrefix(ref, "#/")) {
+				next = append(next, strings.TrimPrefix(ref, "#"))
+			}
+		}
+		for _, kw := range []string{"allOf", "anyOf", "oneOf"} {
+			if list, ok := node[kw].([]any); ok {
+				for i := range list {
+					next = append(next, fmt.Sprintf("%s/%s/%d", ptr, kw, i))
+				}
+			}
+		}
+		for _, kw := range []string{"not", "if", "then", "else"} {
+			if _, ok := node[kw].(map[string]any); ok {
+				next = append(next, ptr+"/"+kw)
+			}
+		}
+		if deps, ok := node["dependentSchemas"].(map[string]any); ok {
+			for _, k := range slices.Sorted(maps.Keys(deps)) {
+				next = append(next, ptr+"/dependentSchemas/"+strings.ReplaceAll(strings.ReplaceAll(k, "~", "~0"), "/", "~1"))
+			}
+		}
+		for _, n := range next {
+			if at, ok := visit(n); ok {
+				return at, true
+			}
+		}
+		state[ptr] = done
+		return "", false
+	}
+	// Every schema in the document may be where a cycle is entered.
+	var all func(v any, ptr string)
+	var found string
+	cycle := false
+	all = func(v any, ptr string) {
+		if cycle {
+			return
+		}
+		switch x := v.(type) {
+		case map[string]any:
+			if found, cycle = visit(ptr); cycle {
+				return
+			}
+			for _, k := range slices.Sorted(maps.Keys(x)) {
+				all(x[k], ptr+"/"+strings.ReplaceAll(strings.ReplaceAll(k, "~", "~0"), "/", "~1"))
+			}
+		case []any:
+			for i, e := range x {
+				all(e, fmt.Sprintf("%s/%d", ptr, i))
+			}
+		}
+	}
+	all(root, "")
+	if cycle {
+		return fmt.Errorf("its $ref at %q leads back to itself without a value between: no value could be checked against it", "#"+found)
+	}
+	return nil
+}
+
+// pointerAt returns the value at a JSON Pointer ("" is the whole) in v, or nil.
+func pointerAt(v any, ptr string) any {
+	if ptr == "" {
+		return v
+	}
+	for _, tok := range strings.Split(strings.TrimPrefix(ptr, "/"), "/") {
+		tok = refName(tok)
+		switch x := v.(type) {
+		case map[string]any:
+			v = x[tok]
+		case []any:
+			i, err := strconv.Atoi(tok)
+			if err != nil || i < 0 || i >= len(x) {
+				return nil
+			}
+			v = x[i]
+		default:
+			return nil
+		}
+	}
+	return v
+}
+
+// maxRefHops bounds the $refs followed from one schema to the schema it stands
+// for (a ref to a ref…), so that refs that go round end.
+const maxRefHops = 32
+
+// deref returns the schema a local $ref of s names ("#/$defs/Item", as Pydantic
+// and zod write nested types; "#/definitions/Item"; "#" for the whole), followed
+// to one without a $ref, for the walker to coerce and check the value as that
+// schema says (the validator checks it whole, refs and all); s itself when it has
+// no $ref, or one the walker cannot follow.
+func (p *ArgumentParser) deref(s *jsonschema.Schema) *jsonschema.Schema {
+	for hops := 0; s != nil && s.Ref != "" && hops < maxRefHops; hops++ {
+		var next *jsonschema.Schema
+		switch ref := s.Ref; {
+		case ref == "#":
+			next = p.schema
+		case strings.HasPrefix(ref, "#/$defs/"):
+			next = p.schema.Defs[refName(ref[len("#/$defs/"):])]
+		case strings.HasPrefix(ref, "#/definitions/"):
+			next = p.schema.Definitions[refName(ref[len("#/definitions/"):])]
+		}
+		if next == nil {
+			return s
+		}
+		s = next
+	}
+	return s
+}
+
+// refName reads a JSON Pointer's token (~1 is '/', ~0 is '~').
+func refName(tok string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
+}
+
 // walker coerces and checks one value against a schema, collecting problems.
 type walker struct {
 	p        *ArgumentParser
@@ -492,12 +648,13 @@ func (w *walker) fail(path, format string, args ...any) {
 // walk returns v coerced to s (numbers made float64 or int64), reporting what does
 // not conform. depth is v's nesting depth in the arguments.
 func (w *walker) walk(v any, s *jsonschema.Schema, path string, depth int) any {
+	s = w.p.deref(s)
 	types := schemaTypes(s)
 	if n, ok := v.(json.Number); ok {
 		if len(types) > 0 && !slices.Contains(types, "number") && !slices.Contains(types, "integer") && slices.Contains(types, "string") {
 			v = string(n) // a number where only a string will do: its text as written
 		} else if v = number(n); v == nil {
-			w.fail(path, "%s is a number too large to represent", name(path))
+			w.fail(path, "%s %s", name(path), numberProblem(n))
 			return nil
 		}
 	}
@@ -614,7 +771,7 @@ func (w *walker) plain(v any, path string, depth int) any {
 		if n := number(x); n != nil {
 			return n
 		}
-		w.fail(path, "%s is a number too large to represent", name(path))
+		w.fail(path, "%s %s", name(path), numberProblem(x))
 	case map[string]any:
 		// In key order: the problems found, and the first one's field, are the
 		// same every time (a chain's refusal is a session's decision, replayed).
@@ -669,16 +826,43 @@ func schemaTypes(s *jsonschema.Schema) []string {
 }
 
 // number reads a JSON number as int64 when it is an integer that fits, else as
-// float64; nil when it overflows float64.
+// float64; nil when it overflows float64, or when it is an integer written without
+// a fraction or an exponent that float64 does not hold as written
+// (10000000000000000001 would reach the tool as 10000000000000000000).
 func number(n json.Number) any {
 	if i, err := strconv.ParseInt(string(n), 10, 64); err == nil {
 		return i
 	}
 	f, err := strconv.ParseFloat(string(n), 64)
-	if err != nil || math.IsInf(f, 0) {
+	if err != nil || math.IsInf(f, 0) || inexactInteger(n, f) {
 		return nil
 	}
 	return f
+}
+
+// inexactInteger reports whether n, read as f, is an integer written without a
+// fraction or an exponent that f does not write back as it was written.
+func inexactInteger(n json.Number, f float64) bool {
+	if strings.ContainsAny(string(n), ".eE") {
+		return false
+	}
+	b, err := json.Marshal(f)
+	return err != nil || string(b) != string(n)
+}
+
+// numberProblem says why number(n) is nil.
+func numberProblem(n json.Number) string {
+	if f, err := strconv.ParseFloat(string(n), 64); err == nil && !math.IsInf(f, 0) {
+		return fmt.Sprintf("is the integer %s, which cannot be passed on exactly (integers from %d to %d can; one in exponent form, 1.5e19, is taken rounded)", clipNumber(n), math.MinInt64, math.MaxInt64)
+	}
+	return "is a number too large to represent"
+}
+
+func clipNumber(n json.Number) string {
+	if len(n) > 40 {
+		return string(n[:37]) + "…"
+	}
+	return string(n)
 }
 
 func toFloat(v any) float64 {

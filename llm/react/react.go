@@ -1,6 +1,7 @@
 package react
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -319,12 +320,14 @@ func findTool(tools []messages.ToolSpec, name string) (messages.ToolSpec, bool) 
 func arguments(input string, spec messages.ToolSpec) (string, error) {
 	input = strings.Trim(input, "`")
 	if strings.HasPrefix(input, "{") {
-		var obj map[string]any
-		if err := json.Unmarshal([]byte(input), &obj); err != nil {
+		// Compacted, not decoded and encoded again: a number keeps its digits
+		// (9007199254740993 is no float64), and a key written twice stays for the
+		// tool to refuse rather than one of the two being dropped unseen.
+		var b bytes.Buffer
+		if err := json.Compact(&b, []byte(input)); err != nil {
 			return "", fmt.Errorf("the input of %s looks like JSON but is not valid: %v", spec.Name, err)
 		}
-		b, _ := json.Marshal(obj)
-		return string(b), nil
+		return b.String(), nil
 	}
 	var schema struct {
 		Properties map[string]json.RawMessage `json:"properties"`
