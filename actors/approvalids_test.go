@@ -166,3 +166,39 @@ func TestApprovalByKeyIsNotTakenForAnotherCallsID(t *testing.T) {
 	}
 	verifyDeterministic(t, h.agent(t, model), events)
 }
+
+// A call ID shaped as a key of the session names no call by its ID: taken by ID
+// while no approval sat at that seq, the same answer sent again once a later
+// call got that key would approve that call, which nobody looked at. It is a
+// key, of a call that is not there yet: refused, the refusal naming the calls
+// waiting by key.
+func TestApprovalByACallIDShapedAsAKeyIsAKey(t *testing.T) {
+	model := script(t, calls(messages.ToolCall{ID: "rv/10", Name: "send", Arguments: `{"to":"bob"}`}),
+		llm.ScriptStep{Content: "done"})
+	h := newApprovalHarness(t, model, 0)
+	h.submit("rv", "t1", "send it")
+	events := h.waitEvent("rv", messages.TypeApprovalRequested, 1)
+	var key string
+	for _, e := range events {
+		if e.Type == messages.TypeApprovalRequested {
+			key = decode[*messages.ApprovalRequested](t, e).Key
+		}
+	}
+	res, err := h.resolve("rv", "rv/10", true, "bob is fine")
+	if e, ok := res.(error); err != nil || !ok || !errors.Is(e, actors.ErrApprovalNotPending) || !strings.Contains(e.Error(), key+" (call ID rv/10)") {
+		t.Fatalf("an answer by the call ID rv/10, a key of the session: %v %v; want it refused, naming %s by key", res, err, key)
+	}
+	if n := h.sends.Load(); n != 0 {
+		t.Fatalf("send ran %d times before any answer by key", n)
+	}
+	if res, err := h.resolve("rv", key, true, "bob is fine"); err != nil {
+		t.Fatalf("approve by key: %v", err)
+	} else if acc, ok := res.(*actors.TaskAccepted); !ok || acc.Duplicate {
+		t.Fatalf("approve by key: %v", res)
+	}
+	events = h.wait("rv")
+	if n := h.sends.Load(); n != 1 {
+		t.Fatalf("send ran %d times, want 1", n)
+	}
+	verifyDeterministic(t, h.agent(t, model), events)
+}

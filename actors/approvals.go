@@ -184,7 +184,13 @@ var ErrApprovalNotPending = errors.New("no approval of this call is pending")
 // already resolved with the same decision (the answer is then to be acknowledged and
 // not recorded again), or an error wrapping ErrApprovalNotPending.
 func (s *SessionState) CheckAnswer(call string, approve bool) (pending PendingApproval, duplicate bool, err error) {
-	if keys := s.approvalsOfCallID(call); len(keys) > 1 {
+	// A key names its own call only: a call ID is the model's, any string, and may
+	// be the key of another call. A text shaped as a key of this session
+	// (<session>/<seq>, as the session writes it) is a key whether or not an
+	// approval is at that seq yet: else an answer taken by call ID now would be
+	// taken, sent again once a later call got that key, as that call's.
+	byKey := s.keyShaped(call)
+	if keys := s.approvalsOfCallID(call); !byKey && len(keys) > 1 {
 		// A model gave calls of one reply the same ID: an answer by that ID could
 		// approve a call nobody looked at (the same answer sent twice would approve
 		// both), so it must name the call by its key.
@@ -192,9 +198,6 @@ func (s *SessionState) CheckAnswer(call string, approve bool) (pending PendingAp
 			s.SessionID, call, ErrApprovalNotPending, len(keys), strings.Join(keys, ", "))
 	}
 	open := s.PendingApprovals()
-	// A key names its own call only: a call ID is the model's, any string, and may
-	// be the key of another call.
-	byKey := s.approvals[call] != nil
 	if i := slices.IndexFunc(open, func(p PendingApproval) bool { return byKey && p.Key == call || !byKey && p.CallID == call }); i >= 0 {
 		if !byKey {
 			if ap := s.otherOfCallID(call, open[i].Key); ap != nil {
@@ -215,7 +218,7 @@ func (s *SessionState) CheckAnswer(call string, approve bool) (pending PendingAp
 	// An answer already given: by key, or by call ID (the latest call with that ID:
 	// models may reuse IDs from one reply to the next).
 	ap := s.approvals[call]
-	for i := len(s.approvalOrder) - 1; ap == nil && i >= 0; i-- {
+	for i := len(s.approvalOrder) - 1; ap == nil && !byKey && i >= 0; i-- {
 		if s.approvalOrder[i].req.CallID == call {
 			ap = s.approvalOrder[i]
 		}
@@ -229,11 +232,18 @@ func (s *SessionState) CheckAnswer(call string, approve bool) (pending PendingAp
 	if len(open) == 0 {
 		return PendingApproval{}, false, fmt.Errorf("session %s: call %s: %w: the session waits for no approval", s.SessionID, call, ErrApprovalNotPending)
 	}
-	ids := make([]string, len(open))
+	waiting := make([]string, len(open))
 	for i, p := range open {
-		ids[i] = p.CallID
+		waiting[i] = fmt.Sprintf("%s (call ID %s)", p.Key, p.CallID)
 	}
-	return PendingApproval{}, false, fmt.Errorf("session %s: call %s: %w: the calls waiting are %s", s.SessionID, call, ErrApprovalNotPending, strings.Join(ids, ", "))
+	return PendingApproval{}, false, fmt.Errorf("session %s: call %s: %w: the calls waiting are, by key, %s", s.SessionID, call, ErrApprovalNotPending, strings.Join(waiting, ", "))
+}
+
+// keyShaped reports whether call is written as a key of this session's events:
+// <session>/<seq>, the seq in decimal without leading zeros (messages.EffectKey).
+func (s *SessionState) keyShaped(call string) bool {
+	k, err := messages.ParseEffectKey(call)
+	return err == nil && k.SessionID == s.SessionID && k.String() == call
 }
 
 // otherOfCallID returns the latest approval of the session with the call ID call

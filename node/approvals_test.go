@@ -150,7 +150,7 @@ func TestHTTPApprovalApprovesAndRunsTheToolOnce(t *testing.T) {
 		{"no approve", url + "call_mail", `{"reason":"ok"}`, http.StatusBadRequest, `no "approve"`},
 		{"unknown field", url + "call_mail", `{"approve":true,"why":"ok"}`, http.StatusBadRequest, "unknown field"},
 		{"unknown session", api.URL + "/v1/sessions/nobody/approvals/call_mail", `{"approve":true}`, http.StatusNotFound, "no session"},
-		{"a call that needs none", url + "call_calc", `{"approve":true}`, http.StatusConflict, "the calls waiting are call_mail"},
+		{"a call that needs none", url + "call_calc", `{"approve":true}`, http.StatusConflict, "(call ID call_mail)"},
 	} {
 		if code, msg := postJSON(t, c.url, c.body); code != c.code || !strings.Contains(msg, c.want) {
 			t.Errorf("%s: %d %q, want %d and %q", c.name, code, msg, c.code, c.want)
