@@ -76,6 +76,44 @@ type ArgumentParser struct {
 	// schema does not allow it (propertyValidators). Resolved at the first problem.
 	properties func() map[string]*propertyCheck
 	maxBytes   int
+	// rules is how the parser reads what its schema leaves open (WithRules).
+	rules ArgumentRules
+}
+
+// ArgumentRules says how an ArgumentParser reads an integer float64 cannot hold
+// and a value under a $ref: a chain's arguments are read again when its session
+// is refolded or verified, as the rules its task was recorded under read them
+// (actors' chainArguments).
+type ArgumentRules int
+
+const (
+	// ArgumentsExact refuses an integer written without a fraction or an exponent
+	// that neither int64 nor float64 holds as written, and coerces a value under
+	// a local $ref as the schema it names says. It is the default.
+	ArgumentsExact ArgumentRules = iota
+	// ArgumentsRounded reads such an integer as the float64 nearest it
+	// (10000000000000000001 is 10000000000000000000), and coerces no value
+	// under a $ref (the validator checks it as it was written), as the parser
+	// did before ArgumentsExact.
+	ArgumentsRounded
+)
+
+// WithRules returns the parser reading arguments as rules says. p is not changed.
+func (p *ArgumentParser) WithRules(rules ArgumentRules) *ArgumentParser {
+	if p.rules == rules {
+		return p
+	}
+	c := *p
+	c.rules = rules
+	return &c
+}
+
+// number is number(n) under the parser's rules.
+func (p *ArgumentParser) number(n json.Number) any {
+	if p.rules == ArgumentsRounded {
+		return roundedNumber(n)
+	}
+	return number(n)
 }
 
 // NewArgumentParser returns the parser of arguments for the schema (a JSON Schema
@@ -603,6 +641,9 @@ const maxRefHops = 32
 // schema says (the validator checks it whole, refs and all); s itself when it has
 // no $ref, or one the walker cannot follow.
 func (p *ArgumentParser) deref(s *jsonschema.Schema) *jsonschema.Schema {
+	if p.rules == ArgumentsRounded {
+		return s
+	}
 	for hops := 0; s != nil && s.Ref != "" && hops < maxRefHops; hops++ {
 		var next *jsonschema.Schema
 		switch ref := s.Ref; {
@@ -653,7 +694,7 @@ func (w *walker) walk(v any, s *jsonschema.Schema, path string, depth int) any {
 	if n, ok := v.(json.Number); ok {
 		if len(types) > 0 && !slices.Contains(types, "number") && !slices.Contains(types, "integer") && slices.Contains(types, "string") {
 			v = string(n) // a number where only a string will do: its text as written
-		} else if v = number(n); v == nil {
+		} else if v = w.p.number(n); v == nil {
 			w.fail(path, "%s %s", name(path), numberProblem(n))
 			return nil
 		}
@@ -667,13 +708,13 @@ func (w *walker) walk(v any, s *jsonschema.Schema, path string, depth int) any {
 	}
 	if len(types) > 0 && !typeIn(v, types) {
 		for _, t := range types {
-			if c, ok := coerce(v, t, MaxArgumentDepth-depth); ok {
+			if c, ok := coerce(v, t, MaxArgumentDepth-depth, w.p.number); ok {
 				v = c
 				break
 			}
 		}
 		if n, ok := v.(json.Number); ok { // from a string that held JSON
-			v = number(n)
+			v = w.p.number(n)
 		}
 		if !typeIn(v, types) {
 			w.fail(path, "%s must be %s, not %s", name(path), wantTypes(types), describe(v))
@@ -768,7 +809,7 @@ func (w *walker) walk(v any, s *jsonschema.Schema, path string, depth int) any {
 func (w *walker) plain(v any, path string, depth int) any {
 	switch x := v.(type) {
 	case json.Number:
-		if n := number(x); n != nil {
+		if n := w.p.number(x); n != nil {
 			return n
 		}
 		w.fail(path, "%s %s", name(path), numberProblem(x))
@@ -835,6 +876,19 @@ func number(n json.Number) any {
 	}
 	f, err := strconv.ParseFloat(string(n), 64)
 	if err != nil || math.IsInf(f, 0) || inexactInteger(n, f) {
+		return nil
+	}
+	return f
+}
+
+// roundedNumber is number but for an integer float64 does not hold as written,
+// which it reads as the float64 nearest it (ArgumentsRounded).
+func roundedNumber(n json.Number) any {
+	if i, err := strconv.ParseInt(string(n), 10, 64); err == nil {
+		return i
+	}
+	f, err := strconv.ParseFloat(string(n), 64)
+	if err != nil || math.IsInf(f, 0) {
 		return nil
 	}
 	return f
@@ -908,7 +962,7 @@ var jsonNumber = regexp.MustCompile(`^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9
 
 // coerce converts v to the type want when the rules of ArgumentParser allow.
 // maxDepth bounds the nesting of JSON read from a string.
-func coerce(v any, want string, maxDepth int) (any, bool) {
+func coerce(v any, want string, maxDepth int, number func(json.Number) any) (any, bool) {
 	switch x := v.(type) {
 	case string:
 		t := strings.TrimSpace(x)
