@@ -900,8 +900,12 @@ func inexactInteger(n json.Number, f float64) bool {
 	if strings.ContainsAny(string(n), ".eE") {
 		return false
 	}
-	b, err := json.Marshal(f)
-	return err != nil || string(b) != string(n)
+	// f's shortest digits in full, not json.Marshal's text, which writes 1e21 and
+	// above in exponent form: 1000000000000000000000 is written back as written.
+	// An integer float64 holds whose shortest digits differ (9223372036854775808,
+	// written 9223372036854776000) is still refused: read back as an integer, the
+	// text passed on would be another one.
+	return strconv.FormatFloat(f, 'f', -1, 64) != string(n)
 }
 
 // numberProblem says why number(n) is nil.
