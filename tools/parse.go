@@ -639,27 +639,78 @@ const maxRefHops = 32
 // and zod write nested types; "#/definitions/Item"; "#" for the whole), followed
 // to one without a $ref, for the walker to coerce and check the value as that
 // schema says (the validator checks it whole, refs and all); s itself when it has
-// no $ref, or one the walker cannot follow.
+// no $ref, or one the walker cannot follow. Keywords beside the $ref are kept
+// (overlay): {"$ref": "#/$defs/Base", "properties": {"n": {"type": "integer"}}}
+// coerces n as well as Base's properties.
 func (p *ArgumentParser) deref(s *jsonschema.Schema) *jsonschema.Schema {
 	if p.rules == ArgumentsRounded {
 		return s
 	}
-	for hops := 0; s != nil && s.Ref != "" && hops < maxRefHops; hops++ {
-		var next *jsonschema.Schema
-		switch ref := s.Ref; {
-		case ref == "#":
-			next = p.schema
-		case strings.HasPrefix(ref, "#/$defs/"):
-			next = p.schema.Defs[refName(ref[len("#/$defs/"):])]
-		case strings.HasPrefix(ref, "#/definitions/"):
-			next = p.schema.Definitions[refName(ref[len("#/definitions/"):])]
-		}
-		if next == nil {
-			return s
-		}
-		s = next
+	return p.derefHops(s, 0)
+}
+
+func (p *ArgumentParser) derefHops(s *jsonschema.Schema, hops int) *jsonschema.Schema {
+	if s == nil || s.Ref == "" || hops >= maxRefHops {
+		return s
 	}
-	return s
+	var next *jsonschema.Schema
+	switch ref := s.Ref; {
+	case ref == "#":
+		next = p.schema
+	case strings.HasPrefix(ref, "#/$defs/"):
+		next = p.schema.Defs[refName(ref[len("#/$defs/"):])]
+	case strings.HasPrefix(ref, "#/definitions/"):
+		next = p.schema.Definitions[refName(ref[len("#/definitions/"):])]
+	}
+	if next == nil {
+		return s
+	}
+	next = p.derefHops(next, hops+1)
+	siblings := *s
+	siblings.Ref = ""
+	if reflect.ValueOf(siblings).IsZero() {
+		return next
+	}
+	return overlay(next, &siblings)
+}
+
+// overlay returns the schema a $ref's target (base) and the keywords beside the
+// $ref (over) stand for together, for the walker: over's properties beside
+// base's (over's where both name one), both's required fields, and over's every
+// other keyword it sets in place of base's. The validator checks both, as JSON
+// Schema says; the walker coerces a value as the one schema would.
+func overlay(base, over *jsonschema.Schema) *jsonschema.Schema {
+	m := *base
+	bv, ov := reflect.ValueOf(&m).Elem(), reflect.ValueOf(over).Elem()
+	for i := range ov.NumField() {
+		if f := ov.Field(i); !f.IsZero() {
+			bv.Field(i).Set(f)
+		}
+	}
+	if over.Type != "" {
+		m.Types = nil
+	} else if over.Types != nil {
+		m.Type = ""
+	}
+	if len(base.Properties) > 0 && len(over.Properties) > 0 {
+		m.Properties = maps.Clone(base.Properties)
+		maps.Copy(m.Properties, over.Properties)
+		m.PropertyOrder = slices.Clone(base.PropertyOrder)
+		for _, k := range over.PropertyOrder {
+			if !slices.Contains(m.PropertyOrder, k) {
+				m.PropertyOrder = append(m.PropertyOrder, k)
+			}
+		}
+	}
+	if len(base.Required) > 0 && len(over.Required) > 0 {
+		m.Required = slices.Clone(base.Required)
+		for _, r := range over.Required {
+			if !slices.Contains(m.Required, r) {
+				m.Required = append(m.Required, r)
+			}
+		}
+	}
+	return &m
 }
 
 // refName reads a JSON Pointer's token (~1 is '/', ~0 is '~').

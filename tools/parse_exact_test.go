@@ -30,3 +30,18 @@ func TestArgumentLargeExactIntegersPass(t *testing.T) {
 		t.Error("2^70 (1180591620717411303424) passed; it would be passed on as 1180591620717411300000")
 	}
 }
+
+// A $ref's sibling keywords keep their coercion: the value is coerced as the
+// target and the siblings say together.
+func TestArgumentRefSiblingsAreCoerced(t *testing.T) {
+	p, err := tools.NewArgumentParser("raw", json.RawMessage(`{"type":"object",`+
+		`"$defs":{"Base":{"type":"object","properties":{"a":{"type":"string"},"k":{"type":"integer"}}}},`+
+		`"properties":{"x":{"$ref":"#/$defs/Base","properties":{"n":{"type":"integer"}}}}}`), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := p.ParseJSON(`{"x":{"a":"s","n":"3","k":"4"}}`)
+	if want := `{"x":{"a":"s","k":4,"n":3}}`; err != nil || string(out) != want {
+		t.Errorf("got %s, %v; want %s", out, err, want)
+	}
+}
