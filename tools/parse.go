@@ -337,33 +337,124 @@ func (p *ArgumentParser) Schema() *jsonschema.Schema { return p.schema }
 // coerced to the schema's types, with the schema's defaults filled in. Empty text and
 // null mean {}.
 func (p *ArgumentParser) Parse(raw string) (map[string]any, error) {
+	v, err := p.decode(raw)
+	if err != nil {
+		return nil, err
+	}
+	m, err := p.check(v, false)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.resolved.ApplyDefaults(&m); err != nil {
+		return nil, &ArgumentError{Tool: p.tool, Reason: "the schema's defaults do not apply: " + err.Error()}
+	}
+	return m, nil
+}
+
+// Check reads raw as Parse does, refusing what Parse refuses, and returns the
+// arguments as compact JSON changed only where a value was coerced to the
+// schema's type ("3" for an integer is 3, "true" for a boolean true, 12345 for a
+// string "12345"): the schema's defaults are not filled in, a null stays, and a
+// number keeps its digits as written (an integer float64 does not hold as written
+// is checked as the float64 nearest it and passed on as written). It is for
+// arguments going to a tool that reads them itself, such as an MCP server's, for
+// which a default filled in or a null dropped would change the call.
+func (p *ArgumentParser) Check(raw string) (json.RawMessage, error) {
+	v, err := p.decode(raw)
+	if err != nil {
+		return nil, err
+	}
+	written, err := p.decode(raw) // the same value, for its numbers as written
+	if err != nil {
+		return nil, err
+	}
+	m, err := p.check(v, true)
+	if err != nil {
+		return nil, err
+	}
+	return marshalCompact(keepWritten(m, written, MaxArgumentDepth))
+}
+
+// keepWritten returns written (the arguments as read, their numbers json.Numbers)
+// with what checked (the same arguments coerced) coerced in it: a string coerced
+// to a number becomes the number as written in it, to a boolean the boolean, to
+// an array or an object what it holds, numbers as written; a number or a boolean
+// coerced to a string the string. Everything else stays as written: nulls, the
+// digits of numbers, fields checked dropped.
+func keepWritten(checked, written any, maxDepth int) any {
+	switch w := written.(type) {
+	case string:
+		switch c := checked.(type) {
+		case int64, float64:
+			return json.Number(strings.TrimSpace(w))
+		case bool:
+			return c
+		case map[string]any, []any:
+			if inner, err := decodeJSON(strings.TrimSpace(w), maxDepth); err == nil {
+				return keepWritten(c, inner, maxDepth)
+			}
+			return c
+		}
+	case json.Number, bool:
+		if c, ok := checked.(string); ok {
+			return c
+		}
+	case map[string]any:
+		if c, ok := checked.(map[string]any); ok {
+			for k, wv := range w {
+				if cv, ok := c[k]; ok {
+					w[k] = keepWritten(cv, wv, maxDepth)
+				}
+			}
+		}
+	case []any:
+		if c, ok := checked.([]any); ok && len(c) == len(w) {
+			for i := range w {
+				w[i] = keepWritten(c[i], w[i], maxDepth)
+			}
+		}
+	}
+	return written
+}
+
+// decode reads raw (a model's argument text) as a JSON object or key=value pairs,
+// its numbers json.Numbers, its pairs' values strings.
+func (p *ArgumentParser) decode(raw string) (any, error) {
 	if len(raw) > p.maxBytes {
 		return nil, &ArgumentError{Tool: p.tool, Reason: fmt.Sprintf("the arguments are %d bytes long; the limit is %d", len(raw), p.maxBytes)}
 	}
 	text := strings.TrimSpace(raw)
-	var v any
 	switch {
 	case text == "" || text == "null":
-		v = map[string]any{}
+		return map[string]any{}, nil
 	case text[0] == '{':
-		var err error
-		if v, err = decodeJSON(text, MaxArgumentDepth); err != nil {
+		v, err := decodeJSON(text, MaxArgumentDepth)
+		if err != nil {
 			return nil, &ArgumentError{Tool: p.tool, Reason: err.Error() + "; want a JSON object such as " + p.example()}
 		}
+		return v, nil
 	case strings.ContainsRune(`["-0123456789`, rune(text[0])) || text == "true" || text == "false":
 		return nil, &ArgumentError{Tool: p.tool, Reason: "the arguments are a JSON " + jsonKindOf(text) + "; want a JSON object such as " + p.example()}
-	default:
-		pairs, err := ParsePairs(text)
-		if err != nil {
-			return nil, &ArgumentError{Tool: p.tool, Reason: "the arguments are neither a JSON object nor key=value pairs (" + err.Error() + "); want a JSON object such as " + p.example()}
-		}
-		m := make(map[string]any, len(pairs))
-		for k, s := range pairs {
-			m[k] = s
-		}
-		v = m
 	}
-	w := walker{p: p}
+	pairs, err := ParsePairs(text)
+	if err != nil {
+		return nil, &ArgumentError{Tool: p.tool, Reason: "the arguments are neither a JSON object nor key=value pairs (" + err.Error() + "); want a JSON object such as " + p.example()}
+	}
+	m := make(map[string]any, len(pairs))
+	for k, s := range pairs {
+		m[k] = s
+	}
+	return m, nil
+}
+
+// check coerces v to the schema and validates it. written says that the numbers
+// are passed on as written (Check): an integer float64 does not hold as written
+// is checked as the float64 nearest it.
+func (p *ArgumentParser) check(v any, written bool) (map[string]any, error) {
+	w := walker{p: p, number: p.number}
+	if written {
+		w.number = roundedNumber
+	}
 	v = w.walk(v, p.schema, "", 0)
 	if len(w.problems) == 0 {
 		if err := p.resolved.Validate(v); err != nil {
@@ -377,11 +468,7 @@ func (p *ArgumentParser) Parse(raw string) (map[string]any, error) {
 		}
 		return nil, ae
 	}
-	m := v.(map[string]any)
-	if err := p.resolved.ApplyDefaults(&m); err != nil {
-		return nil, &ArgumentError{Tool: p.tool, Reason: "the schema's defaults do not apply: " + err.Error()}
-	}
-	return m, nil
+	return v.(map[string]any), nil
 }
 
 // ParseJSON is Parse returning the arguments as compact JSON.
@@ -724,6 +811,8 @@ type walker struct {
 	problems []string
 	more     int
 	field    string // the path of the first problem
+	// number reads a JSON number (ArgumentParser.number; roundedNumber for Check).
+	number func(json.Number) any
 }
 
 func (w *walker) fail(path, format string, args ...any) {
@@ -745,7 +834,7 @@ func (w *walker) walk(v any, s *jsonschema.Schema, path string, depth int) any {
 	if n, ok := v.(json.Number); ok {
 		if len(types) > 0 && !slices.Contains(types, "number") && !slices.Contains(types, "integer") && slices.Contains(types, "string") {
 			v = string(n) // a number where only a string will do: its text as written
-		} else if v = w.p.number(n); v == nil {
+		} else if v = w.number(n); v == nil {
 			w.fail(path, "%s %s", name(path), numberProblem(n))
 			return nil
 		}
@@ -759,13 +848,13 @@ func (w *walker) walk(v any, s *jsonschema.Schema, path string, depth int) any {
 	}
 	if len(types) > 0 && !typeIn(v, types) {
 		for _, t := range types {
-			if c, ok := coerce(v, t, MaxArgumentDepth-depth, w.p.number); ok {
+			if c, ok := coerce(v, t, MaxArgumentDepth-depth, w.number); ok {
 				v = c
 				break
 			}
 		}
 		if n, ok := v.(json.Number); ok { // from a string that held JSON
-			v = w.p.number(n)
+			v = w.number(n)
 		}
 		if !typeIn(v, types) {
 			w.fail(path, "%s must be %s, not %s", name(path), wantTypes(types), describe(v))
@@ -860,7 +949,7 @@ func (w *walker) walk(v any, s *jsonschema.Schema, path string, depth int) any {
 func (w *walker) plain(v any, path string, depth int) any {
 	switch x := v.(type) {
 	case json.Number:
-		if n := w.p.number(x); n != nil {
+		if n := w.number(x); n != nil {
 			return n
 		}
 		w.fail(path, "%s %s", name(path), numberProblem(x))
