@@ -109,10 +109,11 @@ func decideChains(a *Agent, t *taskState, nextSeq uint64, nowUS int64) *Decision
 // decideChain decides c's next event under the rules of its task: the numbers of
 // the JSON its templates read are rendered as written from rules 10
 // (rulesExactNumbers) and tested for their values from rules 11
-// (rulesNumbersAsValues), as float64s under older rules (chainNumbers).
+// (rulesNumbersAsValues), as float64s under older rules (chainNumbers); its
+// arguments are read as the rules read them (chainArguments).
 func decideChain(a Agent, c *callState, rules int, nextSeq uint64, nowUS int64) *Decision {
 	ch, rawArgs := a.chainOf(c.req)
-	ch = ch.WithNumbers(chainNumbers(rules))
+	ch = ch.WithNumbers(chainNumbers(rules)).WithArguments(chainArguments(rules))
 	answer := func(result, errMsg string) *Decision {
 		latency := int64(0)
 		if len(c.steps) > 0 {
@@ -178,4 +179,15 @@ func chainNumbers(rules int) tools.ChainNumbers {
 		return tools.NumbersAsWritten
 	}
 	return tools.NumbersAsFloats
+}
+
+// chainArguments returns how a chain reads its arguments under rules: an integer
+// float64 does not hold as written refused, and values under a local $ref coerced
+// as the schema it names says, from rulesExactArguments; under older rules such an
+// integer rounded and no value under a $ref coerced.
+func chainArguments(rules int) tools.ArgumentRules {
+	if rules >= rulesExactArguments {
+		return tools.ArgumentsExact
+	}
+	return tools.ArgumentsRounded
 }

@@ -228,7 +228,15 @@ import (
 //     pinned to 11 or older (Agents.Rules, node.Config.DecisionRules: a rolling
 //     upgrade, or a rollback to come) writes none, and the next start's recovery
 //     extracts such a turn again, one model call, as under 11.
-const ContextRules = 12
+//   - 13: a tool chain's arguments are read refusing an integer written without
+//     a fraction or an exponent that float64 does not hold as written
+//     ({"id": 10000000000000000001}), and coercing a value under a local $ref
+//     as the schema it names says ({"qty": "2"} under "#/$defs/Item" is 2):
+//     tools.ArgumentsExact (chain.go's chainArguments). Under 1 to 12 such an
+//     integer was rounded (10000000000000000000) and no value under a $ref was
+//     coerced (the validator refused "2" for an integer), so that a chain call
+//     recorded under them is refolded and verified as it was decided.
+const ContextRules = 13
 
 // The versions of the rules whose changes the code tests for by name (ContextRules
 // lists them all).
@@ -354,6 +362,10 @@ const (
 	// found nothing to keep with a memory.remembered (MarksRemembered): under
 	// older rules it writes no such event, which their builds cannot read.
 	rulesRememberedMark = 12
+	// rulesExactArguments is the version whose chains read their arguments with
+	// tools.ArgumentsExact: older rules rounded an integer float64 does not hold
+	// as written and coerced no value under a $ref (tools.ArgumentsRounded).
+	rulesExactArguments = 13
 )
 
 // MarksRemembered reports whether a node recording new tasks under decision

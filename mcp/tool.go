@@ -404,7 +404,11 @@ func (t *remoteTool) Call(ctx context.Context, c tools.Call) (string, error) {
 	var args json.RawMessage
 	var err error
 	if p := t.parser(); p != nil {
-		args, err = p.ParseJSON(c.Arguments)
+		// Checked and coerced only (tools.ArgumentParser.Check): the server reads
+		// them itself, so no default is filled in (a default state=open would
+		// reopen a closed issue), a null stays (a field cleared on purpose), and
+		// numbers keep the digits the model wrote.
+		args, err = p.Check(c.Arguments)
 	} else {
 		args, err = objectArguments(t.spec.Name, c.Arguments)
 	}

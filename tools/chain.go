@@ -456,6 +456,8 @@ type ChainTool struct {
 	timeout time.Duration
 	// numbers is how its templates read the numbers of JSON (WithNumbers).
 	numbers ChainNumbers
+	// arguments is how its arguments are read (WithArguments).
+	arguments ArgumentRules
 }
 
 // stepTimeout is what a chain run in one call (ChainTool.Call) counts for a step
@@ -650,13 +652,24 @@ func (t *ChainTool) WithNumbers(numbers ChainNumbers) *ChainTool {
 	return &c
 }
 
+// WithArguments returns the chain reading its arguments as rules says
+// (ArgumentsExact unless told). t is not changed.
+func (t *ChainTool) WithArguments(rules ArgumentRules) *ChainTool {
+	if t.arguments == rules {
+		return t
+	}
+	c := *t
+	c.arguments = rules
+	return &c
+}
+
 // Steps returns the chain's steps. The caller must not modify them.
 func (t *ChainTool) Steps() []ChainStep { return t.chain.Steps }
 
 // ParseArguments reads the chain's arguments (a model's raw text) against its input
 // schema.
 func (t *ChainTool) ParseArguments(raw string) (map[string]any, error) {
-	return t.cc.parser.Parse(raw)
+	return t.cc.parser.WithRules(t.arguments).Parse(raw)
 }
 
 // StepArguments renders the arguments of step i (0-based) from the chain's parsed

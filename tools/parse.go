@@ -76,6 +76,44 @@ type ArgumentParser struct {
 	// schema does not allow it (propertyValidators). Resolved at the first problem.
 	properties func() map[string]*propertyCheck
 	maxBytes   int
+	// rules is how the parser reads what its schema leaves open (WithRules).
+	rules ArgumentRules
+}
+
+// ArgumentRules says how an ArgumentParser reads an integer float64 cannot hold
+// and a value under a $ref: a chain's arguments are read again when its session
+// is refolded or verified, as the rules its task was recorded under read them
+// (actors' chainArguments).
+type ArgumentRules int
+
+const (
+	// ArgumentsExact refuses an integer written without a fraction or an exponent
+	// that neither int64 nor float64 holds as written, and coerces a value under
+	// a local $ref as the schema it names says. It is the default.
+	ArgumentsExact ArgumentRules = iota
+	// ArgumentsRounded reads such an integer as the float64 nearest it
+	// (10000000000000000001 is 10000000000000000000), and coerces no value
+	// under a $ref (the validator checks it as it was written), as the parser
+	// did before ArgumentsExact.
+	ArgumentsRounded
+)
+
+// WithRules returns the parser reading arguments as rules says. p is not changed.
+func (p *ArgumentParser) WithRules(rules ArgumentRules) *ArgumentParser {
+	if p.rules == rules {
+		return p
+	}
+	c := *p
+	c.rules = rules
+	return &c
+}
+
+// number is number(n) under the parser's rules.
+func (p *ArgumentParser) number(n json.Number) any {
+	if p.rules == ArgumentsRounded {
+		return roundedNumber(n)
+	}
+	return number(n)
 }
 
 // NewArgumentParser returns the parser of arguments for the schema (a JSON Schema
@@ -299,33 +337,124 @@ func (p *ArgumentParser) Schema() *jsonschema.Schema { return p.schema }
 // coerced to the schema's types, with the schema's defaults filled in. Empty text and
 // null mean {}.
 func (p *ArgumentParser) Parse(raw string) (map[string]any, error) {
+	v, err := p.decode(raw)
+	if err != nil {
+		return nil, err
+	}
+	m, err := p.check(v, false)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.resolved.ApplyDefaults(&m); err != nil {
+		return nil, &ArgumentError{Tool: p.tool, Reason: "the schema's defaults do not apply: " + err.Error()}
+	}
+	return m, nil
+}
+
+// Check reads raw as Parse does, refusing what Parse refuses, and returns the
+// arguments as compact JSON changed only where a value was coerced to the
+// schema's type ("3" for an integer is 3, "true" for a boolean true, 12345 for a
+// string "12345"): the schema's defaults are not filled in, a null stays, and a
+// number keeps its digits as written (an integer float64 does not hold as written
+// is checked as the float64 nearest it and passed on as written). It is for
+// arguments going to a tool that reads them itself, such as an MCP server's, for
+// which a default filled in or a null dropped would change the call.
+func (p *ArgumentParser) Check(raw string) (json.RawMessage, error) {
+	v, err := p.decode(raw)
+	if err != nil {
+		return nil, err
+	}
+	written, err := p.decode(raw) // the same value, for its numbers as written
+	if err != nil {
+		return nil, err
+	}
+	m, err := p.check(v, true)
+	if err != nil {
+		return nil, err
+	}
+	return marshalCompact(keepWritten(m, written, MaxArgumentDepth))
+}
+
+// keepWritten returns written (the arguments as read, their numbers json.Numbers)
+// with what checked (the same arguments coerced) coerced in it: a string coerced
+// to a number becomes the number as written in it, to a boolean the boolean, to
+// an array or an object what it holds, numbers as written; a number or a boolean
+// coerced to a string the string. Everything else stays as written: nulls, the
+// digits of numbers, fields checked dropped.
+func keepWritten(checked, written any, maxDepth int) any {
+	switch w := written.(type) {
+	case string:
+		switch c := checked.(type) {
+		case int64, float64:
+			return json.Number(strings.TrimSpace(w))
+		case bool:
+			return c
+		case map[string]any, []any:
+			if inner, err := decodeJSON(strings.TrimSpace(w), maxDepth); err == nil {
+				return keepWritten(c, inner, maxDepth)
+			}
+			return c
+		}
+	case json.Number, bool:
+		if c, ok := checked.(string); ok {
+			return c
+		}
+	case map[string]any:
+		if c, ok := checked.(map[string]any); ok {
+			for k, wv := range w {
+				if cv, ok := c[k]; ok {
+					w[k] = keepWritten(cv, wv, maxDepth)
+				}
+			}
+		}
+	case []any:
+		if c, ok := checked.([]any); ok && len(c) == len(w) {
+			for i := range w {
+				w[i] = keepWritten(c[i], w[i], maxDepth)
+			}
+		}
+	}
+	return written
+}
+
+// decode reads raw (a model's argument text) as a JSON object or key=value pairs,
+// its numbers json.Numbers, its pairs' values strings.
+func (p *ArgumentParser) decode(raw string) (any, error) {
 	if len(raw) > p.maxBytes {
 		return nil, &ArgumentError{Tool: p.tool, Reason: fmt.Sprintf("the arguments are %d bytes long; the limit is %d", len(raw), p.maxBytes)}
 	}
 	text := strings.TrimSpace(raw)
-	var v any
 	switch {
 	case text == "" || text == "null":
-		v = map[string]any{}
+		return map[string]any{}, nil
 	case text[0] == '{':
-		var err error
-		if v, err = decodeJSON(text, MaxArgumentDepth); err != nil {
+		v, err := decodeJSON(text, MaxArgumentDepth)
+		if err != nil {
 			return nil, &ArgumentError{Tool: p.tool, Reason: err.Error() + "; want a JSON object such as " + p.example()}
 		}
+		return v, nil
 	case strings.ContainsRune(`["-0123456789`, rune(text[0])) || text == "true" || text == "false":
 		return nil, &ArgumentError{Tool: p.tool, Reason: "the arguments are a JSON " + jsonKindOf(text) + "; want a JSON object such as " + p.example()}
-	default:
-		pairs, err := ParsePairs(text)
-		if err != nil {
-			return nil, &ArgumentError{Tool: p.tool, Reason: "the arguments are neither a JSON object nor key=value pairs (" + err.Error() + "); want a JSON object such as " + p.example()}
-		}
-		m := make(map[string]any, len(pairs))
-		for k, s := range pairs {
-			m[k] = s
-		}
-		v = m
 	}
-	w := walker{p: p}
+	pairs, err := ParsePairs(text)
+	if err != nil {
+		return nil, &ArgumentError{Tool: p.tool, Reason: "the arguments are neither a JSON object nor key=value pairs (" + err.Error() + "); want a JSON object such as " + p.example()}
+	}
+	m := make(map[string]any, len(pairs))
+	for k, s := range pairs {
+		m[k] = s
+	}
+	return m, nil
+}
+
+// check coerces v to the schema and validates it. written says that the numbers
+// are passed on as written (Check): an integer float64 does not hold as written
+// is checked as the float64 nearest it.
+func (p *ArgumentParser) check(v any, written bool) (map[string]any, error) {
+	w := walker{p: p, number: p.number}
+	if written {
+		w.number = roundedNumber
+	}
 	v = w.walk(v, p.schema, "", 0)
 	if len(w.problems) == 0 {
 		if err := p.resolved.Validate(v); err != nil {
@@ -339,11 +468,7 @@ func (p *ArgumentParser) Parse(raw string) (map[string]any, error) {
 		}
 		return nil, ae
 	}
-	m := v.(map[string]any)
-	if err := p.resolved.ApplyDefaults(&m); err != nil {
-		return nil, &ArgumentError{Tool: p.tool, Reason: "the schema's defaults do not apply: " + err.Error()}
-	}
-	return m, nil
+	return v.(map[string]any), nil
 }
 
 // ParseJSON is Parse returning the arguments as compact JSON.
@@ -601,24 +726,78 @@ const maxRefHops = 32
 // and zod write nested types; "#/definitions/Item"; "#" for the whole), followed
 // to one without a $ref, for the walker to coerce and check the value as that
 // schema says (the validator checks it whole, refs and all); s itself when it has
-// no $ref, or one the walker cannot follow.
+// no $ref, or one the walker cannot follow. Keywords beside the $ref are kept
+// (overlay): {"$ref": "#/$defs/Base", "properties": {"n": {"type": "integer"}}}
+// coerces n as well as Base's properties.
 func (p *ArgumentParser) deref(s *jsonschema.Schema) *jsonschema.Schema {
-	for hops := 0; s != nil && s.Ref != "" && hops < maxRefHops; hops++ {
-		var next *jsonschema.Schema
-		switch ref := s.Ref; {
-		case ref == "#":
-			next = p.schema
-		case strings.HasPrefix(ref, "#/$defs/"):
-			next = p.schema.Defs[refName(ref[len("#/$defs/"):])]
-		case strings.HasPrefix(ref, "#/definitions/"):
-			next = p.schema.Definitions[refName(ref[len("#/definitions/"):])]
-		}
-		if next == nil {
-			return s
-		}
-		s = next
+	if p.rules == ArgumentsRounded {
+		return s
 	}
-	return s
+	return p.derefHops(s, 0)
+}
+
+func (p *ArgumentParser) derefHops(s *jsonschema.Schema, hops int) *jsonschema.Schema {
+	if s == nil || s.Ref == "" || hops >= maxRefHops {
+		return s
+	}
+	var next *jsonschema.Schema
+	switch ref := s.Ref; {
+	case ref == "#":
+		next = p.schema
+	case strings.HasPrefix(ref, "#/$defs/"):
+		next = p.schema.Defs[refName(ref[len("#/$defs/"):])]
+	case strings.HasPrefix(ref, "#/definitions/"):
+		next = p.schema.Definitions[refName(ref[len("#/definitions/"):])]
+	}
+	if next == nil {
+		return s
+	}
+	next = p.derefHops(next, hops+1)
+	siblings := *s
+	siblings.Ref = ""
+	if reflect.ValueOf(siblings).IsZero() {
+		return next
+	}
+	return overlay(next, &siblings)
+}
+
+// overlay returns the schema a $ref's target (base) and the keywords beside the
+// $ref (over) stand for together, for the walker: over's properties beside
+// base's (over's where both name one), both's required fields, and over's every
+// other keyword it sets in place of base's. The validator checks both, as JSON
+// Schema says; the walker coerces a value as the one schema would.
+func overlay(base, over *jsonschema.Schema) *jsonschema.Schema {
+	m := *base
+	bv, ov := reflect.ValueOf(&m).Elem(), reflect.ValueOf(over).Elem()
+	for i := range ov.NumField() {
+		if f := ov.Field(i); !f.IsZero() {
+			bv.Field(i).Set(f)
+		}
+	}
+	if over.Type != "" {
+		m.Types = nil
+	} else if over.Types != nil {
+		m.Type = ""
+	}
+	if len(base.Properties) > 0 && len(over.Properties) > 0 {
+		m.Properties = maps.Clone(base.Properties)
+		maps.Copy(m.Properties, over.Properties)
+		m.PropertyOrder = slices.Clone(base.PropertyOrder)
+		for _, k := range over.PropertyOrder {
+			if !slices.Contains(m.PropertyOrder, k) {
+				m.PropertyOrder = append(m.PropertyOrder, k)
+			}
+		}
+	}
+	if len(base.Required) > 0 && len(over.Required) > 0 {
+		m.Required = slices.Clone(base.Required)
+		for _, r := range over.Required {
+			if !slices.Contains(m.Required, r) {
+				m.Required = append(m.Required, r)
+			}
+		}
+	}
+	return &m
 }
 
 // refName reads a JSON Pointer's token (~1 is '/', ~0 is '~').
@@ -632,6 +811,8 @@ type walker struct {
 	problems []string
 	more     int
 	field    string // the path of the first problem
+	// number reads a JSON number (ArgumentParser.number; roundedNumber for Check).
+	number func(json.Number) any
 }
 
 func (w *walker) fail(path, format string, args ...any) {
@@ -653,7 +834,7 @@ func (w *walker) walk(v any, s *jsonschema.Schema, path string, depth int) any {
 	if n, ok := v.(json.Number); ok {
 		if len(types) > 0 && !slices.Contains(types, "number") && !slices.Contains(types, "integer") && slices.Contains(types, "string") {
 			v = string(n) // a number where only a string will do: its text as written
-		} else if v = number(n); v == nil {
+		} else if v = w.number(n); v == nil {
 			w.fail(path, "%s %s", name(path), numberProblem(n))
 			return nil
 		}
@@ -667,13 +848,13 @@ func (w *walker) walk(v any, s *jsonschema.Schema, path string, depth int) any {
 	}
 	if len(types) > 0 && !typeIn(v, types) {
 		for _, t := range types {
-			if c, ok := coerce(v, t, MaxArgumentDepth-depth); ok {
+			if c, ok := coerce(v, t, MaxArgumentDepth-depth, w.number); ok {
 				v = c
 				break
 			}
 		}
 		if n, ok := v.(json.Number); ok { // from a string that held JSON
-			v = number(n)
+			v = w.number(n)
 		}
 		if !typeIn(v, types) {
 			w.fail(path, "%s must be %s, not %s", name(path), wantTypes(types), describe(v))
@@ -768,7 +949,7 @@ func (w *walker) walk(v any, s *jsonschema.Schema, path string, depth int) any {
 func (w *walker) plain(v any, path string, depth int) any {
 	switch x := v.(type) {
 	case json.Number:
-		if n := number(x); n != nil {
+		if n := w.number(x); n != nil {
 			return n
 		}
 		w.fail(path, "%s %s", name(path), numberProblem(x))
@@ -840,14 +1021,31 @@ func number(n json.Number) any {
 	return f
 }
 
+// roundedNumber is number but for an integer float64 does not hold as written,
+// which it reads as the float64 nearest it (ArgumentsRounded).
+func roundedNumber(n json.Number) any {
+	if i, err := strconv.ParseInt(string(n), 10, 64); err == nil {
+		return i
+	}
+	f, err := strconv.ParseFloat(string(n), 64)
+	if err != nil || math.IsInf(f, 0) {
+		return nil
+	}
+	return f
+}
+
 // inexactInteger reports whether n, read as f, is an integer written without a
 // fraction or an exponent that f does not write back as it was written.
 func inexactInteger(n json.Number, f float64) bool {
 	if strings.ContainsAny(string(n), ".eE") {
 		return false
 	}
-	b, err := json.Marshal(f)
-	return err != nil || string(b) != string(n)
+	// f's shortest digits in full, not json.Marshal's text, which writes 1e21 and
+	// above in exponent form: 1000000000000000000000 is written back as written.
+	// An integer float64 holds whose shortest digits differ (9223372036854775808,
+	// written 9223372036854776000) is still refused: read back as an integer, the
+	// text passed on would be another one.
+	return strconv.FormatFloat(f, 'f', -1, 64) != string(n)
 }
 
 // numberProblem says why number(n) is nil.
@@ -908,7 +1106,7 @@ var jsonNumber = regexp.MustCompile(`^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9
 
 // coerce converts v to the type want when the rules of ArgumentParser allow.
 // maxDepth bounds the nesting of JSON read from a string.
-func coerce(v any, want string, maxDepth int) (any, bool) {
+func coerce(v any, want string, maxDepth int, number func(json.Number) any) (any, bool) {
 	switch x := v.(type) {
 	case string:
 		t := strings.TrimSpace(x)
