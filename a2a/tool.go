@@ -263,11 +263,19 @@ func (t *Tool) send(ctx context.Context, client *a2aclient.Client, msg *sdk.Mess
 			return v, taskID, nil
 		case *sdk.Task:
 			task = v
+			if v.Status.State.Terminal() {
+				return task, task.ID, nil
+			}
 		case *sdk.TaskStatusUpdateEvent:
 			if task == nil {
 				task = &sdk.Task{ID: v.TaskID, ContextID: v.ContextID}
 			}
 			task.Status = v.Status
+			if v.Final || v.Status.State.Terminal() {
+				// The end of the answer, whether or not the stream closes after it
+				// (keep-alive comments, a proxy holding the connection).
+				return task, task.ID, nil
+			}
 		case *sdk.TaskArtifactUpdateEvent:
 			if task == nil {
 				task = &sdk.Task{ID: v.TaskID, ContextID: v.ContextID}
