@@ -65,7 +65,8 @@ var toolNamePattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,48}$`)
 // Tool calls a remote A2A agent: message/send with the model's message, whose
 // messageId is the call's idempotency key, so that a call performed again after a
 // crash is the same message (an A2A server that dedupes by messageId, as Troupe's
-// does, runs it once). The card is fetched at the first call.
+// does, runs it once). The card is fetched at the first call, and again when the
+// endpoint it names is gone (the agent moved).
 type Tool struct {
 	cfg ToolConfig
 
@@ -181,6 +182,41 @@ func (t *Tool) connect(ctx context.Context) (*a2aclient.Client, error) {
 	return client, nil
 }
 
+// reconnect forgets the client, which found no endpoint where its card said, and
+// fetches the card again; ok says the card names another endpoint, to try.
+func (t *Tool) reconnect(ctx context.Context, old *a2aclient.Client) (*a2aclient.Client, bool) {
+	t.mu.Lock()
+	switch {
+	case t.client == nil: // another call's fetch of the card failed
+		t.mu.Unlock()
+		return nil, false
+	case t.client != old: // another call fetched the card again
+		c := t.client
+		t.mu.Unlock()
+		return c, true
+	}
+	was := t.card
+	t.client, t.card = nil, nil
+	t.mu.Unlock()
+	client, err := t.connect(ctx)
+	if err != nil {
+		return nil, false
+	}
+	t.mu.Lock()
+	now := t.card
+	t.mu.Unlock()
+	return client, now != nil && endpointOf(now) != endpointOf(was)
+}
+
+// endpointOf names where and how a card says to send requests.
+func endpointOf(c *sdk.AgentCard) string {
+	s := fmt.Sprintf("%s %s %v", c.URL, c.PreferredTransport, c.Capabilities.Streaming)
+	for _, i := range c.AdditionalInterfaces {
+		s += fmt.Sprintf(" %s %s", i.URL, i.Transport)
+	}
+	return s
+}
+
 // Call implements tools.Tool: it sends the message and returns the agent's answer
 // and the context to continue in, or what went wrong in words the model reads.
 func (t *Tool) Call(ctx context.Context, c tools.Call) (string, error) {
@@ -209,6 +245,14 @@ func (t *Tool) Call(ctx context.Context, c tools.Call) (string, error) {
 	msg.ContextID = a.ContextID
 	msg.TaskID = sdk.TaskID(a.TaskID)
 	res, taskID, err := t.send(ctx, client, msg)
+	if moved := (*notThereError)(nil); err != nil && taskID == "" && errors.As(err, &moved) {
+		// The card is read at the first call: an agent that moved since names its
+		// new endpoint in it. The message ran nowhere; it is sent once more there.
+		if again, ok := t.reconnect(ctx, client); ok {
+			res, taskID, err = t.send(ctx, again, msg)
+			client = again
+		}
+	}
 	if err != nil {
 		if taskID != "" && (ctx.Err() != nil && t.cancels(context.Cause(ctx)) || errors.Is(err, ErrAnswerTooLarge)) {
 			t.cancelRemote(ctx, client, taskID)
