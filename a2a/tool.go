@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -15,7 +16,6 @@ import (
 
 	sdk "github.com/a2aproject/a2a-go/a2a"
 	"github.com/a2aproject/a2a-go/a2aclient"
-	"github.com/a2aproject/a2a-go/a2aclient/agentcard"
 
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/redact"
@@ -163,11 +163,9 @@ func (t *Tool) connect(ctx context.Context) (*a2aclient.Client, error) {
 	}
 	u, _ := url.Parse(t.cfg.CardURL)
 	hc, u := withCardCredentials(t.cfg.HTTPClient, u)
-	path := u.Path
-	u.Path, u.RawPath = "", ""
 	cctx, cancel := context.WithTimeout(ctx, t.cfg.CardTimeout)
 	defer cancel()
-	card, err := agentcard.NewResolver(hc).Resolve(cctx, u.String(), agentcard.WithPath(path))
+	card, err := fetchCard(cctx, hc, u.String())
 	if err != nil {
 		return nil, fmt.Errorf("fetching the agent card %s: %w", t.shown, err)
 	}
@@ -215,6 +213,39 @@ func endpointOf(c *sdk.AgentCard) string {
 		s += fmt.Sprintf(" %s %s", i.URL, i.Transport)
 	}
 	return s
+}
+
+// MaxCardBytes bounds a remote agent's card as the tool reads it.
+const MaxCardBytes = 1 << 20
+
+// fetchCard GETs the agent card at rawURL, of at most MaxCardBytes (the SDK's
+// resolver reads a card whole, however large, until the card's timeout).
+func fetchCard(ctx context.Context, hc *http.Client, rawURL string) (*sdk.AgentCard, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, rawURL, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("card request failed: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("the card's URL answered HTTP %s", resp.Status)
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, MaxCardBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading the card: %w", err)
+	}
+	if len(body) > MaxCardBytes {
+		return nil, fmt.Errorf("the card is larger than %d bytes", MaxCardBytes)
+	}
+	var card sdk.AgentCard
+	if err := json.Unmarshal(body, &card); err != nil {
+		return nil, fmt.Errorf("the card is not an A2A agent card: %w", err)
+	}
+	return &card, nil
 }
 
 // Call implements tools.Tool: it sends the message and returns the agent's answer
