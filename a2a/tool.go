@@ -39,8 +39,8 @@ type ToolConfig struct {
 	// past it cancels the remote task (tasks/cancel).
 	CardTimeout, CallTimeout time.Duration
 	// MaxAnswerBytes bounds what a call reads of the remote agent's answer: a
-	// response, one event of its stream, the text of the artifacts its stream
-	// assembles (0: 16 MiB). A larger answer fails the call (ErrAnswerTooLarge) and
+	// response, one event of its stream, the artifacts its stream assembles (their
+	// text, data and files) (0: 16 MiB). A larger answer fails the call (ErrAnswerTooLarge) and
 	// cancels the remote task.
 	MaxAnswerBytes int
 	// HTTPClient sends the requests (nil: http.DefaultClient, bounded by the
@@ -357,7 +357,7 @@ func (t *Tool) send(ctx context.Context, client *a2aclient.Client, msg *sdk.Mess
 			}
 			task.Artifacts = updateArtifacts(task.Artifacts, v)
 			if v.Artifact != nil {
-				n := len(partsText(v.Artifact.Parts))
+				n := len(partsText(v.Artifact.Parts)) + filesSize(v.Artifact.Parts)
 				if v.Append {
 					n += sizes[string(v.Artifact.ID)]
 				}
@@ -385,6 +385,23 @@ func (t *Tool) send(ctx context.Context, client *a2aclient.Client, msg *sdk.Mess
 		return nil, taskID, errors.New("the stream ended without an answer")
 	}
 	return task, taskID, nil
+}
+
+// filesSize is the size of the file parts of parts (their bytes or URI), which
+// their text leaves out and the task the tool assembles holds all the same.
+func filesSize(parts sdk.ContentParts) int {
+	n := 0
+	for _, p := range parts {
+		if f, ok := p.(sdk.FilePart); ok {
+			switch c := f.File.(type) {
+			case sdk.FileBytes:
+				n += len(c.Bytes) + len(c.Name) + len(c.MimeType)
+			case sdk.FileURI:
+				n += len(c.URI) + len(c.Name) + len(c.MimeType)
+			}
+		}
+	}
+	return n
 }
 
 func sumOf(sizes map[string]int) int {
