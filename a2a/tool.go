@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -15,7 +16,6 @@ import (
 
 	sdk "github.com/a2aproject/a2a-go/a2a"
 	"github.com/a2aproject/a2a-go/a2aclient"
-	"github.com/a2aproject/a2a-go/a2aclient/agentcard"
 
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/redact"
@@ -39,8 +39,8 @@ type ToolConfig struct {
 	// past it cancels the remote task (tasks/cancel).
 	CardTimeout, CallTimeout time.Duration
 	// MaxAnswerBytes bounds what a call reads of the remote agent's answer: a
-	// response, one event of its stream, the text of the artifacts its stream
-	// assembles (0: 16 MiB). A larger answer fails the call (ErrAnswerTooLarge) and
+	// response, one event of its stream, the artifacts its stream assembles (their
+	// text, data and files) (0: 16 MiB). A larger answer fails the call (ErrAnswerTooLarge) and
 	// cancels the remote task.
 	MaxAnswerBytes int
 	// HTTPClient sends the requests (nil: http.DefaultClient, bounded by the
@@ -65,7 +65,8 @@ var toolNamePattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,48}$`)
 // Tool calls a remote A2A agent: message/send with the model's message, whose
 // messageId is the call's idempotency key, so that a call performed again after a
 // crash is the same message (an A2A server that dedupes by messageId, as Troupe's
-// does, runs it once). The card is fetched at the first call.
+// does, runs it once). The card is fetched at the first call, and again when the
+// endpoint it names is gone (the agent moved).
 type Tool struct {
 	cfg ToolConfig
 
@@ -162,11 +163,9 @@ func (t *Tool) connect(ctx context.Context) (*a2aclient.Client, error) {
 	}
 	u, _ := url.Parse(t.cfg.CardURL)
 	hc, u := withCardCredentials(t.cfg.HTTPClient, u)
-	path := u.Path
-	u.Path, u.RawPath = "", ""
 	cctx, cancel := context.WithTimeout(ctx, t.cfg.CardTimeout)
 	defer cancel()
-	card, err := agentcard.NewResolver(hc).Resolve(cctx, u.String(), agentcard.WithPath(path))
+	card, err := fetchCard(cctx, hc, u.String())
 	if err != nil {
 		return nil, fmt.Errorf("fetching the agent card %s: %w", t.shown, err)
 	}
@@ -179,6 +178,74 @@ func (t *Tool) connect(ctx context.Context) (*a2aclient.Client, error) {
 	}
 	t.client, t.card = client, card
 	return client, nil
+}
+
+// reconnect forgets the client, which found no endpoint where its card said, and
+// fetches the card again; ok says the card names another endpoint, to try.
+func (t *Tool) reconnect(ctx context.Context, old *a2aclient.Client) (*a2aclient.Client, bool) {
+	t.mu.Lock()
+	switch {
+	case t.client == nil: // another call's fetch of the card failed
+		t.mu.Unlock()
+		return nil, false
+	case t.client != old: // another call fetched the card again
+		c := t.client
+		t.mu.Unlock()
+		return c, true
+	}
+	was := t.card
+	t.client, t.card = nil, nil
+	t.mu.Unlock()
+	client, err := t.connect(ctx)
+	if err != nil {
+		return nil, false
+	}
+	t.mu.Lock()
+	now := t.card
+	t.mu.Unlock()
+	return client, now != nil && endpointOf(now) != endpointOf(was)
+}
+
+// endpointOf names where and how a card says to send requests.
+func endpointOf(c *sdk.AgentCard) string {
+	s := fmt.Sprintf("%s %s %v", c.URL, c.PreferredTransport, c.Capabilities.Streaming)
+	for _, i := range c.AdditionalInterfaces {
+		s += fmt.Sprintf(" %s %s", i.URL, i.Transport)
+	}
+	return s
+}
+
+// MaxCardBytes bounds a remote agent's card as the tool reads it.
+const MaxCardBytes = 1 << 20
+
+// fetchCard GETs the agent card at rawURL, of at most MaxCardBytes (the SDK's
+// resolver reads a card whole, however large, until the card's timeout).
+func fetchCard(ctx context.Context, hc *http.Client, rawURL string) (*sdk.AgentCard, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, rawURL, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("card request failed: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("the card's URL answered HTTP %s", resp.Status)
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, MaxCardBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading the card: %w", err)
+	}
+	if len(body) > MaxCardBytes {
+		return nil, fmt.Errorf("the card is larger than %d bytes", MaxCardBytes)
+	}
+	var card sdk.AgentCard
+	if err := json.Unmarshal(body, &card); err != nil {
+		return nil, fmt.Errorf("the card is not an A2A agent card: %w", err)
+	}
+	return &card, nil
 }
 
 // Call implements tools.Tool: it sends the message and returns the agent's answer
@@ -209,6 +276,14 @@ func (t *Tool) Call(ctx context.Context, c tools.Call) (string, error) {
 	msg.ContextID = a.ContextID
 	msg.TaskID = sdk.TaskID(a.TaskID)
 	res, taskID, err := t.send(ctx, client, msg)
+	if moved := (*notThereError)(nil); err != nil && taskID == "" && errors.As(err, &moved) {
+		// The card is read at the first call: an agent that moved since names its
+		// new endpoint in it. The message ran nowhere; it is sent once more there.
+		if again, ok := t.reconnect(ctx, client); ok {
+			res, taskID, err = t.send(ctx, again, msg)
+			client = again
+		}
+	}
 	if err != nil {
 		if taskID != "" && (ctx.Err() != nil && t.cancels(context.Cause(ctx)) || errors.Is(err, ErrAnswerTooLarge)) {
 			t.cancelRemote(ctx, client, taskID)
@@ -263,18 +338,26 @@ func (t *Tool) send(ctx context.Context, client *a2aclient.Client, msg *sdk.Mess
 			return v, taskID, nil
 		case *sdk.Task:
 			task = v
+			if v.Status.State.Terminal() {
+				return task, task.ID, nil
+			}
 		case *sdk.TaskStatusUpdateEvent:
 			if task == nil {
 				task = &sdk.Task{ID: v.TaskID, ContextID: v.ContextID}
 			}
 			task.Status = v.Status
+			if v.Final || v.Status.State.Terminal() {
+				// The end of the answer, whether or not the stream closes after it
+				// (keep-alive comments, a proxy holding the connection).
+				return task, task.ID, nil
+			}
 		case *sdk.TaskArtifactUpdateEvent:
 			if task == nil {
 				task = &sdk.Task{ID: v.TaskID, ContextID: v.ContextID}
 			}
 			task.Artifacts = updateArtifacts(task.Artifacts, v)
 			if v.Artifact != nil {
-				n := len(partsText(v.Artifact.Parts))
+				n := len(partsText(v.Artifact.Parts)) + filesSize(v.Artifact.Parts)
 				if v.Append {
 					n += sizes[string(v.Artifact.ID)]
 				}
@@ -302,6 +385,23 @@ func (t *Tool) send(ctx context.Context, client *a2aclient.Client, msg *sdk.Mess
 		return nil, taskID, errors.New("the stream ended without an answer")
 	}
 	return task, taskID, nil
+}
+
+// filesSize is the size of the file parts of parts (their bytes or URI), which
+// their text leaves out and the task the tool assembles holds all the same.
+func filesSize(parts sdk.ContentParts) int {
+	n := 0
+	for _, p := range parts {
+		if f, ok := p.(sdk.FilePart); ok {
+			switch c := f.File.(type) {
+			case sdk.FileBytes:
+				n += len(c.Bytes) + len(c.Name) + len(c.MimeType)
+			case sdk.FileURI:
+				n += len(c.URI) + len(c.Name) + len(c.MimeType)
+			}
+		}
+	}
+	return n
 }
 
 func sumOf(sizes map[string]int) int {

@@ -10,6 +10,7 @@ import (
 	"io"
 	"iter"
 	"mime"
+	"net"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -103,6 +104,9 @@ func (t *rpcTransport) post(ctx context.Context, method string, params any, acce
 	}
 	resp, err := t.client.Do(req)
 	if err != nil {
+		if op := (*net.OpError)(nil); errors.As(err, &op) && op.Op == "dial" {
+			return nil, &notThereError{err}
+		}
 		return nil, err
 	}
 	if resp.StatusCode != http.StatusOK {
@@ -112,10 +116,22 @@ func (t *rpcTransport) post(ctx context.Context, method string, params any, acce
 		if s := strings.TrimSpace(strings.ToValidUTF8(string(snippet), "?")); s != "" {
 			msg += ": " + textclip.Head(s, 300)
 		}
+		switch resp.StatusCode {
+		case http.StatusNotFound, http.StatusMethodNotAllowed, http.StatusGone:
+			return nil, &notThereError{errors.New(msg)}
+		}
 		return nil, errors.New(msg)
 	}
 	return resp, nil
 }
+
+// notThereError says a request did not reach a JSON-RPC endpoint, and ran nothing:
+// no connection to its host, or an answer that the URL serves no such request
+// (404, 405, 410). An agent that moved its endpoint answers so at the old one.
+type notThereError struct{ err error }
+
+func (e *notThereError) Error() string { return e.err.Error() }
+func (e *notThereError) Unwrap() error { return e.err }
 
 // messageKey is the Idempotency-Key of a message/send or message/stream request:
 // its message's ID (the call's key, the same when the call is performed again).
