@@ -30,6 +30,7 @@ func (g genTool) Call(context.Context, tools.Call) (string, error) {
 // task is a scripted task: its text paraphrases the description of the tool it needs.
 type task struct {
 	text, tool, group string
+	args              string // the call's arguments, valid for the tool's schema ("" for {"id":"1"})
 }
 
 type server struct {
@@ -53,24 +54,25 @@ type verb struct {
 	description string // %[1]s: noun, %[2]s: service, %[3]s: plural noun
 	params      string // a JSON Schema, %[1]s: noun
 	paraphrase  string // the task's text, same verbs
+	args        string // arguments params accepts: a server checks them against it
 }
 
 var verbs = []verb{
 	{"create", "Create a new %[1]s in %[2]s with the given fields and return its ID.",
 		`{"type":"object","properties":{"title":{"type":"string","description":"Title or name of the %[1]s"},"description":{"type":"string","description":"Longer description of the %[1]s, Markdown allowed"},"owner":{"type":"string","description":"User who owns the %[1]s"},"tags":{"type":"array","items":{"type":"string"},"description":"Labels to attach"}},"required":["title"]}`,
-		"I need a brand-new %[1]s added to %[2]s, titled Q3 plan."},
+		"I need a brand-new %[1]s added to %[2]s, titled Q3 plan.", `{"title":"Q3 plan"}`},
 	{"list", "List %[3]s in %[2]s, filtered by status and owner, newest first, with paging.",
 		`{"type":"object","properties":{"status":{"type":"string","enum":["open","closed","all"],"description":"Only %[1]s items with this status"},"owner":{"type":"string","description":"Only items owned by this user"},"limit":{"type":"integer","minimum":1,"maximum":100,"description":"Page size"},"cursor":{"type":"string","description":"Cursor of the next page"}}}`,
-		"Which %[3]s does %[2]s have that are open? Filter by status, newest first."},
+		"Which %[3]s does %[2]s have that are open? Filter by status, newest first.", `{"status":"open"}`},
 	{"get", "Get one %[1]s from %[2]s by its ID, with all its details.",
 		`{"type":"object","properties":{"id":{"type":"string","description":"ID of the %[1]s"},"include_history":{"type":"boolean","description":"Also return the change history"}},"required":["id"]}`,
-		"Fetch the details of %[1]s 4711 from %[2]s."},
+		"Fetch the details of %[1]s 4711 from %[2]s.", `{"id":"4711"}`},
 	{"update", "Update the fields of an existing %[1]s in %[2]s; fields left out keep their values.",
 		`{"type":"object","properties":{"id":{"type":"string","description":"ID of the %[1]s"},"fields":{"type":"object","description":"Fields to change and their new values"},"notify":{"type":"boolean","description":"Notify watchers of the change"}},"required":["id","fields"]}`,
-		"Change a couple of fields on the existing %[1]s 12 in %[2]s."},
+		"Change a couple of fields on the existing %[1]s 12 in %[2]s.", `{"id":"12","fields":{"status":"closed"}}`},
 	{"delete", "Delete a %[1]s from %[2]s permanently; this cannot be undone.",
 		`{"type":"object","properties":{"id":{"type":"string","description":"ID of the %[1]s to remove"},"confirm":{"type":"boolean","description":"Must be true"}},"required":["id","confirm"]}`,
-		"Permanently get rid of %[1]s 99 in %[2]s."},
+		"Permanently get rid of %[1]s 99 in %[2]s.", `{"id":"99","confirm":true}`},
 }
 
 // skillTools are the tools of generated skills: 5 skills, 5 tools each, each with the
@@ -139,7 +141,7 @@ func generate() generated {
 				srv.AddTool(&sdk.Tool{Name: name, Description: fmt.Sprintf(v.description, noun, s.title, plural(noun)),
 					InputSchema: json.RawMessage(fmt.Sprintf(v.params, noun))}, answerOK)
 				if i%4 == 0 {
-					t := task{text: fmt.Sprintf(v.paraphrase, noun, s.title, plural(noun)), tool: s.name + mcp.Separator + name, group: "mcp:" + s.name}
+					t := task{text: fmt.Sprintf(v.paraphrase, noun, s.title, plural(noun)), tool: s.name + mcp.Separator + name, group: "mcp:" + s.name, args: v.args}
 					g.tasks = append(g.tasks, t)
 				}
 				i++

@@ -222,7 +222,11 @@ func (m *agentModel) Generate(_ context.Context, req llm.Request) (llm.Response,
 		m.mu.Lock()
 		m.res.found++
 		m.mu.Unlock()
-		return callTool(t.tool, `{"id":"1"}`)
+		args := t.args
+		if args == "" {
+			args = `{"id":"1"}`
+		}
+		return callTool(t.tool, args)
 	}
 	switch {
 	case tools == 0 && m.strategy == disclosure.All:
