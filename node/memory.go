@@ -106,13 +106,29 @@ func (n *Node) postMemories(w http.ResponseWriter, r *http.Request) {
 	if key == "" {
 		key = randomKey()
 	}
-	ids := make([]string, len(inputs))
-	for _, g := range groupByNamespace(inputs) {
-		batch := make([]memory.Input, len(g.idx))
+	groups := groupByNamespace(inputs)
+	batches := make([][]memory.Input, len(groups))
+	for gi, g := range groups {
+		batches[gi] = make([]memory.Input, len(g.idx))
 		for j, i := range g.idx {
-			batch[j] = inputs[i]
+			batches[gi][j] = inputs[i]
 		}
-		got, err := n.addMemories(r.Context(), g.ns, "http/"+key+"/"+g.ns, batch)
+	}
+	if len(groups) > 1 && r.Header.Get("Idempotency-Key") != "" {
+		// The key sent again with another request is refused before any
+		// namespace's share is written: a namespace new to the key, first in
+		// the body, would keep the memories of a request answered 422.
+		for gi, g := range groups {
+			err := n.checkMemories(r.Context(), g.ns, "http/"+key+"/"+g.ns, batches[gi])
+			if errors.Is(err, memory.ErrKeyReused) {
+				writeError(w, http.StatusUnprocessableEntity, "namespace %s: %v: the Idempotency-Key %q was sent with another request before; use a new key for a new request", g.ns, err, key)
+				return
+			}
+		}
+	}
+	ids := make([]string, len(inputs))
+	for gi, g := range groups {
+		got, err := n.addMemories(r.Context(), g.ns, "http/"+key+"/"+g.ns, batches[gi])
 		switch {
 		case errors.Is(err, memory.ErrKeyReused):
 			writeError(w, http.StatusUnprocessableEntity, "namespace %s: %v: the Idempotency-Key %q was sent with another request before; use a new key for a new request", g.ns, err, key)
@@ -183,6 +199,23 @@ func AddMemories(ctx context.Context, m *memory.Memories, key string, inputs []m
 		}
 	}
 	return out, nil
+}
+
+// checkKey tells, writing nothing, whether addToNamespace under key would be
+// refused (memory.Namespace.CheckKey).
+func checkKey(ctx context.Context, m *memory.Memories, name, key string, inputs []memory.Input, reason string) error {
+	ns, err := m.Namespace(ctx, name)
+	if err != nil {
+		return err
+	}
+	reqs := make([]memory.AddRequest, len(inputs))
+	for i, in := range inputs {
+		if in.Namespace != name {
+			return fmt.Errorf("%w: memory %d is for namespace %s, not %s", memory.ErrInvalid, i, in.Namespace, name)
+		}
+		reqs[i] = in.Request(reason)
+	}
+	return ns.CheckKey(key, reqs)
 }
 
 // addToNamespace writes checked inputs of one namespace in one Add.
