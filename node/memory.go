@@ -364,7 +364,13 @@ func warnUnwritableTimes(logger *slog.Logger, ns string, results []memory.Result
 }
 
 func (n *Node) searchMemories(w http.ResponseWriter, r *http.Request) {
-	name, q, err := ParseMemoryQuery(r.URL.Query().Get)
+	query := r.URL.Query()
+	err := onceEach(query, "namespace", "q", "limit", "tier", "mode")
+	var name string
+	var q memory.Query
+	if err == nil {
+		name, q, err = ParseMemoryQuery(query.Get)
+	}
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "%v", err)
 		return
@@ -388,6 +394,19 @@ type HistoryAnswer struct {
 	ID        string          `json:"id"`
 	Namespace string          `json:"namespace"`
 	History   []memory.Change `json:"history"`
+}
+
+// onceEach refuses a query that gives one of names more than once: url.Values.Get
+// would take the first and answer, say, a search of user:alice to a request that
+// named user:alice and user:bob as though it had searched both.
+func onceEach(query url.Values, names ...string) error {
+	for _, name := range names {
+		if vs := query[name]; len(vs) > 1 {
+			return fmt.Errorf("%w: %s is given %d times: give it once (one namespace a request; several tiers as one comma-separated list)",
+				memory.ErrInvalid, name, len(vs))
+		}
+	}
+	return nil
 }
 
 // MemoryHistory finds the history of memory id: in namespace when given, else in
@@ -423,6 +442,10 @@ func (n *Node) memoryHistory(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var ans HistoryAnswer
+	if err := onceEach(r.URL.Query(), "namespace"); err != nil {
+		writeError(w, http.StatusBadRequest, "%v", err)
+		return
+	}
 	var err error
 	if ns := r.URL.Query().Get("namespace"); ns != "" {
 		if err = memory.CheckNamespace(ns); err == nil {
