@@ -309,6 +309,22 @@ func TestKeysOutliveForgettingAndAreNotReused(t *testing.T) {
 	if _, err := ns.Add(ctx, "k-1", []memory.AddRequest{{Tier: memory.Semantic, Content: "Alice likes opera."}}); !errors.Is(err, memory.ErrKeyReused) || !errors.Is(err, memory.ErrInvalid) {
 		t.Fatalf("an Add of other memories under a used key: %v; want ErrKeyReused", err)
 	}
+	// CheckKey tells the same, writing nothing.
+	opera := memory.AddRequest{Tier: memory.Semantic, Content: "Alice likes opera."}
+	if err := ns.CheckKey("k-1", []memory.AddRequest{opera}); !errors.Is(err, memory.ErrKeyReused) {
+		t.Errorf("CheckKey of other memories under a used key: %v; want ErrKeyReused", err)
+	}
+	for _, c := range []struct {
+		key  string
+		reqs []memory.AddRequest
+	}{{"k-1", []memory.AddRequest{tea, jazz}}, {"k-new", []memory.AddRequest{opera}}, {"", []memory.AddRequest{opera}}} {
+		if err := ns.CheckKey(c.key, c.reqs); err != nil {
+			t.Errorf("CheckKey(%q): %v; want nil", c.key, err)
+		}
+	}
+	if err := ns.CheckKey("k-new", []memory.AddRequest{{Tier: memory.Semantic, Content: " "}}); !errors.Is(err, memory.ErrInvalid) {
+		t.Errorf("CheckKey of an empty memory: %v; want ErrInvalid", err)
+	}
 	if es := events(t, f.log, "user:alice"); len(es) != 3 { // two adds, one forget
 		t.Fatalf("%d events, want 3", len(es))
 	}

@@ -182,6 +182,32 @@ func (ns *Namespace) Add(ctx context.Context, key string, reqs []AddRequest) ([]
 	return results, nil
 }
 
+// CheckKey tells, writing nothing, whether Add(ctx, key, reqs) would fail with
+// ErrKeyReused (or ErrInvalid, for a request it would refuse): a write that spans
+// namespaces asks each of them before it writes any, so a key used again for
+// another request leaves no namespace's share written.
+func (ns *Namespace) CheckKey(key string, reqs []AddRequest) error {
+	now := ns.cfg.Now()
+	prepared := make([]*Memory, len(reqs))
+	for i, r := range reqs {
+		m, err := ns.prepare(r, now)
+		if err != nil {
+			return fmt.Errorf("memory %d of %d: %w", i, len(reqs), err)
+		}
+		prepared[i] = m
+	}
+	if key == "" {
+		return nil
+	}
+	ns.mu.Lock()
+	defer ns.mu.Unlock()
+	if ns.st.keys[key] == nil {
+		return nil
+	}
+	_, err := ns.addedBefore(key, prepared)
+	return err
+}
+
 // addedBefore rebuilds the result of an Add whose key was applied before: the
 // memories the key added (forgotten or merged away since, too), in order, and for
 // the requests that were duplicates then, the live memory with their content. A

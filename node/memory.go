@@ -106,13 +106,29 @@ func (n *Node) postMemories(w http.ResponseWriter, r *http.Request) {
 	if key == "" {
 		key = randomKey()
 	}
-	ids := make([]string, len(inputs))
-	for _, g := range groupByNamespace(inputs) {
-		batch := make([]memory.Input, len(g.idx))
+	groups := groupByNamespace(inputs)
+	batches := make([][]memory.Input, len(groups))
+	for gi, g := range groups {
+		batches[gi] = make([]memory.Input, len(g.idx))
 		for j, i := range g.idx {
-			batch[j] = inputs[i]
+			batches[gi][j] = inputs[i]
 		}
-		got, err := n.addMemories(r.Context(), g.ns, "http/"+key+"/"+g.ns, batch)
+	}
+	if len(groups) > 1 && r.Header.Get("Idempotency-Key") != "" {
+		// The key sent again with another request is refused before any
+		// namespace's share is written: a namespace new to the key, first in
+		// the body, would keep the memories of a request answered 422.
+		for gi, g := range groups {
+			err := n.checkMemories(r.Context(), g.ns, "http/"+key+"/"+g.ns, batches[gi])
+			if errors.Is(err, memory.ErrKeyReused) {
+				writeError(w, http.StatusUnprocessableEntity, "namespace %s: %v: the Idempotency-Key %q was sent with another request before; use a new key for a new request", g.ns, err, key)
+				return
+			}
+		}
+	}
+	ids := make([]string, len(inputs))
+	for gi, g := range groups {
+		got, err := n.addMemories(r.Context(), g.ns, "http/"+key+"/"+g.ns, batches[gi])
 		switch {
 		case errors.Is(err, memory.ErrKeyReused):
 			writeError(w, http.StatusUnprocessableEntity, "namespace %s: %v: the Idempotency-Key %q was sent with another request before; use a new key for a new request", g.ns, err, key)
@@ -183,6 +199,23 @@ func AddMemories(ctx context.Context, m *memory.Memories, key string, inputs []m
 		}
 	}
 	return out, nil
+}
+
+// checkKey tells, writing nothing, whether addToNamespace under key would be
+// refused (memory.Namespace.CheckKey).
+func checkKey(ctx context.Context, m *memory.Memories, name, key string, inputs []memory.Input, reason string) error {
+	ns, err := m.Namespace(ctx, name)
+	if err != nil {
+		return err
+	}
+	reqs := make([]memory.AddRequest, len(inputs))
+	for i, in := range inputs {
+		if in.Namespace != name {
+			return fmt.Errorf("%w: memory %d is for namespace %s, not %s", memory.ErrInvalid, i, in.Namespace, name)
+		}
+		reqs[i] = in.Request(reason)
+	}
+	return ns.CheckKey(key, reqs)
 }
 
 // addToNamespace writes checked inputs of one namespace in one Add.
@@ -331,7 +364,13 @@ func warnUnwritableTimes(logger *slog.Logger, ns string, results []memory.Result
 }
 
 func (n *Node) searchMemories(w http.ResponseWriter, r *http.Request) {
-	name, q, err := ParseMemoryQuery(r.URL.Query().Get)
+	query := r.URL.Query()
+	err := onceEach(query, "namespace", "q", "limit", "tier", "mode")
+	var name string
+	var q memory.Query
+	if err == nil {
+		name, q, err = ParseMemoryQuery(query.Get)
+	}
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "%v", err)
 		return
@@ -355,6 +394,19 @@ type HistoryAnswer struct {
 	ID        string          `json:"id"`
 	Namespace string          `json:"namespace"`
 	History   []memory.Change `json:"history"`
+}
+
+// onceEach refuses a query that gives one of names more than once: url.Values.Get
+// would take the first and answer, say, a search of user:alice to a request that
+// named user:alice and user:bob as though it had searched both.
+func onceEach(query url.Values, names ...string) error {
+	for _, name := range names {
+		if vs := query[name]; len(vs) > 1 {
+			return fmt.Errorf("%w: %s is given %d times: give it once (one namespace a request; several tiers as one comma-separated list)",
+				memory.ErrInvalid, name, len(vs))
+		}
+	}
+	return nil
 }
 
 // MemoryHistory finds the history of memory id: in namespace when given, else in
@@ -390,6 +442,10 @@ func (n *Node) memoryHistory(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var ans HistoryAnswer
+	if err := onceEach(r.URL.Query(), "namespace"); err != nil {
+		writeError(w, http.StatusBadRequest, "%v", err)
+		return
+	}
 	var err error
 	if ns := r.URL.Query().Get("namespace"); ns != "" {
 		if err = memory.CheckNamespace(ns); err == nil {

@@ -34,6 +34,9 @@ const (
 	memoryToolCall = "tool"
 	// args: memory.Turn → rememberAnswer (memoryagent.go: the write after task)
 	memoryRemember = "remember"
+	// args: []memory.Input → {}: would an add under the key write, or is the key
+	// used for other memories (key_reused)? Nothing is written.
+	memoryCheckKey = "check_key"
 )
 
 // memoryTimeout bounds the wait for a namespace's owner to answer a command.
@@ -145,6 +148,30 @@ func splitInputs(inputs []memory.Input, max int) ([][]memory.Input, error) {
 	return append(parts, inputs[start:]), nil
 }
 
+// checkMemories tells, writing nothing, whether addMemories(ctx, namespace, key,
+// batch) would be refused as a key used for other memories (memory.ErrKeyReused):
+// the parts of the batch are checked under the keys addMemories would write them
+// with.
+func (n *Node) checkMemories(ctx context.Context, namespace, key string, batch []memory.Input) error {
+	parts := [][]memory.Input{batch}
+	if n.memoryRouted() {
+		var err error
+		if parts, err = splitInputs(batch, memoryMessageMax-16<<10); err != nil {
+			return err
+		}
+	}
+	for i, part := range parts {
+		k := key
+		if len(parts) > 1 {
+			k = fmt.Sprintf("%s/%d", key, i)
+		}
+		if _, err := n.memoryExec(ctx, namespace, memoryCheckKey, k, part); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // memoryLocal runs a command on this node's memories. max, when positive, bounds
 // the bytes of a search's answer: its best results that fit.
 func (n *Node) memoryLocal(ctx context.Context, c messages.MemoryCommand, max int) (json.RawMessage, error) {
@@ -167,6 +194,18 @@ func (n *Node) memoryLocal(ctx context.Context, c messages.MemoryCommand, max in
 			return nil, err
 		}
 		out = map[string][]string{"ids": ids}
+	case memoryCheckKey:
+		var inputs []memory.Input
+		if err := json.Unmarshal(c.Args, &inputs); err != nil {
+			return nil, fmt.Errorf("%w: %v", memory.ErrInvalid, err)
+		}
+		_, err := n.memHost.Do(ctx, c.Namespace, func(ctx context.Context, _ *memory.Namespace) (any, error) {
+			return nil, checkKey(ctx, n.memories, c.Namespace, c.Key, inputs, "added over HTTP")
+		})
+		if err != nil {
+			return nil, err
+		}
+		out = struct{}{}
 	case memorySearch:
 		var q memory.Query
 		if err := json.Unmarshal(c.Args, &q); err != nil {
