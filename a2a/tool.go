@@ -338,7 +338,7 @@ func (t *Tool) send(ctx context.Context, client *a2aclient.Client, msg *sdk.Mess
 			return v, taskID, nil
 		case *sdk.Task:
 			task = v
-			if v.Status.State.Terminal() {
+			if st := v.Status.State; st.Terminal() || st == sdk.TaskStateInputRequired || st == sdk.TaskStateAuthRequired {
 				return task, task.ID, nil
 			}
 		case *sdk.TaskStatusUpdateEvent:

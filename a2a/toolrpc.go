@@ -12,6 +12,7 @@ import (
 	"mime"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"strings"
 	"sync/atomic"
 
@@ -93,6 +94,12 @@ func (t *rpcTransport) post(ctx context.Context, method string, params any, acce
 	if err != nil {
 		return nil, err
 	}
+	// wrote: whether any attempt wrote the request. Go's transport sends a POST
+	// with an Idempotency-Key again on a new connection when a reused one closes
+	// unanswered, and a failed dial then is all the error says, though the agent
+	// may have run the message: only a request never written reached no endpoint.
+	var wrote atomic.Bool
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteHeaders: func() { wrote.Store(true) }})
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.url, bytes.NewReader(body))
 	if err != nil {
 		return nil, err
@@ -104,7 +111,7 @@ func (t *rpcTransport) post(ctx context.Context, method string, params any, acce
 	}
 	resp, err := t.client.Do(req)
 	if err != nil {
-		if op := (*net.OpError)(nil); errors.As(err, &op) && op.Op == "dial" {
+		if op := (*net.OpError)(nil); errors.As(err, &op) && op.Op == "dial" && !wrote.Load() {
 			return nil, &notThereError{err}
 		}
 		return nil, err
