@@ -7,11 +7,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/troupe-run/troupe/mcp"
 	"github.com/troupe-run/troupe/tools"
 )
 
@@ -38,18 +36,7 @@ func TestServerToolArgumentsAreReadForItsSchema(t *testing.T) {
 	// Refs that go round: the validator would overflow the stack, ending the process.
 	srv.AddTool(&sdk.Tool{Name: "loop", InputSchema: json.RawMessage(
 		`{"$defs":{"A":{"$ref":"#/$defs/B"},"B":{"$ref":"#/$defs/A"}},"properties":{"a":{"$ref":"#/$defs/A"}},"type":"object"}`)}, handler)
-	c, err := mcp.NewClient(mcp.ClientConfig{Servers: map[string]mcp.ServerConfig{"s": {Transport: mcp.InProcess(srv)}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
-	defer func() { c.Close(); <-done }()
-	if err := c.WaitReady(ctx); err != nil {
-		t.Fatal(err)
-	}
+	c, ctx := runServer(t, srv)
 	add, ok := c.Tool("s__add")
 	if !ok {
 		t.Fatalf("catalog = %v", c.Specs())

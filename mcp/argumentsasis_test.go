@@ -5,11 +5,9 @@ import (
 	"encoding/json"
 	"sync"
 	"testing"
-	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/troupe-run/troupe/mcp"
 	"github.com/troupe-run/troupe/tools"
 )
 
@@ -29,18 +27,7 @@ func TestServerToolArgumentsAreNotFilledIn(t *testing.T) {
 	srv.AddTool(&sdk.Tool{Name: "update", InputSchema: json.RawMessage(`{"type":"object","properties":{` +
 		`"id":{"type":"integer"},"title":{"type":"string"},"state":{"type":"string","default":"open"},` +
 		`"milestone":{"type":"integer"},"ref":{"anyOf":[{"type":"string"},{"type":"integer"}]},"n":{"type":"number"}},"required":["id"]}`)}, handler)
-	c, err := mcp.NewClient(mcp.ClientConfig{Servers: map[string]mcp.ServerConfig{"s": {Transport: mcp.InProcess(srv)}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
-	defer func() { c.Close(); <-done }()
-	if err := c.WaitReady(ctx); err != nil {
-		t.Fatal(err)
-	}
+	c, ctx := runServer(t, srv)
 	update, ok := c.Tool("s__update")
 	if !ok {
 		t.Fatalf("catalog = %v", c.Specs())

@@ -26,18 +26,7 @@ func TestServerResultIsCutOnceAtMaxResultBytes(t *testing.T) {
 	sdk.AddTool(srv, &sdk.Tool{Name: "fail"}, func(context.Context, *sdk.CallToolRequest, struct{}) (*sdk.CallToolResult, any, error) {
 		return &sdk.CallToolResult{IsError: true, Content: []sdk.Content{&sdk.TextContent{Text: text}}}, nil, nil
 	})
-	c, err := mcp.NewClient(mcp.ClientConfig{Servers: map[string]mcp.ServerConfig{"s": {Transport: mcp.InProcess(srv)}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
-	defer func() { c.Close(); <-done }()
-	if err := c.WaitReady(ctx); err != nil {
-		t.Fatal(err)
-	}
+	c, ctx := runServer(t, srv)
 	const note = "\n[cut: the result is 1048576 bytes; the first 262144 are shown]"
 	dump, _ := c.Tool("s__dump")
 	out, err := tools.CallLimited(ctx, dump, "s__dump", tools.Call{Key: "s/1"})
@@ -49,4 +38,22 @@ func TestServerResultIsCutOnceAtMaxResultBytes(t *testing.T) {
 	if err == nil || !strings.HasSuffix(err.Error(), text[:256<<10]+note) {
 		t.Errorf("fail: %v", err)
 	}
+}
+
+// runServer runs a client of srv, in this process, as server "s", ready, until the
+// test ends; ctx bounds the test's calls (10 s).
+func runServer(t *testing.T, srv *sdk.Server) (*mcp.Client, context.Context) {
+	t.Helper()
+	c, err := mcp.NewClient(mcp.ClientConfig{Servers: map[string]mcp.ServerConfig{"s": {Transport: mcp.InProcess(srv)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	t.Cleanup(func() { c.Close(); <-done; cancel() })
+	if err := c.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return c, ctx
 }
