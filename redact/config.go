@@ -88,21 +88,34 @@ func URL(s string) string {
 			}
 		}
 	}
-	q := strings.IndexByte(out, '?')
+	return QueryValues(out, func(k string) bool {
+		name, err := url.QueryUnescape(k)
+		return err == nil && (SecretName(name) || strings.EqualFold(name, "sig") || strings.EqualFold(name, "signature"))
+	})
+}
+
+// QueryValues returns the URL s with the value of each pair of its query whose
+// name (as written, not unescaped) hide says to hide replaced by Redacted;
+// hide == nil hides every value, and then a pair with no "=" (a bare flag, or a
+// value alone) is replaced whole. Everything else is left as written.
+func QueryValues(s string, hide func(name string) bool) string {
+	q := strings.IndexByte(s, '?')
 	if q < 0 {
-		return out
+		return s
 	}
-	query, fragment := out[q+1:], ""
+	query, fragment := s[q+1:], ""
 	if h := strings.IndexByte(query, '#'); h >= 0 {
 		query, fragment = query[:h], query[h:]
 	}
 	pairs := strings.Split(query, "&")
 	for i, p := range pairs {
-		k, _, ok := strings.Cut(p, "=")
-		name, err := url.QueryUnescape(k)
-		if ok && err == nil && (SecretName(name) || strings.EqualFold(name, "sig") || strings.EqualFold(name, "signature")) {
-			pairs[i] = k + "=" + Redacted
+		switch name, _, ok := strings.Cut(p, "="); {
+		case p == "":
+		case ok && (hide == nil || hide(name)):
+			pairs[i] = name + "=" + Redacted
+		case !ok && hide == nil:
+			pairs[i] = Redacted
 		}
 	}
-	return out[:q+1] + strings.Join(pairs, "&") + fragment
+	return s[:q+1] + strings.Join(pairs, "&") + fragment
 }

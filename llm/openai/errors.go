@@ -266,33 +266,9 @@ func (c caller) classify(op string, parent, call context.Context, x *exchange, e
 func withoutQueryValues(err error) error {
 	var ue *url.Error
 	if errors.As(err, &ue) {
-		ue.URL = queryRedacted(ue.URL)
+		ue.URL = redact.QueryValues(ue.URL, nil)
 	}
 	return err
-}
-
-// queryRedacted is the URL s with the value of each pair of its query replaced
-// by redact.Redacted, and a pair with no "=" replaced whole.
-func queryRedacted(s string) string {
-	q := strings.IndexByte(s, '?')
-	if q < 0 {
-		return s
-	}
-	query, fragment := s[q+1:], ""
-	if h := strings.IndexByte(query, '#'); h >= 0 {
-		query, fragment = query[:h], query[h:]
-	}
-	pairs := strings.Split(query, "&")
-	for i, p := range pairs {
-		switch name, _, ok := strings.Cut(p, "="); {
-		case p == "":
-		case ok:
-			pairs[i] = name + "=" + redact.Redacted
-		default:
-			pairs[i] = redact.Redacted
-		}
-	}
-	return s[:q+1] + strings.Join(pairs, "&") + fragment
 }
 
 // notJSON is the error of a successful response that is not JSON, of Content-Type
