@@ -1052,17 +1052,20 @@ func (n *Node) handleTask(msg *message.Message) error {
 	}
 	env, err := n.ingress.Decode(arrival)
 	if err != nil {
-		switch why := notATaskBody(msg); {
-		case !errors.Is(err, ErrBadTask):
-		case msg.Metadata.Get(messages.MetaStored) == "" && why != "":
-			// Read as a task for want of a type header, but no task's body: a
-			// cancellation or an approval sent without its type header (kcat -P
-			// with no -H type=...). A failed result would be taken for the result
-			// of the task running in its session.
-			n.cfg.Logger.Warn("task refused as bad: no result published, it may be no task", "message", idHead(msg.UUID), "why", why)
-		default:
-			// Its client waits for a result: tell it why, before the record is poisoned.
-			if err := n.rejectTask(msg, arrival, err); err != nil {
+		if errors.Is(err, ErrBadTask) {
+			why := ""
+			if msg.Metadata.Get(messages.MetaStored) == "" { // a stored task is a task's envelope
+				why = notATaskBody(msg)
+			}
+			if why != "" {
+				// Read as a task for want of a type header, but no task's body: a
+				// cancellation or an approval sent without its type header (kcat -P
+				// with no -H type=...). A failed result would be taken for the
+				// result of the task running in its session.
+				n.cfg.Logger.Warn("task refused as bad: no result published, it may be no task", "message", idHead(msg.UUID), "why", why)
+			} else if err := n.rejectTask(msg, arrival, err); err != nil {
+				// Its client waits for a result: it is told why before the record
+				// is poisoned, or the record is handled again.
 				return err // retried
 			}
 		}
