@@ -327,3 +327,13 @@ func (e Envelope) decode(table map[Type]int) (Payload, error) {
 	}
 	return p, nil
 }
+
+// PayloadBytes is the length of events' payloads together: what a page of
+// events weighs against a bound in bytes (the logs' ReadN counts so).
+func PayloadBytes(events []Envelope) int {
+	n := 0
+	for _, e := range events {
+		n += len(e.Payload)
+	}
+	return n
+}

@@ -725,7 +725,7 @@ func (p *eventPages) next(ctx context.Context) ([]messages.Envelope, error) {
 	p.read += len(events)
 	// A page short in events and in bytes is the last (ReadN counts only the
 	// events it returns, and stops short of size only at eventsPageBytes).
-	if len(events) < size && payloadBytes(events) < eventsPageBytes || p.limit > 0 && p.read >= p.limit {
+	if len(events) < size && messages.PayloadBytes(events) < eventsPageBytes || p.limit > 0 && p.read >= p.limit {
 		p.done = true
 	}
 	if len(events) > 0 {

@@ -65,7 +65,7 @@ const (
 // worthKeeping reports whether the fold of a session whose events are these is
 // kept.
 func worthKeeping(events []messages.Envelope) bool {
-	return len(events) >= statusFoldFrom || payloadBytes(events) >= statusFoldFromBytes
+	return len(events) >= statusFoldFrom || messages.PayloadBytes(events) >= statusFoldFromBytes
 }
 
 // statusFold is the kept fold of one session's events.
@@ -120,7 +120,7 @@ func (f *statusFolds) fold(ctx context.Context, log eventlog.Log, id string, kee
 			}
 			if after, held := ent.tail.heldIn(events); held && applyAll(ent.st, events[after:]) == nil {
 				ent.keep(ent.st, events)
-				f.account(ent, payloadBytes(events[after:]), false)
+				f.account(ent, int64(messages.PayloadBytes(events[after:])), false)
 				return true, use(ent.st)
 			}
 			ent.st = nil // the whole history's fold says what is wrong, if anything
@@ -139,7 +139,7 @@ func (f *statusFolds) fold(ctx context.Context, log eventlog.Log, id string, kee
 			return true, use(st)
 		}
 		ent.keep(st, events)
-		f.account(ent, payloadBytes(events), true)
+		f.account(ent, int64(messages.PayloadBytes(events)), true)
 		return true, use(st)
 	}
 	st, events, err := foldWhole(ctx, log, id)
@@ -156,7 +156,7 @@ func (f *statusFolds) fold(ctx context.Context, log eventlog.Log, id string, kee
 			defer func() { <-ent.turn }()
 			if ent.st == nil {
 				ent.keep(st, events)
-				f.account(ent, payloadBytes(events), true)
+				f.account(ent, int64(messages.PayloadBytes(events)), true)
 			}
 		default: // another read folds the session on: it keeps its own
 		}
@@ -176,15 +176,6 @@ func foldWhole(ctx context.Context, log eventlog.Log, id string) (st *actors.Ses
 	}
 	st = actors.NewSessionState(id)
 	return st, events, applyAll(st, events)
-}
-
-// payloadBytes are the bytes of events' payloads.
-func payloadBytes(events []messages.Envelope) int64 {
-	var n int64
-	for _, e := range events {
-		n += int64(len(e.Payload))
-	}
-	return n
 }
 
 // account counts n more payload bytes folded by ent (its count reset first

@@ -287,7 +287,7 @@ func TestStatusFoldsKeepAtMostTheirBytes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kept := statusFolds{maxBytes: payloadBytes(one) * 3 / 2}
+	kept := statusFolds{maxBytes: int64(messages.PayloadBytes(one)) * 3 / 2}
 	read := func(id string) int64 {
 		t.Helper()
 		log.events.Store(0)
@@ -305,8 +305,8 @@ func TestStatusFoldsKeepAtMostTheirBytes(t *testing.T) {
 			t.Fatalf("a read of %s read %d events, want %d", step.id, got, step.want)
 		}
 	}
-	if kept.bytes != payloadBytes(one) || kept.folds.len() != 1 {
-		t.Fatalf("the folds kept count %d bytes in %d folds, want %d in 1", kept.bytes, kept.folds.len(), payloadBytes(one))
+	if kept.bytes != int64(messages.PayloadBytes(one)) || kept.folds.len() != 1 {
+		t.Fatalf("the folds kept count %d bytes in %d folds, want %d in 1", kept.bytes, kept.folds.len(), int64(messages.PayloadBytes(one)))
 	}
 }
 

@@ -727,7 +727,7 @@ func (p *sessionPages) each(ctx context.Context, n int, fn func(page []messages.
 		}
 		read += len(page)
 		from = page[len(page)-1].Seq + 1
-		if n <= 0 && len(page) < size && payloadBytes(page) < exportPageBytes {
+		if n <= 0 && len(page) < size && messages.PayloadBytes(page) < exportPageBytes {
 			// Short, and not cut by its bytes: the end of the session as it was
 			// read. A node that appends meanwhile is not chased (it could append
 			// a batch between any two reads, and the read would never end).
@@ -1065,14 +1065,4 @@ func writeFileWhole(file string, write func(io.Writer) error) (err error) {
 		return fmt.Errorf("write %s: %w", file, err)
 	}
 	return os.Rename(tmp.Name(), file)
-}
-
-// payloadBytes is what a page's events weigh against exportPageBytes, as ReadN
-// counts it: their payloads.
-func payloadBytes(page []messages.Envelope) int {
-	n := 0
-	for _, e := range page {
-		n += len(e.Payload)
-	}
-	return n
 }

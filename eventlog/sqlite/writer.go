@@ -635,15 +635,7 @@ func reqBytes(r *appendReq) int {
 	if r.snap != nil {
 		return len(r.snap.State)
 	}
-	return payloadBytes(r.events)
-}
-
-func payloadBytes(events []messages.Envelope) int {
-	n := 0
-	for _, e := range events {
-		n += len(e.Payload)
-	}
-	return n
+	return messages.PayloadBytes(r.events)
 }
 
 // writeGroup writes a group of requests and answers each one. Normally the group is
@@ -918,7 +910,7 @@ func (l *Log) commitGroup(reqs []*appendReq, savepoints bool) ([]error, error) {
 	l.stats.events.Add(written)
 	bytes := 0
 	for _, r := range reqs {
-		bytes += payloadBytes(r.events)
+		bytes += messages.PayloadBytes(r.events)
 	}
 	l.committed(bytes)
 	return errs, nil
