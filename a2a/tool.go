@@ -284,6 +284,12 @@ func (t *Tool) Call(ctx context.Context, c tools.Call) (string, error) {
 			client = again
 		}
 	}
+	if task, ok := res.(*sdk.Task); ok && err == nil && !answered(task.Status.State) {
+		// A blocking message/send answered before the task ended (a server's own
+		// bound on blocking, or one that does not block), or a stream cut before
+		// its final event: the task runs on at the agent, and tasks/get follows it.
+		res, err = t.follow(ctx, client, task)
+	}
 	if err != nil {
 		if taskID != "" && (ctx.Err() != nil && t.cancels(context.Cause(ctx)) || errors.Is(err, ErrAnswerTooLarge)) {
 			t.cancelRemote(ctx, client, taskID)
@@ -338,7 +344,7 @@ func (t *Tool) send(ctx context.Context, client *a2aclient.Client, msg *sdk.Mess
 			return v, taskID, nil
 		case *sdk.Task:
 			task = v
-			if st := v.Status.State; st.Terminal() || st == sdk.TaskStateInputRequired || st == sdk.TaskStateAuthRequired {
+			if answered(v.Status.State) {
 				return task, task.ID, nil
 			}
 		case *sdk.TaskStatusUpdateEvent:
@@ -385,6 +391,72 @@ func (t *Tool) send(ctx context.Context, client *a2aclient.Client, msg *sdk.Mess
 		return nil, taskID, errors.New("the stream ended without an answer")
 	}
 	return task, taskID, nil
+}
+
+// answered says whether a task in state st answers the call: it ended, or it
+// waits for its caller (input or authentication).
+func answered(st sdk.TaskState) bool {
+	return st.Terminal() || st == sdk.TaskStateInputRequired || st == sdk.TaskStateAuthRequired
+}
+
+// Polling of a task that runs on after the answer to its message: the first
+// tasks/get after pollFirst, each next one pollGrowth times later, at most
+// pollMax apart.
+var (
+	pollFirst  = 250 * time.Millisecond
+	pollMax    = 5 * time.Second
+	pollGrowth = 1.5
+	// pollFailures tasks/get failing in a row fail the call.
+	pollFailures = 3
+)
+
+// follow asks the agent for task with tasks/get until it is answered (answered),
+// the call's context ends, tasks/get fails pollFailures times in a row, or its
+// artifacts pass MaxAnswerBytes. A task that
+// names no ID cannot be followed and fails the call as it stands.
+func (t *Tool) follow(ctx context.Context, client *a2aclient.Client, task *sdk.Task) (sdk.SendMessageResult, error) {
+	if task.ID == "" {
+		return task, nil // describe says how it stands
+	}
+	wait := pollFirst
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	failed := 0 // tasks/get failed this many times in a row
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		case <-timer.C:
+		}
+		wait = min(time.Duration(float64(wait)*pollGrowth), pollMax)
+		timer.Reset(wait)
+		got, err := client.GetTask(ctx, &sdk.TaskQueryParams{ID: task.ID})
+		switch {
+		case ctx.Err() != nil:
+			return nil, context.Cause(ctx)
+		case err != nil:
+			if failed++; failed < pollFailures {
+				continue // a restart of the agent, a proxy's hiccup
+			}
+			return nil, fmt.Errorf("following task %s (tasks/get, %d times in a row): %w", task.ID, failed, err)
+		case got == nil || got.ID != task.ID:
+			return nil, fmt.Errorf("following task %s (tasks/get): the agent answered with another task", task.ID)
+		}
+		size := 0
+		for _, a := range got.Artifacts {
+			size += len(partsText(a.Parts)) + filesSize(a.Parts)
+		}
+		if size > t.cfg.MaxAnswerBytes {
+			return nil, fmt.Errorf("%w: its artifacts passed %d bytes", ErrAnswerTooLarge, t.cfg.MaxAnswerBytes)
+		}
+		if got.ContextID == "" {
+			got.ContextID = task.ContextID
+		}
+		if answered(got.Status.State) {
+			return got, nil
+		}
+		failed = 0
+	}
 }
 
 // filesSize is the size of the file parts of parts (their bytes or URI), which

@@ -44,7 +44,7 @@ func (e *RemoteError) Error() string {
 }
 
 // rpcTransport is the tool's JSON-RPC binding of A2A 0.3: message/send,
-// message/stream and tasks/cancel, the methods the tool sends. Unlike the SDK's
+// message/stream, tasks/get and tasks/cancel, the methods the tool sends. Unlike the SDK's
 // own (a2aclient.NewJSONRPCTransport) it reads every answer within maxBytes (a
 // response read whole, a stream event by event, of any size up to it: the SDK's
 // stream reader fails on an event of more than 64 KiB), keeps a JSON-RPC error's
@@ -106,8 +106,14 @@ func (t *rpcTransport) post(ctx context.Context, method string, params any, acce
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", accept)
-	if idemKey != "" {
+	switch {
+	case idemKey != "":
 		req.Header.Set("Idempotency-Key", idemKey)
+	case method == "tasks/get":
+		// A read, as safe to send again, with no key a server would answer a
+		// later read from: Go's transport takes a nil value as the header's mark
+		// and sends none.
+		req.Header["Idempotency-Key"] = nil
 	}
 	resp, err := t.client.Do(req)
 	if err != nil {
@@ -325,11 +331,21 @@ func readLine(r *bufio.Reader, max int) ([]byte, error) {
 	}
 }
 
-// The methods the tool does not send.
-
-func (t *rpcTransport) GetTask(context.Context, *sdk.TaskQueryParams) (*sdk.Task, error) {
-	return nil, errNotSent
+// GetTask implements a2aclient.Transport: tasks/get, which follows a task still
+// running when its message's answer came (Tool.follow).
+func (t *rpcTransport) GetTask(ctx context.Context, p *sdk.TaskQueryParams) (*sdk.Task, error) {
+	res, err := t.call(ctx, "tasks/get", p, "")
+	if err != nil {
+		return nil, err
+	}
+	var task sdk.Task
+	if err := json.Unmarshal(res, &task); err != nil {
+		return nil, fmt.Errorf("the answer is no A2A task: %w", err)
+	}
+	return &task, nil
 }
+
+// The methods the tool does not send.
 
 func (t *rpcTransport) ResubscribeToTask(context.Context, *sdk.TaskIDParams) iter.Seq2[sdk.Event, error] {
 	return func(yield func(sdk.Event, error) bool) { yield(nil, errNotSent) }
