@@ -39,8 +39,9 @@ type ToolConfig struct {
 	// past it cancels the remote task (tasks/cancel).
 	CardTimeout, CallTimeout time.Duration
 	// MaxAnswerBytes bounds what a call reads of the remote agent's answer: a
-	// response, one event of its stream, the artifacts its stream assembles (their
-	// text, data and files) (0: 16 MiB). A larger answer fails the call (ErrAnswerTooLarge) and
+	// response, one event of its stream, the artifacts its stream assembles or
+	// tasks/get returns (artifactSize: their text, data, files, names and
+	// metadata, and a few bytes for each part and artifact) (0: 16 MiB). A larger answer fails the call (ErrAnswerTooLarge) and
 	// cancels the remote task.
 	MaxAnswerBytes int
 	// HTTPClient sends the requests (nil: http.DefaultClient, bounded by the
@@ -331,7 +332,8 @@ func (t *Tool) send(ctx context.Context, client *a2aclient.Client, msg *sdk.Mess
 		stop(context.Cause(ctx))
 	}()
 	var task *sdk.Task
-	sizes := map[string]int{} // of the text of each artifact of the task
+	sizes := map[string]int{} // of each artifact of the task (artifactSize)
+	size := 0                 // their sum
 	for ev, err := range client.SendStreamingMessage(stream, &sdk.MessageSendParams{Message: msg}) {
 		if err != nil {
 			if ctx.Err() != nil {
@@ -363,13 +365,16 @@ func (t *Tool) send(ctx context.Context, client *a2aclient.Client, msg *sdk.Mess
 			}
 			task.Artifacts = updateArtifacts(task.Artifacts, v)
 			if v.Artifact != nil {
-				n := len(partsText(v.Artifact.Parts)) + filesSize(v.Artifact.Parts)
-				if v.Append {
-					n += sizes[string(v.Artifact.ID)]
+				id := string(v.Artifact.ID)
+				old, kept := sizes[id]
+				n := artifactSize(v.Artifact)
+				if v.Append && kept {
+					n = old + partsSize(v.Artifact.Parts) // the artifact's own fields stay as they were
 				}
-				sizes[string(v.Artifact.ID)] = n
+				sizes[id] = n
+				size += n - old
 			}
-			if size := sumOf(sizes); size > t.cfg.MaxAnswerBytes {
+			if size > t.cfg.MaxAnswerBytes {
 				if taskID == "" {
 					taskID = task.ID
 				}
@@ -444,7 +449,7 @@ func (t *Tool) follow(ctx context.Context, client *a2aclient.Client, task *sdk.T
 		}
 		size := 0
 		for _, a := range got.Artifacts {
-			size += len(partsText(a.Parts)) + filesSize(a.Parts)
+			size += artifactSize(a)
 		}
 		if size > t.cfg.MaxAnswerBytes {
 			return nil, fmt.Errorf("%w: its artifacts passed %d bytes", ErrAnswerTooLarge, t.cfg.MaxAnswerBytes)
@@ -476,12 +481,51 @@ func filesSize(parts sdk.ContentParts) int {
 	return n
 }
 
-func sumOf(sizes map[string]int) int {
-	n := 0
-	for _, s := range sizes {
-		n += s
+// Overheads counted for each part and each artifact of an answer besides what
+// they hold, so that a stream of empty ones grows toward MaxAnswerBytes as the
+// memory that keeps them does.
+const (
+	partOverhead     = 32
+	artifactOverhead = 64
+)
+
+// artifactSize is what MaxAnswerBytes counts of an artifact: its parts
+// (partsSize), its ID, name, description, extensions and metadata (encoded), and
+// artifactOverhead.
+func artifactSize(a *sdk.Artifact) int {
+	if a == nil {
+		return 0
+	}
+	n := artifactOverhead + len(a.ID) + len(a.Name) + len(a.Description) + metadataSize(a.Metadata) + partsSize(a.Parts)
+	for _, e := range a.Extensions {
+		n += len(e)
 	}
 	return n
+}
+
+// partsSize is what MaxAnswerBytes counts of parts: their text and data
+// (partsText), their files (filesSize), their metadata (encoded), and
+// partOverhead each.
+func partsSize(parts sdk.ContentParts) int {
+	n := len(partsText(parts)) + filesSize(parts) + partOverhead*len(parts)
+	for _, p := range parts {
+		if m, ok := p.(interface{ Meta() map[string]any }); ok {
+			n += metadataSize(m.Meta())
+		}
+	}
+	return n
+}
+
+// metadataSize is the size of metadata encoded as JSON (0 when empty).
+func metadataSize(m map[string]any) int {
+	if len(m) == 0 {
+		return 0
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return 0 // decoded from JSON, it encodes
+	}
+	return len(b)
 }
 
 // updateArtifacts applies an artifact update to a task's artifacts: its parts are
