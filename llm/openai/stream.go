@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	sdk "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -34,9 +35,12 @@ var _ Streamer = (*Model)(nil)
 // include_usage). The response is assembled by the SDK's ChatCompletionAccumulator.
 // The answer is whole once every choice came with its finish_reason, whether [DONE]
 // follows or the stream closes, is cut or stalls after it (the provider ended, and
-// bills, that answer: a retry would pay for it twice). A stream the connection cuts
-// short before that fails with ErrTruncatedStream (transient) and never returns a
-// partial answer; one that stalls fails at Config.Timeout. A provider that answers whole (a JSON
+// bills, that answer: a retry would pay for it twice). It is returned as soon as
+// its usage came too, or a second (answerEndGrace) after its last finish_reason when no usage
+// came: a stream that stalls after its answer is not waited for until
+// Config.Timeout. A stream the connection cuts short before that fails with
+// ErrTruncatedStream (transient) and never returns a partial answer; one that
+// stalls fails at Config.Timeout. A provider that answers whole (a JSON
 // chat completion: it does not stream, even one it labels text/event-stream) is read as Generate reads it, with no
 // increments. When Stream fails, the increments already
 // delivered belong to no answer: a retry streams again from the start. An error from
@@ -54,6 +58,10 @@ func (m *Model) Stream(ctx context.Context, req llm.Request, onDelta func(Delta)
 	}
 	call, cancel := context.WithTimeoutCause(ctx, m.who.callTimeout, errCallTimeout)
 	defer cancel()
+	// cut ends the request of an answer that is whole while its stream has not
+	// ended (answerEndGrace), with the cause errAnswerEnded.
+	reqCtx, cut := context.WithCancelCause(call)
+	defer cut(nil)
 	var (
 		x   *exchange
 		raw *http.Response
@@ -66,7 +74,7 @@ func (m *Model) Stream(ctx context.Context, req llm.Request, onDelta func(Delta)
 		x, raw = &exchange{limit: maxAnswerBytes}, nil
 		// The response body is decoded here (not by NewStreaming) to see whether
 		// the stream really ended with [DONE].
-		_, err := m.chat.New(call, params, append(idempotency(req, m.cfg.Model), option.WithMiddleware(x.middleware),
+		_, err := m.chat.New(reqCtx, params, append(idempotency(req, m.cfg.Model), option.WithMiddleware(x.middleware),
 			option.WithJSONSet("stream", true), option.WithResponseBodyInto(&raw))...)
 		return err
 	}
@@ -117,7 +125,13 @@ func (m *Model) Stream(ctx context.Context, req llm.Request, onDelta func(Delta)
 	var u sdk.CompletionUsage
 	began, reported := false, false // a chunk came; the provider reported usage
 	calls := streamedCalls{}
-	id := "" // the stream's id: its first chunk's that has one
+	id := ""              // the stream's id: its first chunk's that has one
+	var grace *time.Timer // armed once every choice finished
+	defer func() {
+		if grace != nil {
+			grace.Stop()
+		}
+	}()
 	for stream.Next() {
 		chunk := stream.Current()
 		// One response is one answer, whatever ids its chunks carry: some servers
@@ -140,17 +154,27 @@ func (m *Model) Stream(ctx context.Context, req llm.Request, onDelta func(Delta)
 		if chunk.JSON.Usage.Valid() {
 			u, reported = chunk.Usage, true
 		}
-		if onDelta == nil {
-			continue
-		}
 		for _, ch := range chunk.Choices {
-			if ch.Index != 0 {
+			if ch.Index != 0 || onDelta == nil {
 				continue
 			}
 			for _, d := range deltas(ch.Delta) {
 				if err := onDelta(d); err != nil {
 					return llm.Response{}, m.who.errorf(op, "delta callback: %w", err)
 				}
+			}
+		}
+		// Once every choice finished, the answer is whole: its usage (asked for
+		// with include_usage, or sent unasked) follows at once, then [DONE]. A
+		// server that stalls instead is not waited for until Config.Timeout.
+		// A chunk with usage that comes with or after the last finish_reason ends
+		// it (the usage of the whole answer); without one, answerEndGrace does.
+		if finished(acc.ChatCompletion) {
+			if chunk.JSON.Usage.Valid() {
+				break
+			}
+			if grace == nil {
+				grace = time.AfterFunc(answerEndGrace, func() { cut(errAnswerEnded) })
 			}
 		}
 	}
@@ -169,7 +193,7 @@ func (m *Model) Stream(ctx context.Context, req llm.Request, onDelta func(Delta)
 	// sending it again would be paid twice. Its usage is what the provider
 	// reported, or none (the gateway counts it, as for a provider that reports no
 	// usage). Any other answer is whole only when the stream ended well.
-	if !finished(cc) || ctx.Err() != nil || !endedAfterAnswer(stream.Err(), call, x) {
+	if !finished(cc) || ctx.Err() != nil || !endedAfterAnswer(stream.Err(), reqCtx, x) {
 		if err := stream.Err(); err != nil {
 			var se *ssestream.StreamError
 			if errors.As(err, &se) {
@@ -198,6 +222,15 @@ func (m *Model) Stream(ctx context.Context, req llm.Request, onDelta func(Delta)
 	}
 	return llm.Response{Message: msg, Usage: usage(u), FinishReason: llm.AbnormalFinish(cc.Choices[0].FinishReason)}, nil
 }
+
+// answerEndGrace is how long a stream whose every choice finished may take to send
+// its usage and end: a server sends them at once, and one that stalls instead
+// (before [DONE]) has given its answer all the same. Its usage is then none (the
+// gateway counts the tokens, as for a provider that reports no usage).
+const answerEndGrace = time.Second
+
+// errAnswerEnded is the cause of a request that Stream ended after answerEndGrace.
+var errAnswerEnded = errors.New("llm/openai: the answer ended, its stream did not")
 
 // firstByte is the first byte of a body that is neither white space nor a
 // byte-order mark, looking no further than its first 512 bytes (0 for none). It
@@ -232,11 +265,12 @@ func finished(cc sdk.ChatCompletion) bool {
 }
 
 // endedAfterAnswer reports whether a stream ended in a way that leaves a finished
-// answer whole: closed (err nil, [DONE] or not), its connection cut, or stalled
-// until Config.Timeout. An error event from the provider does not, nor an answer
-// past the size bound.
+// answer whole: closed (err nil, [DONE] or not), its connection cut, cut by this
+// client past answerEndGrace, or stalled until Config.Timeout. An error event from
+// the provider does not, nor an answer past the size bound. call is the context of
+// the request.
 func endedAfterAnswer(err error, call context.Context, x *exchange) bool {
-	if err == nil {
+	if err == nil || context.Cause(call) == errAnswerEnded {
 		return true
 	}
 	var se *ssestream.StreamError
