@@ -197,6 +197,9 @@ func (m *Model) Stream(ctx context.Context, req llm.Request, onDelta func(Delta)
 		if err := stream.Err(); err != nil {
 			var se *ssestream.StreamError
 			if errors.As(err, &se) {
+				if err := m.who.errorObject(op, "the provider reported an error mid-stream", se.Event.Data); err != nil {
+					return spent, err
+				}
 				return spent, m.who.errorf(op, "the provider reported an error mid-stream: %s: %w",
 					m.who.errorMessage(se.Event.Data), llm.ErrTransient)
 			}
@@ -340,7 +343,7 @@ func (m *Model) whole(op string, req llm.Request, raw *http.Response) (llm.Respo
 		return llm.Response{}, m.who.errorf(op, "%w: %w", ErrMalformedResponse, err)
 	}
 	if len(cc.Choices) == 0 {
-		if err := m.who.errorObject(op, b); err != nil {
+		if err := m.who.errorObject(op, "the provider answered with an error", b); err != nil {
 			return llm.Response{}, err
 		}
 		return llm.Response{}, m.who.errorf(op, "%w: the response has no choices", ErrMalformedResponse)
@@ -459,8 +462,26 @@ func (d *doneDecoder) Next() bool {
 	if bytes.HasPrefix(d.evt.Data, []byte("[DONE]")) {
 		d.done = true
 	}
-	d.evt.Data = withoutNullError(d.evt.Data)
+	d.evt.Data = errorEvent(withoutNullError(d.evt.Data))
 	return true
+}
+
+// errorEvent is data, a bare error object ({"object": "error", ...}: vLLM's), as
+// the error member of an event ({"error": data}), which the SDK's stream reports as
+// the provider's error; any other data as it is. Read as a chunk, it was one with
+// no choices, and the stream ended as one cut short.
+func errorEvent(data []byte) []byte {
+	if !bytes.Contains(data, []byte(`"error"`)) {
+		return data
+	}
+	var obj struct {
+		Object string          `json:"object"`
+		Error  json.RawMessage `json:"error"`
+	}
+	if json.Unmarshal(data, &obj) != nil || obj.Object != "error" || obj.Error != nil {
+		return data
+	}
+	return append(append([]byte(`{"error":`), data...), '}')
 }
 
 func (d *doneDecoder) Event() ssestream.Event { return d.evt }
