@@ -10,8 +10,10 @@ import (
 	"mime"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
+	"unicode/utf16"
 
 	sdk "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -125,6 +127,7 @@ func (m *Model) Stream(ctx context.Context, req llm.Request, onDelta func(Delta)
 	var u sdk.CompletionUsage
 	began, reported := false, false // a chunk came; the provider reported usage
 	calls := streamedCalls{}
+	halves := surrogates{}
 	id := ""              // the stream's id: its first chunk's that has one
 	var grace *time.Timer // armed once every choice finished
 	defer func() {
@@ -146,6 +149,7 @@ func (m *Model) Stream(ctx context.Context, req llm.Request, onDelta func(Delta)
 				chunk.Choices[i].Delta.Content = text
 			}
 		}
+		halves.join(&chunk)
 		calls.place(&chunk)
 		if !acc.AddChunk(chunk) {
 			return llm.Response{}, m.who.errorf(op, "%w: chunk %q does not continue the stream", ErrMalformedResponse, m.who.quote(chunk.RawJSON()))
@@ -421,6 +425,63 @@ func (c *streamedCalls) place(chunk *sdk.ChatCompletionChunk) {
 			}
 		}
 	}
+}
+
+// surrogates joins the two halves of a UTF-16 surrogate pair that a stream's
+// content escapes ("\ud83d\ude00", a character outside the Basic Multilingual
+// Plane) in two chunks: each chunk is JSON of its own, where a lone half decodes as
+// U+FFFD. A content that ends with the escape of a high half has that U+FFFD held
+// back, by choice (unless the chunk finishes the choice); the choice's next chunk
+// starts with the character when its content starts with the escape of a low
+// half, else with the U+FFFD held back.
+type surrogates map[int64]rune // choice index -> the high half held back
+
+func (s surrogates) join(chunk *sdk.ChatCompletionChunk) {
+	for i := range chunk.Choices {
+		ch := &chunk.Choices[i]
+		raw := ch.Delta.JSON.Content.Raw()
+		if high, ok := s[ch.Index]; ok {
+			delete(s, ch.Index)
+			if low, ok := surrogateEscape(raw, 1, true); ok && strings.HasPrefix(ch.Delta.Content, "\uFFFD") {
+				ch.Delta.Content = string(utf16.DecodeRune(high, low)) + strings.TrimPrefix(ch.Delta.Content, "\uFFFD")
+			} else {
+				ch.Delta.Content = "\uFFFD" + ch.Delta.Content
+			}
+		}
+		if ch.FinishReason != "" {
+			continue // the choice's last chunk: nothing follows to join
+		}
+		if high, ok := surrogateEscape(raw, len(raw)-7, false); ok && strings.HasSuffix(ch.Delta.Content, "\uFFFD") && backslashes(raw[:len(raw)-7])%2 == 0 {
+			ch.Delta.Content = strings.TrimSuffix(ch.Delta.Content, "\uFFFD")
+			s[ch.Index] = high
+		}
+	}
+}
+
+// surrogateEscape reads the escape at raw[at:], the JSON of a string, as a \uXXXX
+// escape of a surrogate half: a low one (DC00 to DFFF) when low, else a high one
+// (D800 to DBFF). It does not look at what precedes raw[at].
+func surrogateEscape(raw string, at int, low bool) (rune, bool) {
+	if at < 1 || len(raw) < at+6 || raw[0] != '"' || raw[len(raw)-1] != '"' || raw[at] != '\\' || raw[at+1] != 'u' {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(raw[at+2:at+6], 16, 16)
+	if err != nil {
+		return 0, false
+	}
+	if r := rune(n); low && r >= 0xDC00 && r <= 0xDFFF || !low && r >= 0xD800 && r <= 0xDBFF {
+		return r, true
+	}
+	return 0, false
+}
+
+// backslashes counts the backslashes that end s.
+func backslashes(s string) int {
+	n := 0
+	for n < len(s) && s[len(s)-1-n] == '\\' {
+		n++
+	}
+	return n
 }
 
 // deltas lists a chunk's increments: content (or refusal), then tool-call pieces.
