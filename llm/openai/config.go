@@ -204,14 +204,20 @@ func (c Config) String() string {
 		key = redact.Redacted
 	}
 	return fmt.Sprintf("openai.Config{Provider:%s BaseURL:%s Model:%s APIKey:%s Timeout:%s}",
-		c.providerName(), c.BaseURL, c.Model, key, c.timeout())
+		c.providerName(), ShownURL(c.BaseURL), c.Model, key, c.timeout())
 }
+
+// ShownURL is a base URL as it is printed: the password of its user information
+// and the value of every pair of its query replaced by redact.Redacted, for a query
+// may hold a key under any name (a gateway's ?api-key=, Azure Functions' ?code=, a
+// signature); its names and the rest as written.
+func ShownURL(s string) string { return redact.QueryValues(redact.URL(s), nil) }
 
 // Format makes every fmt verb (%v, %+v, %#v, %s) print String, never the key.
 func (c Config) Format(f fmt.State, _ rune) { _, _ = fmt.Fprint(f, c.String()) }
 
 // LogValue implements slog.LogValuer without the key.
 func (c Config) LogValue() slog.Value {
-	return slog.GroupValue(slog.String("provider", c.providerName()), slog.String("base_url", c.BaseURL),
+	return slog.GroupValue(slog.String("provider", c.providerName()), slog.String("base_url", ShownURL(c.BaseURL)),
 		slog.String("model", c.Model), slog.Bool("api_key_set", c.APIKey != ""))
 }

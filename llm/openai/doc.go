@@ -36,8 +36,12 @@
 //     message (API key redacted) and RetryAfter from retry-after-ms, Retry-After
 //     (seconds or HTTP date) or, on 429, x-ratelimit-reset-*; 408, 409, 429 and 5xx
 //     are transient (errors.Is(err, llm.ErrTransient));
-//   - a call that runs past Config.Timeout, a refused or dropped connection, a stream
-//     cut short (ErrTruncatedStream) or an error event mid-stream wrap llm.ErrTransient;
+//   - an error object answered with HTTP 200 ({"error": ...}, or vLLM's
+//     {"object": "error", ...}) or sent as an event mid-stream is an *llm.APIError
+//     too when its code is an HTTP status (vLLM's 400 is not transient), else it
+//     wraps llm.ErrTransient;
+//   - a call that runs past Config.Timeout, a refused or dropped connection or a
+//     stream cut short (ErrTruncatedStream) wrap llm.ErrTransient;
 //   - when the caller's ctx ends first, the error wraps ctx.Err() and is not transient;
 //   - ErrMalformedResponse (a body that is not the expected JSON or event stream) and
 //     ErrInvalidRequest (a conversation that cannot be sent) are not transient.

@@ -104,7 +104,7 @@ func (e *Embedder) Name() string { return e.cfg.Model }
 
 // String describes the embedder without its API key.
 func (e Embedder) String() string {
-	return fmt.Sprintf("openai.Embedder{%s %s at %s}", e.cfg.Provider, e.cfg.Model, e.cfg.BaseURL)
+	return fmt.Sprintf("openai.Embedder{%s %s at %s}", e.cfg.Provider, e.cfg.Model, ShownURL(e.cfg.BaseURL))
 }
 
 // Format makes every fmt verb print String, never the key.

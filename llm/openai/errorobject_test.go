@@ -2,6 +2,7 @@ package openai_test
 
 import (
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -26,6 +27,50 @@ func TestErrorObjectOfA200IsTheProvidersError(t *testing.T) {
 		}
 		if err != nil && strings.Contains(err.Error(), testKey) {
 			t.Errorf("%s: err %v prints the key", op, err)
+		}
+	}
+}
+
+// vLLM (and servers built like it) answers a failure with HTTP 200 and a bare error
+// object, {"object":"error","message","type","code"}, and a streaming server may
+// send an error event mid-stream; the error code says whether a retry may succeed.
+// Each is the provider's error with its message, classified by its code as an HTTP
+// error is (*llm.APIError): a request the server refused (400) is not retried, an
+// overloaded server (503) is; not a completion without choices, nor a stream cut
+// short.
+func TestErrorObjectIsClassifiedByItsCode(t *testing.T) {
+	const msg = "This model's maximum context length is 4096 tokens"
+	vllm := func(code int) string {
+		return `{"object":"error","message":"` + msg + `","type":"BadRequestError","param":null,"code":` + strconv.Itoa(code) + `}`
+	}
+	nested := func(code int) string {
+		return `{"error":{"object":"error","message":"` + msg + `","type":"BadRequestError","param":null,"code":` + strconv.Itoa(code) + `}}`
+	}
+	for _, code := range []int{400, 503} {
+		replies := map[string]openaitest.Reply{
+			"a 200":                   {Body: vllm(code)},
+			"a 200 labelled a stream": {Header: map[string]string{"Content-Type": "text/event-stream"}, Body: vllm(code)},
+			"an event":                openaitest.Stream(openaitest.RoleChunk(), openaitest.ContentChunk("Hi"), vllm(code)),
+			"an error event":          openaitest.Stream(openaitest.RoleChunk(), openaitest.ContentChunk("Hi"), nested(code)),
+		}
+		for name, reply := range replies {
+			srv := openaitest.NewServer(t, openaitest.Sequence(reply, reply))
+			m := newModel(t, srv)
+			errs := map[string]error{}
+			if name == "a 200" {
+				_, errs["generate"] = m.Generate(deadline(t), hello())
+			}
+			_, _, errs["stream"] = stream(t, m)
+			for op, err := range errs {
+				var api *llm.APIError
+				if !errors.As(err, &api) || api.StatusCode != code || !strings.Contains(err.Error(), msg) {
+					t.Errorf("code %d in %s: %s: err %v: want the provider's error with its message and code", code, name, op, err)
+					continue
+				}
+				if transient := code >= 500; errors.Is(err, llm.ErrTransient) != transient {
+					t.Errorf("code %d in %s: %s: err %v: transient %v, want %v", code, name, op, err, !transient, transient)
+				}
+			}
 		}
 	}
 }

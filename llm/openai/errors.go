@@ -286,18 +286,34 @@ func jsonObject(body []byte) bool {
 	return len(body) > 0 && body[0] == '{'
 }
 
-// errorObject is the error of a successful response whose body is an error object
-// ({"error": ...}), as some proxies and routers answer a failure upstream: the
-// provider's error, transient as the same error in an event stream is, with its
-// message (the key redacted). It is nil when body has no error member.
-func (c caller) errorObject(op string, body []byte) error {
+// errorObject is the error of a successful response whose body is an error object,
+// as some servers answer a failure with HTTP 200: {"error": ...} (proxies, routers)
+// or vLLM's bare {"object":"error","message","type","code"}; or of such an event in
+// a stream. where says which ("the provider answered with an error"). Its message
+// is the provider's (the key redacted). When its code is an HTTP status (400 to
+// 599: vLLM's are), it is an *llm.APIError of that status, transient or not as an
+// HTTP error of that status is: a request the server refused is not sent again.
+// Without one it is transient, as a failure upstream of a proxy tends to be. It is
+// nil when body is no error object.
+func (c caller) errorObject(op, where string, body []byte) error {
 	var shaped struct {
-		Error json.RawMessage `json:"error"`
+		Error  json.RawMessage `json:"error"`
+		Object string          `json:"object"`
 	}
-	if json.Unmarshal(body, &shaped) != nil || len(shaped.Error) == 0 || bytes.Equal(shaped.Error, []byte("null")) {
+	if json.Unmarshal(body, &shaped) != nil {
 		return nil
 	}
-	return c.errorf(op, "the provider answered with an error: %s: %w", c.errorMessage(body), llm.ErrTransient)
+	if (len(shaped.Error) == 0 || bytes.Equal(shaped.Error, []byte("null"))) && shaped.Object != "error" {
+		return nil
+	}
+	msg := c.errorMessage(body)
+	code, word := errorCodes(body)
+	if code == 0 {
+		return c.errorf(op, "%s: %s: %w", where, msg, llm.ErrTransient)
+	}
+	return c.errorf(op, "%s (code %d) with HTTP 200: %w", where, code, &llm.APIError{
+		Provider: c.provider, Model: c.model, StatusCode: code, Message: msg, Code: c.hide(word),
+	})
 }
 
 // tooLarge is the error of an answer past its bound, limit bytes.
@@ -328,26 +344,49 @@ func (c caller) apiError(status int, header http.Header, body []byte, sdkErr err
 	}
 }
 
-// errorCode is the code of an error body shaped {"error": {"code", "type"}}: its
-// code, else its type (a short word, else none).
+// errorCode is the code of an error body shaped {"error": {"code", "type"}} (or
+// vLLM's {"object": "error", "code", "type"}): its code, else its type (a short
+// word, else none).
 func errorCode(body []byte) string {
+	_, word := errorCodes(body)
+	return word
+}
+
+// errorCodes reads the code of an error body shaped {"error": {"code", "type"}}, or
+// {"code", "type"} at its top (vLLM's {"object": "error"}): status is the code
+// when it is an HTTP error status (400 to 599, a number or a string of digits),
+// else 0; word is the code when it is a string, else the type (a short word, else
+// none).
+func errorCodes(body []byte) (status int, word string) {
+	type fields struct {
+		Code json.RawMessage `json:"code"`
+		Type json.RawMessage `json:"type"`
+	}
 	var shaped struct {
-		Error struct {
-			Code json.RawMessage `json:"code"`
-			Type string          `json:"type"`
-		} `json:"error"`
+		fields
+		Error json.RawMessage `json:"error"`
 	}
 	if json.Unmarshal(body, &shaped) != nil {
-		return ""
+		return 0, ""
 	}
-	var code string
-	if json.Unmarshal(shaped.Error.Code, &code) != nil || code == "" {
-		code = shaped.Error.Type
+	f := shaped.fields
+	var inner fields
+	if json.Unmarshal(shaped.Error, &inner) == nil && (inner.Code != nil || inner.Type != nil) {
+		f = inner
 	}
-	if len(code) > 64 {
-		return ""
+	if n, err := strconv.Atoi(strings.Trim(string(bytes.TrimSpace(f.Code)), `"`)); err == nil && n >= 400 && n <= 599 {
+		status = n
 	}
-	return code
+	if json.Unmarshal(f.Code, &word) != nil || word == "" {
+		word = ""
+		if json.Unmarshal(f.Type, &word) != nil {
+			word = ""
+		}
+	}
+	if len(word) > 64 {
+		word = ""
+	}
+	return status, word
 }
 
 // errorMessage extracts a human-readable message from an error body in any of the

@@ -116,13 +116,16 @@ func (m *Model) Name() string { return m.cfg.Model }
 func (m *Model) Provider() string { return m.cfg.Provider }
 
 // Endpoint names the rate limit the model's calls share (the gateway's
-// EndpointNamer): its base URL and a digest of its API key, never the key.
+// EndpointNamer): its base URL as printed (ShownURL) and, when it has an API key
+// or ShownURL hid something (a key in its query), a digest of the key and of the
+// base URL as written; never the key.
 func (m *Model) Endpoint() string {
-	if m.cfg.APIKey == "" {
-		return m.cfg.BaseURL
+	shown := ShownURL(m.cfg.BaseURL)
+	if m.cfg.APIKey == "" && shown == m.cfg.BaseURL {
+		return shown
 	}
-	sum := sha256.Sum256([]byte(m.cfg.APIKey))
-	return m.cfg.BaseURL + " key " + hex.EncodeToString(sum[:6])
+	sum := sha256.Sum256([]byte(m.cfg.APIKey + "\x00" + m.cfg.BaseURL))
+	return shown + " key " + hex.EncodeToString(sum[:6])
 }
 
 // Capabilities implements llm.CapabilityReporter: native tools (function calling,
@@ -135,7 +138,7 @@ func (m *Model) Capabilities() llm.Capabilities {
 
 // String describes the model without its API key.
 func (m Model) String() string {
-	return fmt.Sprintf("openai.Model{%s %s at %s}", m.cfg.Provider, m.cfg.Model, m.cfg.BaseURL)
+	return fmt.Sprintf("openai.Model{%s %s at %s}", m.cfg.Provider, m.cfg.Model, ShownURL(m.cfg.BaseURL))
 }
 
 // Format makes every fmt verb print String, never the key.
@@ -166,7 +169,7 @@ func (m *Model) Generate(ctx context.Context, req llm.Request) (llm.Response, er
 	}
 	if cc == nil || len(cc.Choices) == 0 {
 		if cc != nil {
-			if err := m.who.errorObject("chat", []byte(cc.RawJSON())); err != nil {
+			if err := m.who.errorObject("chat", "the provider answered with an error", []byte(cc.RawJSON())); err != nil {
 				return llm.Response{}, err
 			}
 		}

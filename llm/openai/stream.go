@@ -10,7 +10,10 @@ import (
 	"mime"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
+	"unicode/utf16"
 
 	sdk "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -34,9 +37,12 @@ var _ Streamer = (*Model)(nil)
 // include_usage). The response is assembled by the SDK's ChatCompletionAccumulator.
 // The answer is whole once every choice came with its finish_reason, whether [DONE]
 // follows or the stream closes, is cut or stalls after it (the provider ended, and
-// bills, that answer: a retry would pay for it twice). A stream the connection cuts
-// short before that fails with ErrTruncatedStream (transient) and never returns a
-// partial answer; one that stalls fails at Config.Timeout. A provider that answers whole (a JSON
+// bills, that answer: a retry would pay for it twice). It is returned as soon as
+// its usage came too, or a second (answerEndGrace) after its last finish_reason when no usage
+// came: a stream that stalls after its answer is not waited for until
+// Config.Timeout. A stream the connection cuts short before that fails with
+// ErrTruncatedStream (transient) and never returns a partial answer; one that
+// stalls fails at Config.Timeout. A provider that answers whole (a JSON
 // chat completion: it does not stream, even one it labels text/event-stream) is read as Generate reads it, with no
 // increments. When Stream fails, the increments already
 // delivered belong to no answer: a retry streams again from the start. An error from
@@ -54,6 +60,10 @@ func (m *Model) Stream(ctx context.Context, req llm.Request, onDelta func(Delta)
 	}
 	call, cancel := context.WithTimeoutCause(ctx, m.who.callTimeout, errCallTimeout)
 	defer cancel()
+	// cut ends the request of an answer that is whole while its stream has not
+	// ended (answerEndGrace), with the cause errAnswerEnded.
+	reqCtx, cut := context.WithCancelCause(call)
+	defer cut(nil)
 	var (
 		x   *exchange
 		raw *http.Response
@@ -66,7 +76,7 @@ func (m *Model) Stream(ctx context.Context, req llm.Request, onDelta func(Delta)
 		x, raw = &exchange{limit: maxAnswerBytes}, nil
 		// The response body is decoded here (not by NewStreaming) to see whether
 		// the stream really ended with [DONE].
-		_, err := m.chat.New(call, params, append(idempotency(req, m.cfg.Model), option.WithMiddleware(x.middleware),
+		_, err := m.chat.New(reqCtx, params, append(idempotency(req, m.cfg.Model), option.WithMiddleware(x.middleware),
 			option.WithJSONSet("stream", true), option.WithResponseBodyInto(&raw))...)
 		return err
 	}
@@ -117,7 +127,14 @@ func (m *Model) Stream(ctx context.Context, req llm.Request, onDelta func(Delta)
 	var u sdk.CompletionUsage
 	began, reported := false, false // a chunk came; the provider reported usage
 	calls := streamedCalls{}
-	id := "" // the stream's id: its first chunk's that has one
+	halves := surrogates{}
+	id := ""              // the stream's id: its first chunk's that has one
+	var grace *time.Timer // armed once every choice finished
+	defer func() {
+		if grace != nil {
+			grace.Stop()
+		}
+	}()
 	for stream.Next() {
 		chunk := stream.Current()
 		// One response is one answer, whatever ids its chunks carry: some servers
@@ -132,6 +149,7 @@ func (m *Model) Stream(ctx context.Context, req llm.Request, onDelta func(Delta)
 				chunk.Choices[i].Delta.Content = text
 			}
 		}
+		halves.join(&chunk)
 		calls.place(&chunk)
 		if !acc.AddChunk(chunk) {
 			return llm.Response{}, m.who.errorf(op, "%w: chunk %q does not continue the stream", ErrMalformedResponse, m.who.quote(chunk.RawJSON()))
@@ -140,17 +158,27 @@ func (m *Model) Stream(ctx context.Context, req llm.Request, onDelta func(Delta)
 		if chunk.JSON.Usage.Valid() {
 			u, reported = chunk.Usage, true
 		}
-		if onDelta == nil {
-			continue
-		}
 		for _, ch := range chunk.Choices {
-			if ch.Index != 0 {
+			if ch.Index != 0 || onDelta == nil {
 				continue
 			}
 			for _, d := range deltas(ch.Delta) {
 				if err := onDelta(d); err != nil {
 					return llm.Response{}, m.who.errorf(op, "delta callback: %w", err)
 				}
+			}
+		}
+		// Once every choice finished, the answer is whole: its usage (asked for
+		// with include_usage, or sent unasked) follows at once, then [DONE]. A
+		// server that stalls instead is not waited for until Config.Timeout.
+		// A chunk with usage that comes with or after the last finish_reason ends
+		// it (the usage of the whole answer); without one, answerEndGrace does.
+		if finished(acc.ChatCompletion) {
+			if chunk.JSON.Usage.Valid() {
+				break
+			}
+			if grace == nil {
+				grace = time.AfterFunc(answerEndGrace, func() { cut(errAnswerEnded) })
 			}
 		}
 	}
@@ -169,10 +197,13 @@ func (m *Model) Stream(ctx context.Context, req llm.Request, onDelta func(Delta)
 	// sending it again would be paid twice. Its usage is what the provider
 	// reported, or none (the gateway counts it, as for a provider that reports no
 	// usage). Any other answer is whole only when the stream ended well.
-	if !finished(cc) || ctx.Err() != nil || !endedAfterAnswer(stream.Err(), call, x) {
+	if !finished(cc) || ctx.Err() != nil || !endedAfterAnswer(stream.Err(), reqCtx, x) {
 		if err := stream.Err(); err != nil {
 			var se *ssestream.StreamError
 			if errors.As(err, &se) {
+				if err := m.who.errorObject(op, "the provider reported an error mid-stream", se.Event.Data); err != nil {
+					return spent, err
+				}
 				return spent, m.who.errorf(op, "the provider reported an error mid-stream: %s: %w",
 					m.who.errorMessage(se.Event.Data), llm.ErrTransient)
 			}
@@ -198,6 +229,15 @@ func (m *Model) Stream(ctx context.Context, req llm.Request, onDelta func(Delta)
 	}
 	return llm.Response{Message: msg, Usage: usage(u), FinishReason: llm.AbnormalFinish(cc.Choices[0].FinishReason)}, nil
 }
+
+// answerEndGrace is how long a stream whose every choice finished may take to send
+// its usage and end: a server sends them at once, and one that stalls instead
+// (before [DONE]) has given its answer all the same. Its usage is then none (the
+// gateway counts the tokens, as for a provider that reports no usage).
+const answerEndGrace = time.Second
+
+// errAnswerEnded is the cause of a request that Stream ended after answerEndGrace.
+var errAnswerEnded = errors.New("llm/openai: the answer ended, its stream did not")
 
 // firstByte is the first byte of a body that is neither white space nor a
 // byte-order mark, looking no further than its first 512 bytes (0 for none). It
@@ -232,11 +272,12 @@ func finished(cc sdk.ChatCompletion) bool {
 }
 
 // endedAfterAnswer reports whether a stream ended in a way that leaves a finished
-// answer whole: closed (err nil, [DONE] or not), its connection cut, or stalled
-// until Config.Timeout. An error event from the provider does not, nor an answer
-// past the size bound.
+// answer whole: closed (err nil, [DONE] or not), its connection cut, cut by this
+// client past answerEndGrace, or stalled until Config.Timeout. An error event from
+// the provider does not, nor an answer past the size bound. call is the context of
+// the request.
 func endedAfterAnswer(err error, call context.Context, x *exchange) bool {
-	if err == nil {
+	if err == nil || context.Cause(call) == errAnswerEnded {
 		return true
 	}
 	var se *ssestream.StreamError
@@ -306,7 +347,7 @@ func (m *Model) whole(op string, req llm.Request, raw *http.Response) (llm.Respo
 		return llm.Response{}, m.who.errorf(op, "%w: %w", ErrMalformedResponse, err)
 	}
 	if len(cc.Choices) == 0 {
-		if err := m.who.errorObject(op, b); err != nil {
+		if err := m.who.errorObject(op, "the provider answered with an error", b); err != nil {
 			return llm.Response{}, err
 		}
 		return llm.Response{}, m.who.errorf(op, "%w: the response has no choices", ErrMalformedResponse)
@@ -386,6 +427,63 @@ func (c *streamedCalls) place(chunk *sdk.ChatCompletionChunk) {
 	}
 }
 
+// surrogates joins the two halves of a UTF-16 surrogate pair that a stream's
+// content escapes ("\ud83d\ude00", a character outside the Basic Multilingual
+// Plane) in two chunks: each chunk is JSON of its own, where a lone half decodes as
+// U+FFFD. A content that ends with the escape of a high half has that U+FFFD held
+// back, by choice (unless the chunk finishes the choice); the choice's next chunk
+// starts with the character when its content starts with the escape of a low
+// half, else with the U+FFFD held back.
+type surrogates map[int64]rune // choice index -> the high half held back
+
+func (s surrogates) join(chunk *sdk.ChatCompletionChunk) {
+	for i := range chunk.Choices {
+		ch := &chunk.Choices[i]
+		raw := ch.Delta.JSON.Content.Raw()
+		if high, ok := s[ch.Index]; ok {
+			delete(s, ch.Index)
+			if low, ok := surrogateEscape(raw, 1, true); ok && strings.HasPrefix(ch.Delta.Content, "\uFFFD") {
+				ch.Delta.Content = string(utf16.DecodeRune(high, low)) + strings.TrimPrefix(ch.Delta.Content, "\uFFFD")
+			} else {
+				ch.Delta.Content = "\uFFFD" + ch.Delta.Content
+			}
+		}
+		if ch.FinishReason != "" {
+			continue // the choice's last chunk: nothing follows to join
+		}
+		if high, ok := surrogateEscape(raw, len(raw)-7, false); ok && strings.HasSuffix(ch.Delta.Content, "\uFFFD") && backslashes(raw[:len(raw)-7])%2 == 0 {
+			ch.Delta.Content = strings.TrimSuffix(ch.Delta.Content, "\uFFFD")
+			s[ch.Index] = high
+		}
+	}
+}
+
+// surrogateEscape reads the escape at raw[at:], the JSON of a string, as a \uXXXX
+// escape of a surrogate half: a low one (DC00 to DFFF) when low, else a high one
+// (D800 to DBFF). It does not look at what precedes raw[at].
+func surrogateEscape(raw string, at int, low bool) (rune, bool) {
+	if at < 1 || len(raw) < at+6 || raw[0] != '"' || raw[len(raw)-1] != '"' || raw[at] != '\\' || raw[at+1] != 'u' {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(raw[at+2:at+6], 16, 16)
+	if err != nil {
+		return 0, false
+	}
+	if r := rune(n); low && r >= 0xDC00 && r <= 0xDFFF || !low && r >= 0xD800 && r <= 0xDBFF {
+		return r, true
+	}
+	return 0, false
+}
+
+// backslashes counts the backslashes that end s.
+func backslashes(s string) int {
+	n := 0
+	for n < len(s) && s[len(s)-1-n] == '\\' {
+		n++
+	}
+	return n
+}
+
 // deltas lists a chunk's increments: content (or refusal), then tool-call pieces.
 func deltas(d sdk.ChatCompletionChunkChoiceDelta) []Delta {
 	var out []Delta
@@ -425,8 +523,26 @@ func (d *doneDecoder) Next() bool {
 	if bytes.HasPrefix(d.evt.Data, []byte("[DONE]")) {
 		d.done = true
 	}
-	d.evt.Data = withoutNullError(d.evt.Data)
+	d.evt.Data = errorEvent(withoutNullError(d.evt.Data))
 	return true
+}
+
+// errorEvent is data, a bare error object ({"object": "error", ...}: vLLM's), as
+// the error member of an event ({"error": data}), which the SDK's stream reports as
+// the provider's error; any other data as it is. Read as a chunk, it was one with
+// no choices, and the stream ended as one cut short.
+func errorEvent(data []byte) []byte {
+	if !bytes.Contains(data, []byte(`"error"`)) {
+		return data
+	}
+	var obj struct {
+		Object string          `json:"object"`
+		Error  json.RawMessage `json:"error"`
+	}
+	if json.Unmarshal(data, &obj) != nil || obj.Object != "error" || obj.Error != nil {
+		return data
+	}
+	return append(append([]byte(`{"error":`), data...), '}')
 }
 
 func (d *doneDecoder) Event() ssestream.Event { return d.evt }

@@ -344,10 +344,11 @@ func set(dst *string, v string) {
 	}
 }
 
-// String describes the configuration with the key redacted.
+// String describes the configuration with the key redacted, and the values of its
+// base URL's query (openai.ShownURL).
 func (c Config) String() string {
 	return fmt.Sprintf("provider.Config{Provider:%s BaseURL:%s Model:%s EmbeddingModel:%s APIKey:%s Timeout:%s}",
-		c.Provider, c.BaseURL, c.Model, c.EmbeddingModel, keyState(c.APIKey), c.Timeout)
+		c.Provider, openai.ShownURL(c.BaseURL), c.Model, c.EmbeddingModel, keyState(c.APIKey), c.Timeout)
 }
 
 // Format makes every fmt verb print String.
@@ -355,13 +356,13 @@ func (c Config) Format(f fmt.State, _ rune) { _, _ = fmt.Fprint(f, c.String()) }
 
 // LogValue implements slog.LogValuer without the key.
 func (c Config) LogValue() slog.Value {
-	return slog.GroupValue(slog.String("provider", c.Provider), slog.String("base_url", c.BaseURL),
+	return slog.GroupValue(slog.String("provider", c.Provider), slog.String("base_url", openai.ShownURL(c.BaseURL)),
 		slog.String("model", c.Model), slog.Bool("api_key_set", c.APIKey != ""), slog.Duration("timeout", c.Timeout))
 }
 
 // MarshalJSON encodes the configuration with the key redacted.
 func (c Config) MarshalJSON() ([]byte, error) {
-	return json.Marshal(map[string]any{"provider": c.Provider, "base_url": c.BaseURL, "model": c.Model,
+	return json.Marshal(map[string]any{"provider": c.Provider, "base_url": openai.ShownURL(c.BaseURL), "model": c.Model,
 		"embedding_model": c.EmbeddingModel, "api_key": keyState(c.APIKey), "timeout": c.Timeout.String()})
 }
 

@@ -168,7 +168,7 @@ func Detect(ctx context.Context, cfg Config, env func(string) string, probe Prob
 		}
 		p, _ := Lookup(cfg.Provider) // Validate checked the name
 		if hostKnown && hostP.Name != p.Name {
-			return Resolved{}, fmt.Errorf("llm/provider: %s but the base URL %s belongs to %s", reason, base, hostP.Name)
+			return Resolved{}, fmt.Errorf("llm/provider: %s but the base URL %s belongs to %s", reason, openai.ShownURL(base), hostP.Name)
 		}
 		own := base == "" || hostKnown // hostKnown means hostP is p
 		providerKey := ""
@@ -213,17 +213,17 @@ func Detect(ctx context.Context, cfg Config, env func(string) string, probe Prob
 			p, _ := Lookup(OpenAI)
 			return resolve(p, cfg.APIKey, ownSource, fmt.Sprintf("%s is set without a base URL: using OpenAI's API", ownSource))
 		case !ownKeyFits:
-			return Resolved{}, notPaired(fmt.Sprintf("the base URL is %s", base), ownSource, base, nil)
+			return Resolved{}, notPaired(fmt.Sprintf("the base URL is %s", openai.ShownURL(base)), ownSource, base, nil)
 		case hostKnown:
 			return resolve(hostP, cfg.APIKey, ownSource, fmt.Sprintf("%s is set and the base URL belongs to %s", ownSource, hostP.Name))
 		}
-		return resolve(compatible, cfg.APIKey, ownSource, fmt.Sprintf("%s is set and the base URL %s belongs to no known provider", ownSource, base))
+		return resolve(compatible, cfg.APIKey, ownSource, fmt.Sprintf("%s is set and the base URL %s belongs to no known provider", ownSource, openai.ShownURL(base)))
 	}
 
 	// 4. A base URL alone.
 	if base != "" {
 		if !hostKnown {
-			return resolve(compatible, "", "", fmt.Sprintf("the base URL %s belongs to no known provider; %s", base, unsentKeys(env, base)))
+			return resolve(compatible, "", "", fmt.Sprintf("the base URL %s belongs to no known provider; %s", openai.ShownURL(base), unsentKeys(env, base)))
 		}
 		if hostP.KeyEnv != "" {
 			return Resolved{}, fmt.Errorf("llm/provider: the base URL belongs to %s but neither %s nor %s holds an API key",
@@ -255,7 +255,8 @@ func Detect(ctx context.Context, cfg Config, env func(string) string, probe Prob
 }
 
 // notPaired is the refusal to send the key from source to baseURL; hosts are where
-// that key does go (none for the user's own key).
+// that key does go (none for the user's own key). It prints baseURL as
+// openai.ShownURL does, as every message of Detect does.
 func notPaired(reason, source, baseURL string, hosts []string) error {
 	where := "it is only sent to the base URL it is paired with"
 	if len(hosts) > 0 {
@@ -263,7 +264,7 @@ func notPaired(reason, source, baseURL string, hosts []string) error {
 	}
 	return fmt.Errorf("%w: %s, but %s is not sent to %s: %s. To send a key there, set %s with %s=%s, "+
 		"or name the key's variable in the config file's llm.api_key_env beside llm.base_url",
-		ErrKeyNotPaired, reason, sourceName(source), hostOf(baseURL), where, EnvAPIKey, EnvBaseURL, baseURL)
+		ErrKeyNotPaired, reason, sourceName(source), hostOf(baseURL), where, EnvAPIKey, EnvBaseURL, openai.ShownURL(baseURL))
 }
 
 // unsentKeys says that no key goes to baseURL, and where the provider keys that are
@@ -413,13 +414,14 @@ func (r Resolved) NewEmbedder() (llm.Embedder, error) {
 	return e, nil
 }
 
-// String describes the resolution with the key redacted, e.g.
+// String describes the resolution with the key and the values of its base URL's
+// query redacted (openai.ShownURL), e.g.
 // "provider=deepseek model=deepseek-chat base_url=https://api.deepseek.com/v1
 // api_key=[REDACTED] (DEEPSEEK_API_KEY is set)".
 func (r Resolved) String() string {
 	s := fmt.Sprintf("provider=%s model=%s", r.Provider, r.Model)
 	if r.BaseURL != "" {
-		s += fmt.Sprintf(" base_url=%s api_key=%s", r.BaseURL, keyState(r.APIKey))
+		s += fmt.Sprintf(" base_url=%s api_key=%s", openai.ShownURL(r.BaseURL), keyState(r.APIKey))
 	}
 	if r.Reason != "" {
 		s += " (" + r.Reason + ")"
@@ -439,11 +441,11 @@ func (r Resolved) Format(f fmt.State, verb rune) {
 // LogValue implements slog.LogValuer without the key.
 func (r Resolved) LogValue() slog.Value {
 	return slog.GroupValue(slog.String("provider", r.Provider), slog.String("model", r.Model),
-		slog.String("base_url", r.BaseURL), slog.Bool("api_key_set", r.APIKey != ""), slog.String("reason", r.Reason))
+		slog.String("base_url", openai.ShownURL(r.BaseURL)), slog.Bool("api_key_set", r.APIKey != ""), slog.String("reason", r.Reason))
 }
 
 // MarshalJSON encodes the resolution with the key redacted.
 func (r Resolved) MarshalJSON() ([]byte, error) {
 	return json.Marshal(map[string]any{"provider": r.Provider, "model": r.Model, "embedding_model": r.EmbeddingModel,
-		"base_url": r.BaseURL, "api_key": keyState(r.APIKey), "timeout": r.Timeout.String(), "reason": r.Reason})
+		"base_url": openai.ShownURL(r.BaseURL), "api_key": keyState(r.APIKey), "timeout": r.Timeout.String(), "reason": r.Reason})
 }
