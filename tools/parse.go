@@ -605,7 +605,8 @@ func jsonProblem(err error) error {
 // stack overflow is not a panic that can be recovered: it ends the process. A
 // schema that refers to itself through a value (a tree whose children are
 // trees) is fine: the arguments' depth bounds it. Refs other than "#" and "#/…"
-// JSON Pointers are not followed here.
+// JSON Pointers are not followed here, and only schemas are read for refs: an
+// object in a default, examples, const or enum value is data, whatever it holds.
 func checkRefCycles(s *jsonschema.Schema) error {
 	b, err := json.Marshal(s)
 	if err != nil {
@@ -655,7 +656,7 @@ func checkRefCycles(s *jsonschema.Schema) error {
 		}
 		if deps, ok := node["dependentSchemas"].(map[string]any); ok {
 			for _, k := range slices.Sorted(maps.Keys(deps)) {
-				next = append(next, ptr+"/dependentSchemas/"+strings.ReplaceAll(strings.ReplaceAll(k, "~", "~0"), "/", "~1"))
+				next = append(next, ptr+"/dependentSchemas/"+pointerToken(k))
 			}
 		}
 		for _, n := range next {
@@ -666,25 +667,39 @@ func checkRefCycles(s *jsonschema.Schema) error {
 		state[ptr] = done
 		return "", false
 	}
-	// Every schema in the document may be where a cycle is entered.
-	var all func(v any, ptr string)
+	// Every schema in the document may be where a cycle is entered; only schemas:
+	// the values of default, examples, const and enum are data, and an object among
+	// them that holds "$ref" is no ref of the schema's.
 	var found string
 	cycle := false
+	var all func(v any, ptr string)
 	all = func(v any, ptr string) {
-		if cycle {
+		node, ok := v.(map[string]any)
+		if !ok || cycle {
 			return
 		}
-		switch x := v.(type) {
-		case map[string]any:
-			if found, cycle = visit(ptr); cycle {
-				return
-			}
-			for _, k := range slices.Sorted(maps.Keys(x)) {
-				all(x[k], ptr+"/"+strings.ReplaceAll(strings.ReplaceAll(k, "~", "~0"), "/", "~1"))
-			}
-		case []any:
-			for i, e := range x {
-				all(e, fmt.Sprintf("%s/%d", ptr, i))
+		if found, cycle = visit(ptr); cycle {
+			return
+		}
+		for _, kw := range slices.Sorted(maps.Keys(node)) {
+			at := ptr + "/" + pointerToken(kw)
+			holds := keywordHolds(kw)
+			switch x := node[kw].(type) {
+			case map[string]any:
+				switch {
+				case holds == holdsSchema || kw == "items":
+					all(x, at)
+				case holds == holdsSchemaMap:
+					for _, k := range slices.Sorted(maps.Keys(x)) {
+						all(x[k], at+"/"+pointerToken(k))
+					}
+				}
+			case []any:
+				if holds == holdsSchemaList || kw == "items" {
+					for i, e := range x {
+						all(e, fmt.Sprintf("%s/%d", at, i))
+					}
+				}
 			}
 		}
 	}
@@ -693,6 +708,35 @@ func checkRefCycles(s *jsonschema.Schema) error {
 		return fmt.Errorf("its $ref at %q leads back to itself without a value between: no value could be checked against it", "#"+found)
 	}
 	return nil
+}
+
+// What a keyword of JSON Schema (2020-12, and drafts 4 to 2019-09) holds.
+const (
+	holdsValue      = iota // no schema: a value (default, examples, const, enum), a number, a name
+	holdsSchema            // one schema
+	holdsSchemaList        // a list of schemas
+	holdsSchemaMap         // schemas by name
+)
+
+// keywordHolds says what the keyword kw holds. items holds one schema or a list
+// (drafts before 2020-12); dependencies' values that are objects are schemas, its
+// lists are of names.
+func keywordHolds(kw string) int {
+	switch kw {
+	case "not", "if", "then", "else", "additionalItems", "contains", "additionalProperties",
+		"propertyNames", "unevaluatedItems", "unevaluatedProperties", "contentSchema":
+		return holdsSchema
+	case "allOf", "anyOf", "oneOf", "prefixItems":
+		return holdsSchemaList
+	case "properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "dependencies":
+		return holdsSchemaMap
+	}
+	return holdsValue
+}
+
+// pointerToken writes a key as a JSON Pointer's token ('~' is ~0, '/' is ~1).
+func pointerToken(k string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(k, "~", "~0"), "/", "~1")
 }
 
 // pointerAt returns the value at a JSON Pointer ("" is the whole) in v, or nil.
