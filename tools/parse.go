@@ -53,8 +53,10 @@ const maxProblems = 8
 //     pair carries: tags=["a", "b"]).
 //
 // Nothing else is coerced: "yes" is no boolean, 2.5 no integer, null no string;
-// but null given for an optional field whose schema does not allow null is taken
-// as the field's absence.
+// but null given for an optional field whose schema does not allow null (its
+// type, its enum, its anyOf or oneOf branches, its $ref's: allowsNull) is taken
+// as the field's absence, and null for a required one is refused naming the
+// field and the types it wants, as a value of another type is.
 //
 // Validation then checks type, enum, const, required and unknown properties, the
 // bounds of numbers, strings and arrays, and, through github.com/google/jsonschema-go,
@@ -96,6 +98,14 @@ const (
 	// under a $ref (the validator checks it as it was written), as the parser
 	// did before ArgumentsExact.
 	ArgumentsRounded
+	// ArgumentsExactNullsByType is ArgumentsExact reading a null as the parser
+	// did before ArgumentsExact checked it against its property's whole schema: a
+	// null for an optional property is its absence only when the property's own
+	// type (not one under anyOf, oneOf or a $ref) leaves null out, and a null
+	// for a required property whose schema refuses it through anyOf or oneOf is
+	// the validator's to refuse. A chain's arguments recorded under decision
+	// rules 13 are read so (actors' chainArguments).
+	ArgumentsExactNullsByType
 )
 
 // WithRules returns the parser reading arguments as rules says. p is not changed.
@@ -926,6 +936,18 @@ func (w *walker) walk(v any, s *jsonschema.Schema, path string, depth int) any {
 		}
 		for _, k := range slices.Sorted(maps.Keys(x)) {
 			ps, known := s.Properties[k]
+			if x[k] == nil && known && w.p.rules == ArgumentsExact && !never(ps) && !w.p.allowsNull(ps, 0) {
+				if !slices.Contains(s.Required, k) {
+					delete(x, k) // null for an optional field: as if absent
+					continue
+				}
+				if types := w.p.unionTypes(ps, 0); len(types) > 0 {
+					// Said as a plain type's refusal is ("must be a string, not
+					// null"), which the validator does not say of a union.
+					w.fail(join(path, k), "%s must be %s, not null", name(join(path, k)), wantTypes(types))
+					continue
+				}
+			}
 			if x[k] == nil && known && !slices.Contains(s.Required, k) && !typeIn(nil, schemaTypes(ps)) && len(schemaTypes(ps)) > 0 {
 				delete(x, k) // null for an optional field: as if absent
 				continue
@@ -987,6 +1009,76 @@ func (w *walker) walk(v any, s *jsonschema.Schema, path string, depth int) any {
 		}
 	}
 	return v
+}
+
+// allowsNull reports whether s lets a value be null: false when s, its local
+// $ref followed, matches nothing, has types without "null", an enum without
+// null, a const other than null, anyOf or oneOf branches none of which allows
+// null, or an allOf branch that does not. Any other schema allows it, as JSON
+// Schema says (one without a type takes any value). depth bounds the branches
+// followed (maxRefHops).
+func (p *ArgumentParser) allowsNull(s *jsonschema.Schema, depth int) bool {
+	if s == nil || depth > maxRefHops {
+		return true
+	}
+	s = p.deref(s)
+	switch {
+	case never(s):
+		return false
+	case len(schemaTypes(s)) > 0 && !slices.Contains(schemaTypes(s), "null"):
+		return false
+	case len(s.Enum) > 0 && !slices.Contains(s.Enum, nil):
+		return false
+	case s.Const != nil && *s.Const != nil:
+		return false
+	}
+	some := func(list []*jsonschema.Schema) bool {
+		return len(list) == 0 || slices.ContainsFunc(list, func(b *jsonschema.Schema) bool { return p.allowsNull(b, depth+1) })
+	}
+	if !some(s.AnyOf) || !some(s.OneOf) {
+		return false
+	}
+	for _, b := range s.AllOf {
+		if !p.allowsNull(b, depth+1) {
+			return false
+		}
+	}
+	return true
+}
+
+// unionTypes returns the types a value of s may have, when s, its local $ref
+// followed, has no type of its own and every branch of its anyOf or oneOf has
+// types (followed the same way): ["string", "integer"] for {"anyOf":
+// [{"type": "string"}, {"type": "integer"}]}. Nil otherwise: a type of its own,
+// an enum or a const is said by the walker's own refusal.
+func (p *ArgumentParser) unionTypes(s *jsonschema.Schema, depth int) []string {
+	if s == nil || depth > maxRefHops {
+		return nil
+	}
+	s = p.deref(s)
+	if len(schemaTypes(s)) > 0 || len(s.Enum) > 0 || s.Const != nil {
+		return nil
+	}
+	branches := s.AnyOf
+	if len(branches) == 0 {
+		branches = s.OneOf
+	}
+	var out []string
+	for _, b := range branches {
+		ts := schemaTypes(p.deref(b))
+		if len(ts) == 0 {
+			ts = p.unionTypes(b, depth+1)
+		}
+		if len(ts) == 0 {
+			return nil
+		}
+		for _, t := range ts {
+			if !slices.Contains(out, t) {
+				out = append(out, t)
+			}
+		}
+	}
+	return out
 }
 
 // plain converts the numbers inside v, where no schema says more.
