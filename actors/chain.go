@@ -184,10 +184,13 @@ func chainNumbers(rules int) tools.ChainNumbers {
 // chainArguments returns how a chain reads its arguments under rules: an integer
 // float64 does not hold as written refused, and values under a local $ref coerced
 // as the schema it names says, from rulesExactArguments; under older rules such an
-// integer rounded and no value under a $ref coerced.
+// integer rounded and no value under a $ref coerced. A null is read by its
+// property's own type under every version (tools.ArgumentsExactNullsByType, not
+// ArgumentsExact, which reads it by the property's whole schema): the chain calls
+// recorded so are refolded and verified as they were decided.
 func chainArguments(rules int) tools.ArgumentRules {
 	if rules >= rulesExactArguments {
-		return tools.ArgumentsExact
+		return tools.ArgumentsExactNullsByType
 	}
 	return tools.ArgumentsRounded
 }

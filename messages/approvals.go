@@ -96,3 +96,26 @@ func DecodeApprovalAnswer(b []byte) (ApprovalAnswer, error) {
 	}
 	return a, nil
 }
+
+// TypeApprovalRefused marks (in MetaType) an ApprovalRefused on TopicResults.
+const TypeApprovalRefused = "approval.refused"
+
+// StatusRefused is an ApprovalRefused's status: the answer changed nothing.
+const StatusRefused = "refused"
+
+// ApprovalRefused tells a client of the tasks topic that the session's owner
+// refused its ApprovalAnswer (the call waits for no approval, was answered
+// otherwise, or was named by a call ID another call of the session had), as an
+// answer over HTTP is told with a 409. It travels on TopicResults (MetaType
+// TypeApprovalRefused), keyed by the session; it is no task's result (it has no
+// task_id), and nothing of it is recorded in the session.
+type ApprovalRefused struct {
+	SessionID string `json:"session_id"`
+	// Call is the call as the answer named it (its call_id or its key).
+	Call    string `json:"call"`
+	Approve bool   `json:"approve"`
+	// Status is StatusRefused.
+	Status string `json:"status"`
+	// Error says why, as the 409 over HTTP says it.
+	Error string `json:"error"`
+}

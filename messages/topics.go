@@ -12,7 +12,9 @@ const (
 	TopicTasks = "troupe.tasks"
 	// TopicEvents carries every event of every session once it is sequenced.
 	TopicEvents = "troupe.events"
-	// TopicResults carries one TaskResult per finished task.
+	// TopicResults carries one TaskResult per finished task, and an
+	// ApprovalRefused (MetaType TypeApprovalRefused) per refused ApprovalAnswer
+	// of TopicTasks.
 	TopicResults = "troupe.results"
 )
 

@@ -18,6 +18,7 @@ import (
 
 	"github.com/troupe-run/troupe/actors"
 	"github.com/troupe-run/troupe/eventlog"
+	"github.com/troupe-run/troupe/internal/textclip"
 	"github.com/troupe-run/troupe/messages"
 )
 
@@ -151,8 +152,10 @@ func (n *Node) publishApproval(ctx context.Context, c messages.ApprovalAnswer) e
 }
 
 // handleApproval runs an ApprovalAnswer read from troupe.tasks on the session's
-// owner. An answer for a call that waits for none (answered already, or a
-// redelivery) is dropped with a warning.
+// owner. An answer the session refuses (the call waits for no approval, was
+// answered otherwise, or is named by a call ID another call of the session had:
+// over HTTP, a 409) is answered on troupe.results (refuseApproval) and dropped
+// with a warning. The same answer read again is recorded once, and not refused.
 func (n *Node) handleApproval(msg *message.Message) error {
 	c, err := n.ingress.DecodeApproval(arrivalOf(msg))
 	if err != nil {
@@ -165,13 +168,47 @@ func (n *Node) handleApproval(msg *message.Message) error {
 	switch {
 	case errors.Is(err, actors.ErrApprovalNotPending):
 		n.cfg.Logger.Warn("dropping an answer to an approval that is not pending", "message", idHead(msg.UUID), "session", c.SessionID, "call", c.Call, "err", err)
-		return nil
+		return n.refuseApproval(msg, c, err)
 	case errors.Is(err, actors.ErrNotOwner):
 		return fmt.Errorf("approval %s: %w", msg.UUID, err) // its next owner reads it again
 	case err != nil:
 		return fmt.Errorf("approval for session %s: %w", c.SessionID, err) // retried
 	}
 	return nil
+}
+
+// refuseApproval publishes on troupe.results why the session refused the answer
+// c read from the record msg (refusal, wrapping actors.ErrApprovalNotPending), so
+// that the Kafka client that sent it learns it, as a 409 tells a client over
+// HTTP: a messages.ApprovalRefused keyed by the session, marked
+// type=approval.refused. Its message ID is the same whenever the record is read
+// again (refusedApprovalID), so a consumer deduping by message ID keeps one.
+// Nothing is recorded in the session. An error (the broker down) is returned,
+// and the record handled again.
+func (n *Node) refuseApproval(msg *message.Message, c messages.ApprovalAnswer, refusal error) error {
+	if n.outbox != nil && !n.outbox.HasReaders(messages.TopicResults) {
+		return nil
+	}
+	b, err := json.Marshal(messages.ApprovalRefused{SessionID: c.SessionID, Call: c.Call, Approve: c.Approve, Status: messages.StatusRefused,
+		Error: textclip.Head(n.ingress.redactor.String(refusal.Error()), maxRejectionError)})
+	if err != nil {
+		return nil
+	}
+	out := message.NewMessage(refusedApprovalID(c.SessionID, msg.UUID), b)
+	out.Metadata.Set(messages.MetaSessionID, c.SessionID)
+	out.Metadata.Set(messages.MetaType, messages.TypeApprovalRefused)
+	if err := n.pub.Publish(messages.TopicResults, out); err != nil {
+		return fmt.Errorf("approval message %s: publish its refusal on %s: %w", idHead(msg.UUID), messages.TopicResults, err)
+	}
+	return nil
+}
+
+// refusedApprovalID is the message ID of the refusal of the answer to an approval
+// of session read from the record whose message ID is answer: a UUID of both and
+// "/refused", 44 bytes whatever the record's ID, as a refused task's is
+// (rejectedID).
+func refusedApprovalID(session, answer string) string {
+	return hashUUID("approval_refused", []byte(session), []byte(answer)) + "/refused"
 }
 
 // PendingApproval is a tool call waiting for a human's approval, as GET

@@ -53,8 +53,10 @@ const maxProblems = 8
 //     pair carries: tags=["a", "b"]).
 //
 // Nothing else is coerced: "yes" is no boolean, 2.5 no integer, null no string;
-// but null given for an optional field whose schema does not allow null is taken
-// as the field's absence.
+// but null given for an optional field whose schema does not allow null (its
+// type, its enum, its anyOf or oneOf branches, its $ref's: allowsNull) is taken
+// as the field's absence, and null for a required one is refused naming the
+// field and the types it wants, as a value of another type is.
 //
 // Validation then checks type, enum, const, required and unknown properties, the
 // bounds of numbers, strings and arrays, and, through github.com/google/jsonschema-go,
@@ -96,6 +98,14 @@ const (
 	// under a $ref (the validator checks it as it was written), as the parser
 	// did before ArgumentsExact.
 	ArgumentsRounded
+	// ArgumentsExactNullsByType is ArgumentsExact reading a null as the parser
+	// did before ArgumentsExact checked it against its property's whole schema: a
+	// null for an optional property is its absence only when the property's own
+	// type (not one under anyOf, oneOf or a $ref) leaves null out, and a null
+	// for a required property whose schema refuses it through anyOf or oneOf is
+	// the validator's to refuse. A chain's arguments recorded under decision
+	// rules 13 are read so (actors' chainArguments).
+	ArgumentsExactNullsByType
 )
 
 // WithRules returns the parser reading arguments as rules says. p is not changed.
@@ -605,7 +615,8 @@ func jsonProblem(err error) error {
 // stack overflow is not a panic that can be recovered: it ends the process. A
 // schema that refers to itself through a value (a tree whose children are
 // trees) is fine: the arguments' depth bounds it. Refs other than "#" and "#/…"
-// JSON Pointers are not followed here.
+// JSON Pointers are not followed here, and only schemas are read for refs: an
+// object in a default, examples, const or enum value is data, whatever it holds.
 func checkRefCycles(s *jsonschema.Schema) error {
 	b, err := json.Marshal(s)
 	if err != nil {
@@ -655,7 +666,7 @@ func checkRefCycles(s *jsonschema.Schema) error {
 		}
 		if deps, ok := node["dependentSchemas"].(map[string]any); ok {
 			for _, k := range slices.Sorted(maps.Keys(deps)) {
-				next = append(next, ptr+"/dependentSchemas/"+strings.ReplaceAll(strings.ReplaceAll(k, "~", "~0"), "/", "~1"))
+				next = append(next, ptr+"/dependentSchemas/"+pointerToken(k))
 			}
 		}
 		for _, n := range next {
@@ -666,25 +677,39 @@ func checkRefCycles(s *jsonschema.Schema) error {
 		state[ptr] = done
 		return "", false
 	}
-	// Every schema in the document may be where a cycle is entered.
-	var all func(v any, ptr string)
+	// Every schema in the document may be where a cycle is entered; only schemas:
+	// the values of default, examples, const and enum are data, and an object among
+	// them that holds "$ref" is no ref of the schema's.
 	var found string
 	cycle := false
+	var all func(v any, ptr string)
 	all = func(v any, ptr string) {
-		if cycle {
+		node, ok := v.(map[string]any)
+		if !ok || cycle {
 			return
 		}
-		switch x := v.(type) {
-		case map[string]any:
-			if found, cycle = visit(ptr); cycle {
-				return
-			}
-			for _, k := range slices.Sorted(maps.Keys(x)) {
-				all(x[k], ptr+"/"+strings.ReplaceAll(strings.ReplaceAll(k, "~", "~0"), "/", "~1"))
-			}
-		case []any:
-			for i, e := range x {
-				all(e, fmt.Sprintf("%s/%d", ptr, i))
+		if found, cycle = visit(ptr); cycle {
+			return
+		}
+		for _, kw := range slices.Sorted(maps.Keys(node)) {
+			at := ptr + "/" + pointerToken(kw)
+			holds := keywordHolds(kw)
+			switch x := node[kw].(type) {
+			case map[string]any:
+				switch {
+				case holds == holdsSchema || kw == "items":
+					all(x, at)
+				case holds == holdsSchemaMap:
+					for _, k := range slices.Sorted(maps.Keys(x)) {
+						all(x[k], at+"/"+pointerToken(k))
+					}
+				}
+			case []any:
+				if holds == holdsSchemaList || kw == "items" {
+					for i, e := range x {
+						all(e, fmt.Sprintf("%s/%d", at, i))
+					}
+				}
 			}
 		}
 	}
@@ -693,6 +718,35 @@ func checkRefCycles(s *jsonschema.Schema) error {
 		return fmt.Errorf("its $ref at %q leads back to itself without a value between: no value could be checked against it", "#"+found)
 	}
 	return nil
+}
+
+// What a keyword of JSON Schema (2020-12, and drafts 4 to 2019-09) holds.
+const (
+	holdsValue      = iota // no schema: a value (default, examples, const, enum), a number, a name
+	holdsSchema            // one schema
+	holdsSchemaList        // a list of schemas
+	holdsSchemaMap         // schemas by name
+)
+
+// keywordHolds says what the keyword kw holds. items holds one schema or a list
+// (drafts before 2020-12); dependencies' values that are objects are schemas, its
+// lists are of names.
+func keywordHolds(kw string) int {
+	switch kw {
+	case "not", "if", "then", "else", "additionalItems", "contains", "additionalProperties",
+		"propertyNames", "unevaluatedItems", "unevaluatedProperties", "contentSchema":
+		return holdsSchema
+	case "allOf", "anyOf", "oneOf", "prefixItems":
+		return holdsSchemaList
+	case "properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "dependencies":
+		return holdsSchemaMap
+	}
+	return holdsValue
+}
+
+// pointerToken writes a key as a JSON Pointer's token ('~' is ~0, '/' is ~1).
+func pointerToken(k string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(k, "~", "~0"), "/", "~1")
 }
 
 // pointerAt returns the value at a JSON Pointer ("" is the whole) in v, or nil.
@@ -882,6 +936,18 @@ func (w *walker) walk(v any, s *jsonschema.Schema, path string, depth int) any {
 		}
 		for _, k := range slices.Sorted(maps.Keys(x)) {
 			ps, known := s.Properties[k]
+			if x[k] == nil && known && w.p.rules == ArgumentsExact && !never(ps) && !w.p.allowsNull(ps, 0) {
+				if !slices.Contains(s.Required, k) {
+					delete(x, k) // null for an optional field: as if absent
+					continue
+				}
+				if types := w.p.unionTypes(ps, 0); len(types) > 0 {
+					// Said as a plain type's refusal is ("must be a string, not
+					// null"), which the validator does not say of a union.
+					w.fail(join(path, k), "%s must be %s, not null", name(join(path, k)), wantTypes(types))
+					continue
+				}
+			}
 			if x[k] == nil && known && !slices.Contains(s.Required, k) && !typeIn(nil, schemaTypes(ps)) && len(schemaTypes(ps)) > 0 {
 				delete(x, k) // null for an optional field: as if absent
 				continue
@@ -943,6 +1009,76 @@ func (w *walker) walk(v any, s *jsonschema.Schema, path string, depth int) any {
 		}
 	}
 	return v
+}
+
+// allowsNull reports whether s lets a value be null: false when s, its local
+// $ref followed, matches nothing, has types without "null", an enum without
+// null, a const other than null, anyOf or oneOf branches none of which allows
+// null, or an allOf branch that does not. Any other schema allows it, as JSON
+// Schema says (one without a type takes any value). depth bounds the branches
+// followed (maxRefHops).
+func (p *ArgumentParser) allowsNull(s *jsonschema.Schema, depth int) bool {
+	if s == nil || depth > maxRefHops {
+		return true
+	}
+	s = p.deref(s)
+	switch {
+	case never(s):
+		return false
+	case len(schemaTypes(s)) > 0 && !slices.Contains(schemaTypes(s), "null"):
+		return false
+	case len(s.Enum) > 0 && !slices.Contains(s.Enum, nil):
+		return false
+	case s.Const != nil && *s.Const != nil:
+		return false
+	}
+	some := func(list []*jsonschema.Schema) bool {
+		return len(list) == 0 || slices.ContainsFunc(list, func(b *jsonschema.Schema) bool { return p.allowsNull(b, depth+1) })
+	}
+	if !some(s.AnyOf) || !some(s.OneOf) {
+		return false
+	}
+	for _, b := range s.AllOf {
+		if !p.allowsNull(b, depth+1) {
+			return false
+		}
+	}
+	return true
+}
+
+// unionTypes returns the types a value of s may have, when s, its local $ref
+// followed, has no type of its own and every branch of its anyOf or oneOf has
+// types (followed the same way): ["string", "integer"] for {"anyOf":
+// [{"type": "string"}, {"type": "integer"}]}. Nil otherwise: a type of its own,
+// an enum or a const is said by the walker's own refusal.
+func (p *ArgumentParser) unionTypes(s *jsonschema.Schema, depth int) []string {
+	if s == nil || depth > maxRefHops {
+		return nil
+	}
+	s = p.deref(s)
+	if len(schemaTypes(s)) > 0 || len(s.Enum) > 0 || s.Const != nil {
+		return nil
+	}
+	branches := s.AnyOf
+	if len(branches) == 0 {
+		branches = s.OneOf
+	}
+	var out []string
+	for _, b := range branches {
+		ts := schemaTypes(p.deref(b))
+		if len(ts) == 0 {
+			ts = p.unionTypes(b, depth+1)
+		}
+		if len(ts) == 0 {
+			return nil
+		}
+		for _, t := range ts {
+			if !slices.Contains(out, t) {
+				out = append(out, t)
+			}
+		}
+	}
+	return out
 }
 
 // plain converts the numbers inside v, where no schema says more.

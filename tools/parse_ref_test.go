@@ -66,3 +66,29 @@ func TestSchemaWhoseRefsGoRoundIsRefused(t *testing.T) {
 		t.Errorf("a tree without a name: %v", err)
 	}
 }
+
+// The values of default, examples, const and enum are values, not schemas: one that
+// is an object holding "$ref" (a JSON Reference the tool takes as data) is no $ref
+// of the schema, and a parser is made for it; a loop among the schema's own refs
+// is still refused.
+func TestRefLoopCheckReadsOnlySchemas(t *testing.T) {
+	for _, schema := range []string{
+		`{"type":"object","properties":{"doc":{"type":"object","default":{"$ref":"#/properties/doc/default"}}}}`,
+		`{"type":"object","properties":{"doc":{"type":"object","examples":[{"allOf":[{"$ref":"#/properties/doc/examples/0"}]}]}}}`,
+		`{"type":"object","properties":{"doc":{"const":{"not":{"$ref":"#/properties/doc/const"}}}}}`,
+		`{"type":"object","properties":{"doc":{"enum":[{"$ref":"#/properties/doc/enum/0"}]}}}`,
+	} {
+		p, err := tools.NewArgumentParser("docs", json.RawMessage(schema), 0)
+		if err != nil {
+			t.Errorf("%s: %v", schema, err)
+			continue
+		}
+		if _, err := p.ParseJSON(`{}`); err != nil {
+			t.Errorf("%s: {}: %v", schema, err)
+		}
+	}
+	loop := `{"type":"object","properties":{"doc":{"default":{"$ref":"#"},"allOf":[{"$ref":"#/properties/doc"}]}}}`
+	if _, err := tools.NewArgumentParser("docs", json.RawMessage(loop), 0); err == nil || !strings.Contains(err.Error(), "leads back to itself") {
+		t.Errorf("a loop beside a default holding $ref: %v", err)
+	}
+}

@@ -1,0 +1,101 @@
+package node_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	kgo "github.com/segmentio/kafka-go"
+
+	"github.com/troupe-run/troupe/messages"
+	"github.com/troupe-run/troupe/node"
+)
+
+// A task.approval read from troupe.tasks that the session's owner refuses (here
+// an answer by a call ID an earlier call of the session had, which over HTTP is
+// 409) was dropped with a warning in the owner's log: the Kafka client that sent
+// it was never told. It gets an answer on troupe.results, keyed by its session
+// and marked type=approval.refused, saying why (the 409's text: both keys,
+// answer by key), and the call goes on waiting; the answer by key approves it.
+func TestRefusedKafkaApprovalIsAnswered(t *testing.T) {
+	k := newKafkaEnv(t)
+	var sent atomic.Int64
+	n := k.nodeWith(t, mailer(t, &sent))
+	session := "ap-refused-" + time.Now().Format("150405.000000")
+	approval := func(call string) kgo.Message {
+		return kgo.Message{Key: []byte(session), Value: []byte(`{"session_id":"` + session + `","call":"` + call + `","approve":true}`),
+			Headers: []kgo.Header{{Key: messages.MetaType, Value: []byte(messages.TypeApprovalAnswer)}}}
+	}
+	task := kgo.Message{Key: []byte(session), Value: []byte(`{"input":"mail bob","agent":"mailer","session_id":"` + session + `"}`)}
+	k.produce(t, task)
+	first := waitApproval(t, n, session)
+	k.produce(t, approval(first.Key))
+	waitFor(t, 30*time.Second, "the first task completed", func() bool {
+		events, _ := n.Log().Read(context.Background(), session, 1)
+		return countType(events, messages.TypeTaskCompleted) == 1
+	})
+	k.produce(t, task)
+	var second node.PendingApproval
+	waitFor(t, 30*time.Second, "the second task's call waiting", func() bool {
+		list, err := n.PendingApprovals(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range list {
+			if p.SessionID == session && p.Key != first.Key {
+				second = p
+				return true
+			}
+		}
+		return false
+	})
+	if second.Call != first.Call {
+		t.Fatalf("the calls' IDs: %s and %s, want the same", first.Call, second.Call)
+	}
+	k.produce(t, approval(second.Call))
+	type refusal struct {
+		SessionID string `json:"session_id"`
+		Call      string `json:"call"`
+		Approve   bool   `json:"approve"`
+		Status    string `json:"status"`
+		Error     string `json:"error"`
+	}
+	var got []refusal
+	waitFor(t, 30*time.Second, "an answer to the refused approval on "+messages.TopicResults, func() bool {
+		got = got[:0]
+		for _, m := range topicRecords(t, k, messages.TopicResults, session) {
+			for _, h := range m.Headers {
+				if h.Key == messages.MetaType && string(h.Value) == "approval.refused" {
+					var r refusal
+					if err := json.Unmarshal(m.Value, &r); err != nil {
+						t.Fatalf("%s: %v", m.Value, err)
+					}
+					got = append(got, r)
+				}
+			}
+		}
+		return len(got) > 0
+	})
+	r := got[0]
+	if len(got) != 1 || r.SessionID != session || r.Call != second.Call || !r.Approve || r.Status != "refused" ||
+		!strings.Contains(r.Error, first.Key) || !strings.Contains(r.Error, second.Key) || !strings.Contains(r.Error, "answer by key") {
+		t.Fatalf("the refusals: %+v; want one for call %s naming %s and %s", got, second.Call, first.Key, second.Key)
+	}
+	if sent.Load() != 1 {
+		t.Fatalf("%d emails sent, want 1: the refused answer approved the second task's call", sent.Load())
+	}
+	if again := waitApproval(t, n, session); again.Key != second.Key {
+		t.Fatalf("the call waiting: %+v, want %+v", again, second)
+	}
+	k.produce(t, approval(second.Key))
+	waitFor(t, 30*time.Second, "the second task completed", func() bool {
+		events, _ := n.Log().Read(context.Background(), session, 1)
+		return countType(events, messages.TypeTaskCompleted) == 2
+	})
+	if sent.Load() != 2 {
+		t.Fatalf("%d emails sent, want 2", sent.Load())
+	}
+}
