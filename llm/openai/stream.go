@@ -209,7 +209,7 @@ func (m *Model) Stream(ctx context.Context, req llm.Request, onDelta func(Delta)
 		if err := stream.Err(); err != nil {
 			var se *ssestream.StreamError
 			if errors.As(err, &se) {
-				if err := m.who.errorObject(op, "the provider reported an error mid-stream", se.Event.Data); err != nil {
+				if err := m.who.errorObject(op, "the provider reported an error mid-stream", se.Event.Data, true); err != nil {
 					return spent, err
 				}
 				return spent, m.who.errorf(op, "the provider reported an error mid-stream: %s: %w",
@@ -375,7 +375,7 @@ func (m *Model) whole(op string, req llm.Request, raw *http.Response) (llm.Respo
 		return llm.Response{}, m.who.errorf(op, "%w: %w", ErrMalformedResponse, err)
 	}
 	if len(cc.Choices) == 0 {
-		if err := m.who.errorObject(op, "the provider answered with an error", b); err != nil {
+		if err := m.who.errorObject(op, "the provider answered with an error", b, false); err != nil {
 			return llm.Response{}, err
 		}
 		return llm.Response{}, m.who.errorf(op, "%w: the response has no choices", ErrMalformedResponse)
