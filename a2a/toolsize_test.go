@@ -74,3 +74,26 @@ func TestToolCountsAllOfAnArtifactTowardItsBound(t *testing.T) {
 		t.Fatalf("Call = %q, %v", out, err)
 	}
 }
+
+// An agent that streams its answer a token at a time, each an append of one text
+// part to one artifact, is counted by its text: 300 tokens of 4 bytes (1.2 KB) are
+// within a bound of 8 KiB, which a few dozen bytes counted for each part besides
+// its text passed.
+func TestToolCountsAStreamOfTokensByItsText(t *testing.T) {
+	events := []string{workingTask}
+	for i := range 300 {
+		events = append(events, fmt.Sprintf(`{"kind":"artifact-update","taskId":"t-1","contextId":"c-1","append":%t,"artifact":{"artifactId":"a-1","parts":[{"kind":"text","text":"tok "}]}}`, i > 0))
+	}
+	events = append(events, `{"kind":"status-update","taskId":"t-1","contextId":"c-1","final":true,"status":{"state":"completed"}}`)
+	ra := newRemoteAgent(t, true, map[string]rpcAnswer{
+		"message/stream": func(w http.ResponseWriter, _ *http.Request, id, _ json.RawMessage) { sse(w, id, events...) },
+	})
+	tool, err := a2a.NewTool(a2a.ToolConfig{Name: "fake", CardURL: ra.srv.URL + a2a.CardPath, MaxAnswerBytes: 8 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := tool.Call(context.Background(), tools.Call{Key: "s/6", Arguments: `{"message":"hi"}`})
+	if err != nil || strings.Count(out, "tok") != 300 {
+		t.Fatalf("Call = %.200q, %v; want the 300 tokens", out, err)
+	}
+}
