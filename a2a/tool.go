@@ -489,7 +489,11 @@ func filesSize(parts sdk.ContentParts) int {
 // only: an agent that streams its answer a token a part stays within a bound of
 // some times its text.
 const (
-	partOverhead     = 32
+	partOverhead = 32
+	// partFloor is the least a part counts: a token streamed as a part of its own
+	// ("tok ") counts about what it holds, a stream of one-byte parts (each kept
+	// at tens of bytes) not much less than it costs.
+	partFloor        = 16
 	artifactOverhead = 64
 )
 
@@ -507,20 +511,23 @@ func artifactSize(a *sdk.Artifact) int {
 	return n
 }
 
-// partsSize is what MaxAnswerBytes counts of parts: their text and data
-// (partsText), their files (filesSize), their metadata (encoded), and
-// partOverhead for each that is empty (emptyPart) or carries metadata.
+// partsSize is what MaxAnswerBytes counts of parts: of each, its text or data
+// (partsText), its file (filesSize), its metadata (encoded), partOverhead when
+// it is empty (emptyPart) or carries metadata, and at least partFloor.
 func partsSize(parts sdk.ContentParts) int {
-	n := len(partsText(parts)) + filesSize(parts)
+	n := 0
 	for _, p := range parts {
-		meta := 0
+		one := sdk.ContentParts{p}
+		size := len(partsText(one)) + filesSize(one)
 		if m, ok := p.(interface{ Meta() map[string]any }); ok {
-			meta = metadataSize(m.Meta())
+			if meta := metadataSize(m.Meta()); meta > 0 {
+				size += meta + partOverhead
+			}
 		}
-		n += meta
-		if meta > 0 || emptyPart(p) {
-			n += partOverhead
+		if emptyPart(p) {
+			size += partOverhead
 		}
+		n += max(size, partFloor)
 	}
 	return n
 }

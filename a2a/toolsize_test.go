@@ -97,3 +97,25 @@ func TestToolCountsAStreamOfTokensByItsText(t *testing.T) {
 		t.Fatalf("Call = %.200q, %v; want the 300 tokens", out, err)
 	}
 }
+
+// Parts of one byte each count at least a few bytes, as each costs tens to
+// keep: a stream of them fails the call well before it holds its bound in parts.
+func TestToolCountsEachPartAtLeastAFewBytes(t *testing.T) {
+	events := []string{workingTask}
+	for i := range 2000 {
+		events = append(events, fmt.Sprintf(`{"kind":"artifact-update","taskId":"t-1","contextId":"c-1","append":%t,"artifact":{"artifactId":"a-1","parts":[{"kind":"text","text":"x"}]}}`, i > 0))
+	}
+	events = append(events, `{"kind":"status-update","taskId":"t-1","contextId":"c-1","final":true,"status":{"state":"completed"}}`)
+	ra := newRemoteAgent(t, true, map[string]rpcAnswer{
+		"message/stream": func(w http.ResponseWriter, _ *http.Request, id, _ json.RawMessage) { sse(w, id, events...) },
+		"tasks/cancel":   func(w http.ResponseWriter, _ *http.Request, id, _ json.RawMessage) { rpcResult(w, id, canceled) },
+	})
+	tool, err := a2a.NewTool(a2a.ToolConfig{Name: "fake", CardURL: ra.srv.URL + a2a.CardPath, MaxAnswerBytes: 16 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := tool.Call(context.Background(), tools.Call{Key: "s/7", Arguments: `{"message":"hi"}`})
+	if !errors.Is(err, a2a.ErrAnswerTooLarge) {
+		t.Fatalf("Call = %d bytes, %.200v; want ErrAnswerTooLarge (2,000 parts of one byte count more than 16 KiB)", len(out), err)
+	}
+}
