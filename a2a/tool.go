@@ -41,8 +41,9 @@ type ToolConfig struct {
 	// MaxAnswerBytes bounds what a call reads of the remote agent's answer: a
 	// response, one event of its stream, the artifacts its stream assembles or
 	// tasks/get returns (artifactSize: their text, data, files, names and
-	// metadata, and a few bytes for each part and artifact) (0: 16 MiB). A larger answer fails the call (ErrAnswerTooLarge) and
-	// cancels the remote task.
+	// metadata, and a few bytes for each artifact and for each part that is empty
+	// or carries metadata) (0: 16 MiB). A larger answer fails the call
+	// (ErrAnswerTooLarge) and cancels the remote task.
 	MaxAnswerBytes int
 	// HTTPClient sends the requests (nil: http.DefaultClient, bounded by the
 	// timeouts).
@@ -481,11 +482,18 @@ func filesSize(parts sdk.ContentParts) int {
 	return n
 }
 
-// Overheads counted for each part and each artifact of an answer besides what
-// they hold, so that a stream of empty ones grows toward MaxAnswerBytes as the
-// memory that keeps them does.
+// Overheads counted besides what they hold for each artifact an answer adds and
+// for each of its parts that holds nothing (no text, data or file) or carries
+// metadata, so that a stream of empty ones grows toward MaxAnswerBytes as the
+// memory that keeps them does. A part that holds something counts what it holds
+// only: an agent that streams its answer a token a part stays within a bound of
+// some times its text.
 const (
-	partOverhead     = 32
+	partOverhead = 32
+	// partFloor is the least a part counts: a token streamed as a part of its own
+	// ("tok ") counts about what it holds, a stream of one-byte parts (each kept
+	// at tens of bytes) not much less than it costs.
+	partFloor        = 16
 	artifactOverhead = 64
 )
 
@@ -503,17 +511,45 @@ func artifactSize(a *sdk.Artifact) int {
 	return n
 }
 
-// partsSize is what MaxAnswerBytes counts of parts: their text and data
-// (partsText), their files (filesSize), their metadata (encoded), and
-// partOverhead each.
+// partsSize is what MaxAnswerBytes counts of parts: of each, its text or data
+// (partsText), its file (filesSize), its metadata (encoded), partOverhead when
+// it is empty (emptyPart) or carries metadata, and at least partFloor.
 func partsSize(parts sdk.ContentParts) int {
-	n := len(partsText(parts)) + filesSize(parts) + partOverhead*len(parts)
+	n := 0
 	for _, p := range parts {
+		one := sdk.ContentParts{p}
+		size := len(partsText(one)) + filesSize(one)
 		if m, ok := p.(interface{ Meta() map[string]any }); ok {
-			n += metadataSize(m.Meta())
+			if meta := metadataSize(m.Meta()); meta > 0 {
+				size += meta + partOverhead
+			}
 		}
+		if emptyPart(p) {
+			size += partOverhead
+		}
+		n += max(size, partFloor)
 	}
 	return n
+}
+
+// emptyPart reports whether a part holds nothing: a text part with no text, a data
+// part with no data, a file part with neither bytes nor a URI, a part of no kind
+// this tool knows.
+func emptyPart(p sdk.Part) bool {
+	switch v := p.(type) {
+	case sdk.TextPart:
+		return v.Text == ""
+	case sdk.DataPart:
+		return len(v.Data) == 0
+	case sdk.FilePart:
+		switch c := v.File.(type) {
+		case sdk.FileBytes:
+			return c.Bytes == ""
+		case sdk.FileURI:
+			return c.URI == ""
+		}
+	}
+	return true
 }
 
 // metadataSize is the size of metadata encoded as JSON (0 when empty).

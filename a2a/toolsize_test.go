@@ -74,3 +74,48 @@ func TestToolCountsAllOfAnArtifactTowardItsBound(t *testing.T) {
 		t.Fatalf("Call = %q, %v", out, err)
 	}
 }
+
+// An agent that streams its answer a token at a time, each an append of one text
+// part to one artifact, is counted by its text: 300 tokens of 4 bytes (1.2 KB) are
+// within a bound of 8 KiB, which a few dozen bytes counted for each part besides
+// its text passed.
+func TestToolCountsAStreamOfTokensByItsText(t *testing.T) {
+	events := []string{workingTask}
+	for i := range 300 {
+		events = append(events, fmt.Sprintf(`{"kind":"artifact-update","taskId":"t-1","contextId":"c-1","append":%t,"artifact":{"artifactId":"a-1","parts":[{"kind":"text","text":"tok "}]}}`, i > 0))
+	}
+	events = append(events, `{"kind":"status-update","taskId":"t-1","contextId":"c-1","final":true,"status":{"state":"completed"}}`)
+	ra := newRemoteAgent(t, true, map[string]rpcAnswer{
+		"message/stream": func(w http.ResponseWriter, _ *http.Request, id, _ json.RawMessage) { sse(w, id, events...) },
+	})
+	tool, err := a2a.NewTool(a2a.ToolConfig{Name: "fake", CardURL: ra.srv.URL + a2a.CardPath, MaxAnswerBytes: 8 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := tool.Call(context.Background(), tools.Call{Key: "s/6", Arguments: `{"message":"hi"}`})
+	if err != nil || strings.Count(out, "tok") != 300 {
+		t.Fatalf("Call = %.200q, %v; want the 300 tokens", out, err)
+	}
+}
+
+// Parts of one byte each count at least a few bytes, as each costs tens to
+// keep: a stream of them fails the call well before it holds its bound in parts.
+func TestToolCountsEachPartAtLeastAFewBytes(t *testing.T) {
+	events := []string{workingTask}
+	for i := range 2000 {
+		events = append(events, fmt.Sprintf(`{"kind":"artifact-update","taskId":"t-1","contextId":"c-1","append":%t,"artifact":{"artifactId":"a-1","parts":[{"kind":"text","text":"x"}]}}`, i > 0))
+	}
+	events = append(events, `{"kind":"status-update","taskId":"t-1","contextId":"c-1","final":true,"status":{"state":"completed"}}`)
+	ra := newRemoteAgent(t, true, map[string]rpcAnswer{
+		"message/stream": func(w http.ResponseWriter, _ *http.Request, id, _ json.RawMessage) { sse(w, id, events...) },
+		"tasks/cancel":   func(w http.ResponseWriter, _ *http.Request, id, _ json.RawMessage) { rpcResult(w, id, canceled) },
+	})
+	tool, err := a2a.NewTool(a2a.ToolConfig{Name: "fake", CardURL: ra.srv.URL + a2a.CardPath, MaxAnswerBytes: 16 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := tool.Call(context.Background(), tools.Call{Key: "s/7", Arguments: `{"message":"hi"}`})
+	if !errors.Is(err, a2a.ErrAnswerTooLarge) {
+		t.Fatalf("Call = %d bytes, %.200v; want ErrAnswerTooLarge (2,000 parts of one byte count more than 16 KiB)", len(out), err)
+	}
+}

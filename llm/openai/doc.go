@@ -37,9 +37,11 @@
 //     (seconds or HTTP date) or, on 429, x-ratelimit-reset-*; 408, 409, 429 and 5xx
 //     are transient (errors.Is(err, llm.ErrTransient));
 //   - an error object answered with HTTP 200 ({"error": ...}, or vLLM's
-//     {"object": "error", ...}) or sent as an event mid-stream is an *llm.APIError
-//     too when its code is an HTTP status (vLLM's 400 is not transient), else it
-//     wraps llm.ErrTransient;
+//     {"object": "error", ...}) is an *llm.APIError too when its code is an HTTP
+//     status (vLLM's 400 is not transient), else it wraps llm.ErrTransient; sent
+//     as an event mid-stream it wraps llm.ErrTransient (vLLM reports any failure
+//     of a stream with code 400), an *llm.APIError when its code is 401, 403, 429,
+//     408, 409 or 5xx;
 //   - a call that runs past Config.Timeout, a refused or dropped connection or a
 //     stream cut short (ErrTruncatedStream) wrap llm.ErrTransient;
 //   - when the caller's ctx ends first, the error wraps ctx.Err() and is not transient;

@@ -37,7 +37,7 @@ func TestErrorObjectOfA200IsTheProvidersError(t *testing.T) {
 // Each is the provider's error with its message, classified by its code as an HTTP
 // error is (*llm.APIError): a request the server refused (400) is not retried, an
 // overloaded server (503) is; not a completion without choices, nor a stream cut
-// short.
+// short. Mid-stream, a 400 is transient (TestErrorEventMidStreamIsTransient).
 func TestErrorObjectIsClassifiedByItsCode(t *testing.T) {
 	const msg = "This model's maximum context length is 4096 tokens"
 	vllm := func(code int) string {
@@ -62,6 +62,12 @@ func TestErrorObjectIsClassifiedByItsCode(t *testing.T) {
 			}
 			_, _, errs["stream"] = stream(t, m)
 			for op, err := range errs {
+				if code == 400 && strings.HasSuffix(name, "event") {
+					if !errors.Is(err, llm.ErrTransient) || !strings.Contains(err.Error(), msg) {
+						t.Errorf("code %d in %s: %s: err %v: want the provider's message, transient", code, name, op, err)
+					}
+					continue
+				}
 				var api *llm.APIError
 				if !errors.As(err, &api) || api.StatusCode != code || !strings.Contains(err.Error(), msg) {
 					t.Errorf("code %d in %s: %s: err %v: want the provider's error with its message and code", code, name, op, err)
@@ -72,5 +78,54 @@ func TestErrorObjectIsClassifiedByItsCode(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// vLLM reports every exception of its stream generator as an error event with code
+// 400, whatever failed ("Background loop has errored already." of an engine that
+// crashed): an error event mid-stream is a failure after the server took the
+// request, transient (the gateway retries it), with the provider's message. Its
+// code counts only when it says the key was refused (401, 403: not retried) or a
+// rate limit (429: transient, an *llm.APIError of 429 that cools the provider
+// down). The same object as the whole body of a 200 is classified by its code.
+func TestErrorEventMidStreamIsTransient(t *testing.T) {
+	const msg = "Background loop has errored already."
+	event := func(code int) string {
+		return `{"error":{"object":"error","message":"` + msg + `","type":"BadRequestError","param":null,"code":` + strconv.Itoa(code) + `}}`
+	}
+	for _, c := range []struct {
+		code      int
+		transient bool
+		api       bool // an *llm.APIError of code
+	}{
+		{400, true, false},
+		{404, true, false},
+		{422, true, false},
+		{401, false, true},
+		{403, false, true},
+		{429, true, true},
+		{500, true, true},
+	} {
+		srv := openaitest.NewServer(t, openaitest.Sequence(
+			openaitest.Stream(openaitest.RoleChunk(), openaitest.ContentChunk("Hi"), event(c.code)),
+			openaitest.Stream(event(c.code))))
+		m := newModel(t, srv)
+		for _, where := range []string{"after a chunk", "as the first event"} {
+			_, _, err := stream(t, m)
+			var api *llm.APIError
+			if errors.Is(err, llm.ErrTransient) != c.transient || errors.As(err, &api) != c.api || !strings.Contains(err.Error(), msg) {
+				t.Errorf("code %d %s: err %v: want the provider's message, transient %v, an APIError %v", c.code, where, err, c.transient, c.api)
+				continue
+			}
+			if c.api && api.StatusCode != c.code {
+				t.Errorf("code %d %s: err %v: want an APIError of %d", c.code, where, err, c.code)
+			}
+		}
+	}
+	srv := openaitest.NewServer(t, openaitest.Sequence(openaitest.Reply{Body: strings.TrimSuffix(strings.TrimPrefix(event(400), `{"error":`), "}")}))
+	_, _, err := stream(t, newModel(t, srv))
+	var api *llm.APIError
+	if !errors.As(err, &api) || api.StatusCode != 400 || errors.Is(err, llm.ErrTransient) {
+		t.Errorf("the whole body of a 200: err %v: want an APIError of 400, not transient", err)
 	}
 }

@@ -289,13 +289,21 @@ func jsonObject(body []byte) bool {
 // errorObject is the error of a successful response whose body is an error object,
 // as some servers answer a failure with HTTP 200: {"error": ...} (proxies, routers)
 // or vLLM's bare {"object":"error","message","type","code"}; or of such an event in
-// a stream. where says which ("the provider answered with an error"). Its message
-// is the provider's (the key redacted). When its code is an HTTP status (400 to
-// 599: vLLM's are), it is an *llm.APIError of that status, transient or not as an
-// HTTP error of that status is: a request the server refused is not sent again.
-// Without one it is transient, as a failure upstream of a proxy tends to be. It is
-// nil when body is no error object.
-func (c caller) errorObject(op, where string, body []byte) error {
+// a stream, when midStream. where says which ("the provider answered with an
+// error"). Its message is the provider's (the key redacted). It is nil when body is
+// no error object.
+//
+// A whole body whose code is an HTTP status (400 to 599: vLLM's are) is an
+// *llm.APIError of that status, transient or not as an HTTP error of that status
+// is: a request the server refused before it answered is not sent again. An event
+// mid-stream is a failure after the server took the request and began answering:
+// vLLM reports every exception of its stream generator so, with code 400 ("Background
+// loop has errored already." of an engine that crashed). It is transient, and an
+// *llm.APIError only when its code is one the gateway acts on or that is transient
+// anyway: a key refused (401, 403: not retried), a rate limit (429: its cooldown),
+// 408, 409 and 5xx. Without such a code it is transient, as a failure upstream of
+// a proxy tends to be.
+func (c caller) errorObject(op, where string, body []byte, midStream bool) error {
 	var shaped struct {
 		Error  json.RawMessage `json:"error"`
 		Object string          `json:"object"`
@@ -311,9 +319,11 @@ func (c caller) errorObject(op, where string, body []byte) error {
 	if code == 0 {
 		return c.errorf(op, "%s: %s: %w", where, msg, llm.ErrTransient)
 	}
-	return c.errorf(op, "%s (code %d) with HTTP 200: %w", where, code, &llm.APIError{
-		Provider: c.provider, Model: c.model, StatusCode: code, Message: msg, Code: c.hide(word),
-	})
+	api := &llm.APIError{Provider: c.provider, Model: c.model, StatusCode: code, Message: msg, Code: c.hide(word)}
+	if midStream && !api.Transient() && code != http.StatusUnauthorized && code != http.StatusForbidden && code != http.StatusTooManyRequests {
+		return c.errorf(op, "%s (code %d): %s: %w", where, code, msg, llm.ErrTransient)
+	}
+	return c.errorf(op, "%s (code %d) with HTTP 200: %w", where, code, api)
 }
 
 // tooLarge is the error of an answer past its bound, limit bytes.

@@ -37,12 +37,14 @@ var _ Streamer = (*Model)(nil)
 // include_usage). The response is assembled by the SDK's ChatCompletionAccumulator.
 // The answer is whole once every choice came with its finish_reason, whether [DONE]
 // follows or the stream closes, is cut or stalls after it (the provider ended, and
-// bills, that answer: a retry would pay for it twice). It is returned as soon as
-// its usage came too, or a second (answerEndGrace) after its last finish_reason when no usage
-// came: a stream that stalls after its answer is not waited for until
-// Config.Timeout. A stream the connection cuts short before that fails with
-// ErrTruncatedStream (transient) and never returns a partial answer; one that
-// stalls fails at Config.Timeout. A provider that answers whole (a JSON
+// bills, that answer: a retry would pay for it twice). A finish_reason stays once
+// given (a later chunk without one does not clear it; a later one replaces it),
+// and the chunks that follow it still count: more of the answer, its usage. The
+// answer is returned at [DONE], or once every choice finished and no chunk came
+// for answerEndGrace (5 s), with the usage reported so far: a stream that stalls
+// after its answer is not waited for until Config.Timeout. A stream the
+// connection cuts short before that fails with ErrTruncatedStream (transient) and
+// never returns a partial answer; one that stalls fails at Config.Timeout. A provider that answers whole (a JSON
 // chat completion: it does not stream, even one it labels text/event-stream) is read as Generate reads it, with no
 // increments. When Stream fails, the increments already
 // delivered belong to no answer: a retry streams again from the start. An error from
@@ -128,14 +130,19 @@ func (m *Model) Stream(ctx context.Context, req llm.Request, onDelta func(Delta)
 	began, reported := false, false // a chunk came; the provider reported usage
 	calls := streamedCalls{}
 	halves := surrogates{}
+	ends := finishes{}
 	id := ""              // the stream's id: its first chunk's that has one
-	var grace *time.Timer // armed once every choice finished
+	var grace *time.Timer // runs while every choice finished and no chunk comes
 	defer func() {
 		if grace != nil {
 			grace.Stop()
 		}
 	}()
 	for stream.Next() {
+		if grace != nil {
+			// A chunk came: the grace counts the time waited for the next one only.
+			grace.Stop()
+		}
 		chunk := stream.Current()
 		// One response is one answer, whatever ids its chunks carry: some servers
 		// give each chunk an id of its own, or the usage chunk none, which the
@@ -151,6 +158,7 @@ func (m *Model) Stream(ctx context.Context, req llm.Request, onDelta func(Delta)
 		}
 		halves.join(&chunk)
 		calls.place(&chunk)
+		ends.keep(&chunk)
 		if !acc.AddChunk(chunk) {
 			return llm.Response{}, m.who.errorf(op, "%w: chunk %q does not continue the stream", ErrMalformedResponse, m.who.quote(chunk.RawJSON()))
 		}
@@ -168,17 +176,17 @@ func (m *Model) Stream(ctx context.Context, req llm.Request, onDelta func(Delta)
 				}
 			}
 		}
-		// Once every choice finished, the answer is whole: its usage (asked for
-		// with include_usage, or sent unasked) follows at once, then [DONE]. A
-		// server that stalls instead is not waited for until Config.Timeout.
-		// A chunk with usage that comes with or after the last finish_reason ends
-		// it (the usage of the whole answer); without one, answerEndGrace does.
+		// [DONE] ends the stream. Chunks may follow a finish_reason (more text or
+		// tool calls of a proxy that sends one early or with each call, usage
+		// reported after the answer, a content filter's annotations), so a chunk
+		// never ends it. Once every choice finished, a server that then sends
+		// nothing for answerEndGrace has given its answer and stalls: it is not
+		// waited for until Config.Timeout.
 		if finished(acc.ChatCompletion) {
-			if chunk.JSON.Usage.Valid() {
-				break
-			}
 			if grace == nil {
 				grace = time.AfterFunc(answerEndGrace, func() { cut(errAnswerEnded) })
+			} else {
+				grace.Reset(answerEndGrace)
 			}
 		}
 	}
@@ -201,7 +209,7 @@ func (m *Model) Stream(ctx context.Context, req llm.Request, onDelta func(Delta)
 		if err := stream.Err(); err != nil {
 			var se *ssestream.StreamError
 			if errors.As(err, &se) {
-				if err := m.who.errorObject(op, "the provider reported an error mid-stream", se.Event.Data); err != nil {
+				if err := m.who.errorObject(op, "the provider reported an error mid-stream", se.Event.Data, true); err != nil {
 					return spent, err
 				}
 				return spent, m.who.errorf(op, "the provider reported an error mid-stream: %s: %w",
@@ -230,11 +238,14 @@ func (m *Model) Stream(ctx context.Context, req llm.Request, onDelta func(Delta)
 	return llm.Response{Message: msg, Usage: usage(u), FinishReason: llm.AbnormalFinish(cc.Choices[0].FinishReason)}, nil
 }
 
-// answerEndGrace is how long a stream whose every choice finished may take to send
-// its usage and end: a server sends them at once, and one that stalls instead
-// (before [DONE]) has given its answer all the same. Its usage is then none (the
-// gateway counts the tokens, as for a provider that reports no usage).
-const answerEndGrace = time.Second
+// answerEndGrace is how long a stream whose every choice finished may send nothing
+// before Stream stops waiting for its [DONE]: a server that stalls so (before
+// [DONE]) has given its answer all the same, which is returned as it stands, with
+// the usage it reported, if any (else the gateway counts the tokens, as for a
+// provider that reports no usage). Each chunk starts it again: a server may send
+// its usage some seconds after the answer (computed once generation ended), and a
+// proxy may send a finish_reason before more of the answer.
+const answerEndGrace = 5 * time.Second
 
 // errAnswerEnded is the cause of a request that Stream ended after answerEndGrace.
 var errAnswerEnded = errors.New("llm/openai: the answer ended, its stream did not")
@@ -269,6 +280,23 @@ func finished(cc sdk.ChatCompletion) bool {
 		}
 	}
 	return true
+}
+
+// finishes keeps the finish_reason of each choice of a stream (by index): a chunk
+// that comes after it with none (a content filter's annotations of Azure, more of
+// the answer from a proxy that finishes early) keeps it, where the accumulator
+// would clear it; a later finish_reason replaces it.
+type finishes map[int64]string
+
+func (f finishes) keep(chunk *sdk.ChatCompletionChunk) {
+	for i := range chunk.Choices {
+		ch := &chunk.Choices[i]
+		if ch.FinishReason == "" {
+			ch.FinishReason = f[ch.Index]
+		} else {
+			f[ch.Index] = ch.FinishReason
+		}
+	}
 }
 
 // endedAfterAnswer reports whether a stream ended in a way that leaves a finished
@@ -347,7 +375,7 @@ func (m *Model) whole(op string, req llm.Request, raw *http.Response) (llm.Respo
 		return llm.Response{}, m.who.errorf(op, "%w: %w", ErrMalformedResponse, err)
 	}
 	if len(cc.Choices) == 0 {
-		if err := m.who.errorObject(op, "the provider answered with an error", b); err != nil {
+		if err := m.who.errorObject(op, "the provider answered with an error", b, false); err != nil {
 			return llm.Response{}, err
 		}
 		return llm.Response{}, m.who.errorf(op, "%w: the response has no choices", ErrMalformedResponse)

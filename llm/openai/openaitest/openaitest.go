@@ -53,6 +53,9 @@ type Reply struct {
 	// Events, when not nil, makes the reply a text/event-stream: each element is sent
 	// as one "data:" event and flushed. Include Done to end the stream properly.
 	Events []string
+	// Pauses holds event i of Events back for Pauses[i] after the one before it
+	// went out, or until the client gives up (a stream that sends slowly or pauses).
+	Pauses map[int]time.Duration
 	// Delay holds the reply back (before the status line) for this long, or until the
 	// client gives up.
 	Delay time.Duration
@@ -158,7 +161,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	w.WriteHeader(status)
 	flusher, _ := w.(http.Flusher)
-	for _, e := range rep.Events {
+	for i, e := range rep.Events {
+		if d := rep.Pauses[i]; d > 0 && !s.pause(r, d) {
+			return
+		}
 		_, _ = fmt.Fprintf(w, "data: %s\n\n", e)
 		if flusher != nil {
 			flusher.Flush()
@@ -173,6 +179,20 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		case <-s.stop:
 		}
 	}
+}
+
+// pause waits for d, or until the client of r goes away or the server closes; it
+// reports whether d went by.
+func (s *Server) pause(r *http.Request, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-r.Context().Done():
+	case <-s.stop:
+	}
+	return false
 }
 
 // Sequence answers the n-th request with replies[n]; once they run out it answers
