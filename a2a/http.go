@@ -40,6 +40,11 @@ const DefaultMaxBody = 2 << 20
 // endpoint.
 const CardPath = "/.well-known/agent-card.json"
 
+// LegacyCardPath is where A2A 0.2 put an agent card (0.3 moved it to CardPath):
+// the card is served there too, as the A2A Python SDK's servers serve it, for
+// the clients and registries that still look for it there.
+const LegacyCardPath = "/.well-known/agent.json"
+
 // ServerConfig configures the A2A server of a node.
 type ServerConfig struct {
 	// PublicURL is the base URL clients reach the node at ("https://host"); empty,
@@ -210,20 +215,24 @@ func NewServer(b Backend, cfg ServerConfig, agents []AgentInfo) (*Server, error)
 	return s, nil
 }
 
-// Routes returns the server's routes: the node's card and its JSON-RPC endpoint
-// (the default agent's) and, when there are several agents, each named agent's
-// card and endpoint.
+// Routes returns the server's routes: the node's card (at CardPath and
+// LegacyCardPath) and its JSON-RPC endpoint (the default agent's) and, when there
+// are several agents, each named agent's card (at both) and endpoint.
 func (s *Server) Routes() []Route {
 	def := s.agents[0]
+	node := s.cardHandler(def, "/a2a", true)
 	routes := []Route{
-		{"GET " + CardPath, s.cardHandler(def, "/a2a", true)},
+		{"GET " + CardPath, node},
+		{"GET " + LegacyCardPath, node},
 		{"POST /a2a", s.guard(s.rpc[def.Name])},
 	}
 	if len(s.agents) > 1 {
 		for _, a := range s.agents[1:] {
 			base := "/a2a/" + a.Name
+			card := s.cardHandler(a, base, false)
 			routes = append(routes,
-				Route{"GET " + base + CardPath, s.cardHandler(a, base, false)},
+				Route{"GET " + base + CardPath, card},
+				Route{"GET " + base + LegacyCardPath, card},
 				Route{"POST " + base, s.guard(s.rpc[a.Name])})
 		}
 	}
