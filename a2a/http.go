@@ -40,6 +40,11 @@ const DefaultMaxBody = 2 << 20
 // endpoint.
 const CardPath = "/.well-known/agent-card.json"
 
+// LegacyCardPath is where A2A 0.2 put an agent card (0.3 moved it to CardPath):
+// the card is served there too, as the A2A Python SDK's servers serve it, for
+// the clients and registries that still look for it there.
+const LegacyCardPath = "/.well-known/agent.json"
+
 // ServerConfig configures the A2A server of a node.
 type ServerConfig struct {
 	// PublicURL is the base URL clients reach the node at ("https://host"); empty,
@@ -97,7 +102,15 @@ type Server struct {
 	// backend and sender serve ResumePushes.
 	backend Backend
 	sender  storeSender
+	// push posts the notifications of every agent's tasks (Close closes it).
+	push *PushSender
 }
+
+// Close stops the server's push notifications: none is posted after it returns
+// (PushSender.Close), where the next node to follow a task would post its own.
+// Call it once the node's tasks stopped, before its log closes (a task's end
+// posted meanwhile is recorded as posted). It is idempotent.
+func (s *Server) Close() error { return s.push.Close() }
 
 // PrunePushes deletes from the log, every hour (the first time after a random
 // part of it, so that the nodes over one log seldom do at once), the push configs
@@ -162,7 +175,7 @@ func NewServer(b Backend, cfg ServerConfig, agents []AgentInfo) (*Server, error)
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, agents: agents, rpc: map[string]http.Handler{}, backend: b}
+	s := &Server{cfg: cfg, agents: agents, rpc: map[string]http.Handler{}, backend: b, push: sender}
 	var sealer *PushSealer
 	if cfg.PushKey != nil {
 		sealer = NewPushSealer(cfg.PushKey)
@@ -202,20 +215,24 @@ func NewServer(b Backend, cfg ServerConfig, agents []AgentInfo) (*Server, error)
 	return s, nil
 }
 
-// Routes returns the server's routes: the node's card and its JSON-RPC endpoint
-// (the default agent's) and, when there are several agents, each named agent's
-// card and endpoint.
+// Routes returns the server's routes: the node's card (at CardPath and
+// LegacyCardPath) and its JSON-RPC endpoint (the default agent's) and, when there
+// are several agents, each named agent's card (at both) and endpoint.
 func (s *Server) Routes() []Route {
 	def := s.agents[0]
+	node := s.cardHandler(def, "/a2a", true)
 	routes := []Route{
-		{"GET " + CardPath, s.cardHandler(def, "/a2a", true)},
+		{"GET " + CardPath, node},
+		{"GET " + LegacyCardPath, node},
 		{"POST /a2a", s.guard(s.rpc[def.Name])},
 	}
 	if len(s.agents) > 1 {
 		for _, a := range s.agents[1:] {
 			base := "/a2a/" + a.Name
+			card := s.cardHandler(a, base, false)
 			routes = append(routes,
-				Route{"GET " + base + CardPath, s.cardHandler(a, base, false)},
+				Route{"GET " + base + CardPath, card},
+				Route{"GET " + base + LegacyCardPath, card},
 				Route{"POST " + base, s.guard(s.rpc[a.Name])})
 		}
 	}
@@ -600,6 +617,13 @@ type PushSender struct {
 	// working posted after the completed, as concurrent posts with retries would).
 	mu     sync.Mutex
 	queues map[pushKey]*pushQueue
+	// closed says Close was called: nothing is queued any more. life ends with
+	// Close, and with it the posts in flight and their waits; drains are the
+	// goroutines posting, which Close waits for.
+	closed bool
+	life   context.Context
+	stop   context.CancelFunc
+	drains sync.WaitGroup
 
 	// final, when set, is told each task's end posted to a config: the webhook took
 	// it, or refused it for good (status).
@@ -616,16 +640,17 @@ type pushKey struct {
 // pushQueue is one config's notifications of one task not posted yet (of a run of
 // updates in one state, only the latest: each is the whole task); running says
 // a goroutine posts them; ended, that a terminal state was queued (later updates of
-// an earlier state are not posted, nor those waiting before it); cut stops the
-// post of an update of a running task in flight, which the end queued supersedes.
+// an earlier state are not posted, nor those waiting before it); cut says to the
+// post of an update of a running task in flight that the end queued supersedes it:
+// it is not tried again.
 type pushQueue struct {
 	pending []pushItem
 	running bool
 	ended   bool
-	cut     context.CancelCauseFunc
+	cut     func()
 }
 
-// errSuperseded cuts the post of an update of a running task when the task's end
+// errSuperseded ends the tries of an update of a running task when the task's end
 // is queued: the end, the whole task too, is posted next.
 var errSuperseded = errors.New("a2a push: superseded by the task's end")
 
@@ -656,6 +681,7 @@ func NewPushSender(allow []string, logger *slog.Logger) (*PushSender, error) {
 	}
 	s := &PushSender{policy: policy, logger: logger, attempts: 4, backoff: 500 * time.Millisecond,
 		endAttempts: pushEndAttempts, endBackoffMax: pushEndBackoffMax, endTimeout: pushEndTimeout}
+	s.life, s.stop = context.WithCancel(context.Background())
 	tr := &http.Transport{DialContext: s.dial, TLSHandshakeTimeout: 10 * time.Second, ResponseHeaderTimeout: 10 * time.Second}
 	s.client = &http.Client{Timeout: 15 * time.Second, Transport: tr,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
@@ -741,6 +767,12 @@ func (s *PushSender) push(ctx context.Context, cfg *sdk.PushConfig, task *sdk.Ta
 	key := pushKey{task: task.ID, config: cfg.ID, url: cfg.URL}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.closed {
+		// The node stops: a post now could land after those of the node that
+		// follows the task next. Its end, not recorded as posted, is posted by
+		// the next node that starts (Server.ResumePushes).
+		return nil
+	}
 	if s.queues == nil {
 		s.queues = map[pushKey]*pushQueue{}
 	}
@@ -765,9 +797,13 @@ func (s *PushSender) push(ctx context.Context, cfg *sdk.PushConfig, task *sdk.Ta
 		// task): those waiting are not posted, the one in flight is not tried
 		// again, so that a webhook down or slow hears of the end first, not
 		// after each of them was tried 4 times (10 s each when unanswered).
+		// The attempt in flight is not cut: its request may have reached the
+		// webhook, which would then take it after the end (a working heard
+		// after the completed); the end is posted once it is answered (or its
+		// attempt times out).
 		q.pending = slices.DeleteFunc(q.pending, func(p pushItem) bool { return !p.state.Terminal() })
 		if q.cut != nil {
-			q.cut(errSuperseded)
+			q.cut()
 		}
 	}
 	q.ended = q.ended || it.state.Terminal()
@@ -783,16 +819,21 @@ func (s *PushSender) push(ctx context.Context, cfg *sdk.PushConfig, task *sdk.Ta
 	}
 	if !q.running {
 		q.running = true
-		go s.drain(context.WithoutCancel(ctx), q, task.ID)
+		s.drains.Add(1)
+		go func() {
+			defer s.drains.Done()
+			s.drain(q, task.ID)
+		}()
 	}
 	return nil
 }
 
-// drain posts q's notifications in order until none is left.
-func (s *PushSender) drain(ctx context.Context, q *pushQueue, task sdk.TaskID) {
+// drain posts q's notifications in order until none is left, or the sender
+// closes.
+func (s *PushSender) drain(q *pushQueue, task sdk.TaskID) {
 	for {
 		s.mu.Lock()
-		if len(q.pending) == 0 {
+		if len(q.pending) == 0 || s.life.Err() != nil {
 			q.running = false
 			s.mu.Unlock()
 			return
@@ -802,18 +843,32 @@ func (s *PushSender) drain(ctx context.Context, q *pushQueue, task sdk.TaskID) {
 		q.pending = q.pending[1:]
 		if it.state.Terminal() {
 			s.mu.Unlock()
-			s.send(ctx, it, task)
+			s.send(s.life, it, task, nil)
 			continue
 		}
-		itemCtx, cut := context.WithCancelCause(ctx)
-		q.cut = cut
+		superseded := make(chan struct{})
+		q.cut = sync.OnceFunc(func() { close(superseded) })
 		s.mu.Unlock()
-		s.send(itemCtx, it, task)
+		s.send(s.life, it, task, superseded)
 		s.mu.Lock()
 		q.cut = nil
 		s.mu.Unlock()
-		cut(nil)
 	}
+}
+
+// Close stops the sender: nothing is queued after it, the posts in flight and
+// their retries end, and it returns once none runs, so that nothing is posted
+// after it returns (where the next node that follows a task posts). What was
+// queued and not posted is not: a task's end, not recorded as posted
+// (PushStore.Final), is posted by the next node that starts
+// (Server.ResumePushes). It is idempotent.
+func (s *PushSender) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	s.stop()
+	s.drains.Wait()
+	return nil
 }
 
 // Send posts body to cfg's URL, trying again after a failure or a 3xx, 5xx or 429
@@ -825,12 +880,14 @@ func (s *PushSender) Send(ctx context.Context, cfg *sdk.PushConfig, body []byte)
 
 // post is Send, also returning the webhook's last answer (0: none).
 func (s *PushSender) post(ctx context.Context, cfg *sdk.PushConfig, body []byte) (status int, err error) {
-	return s.postTries(ctx, cfg, body, s.attempts, 0)
+	return s.postTries(ctx, cfg, body, s.attempts, 0, nil)
 }
 
 // postTries is post with attempts tries, the back-off doubling up to most (0: no
-// bound) and taking a Retry-After answer up to most.
-func (s *PushSender) postTries(ctx context.Context, cfg *sdk.PushConfig, body []byte, attempts int, most time.Duration) (status int, err error) {
+// bound) and taking a Retry-After answer up to most. Once superseded closes (nil:
+// never), no attempt follows the one in flight, which is not cut: its error
+// wraps errSuperseded.
+func (s *PushSender) postTries(ctx context.Context, cfg *sdk.PushConfig, body []byte, attempts int, most time.Duration, superseded <-chan struct{}) (status int, err error) {
 	var last error
 	wait, asked := s.backoff, time.Duration(0)
 	for i := 0; i < attempts; i++ {
@@ -847,7 +904,14 @@ func (s *PushSender) postTries(ctx context.Context, cfg *sdk.PushConfig, body []
 					return status, fmt.Errorf("%w (then %w)", last, ctx.Err())
 				}
 				return status, ctx.Err()
+			case <-superseded:
+				t.Stop()
 			case <-t.C:
+			}
+			select {
+			case <-superseded:
+				return status, fmt.Errorf("%w (then %w)", last, errSuperseded)
+			default:
 			}
 			wait *= 2
 			if most > 0 {
@@ -911,7 +975,9 @@ func retryAfter(v string) time.Duration {
 	return time.Duration(min(n, 24*3600)) * time.Second
 }
 
-func (s *PushSender) send(ctx context.Context, it pushItem, task sdk.TaskID) {
+// send posts it, a notification of task, with its tries; an update of a running
+// task is not tried again once superseded closes (the task's end is queued).
+func (s *PushSender) send(ctx context.Context, it pushItem, task sdk.TaskID, superseded <-chan struct{}) {
 	cfg := it.cfg
 	var (
 		status int
@@ -919,19 +985,22 @@ func (s *PushSender) send(ctx context.Context, it pushItem, task sdk.TaskID) {
 	)
 	if it.state.Terminal() {
 		ctx, cancel := context.WithTimeout(ctx, s.endTimeout)
-		status, err = s.postTries(ctx, cfg, it.body, s.endAttempts, s.endBackoffMax)
+		status, err = s.postTries(ctx, cfg, it.body, s.endAttempts, s.endBackoffMax, nil)
 		cancel()
 	} else {
 		ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-		status, err = s.post(ctx, cfg, it.body)
+		status, err = s.postTries(ctx, cfg, it.body, s.attempts, 0, superseded)
 		cancel()
 	}
 	// The end is posted when the webhook took it, or refused it for good: a 4xx
 	// other than 429 comes again however often it is sent. A redirect took nothing.
+	// That it was is recorded even as the sender closes (Close waits for it).
 	if it.state.Terminal() && s.final != nil && (status >= 200 && status < 300 || status >= 400 && status < 500 && status != http.StatusTooManyRequests) {
-		s.final(ctx, task, cfg.ID, it.state, status)
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		s.final(fctx, task, cfg.ID, it.state, status)
+		cancel()
 	}
-	if err != nil && errors.Is(context.Cause(ctx), errSuperseded) {
+	if errors.Is(err, errSuperseded) {
 		return // the task's end is posted next
 	}
 	if err != nil {

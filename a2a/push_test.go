@@ -103,7 +103,7 @@ func TestPushSenderRetriesARedirectWithoutFollowingIt(t *testing.T) {
 	var finals atomic.Int64
 	s.final = func(context.Context, sdk.TaskID, string, sdk.TaskState, int) { finals.Add(1) }
 	s.endAttempts, s.endBackoffMax = 2, time.Millisecond
-	s.send(context.Background(), pushItem{cfg: &sdk.PushConfig{ID: "c", URL: srv.URL + "/always"}, body: []byte(`{}`), state: sdk.TaskStateCompleted}, "t1")
+	s.send(context.Background(), pushItem{cfg: &sdk.PushConfig{ID: "c", URL: srv.URL + "/always"}, body: []byte(`{}`), state: sdk.TaskStateCompleted}, "t1", nil)
 	if finals.Load() != 0 || hits.Load() != 5 {
 		t.Fatalf("an end answered only with redirects: %d posts (want 5), taken for posted %d times", hits.Load(), finals.Load())
 	}

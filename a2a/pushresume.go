@@ -187,9 +187,12 @@ func (s *Server) followPushes(ctx context.Context, id sdk.TaskID) {
 	}
 }
 
-// postPushes posts task to each of its push configs.
+// postPushes posts task to each of its push configs that its end was not posted
+// to, as the log has them now (PushStore.Unfinished): task, read before, may be
+// stale, and another node, or this one before a restart, may have posted the end
+// since (a running task posted after its end would run again for the webhook).
 func (s *Server) postPushes(ctx context.Context, task *sdk.Task) {
-	configs, err := s.pushes.List(ctx, task.ID)
+	configs, err := s.pushes.Unfinished(ctx, task.ID)
 	if err != nil {
 		s.cfg.Logger.Warn("a2a push: the task's push configs cannot be read; its update is not posted", "task", task.ID, "state", task.Status.State, "err", err)
 		return

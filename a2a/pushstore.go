@@ -545,6 +545,16 @@ func (s *PushStore) Final(ctx context.Context, id sdk.TaskID, configID string, s
 	}, nil)
 }
 
+// EndPosted reports whether task id's end was posted to its config configID
+// (Final), as the store last read the task's configs: no update of the running
+// task may follow it (a stale one, read before the end).
+func (s *PushStore) EndPosted(id sdk.TaskID, configID string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := s.tasks[id]
+	return t != nil && t.final[configID]
+}
+
 // Unfinished returns task id's configs its end was not posted to (Final), sorted
 // by ID.
 func (s *PushStore) Unfinished(ctx context.Context, id sdk.TaskID) ([]*sdk.PushConfig, error) {
@@ -576,7 +586,10 @@ func copyConfig(c *sdk.PushConfig) *sdk.PushConfig {
 }
 
 // storeSender is the push sender of one agent's tasks: PushSender's, but a config
-// whose secrets its store does not know (PushStore.Withheld) gets no notification.
+// whose secrets its store does not know (PushStore.Withheld) gets no notification,
+// nor an update of a running task once its end was posted to the config
+// (PushStore.EndPosted: by this process before a restart, or by another node): a
+// stale update would tell the webhook that a task that ended runs again.
 type storeSender struct {
 	*PushSender
 	store *PushStore
@@ -593,6 +606,9 @@ func (s storeSender) SendPush(ctx context.Context, cfg *sdk.PushConfig, task *sd
 			s.logger.Warn("a2a push: not sent: the config's token or credentials were kept by the node that was given them only (it had no secret key); set the config again",
 				"task", task.ID, "config", cfg.ID)
 		}
+		return nil
+	}
+	if !task.Status.State.Terminal() && s.store.EndPosted(task.ID, cfg.ID) {
 		return nil
 	}
 	return s.PushSender.push(ctx, cfg, task, s.store.V1(task.ID, cfg.ID))

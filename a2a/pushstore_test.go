@@ -454,7 +454,7 @@ func TestPushSenderLogsNoURLCredentials(t *testing.T) {
 	}
 	s.attempts = 1
 	cfg := &sdk.PushConfig{ID: "c", URL: "http://me:pw-plain-123@127.0.0.1:1/hook?token=urltok-plain-456"}
-	s.send(context.Background(), pushItem{cfg: cfg, body: []byte(`{}`)}, "t1")
+	s.send(context.Background(), pushItem{cfg: cfg, body: []byte(`{}`)}, "t1", nil)
 	out := buf.String()
 	if !strings.Contains(out, "not delivered") || !strings.Contains(out, "token=[REDACTED]") {
 		t.Fatalf("the failure should be logged with the URL redacted:\n%s", out)
@@ -475,7 +475,7 @@ func TestPushSenderLogsNoShortURLCredentials(t *testing.T) {
 	}
 	s.attempts = 1
 	cfg := &sdk.PushConfig{ID: "c", URL: "http://me:Pw9Z@127.0.0.1:1/hook?token=Tk7Q&sig=Sg3X&x=1"}
-	s.send(context.Background(), pushItem{cfg: cfg, body: []byte(`{}`)}, "t1")
+	s.send(context.Background(), pushItem{cfg: cfg, body: []byte(`{}`)}, "t1", nil)
 	out := buf.String()
 	if !strings.Contains(out, "not delivered") || !strings.Contains(out, "127.0.0.1:1/hook?token=[REDACTED]&sig=[REDACTED]&x=1") {
 		t.Fatalf("the failure should be logged with the URL redacted, as the event has it:\n%s", out)

@@ -19,12 +19,14 @@ import (
 // protocol (A2A 0.3 and 1.0's method names and shapes, JSON-RPC binding; package a2a):
 //
 //	GET  /.well-known/agent-card.json          the node's card: its agents are skills,
-//	                                           its url the default agent's endpoint
+//	                                           its url the default agent's endpoint (also
+//	                                           at A2A 0.2's /.well-known/agent.json)
 //	POST /a2a                                  JSON-RPC: message/send, message/stream,
 //	                                           tasks/get, tasks/cancel, tasks/resubscribe,
 //	                                           tasks/pushNotificationConfig/{set,get,list,delete}
 //	GET  /a2a/{agent}/.well-known/agent-card.json, POST /a2a/{agent}
-//	                                           each named agent's (with an agents file)
+//	                                           each named agent's (with an agents file;
+//	                                           its card also at .../agent.json)
 //
 // An A2A contextId is a Troupe session ID (a message without one gets one derived
 // from its messageId), an A2A task one Troupe task of the session, submitted with
@@ -98,6 +100,9 @@ func (n *Node) a2aRoutes() []Route {
 		doc := RouteDoc{Summary: "A2A JSON-RPC (0.3 and 1.0): message/send, message/stream (SSE), tasks/get, tasks/cancel, tasks/resubscribe, tasks/pushNotificationConfig/*, and 1.0's SendMessage, SendStreamingMessage, GetTask, CancelTask, SubscribeToTask, *TaskPushNotificationConfig*"}
 		if method == http.MethodGet {
 			doc = RouteDoc{Summary: "The A2A agent card (open without a token)"}
+			if strings.HasSuffix(path, a2a.LegacyCardPath) {
+				doc = RouteDoc{Summary: "The A2A agent card at A2A 0.2's path (open without a token)"}
+			}
 		}
 		// The A2A handler bounds its body itself (a2a.ServerConfig.MaxBody).
 		out = append(out, Route{Method: method, Path: path, Handler: r.Handler, MaxBody: maxBody, Doc: doc})

@@ -65,10 +65,11 @@ type CORSConfig struct {
 // data: the page's API calls are signed in) and the dashboard's login (which has a
 // rate limit of its own, per client IP). A path ending in "/" covers every path
 // under it.
-var PublicPaths = []string{"/healthz", "/livez", "/.well-known/agent-card.json", "/ui/", "/ui", "/v1/auth/login"}
+var PublicPaths = []string{"/healthz", "/livez", "/.well-known/agent-card.json", "/.well-known/agent.json", "/ui/", "/ui", "/v1/auth/login"}
 
 // isPublic reports whether path is one of PublicPaths, under one ending in "/", or
-// the A2A card of a named agent (/a2a/NAME/.well-known/agent-card.json): each card
+// the A2A card of a named agent (/a2a/NAME/.well-known/agent-card.json, or A2A
+// 0.2's /a2a/NAME/.well-known/agent.json): each card
 // tells a client how to authenticate, and the node's card lists the named agents
 // already.
 func isPublic(path string) bool {
@@ -78,8 +79,10 @@ func isPublic(path string) bool {
 		}
 	}
 	if rest, ok := strings.CutPrefix(path, "/a2a/"); ok {
-		if name, ok := strings.CutSuffix(rest, a2a.CardPath); ok {
-			return name != "" && name != "." && name != ".." && !strings.Contains(name, "/")
+		for _, card := range []string{a2a.CardPath, a2a.LegacyCardPath} {
+			if name, ok := strings.CutSuffix(rest, card); ok {
+				return name != "" && name != "." && name != ".." && !strings.Contains(name, "/")
+			}
 		}
 	}
 	return false

@@ -1991,6 +1991,15 @@ func (n *Node) Close() error {
 		if stoppedAdmitting {
 			errs = append(errs, n.closeStopped())
 		}
+		// The sessions are stopped: the A2A push notifications stop too, before
+		// the log closes (an end posted meanwhile is recorded as posted). A
+		// notification posted after the node stopped would land after those of
+		// the node that follows the task next: a webhook would hear a task that
+		// ended run again.
+		n.a2aOnce.Do(func() {})
+		if n.a2aServer != nil {
+			_ = n.a2aServer.Close()
+		}
 		if n.afterTask != nil {
 			n.afterTask.close(5 * time.Second)
 		}
