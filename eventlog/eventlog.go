@@ -224,7 +224,8 @@ func CheckPartitions(partitions []int) error {
 }
 
 // PageReader is implemented by logs that read a page of a session without
-// reading the rest of it (a GET of its events in pages): the SQLite log.
+// reading the rest of it (a GET of its events in pages, an export): both the
+// SQLite and the ClickHouse logs.
 type PageReader interface {
 	// ReadN is Read stopped after n events (n ≤ 0: all of them), or after the
 	// event that brings the payload read to maxBytes bytes or more (maxBytes ≤

@@ -685,8 +685,8 @@ const (
 
 // eventPages reads a session's events from seq from on, at most limit of them
 // (0: all), a page at a time (next), from a log that reads pages
-// (eventlog.PageReader: SQLite's). Another log is read whole at once: its page
-// reads would read the rest of the session each time.
+// (eventlog.PageReader: SQLite's and ClickHouse's). Another log is read whole
+// at once: its page reads would read the rest of the session each time.
 //
 // Before, an answer read the session whole: each client of a session of 20 MB
 // that did not read its answer held 20 MB of the node's memory until its write
@@ -735,9 +735,9 @@ func (p *eventPages) next(ctx context.Context) ([]messages.Envelope, error) {
 }
 
 // streamKnown reports whether the log holds a stream (a session or another) of
-// this ID: its first event, from a log that reads pages (SQLite's), else the
-// streams whose ID starts with it. The listing costs as many rows as streams
-// match: GET /v1/sessions/0/events?from=2 listed every session whose ID starts
+// this ID: its first event, from a log that reads pages (SQLite's and
+// ClickHouse's), else the streams whose ID starts with it. The listing costs as
+// many rows as streams match: GET /v1/sessions/0/events?from=2 listed every session whose ID starts
 // with 0 (most of them), 0.1 s at each call on a log of 11,000 sessions.
 func (n *Node) streamKnown(ctx context.Context, id string) (bool, error) {
 	if pr, ok := n.log.(eventlog.PageReader); ok {

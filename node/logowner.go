@@ -56,6 +56,7 @@ type ownableLog interface {
 	eventlog.Pruner
 	eventlog.Compacting
 	eventlog.CompactingCost
+	eventlog.PageReader
 }
 
 // errLogTaken is the refusal of a write, or of a task, by a node whose event log
@@ -277,6 +278,7 @@ var (
 	_ eventlog.Pruner         = (*ownedLog)(nil)
 	_ eventlog.Compacting     = (*ownedLog)(nil)
 	_ eventlog.CompactingCost = (*ownedLog)(nil)
+	_ eventlog.PageReader     = (*ownedLog)(nil)
 )
 
 // Append appends under the lease.
@@ -291,6 +293,12 @@ func (l *ownedLog) Claim(ctx context.Context, events []messages.Envelope) error 
 
 func (l *ownedLog) Read(ctx context.Context, sessionID string, fromSeq uint64) ([]messages.Envelope, error) {
 	return l.raw.Read(ctx, sessionID, fromSeq)
+}
+
+// ReadN reads a page of a session (eventlog.PageReader): the node's GET of a
+// session's events reads it a page at a time.
+func (l *ownedLog) ReadN(ctx context.Context, sessionID string, fromSeq uint64, n, maxBytes int) ([]messages.Envelope, error) {
+	return l.raw.ReadN(ctx, sessionID, fromSeq, n, maxBytes)
 }
 
 func (l *ownedLog) Sessions(ctx context.Context, f eventlog.Filter) ([]eventlog.SessionInfo, error) {

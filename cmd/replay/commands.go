@@ -680,9 +680,9 @@ const (
 )
 
 // sessionPages reads a session's events a page at a time from a log that reads
-// pages (eventlog.PageReader: SQLite's). Another log (ClickHouse's) cannot read a
-// page without reading the rest of the session: it is read whole, once, and each
-// reading of its pages is of that one read.
+// pages (eventlog.PageReader: SQLite's and ClickHouse's). Another log cannot read
+// a page without reading the rest of the session: it is read whole, once, and
+// each reading of its pages is of that one read.
 type sessionPages struct {
 	log   eventlog.Log
 	id    string

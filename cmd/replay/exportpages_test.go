@@ -8,18 +8,27 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/troupe-run/troupe/eventlog"
+	"github.com/troupe-run/troupe/eventlog/clickhouse"
+	"github.com/troupe-run/troupe/eventlog/clickhouse/chtest"
 	"github.com/troupe-run/troupe/eventlog/sqlite"
 	"github.com/troupe-run/troupe/messages"
 )
 
-// pageCountingLog is a SQLite log that fails its test when session is read
-// whole (Read, or ReadN unbounded) and records the most events and payload
-// bytes one read of it returned. atEnd, when set, runs once, at the first read
-// of session that finds its end (fewer events than asked for, not cut by bytes).
+// pagedLog is a log that reads pages: SQLite's, ClickHouse's.
+type pagedLog interface {
+	eventlog.Log
+	eventlog.PageReader
+}
+
+// pageCountingLog is a log that fails its test when session is read whole
+// (Read, or ReadN unbounded) and records the most events and payload bytes one
+// read of it returned. atEnd, when set, runs once, at the first read of session
+// that finds its end (fewer events than asked for, not cut by bytes).
 type pageCountingLog struct {
-	*sqlite.Log
+	pagedLog
 	t            *testing.T
 	session      string
 	reads        int
@@ -33,11 +42,11 @@ func (l *pageCountingLog) Read(ctx context.Context, id string, from uint64) ([]m
 	if id == l.session {
 		l.t.Errorf("session %s read whole, from seq %d", id, from)
 	}
-	return l.Log.Read(ctx, id, from)
+	return l.pagedLog.Read(ctx, id, from)
 }
 
 func (l *pageCountingLog) ReadN(ctx context.Context, id string, from uint64, n, maxBytes int) ([]messages.Envelope, error) {
-	events, err := l.Log.ReadN(ctx, id, from, n, maxBytes)
+	events, err := l.pagedLog.ReadN(ctx, id, from, n, maxBytes)
 	if id != l.session {
 		return events, err
 	}
@@ -79,8 +88,20 @@ func (l *wholeReadsLog) Read(ctx context.Context, id string, from uint64) ([]mes
 // its tasks name on its first and its last pages (a log that reads no pages is
 // read whole once, as before, for the same bytes). An event a node appends while
 // the export runs is not in it: the header counts what the export holds.
-func TestExportReadsTheSessionAPageAtATime(t *testing.T) {
-	ctx := context.Background()
+// pagedSession is a session of several pages for export: thousands of events,
+// some of them large, whose tasks name configurations, with the configurations
+// its export holds first.
+type pagedSession struct {
+	id      string
+	events  []messages.Envelope
+	configs []messages.Envelope // the first two are the export's
+	want    []byte              // the export of the session
+	// late is the session's next event, a task naming the third configuration.
+	late messages.Envelope
+}
+
+func newPagedSession(t *testing.T) pagedSession {
+	t.Helper()
 	const session, n = "paged", 2600
 	digestA, digestB, digestLost, digestLate := strings.Repeat("cd", 32), strings.Repeat("ab", 32), strings.Repeat("ef", 32), strings.Repeat("12", 32)
 	event := func(seq uint64, p *messages.TaskSubmitted) messages.Envelope {
@@ -121,60 +142,61 @@ func TestExportReadsTheSessionAPageAtATime(t *testing.T) {
 	if err := writeExport(&want, events, configs[:2]...); err != nil {
 		t.Fatal(err)
 	}
+	return pagedSession{id: session, events: events, configs: configs, want: want.Bytes(),
+		late: event(n+1, &messages.TaskSubmitted{Input: "late", Rules: 7, ConfigDigest: digestLate})}
+}
 
-	dir := t.TempDir()
-	sl, err := sqlite.Open(ctx, sqlite.Config{Dir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sl.Close()
-	for i := 0; i < len(events); i += 500 {
-		if err := sl.Append(ctx, events[i:min(i+500, len(events))]); err != nil {
+// store appends the session's events and the configurations to l.
+func (s pagedSession) store(t *testing.T, ctx context.Context, l eventlog.Log) {
+	t.Helper()
+	for i := 0; i < len(s.events); i += 500 {
+		if err := l.Append(ctx, s.events[i:min(i+500, len(s.events))]); err != nil {
 			t.Fatal(err)
 		}
 	}
-	for _, c := range configs {
-		if err := sl.Append(ctx, []messages.Envelope{c}); err != nil {
+	for _, c := range s.configs {
+		if err := l.Append(ctx, []messages.Envelope{c}); err != nil {
 			t.Fatal(err)
 		}
 	}
+}
 
-	// A log that reads no pages (ClickHouse's) is read whole, once.
-	whole := &wholeReadsLog{Log: sl, session: session}
-	var stdout, stderr bytes.Buffer
-	if code := export(ctx, whole, session, "", &stdout, &stderr); code != 0 || !bytes.Equal(stdout.Bytes(), want.Bytes()) || whole.reads != 1 {
-		t.Errorf("export from a log that reads no pages: %d, %d bytes, of %d, in %d reads of the session; want one %s", code, stdout.Len(), want.Len(), whole.reads, stderr.String())
-	}
-
+// checkExportPages exports the session from l through a pageCountingLog, to
+// stdout and to a file (where a task is appended once the export found the
+// session's end), and fails t unless each export is the session's, read in
+// pages.
+func (s pagedSession) checkExportPages(t *testing.T, ctx context.Context, l pagedLog) {
+	t.Helper()
 	for _, out := range []string{"", filepath.Join(t.TempDir(), "paged.jsonl")} {
-		log := &pageCountingLog{Log: sl, t: t, session: session}
+		log := &pageCountingLog{pagedLog: l, t: t, session: s.id}
 		if out != "" {
 			// A task a node appends once the export has counted the session's
 			// events, naming a configuration of its own.
 			log.atEnd = func() {
-				if err := sl.Append(ctx, []messages.Envelope{event(n+1, &messages.TaskSubmitted{Input: "late", Rules: 7, ConfigDigest: digestLate})}); err != nil {
+				if err := l.Append(ctx, []messages.Envelope{s.late}); err != nil {
 					t.Error(err)
 				}
 			}
 		}
 		var stdout, stderr bytes.Buffer
-		if code := export(ctx, log, session, out, &stdout, &stderr); code != 0 {
+		if code := export(ctx, log, s.id, out, &stdout, &stderr); code != 0 {
 			t.Fatalf("export to %q: %d %s", out, code, stderr.String())
 		}
 		got := stdout.Bytes()
 		if out != "" {
+			var err error
 			if got, err = os.ReadFile(out); err != nil {
 				t.Fatal(err)
 			}
-			if !strings.Contains(stderr.String(), fmt.Sprintf("exported %d events of session %s", n, session)) {
+			if !strings.Contains(stderr.String(), fmt.Sprintf("exported %d events of session %s", len(s.events), s.id)) {
 				t.Errorf("export to %s said %q", out, stderr.String())
 			}
 		}
 		if log.atEnd != nil && !log.atEndStarted {
 			t.Errorf("export to %q never read to the session's end", out)
 		}
-		if !bytes.Equal(got, want.Bytes()) {
-			t.Errorf("export to %q: %d bytes differ from the %d of the session's export at once", out, len(got), want.Len())
+		if !bytes.Equal(got, s.want) {
+			t.Errorf("export to %q: %d bytes differ from the %d of the session's export at once", out, len(got), len(s.want))
 		}
 		if _, cs, err := readExport(bytes.NewReader(got)); err != nil || len(cs) != 2 {
 			t.Errorf("export to %q read back with %d configurations: %v", out, len(cs), err)
@@ -184,4 +206,50 @@ func TestExportReadsTheSessionAPageAtATime(t *testing.T) {
 				out, log.reads, log.mostEvents, log.mostBytes, exportPageMax, exportPageBytes)
 		}
 	}
+}
+
+func TestExportReadsTheSessionAPageAtATime(t *testing.T) {
+	ctx := context.Background()
+	s := newPagedSession(t)
+	sl, err := sqlite.Open(ctx, sqlite.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sl.Close()
+	s.store(t, ctx, sl)
+
+	// A log that reads no pages is read whole, once.
+	whole := &wholeReadsLog{Log: sl, session: s.id}
+	var stdout, stderr bytes.Buffer
+	if code := export(ctx, whole, s.id, "", &stdout, &stderr); code != 0 || !bytes.Equal(stdout.Bytes(), s.want) || whole.reads != 1 {
+		t.Errorf("export from a log that reads no pages: %d, %d bytes, of %d, in %d reads of the session; want one %s", code, stdout.Len(), len(s.want), whole.reads, stderr.String())
+	}
+	s.checkExportPages(t, ctx, sl)
+}
+
+// The same export from the ClickHouse log (which a node writes to in a
+// cluster) reads the session a page at a time too: it is never read whole
+// (each page reads about itself from ClickHouse, see eventlog/clickhouse's
+// TestReadNReadsAWindowNotTheSession). Needs TROUPE_TEST_CLICKHOUSE.
+func TestExportFromClickHouseReadsPages(t *testing.T) {
+	addr := os.Getenv("TROUPE_TEST_CLICKHOUSE")
+	if addr == "" {
+		t.Skip("TROUPE_TEST_CLICKHOUSE is not set: no ClickHouse server to test against")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	db := chtest.Database(t, addr, "troupe_export_pages_")
+	cl, err := clickhouse.Open(ctx, clickhouse.Config{Addr: clickhouse.SplitAddr(addr), Database: db})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	s := newPagedSession(t)
+	s.store(t, ctx, cl)
+	var log eventlog.Log = cl
+	pl, ok := log.(pagedLog)
+	if !ok {
+		t.Fatal("the ClickHouse log reads no pages (eventlog.PageReader): export reads its sessions whole")
+	}
+	s.checkExportPages(t, ctx, pl)
 }

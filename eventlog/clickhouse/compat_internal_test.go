@@ -528,6 +528,17 @@ func TestDumpStatements(t *testing.T) {
 	if _, err := l.Read(ctx, sid, 3); err != nil {
 		t.Fatal(err)
 	}
+	r.at("read a page")
+	r.expect("AND seq < ", 1)
+	r.expect("AND seq >= ", 2) // the window of seqs 2 and 3
+	if _, err := l.ReadN(ctx, sid, 2, 2, 0); err != nil {
+		t.Fatal(err)
+	}
+	r.at("read a page bounded by bytes")
+	r.expect("AND seq >= ", 5) // the first window, of firstWindow seqs
+	if _, err := l.ReadN(ctx, sid, 1, 0, 1<<20); err != nil {
+		t.Fatal(err)
+	}
 
 	r.at("sessions")
 	r.expect("ORDER BY first_us", 3)

@@ -8,7 +8,9 @@
 // gathers the batches of concurrent calls, by size (Config.BatchSize events,
 // Config.MaxBatchBytes) and by time (Config.FlushInterval), and writes each group
 // with one INSERT. Data leaves through Read (one session's events from a seq, in
-// seq order, byte for byte as appended) and Sessions (one summary per session).
+// seq order, byte for byte as appended), ReadN (a page of them, read in windows
+// of seqs so that it costs about that page: eventlog.PageReader) and Sessions
+// (one summary per session).
 //
 // # When Append returns
 //
@@ -301,7 +303,7 @@
 // written and read back against ClickHouse 18.16 here. What bounds them is
 // memory: the server's max_memory_usage per query (10 GB by default, 2 GB on the
 // development server of deploy/) and the node's, since the writer holds a copy
-// of each buffered payload and Read returns whole sessions. Keep event payloads
+// of each buffered payload and Read returns whole sessions (ReadN, pages). Keep event payloads
 // small (well under 1 MiB): every Read of a session carries them and every merge
 // rewrites them. Put big blobs, such as fetched documents or files, in a blob
 // store and record a reference in the event.

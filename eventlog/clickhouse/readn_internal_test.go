@@ -1,0 +1,332 @@
+package clickhouse
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"github.com/troupe-run/troupe/messages"
+)
+
+// rowSpec is a row of the events table as a test writes it, bypassing the
+// writer: several rows at one seq, rows of stale owners, and rows that
+// fenced_events lists, as takeovers leave them.
+type rowSpec struct {
+	seq, epoch uint64
+	id         string // "<session>/<seq>" if empty
+	size       int    // of the payload's text
+	fenced     bool   // fenced_events lists (seq, epoch)
+}
+
+// insertRows writes rows of session, one INSERT per group (an event written
+// twice is two parts until they merge), into the events table and fenced_events.
+func insertRows(t *testing.T, ctx context.Context, l *Log, session string, groups ...[]rowSpec) {
+	t.Helper()
+	for _, rows := range groups {
+		b, err := l.conn.PrepareBatch(ctx, "INSERT INTO events (session_id, seq, id, type, version, causation_id, correlation_id, ts, actor, payload, epoch)")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var fenced []rowSpec
+		for _, r := range rows {
+			id := r.id
+			if id == "" {
+				id = fmt.Sprintf("%s/%d", session, r.seq)
+			}
+			payload := fmt.Sprintf(`{"output":%q}`, strings.Repeat("x", r.size)+fmt.Sprintf(" epoch %d", r.epoch))
+			if err := b.Append(session, r.seq, id, string(messages.TypeTaskCompleted), int64(1), "", session+"/1", int64(r.seq), "session", payload, r.epoch); err != nil {
+				t.Fatal(err)
+			}
+			if r.fenced {
+				fenced = append(fenced, r)
+			}
+		}
+		if err := b.Send(); err != nil {
+			t.Fatal(err)
+		}
+		if len(fenced) == 0 {
+			continue
+		}
+		fb, err := l.conn.PrepareBatch(ctx, "INSERT INTO fenced_events (session_id, seq, epoch, type, task, settled)")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range fenced {
+			if err := fb.Append(session, r.seq, r.epoch, string(messages.TypeTaskCompleted), session+"/1", uint8(0)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := fb.Send(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// cut is Read's events cut as a page of n events and maxBytes of payload is
+// (eventlog.PageReader).
+func cut(events []messages.Envelope, n, maxBytes int) []messages.Envelope {
+	var (
+		out   []messages.Envelope
+		bytes int
+	)
+	for _, e := range events {
+		out = append(out, e)
+		bytes += len(e.Payload)
+		if n > 0 && len(out) >= n || maxBytes > 0 && bytes >= maxBytes {
+			break
+		}
+	}
+	return out
+}
+
+// ReadN's pages are the slices of Read's events for every first seq, page size
+// and byte bound, on sessions whose rows hold an event written twice, stale
+// owners' events below a newer owner's at their seqs and after its events,
+// events fenced_events lists that a later owner's events follow (Read returns
+// them) and at the session's end (Read hides them, also when a hidden row of a
+// stale owner follows them); and read page after page, they are Read's events.
+func TestReadNPagesAreSlicesOfRead(t *testing.T) {
+	addr, db := fencingDatabase(t, "readn")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	t.Cleanup(cancel) // after the parallel subtests
+	l := openNodes(t, ctx, addr, db, 1)[0]
+
+	sizes := func(seq uint64) int { return int(seq*seq*37) % 2500 }
+	var (
+		mixA, mixB, mixC []rowSpec
+	)
+	for seq := uint64(1); seq <= 10; seq++ { // owner a, epoch 1
+		mixA = append(mixA, rowSpec{seq: seq, epoch: 1, size: sizes(seq)})
+	}
+	mixA = append(mixA,
+		rowSpec{seq: 11, epoch: 1, id: "a/11", size: 5}, // a's stale batch, landed after b took over
+		rowSpec{seq: 12, epoch: 1, id: "a/12", size: 5},
+		rowSpec{seq: 14, epoch: 1, id: "a/14", size: 5}, // hidden: epoch 1 after b's epoch 2
+	)
+	mixB = []rowSpec{
+		{seq: 3, epoch: 1, size: sizes(3)}, // seq 3 written twice
+		{seq: 11, epoch: 2, size: 40}, {seq: 12, epoch: 2, size: 41}, {seq: 13, epoch: 2, size: 42}, {seq: 14, epoch: 2, size: 43},
+		// b's fenced batch, which c read before it wrote: Read returns it.
+		{seq: 15, epoch: 2, size: 700, fenced: true}, {seq: 16, epoch: 2, size: 3, fenced: true},
+	}
+	for seq := uint64(17); seq <= 40; seq++ { // owner c, epoch 3
+		mixC = append(mixC, rowSpec{seq: seq, epoch: 3, size: sizes(seq)})
+	}
+	mixC = append(mixC,
+		rowSpec{seq: 25, epoch: 2, id: "b/25", size: 9, fenced: true}, // below c's at its seq
+		// c's fenced tail, then a row of b's that Read hides: the tail stays hidden.
+		rowSpec{seq: 41, epoch: 3, size: 100, fenced: true}, rowSpec{seq: 42, epoch: 3, size: 1200, fenced: true},
+		rowSpec{seq: 43, epoch: 2, id: "b/43", size: 3},
+	)
+	insertRows(t, ctx, l, "mix", mixA, mixB, mixC)
+
+	// A session of epoch 0 whose fenced rows sit between its events and at its
+	// end, and one whose every event is fenced.
+	var plain, allFenced []rowSpec
+	for seq := uint64(1); seq <= 30; seq++ {
+		plain = append(plain, rowSpec{seq: seq, size: sizes(seq + 5), fenced: seq%4 == 0 || seq >= 27})
+	}
+	for seq := uint64(1); seq <= 4; seq++ {
+		allFenced = append(allFenced, rowSpec{seq: seq, epoch: 5, size: 10, fenced: true})
+	}
+	insertRows(t, ctx, l, "plain", plain)
+	insertRows(t, ctx, l, "fenced", allFenced)
+
+	for _, c := range []struct {
+		session string
+		last    uint64 // the session's last seq
+		want    int    // events Read returns
+	}{{"mix", 43, 40}, {"plain", 30, 26}, {"fenced", 4, 0}} {
+		t.Run(c.session, func(t *testing.T) {
+			t.Parallel()
+			whole, err := l.Read(ctx, c.session, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(whole) != c.want {
+				t.Fatalf("Read returns %d events, want %d: the rows are not what the test means", len(whole), c.want)
+			}
+			for from := uint64(1); from <= c.last+1; from++ {
+				read, err := l.Read(ctx, c.session, from)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, n := range []int{0, 1, 2, 3, 7} {
+					for _, maxBytes := range []int{0, 1, 150, 3000} {
+						if n == 0 && maxBytes == 0 {
+							continue
+						}
+						got, err := l.ReadN(ctx, c.session, from, n, maxBytes)
+						if err != nil {
+							t.Fatal(err)
+						}
+						if want := cut(read, n, maxBytes); !reflect.DeepEqual(got, want) {
+							t.Fatalf("ReadN(from %d, %d events, %d bytes) = seqs %v, want %v", from, n, maxBytes, seqs(got), seqs(want))
+						}
+					}
+				}
+			}
+			for _, n := range []int{1, 2, 3, 7} {
+				for _, maxBytes := range []int{0, 1, 3000} {
+					var all []messages.Envelope
+					for from := uint64(1); ; {
+						page, err := l.ReadN(ctx, c.session, from, n, maxBytes)
+						if err != nil {
+							t.Fatal(err)
+						}
+						if len(page) == 0 {
+							break
+						}
+						all = append(all, page...)
+						from = page[len(page)-1].Seq + 1
+					}
+					if !reflect.DeepEqual(all, whole) {
+						t.Errorf("read in pages of %d events and %d bytes: seqs %v, want Read's %v", n, maxBytes, seqs(all), seqs(whole))
+					}
+				}
+			}
+		})
+	}
+}
+
+func seqs(events []messages.Envelope) []uint64 {
+	out := make([]uint64, len(events))
+	for i, e := range events {
+		out[i] = e.Seq
+	}
+	return out
+}
+
+// rowCounting is a connection that records how many rows each read of a
+// session's events (readColumns) returned, read or not.
+type rowCounting struct {
+	driver.Conn
+	mu      sync.Mutex
+	queries []int // rows of each read
+}
+
+func (c *rowCounting) Query(ctx context.Context, query string, args ...any) (driver.Rows, error) {
+	rows, err := c.Conn.Query(ctx, query, args...)
+	if err != nil || !strings.Contains(query, "causation_id, correlation_id, ts, actor, payload") {
+		return rows, err
+	}
+	return &countedRows{Rows: rows, c: c}, nil
+}
+
+// Close leaves the connection to the Log that opened it.
+func (c *rowCounting) Close() error { return nil }
+
+// most returns the most rows one read returned, the rows of all of them, and
+// how many reads ran, since the last call.
+func (c *rowCounting) most() (most, rows, reads int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, n := range c.queries {
+		most = max(most, n)
+		rows += n
+	}
+	reads = len(c.queries)
+	c.queries = nil
+	return most, rows, reads
+}
+
+type countedRows struct {
+	driver.Rows
+	c *rowCounting
+	n int
+}
+
+func (r *countedRows) Next() bool {
+	ok := r.Rows.Next()
+	if ok {
+		r.n++
+	}
+	return ok
+}
+
+// Close counts the rows the caller left: clickhouse-go reads them too.
+func (r *countedRows) Close() error {
+	for r.Rows.Next() {
+		r.n++
+	}
+	r.c.mu.Lock()
+	r.c.queries = append(r.c.queries, r.n)
+	r.c.mu.Unlock()
+	return r.Rows.Close()
+}
+
+// A page of a long session reads about that page from ClickHouse, not the rest
+// of the session: each query of ReadN returns a window of rows sized by the
+// page, whether it is bounded by events or by bytes, and the pages read one
+// after the other are Read's events. A page bounded by bytes is read mostly in
+// one query, its window sized by the payload per row of the session's last
+// page (rowSizes): each query reads whole granules.
+func TestReadNReadsAWindowNotTheSession(t *testing.T) {
+	addr, db := fencingDatabase(t, "readnwindow")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	w := openNodes(t, ctx, addr, db, 1)[0]
+	const n = 3000
+	var events []messages.Envelope
+	for seq := uint64(1); seq <= n; seq++ {
+		e := streamEvent(t, "long", seq, &messages.TaskSubmitted{Input: strings.Repeat("y", 1000+int(seq%7)*100)})
+		events = append(events, e)
+	}
+	for i := 0; i < n; i += 500 {
+		if err := w.Append(ctx, events[i:i+500]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	conn := &rowCounting{Conn: w.conn}
+	l := start(w.cfg, conn)
+	t.Cleanup(func() { _ = l.Close() })
+
+	whole, err := l.Read(ctx, "long", 1)
+	if err != nil || len(whole) != n {
+		t.Fatalf("Read: %d events, %v; want %d", len(whole), err, n)
+	}
+	if most, _, _ := conn.most(); most != n {
+		t.Fatalf("Read's query returned %d rows, want the session's %d", most, n)
+	}
+	for _, c := range []struct {
+		n, maxBytes int
+		mostRows    int // the most rows one query may return
+	}{
+		{100, 0, 100},
+		{1000, 20 << 10, 64}, // about 20 events a page: the first window, 64 seqs, is the largest
+		{0, 50 << 10, 64},
+	} {
+		var all []messages.Envelope
+		pages := 0
+		for from := uint64(1); ; pages++ {
+			page, err := l.ReadN(ctx, "long", from, c.n, c.maxBytes)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(page) == 0 {
+				break
+			}
+			all = append(all, page...)
+			from = page[len(page)-1].Seq + 1
+		}
+		most, rows, reads := conn.most()
+		if !reflect.DeepEqual(all, whole) {
+			t.Errorf("pages of %d events and %d bytes: %d events, not Read's %d", c.n, c.maxBytes, len(all), len(whole))
+		}
+		if most > c.mostRows {
+			t.Errorf("pages of %d events and %d bytes: a query returned %d rows of the session's %d, want at most %d", c.n, c.maxBytes, most, n, c.mostRows)
+		}
+		if rows > 2*n {
+			t.Errorf("pages of %d events and %d bytes: the queries returned %d rows of the session's %d; want about one window a page, each about the page", c.n, c.maxBytes, rows, n)
+		}
+		if reads > pages+pages/2+2 {
+			t.Errorf("pages of %d events and %d bytes: %d queries for %d pages; want about one a page", c.n, c.maxBytes, reads, pages)
+		}
+	}
+}
