@@ -1022,7 +1022,7 @@ func (w *walker) walk(v any, s *jsonschema.Schema, path string, depth int) any {
 		}
 		for _, k := range slices.Sorted(maps.Keys(x)) {
 			ps, known := s.Properties[k]
-			if x[k] == nil && known && w.p.rules == ArgumentsExact && !never(ps) && !w.p.allowsNull(ps, 0) {
+			if x[k] == nil && known && w.p.rules == ArgumentsExact && !w.p.matchesNothing(ps, 0) && !w.p.allowsNull(ps, 0) {
 				if !slices.Contains(s.Required, k) {
 					delete(x, k) // null for an optional field: as if absent
 					continue
@@ -1130,6 +1130,32 @@ func (p *ArgumentParser) allowsNull(s *jsonschema.Schema, depth int) bool {
 		}
 	}
 	return true
+}
+
+// matchesNothing reports whether s forbids its value whatever it is: false, a
+// local $ref to false, an allOf branch that matches nothing, or anyOf or oneOf
+// branches none of which matches anything. A null for an optional property
+// whose schema matches nothing is refused (the property is not allowed), not
+// taken as the property's absence. depth bounds the branches followed
+// (maxRefHops).
+func (p *ArgumentParser) matchesNothing(s *jsonschema.Schema, depth int) bool {
+	if s == nil || depth > maxRefHops {
+		return false
+	}
+	if never(s) {
+		return true
+	}
+	if s.Ref != "" {
+		// The target alone: the keywords beside the $ref take nothing away.
+		if t := p.deref(&jsonschema.Schema{Ref: s.Ref}); t.Ref == "" && p.matchesNothing(t, depth+1) {
+			return true
+		}
+	}
+	nothing := func(b *jsonschema.Schema) bool { return p.matchesNothing(b, depth+1) }
+	something := func(b *jsonschema.Schema) bool { return !nothing(b) }
+	return slices.ContainsFunc(s.AllOf, nothing) ||
+		len(s.AnyOf) > 0 && !slices.ContainsFunc(s.AnyOf, something) ||
+		len(s.OneOf) > 0 && !slices.ContainsFunc(s.OneOf, something)
 }
 
 // unionTypes returns the types a value of s may have, when s, its local $ref
