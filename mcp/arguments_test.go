@@ -36,6 +36,9 @@ func TestServerToolArgumentsAreReadForItsSchema(t *testing.T) {
 	// Refs that go round: the validator would overflow the stack, ending the process.
 	srv.AddTool(&sdk.Tool{Name: "loop", InputSchema: json.RawMessage(
 		`{"$defs":{"A":{"$ref":"#/$defs/B"},"B":{"$ref":"#/$defs/A"}},"properties":{"a":{"$ref":"#/$defs/A"}},"type":"object"}`)}, handler)
+	// The same through an anchor, which the validator follows as well.
+	srv.AddTool(&sdk.Tool{Name: "anchorloop", InputSchema: json.RawMessage(
+		`{"$defs":{"A":{"$anchor":"a","allOf":[{"$ref":"#a"}]}},"properties":{"a":{"$ref":"#/$defs/A"}},"type":"object"}`)}, handler)
 	c, ctx := runServer(t, srv)
 	add, ok := c.Tool("s__add")
 	if !ok {
@@ -76,11 +79,13 @@ func TestServerToolArgumentsAreReadForItsSchema(t *testing.T) {
 	if out, err := odd.Call(ctx, tools.Call{Key: "s/3", Arguments: `{"a":"as written"}`}); err != nil || out != `{"a":"as written"}` {
 		t.Errorf("odd = %q, %v", out, err)
 	}
-	loop, ok := c.Tool("s__loop")
-	if !ok {
-		t.Fatalf("catalog = %v", c.Specs())
-	}
-	if out, err := loop.Call(ctx, tools.Call{Key: "s/4", Arguments: `{"a":1}`}); err != nil || out != `{"a":1}` {
-		t.Errorf("loop = %q, %v", out, err)
+	for _, name := range []string{"loop", "anchorloop"} {
+		loop, ok := c.Tool("s__" + name)
+		if !ok {
+			t.Fatalf("catalog = %v", c.Specs())
+		}
+		if out, err := loop.Call(ctx, tools.Call{Key: "s/4", Arguments: `{"a":1}`}); err != nil || out != `{"a":1}` {
+			t.Errorf("%s = %q, %v", name, out, err)
+		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"maps"
 	"math"
+	"net/url"
 	"reflect"
 	"regexp"
 	"slices"
@@ -129,7 +130,8 @@ func (p *ArgumentParser) number(n json.Number) any {
 // NewArgumentParser returns the parser of arguments for the schema (a JSON Schema
 // object; empty means any object) of the tool named tool. maxBytes bounds the
 // argument text (0: DefaultMaxArguments). It fails on a schema that is not valid
-// JSON Schema, or whose type is not "object".
+// JSON Schema, whose type is not "object", or whose references go round without
+// a value between (checkRefCycles), by whatever name they give their target.
 func NewArgumentParser(tool string, schema json.RawMessage, maxBytes int) (*ArgumentParser, error) {
 	s := &jsonschema.Schema{Type: "object"}
 	if len(strings.TrimSpace(string(schema))) > 0 {
@@ -608,15 +610,22 @@ func jsonProblem(err error) error {
 	return fmt.Errorf("malformed JSON: %s", strings.TrimPrefix(err.Error(), "json: "))
 }
 
-// checkRefCycles fails on a schema in which a $ref leads back to where it is
-// without going into a value (through properties, items and the like): to
+// checkRefCycles fails on a schema in which a reference leads back to where it
+// is without going into a value (through properties, items and the like): to
 // "$defs": {"A": {"$ref": "#/$defs/B"}, "B": {"allOf": [{"$ref": "#/$defs/A"}]}}.
 // The validator follows such refs for as long as its stack lasts, and a Go
 // stack overflow is not a panic that can be recovered: it ends the process. A
 // schema that refers to itself through a value (a tree whose children are
-// trees) is fine: the arguments' depth bounds it. Refs other than "#" and "#/…"
-// JSON Pointers are not followed here, and only schemas are read for refs: an
-// object in a default, examples, const or enum value is data, whatever it holds.
+// trees) is fine: the arguments' depth bounds it.
+//
+// What applies a schema to the same value as the one that holds it is followed:
+// $ref, $dynamicRef and $recursiveRef, allOf, anyOf, oneOf, not, if, then, else,
+// dependentSchemas and the schemas of dependencies. A reference is followed to
+// every schema it may name (refTargets), never to fewer than the validator
+// resolves it to: a loop the validator could go round is refused, at the price
+// of refusing, in a schema of several resources ($id), a loop only another
+// resource's schemas would make. Only schemas are read for refs: an object in a
+// default, examples, const or enum value is data, whatever it holds.
 func checkRefCycles(s *jsonschema.Schema) error {
 	b, err := json.Marshal(s)
 	if err != nil {
@@ -626,6 +635,7 @@ func checkRefCycles(s *jsonschema.Schema) error {
 	if json.Unmarshal(b, &root) != nil {
 		return nil
 	}
+	g := newRefGraph(root)
 	const (
 		unseen = iota
 		open
@@ -648,8 +658,8 @@ func checkRefCycles(s *jsonschema.Schema) error {
 		state[ptr] = open
 		var next []string
 		for _, kw := range []string{"$ref", "$dynamicRef", "$recursiveRef"} {
-			if ref, ok := node[kw].(string); ok && (ref == "#" || strings.HasPrefix(ref, "#/")) {
-				next = append(next, strings.TrimPrefix(ref, "#"))
+			if ref, ok := node[kw].(string); ok {
+				next = append(next, g.refTargets(ref)...)
 			}
 		}
 		for _, kw := range []string{"allOf", "anyOf", "oneOf"} {
@@ -664,9 +674,15 @@ func checkRefCycles(s *jsonschema.Schema) error {
 				next = append(next, ptr+"/"+kw)
 			}
 		}
-		if deps, ok := node["dependentSchemas"].(map[string]any); ok {
-			for _, k := range slices.Sorted(maps.Keys(deps)) {
-				next = append(next, ptr+"/dependentSchemas/"+pointerToken(k))
+		// dependencies (draft-07) holds schemas and lists of names: the schemas
+		// apply to the object that holds the name, as dependentSchemas' do.
+		for _, kw := range []string{"dependentSchemas", "dependencies"} {
+			if deps, ok := node[kw].(map[string]any); ok {
+				for _, k := range slices.Sorted(maps.Keys(deps)) {
+					if _, ok := deps[k].(map[string]any); ok {
+						next = append(next, ptr+"/"+kw+"/"+pointerToken(k))
+					}
+				}
 			}
 		}
 		for _, n := range next {
@@ -677,19 +693,62 @@ func checkRefCycles(s *jsonschema.Schema) error {
 		state[ptr] = done
 		return "", false
 	}
-	// Every schema in the document may be where a cycle is entered; only schemas:
-	// the values of default, examples, const and enum are data, and an object among
-	// them that holds "$ref" is no ref of the schema's.
-	var found string
-	cycle := false
-	var all func(v any, ptr string)
-	all = func(v any, ptr string) {
+	// Every schema in the document may be where a cycle is entered.
+	for _, ptr := range g.schemas {
+		if found, cycle := visit(ptr); cycle {
+			return fmt.Errorf("its $ref at %q leads back to itself without a value between: no value could be checked against it", "#"+found)
+		}
+	}
+	return nil
+}
+
+// refGraph is what checkRefCycles knows of a schema document (the schema as
+// JSON) to follow its references: where its schemas are, which of them start a
+// resource of their own ($id), and which carry an anchor.
+type refGraph struct {
+	// schemas are the JSON Pointers of the document's schemas, in document
+	// order (keys sorted): not the values of default, examples, const and enum.
+	schemas []string
+	// resources are the pointers of the root and of every schema with an $id:
+	// the documents a reference's JSON Pointer may be read in.
+	resources []string
+	// anchors are the pointers of the schemas that a fragment names: by
+	// $anchor, $dynamicAnchor, or an $id with a fragment ("#a", draft-07's
+	// anchors).
+	anchors map[string][]string
+}
+
+func newRefGraph(root any) *refGraph {
+	g := &refGraph{resources: []string{""}, anchors: map[string][]string{}}
+	var walk func(v any, ptr string)
+	walk = func(v any, ptr string) {
 		node, ok := v.(map[string]any)
-		if !ok || cycle {
+		if !ok {
 			return
 		}
-		if found, cycle = visit(ptr); cycle {
-			return
+		g.schemas = append(g.schemas, ptr)
+		for _, kw := range []string{"$anchor", "$dynamicAnchor"} {
+			if a, ok := node[kw].(string); ok && a != "" {
+				g.anchors[a] = append(g.anchors[a], ptr)
+			}
+		}
+		if id, ok := node["$id"].(string); ok && id != "" {
+			if ptr != "" {
+				g.resources = append(g.resources, ptr)
+			}
+			// jsonschema-go names a draft-07 anchor by the $id less its
+			// leading '#' ("#a" is a), and a reference by its fragment.
+			names := []string{strings.TrimPrefix(id, "#")}
+			if _, frag, ok := strings.Cut(id, "#"); ok {
+				names = append(names, frag)
+			}
+			if u, err := url.Parse(id); err == nil && u.Fragment != "" {
+				names = append(names, u.Fragment)
+			}
+			slices.Sort(names)
+			for _, a := range slices.Compact(names) {
+				g.anchors[a] = append(g.anchors[a], ptr)
+			}
 		}
 		for _, kw := range slices.Sorted(maps.Keys(node)) {
 			at := ptr + "/" + pointerToken(kw)
@@ -698,26 +757,53 @@ func checkRefCycles(s *jsonschema.Schema) error {
 			case map[string]any:
 				switch {
 				case holds == holdsSchema || kw == "items":
-					all(x, at)
+					walk(x, at)
 				case holds == holdsSchemaMap:
 					for _, k := range slices.Sorted(maps.Keys(x)) {
-						all(x[k], at+"/"+pointerToken(k))
+						walk(x[k], at+"/"+pointerToken(k))
 					}
 				}
 			case []any:
 				if holds == holdsSchemaList || kw == "items" {
 					for i, e := range x {
-						all(e, fmt.Sprintf("%s/%d", at, i))
+						walk(e, fmt.Sprintf("%s/%d", at, i))
 					}
 				}
 			}
 		}
 	}
-	all(root, "")
-	if cycle {
-		return fmt.Errorf("its $ref at %q leads back to itself without a value between: no value could be checked against it", "#"+found)
+	walk(root, "")
+	return g
+}
+
+// refTargets returns the pointers of the schemas the reference ref may name:
+// every one it names as jsonschema-go resolves it (Schema.Resolve) and maybe
+// more. The part before '#', a URI resolved against the base of where the ref
+// is, names a resource; any resource is taken. The fragment is read as written
+// and percent-decoded (jsonschema-go decodes it): empty, it names the resource;
+// a JSON Pointer is read in each resource; anything else is an anchor, and
+// names every schema with that anchor ($dynamicRef's dynamic anchors are looked
+// for by that name too, in whichever resource the validator is in).
+func (g *refGraph) refTargets(ref string) []string {
+	_, frag, _ := strings.Cut(ref, "#")
+	frags := []string{frag}
+	if u, err := url.Parse(ref); err == nil && u.Fragment != frag {
+		frags = append(frags, u.Fragment)
 	}
-	return nil
+	var out []string
+	for _, f := range frags {
+		switch {
+		case f == "":
+			out = append(out, g.resources...)
+		case strings.HasPrefix(f, "/"):
+			for _, r := range g.resources {
+				out = append(out, r+f)
+			}
+		default:
+			out = append(out, g.anchors[f]...)
+		}
+	}
+	return out
 }
 
 // What a keyword of JSON Schema (2020-12, and drafts 4 to 2019-09) holds.
@@ -936,7 +1022,7 @@ func (w *walker) walk(v any, s *jsonschema.Schema, path string, depth int) any {
 		}
 		for _, k := range slices.Sorted(maps.Keys(x)) {
 			ps, known := s.Properties[k]
-			if x[k] == nil && known && w.p.rules == ArgumentsExact && !never(ps) && !w.p.allowsNull(ps, 0) {
+			if x[k] == nil && known && w.p.rules == ArgumentsExact && !w.p.matchesNothing(ps, 0) && !w.p.allowsNull(ps, 0) {
 				if !slices.Contains(s.Required, k) {
 					delete(x, k) // null for an optional field: as if absent
 					continue
@@ -1044,6 +1130,32 @@ func (p *ArgumentParser) allowsNull(s *jsonschema.Schema, depth int) bool {
 		}
 	}
 	return true
+}
+
+// matchesNothing reports whether s forbids its value whatever it is: false, a
+// local $ref to false, an allOf branch that matches nothing, or anyOf or oneOf
+// branches none of which matches anything. A null for an optional property
+// whose schema matches nothing is refused (the property is not allowed), not
+// taken as the property's absence. depth bounds the branches followed
+// (maxRefHops).
+func (p *ArgumentParser) matchesNothing(s *jsonschema.Schema, depth int) bool {
+	if s == nil || depth > maxRefHops {
+		return false
+	}
+	if never(s) {
+		return true
+	}
+	if s.Ref != "" {
+		// The target alone: the keywords beside the $ref take nothing away.
+		if t := p.deref(&jsonschema.Schema{Ref: s.Ref}); t.Ref == "" && p.matchesNothing(t, depth+1) {
+			return true
+		}
+	}
+	nothing := func(b *jsonschema.Schema) bool { return p.matchesNothing(b, depth+1) }
+	something := func(b *jsonschema.Schema) bool { return !nothing(b) }
+	return slices.ContainsFunc(s.AllOf, nothing) ||
+		len(s.AnyOf) > 0 && !slices.ContainsFunc(s.AnyOf, something) ||
+		len(s.OneOf) > 0 && !slices.ContainsFunc(s.OneOf, something)
 }
 
 // unionTypes returns the types a value of s may have, when s, its local $ref

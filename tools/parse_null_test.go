@@ -63,3 +63,35 @@ func fieldOf(ae *tools.ArgumentError) string {
 	}
 	return ae.Field
 }
+
+// A null for a property the schema forbids is refused however the ban is
+// written: through a $ref to false, allOf, anyOf or a $ref with keywords beside
+// it, as for "gone": false. It was taken as the property's absence (Check
+// passed it on to the tool) since nulls were read against the property's whole
+// schema.
+func TestNullForAForbiddenPropertyIsRefused(t *testing.T) {
+	schema := `{"type":"object","$defs":{"No":false},"properties":{"a":{"type":"string"},
+"gone":{"$ref":"#/$defs/No"},
+"banned":{"allOf":[false]},
+"none":{"anyOf":[false,{"$ref":"#/$defs/No"}]},
+"retired":{"$ref":"#/$defs/No","description":"no longer read"}}}`
+	p, err := tools.NewArgumentParser("lookup", json.RawMessage(schema), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"gone", "banned", "none", "retired"} {
+		args := `{"a":"x","` + k + `":null}`
+		if out, err := p.ParseJSON(args); !errors.Is(err, tools.ErrInvalidArguments) {
+			t.Errorf("%s = %s, %v; want it refused", args, out, err)
+		}
+		if out, err := p.Check(args); !errors.Is(err, tools.ErrInvalidArguments) {
+			t.Errorf("%s, checked = %s, %v; want it refused", args, out, err)
+		}
+	}
+	if _, err := p.ParseJSON(`{"a":"x","gone":null}`); err == nil || !strings.Contains(err.Error(), `"gone" is not allowed`) {
+		t.Errorf("a null for gone: %v; want it refused as not allowed", err)
+	}
+	if out, err := p.ParseJSON(`{"a":"x"}`); err != nil || string(out) != `{"a":"x"}` {
+		t.Errorf("without the forbidden properties: %s, %v", out, err)
+	}
+}
