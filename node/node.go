@@ -1109,7 +1109,7 @@ func (n *Node) handleTask(msg *message.Message) error {
 		task = nil // the stamp may have changed the payload
 	}
 	// The session takes the payload the ingress decoded instead of decoding it again.
-	res, err := n.system.Root.RequestFuture(n.host, &actors.SubmitTask{Envelope: env, Task: task}, n.cfg.SubmitTimeout).Result()
+	res, err := n.submitBusTask(env, task)
 	if err != nil {
 		return fmt.Errorf("task %s for session %s: %w", env.ID, env.SessionID, err) // retried
 	}
@@ -1151,6 +1151,23 @@ func (n *Node) handleTask(msg *message.Message) error {
 		return fmt.Errorf("%w: task %s for session %s: %w", errPermanent, env.ID, env.SessionID, err)
 	}
 	return nil
+}
+
+// submitBusTask hands a task read from the bus to its session and returns the
+// session's answer (a *actors.TaskAccepted or an error), or actor.ErrTimeout after
+// SubmitTimeout, as a request's future would, through a channel instead: a future
+// registers a process and starts a timer of its own for each task.
+func (n *Node) submitBusTask(env messages.Envelope, task *messages.TaskSubmitted) (any, error) {
+	reply := make(chan any, 1)
+	n.system.Root.Send(n.host, &actors.SubmitTask{Envelope: env, Task: task, Reply: reply})
+	wait := time.NewTimer(n.cfg.SubmitTimeout)
+	defer wait.Stop()
+	select {
+	case res := <-reply:
+		return res, nil
+	case <-wait.C:
+		return nil, actor.ErrTimeout
+	}
 }
 
 // taskTopicType returns the type of a message read from the tasks topic, and the
