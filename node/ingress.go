@@ -277,12 +277,14 @@ func (in *Ingress) checkAgent(name string) error {
 func isEnvelope(payload []byte) bool {
 	var typ, body, bad bool
 	ok := scanMembers(payload, func(raw, value []byte) {
-		key := string(raw)
+		key := string(raw) // compared only: a short key is not copied to the heap
 		if !plainASCII(raw) {
-			if json.Unmarshal(append(append([]byte{'"'}, raw...), '"'), &key) != nil {
+			var unquoted string
+			if json.Unmarshal(append(append([]byte{'"'}, raw...), '"'), &unquoted) != nil {
 				bad = true
 				return
 			}
+			key = unquoted
 		}
 		switch {
 		case strings.EqualFold(key, "type"):
