@@ -21,12 +21,17 @@ func hasReaders(pub message.Publisher, topic string) bool {
 	return !ok || r.HasReaders(topic)
 }
 
-// busMessage wraps encoded bytes as a bus message keyed by session ID.
+// busMessage wraps encoded bytes as a bus message keyed by session ID, to be
+// published. It is built without message.NewMessage's two acknowledgement
+// channels, which only a message handed to a handler uses: a publisher acks
+// nothing it is given (the embedded bus hands its subscribers copies, the Kafka
+// publisher encodes it), and a session publishes nine of these per task. Ack and
+// Nack work on it as on any message; its Acked and Nacked channels never fire.
 func busMessage(id, sessionID string, typ messages.Type, payload []byte) *message.Message {
-	m := message.NewMessage(id, payload)
-	m.Metadata.Set(messages.MetaSessionID, sessionID)
+	md := make(message.Metadata, 2)
+	md[messages.MetaSessionID] = sessionID
 	if typ != "" {
-		m.Metadata.Set(messages.MetaType, string(typ))
+		md[messages.MetaType] = string(typ)
 	}
-	return m
+	return &message.Message{UUID: id, Metadata: md, Payload: payload}
 }

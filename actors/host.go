@@ -298,23 +298,21 @@ func (h *SessionHost) endGivenUp(ctx actor.Context, s *hosted) {
 	h.spawn(ctx, s.id, false, g)
 }
 
-// answerDeadLetter answers a SubmitTask with Done that reached the dead letters
-// with ErrNotOwner, which the node retries: the host forwarded it to a session
-// actor that had stopped on its own (its supervisor gave up on it) before the host
-// handled its Terminated, and the next try starts the session again. The dead
-// letters answer a request with a sender (DeadLetterResponse), but not one with
-// Done, whose submitter waited for its SubmitTimeout. Done has room for one answer,
-// and several hosts of one system may see the event: the first answers.
+// answerDeadLetter answers a SubmitTask with Done or Reply that reached the dead
+// letters with ErrNotOwner, which the node retries: the host forwarded it to a
+// session actor that had stopped on its own (its supervisor gave up on it) before
+// the host handled its Terminated, and the next try starts the session again. The
+// dead letters answer a request with a sender (DeadLetterResponse), but not one
+// with Done or Reply, whose submitter waited for its SubmitTimeout. Each has room
+// for one answer, and several hosts of one system may see the event: the first
+// answers.
 func answerDeadLetter(evt any) {
 	d, ok := evt.(*actor.DeadLetterEvent)
 	if !ok {
 		return
 	}
-	if m, ok := d.Message.(*SubmitTask); ok && m.Done != nil {
-		select {
-		case m.Done <- fmt.Errorf("%w: session %s: its actor had stopped before the task %s reached it", ErrNotOwner, m.Envelope.SessionID, m.Envelope.ID):
-		default:
-		}
+	if m, ok := d.Message.(*SubmitTask); ok && (m.Done != nil || m.Reply != nil) {
+		m.hand(fmt.Errorf("%w: session %s: its actor had stopped before the task %s reached it", ErrNotOwner, m.Envelope.SessionID, m.Envelope.ID))
 	}
 }
 
@@ -655,11 +653,7 @@ func answerRequest(system *actor.ActorSystem, msg any, sender *actor.PID, why er
 	switch m := msg.(type) {
 	case *SubmitTask:
 		err := fmt.Errorf("%w (task %s)", why, m.Envelope.ID)
-		if m.Done != nil {
-			select {
-			case m.Done <- err:
-			default: // answered already (Done has room for one answer)
-			}
+		if m.hand(err) { // to Done or Reply, unless answered already
 			return
 		}
 		reply = err

@@ -226,7 +226,7 @@ func (d *SessionDeps) withDefaults() {
 }
 
 // SubmitTask asks a session to run a task. The reply is a *TaskAccepted or an error,
-// sent to the sender, or to Done when it is set.
+// sent to the sender, or to Done or Reply when one is set.
 type SubmitTask struct {
 	Envelope messages.Envelope
 	// Task, when set, is Envelope's payload decoded, as the sender made it (the
@@ -238,6 +238,12 @@ type SubmitTask struct {
 	// durably recorded (or was before), else the error it was refused with. It must
 	// have room for it: the session does not wait.
 	Done chan<- error
+	// Reply, when set (and Done is not), receives the answer instead of the sender:
+	// the *TaskAccepted (Duplicate says whether the task was recorded before) or the
+	// error. It must have room for it: the session does not wait. A sender that
+	// needs the answer whole takes it there rather than through a future, which
+	// registers a process and a timer for each task.
+	Reply chan<- any
 	// New says that Envelope.ID was made for this submission by an ID source that
 	// never makes the same ID twice (UniqueIDs), so that no log holds it yet. A
 	// session that is not running then starts without reading its log (see
@@ -250,12 +256,31 @@ type SubmitTask struct {
 
 // answer answers m: res is a *TaskAccepted or an error.
 func (m *SubmitTask) answer(ctx actor.Context, res any) {
-	if m.Done == nil {
+	if !m.hand(res) {
 		ctx.Respond(res)
-		return
 	}
-	err, _ := res.(error)
-	m.Done <- err
+}
+
+// hand gives res, a *TaskAccepted or an error, to Done or Reply, and reports
+// whether m has either (false: the sender is answered). Each has room for one
+// answer: one that holds an answer already keeps it.
+func (m *SubmitTask) hand(res any) bool {
+	switch {
+	case m.Done != nil:
+		err, _ := res.(error)
+		select {
+		case m.Done <- err:
+		default:
+		}
+	case m.Reply != nil:
+		select {
+		case m.Reply <- res:
+		default:
+		}
+	default:
+		return false
+	}
+	return true
 }
 
 // TaskAccepted answers SubmitTask once the task is durably recorded.

@@ -405,31 +405,37 @@ func taskKeys(body []byte) (deadline, taskID []byte, err error) {
 		return nil, nil, fmt.Errorf("%w: the body must be a JSON object", ErrBadTask)
 	}
 	names := taskFields()
-	var seen [16]string // Task has fewer fields
+	// The keys seen, as decoded: a plain key is its bytes in body. A key is looked
+	// up and compared as a string that is not copied to the heap (a short one);
+	// only an error keeps a copy.
+	var seen [16][]byte // Task has fewer fields
 	n := 0
 	scanMembers(body, func(raw, value []byte) {
 		if err != nil {
 			return
 		}
-		key := string(raw)
+		decoded, key := raw, string(raw)
 		if !plainASCII(raw) {
-			if uerr := json.Unmarshal(append(append([]byte{'"'}, raw...), '"'), &key); uerr != nil {
+			var unquoted string
+			if uerr := json.Unmarshal(append(append([]byte{'"'}, raw...), '"'), &unquoted); uerr != nil {
 				err = fmt.Errorf("%w: malformed JSON: %v", ErrBadTask, uerr)
 				return
 			}
+			decoded, key = []byte(unquoted), unquoted
 		}
 		switch {
 		case !names[key]:
+			key := strings.Clone(key)
 			err = fmt.Errorf("%w: unknown field %s", ErrBadTask, QuoteHead(key))
 			for name := range names {
 				if strings.EqualFold(name, key) {
 					err = fmt.Errorf("%w: unknown field %s (field names are case-sensitive: %q)", ErrBadTask, QuoteHead(key), name)
 				}
 			}
-		case slices.Contains(seen[:n], key):
-			err = fmt.Errorf("%w: duplicate key %s", ErrBadTask, QuoteHead(key))
+		case slices.ContainsFunc(seen[:n], func(k []byte) bool { return string(k) == key }):
+			err = fmt.Errorf("%w: duplicate key %s", ErrBadTask, QuoteHead(strings.Clone(key)))
 		default:
-			seen[n] = key
+			seen[n] = decoded
 			n++
 			switch key {
 			case "deadline_ms":

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -104,16 +105,63 @@ func (o *sessionOrder) Close() error { return o.sub.Close() }
 // else none: a task that names no session gets one named after its message ID, so
 // it has no order to keep with any other message but its own redeliveries.
 func orderKey(msg *message.Message) string {
-	var probe struct {
-		SessionID string `json:"session_id"`
-	}
-	if json.Unmarshal(msg.Payload, &probe) == nil && probe.SessionID != "" {
-		return probe.SessionID
+	if sid := payloadSessionID(msg.Payload); sid != "" {
+		return sid
 	}
 	if sid := msg.Metadata.Get(messages.MetaSessionID); sid != "" {
 		return sid
 	}
 	return "\x00message:" + msg.UUID
+}
+
+// payloadSessionID returns what decoding payload into
+// struct{SessionID string `json:"session_id"`} gives, "" when the decoding fails:
+// for one valid JSON object, the value of its last member named session_id in any
+// case (encoding/json matches keys as bytes.EqualFold does) whose value is not
+// null, when no such member's value is other than a string or null. It reads the
+// object's keys only, and decodes a key or the value only when it has escapes or
+// other than ASCII.
+func payloadSessionID(payload []byte) string {
+	if !messages.ValidJSON(payload) {
+		return ""
+	}
+	var id []byte // the value, quoted
+	bad := false
+	scanMembers(payload, func(raw, value []byte) {
+		if bad {
+			return
+		}
+		key := string(raw) // compared only: a short key is not copied to the heap
+		if !plainASCII(raw) {
+			var unquoted string
+			if json.Unmarshal(append(append([]byte{'"'}, raw...), '"'), &unquoted) != nil {
+				bad = true
+				return
+			}
+			key = unquoted
+		}
+		if !strings.EqualFold(key, "session_id") {
+			return
+		}
+		switch {
+		case string(value) == "null": // leaves a string as it was
+		case value[0] == '"':
+			id = value
+		default:
+			bad = true // a type error: the decoding fails
+		}
+	})
+	if bad || len(id) < 2 {
+		return ""
+	}
+	if text := id[1 : len(id)-1]; plainASCII(text) {
+		return string(text)
+	}
+	var sid string
+	if json.Unmarshal(id, &sid) != nil {
+		return ""
+	}
+	return sid
 }
 
 // queuedTask is a bus message a sessionOrder holds.

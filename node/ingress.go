@@ -189,21 +189,23 @@ func (n *Node) Ingress() *Ingress { return n.ingress }
 // session is its session_id, else the Arrival's key, else one named after the
 // message ID; every other source takes a strict JSON task body (DecodeTask).
 func (in *Ingress) Decode(a Arrival) (messages.Envelope, error) {
-	env, _, err := in.decode(a)
+	env, _, _, err := in.decode(a)
 	return env, err
 }
 
-// decode is Decode; named is the task's task_id (Task.TaskID), "" when it names none.
-func (in *Ingress) decode(a Arrival) (env messages.Envelope, named string, err error) {
+// decode is Decode; task is the envelope's payload, decoded (what
+// actors.SubmitTask.Task takes, so that the session does not decode it again), and
+// named is the task's task_id (Task.TaskID), "" when it names none.
+func (in *Ingress) decode(a Arrival) (env messages.Envelope, task *messages.TaskSubmitted, named string, err error) {
 	if a.Source == SourceBus && len(a.Payload) == 0 {
 		// A record without a value (null: a tombstone) or with an empty one; JSON's
 		// "unexpected end of JSON input" would not say which part was wrong.
-		return messages.Envelope{}, "", fmt.Errorf("%w: the record has no value (empty, or null: a tombstone): a task is a JSON object such as {\"input\":\"…\"}", ErrBadTask)
+		return messages.Envelope{}, nil, "", fmt.Errorf("%w: the record has no value (empty, or null: a tombstone): a task is a JSON object such as {\"input\":\"…\"}", ErrBadTask)
 	}
 	if !utf8.Valid(a.Payload) {
 		// encoding/json would read each bad byte as U+FFFD: the task would run on
 		// text other than the one sent (Latin-1 from a producer, say).
-		return messages.Envelope{}, "", fmt.Errorf("%w: the message is not valid UTF-8 (byte %d): JSON is sent in UTF-8", ErrBadTask, messages.InvalidUTF8At(a.Payload))
+		return messages.Envelope{}, nil, "", fmt.Errorf("%w: the message is not valid UTF-8 (byte %d): JSON is sent in UTF-8", ErrBadTask, messages.InvalidUTF8At(a.Payload))
 	}
 	valid := messages.ValidJSON(a.Payload)
 	if a.Source == SourceBus && valid && isEnvelope(a.Payload) {
@@ -211,10 +213,10 @@ func (in *Ingress) decode(a Arrival) (env messages.Envelope, named string, err e
 	}
 	t, err := decodeTask(a.Payload, valid)
 	if err != nil {
-		return messages.Envelope{}, "", err
+		return messages.Envelope{}, nil, "", err
 	}
-	env, err = in.admit(t, a, nil)
-	return env, t.TaskID, err
+	env, task, err = in.admitTask(t, a, nil)
+	return env, task, t.TaskID, err
 }
 
 // Admit checks a task given as a value (Go code, the CLI) and returns its
@@ -275,12 +277,14 @@ func (in *Ingress) checkAgent(name string) error {
 func isEnvelope(payload []byte) bool {
 	var typ, body, bad bool
 	ok := scanMembers(payload, func(raw, value []byte) {
-		key := string(raw)
+		key := string(raw) // compared only: a short key is not copied to the heap
 		if !plainASCII(raw) {
-			if json.Unmarshal(append(append([]byte{'"'}, raw...), '"'), &key) != nil {
+			var unquoted string
+			if json.Unmarshal(append(append([]byte{'"'}, raw...), '"'), &unquoted) != nil {
 				bad = true
 				return
 			}
+			key = unquoted
 		}
 		switch {
 		case strings.EqualFold(key, "type"):
@@ -430,40 +434,41 @@ const MaxTaskMessageID = 512
 // admitEnvelope checks a task.submitted envelope a client published whole by the
 // rules a plain task passes (its deadline is absolute already, and its session ID is
 // the envelope's), and redacts its input. A task with a task_id gets the ID a plain
-// task of that name gets in its session (namedTaskID); named is its task_id.
-func (in *Ingress) admitEnvelope(payload []byte) (messages.Envelope, string, error) {
+// task of that name gets in its session (namedTaskID). It returns the envelope, its
+// payload decoded, and the task_id.
+func (in *Ingress) admitEnvelope(payload []byte) (messages.Envelope, *messages.TaskSubmitted, string, error) {
 	env, err := messages.Unmarshal(payload)
 	if err != nil {
-		return env, "", err
+		return env, nil, "", err
 	}
 	if env.Type != messages.TypeTaskSubmitted {
-		return messages.Envelope{}, "", fmt.Errorf("%w: a %s envelope on %s; a task is a %s envelope or a plain JSON task",
+		return messages.Envelope{}, nil, "", fmt.Errorf("%w: a %s envelope on %s; a task is a %s envelope or a plain JSON task",
 			ErrBadTask, env.Type, messages.TopicTasks, messages.TypeTaskSubmitted)
 	}
 	p, err := env.Decode()
 	if err != nil {
-		return messages.Envelope{}, "", err
+		return messages.Envelope{}, nil, "", err
 	}
 	ts := p.(*messages.TaskSubmitted)
 	t := Task{Input: ts.Input, SessionID: env.SessionID, Agent: ts.Agent, MaxSteps: ts.MaxSteps, MaxTokens: ts.MaxTokens, MaxCostUSD: ts.MaxCostUSD, ReplyTopic: ts.ReplyTopic,
 		TaskID: ts.TaskID}
 	if err := in.checkTask(t); err != nil {
-		return messages.Envelope{}, "", err
+		return messages.Envelope{}, nil, "", err
 	}
 	if err := in.checkSessionShape(env.SessionID); err != nil {
-		return messages.Envelope{}, "", err
+		return messages.Envelope{}, nil, "", err
 	}
 	if err := checkParent(env, ts.Parent); err != nil {
-		return messages.Envelope{}, "", err
+		return messages.Envelope{}, nil, "", err
 	}
 	if t.TaskID != "" {
 		if err := in.checkTaskIDShape(t.TaskID); err != nil {
-			return messages.Envelope{}, "", err
+			return messages.Envelope{}, nil, "", err
 		}
 		// A named task's ID is its name's in its session, whoever built the envelope.
 		env.ID = namedTaskID(env.SessionID, t.TaskID)
 	} else if err := checkTaskMessageID(env.ID); err != nil {
-		return messages.Envelope{}, "", err
+		return messages.Envelope{}, nil, "", err
 	}
 	// The core blocks are the node's to give (a client's are replaced): they go in
 	// the system prompt.
@@ -475,11 +480,11 @@ func (in *Ingress) admitEnvelope(payload []byte) (messages.Envelope, string, err
 		ts.Input, ts.Memory = redacted, memory
 		b, err := json.Marshal(ts)
 		if err != nil {
-			return messages.Envelope{}, "", fmt.Errorf("messages: encode %s: %w", env.Type, err)
+			return messages.Envelope{}, nil, "", fmt.Errorf("messages: encode %s: %w", env.Type, err)
 		}
 		env.Payload = b
 	}
-	return env, ts.TaskID, nil
+	return env, ts, ts.TaskID, nil
 }
 
 // checkParent refuses a task.submitted envelope whose parent (its task is a

@@ -1050,7 +1050,7 @@ func (n *Node) handleTask(msg *message.Message) error {
 		}
 		arrival.Payload = b
 	}
-	env, err := n.ingress.Decode(arrival)
+	env, task, _, err := n.ingress.decode(arrival)
 	if err != nil {
 		if errors.Is(err, ErrBadTask) {
 			why := ""
@@ -1087,7 +1087,7 @@ func (n *Node) handleTask(msg *message.Message) error {
 	// task read after its deadline must fail at once wherever it was placed. (A
 	// reference to a stored task names an envelope already.)
 	var as []byte
-	if msg.Metadata.Get(messages.MetaStored) == "" && hasDeadline(env) {
+	if msg.Metadata.Get(messages.MetaStored) == "" && task.DeadlineUS != 0 {
 		if as, err = messages.Marshal(env); err != nil {
 			return fmt.Errorf("task message %s: encode its envelope to forward it: %w", msg.UUID, err) // retried
 		}
@@ -1106,8 +1106,10 @@ func (n *Node) handleTask(msg *message.Message) error {
 		var end func()
 		env, end = n.tracing.stamp(telemetry.Extract(msg.Context(), msg.Metadata), env)
 		defer end()
+		task = nil // the stamp may have changed the payload
 	}
-	res, err := n.system.Root.RequestFuture(n.host, &actors.SubmitTask{Envelope: env}, n.cfg.SubmitTimeout).Result()
+	// The session takes the payload the ingress decoded instead of decoding it again.
+	res, err := n.submitBusTask(env, task)
 	if err != nil {
 		return fmt.Errorf("task %s for session %s: %w", env.ID, env.SessionID, err) // retried
 	}
@@ -1151,14 +1153,21 @@ func (n *Node) handleTask(msg *message.Message) error {
 	return nil
 }
 
-// hasDeadline reports whether env is a task with a deadline.
-func hasDeadline(env messages.Envelope) bool {
-	p, err := env.Decode()
-	if err != nil {
-		return false
+// submitBusTask hands a task read from the bus to its session and returns the
+// session's answer (a *actors.TaskAccepted or an error), or actor.ErrTimeout after
+// SubmitTimeout, as a request's future would, through a channel instead: a future
+// registers a process and starts a timer of its own for each task.
+func (n *Node) submitBusTask(env messages.Envelope, task *messages.TaskSubmitted) (any, error) {
+	reply := make(chan any, 1)
+	n.system.Root.Send(n.host, &actors.SubmitTask{Envelope: env, Task: task, Reply: reply})
+	wait := time.NewTimer(n.cfg.SubmitTimeout)
+	defer wait.Stop()
+	select {
+	case res := <-reply:
+		return res, nil
+	case <-wait.C:
+		return nil, actor.ErrTimeout
 	}
-	task, ok := p.(*messages.TaskSubmitted)
-	return ok && task.DeadlineUS != 0
 }
 
 // taskTopicType returns the type of a message read from the tasks topic, and the
@@ -1681,11 +1690,11 @@ type Submitted struct {
 // task as Submit does. Every error for a task that breaks a rule wraps ErrBadTask;
 // others say why the task was not accepted.
 func (n *Node) SubmitFrom(ctx context.Context, a Arrival) (Submitted, error) {
-	env, named, err := n.ingress.decode(a)
+	env, task, named, err := n.ingress.decode(a)
 	if err != nil {
 		return Submitted{}, err
 	}
-	session, err := n.submitNew(ctx, env, nil, named == "" && n.ingress.mintsID(a))
+	session, err := n.submitNew(ctx, env, task, named == "" && n.ingress.mintsID(a))
 	if err != nil {
 		return Submitted{}, err
 	}
