@@ -115,7 +115,9 @@ func (s *Server) Close() error { return s.push.Close() }
 // PrunePushes deletes from the log, every hour (the first time after a random
 // part of it, so that the nodes over one log seldom do at once), the push configs
 // of the tasks that ended PushRetention ago (PushStore.Prune), until ctx ends.
-// It does nothing without ServerConfig.PushLog.
+// Before, it posts the ends not posted (FinishPushes): a running node does what
+// a node that starts does (ResumePushes), so that an end a closing node cut is
+// posted while no node starts. It does nothing without ServerConfig.PushLog.
 func (s *Server) PrunePushes(ctx context.Context) {
 	if s.pushes == nil {
 		return
@@ -129,6 +131,7 @@ func (s *Server) PrunePushes(ctx context.Context) {
 			return
 		case <-t.C:
 		}
+		s.FinishPushes(ctx)
 		n, err := s.pushes.Prune(ctx, time.Now().Add(-PushRetention))
 		switch {
 		case err != nil && ctx.Err() == nil:
@@ -854,6 +857,14 @@ func (s *PushSender) drain(q *pushQueue, task sdk.TaskID) {
 		q.cut = nil
 		s.mu.Unlock()
 	}
+}
+
+// busy reports whether a post of task to cfg is queued or in flight.
+func (s *PushSender) busy(task sdk.TaskID, cfg *sdk.PushConfig) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	q := s.queues[pushKey{task: task, config: cfg.ID, url: cfg.URL}]
+	return q != nil && (q.running || len(q.pending) > 0)
 }
 
 // Close stops the sender: nothing is queued after it, the posts in flight and
