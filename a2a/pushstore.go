@@ -597,6 +597,20 @@ func (s *PushStore) EndPosted(id sdk.TaskID, configID string) bool {
 	return t != nil && t.final[configID]
 }
 
+// Current reports whether cfg is still task id's config of its ID, with its URL
+// and token, as the store read the task's configs within pushRefresh: one
+// deleted, or set again with another, is not. A read that fails says it is.
+func (s *PushStore) Current(ctx context.Context, id sdk.TaskID, cfg *sdk.PushConfig) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, err := s.load(ctx, id, false)
+	if err != nil {
+		return true
+	}
+	c := t.configs[cfg.ID]
+	return c != nil && c.URL == cfg.URL && c.Token == cfg.Token
+}
+
 // Unfinished returns task id's configs its end was not posted to (Final), sorted
 // by ID.
 func (s *PushStore) Unfinished(ctx context.Context, id sdk.TaskID) ([]*sdk.PushConfig, error) {
@@ -631,7 +645,9 @@ func copyConfig(c *sdk.PushConfig) *sdk.PushConfig {
 // whose secrets its store does not know (PushStore.Withheld) gets no notification,
 // nor an update of a running task once its end was posted to the config
 // (PushStore.EndPosted: by this process before a restart, or by another node): a
-// stale update would tell the webhook that a task that ended runs again.
+// stale update would tell the webhook that a task that ended runs again. A config
+// deleted (or changed) while a notification of its is tried again gets no more
+// tries (PushStore.Current).
 type storeSender struct {
 	*PushSender
 	store *PushStore
@@ -653,5 +669,5 @@ func (s storeSender) SendPush(ctx context.Context, cfg *sdk.PushConfig, task *sd
 	if !task.Status.State.Terminal() && s.store.EndPosted(task.ID, cfg.ID) {
 		return nil
 	}
-	return s.PushSender.push(ctx, cfg, task, s.store.V1(task.ID, cfg.ID))
+	return s.PushSender.push(ctx, cfg, task, s.store.V1(task.ID, cfg.ID), s.store.Current)
 }
