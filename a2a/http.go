@@ -678,6 +678,10 @@ const (
 	pushEndTimeout    = 10 * time.Minute
 )
 
+// pushIdleConnTimeout is how long a keep-alive connection to a webhook is kept
+// unused (PushSender.Close closes them all).
+const pushIdleConnTimeout = 90 * time.Second
+
 // NewPushSender builds a sender with allow as its allow list.
 func NewPushSender(allow []string, logger *slog.Logger) (*PushSender, error) {
 	policy, err := tools.NewAddressPolicy(allow)
@@ -687,7 +691,8 @@ func NewPushSender(allow []string, logger *slog.Logger) (*PushSender, error) {
 	s := &PushSender{policy: policy, logger: logger, attempts: 4, backoff: 500 * time.Millisecond,
 		endAttempts: pushEndAttempts, endBackoffMax: pushEndBackoffMax, endTimeout: pushEndTimeout}
 	s.life, s.stop = context.WithCancel(context.Background())
-	tr := &http.Transport{DialContext: s.dial, TLSHandshakeTimeout: 10 * time.Second, ResponseHeaderTimeout: 10 * time.Second}
+	tr := &http.Transport{DialContext: s.dial, TLSHandshakeTimeout: 10 * time.Second, ResponseHeaderTimeout: 10 * time.Second,
+		IdleConnTimeout: pushIdleConnTimeout}
 	s.client = &http.Client{Timeout: 15 * time.Second, Transport: tr,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	return s, nil
@@ -894,13 +899,15 @@ func (s *PushSender) busy(task sdk.TaskID, cfg *sdk.PushConfig) bool {
 // after it returns (where the next node that follows a task posts). What was
 // queued and not posted is not: a task's end, not recorded as posted
 // (PushStore.Final), is posted by the next node that starts
-// (Server.ResumePushes). It is idempotent.
+// (Server.ResumePushes). Its keep-alive connections to webhooks are closed. It
+// is idempotent.
 func (s *PushSender) Close() error {
 	s.mu.Lock()
 	s.closed = true
 	s.mu.Unlock()
 	s.stop()
 	s.drains.Wait()
+	s.client.CloseIdleConnections()
 	return nil
 }
 
