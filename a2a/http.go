@@ -783,7 +783,8 @@ func (s *PushSender) push(ctx context.Context, cfg *sdk.PushConfig, task *sdk.Ta
 	if s.closed {
 		// The node stops: a post now could land after those of the node that
 		// follows the task next. Its end, not recorded as posted, is posted by
-		// the next node that starts (Server.ResumePushes).
+		// the next node that starts (Server.ResumePushes), or by a node that
+		// runs (Server.FinishPushes).
 		return nil
 	}
 	if s.queues == nil {
@@ -899,7 +900,7 @@ func (s *PushSender) busy(task sdk.TaskID, cfg *sdk.PushConfig) bool {
 // after it returns (where the next node that follows a task posts). What was
 // queued and not posted is not: a task's end, not recorded as posted
 // (PushStore.Final), is posted by the next node that starts
-// (Server.ResumePushes). Its keep-alive connections to webhooks are closed. It
+// (Server.ResumePushes), or by a node that runs (Server.FinishPushes). Its keep-alive connections to webhooks are closed. It
 // is idempotent.
 func (s *PushSender) Close() error {
 	s.mu.Lock()
