@@ -115,7 +115,9 @@ func (s *Server) Close() error { return s.push.Close() }
 // PrunePushes deletes from the log, every hour (the first time after a random
 // part of it, so that the nodes over one log seldom do at once), the push configs
 // of the tasks that ended PushRetention ago (PushStore.Prune), until ctx ends.
-// It does nothing without ServerConfig.PushLog.
+// Before, it posts the ends not posted (FinishPushes): a running node does what
+// a node that starts does (ResumePushes), so that an end a closing node cut is
+// posted while no node starts. It does nothing without ServerConfig.PushLog.
 func (s *Server) PrunePushes(ctx context.Context) {
 	if s.pushes == nil {
 		return
@@ -129,6 +131,7 @@ func (s *Server) PrunePushes(ctx context.Context) {
 			return
 		case <-t.C:
 		}
+		s.FinishPushes(ctx)
 		n, err := s.pushes.Prune(ctx, time.Now().Add(-PushRetention))
 		switch {
 		case err != nil && ctx.Err() == nil:
@@ -658,6 +661,8 @@ type pushItem struct {
 	cfg   *sdk.PushConfig
 	body  []byte
 	state sdk.TaskState
+	// current tells whether cfg is still the task's config (nil: not asked).
+	current func(context.Context, sdk.TaskID, *sdk.PushConfig) bool
 }
 
 // maxPushQueues bounds the queues a sender keeps; past it, idle ones are forgotten.
@@ -673,6 +678,10 @@ const (
 	pushEndTimeout    = 10 * time.Minute
 )
 
+// pushIdleConnTimeout is how long a keep-alive connection to a webhook is kept
+// unused (PushSender.Close closes them all).
+const pushIdleConnTimeout = 90 * time.Second
+
 // NewPushSender builds a sender with allow as its allow list.
 func NewPushSender(allow []string, logger *slog.Logger) (*PushSender, error) {
 	policy, err := tools.NewAddressPolicy(allow)
@@ -682,7 +691,8 @@ func NewPushSender(allow []string, logger *slog.Logger) (*PushSender, error) {
 	s := &PushSender{policy: policy, logger: logger, attempts: 4, backoff: 500 * time.Millisecond,
 		endAttempts: pushEndAttempts, endBackoffMax: pushEndBackoffMax, endTimeout: pushEndTimeout}
 	s.life, s.stop = context.WithCancel(context.Background())
-	tr := &http.Transport{DialContext: s.dial, TLSHandshakeTimeout: 10 * time.Second, ResponseHeaderTimeout: 10 * time.Second}
+	tr := &http.Transport{DialContext: s.dial, TLSHandshakeTimeout: 10 * time.Second, ResponseHeaderTimeout: 10 * time.Second,
+		IdleConnTimeout: pushIdleConnTimeout}
 	s.client = &http.Client{Timeout: 15 * time.Second, Transport: tr,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	return s, nil
@@ -732,12 +742,15 @@ func (s *PushSender) dial(ctx context.Context, network, addr string) (net.Conn, 
 // recorded. The task is posted as A2A 0.3 has it (a config of a 1.0 client:
 // PushStore's sender posts 1.0's StreamResponse).
 func (s *PushSender) SendPush(ctx context.Context, cfg *sdk.PushConfig, task *sdk.Task) error {
-	return s.push(ctx, cfg, task, false)
+	return s.push(ctx, cfg, task, false, nil)
 }
 
 // push is SendPush, posting the task as A2A 1.0's StreamResponse ({"task": …} in
-// 1.0's JSON, as the 1.0 SDKs post a notification and parse one) when v1.
-func (s *PushSender) push(ctx context.Context, cfg *sdk.PushConfig, task *sdk.Task, v1 bool) error {
+// 1.0's JSON, as the 1.0 SDKs post a notification and parse one) when v1. current
+// (nil: none), asked before each retry, tells whether cfg is still the task's
+// config (PushStore.Current): one deleted, or set again with another URL or
+// token, gets no more of the task's notifications.
+func (s *PushSender) push(ctx context.Context, cfg *sdk.PushConfig, task *sdk.Task, v1 bool, current func(context.Context, sdk.TaskID, *sdk.PushConfig) bool) error {
 	if !task.Status.State.Terminal() {
 		for _, a := range task.Artifacts {
 			if partial, _ := a.Metadata[PartialKey].(bool); partial {
@@ -770,7 +783,8 @@ func (s *PushSender) push(ctx context.Context, cfg *sdk.PushConfig, task *sdk.Ta
 	if s.closed {
 		// The node stops: a post now could land after those of the node that
 		// follows the task next. Its end, not recorded as posted, is posted by
-		// the next node that starts (Server.ResumePushes).
+		// the next node that starts (Server.ResumePushes), or by a node that
+		// runs (Server.FinishPushes).
 		return nil
 	}
 	if s.queues == nil {
@@ -791,7 +805,7 @@ func (s *PushSender) push(ctx context.Context, cfg *sdk.PushConfig, task *sdk.Ta
 	if q.ended && !task.Status.State.Terminal() {
 		return nil // an update from before the end, come late
 	}
-	it := pushItem{cfg: &c, body: body, state: task.Status.State}
+	it := pushItem{cfg: &c, body: body, state: task.Status.State, current: current}
 	if it.state.Terminal() && !q.ended {
 		// The end says all the updates before it say (each post is the whole
 		// task): those waiting are not posted, the one in flight is not tried
@@ -843,17 +857,42 @@ func (s *PushSender) drain(q *pushQueue, task sdk.TaskID) {
 		q.pending = q.pending[1:]
 		if it.state.Terminal() {
 			s.mu.Unlock()
-			s.send(s.life, it, task, nil)
+			if s.send(s.life, it, task, nil) {
+				s.dropQueued(q, it.cfg)
+			}
 			continue
 		}
 		superseded := make(chan struct{})
 		q.cut = sync.OnceFunc(func() { close(superseded) })
 		s.mu.Unlock()
-		s.send(s.life, it, task, superseded)
+		gone := s.send(s.life, it, task, superseded)
 		s.mu.Lock()
 		q.cut = nil
 		s.mu.Unlock()
+		if gone {
+			s.dropQueued(q, it.cfg)
+		}
 	}
+}
+
+// dropQueued forgets the notifications q holds for cfg, a config deleted or
+// changed (not those queued since with the config as it was set again).
+func (s *PushSender) dropQueued(q *pushQueue, cfg *sdk.PushConfig) {
+	s.mu.Lock()
+	q.pending = slices.DeleteFunc(q.pending, func(p pushItem) bool { return p.cfg.Token == cfg.Token })
+	s.mu.Unlock()
+}
+
+// errConfigGone ends the tries of a notification whose config was deleted, or
+// set again with another URL or token, since it was queued.
+var errConfigGone = errors.New("a2a push: the push config was deleted or changed")
+
+// busy reports whether a post of task to cfg is queued or in flight.
+func (s *PushSender) busy(task sdk.TaskID, cfg *sdk.PushConfig) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	q := s.queues[pushKey{task: task, config: cfg.ID, url: cfg.URL}]
+	return q != nil && (q.running || len(q.pending) > 0)
 }
 
 // Close stops the sender: nothing is queued after it, the posts in flight and
@@ -861,13 +900,15 @@ func (s *PushSender) drain(q *pushQueue, task sdk.TaskID) {
 // after it returns (where the next node that follows a task posts). What was
 // queued and not posted is not: a task's end, not recorded as posted
 // (PushStore.Final), is posted by the next node that starts
-// (Server.ResumePushes). It is idempotent.
+// (Server.ResumePushes), or by a node that runs (Server.FinishPushes). Its keep-alive connections to webhooks are closed. It
+// is idempotent.
 func (s *PushSender) Close() error {
 	s.mu.Lock()
 	s.closed = true
 	s.mu.Unlock()
 	s.stop()
 	s.drains.Wait()
+	s.client.CloseIdleConnections()
 	return nil
 }
 
@@ -880,14 +921,16 @@ func (s *PushSender) Send(ctx context.Context, cfg *sdk.PushConfig, body []byte)
 
 // post is Send, also returning the webhook's last answer (0: none).
 func (s *PushSender) post(ctx context.Context, cfg *sdk.PushConfig, body []byte) (status int, err error) {
-	return s.postTries(ctx, cfg, body, s.attempts, 0, nil)
+	return s.postTries(ctx, cfg, body, s.attempts, 0, nil, nil)
 }
 
 // postTries is post with attempts tries, the back-off doubling up to most (0: no
 // bound) and taking a Retry-After answer up to most. Once superseded closes (nil:
 // never), no attempt follows the one in flight, which is not cut: its error
-// wraps errSuperseded.
-func (s *PushSender) postTries(ctx context.Context, cfg *sdk.PushConfig, body []byte, attempts int, most time.Duration, superseded <-chan struct{}) (status int, err error) {
+// wraps errSuperseded. Before each retry, current (nil: none) tells whether cfg
+// is still its task's config: when not, none follows, and the error wraps
+// errConfigGone.
+func (s *PushSender) postTries(ctx context.Context, cfg *sdk.PushConfig, body []byte, attempts int, most time.Duration, superseded <-chan struct{}, current func() bool) (status int, err error) {
 	var last error
 	wait, asked := s.backoff, time.Duration(0)
 	for i := 0; i < attempts; i++ {
@@ -912,6 +955,9 @@ func (s *PushSender) postTries(ctx context.Context, cfg *sdk.PushConfig, body []
 			case <-superseded:
 				return status, fmt.Errorf("%w (then %w)", last, errSuperseded)
 			default:
+			}
+			if current != nil && !current() {
+				return status, fmt.Errorf("%w (then %w)", last, errConfigGone)
 			}
 			wait *= 2
 			if most > 0 {
@@ -976,20 +1022,30 @@ func retryAfter(v string) time.Duration {
 }
 
 // send posts it, a notification of task, with its tries; an update of a running
-// task is not tried again once superseded closes (the task's end is queued).
-func (s *PushSender) send(ctx context.Context, it pushItem, task sdk.TaskID, superseded <-chan struct{}) {
+// task is not tried again once superseded closes (the task's end is queued). gone
+// says its config was deleted (or changed) meanwhile: it was not tried again, and
+// what is queued for the config is not for it.
+func (s *PushSender) send(ctx context.Context, it pushItem, task sdk.TaskID, superseded <-chan struct{}) (gone bool) {
 	cfg := it.cfg
 	var (
 		status int
 		err    error
 	)
+	var current func() bool
+	if it.current != nil {
+		current = func() bool {
+			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			return it.current(cctx, task, cfg)
+		}
+	}
 	if it.state.Terminal() {
 		ctx, cancel := context.WithTimeout(ctx, s.endTimeout)
-		status, err = s.postTries(ctx, cfg, it.body, s.endAttempts, s.endBackoffMax, nil)
+		status, err = s.postTries(ctx, cfg, it.body, s.endAttempts, s.endBackoffMax, nil, current)
 		cancel()
 	} else {
 		ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-		status, err = s.postTries(ctx, cfg, it.body, s.attempts, 0, superseded)
+		status, err = s.postTries(ctx, cfg, it.body, s.attempts, 0, superseded, current)
 		cancel()
 	}
 	// The end is posted when the webhook took it, or refused it for good: a 4xx
@@ -1001,11 +1057,16 @@ func (s *PushSender) send(ctx context.Context, it pushItem, task sdk.TaskID, sup
 		cancel()
 	}
 	if errors.Is(err, errSuperseded) {
-		return // the task's end is posted next
+		return false // the task's end is posted next
+	}
+	if errors.Is(err, errConfigGone) {
+		s.logger.Info("a2a push notification not tried again: its config was deleted or changed", "task", task, "config", cfg.ID, "url", redact.URL(cfg.URL))
+		return true
 	}
 	if err != nil {
 		s.logger.Warn("a2a push notification not delivered", "task", task, "url", redact.URL(cfg.URL), "err", pushError(err, cfg.URL))
 	}
+	return false
 }
 
 // pushError is the text of err, a failed post to rawURL, with the URL's credentials

@@ -20,7 +20,8 @@ import (
 // the restart, or from an execution a client starts again, an approval): each is
 // the whole task, as a retried one is. A task that ended before its end was posted
 // to a config (the webhook took it, or refused it for good: messages.A2APushFinal)
-// has it posted by the next node that starts (finishPushes).
+// has it posted by the next node that starts (finishPushes), and by the nodes that
+// run, within the hour (FinishPushes).
 
 // resumePoll is how often a followed task's session is read again while its live
 // events do not come (its watch ended: it fell behind, or the node closes).
@@ -73,7 +74,7 @@ func (s *Server) ResumePushes(ctx context.Context) {
 			}
 		}
 		if len(done) > 0 {
-			go s.finishPushes(ctx, done)
+			go s.finishPushes(ctx, done, 0)
 		}
 	}
 }
@@ -92,10 +93,64 @@ func (s *Server) untilRead(ctx context.Context, what string, read func() error) 
 	return err
 }
 
+// pushSettle is how long after a task's last event FinishPushes leaves its end to
+// the sender that posts it as the task ends: the end's tries (pushEndTimeout),
+// and a minute more.
+const pushSettle = pushEndTimeout + time.Minute
+
+// FinishPushes posts the end of each task that ended, its last event pushSettle
+// ago or more, to those of its configs it was not posted to
+// (PushStore.Unfinished), but not to a config this node's sender has a post of
+// the task queued or in flight for: the node that was to post it closed
+// meanwhile (Server.Close cuts a post in flight), and no node may start after it
+// (ResumePushes). Each task with push configs is asked about: which ended (a few
+// reads a batch), then the streams of those that did (a read a task). The
+// pruning loop runs it (PrunePushes). A read that fails is logged, and tried
+// again next time.
+func (s *Server) FinishPushes(ctx context.Context) {
+	if s.pushes == nil || s.pushes.ended == nil {
+		return
+	}
+	infos, err := s.pushes.log.Sessions(ctx, eventlog.Filter{Prefix: eventlog.A2APushStreamPrefix})
+	if err != nil {
+		if ctx.Err() == nil {
+			s.cfg.Logger.Warn("a2a push: the tasks with push configs cannot be listed; the ends not posted are posted later", "err", err)
+		}
+		return
+	}
+	var ids []sdk.TaskID
+	for _, info := range infos {
+		if IsPushStream(info.ID) && info.ID != eventlog.A2APushStreamPrefix {
+			ids = append(ids, taskOfStream(info.ID))
+		}
+	}
+	for len(ids) > 0 && ctx.Err() == nil {
+		batch := ids[:min(len(ids), pushPruneBatch)]
+		ids = ids[len(batch):]
+		ended, err := s.pushes.ended.EndedAmong(ctx, batch)
+		if err != nil {
+			if ctx.Err() == nil {
+				s.cfg.Logger.Warn("a2a push: which tasks with push configs ended cannot be told; the ends not posted are posted later", "tasks", len(batch), "err", err)
+			}
+			continue
+		}
+		var done []sdk.TaskID
+		for _, id := range batch {
+			if ended[id] {
+				done = append(done, id)
+			}
+		}
+		s.finishPushes(ctx, done, pushSettle)
+	}
+}
+
 // finishPushes posts the end of each of the ended tasks ids to those of its configs
 // it was not posted to (PushStore.Unfinished): the node that was to post it may
-// have stopped after the task ended and before the webhook took it.
-func (s *Server) finishPushes(ctx context.Context, ids []sdk.TaskID) {
+// have stopped after the task ended and before the webhook took it. With settled
+// (0: none), a task whose last event is more recent than that is left to the
+// sender posting it as it ends, and so is a config this node's sender has a post
+// of the task queued or in flight for (PushSender.busy).
+func (s *Server) finishPushes(ctx context.Context, ids []sdk.TaskID, settled time.Duration) {
 	for _, id := range ids {
 		if ctx.Err() != nil {
 			return
@@ -121,7 +176,13 @@ func (s *Server) finishPushes(ctx context.Context, ids []sdk.TaskID) {
 		if err != nil || !task.Status.State.Terminal() {
 			continue // gone (its session was deleted), or not its end
 		}
+		if settled > 0 && len(events) > 0 && time.Since(time.UnixMicro(events[len(events)-1].TS)) < settled {
+			continue // the sender that posts the end as the task ends may still be at it
+		}
 		for _, c := range configs {
+			if settled > 0 && s.push.busy(id, c) {
+				continue
+			}
 			if err := s.sender.SendPush(ctx, c, task); err != nil {
 				s.cfg.Logger.Warn("a2a push: the task's end is not posted", "task", id, "config", c.ID, "err", err)
 			}

@@ -158,8 +158,16 @@ const PushRetention = 24 * time.Hour
 // that a node with thousands of ended tasks runs a few, not thousands.
 const pushPruneBatch = 500
 
+// PushUnpostedRetention is how much longer than the others the push configs of a
+// task that ended are kept when its end was not posted to one of them (no
+// messages.A2APushFinal: the node posting it closed, or the webhook kept failing):
+// meanwhile, every node over the log posts the end again each hour
+// (Server.PrunePushes); past it, the end is given up.
+const PushUnpostedRetention = PushRetention
+
 // Prune deletes from the log the push configs of the tasks that ended (their
-// stream), once their last change is older than before,
+// stream), once their last change is older than before (older than before less
+// PushUnpostedRetention when the task's end was not posted to one of them),
 // and forgets them; it returns how many it deleted.
 // A task's configs stay while it runs or waits, however old they are, and so do
 // those of a task changed since the listing Prune starts from. The streams go
@@ -177,6 +185,7 @@ func (s *PushStore) Prune(ctx context.Context, before time.Time) (int, error) {
 		return 0, fmt.Errorf("a2a: list the push configs: %w", err)
 	}
 	pruned := 0
+	unpostedBefore := before.Add(-PushUnpostedRetention).UnixMicro()
 	// due are streams old enough, whose tasks are asked about a batch at a time;
 	// batch those of ended tasks, deleted a batch at a time.
 	due := make([]eventlog.StreamBound, 0, min(len(infos), s.pruneBatch))
@@ -205,8 +214,19 @@ func (s *PushStore) Prune(ctx context.Context, before time.Time) (int, error) {
 			return fmt.Errorf("a2a: which of %d tasks with push configs ended (of task %s on): %w", len(ids), ids[0], err)
 		}
 		for _, b := range due {
-			if !ended[taskOfStream(b.ID)] {
+			id := taskOfStream(b.ID)
+			if !ended[id] {
 				continue
+			}
+			if b.BeforeUS-1 >= unpostedBefore {
+				// Recent enough to be kept if its end was not posted.
+				unposted, err := s.unposted(ctx, id)
+				if err != nil {
+					return err
+				}
+				if unposted {
+					continue
+				}
 			}
 			if batch = append(batch, b); len(batch) == s.pruneBatch {
 				if err := flush(); err != nil {
@@ -238,6 +258,28 @@ func (s *PushStore) Prune(ctx context.Context, before time.Time) (int, error) {
 		return pruned, flush()
 	}
 	return pruned, nil
+}
+
+// unposted reports whether task id has a config its end was not posted to
+// (Final), as its stream in the log has them now. The stream is read apart from
+// the configs the store holds: Prune reads many, none of them used again.
+func (s *PushStore) unposted(ctx context.Context, id sdk.TaskID) (bool, error) {
+	events, err := s.log.Read(ctx, PushStreamFor(id), 1)
+	if err != nil {
+		return false, fmt.Errorf("a2a: push configs of task %s: %w", id, err)
+	}
+	t := &taskPushes{configs: map[string]*sdk.PushConfig{}, withheld: map[string]bool{}, warned: map[string]bool{}, sealedErr: map[string]error{}, v1: map[string]bool{}, final: map[string]bool{}}
+	for _, e := range events {
+		if _, err := t.apply(e, nil); err != nil {
+			return false, err
+		}
+	}
+	for cid := range t.configs {
+		if !t.final[cid] {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // TaskEnds tells a PushStore which tasks ended: no notification follows, so a
@@ -555,6 +597,20 @@ func (s *PushStore) EndPosted(id sdk.TaskID, configID string) bool {
 	return t != nil && t.final[configID]
 }
 
+// Current reports whether cfg is still task id's config of its ID, with its URL
+// and token, as the store read the task's configs within pushRefresh: one
+// deleted, or set again with another, is not. A read that fails says it is.
+func (s *PushStore) Current(ctx context.Context, id sdk.TaskID, cfg *sdk.PushConfig) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, err := s.load(ctx, id, false)
+	if err != nil {
+		return true
+	}
+	c := t.configs[cfg.ID]
+	return c != nil && c.URL == cfg.URL && c.Token == cfg.Token
+}
+
 // Unfinished returns task id's configs its end was not posted to (Final), sorted
 // by ID.
 func (s *PushStore) Unfinished(ctx context.Context, id sdk.TaskID) ([]*sdk.PushConfig, error) {
@@ -589,7 +645,9 @@ func copyConfig(c *sdk.PushConfig) *sdk.PushConfig {
 // whose secrets its store does not know (PushStore.Withheld) gets no notification,
 // nor an update of a running task once its end was posted to the config
 // (PushStore.EndPosted: by this process before a restart, or by another node): a
-// stale update would tell the webhook that a task that ended runs again.
+// stale update would tell the webhook that a task that ended runs again. A config
+// deleted (or changed) while a notification of its is tried again gets no more
+// tries (PushStore.Current).
 type storeSender struct {
 	*PushSender
 	store *PushStore
@@ -611,5 +669,5 @@ func (s storeSender) SendPush(ctx context.Context, cfg *sdk.PushConfig, task *sd
 	if !task.Status.State.Terminal() && s.store.EndPosted(task.ID, cfg.ID) {
 		return nil
 	}
-	return s.PushSender.push(ctx, cfg, task, s.store.V1(task.ID, cfg.ID))
+	return s.PushSender.push(ctx, cfg, task, s.store.V1(task.ID, cfg.ID), s.store.Current)
 }

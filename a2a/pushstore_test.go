@@ -188,7 +188,9 @@ func TestPushStoreEndedTasks(t *testing.T) {
 	if n, err := b.Prune(ctx, time.Now().Add(-time.Hour)); err != nil || n != 0 {
 		t.Fatalf("Prune of the configs older than an hour: %d, %v; want none (they are new)", n, err)
 	}
-	if n, err := b.Prune(ctx, time.Now().Add(time.Second)); err != nil || n != 1 {
+	// Its end was never posted (no A2APushFinal): its configs are kept
+	// PushUnpostedRetention longer.
+	if n, err := b.Prune(ctx, time.Now().Add(PushUnpostedRetention+time.Second)); err != nil || n != 1 {
 		t.Fatalf("Prune: %d, %v; want the ended task's configs", n, err)
 	}
 	for task, want := range map[sdk.TaskID]int{ended: 0, running: 1} {
@@ -303,7 +305,9 @@ func TestPushStorePrunesEndedTasksInBatches(t *testing.T) {
 	for _, task := range append(slices.Clone(ended), running, changed) {
 		save(task)
 	}
-	got, err := s.Prune(ctx, now.Add(time.Hour))
+	// Their ends were never posted (no A2APushFinal): their configs are kept
+	// PushUnpostedRetention longer.
+	got, err := s.Prune(ctx, now.Add(PushUnpostedRetention+time.Hour))
 	if err != nil || got != n {
 		t.Fatalf("Prune = %d, %v; want the %d ended tasks' configs", got, err, n)
 	}
@@ -337,7 +341,7 @@ func TestPushStorePrunesEndedTasksInBatches(t *testing.T) {
 	clock.Lock()
 	now = now.Add(2 * time.Hour)
 	clock.Unlock()
-	got, err = s.Prune(ctx, now.Add(time.Hour))
+	got, err = s.Prune(ctx, now.Add(PushUnpostedRetention+time.Hour))
 	if err != nil || got != n {
 		t.Fatalf("Prune in batches of 3 = %d, %v; want the %d ended tasks' configs", got, err, n)
 	}
@@ -484,5 +488,45 @@ func TestPushSenderLogsNoShortURLCredentials(t *testing.T) {
 		if strings.Contains(out, v) {
 			t.Errorf("the log holds %s:\n%s", v, out)
 		}
+	}
+}
+
+// The configs of a task whose end was not posted to one of them (no
+// A2APushFinal: the node posting it closed meanwhile) are kept
+// PushUnpostedRetention longer than those of a task whose end was posted, so
+// that a node over the log posts it (Server.PrunePushes); before, Prune deleted
+// them after PushRetention, and the end was lost for good.
+func TestPushStorePruneKeepsAnUnpostedEnd(t *testing.T) {
+	ctx := context.Background()
+	l, err := sqlite.Open(ctx, sqlite.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	s := NewPushStore(l, nil, nil)
+	s.SetEnded(&taskEnds{ended: func(sdk.TaskID) bool { return true }})
+	const posted, unposted = sdk.TaskID("s1~0123456789abcdef0123456789abcdef"), sdk.TaskID("s2~0123456789abcdef0123456789abcdef")
+	for _, task := range []sdk.TaskID{posted, unposted} {
+		for _, id := range []string{"c1", "c2"} {
+			if _, err := s.Save(ctx, task, &sdk.PushConfig{ID: id, URL: "https://hooks.example.com/x"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.Final(ctx, task, "c1", sdk.TaskStateCompleted, 200); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Final(ctx, posted, "c2", sdk.TaskStateCompleted, 200); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.Prune(ctx, time.Now().Add(time.Hour)); err != nil || n != 1 {
+		t.Fatalf("Prune = %d, %v; want the configs of the task whose end was posted", n, err)
+	}
+	u, err := NewPushStore(l, nil, nil).Unfinished(ctx, unposted)
+	if err != nil || len(u) != 1 || u[0].ID != "c2" {
+		t.Fatalf("the configs the end was not posted to after Prune: %v, %v; want c2", u, err)
+	}
+	if n, err := s.Prune(ctx, time.Now().Add(PushUnpostedRetention+time.Hour)); err != nil || n != 1 {
+		t.Fatalf("Prune past PushUnpostedRetention = %d, %v; want the configs of the task whose end was not posted", n, err)
 	}
 }

@@ -45,7 +45,7 @@ func (n *Node) OpenAPI() map[string]any {
 			"title":   "Troupe node HTTP API",
 			"version": "1",
 			"description": "The HTTP API of a Troupe node (node serve). With auth tokens configured, every route but " +
-				strings.Join(PublicPaths, ", ") + " and the named agents' A2A cards (/a2a/NAME/.well-known/agent-card.json) needs Authorization: Bearer TOKEN, or the dashboard's session cookie (" + SessionCookie +
+				strings.Join(PublicPaths, ", ") + " and the named agents' A2A cards (/a2a/NAME/.well-known/agent-card.json, and A2A 0.2's /a2a/NAME/.well-known/agent.json) needs Authorization: Bearer TOKEN, or the dashboard's session cookie (" + SessionCookie +
 				", from POST /v1/auth/login); a state-changing request signed in by the cookie alone also needs its csrf value in " + CSRFHeader + ".",
 		},
 		"paths": paths,

@@ -217,3 +217,20 @@ func TestOpenAPITaskSchemaAgreesWithTheNode(t *testing.T) {
 		}
 	}
 }
+
+// The document's description names both paths of a named agent's card that need
+// no token: A2A 0.3's agent-card.json and 0.2's agent.json (the second was not
+// named).
+func TestOpenAPINamesBothPublicCardPathsOfNamedAgents(t *testing.T) {
+	_, base, _ := authNode(t, node.HTTPConfig{Auth: node.AuthConfig{Tokens: []string{goodToken}}})
+	_, _, body := doCall(t, "GET", base+"/openapi.json", goodToken, "")
+	doc, err := openapi3.NewLoader().LoadFromData([]byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"/a2a/NAME/.well-known/agent-card.json", "/a2a/NAME/.well-known/agent.json"} {
+		if !strings.Contains(doc.Info.Description, p) {
+			t.Errorf("the document's description does not name %s:\n%s", p, doc.Info.Description)
+		}
+	}
+}
