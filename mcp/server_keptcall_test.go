@@ -265,10 +265,14 @@ func TestServerStdioKeepsAClientThatSendsButAnswersNoPing(t *testing.T) {
 // call's answer on the resumed stream. The SDK holds its idle timer only while a
 // POST is open: before, the session ended SessionTimeout after the cut, and the
 // call with it.
+//
+// Its session timeout is a second: with 300 ms, under -race on a loaded machine
+// the session idled out between notifications/initialized and the call's POST,
+// and the SDK, closing it, sent the call's priming event and never ran the call.
 func TestServerHTTPResumedCallOutlivesTheSessionTimeout(t *testing.T) {
 	c := &cutNode{gateNode: gateNode{started: make(chan struct{}, 1), release: make(chan struct{})}, cut: make(chan error, 1)}
 	logs := &records{}
-	srv := mcp.NewServer(c, mcp.ServerOptions{SessionTimeout: 300 * time.Millisecond, ProgressInterval: 50 * time.Millisecond, Logger: slog.New(logs)})
+	srv := mcp.NewServer(c, mcp.ServerOptions{SessionTimeout: time.Second, ProgressInterval: 50 * time.Millisecond, Logger: slog.New(logs)})
 	hs := httptest.NewServer(srv.Handler())
 	defer hs.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -294,7 +298,11 @@ func TestServerHTTPResumedCallOutlivesTheSessionTimeout(t *testing.T) {
 	if last == "" {
 		t.Fatalf("the call's stream carried no event ID: %v", sc.Err())
 	}
-	<-c.started
+	select {
+	case <-c.started:
+	case <-ctx.Done():
+		t.Fatal("the call never started")
+	}
 	// Until the server sees the cut POST gone, the SDK answers a resumption of its
 	// stream 409 Conflict (the stream still has its writer), as under -race it
 	// may: a client tries again, as this one does.
