@@ -102,7 +102,11 @@ func (r *Redactor) list() []secret {
 }
 
 // Bytes returns b with every secret replaced by Redacted. It returns b itself when
-// there is nothing to replace, and never modifies b.
+// there is nothing to replace, and never modifies b. Of valid UTF-8 it returns
+// valid UTF-8: a secret that is not (a configured value's stray byte) can match
+// inside a character, whose bytes left beside Redacted become U+FFFD here, not
+// wherever the text is next encoded (JSON), so that what is written and what is
+// used are the same text.
 func (r *Redactor) Bytes(b []byte) []byte {
 	out := b
 	list := r.list()
@@ -111,7 +115,11 @@ func (r *Redactor) Bytes(b []byte) []byte {
 			out = bytes.ReplaceAll(out, s.value, redacted)
 		}
 	}
-	return redactEscaped(redactShapes(out), list)
+	out = redactEscaped(redactShapes(out), list)
+	if len(out) > 0 && (len(b) == 0 || &out[0] != &b[0] || len(out) != len(b)) && !utf8.Valid(out) && utf8.Valid(b) {
+		out = bytes.ToValidUTF8(out, []byte("\uFFFD"))
+	}
+	return out
 }
 
 // String returns s with every secret replaced by Redacted.
