@@ -10,6 +10,7 @@ import (
 
 	kgo "github.com/segmentio/kafka-go"
 
+	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
 )
@@ -97,5 +98,46 @@ func TestRefusedKafkaApprovalIsAnswered(t *testing.T) {
 	})
 	if sent.Load() != 2 {
 		t.Fatalf("%d emails sent, want 2", sent.Load())
+	}
+}
+
+// An answer for a session the log does not have (a typo in the session ID) is
+// told so on troupe.results, as over HTTP (404), not that the session waits for
+// no approval, and starts no session.
+func TestKafkaApprovalOfAnUnknownSessionIsAnswered(t *testing.T) {
+	k := newKafkaEnv(t)
+	n := k.node(t)
+	session := "ap-nosuch-" + time.Now().Format("150405.000000")
+	k.produce(t, kgo.Message{Key: []byte(session), Value: []byte(`{"session_id":"` + session + `","call":"call_1","approve":true}`),
+		Headers: []kgo.Header{{Key: messages.MetaType, Value: []byte(messages.TypeApprovalAnswer)}}})
+	var refusal struct {
+		SessionID string `json:"session_id"`
+		Status    string `json:"status"`
+		Error     string `json:"error"`
+	}
+	waitFor(t, 30*time.Second, "an answer to the approval on "+messages.TopicResults, func() bool {
+		for _, m := range topicRecords(t, k, messages.TopicResults, session) {
+			for _, h := range m.Headers {
+				if h.Key == messages.MetaType && string(h.Value) == messages.TypeApprovalRefused {
+					if err := json.Unmarshal(m.Value, &refusal); err != nil {
+						t.Fatalf("%s: %v", m.Value, err)
+					}
+					return true
+				}
+			}
+		}
+		return false
+	})
+	if refusal.SessionID != session || refusal.Status != "refused" || !strings.Contains(refusal.Error, "no such session") {
+		t.Fatalf("the refusal: %+v; want it to say there is no such session", refusal)
+	}
+	infos, err := n.Log().Sessions(context.Background(), eventlog.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range infos {
+		if s.ID == session {
+			t.Fatalf("the answer wrote session %s", session)
+		}
 	}
 }
