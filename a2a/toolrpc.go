@@ -201,7 +201,12 @@ func (t *rpcTransport) SendMessage(ctx context.Context, p *sdk.MessageSendParams
 
 // CancelTask implements a2aclient.Transport: tasks/cancel.
 func (t *rpcTransport) CancelTask(ctx context.Context, p *sdk.TaskIDParams) (*sdk.Task, error) {
-	res, err := t.call(ctx, "tasks/cancel", p, "tasks/cancel:"+string(p.ID))
+	return t.taskCall(ctx, "tasks/cancel", p, "tasks/cancel:"+string(p.ID))
+}
+
+// taskCall sends a request whose answer is a task.
+func (t *rpcTransport) taskCall(ctx context.Context, method string, params any, idemKey string) (*sdk.Task, error) {
+	res, err := t.call(ctx, method, params, idemKey)
 	if err != nil {
 		return nil, err
 	}
@@ -334,15 +339,7 @@ func readLine(r *bufio.Reader, max int) ([]byte, error) {
 // GetTask implements a2aclient.Transport: tasks/get, which follows a task still
 // running when its message's answer came (Tool.follow).
 func (t *rpcTransport) GetTask(ctx context.Context, p *sdk.TaskQueryParams) (*sdk.Task, error) {
-	res, err := t.call(ctx, "tasks/get", p, "")
-	if err != nil {
-		return nil, err
-	}
-	var task sdk.Task
-	if err := json.Unmarshal(res, &task); err != nil {
-		return nil, fmt.Errorf("the answer is no A2A task: %w", err)
-	}
-	return &task, nil
+	return t.taskCall(ctx, "tasks/get", p, "")
 }
 
 // The methods the tool does not send.
