@@ -435,7 +435,10 @@ type windowRead struct {
 }
 
 // readRows runs query and folds its rows (readQuery's columns and order) into
-// p, through s, until p is full or the rows end.
+// p, through s, until p is full or the rows end. Once p is full it still folds
+// the rest of the rows at the seq of the last one, as Read does: two events of
+// one epoch there are ErrCorrupt, not a page that ends with the one whose ID
+// sorts first (the next page starts after that seq).
 func (l *Log) readRows(ctx, qctx context.Context, s *sessionRows, p *page, query string, args ...any) (windowRead, error) {
 	var w windowRead
 	rows, err := l.conn.Query(qctx, query, args...)
@@ -443,13 +446,20 @@ func (l *Log) readRows(ctx, qctx context.Context, s *sessionRows, p *page, query
 		return w, l.readErr(ctx, fmt.Sprintf("read session %s", s.session), err)
 	}
 	defer rows.Close()
-	for !w.full && rows.Next() {
-		e, fenced, found, err := s.next(rows)
+	for rows.Next() {
+		r, err := s.scan(rows)
+		if err != nil {
+			return w, err
+		}
+		if w.full && r.e.Seq != s.seq {
+			break
+		}
+		e, fenced, found, err := s.next(r)
 		if err != nil {
 			return w, err
 		}
 		w.rows++
-		if found {
+		if found && !w.full {
 			w.full = p.add(e, fenced)
 		}
 	}
@@ -478,24 +488,36 @@ type sessionRows struct {
 	rows, bytes int    // rows read, and their payload bytes
 }
 
-// next scans the current row of rows. It returns its event, whether
-// fenced_events lists it, and whether Read finds it: false for a copy of the
-// event found at its seq, a lower epoch's event there, or a stale owner's.
-func (s *sessionRows) next(rows driver.Rows) (e messages.Envelope, fenced, found bool, err error) {
+// readRow is a row of readQuery's columns.
+type readRow struct {
+	e      messages.Envelope
+	epoch  uint64
+	listed bool // fenced_events lists it
+}
+
+// scan scans the current row of rows.
+func (s *sessionRows) scan(rows driver.Rows) (readRow, error) {
 	var (
-		epoch   uint64
+		r       = readRow{e: messages.Envelope{SessionID: s.session}}
 		typ     string
 		version int64
 		payload string
 		listed  uint8
 	)
-	e.SessionID = s.session
-	if err := rows.Scan(&e.Seq, &epoch, &e.ID, &typ, &version, &e.CausationID, &e.CorrelationID, &e.TS, &e.Actor, &payload, &listed); err != nil {
-		return e, false, false, fmt.Errorf("eventlog/clickhouse: session %s, event after seq %d: %w: %v", s.session, s.lastSeq, messages.ErrCorrupt, err)
+	if err := rows.Scan(&r.e.Seq, &r.epoch, &r.e.ID, &typ, &version, &r.e.CausationID, &r.e.CorrelationID, &r.e.TS, &r.e.Actor, &payload, &listed); err != nil {
+		return r, fmt.Errorf("eventlog/clickhouse: session %s, event after seq %d: %w: %v", s.session, s.lastSeq, messages.ErrCorrupt, err)
 	}
+	r.e.Type, r.e.Version, r.e.Payload, r.listed = messages.Type(typ), int(version), json.RawMessage(payload), listed != 0
+	return r, nil
+}
+
+// next folds the next row, r. It returns its event, whether fenced_events
+// lists it, and whether Read finds it: false for a copy of the event found at
+// its seq, a lower epoch's event there, or a stale owner's.
+func (s *sessionRows) next(r readRow) (e messages.Envelope, fenced, found bool, err error) {
+	e, epoch := r.e, r.epoch
 	s.rows++
-	s.bytes += len(payload)
-	e.Type, e.Version, e.Payload = messages.Type(typ), int(version), json.RawMessage(payload)
+	s.bytes += len(e.Payload)
 	if s.any && e.Seq == s.seq {
 		switch {
 		case epoch < s.top || s.hidden:
@@ -515,7 +537,7 @@ func (s *sessionRows) next(rows driver.Rows) (e messages.Envelope, fenced, found
 	}
 	s.before = max(s.before, epoch)
 	s.id, s.lastSeq = e.ID, e.Seq
-	return e, listed != 0, true, nil
+	return e, r.listed, true, nil
 }
 
 // page gathers the events ReadN returns: at most n (n ≤ 0: no bound), up to

@@ -2,6 +2,7 @@ package clickhouse
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"strings"
@@ -327,6 +328,59 @@ func TestReadNReadsAWindowNotTheSession(t *testing.T) {
 		}
 		if reads > pages+pages/2+2 {
 			t.Errorf("pages of %d events and %d bytes: %d queries for %d pages; want about one a page", c.n, c.maxBytes, reads, pages)
+		}
+	}
+}
+
+// Two events at one seq and epoch (two writers raced) are ErrCorrupt to a page
+// that ends at that seq, as to Read: the page reads the rest of the seq's rows
+// after the event that fills it, so that paging a session does not skip the
+// second event and return the first as if it were the only one. A stale
+// owner's event and an unmerged copy at the last seq of a page are no error.
+func TestReadNReportsTwoEventsAtTheSeqThatEndsAPage(t *testing.T) {
+	addr, db := fencingDatabase(t, "readncorrupt")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	l := openNodes(t, ctx, addr, db, 1)[0]
+	insertRows(t, ctx, l, "raced",
+		[]rowSpec{{seq: 1, epoch: 1, size: 1}, {seq: 2, epoch: 1, size: 1}, {seq: 3, epoch: 1, size: 1}},
+		[]rowSpec{{seq: 2, epoch: 1, id: "other/2", size: 1}})
+	insertRows(t, ctx, l, "kept",
+		[]rowSpec{{seq: 1, epoch: 1, size: 1}, {seq: 2, epoch: 2, size: 1}, {seq: 3, epoch: 2, size: 1}},
+		[]rowSpec{{seq: 2, epoch: 1, id: "stale/2", size: 1}, {seq: 2, epoch: 2, size: 1}, {seq: 3, epoch: 2, size: 1}})
+
+	if _, err := l.Read(ctx, "raced", 1); !errors.Is(err, messages.ErrCorrupt) {
+		t.Fatalf("Read: %v, want ErrCorrupt: the rows are not what the test means", err)
+	}
+	for _, c := range []struct {
+		from        uint64
+		n, maxBytes int
+	}{{1, 2, 0}, {2, 1, 0}, {1, 0, 1 << 10}, {2, 0, 1}, {1, 2, 1 << 20}} {
+		if page, err := l.ReadN(ctx, "raced", c.from, c.n, c.maxBytes); !errors.Is(err, messages.ErrCorrupt) {
+			t.Errorf("ReadN(from %d, %d events, %d bytes) = seqs %v, %v; want ErrCorrupt", c.from, c.n, c.maxBytes, seqs(page), err)
+		}
+	}
+	for from := uint64(1); ; {
+		page, err := l.ReadN(ctx, "raced", from, 2, 0)
+		if errors.Is(err, messages.ErrCorrupt) {
+			break
+		}
+		if err != nil || len(page) == 0 {
+			t.Fatalf("read in pages of 2 events from seq %d: %v, %v; want ErrCorrupt before the end", from, seqs(page), err)
+		}
+		from = page[len(page)-1].Seq + 1
+	}
+
+	whole, err := l.Read(ctx, "kept", 1)
+	if err != nil || !reflect.DeepEqual(seqs(whole), []uint64{1, 2, 3}) {
+		t.Fatalf("Read: seqs %v, %v; want 1 to 3", seqs(whole), err)
+	}
+	for from := uint64(1); from <= 3; from++ {
+		for _, n := range []int{1, 2} {
+			page, err := l.ReadN(ctx, "kept", from, n, 0)
+			if want := cut(whole[from-1:], n, 0); err != nil || !reflect.DeepEqual(page, want) {
+				t.Errorf("ReadN(from %d, %d events) = seqs %v, %v; want %v", from, n, seqs(page), err, seqs(want))
+			}
 		}
 	}
 }
