@@ -320,7 +320,7 @@ func checkTimestampYear(ts time.Time) error {
 func (ns *Namespace) checkContent(s string) (string, error) {
 	c := strings.TrimSpace(s)
 	switch {
-	case c == "":
+	case blank(c):
 		return "", fmt.Errorf("%w: empty content", ErrInvalid)
 	case len(c) > ns.cfg.MaxContentBytes:
 		return "", fmt.Errorf("%w: content of %d bytes; the limit is %d", ErrInvalid, len(c), ns.cfg.MaxContentBytes)
@@ -332,6 +332,11 @@ func (ns *Namespace) checkContent(s string) (string, error) {
 	}
 	return ns.redact(c), nil
 }
+
+// blank reports whether s shows nothing: only whitespace and the characters
+// pmem.Normalize drops (a zero width space, a byte order mark, a soft hyphen), whose
+// content hash is the empty text's and which no search finds.
+func blank(s string) bool { return pmem.Normalize(s) == "" }
 
 // checkSizes bounds the texts a memory carries besides its content by the
 // content's limit, each: its metadata (as stored, compact JSON), outcome, URI and

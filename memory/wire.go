@@ -236,7 +236,7 @@ func (in Input) Check() error {
 	if mod != Text && tier != Perceptual {
 		return fmt.Errorf("%w: modality %s is for the perceptual tier, not %s", ErrInvalid, mod, tier)
 	}
-	if strings.TrimSpace(in.Content) == "" {
+	if blank(in.Content) {
 		return fmt.Errorf("%w: empty content", ErrInvalid)
 	}
 	if in.Importance != nil {
