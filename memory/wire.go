@@ -107,13 +107,16 @@ func hex4(b []byte, i int) (rune, bool) {
 	return r, true
 }
 
-// DecodeInputs reads one Input object or an array of them, strictly: keys spelled
+// DecodeInputs reads one Input object or an array of them (after a byte order
+// mark, if the body begins with one), strictly: keys spelled
 // exactly as Input's (encoding/json alone would take "CONTENT" for "content") and each
 // given once, values of the right types, nothing after the JSON value. Each input is
 // then checked (Input.Check). Errors wrap ErrInvalid and name the input's index in an
 // array.
 func DecodeInputs(body []byte) ([]Input, error) {
-	body = bytes.TrimSpace(body)
+	// The byte order mark some editors begin a file with (a body sent from one),
+	// as node memory import reads a file.
+	body = bytes.TrimSpace(bytes.TrimPrefix(body, []byte("\ufeff")))
 	if len(body) == 0 {
 		return nil, fmt.Errorf("%w: empty body: want a memory object or an array of them", ErrInvalid)
 	}
