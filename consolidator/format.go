@@ -30,9 +30,9 @@ func pair(a, b float64, dec int) (string, string) {
 // atLeast formats a and b for "a ≥ b", which holds: rounding keeps it true.
 func atLeast(a, b float64) (string, string) { return num(a, 2), num(b, 2) }
 
-// ages formats an age and a limit in the limit's unit (days, hours, minutes or
-// seconds): "45d", "30d".
-func ages(age, limit time.Duration) (string, string) {
+// ages formats an age (in nanoseconds, span) and a limit in the limit's unit
+// (days, hours, minutes or seconds): "45d", "30d".
+func ages(age float64, limit time.Duration) (string, string) {
 	unit, suffix := time.Second, "s"
 	switch {
 	case limit >= day && limit%day == 0:
@@ -42,6 +42,13 @@ func ages(age, limit time.Duration) (string, string) {
 	case limit >= time.Minute && limit%time.Minute == 0:
 		unit, suffix = time.Minute, "m"
 	}
-	a, b := pair(float64(age)/float64(unit), float64(limit)/float64(unit), 1)
+	a, b := pair(age/float64(unit), float64(limit)/float64(unit), 1)
 	return a + suffix, b + suffix
+}
+
+// span is now − at in nanoseconds, as a float: unlike time.Time.Sub, it does not
+// saturate at about 292 years, so that a reason says the age of a memory of any
+// time (a timestamp may be from the year 1 on).
+func span(now, at time.Time) float64 {
+	return float64(now.Unix()-at.Unix())*1e9 + float64(now.Nanosecond()-at.Nanosecond())
 }

@@ -306,7 +306,7 @@ func (pl *planner) forgetOld() {
 	for _, it := range old {
 		it.gone = true
 		imp, min := pair(it.m.Importance, pl.p.MinImportance, 2)
-		age, limit := ages(pl.age(it), pl.p.MaxAge[it.tier])
+		age, limit := ages(span(pl.now, it.at), pl.p.MaxAge[it.tier])
 		pl.emit(Decision{Kind: Forget, IDs: []string{it.m.ID},
 			Reason: fmt.Sprintf("importance %s < %s and age %s > %s", imp, min, age, limit)})
 	}

@@ -65,7 +65,7 @@
 // Merge keeps one memory and folds others into it: it gains their sources, a source
 // {kind "memory", id, detail: the merged one's metadata} for each, and their
 // metadata keys it lacks (on a conflict its own value stays, the other is in the
-// source's detail). Promote moves a memory to another tier keeping its ID (working
+// source's detail; so is a key that would take its metadata past MaxContentBytes). Promote moves a memory to another tier keeping its ID (working
 // to episodic), Distill adds a semantic memory whose sources are the memories it
 // was distilled from (they stay), and Invalidate marks a memory no longer true
 // (with the time, and the newer memory that contradicts it): it keeps its history

@@ -320,7 +320,7 @@ func checkTimestampYear(ts time.Time) error {
 func (ns *Namespace) checkContent(s string) (string, error) {
 	c := strings.TrimSpace(s)
 	switch {
-	case c == "":
+	case blank(c):
 		return "", fmt.Errorf("%w: empty content", ErrInvalid)
 	case len(c) > ns.cfg.MaxContentBytes:
 		return "", fmt.Errorf("%w: content of %d bytes; the limit is %d", ErrInvalid, len(c), ns.cfg.MaxContentBytes)
@@ -332,6 +332,11 @@ func (ns *Namespace) checkContent(s string) (string, error) {
 	}
 	return ns.redact(c), nil
 }
+
+// blank reports whether s shows nothing: only whitespace and the characters
+// pmem.Normalize drops (a zero width space, a byte order mark, a soft hyphen), whose
+// content hash is the empty text's and which no search finds.
+func blank(s string) bool { return pmem.Normalize(s) == "" }
 
 // checkSizes bounds the texts a memory carries besides its content by the
 // content's limit, each: its metadata (as stored, compact JSON), outcome, URI and
@@ -513,6 +518,38 @@ func mergeMetadata(a, b json.RawMessage, overwrite bool) (out json.RawMessage, c
 	}
 	out, _ = json.Marshal(ma)
 	return out, conflicts
+}
+
+// mergeMetadataWithin is mergeMetadata(a, b, false) as long as the result holds
+// at most limit bytes, the bound of a memory's metadata on every write: past it,
+// b's keys that a lacks are added in key order, each only if it still fits. The
+// keys left out stay in b (a merge keeps it as the source's detail), and the
+// memory stays one that an update can write again.
+func mergeMetadataWithin(a, b json.RawMessage, limit int) json.RawMessage {
+	out, _ := mergeMetadata(a, b, false)
+	if len(out) <= limit {
+		return out
+	}
+	var ma, mb map[string]json.RawMessage
+	_ = json.Unmarshal(a, &ma)
+	_ = json.Unmarshal(b, &mb)
+	if ma == nil {
+		ma = map[string]json.RawMessage{}
+	}
+	for _, k := range slices.Sorted(maps.Keys(mb)) {
+		if _, ok := ma[k]; ok {
+			continue
+		}
+		ma[k] = mb[k]
+		if b, _ := json.Marshal(ma); len(b) > limit {
+			delete(ma, k)
+		}
+	}
+	if len(ma) == 0 {
+		return nil
+	}
+	out, _ = json.Marshal(ma)
+	return out
 }
 
 // embedder returns the embedder of stored content of a modality, and its name.
@@ -974,7 +1011,7 @@ func (ns *Namespace) Merge(ctx context.Context, key, into string, merged []strin
 				k.Sources = addSource(k.Sources, s)
 			}
 			k.Sources = addSource(k.Sources, messages.MemorySource{Kind: "memory", ID: id, Detail: cloneRaw(o.Metadata)})
-			k.Metadata, _ = mergeMetadata(k.Metadata, o.Metadata, false)
+			k.Metadata = mergeMetadataWithin(k.Metadata, o.Metadata, ns.cfg.MaxContentBytes)
 			k.Importance = math.Max(k.Importance, o.Importance)
 			for _, p := range o.Participants {
 				if !slices.Contains(k.Participants, p) {

@@ -236,11 +236,15 @@ func parseImportance(raw json.RawMessage) float64 {
 }
 
 // normalizeFact trims a fact (dropping the bytes no memory takes, CleanText: a
-// turn may hold a NUL, and the write after a task must not fail on it), bounds its text, clamps its importance into [0, 1]
+// turn may hold a NUL, and the write after a task must not fail on it; a fact that
+// shows nothing, blank, becomes empty, which callers drop), bounds its text, clamps its importance into [0, 1]
 // (a negative or NaN one becomes DefaultImportance) and makes an unknown or empty
 // tier semantic.
 func normalizeFact(f Fact) Fact {
 	f.Content = strings.Join(strings.Fields(CleanText(f.Content)), " ")
+	if blank(f.Content) {
+		f.Content = ""
+	}
 	if len(f.Content) > maxFactBytes {
 		f.Content = clipText(f.Content, maxFactBytes)
 	}

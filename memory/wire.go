@@ -44,13 +44,79 @@ func checkUTF8(b []byte) error {
 	return fmt.Errorf("%w: the JSON is not valid UTF-8 (byte %d, 0x%02x): send text as UTF-8; nothing was written", ErrInvalid, at, b[at])
 }
 
-// DecodeInputs reads one Input object or an array of them, strictly: keys spelled
+// checkSurrogates refuses JSON (valid UTF-8) holding a \u escape of half a UTF-16
+// surrogate pair, a high one not followed by the escape of a low one or a low one
+// alone (a string cut in the middle of an emoji by a client counting UTF-16 units):
+// encoding/json would store it as U+FFFD, another text than the one sent.
+func checkSurrogates(b []byte) error {
+	in := false
+	for i := 0; i < len(b); i++ {
+		switch c := b[i]; {
+		case c == '"':
+			in = !in
+		case !in || c != '\\':
+		case i+1 < len(b) && b[i+1] != 'u':
+			i++ // an escape of one character: \" or \\ among them
+		default:
+			r, ok := hex4(b, i+2)
+			if !ok {
+				continue // malformed JSON: the decoder says so
+			}
+			switch {
+			case r >= 0xDC00 && r <= 0xDFFF:
+				return surrogateError(b, i)
+			case r >= 0xD800 && r <= 0xDBFF:
+				lo, ok := rune(0), false
+				if i+7 < len(b) && b[i+6] == '\\' && b[i+7] == 'u' {
+					lo, ok = hex4(b, i+8)
+				}
+				if !ok || lo < 0xDC00 || lo > 0xDFFF {
+					return surrogateError(b, i)
+				}
+				i += 11
+			default:
+				i += 5
+			}
+		}
+	}
+	return nil
+}
+
+func surrogateError(b []byte, at int) error {
+	return fmt.Errorf("%w: the JSON holds %s at byte %d, half of a UTF-16 surrogate pair, not a character: send whole characters (a text cut in the middle of one?); nothing was written", ErrInvalid, b[at:at+6], at)
+}
+
+// hex4 reads the four hexadecimal digits at b[i:].
+func hex4(b []byte, i int) (rune, bool) {
+	if i+4 > len(b) {
+		return 0, false
+	}
+	var r rune
+	for _, c := range b[i : i+4] {
+		switch {
+		case c >= '0' && c <= '9':
+			r = r<<4 | rune(c-'0')
+		case c >= 'a' && c <= 'f':
+			r = r<<4 | rune(c-'a'+10)
+		case c >= 'A' && c <= 'F':
+			r = r<<4 | rune(c-'A'+10)
+		default:
+			return 0, false
+		}
+	}
+	return r, true
+}
+
+// DecodeInputs reads one Input object or an array of them (after a byte order
+// mark, if the body begins with one), strictly: keys spelled
 // exactly as Input's (encoding/json alone would take "CONTENT" for "content") and each
 // given once, values of the right types, nothing after the JSON value. Each input is
 // then checked (Input.Check). Errors wrap ErrInvalid and name the input's index in an
 // array.
 func DecodeInputs(body []byte) ([]Input, error) {
-	body = bytes.TrimSpace(body)
+	// The byte order mark some editors begin a file with (a body sent from one),
+	// as node memory import reads a file.
+	body = bytes.TrimSpace(bytes.TrimPrefix(body, []byte("\ufeff")))
 	if len(body) == 0 {
 		return nil, fmt.Errorf("%w: empty body: want a memory object or an array of them", ErrInvalid)
 	}
@@ -94,6 +160,9 @@ func DecodeInputs(body []byte) ([]Input, error) {
 // DecodeInput reads one Input object strictly and checks it (see DecodeInputs).
 func DecodeInput(raw []byte) (Input, error) {
 	if err := checkUTF8(raw); err != nil {
+		return Input{}, err
+	}
+	if err := checkSurrogates(raw); err != nil {
 		return Input{}, err
 	}
 	d := json.NewDecoder(bytes.NewReader(raw))
@@ -170,7 +239,7 @@ func (in Input) Check() error {
 	if mod != Text && tier != Perceptual {
 		return fmt.Errorf("%w: modality %s is for the perceptual tier, not %s", ErrInvalid, mod, tier)
 	}
-	if strings.TrimSpace(in.Content) == "" {
+	if blank(in.Content) {
 		return fmt.Errorf("%w: empty content", ErrInvalid)
 	}
 	if in.Importance != nil {

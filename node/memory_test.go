@@ -367,6 +367,7 @@ func TestMemoryBadInputIsRefusedAndWritesNothing(t *testing.T) {
 		// Not repaired into another text (encoding/json would put U+FFFD in its place).
 		{"content not UTF-8", obj("\"content\":\"bad \xff byte\""), "not valid UTF-8 (byte 59, 0xff)"},
 		{"namespace not UTF-8", "{\"namespace\":\"user:\xe9\",\"tier\":\"semantic\",\"content\":\"x\"}", "not valid UTF-8"},
+		{"content with half a surrogate pair", obj(`"content":"smile \ud83d"`), `\ud83d at byte`},
 		// Binary (a piece of an executable) is no memory, as it is no document.
 		{"content with a NUL", obj(`"content":"\u007fELF\u0002\u0001\u0001\u0000\u0000 ls"`), "NUL byte (at byte 7)"},
 		{"a NUL in a good array", `[` + obj(`"content":"fine"`) + `,` + obj(`"content":"a\u0000b"`) + `]`, "memory 1: memory: invalid request: content holds a NUL byte (at byte 1)"},
