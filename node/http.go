@@ -674,6 +674,14 @@ func (n *Node) getEvents(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	if r.Method == http.MethodHead {
+		// A HEAD (a monitor's check) gets the answer's headers: net/http discards
+		// a HEAD answer's body, which would be read from the log and encoded
+		// whole only to be dropped (as long as the GET of a large session).
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
+		return
+	}
 	a := newEventsArray(paceAnswer(w, n.cfg.HTTP))
 	for len(events) > 0 {
 		if err := a.write(events); err != nil {
