@@ -332,6 +332,10 @@ func (n *Node) postApproval(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "the body is not valid UTF-8 (byte %d): JSON is sent in UTF-8", messages.InvalidUTF8At(body))
 		return
 	}
+	if at := loneSurrogateAt(body); at >= 0 && json.Valid(body) {
+		writeError(w, http.StatusBadRequest, "%s; want {\"approve\": true|false, \"reason\": \"…\"}", loneSurrogateError(body, at))
+		return
+	}
 	var b approvalBody
 	if err := decodeStrict(body, &b); err != nil {
 		writeError(w, http.StatusBadRequest, "%v; want {\"approve\": true|false, \"reason\": \"…\"}", err)

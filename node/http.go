@@ -297,7 +297,12 @@ func (n *Node) postTask(w http.ResponseWriter, r *http.Request) {
 	// A body that is not UTF-8 is refused by the ingress, as from every source.
 	// With an Idempotency-Key, the same request sent again (its answer lost, say) is
 	// the same task of the same session, run once.
-	sub, err := n.SubmitFrom(r.Context(), Arrival{Source: SourceHTTP, Payload: body, IdempotencyKey: r.Header.Get("Idempotency-Key")})
+	key, err := headerIdempotencyKey(r)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "%v", err)
+		return
+	}
+	sub, err := n.SubmitFrom(r.Context(), Arrival{Source: SourceHTTP, Payload: body, IdempotencyKey: key})
 	// The submission waits for the session to record the task, up to
 	// Config.SubmitTimeout, which is about the write timeout: the answer must
 	// still reach the client.
@@ -312,6 +317,26 @@ func (n *Node) postTask(w http.ResponseWriter, r *http.Request) {
 	default:
 		writeJSON(w, http.StatusAccepted, sub)
 	}
+}
+
+// headerIdempotencyKey is the request's Idempotency-Key header, "" when it has
+// none. A request that carries the header asks to be acted on once however often it
+// is sent, so a key that cannot serve is an error, never taken for no key: an empty
+// one (a client whose key came out blank) made each retry a new request, acted on
+// again; and the header is a single value (a Structured Field Item), of which
+// Header.Get took the first of two, where a proxy or a server behind it may take
+// the last, or both joined with a comma.
+func headerIdempotencyKey(r *http.Request) (string, error) {
+	keys := r.Header.Values("Idempotency-Key")
+	switch {
+	case len(keys) == 0:
+		return "", nil
+	case len(keys) > 1:
+		return "", fmt.Errorf("the request has %d Idempotency-Key headers: send one", len(keys))
+	case strings.TrimSpace(keys[0]) == "":
+		return "", errors.New("the Idempotency-Key header is empty: send a key (such as a UUID), or leave the header out")
+	}
+	return keys[0], nil
 }
 
 // checkJSONContentType accepts application/json, with a UTF-8 charset if any,
@@ -648,6 +673,14 @@ func (n *Node) getEvents(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusNotFound, "no session %s", QuoteHead(id))
 			return
 		}
+	}
+	if r.Method == http.MethodHead {
+		// A HEAD (a monitor's check) gets the answer's headers: net/http discards
+		// a HEAD answer's body, which would be read from the log and encoded
+		// whole only to be dropped (as long as the GET of a large session).
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
+		return
 	}
 	a := newEventsArray(paceAnswer(w, n.cfg.HTTP))
 	for len(events) > 0 {

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"bytes"
 	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
@@ -8,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -210,6 +212,10 @@ func (in *Ingress) decode(a Arrival) (env messages.Envelope, task *messages.Task
 	valid := messages.ValidJSON(a.Payload)
 	if a.Source == SourceBus && valid && isEnvelope(a.Payload) {
 		return in.admitEnvelope(a.Payload)
+	}
+	if at := loneSurrogateAt(a.Payload); valid && at >= 0 {
+		// As a byte that is not UTF-8: encoding/json reads the escape as U+FFFD.
+		return messages.Envelope{}, nil, "", fmt.Errorf("%w: %s", ErrBadTask, loneSurrogateError(a.Payload, at))
 	}
 	t, err := decodeTask(a.Payload, valid)
 	if err != nil {
@@ -798,4 +804,54 @@ func (in *Ingress) rejection(a Arrival, refusal error, h recordHeaders) (rejecti
 		r.reply = t.ReplyTopic
 	}
 	return r, nil
+}
+
+// loneSurrogateAt returns the offset in b (valid JSON) of the first \u escape of
+// a UTF-16 surrogate that is not one half of a pair (a high one followed by a low
+// one), or -1. Such an escape is valid JSON but no character: encoding/json
+// decodes it as U+FFFD, so a task or an answer that carries one would run on, or
+// record, another text than the one sent, as with a byte that is not UTF-8.
+func loneSurrogateAt(b []byte) int {
+	// In valid JSON a backslash stands only in a string, and starts an escape.
+	for i := 0; i < len(b); i++ {
+		j := bytes.IndexByte(b[i:], '\\')
+		if j < 0 {
+			return -1
+		}
+		i += j
+		if i+1 >= len(b) || b[i+1] != 'u' {
+			i++ // a two-byte escape, \\ among them
+			continue
+		}
+		r := escapedRune(b, i)
+		switch {
+		case r >= 0xDC00 && r <= 0xDFFF:
+			return i
+		case r >= 0xD800 && r <= 0xDBFF:
+			if low := escapedRune(b, i+6); low < 0xDC00 || low > 0xDFFF {
+				return i
+			}
+			i += 11 // the pair
+		default:
+			i += 5
+		}
+	}
+	return -1
+}
+
+// escapedRune is the code unit of the \uXXXX escape at b[i:], or -1.
+func escapedRune(b []byte, i int) rune {
+	if i+6 > len(b) || b[i] != '\\' || b[i+1] != 'u' {
+		return -1
+	}
+	v, err := strconv.ParseUint(string(b[i+2:i+6]), 16, 16)
+	if err != nil {
+		return -1
+	}
+	return rune(v)
+}
+
+// loneSurrogateError says where loneSurrogateAt found a lone surrogate in b.
+func loneSurrogateError(b []byte, at int) string {
+	return fmt.Sprintf("the JSON has %s at byte %d, a lone UTF-16 surrogate that is no character (it would be read as U+FFFD): escape a character outside the BMP as a pair, or send it as UTF-8", b[at:at+6], at)
 }

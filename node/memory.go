@@ -469,13 +469,16 @@ func (n *Node) memoryHistory(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// idempotencyKey is the request's Idempotency-Key header ("" without one): at most
-// 200 bytes of UTF-8. The key is kept in the events of the writes it made, as JSON,
+// idempotencyKey is the request's Idempotency-Key header ("" without one;
+// headerIdempotencyKey): at most 200 bytes of UTF-8. The key is kept in the events of the writes it made, as JSON,
 // where a byte that is not UTF-8 (a header may carry any byte from 0x80) would
 // become U+FFFD: after a restart the key read back would not be the key sent, and
 // a retry, or another request under it, would be taken for a new one.
 func idempotencyKey(r *http.Request) (string, error) {
-	key := r.Header.Get("Idempotency-Key")
+	key, err := headerIdempotencyKey(r)
+	if err != nil {
+		return "", err
+	}
 	if len(key) > 200 {
 		return "", errors.New("Idempotency-Key is longer than 200 bytes")
 	}
