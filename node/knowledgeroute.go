@@ -113,12 +113,7 @@ func (u *kbUploads) part(base string, a kbPartArgs, now time.Time) (whole []byte
 	}
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	for k, up := range u.m {
-		if now.Sub(up.touched) > kbUploadIdle {
-			u.held -= up.size
-			delete(u.m, k)
-		}
-	}
+	u.forget(now)
 	k := base + "\x00" + a.Upload
 	up := u.m[k]
 	if up == nil {
@@ -159,6 +154,26 @@ func (u *kbUploads) part(base string, a kbPartArgs, now time.Time) (whole []byte
 			delete(u.m, k)
 		}
 	}, nil
+}
+
+// expire forgets the uploads that got no part for kbUploadIdle, as a part does
+// before it is kept: the node calls it while idle (Node.expireIdle), so that the
+// parts of an upload its sender gave up on (a client gone mid-upload, a failed
+// add not sent again) are not held until the next upload comes.
+func (u *kbUploads) expire(now time.Time) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.forget(now)
+}
+
+// forget drops the uploads idle for kbUploadIdle. The caller holds u.mu.
+func (u *kbUploads) forget(now time.Time) {
+	for k, up := range u.m {
+		if now.Sub(up.touched) > kbUploadIdle {
+			u.held -= up.size
+			delete(u.m, k)
+		}
+	}
 }
 
 // kbAddArgs are the arguments of kb_add: a document (a file to convert, or

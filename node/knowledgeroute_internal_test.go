@@ -2,6 +2,7 @@ package node
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"strconv"
 	"testing"
@@ -73,5 +74,39 @@ func TestKBUploadPartsJoinOnceAndBounded(t *testing.T) {
 	}
 	if !errors.Is(refused, knowledge.ErrTooLarge) || u.held > kbUploadsMaxHeld {
 		t.Fatalf("past %d MiB held: %v (held %d)", kbUploadsMaxHeld>>20, refused, u.held)
+	}
+}
+
+// The node forgets the parts of an upload whose sender gave up on it (its client
+// left mid-upload) once it has been idle for kbUploadIdle, with no other upload
+// coming: the node's expiry, which runs while the node is idle, drops them.
+// Before, only a part of a later upload did, so that an idle owner held up to
+// kbUploadsMaxHeld of abandoned parts for as long as no upload came.
+func TestIdleNodeForgetsAnAbandonedUpload(t *testing.T) {
+	n, err := New(context.Background(), Config{DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop, err := n.Start(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	held := func() int {
+		n.kbUploads.mu.Lock()
+		defer n.kbUploads.mu.Unlock()
+		return n.kbUploads.held
+	}
+	now := time.Now()
+	if _, _, err := n.kbUploads.part("docs", kbPartArgs{Upload: "left", Index: 0, Total: 3, Data: make([]byte, kbPartMax)}, now); err != nil {
+		t.Fatal(err)
+	}
+	n.expireIdle(now.Add(kbUploadIdle / 2))
+	if held := held(); held != kbPartMax {
+		t.Fatalf("held %d bytes of an upload idle for half of %s, want its %d", held, kbUploadIdle, kbPartMax)
+	}
+	n.expireIdle(now.Add(kbUploadIdle + time.Second))
+	if held := held(); held != 0 {
+		t.Fatalf("held %d bytes of an upload idle for longer than %s, want none", held, kbUploadIdle)
 	}
 }

@@ -1309,13 +1309,18 @@ const (
 	expireEvery = time.Minute
 )
 
-// expireCaches forgets expired message IDs and effect answers every expireEvery,
-// until ctx is done or the node closes: an idle node gives their memory back.
+// expireCaches calls expireIdle every expireEvery, until ctx is done or the node
+// closes: an idle node gives the memory of what expired back.
 func (n *Node) expireCaches(ctx context.Context) {
-	n.every(ctx, expireEvery, func(now time.Time) {
-		n.dedupe.expire(now)
-		n.local.Expire(now)
-	})
+	n.every(ctx, expireEvery, n.expireIdle)
+}
+
+// expireIdle forgets, as of now, the expired message IDs and effect answers, and
+// the parts of the knowledge base uploads that stopped coming (kbUploads.expire).
+func (n *Node) expireIdle(now time.Time) {
+	n.dedupe.expire(now)
+	n.local.Expire(now)
+	n.kbUploads.expire(now)
 }
 
 // every calls do with the tick's time every d, until ctx is done or the node
