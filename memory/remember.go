@@ -564,7 +564,7 @@ func parseDecision(answer string, fact Fact, shown []Memory) (Decision, error) {
 	}
 	out.TargetID = target
 	if event == EventUpdate {
-		if t := strings.Join(strings.Fields(d.Text), " "); t != "" {
+		if t := strings.Join(strings.Fields(d.Text), " "); !blank(t) { // invisible-only text is no text: the fact's own is kept
 			out.Content = clipText(t, maxFactBytes)
 		}
 	}

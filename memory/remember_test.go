@@ -199,6 +199,10 @@ func TestDecideFactWithModel(t *testing.T) {
 			answer: "```\n{\"event\": \"update\", \"id\": \"m_cheese\"}\n```",
 			want:   memory.Decision{Event: memory.EventUpdate, TargetID: "m_cheese", Content: "I like cheddar cheese", Reason: "a richer version"},
 		},
+		"update whose text shows nothing keeps the fact's": {
+			answer: `{"event": "UPDATE", "id": "1", "text": "\u200b\ufeff"}`,
+			want:   memory.Decision{Event: memory.EventUpdate, TargetID: "m_cheese", Content: "I like cheddar cheese", Reason: "a richer version"},
+		},
 		"delete": {
 			answer: `{"event": "DELETE", "id": 0, "reason": "moved"}`,
 			want:   memory.Decision{Event: memory.EventDelete, TargetID: "m_paris", Content: "I like cheddar cheese", Reason: "moved"},
