@@ -71,6 +71,10 @@ func (in *Ingress) DecodeApproval(a Arrival) (messages.ApprovalAnswer, error) {
 	if !utf8.Valid(a.Payload) {
 		return messages.ApprovalAnswer{}, fmt.Errorf("%w: approval: the message is not valid UTF-8 (byte %d): JSON is sent in UTF-8", ErrBadTask, messages.InvalidUTF8At(a.Payload))
 	}
+	if at := loneSurrogateAt(a.Payload); at >= 0 && json.Valid(a.Payload) {
+		// As over HTTP: encoding/json would read the escape as U+FFFD.
+		return messages.ApprovalAnswer{}, fmt.Errorf("%w: approval: %s", ErrBadTask, loneSurrogateError(a.Payload, at))
+	}
 	c, err := messages.DecodeApprovalAnswer(a.Payload)
 	if err != nil {
 		return c, fmt.Errorf("%w: %w", ErrBadTask, err)
