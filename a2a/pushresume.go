@@ -45,12 +45,7 @@ func (s *Server) ResumePushes(ctx context.Context) {
 		}
 		return
 	}
-	var ids []sdk.TaskID
-	for _, info := range infos {
-		if IsPushStream(info.ID) && info.ID != eventlog.A2APushStreamPrefix {
-			ids = append(ids, taskOfStream(info.ID))
-		}
-	}
+	ids := pushedTasks(infos)
 	for len(ids) > 0 {
 		batch := ids[:min(len(ids), pushPruneBatch)]
 		ids = ids[len(batch):]
@@ -118,12 +113,7 @@ func (s *Server) FinishPushes(ctx context.Context) {
 		}
 		return
 	}
-	var ids []sdk.TaskID
-	for _, info := range infos {
-		if IsPushStream(info.ID) && info.ID != eventlog.A2APushStreamPrefix {
-			ids = append(ids, taskOfStream(info.ID))
-		}
-	}
+	ids := pushedTasks(infos)
 	for len(ids) > 0 && ctx.Err() == nil {
 		batch := ids[:min(len(ids), pushPruneBatch)]
 		ids = ids[len(batch):]
@@ -263,4 +253,15 @@ func (s *Server) postPushes(ctx context.Context, task *sdk.Task) {
 			s.cfg.Logger.Warn("a2a push: the task's update is not posted", "task", task.ID, "config", c.ID, "err", err)
 		}
 	}
+}
+
+// pushedTasks returns the tasks whose push streams infos list.
+func pushedTasks(infos []eventlog.SessionInfo) []sdk.TaskID {
+	var ids []sdk.TaskID
+	for _, info := range infos {
+		if IsPushStream(info.ID) && info.ID != eventlog.A2APushStreamPrefix {
+			ids = append(ids, taskOfStream(info.ID))
+		}
+	}
+	return ids
 }
