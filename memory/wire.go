@@ -9,6 +9,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/troupe-run/troupe/internal/jsonesc"
 	"github.com/troupe-run/troupe/messages"
 )
 
@@ -49,62 +50,17 @@ func checkUTF8(b []byte) error {
 // alone (a string cut in the middle of an emoji by a client counting UTF-16 units):
 // encoding/json would store it as U+FFFD, another text than the one sent.
 func checkSurrogates(b []byte) error {
-	in := false
-	for i := 0; i < len(b); i++ {
-		switch c := b[i]; {
-		case c == '"':
-			in = !in
-		case !in || c != '\\':
-		case i+1 < len(b) && b[i+1] != 'u':
-			i++ // an escape of one character: \" or \\ among them
-		default:
-			r, ok := hex4(b, i+2)
-			if !ok {
-				continue // malformed JSON: the decoder says so
-			}
-			switch {
-			case r >= 0xDC00 && r <= 0xDFFF:
-				return surrogateError(b, i)
-			case r >= 0xD800 && r <= 0xDBFF:
-				lo, ok := rune(0), false
-				if i+7 < len(b) && b[i+6] == '\\' && b[i+7] == 'u' {
-					lo, ok = hex4(b, i+8)
-				}
-				if !ok || lo < 0xDC00 || lo > 0xDFFF {
-					return surrogateError(b, i)
-				}
-				i += 11
-			default:
-				i += 5
-			}
-		}
+	if !json.Valid(b) {
+		return nil // malformed JSON: the decoder says so
+	}
+	if at := jsonesc.LoneSurrogateAt(b); at >= 0 {
+		return surrogateError(b, at)
 	}
 	return nil
 }
 
 func surrogateError(b []byte, at int) error {
 	return fmt.Errorf("%w: the JSON holds %s at byte %d, half of a UTF-16 surrogate pair, not a character: send whole characters (a text cut in the middle of one?); nothing was written", ErrInvalid, b[at:at+6], at)
-}
-
-// hex4 reads the four hexadecimal digits at b[i:].
-func hex4(b []byte, i int) (rune, bool) {
-	if i+4 > len(b) {
-		return 0, false
-	}
-	var r rune
-	for _, c := range b[i : i+4] {
-		switch {
-		case c >= '0' && c <= '9':
-			r = r<<4 | rune(c-'0')
-		case c >= 'a' && c <= 'f':
-			r = r<<4 | rune(c-'a'+10)
-		case c >= 'A' && c <= 'F':
-			r = r<<4 | rune(c-'A'+10)
-		default:
-			return 0, false
-		}
-	}
-	return r, true
 }
 
 // DecodeInputs reads one Input object or an array of them (after a byte order

@@ -18,6 +18,7 @@ import (
 
 	"github.com/troupe-run/troupe/actors"
 	"github.com/troupe-run/troupe/eventlog"
+	"github.com/troupe-run/troupe/internal/jsonesc"
 	"github.com/troupe-run/troupe/internal/textclip"
 	"github.com/troupe-run/troupe/messages"
 )
@@ -71,7 +72,7 @@ func (in *Ingress) DecodeApproval(a Arrival) (messages.ApprovalAnswer, error) {
 	if !utf8.Valid(a.Payload) {
 		return messages.ApprovalAnswer{}, fmt.Errorf("%w: approval: the message is not valid UTF-8 (byte %d): JSON is sent in UTF-8", ErrBadTask, messages.InvalidUTF8At(a.Payload))
 	}
-	if at := loneSurrogateAt(a.Payload); at >= 0 && json.Valid(a.Payload) {
+	if at := jsonesc.LoneSurrogateAt(a.Payload); at >= 0 && json.Valid(a.Payload) {
 		// As over HTTP: encoding/json would read the escape as U+FFFD.
 		return messages.ApprovalAnswer{}, fmt.Errorf("%w: approval: %s", ErrBadTask, loneSurrogateError(a.Payload, at))
 	}
@@ -336,7 +337,7 @@ func (n *Node) postApproval(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "the body is not valid UTF-8 (byte %d): JSON is sent in UTF-8", messages.InvalidUTF8At(body))
 		return
 	}
-	if at := loneSurrogateAt(body); at >= 0 && json.Valid(body) {
+	if at := jsonesc.LoneSurrogateAt(body); at >= 0 && json.Valid(body) {
 		writeError(w, http.StatusBadRequest, "%s; want {\"approve\": true|false, \"reason\": \"…\"}", loneSurrogateError(body, at))
 		return
 	}

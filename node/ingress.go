@@ -1,7 +1,6 @@
 package node
 
 import (
-	"bytes"
 	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
@@ -9,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -17,6 +15,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/troupe-run/troupe/actors"
+	"github.com/troupe-run/troupe/internal/jsonesc"
 	"github.com/troupe-run/troupe/internal/textclip"
 	"github.com/troupe-run/troupe/kafka"
 	"github.com/troupe-run/troupe/messages"
@@ -210,7 +209,7 @@ func (in *Ingress) decode(a Arrival) (env messages.Envelope, task *messages.Task
 		return messages.Envelope{}, nil, "", fmt.Errorf("%w: the message is not valid UTF-8 (byte %d): JSON is sent in UTF-8", ErrBadTask, messages.InvalidUTF8At(a.Payload))
 	}
 	valid := messages.ValidJSON(a.Payload)
-	if at := loneSurrogateAt(a.Payload); valid && at >= 0 {
+	if at := jsonesc.LoneSurrogateAt(a.Payload); valid && at >= 0 {
 		// As a byte that is not UTF-8: encoding/json reads the escape as U+FFFD.
 		// Also of an envelope a client wrote: one a node forwards or stores is
 		// written by encoding/json, which writes no surrogate escape.
@@ -806,51 +805,6 @@ func (in *Ingress) rejection(a Arrival, refusal error, h recordHeaders) (rejecti
 		r.reply = t.ReplyTopic
 	}
 	return r, nil
-}
-
-// loneSurrogateAt returns the offset in b (valid JSON) of the first \u escape of
-// a UTF-16 surrogate that is not one half of a pair (a high one followed by a low
-// one), or -1. Such an escape is valid JSON but no character: encoding/json
-// decodes it as U+FFFD, so a task or an answer that carries one would run on, or
-// record, another text than the one sent, as with a byte that is not UTF-8.
-func loneSurrogateAt(b []byte) int {
-	// In valid JSON a backslash stands only in a string, and starts an escape.
-	for i := 0; i < len(b); i++ {
-		j := bytes.IndexByte(b[i:], '\\')
-		if j < 0 {
-			return -1
-		}
-		i += j
-		if i+1 >= len(b) || b[i+1] != 'u' {
-			i++ // a two-byte escape, \\ among them
-			continue
-		}
-		r := escapedRune(b, i)
-		switch {
-		case r >= 0xDC00 && r <= 0xDFFF:
-			return i
-		case r >= 0xD800 && r <= 0xDBFF:
-			if low := escapedRune(b, i+6); low < 0xDC00 || low > 0xDFFF {
-				return i
-			}
-			i += 11 // the pair
-		default:
-			i += 5
-		}
-	}
-	return -1
-}
-
-// escapedRune is the code unit of the \uXXXX escape at b[i:], or -1.
-func escapedRune(b []byte, i int) rune {
-	if i+6 > len(b) || b[i] != '\\' || b[i+1] != 'u' {
-		return -1
-	}
-	v, err := strconv.ParseUint(string(b[i+2:i+6]), 16, 16)
-	if err != nil {
-		return -1
-	}
-	return rune(v)
 }
 
 // loneSurrogateError says where loneSurrogateAt found a lone surrogate in b.

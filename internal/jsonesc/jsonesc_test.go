@@ -17,3 +17,22 @@ func TestHex4(t *testing.T) {
 		}
 	}
 }
+
+func TestLoneSurrogateAt(t *testing.T) {
+	for in, want := range map[string]int{
+		`{"a":"x \ud800 y"}`:        8,
+		`{"a":"\udc00"}`:            6,
+		`{"a":"\ud800\u0041"}`:      6,
+		`{"a":"\ud800\ud800"}`:      6,
+		`{"a":"x\ud83d"}`:           7,
+		`{"a":"\ud83d\ude00 ok"}`:   -1,
+		`{"a":"\\ud800"}`:           -1,
+		`{"a":"\u00e9\u0041"}`:      -1,
+		`{"\ud800":1}`:              2,
+		`["\ud83d\ude00","\uDFFF"]`: 17,
+	} {
+		if got := LoneSurrogateAt([]byte(in)); got != want {
+			t.Errorf("LoneSurrogateAt(%s) = %d, want %d", in, got, want)
+		}
+	}
+}

@@ -10,7 +10,6 @@ import (
 	"mime"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 	"unicode/utf16"
@@ -19,6 +18,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/packages/ssestream"
 
+	"github.com/troupe-run/troupe/internal/jsonesc"
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/messages"
 )
@@ -493,11 +493,11 @@ func surrogateEscape(raw string, at int, low bool) (rune, bool) {
 	if at < 1 || len(raw) < at+6 || raw[0] != '"' || raw[len(raw)-1] != '"' || raw[at] != '\\' || raw[at+1] != 'u' {
 		return 0, false
 	}
-	n, err := strconv.ParseUint(raw[at+2:at+6], 16, 16)
-	if err != nil {
+	r, ok := jsonesc.Hex4(raw[at+2:])
+	if !ok {
 		return 0, false
 	}
-	if r := rune(n); low && r >= 0xDC00 && r <= 0xDFFF || !low && r >= 0xD800 && r <= 0xDBFF {
+	if low && r >= 0xDC00 && r <= 0xDFFF || !low && r >= 0xD800 && r <= 0xDBFF {
 		return r, true
 	}
 	return 0, false
