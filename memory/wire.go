@@ -50,10 +50,7 @@ func checkUTF8(b []byte) error {
 // alone (a string cut in the middle of an emoji by a client counting UTF-16 units):
 // encoding/json would store it as U+FFFD, another text than the one sent.
 func checkSurrogates(b []byte) error {
-	if !json.Valid(b) {
-		return nil // malformed JSON: the decoder says so
-	}
-	if at := jsonesc.LoneSurrogateAt(b); at >= 0 {
+	if at := jsonesc.LoneSurrogateAt(b); at >= 0 && json.Valid(b) { // malformed JSON: the decoder says so
 		return surrogateError(b, at)
 	}
 	return nil

@@ -171,11 +171,11 @@ func (n *Node) handleApproval(msg *message.Message) error {
 	}
 	// A session the log does not have is said so, as over HTTP (404), and no
 	// session actor starts for a made-up ID.
-	if _, err := n.folds.with(msg.Context(), n.log, c.SessionID, func(*actors.SessionState) error { return nil }); errors.Is(err, ErrUnknownSession) {
+	if known, err := n.streamKnown(msg.Context(), c.SessionID); err != nil {
+		return fmt.Errorf("approval for session %s: %w", c.SessionID, err) // retried
+	} else if !known {
 		n.cfg.Logger.Warn("dropping an answer to an approval of a session the log does not have", "message", idHead(msg.UUID), "session", c.SessionID, "call", c.Call)
 		return n.refuseApproval(msg, c, fmt.Errorf("%w %q", ErrUnknownSession, c.SessionID))
-	} else if err != nil {
-		return fmt.Errorf("approval for session %s: %w", c.SessionID, err) // retried
 	}
 	err = n.approveHere(c)
 	switch {

@@ -209,11 +209,13 @@ func (in *Ingress) decode(a Arrival) (env messages.Envelope, task *messages.Task
 		return messages.Envelope{}, nil, "", fmt.Errorf("%w: the message is not valid UTF-8 (byte %d): JSON is sent in UTF-8", ErrBadTask, messages.InvalidUTF8At(a.Payload))
 	}
 	valid := messages.ValidJSON(a.Payload)
-	if at := jsonesc.LoneSurrogateAt(a.Payload); valid && at >= 0 {
-		// As a byte that is not UTF-8: encoding/json reads the escape as U+FFFD.
-		// Also of an envelope a client wrote: one a node forwards or stores is
-		// written by encoding/json, which writes no surrogate escape.
-		return messages.Envelope{}, nil, "", fmt.Errorf("%w: %s", ErrBadTask, loneSurrogateError(a.Payload, at))
+	if valid {
+		if at := jsonesc.LoneSurrogateAt(a.Payload); at >= 0 {
+			// As a byte that is not UTF-8: encoding/json reads the escape as U+FFFD.
+			// Also of an envelope a client wrote: one a node forwards or stores is
+			// written by encoding/json, which writes no surrogate escape.
+			return messages.Envelope{}, nil, "", fmt.Errorf("%w: %s", ErrBadTask, loneSurrogateError(a.Payload, at))
+		}
 	}
 	if a.Source == SourceBus && valid && isEnvelope(a.Payload) {
 		return in.admitEnvelope(a.Payload)
