@@ -513,18 +513,17 @@ func artifactSize(a *sdk.Artifact) int {
 
 // partsSize is what MaxAnswerBytes counts of parts: of each, its text or data
 // (partsText), its file (filesSize), its metadata (encoded), partOverhead when
-// it is empty (emptyPart) or carries metadata, and at least partFloor.
+// it is empty (partSize) or carries metadata, and at least partFloor.
 func partsSize(parts sdk.ContentParts) int {
 	n := 0
 	for _, p := range parts {
-		one := sdk.ContentParts{p}
-		size := len(partsText(one)) + filesSize(one)
+		size, empty := partSize(p)
 		if m, ok := p.(interface{ Meta() map[string]any }); ok {
 			if meta := metadataSize(m.Meta()); meta > 0 {
 				size += meta + partOverhead
 			}
 		}
-		if emptyPart(p) {
+		if empty {
 			size += partOverhead
 		}
 		n += max(size, partFloor)
@@ -532,24 +531,28 @@ func partsSize(parts sdk.ContentParts) int {
 	return n
 }
 
-// emptyPart reports whether a part holds nothing: a text part with no text, a data
-// part with no data, a file part with neither bytes nor a URI, a part of no kind
-// this tool knows.
-func emptyPart(p sdk.Part) bool {
+// partSize is what a part holds, as partsText and filesSize count it (its text,
+// its data encoded, its file), and whether it holds nothing: a text part with no
+// text, a data part with no data, a file part with neither bytes nor a URI, a part
+// of no kind this tool knows.
+func partSize(p sdk.Part) (size int, empty bool) {
 	switch v := p.(type) {
 	case sdk.TextPart:
-		return v.Text == ""
+		return len(v.Text), v.Text == ""
 	case sdk.DataPart:
-		return len(v.Data) == 0
+		b, _ := json.Marshal(v.Data)
+		return len(b), len(v.Data) == 0
 	case sdk.FilePart:
+		size = filesSize(sdk.ContentParts{v})
 		switch c := v.File.(type) {
 		case sdk.FileBytes:
-			return c.Bytes == ""
+			return size, c.Bytes == ""
 		case sdk.FileURI:
-			return c.URI == ""
+			return size, c.URI == ""
 		}
+		return size, true
 	}
-	return true
+	return 0, true
 }
 
 // metadataSize is the size of metadata encoded as JSON (0 when empty).
