@@ -117,7 +117,7 @@ func (s *PushStore) load(ctx context.Context, id sdk.TaskID, force bool) (*taskP
 		if len(s.tasks) >= maxLiveTasks {
 			s.dropOldest()
 		}
-		t = &taskPushes{configs: map[string]*sdk.PushConfig{}, withheld: map[string]bool{}, warned: map[string]bool{}, sealedErr: map[string]error{}, v1: map[string]bool{}, final: map[string]bool{}}
+		t = newTaskPushes()
 		s.tasks[id] = t
 		force = true
 	}
@@ -268,7 +268,7 @@ func (s *PushStore) unposted(ctx context.Context, id sdk.TaskID) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("a2a: push configs of task %s: %w", id, err)
 	}
-	t := &taskPushes{configs: map[string]*sdk.PushConfig{}, withheld: map[string]bool{}, warned: map[string]bool{}, sealedErr: map[string]error{}, v1: map[string]bool{}, final: map[string]bool{}}
+	t := newTaskPushes()
 	for _, e := range events {
 		if _, err := t.apply(e, nil); err != nil {
 			return false, err
@@ -670,4 +670,10 @@ func (s storeSender) SendPush(ctx context.Context, cfg *sdk.PushConfig, task *sd
 		return nil
 	}
 	return s.PushSender.push(ctx, cfg, task, s.store.V1(task.ID, cfg.ID), s.store.Current)
+}
+
+// newTaskPushes returns the empty state of a task's push configs.
+func newTaskPushes() *taskPushes {
+	return &taskPushes{configs: map[string]*sdk.PushConfig{}, withheld: map[string]bool{}, warned: map[string]bool{},
+		sealedErr: map[string]error{}, v1: map[string]bool{}, final: map[string]bool{}}
 }
