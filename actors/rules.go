@@ -581,12 +581,21 @@ func rules2Evidence(p messages.Payload) bool {
 // else 1.
 func verifyRules(events []messages.Envelope) (map[string]int, error) {
 	out := map[string]int{}
+	if err := addVerifyRules(out, events); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// addVerifyRules is verifyRules of a session's next events, added to out, the
+// versions of the events before them: a session read a page at a time.
+func addVerifyRules(out map[string]int, events []messages.Envelope) error {
 	for _, e := range events {
 		switch e.Type {
 		case messages.TypeTaskSubmitted:
 			p, err := e.Decode()
 			if err != nil {
-				return nil, err
+				return err
 			}
 			if p.(*messages.TaskSubmitted).Rules == 0 {
 				out[e.ID] = 1
@@ -597,12 +606,12 @@ func verifyRules(events []messages.Envelope) (map[string]int, error) {
 			}
 			p, err := e.Decode()
 			if err != nil {
-				return nil, err
+				return err
 			}
 			if rules2Evidence(p) {
 				out[e.CorrelationID] = rulesGather
 			}
 		}
 	}
-	return out, nil
+	return nil
 }

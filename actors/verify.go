@@ -3,6 +3,7 @@ package actors
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -193,26 +194,73 @@ func (e *UndecidableError) Error() string {
 // failure is the record of what happened. Agents that fail a task for a limit of
 // their own where the session recorded a decision return an *UndecidableError.
 func VerifyReport(as Agents, events []messages.Envelope, from uint64, configs map[string]*messages.AgentConfig) (VerifyResult, error) {
-	if len(events) == 0 {
+	return VerifyPages(as, PagesOf(events), from, configs)
+}
+
+// Pages reads a session's events from its first, in seq order, a page at a
+// time: each call calls fn with each page in turn (never an empty one) and stops
+// at fn's first error, which it returns. Each call reads the session again, and
+// must find the same events.
+type Pages func(fn func(page []messages.Envelope) error) error
+
+// PagesOf is the Pages of events held whole: one page.
+func PagesOf(events []messages.Envelope) Pages {
+	return func(fn func(page []messages.Envelope) error) error {
+		if len(events) == 0 {
+			return nil
+		}
+		return fn(events)
+	}
+}
+
+// errVerifyDone stops the reading of a session's pages once its divergence is found.
+var errVerifyDone = errors.New("actors: verify: divergence found")
+
+// VerifyPages is VerifyReport of a session read a page at a time, never held
+// whole (a session of millions of events, or of a few huge ones): a first
+// reading checks that its seqs are whole and its tasks' rules supported, the
+// next fold and re-decide it event by event, a page held at a time besides the
+// fold's state. A session recorded with no rules version that diverges under
+// the version first assumed is read again under the next.
+func VerifyPages(as Agents, pages Pages, from uint64, configs map[string]*messages.AgentConfig) (VerifyResult, error) {
+	var (
+		n                           uint64
+		wholeErr, rulesErr, scanErr error
+		// A task recorded with no rules version ran under version 1, or under
+		// version 2 on a build from before the version was recorded: it is
+		// re-decided under 1 unless its events show 2 (verifyRules), and under 2
+		// when 1 diverges in it.
+		unversioned = map[string]int{}
+	)
+	err := pages(func(page []messages.Envelope) error {
+		if wholeErr == nil {
+			wholeErr = checkWhole(page, n)
+		}
+		n += uint64(len(page))
+		if rulesErr == nil {
+			rulesErr = CheckRules(page)
+		}
+		if scanErr == nil {
+			scanErr = addVerifyRules(unversioned, page)
+		}
+		return nil
+	})
+	switch {
+	case err != nil:
+		return VerifyResult{}, err
+	case n == 0:
 		return VerifyResult{}, fmt.Errorf("actors: verify: the session has no events")
+	case wholeErr != nil:
+		return VerifyResult{}, wholeErr
+	case rulesErr != nil:
+		return VerifyResult{}, rulesErr
+	case scanErr != nil:
+		return VerifyResult{}, scanErr
 	}
-	if err := checkWhole(events); err != nil {
-		return VerifyResult{}, err
-	}
-	if err := CheckRules(events); err != nil {
-		return VerifyResult{}, err
-	}
-	// A task recorded with no rules version ran under version 1, or under version 2
-	// on a build from before the version was recorded: it is re-decided under 1
-	// unless its events show 2 (verifyRules), and under 2 when 1 diverges in it.
 	// The divergence reported is the one found furthest into the session.
-	unversioned, err := verifyRules(events)
-	if err != nil {
-		return VerifyResult{}, err
-	}
 	var furthest VerifyResult
 	for {
-		r, err := verifyUnder(as, events, unversioned, from, configs)
+		r, err := verifyUnder(as, pages, unversioned, from, configs)
 		if err != nil || r.Divergence == nil {
 			return r, err
 		}
@@ -220,22 +268,22 @@ func VerifyReport(as Agents, events []messages.Envelope, from uint64, configs ma
 		if furthest.Divergence == nil || div.Seq > furthest.Divergence.Seq {
 			furthest = r
 		}
-		task := taskAt(events, div.Seq)
-		if v, ok := unversioned[task]; !ok || v == rulesGather {
+		if v, ok := unversioned[r.task]; !ok || v == rulesGather {
 			return furthest, nil
 		}
-		unversioned[task] = rulesGather
+		unversioned[r.task] = rulesGather
 	}
 }
 
-// checkWhole returns an error naming the first seq that events (a session's, from
-// its first) lack, or hold out of order: events missing from a log (lost, or
-// deleted by hand) left the agent waiting for what they answered, which verify
-// reported as the agent's divergence at the next event, its code blamed for the
-// log's loss. Nothing is re-decided from such a log.
-func checkWhole(events []messages.Envelope) error {
+// checkWhole returns an error naming the first seq that events (a session's
+// events after its first before ones) lack, or hold out of order: events
+// missing from a log (lost, or deleted by hand) left the agent waiting for what
+// they answered, which verify reported as the agent's divergence at the next
+// event, its code blamed for the log's loss. Nothing is re-decided from such a
+// log.
+func checkWhole(events []messages.Envelope, before uint64) error {
 	for i, e := range events {
-		want := uint64(i) + 1
+		want := before + uint64(i) + 1
 		switch {
 		case e.Seq == want:
 			continue
@@ -257,54 +305,57 @@ func checkWhole(events []messages.Envelope) error {
 type VerifyResult struct {
 	Divergence *Divergence
 	Limits     []LimitFailure
-}
-
-// taskAt is the task (correlation) ID of the event at seq of events.
-func taskAt(events []messages.Envelope, seq uint64) string {
-	for _, e := range events {
-		if e.Seq == seq {
-			return e.CorrelationID
-		}
-	}
-	return ""
+	// task is the task (correlation) ID of the event at Divergence.Seq.
+	task string
 }
 
 // verifyUnder is VerifyFrom with the rules versions of the tasks recorded with
 // none (SessionState.unversioned).
 // Only the events from seq from on are re-decided.
-func verifyUnder(as Agents, events []messages.Envelope, unversioned map[string]int, from uint64, configs map[string]*messages.AgentConfig) (VerifyResult, error) {
-	st := NewSessionState(events[0].SessionID).WithAgents(as).WithConfigs(configs)
-	st.unversioned = unversioned
-	var r VerifyResult
-	for _, e := range events {
-		p, err := e.Decode()
-		if err != nil {
-			return r, err
-		}
-		if e.Seq >= from && decided(e, p) {
-			step := 0
-			if st.active != nil {
-				step = st.active.Steps
+func verifyUnder(as Agents, pages Pages, unversioned map[string]int, from uint64, configs map[string]*messages.AgentConfig) (VerifyResult, error) {
+	var (
+		st *SessionState
+		r  VerifyResult
+	)
+	err := pages(func(page []messages.Envelope) error {
+		for _, e := range page {
+			if st == nil {
+				st = NewSessionState(e.SessionID).WithAgents(as).WithConfigs(configs)
+				st.unversioned = unversioned
 			}
-			d := st.DecideAmong(as, e.Seq, e.TS)
-			if div := compare(d, e, p, step); div != nil && !st.decidedByEarlierTools(as, d, e, p, step) {
-				// The recording node's limit: its failure is what happened, and the
-				// task ends there as recorded.
-				if f, ok := limitFailure(p, e.Seq, e.CorrelationID); ok {
-					r.Limits = append(r.Limits, f)
-				} else if f, ok := d.limitFailure(e.Seq); ok {
-					return r, &UndecidableError{Limit: f, Recorded: string(e.Type)}
-				} else {
-					r.Divergence = div
-					return r, nil
+			p, err := e.Decode()
+			if err != nil {
+				return err
+			}
+			if e.Seq >= from && decided(e, p) {
+				step := 0
+				if st.active != nil {
+					step = st.active.Steps
+				}
+				d := st.DecideAmong(as, e.Seq, e.TS)
+				if div := compare(d, e, p, step); div != nil && !st.decidedByEarlierTools(as, d, e, p, step) {
+					// The recording node's limit: its failure is what happened, and the
+					// task ends there as recorded.
+					if f, ok := limitFailure(p, e.Seq, e.CorrelationID); ok {
+						r.Limits = append(r.Limits, f)
+					} else if f, ok := d.limitFailure(e.Seq); ok {
+						return &UndecidableError{Limit: f, Recorded: string(e.Type)}
+					} else {
+						r.Divergence, r.task = div, e.CorrelationID
+						return errVerifyDone
+					}
 				}
 			}
+			if err := st.Apply(e); err != nil {
+				return err
+			}
 		}
-		if err := st.Apply(e); err != nil {
-			return r, err
-		}
+		return nil
+	})
+	if errors.Is(err, errVerifyDone) {
+		err = nil
 	}
-	return r, nil
+	return r, err
 }
 
 // decidedByEarlierTools reports whether d, a model request that differs from the

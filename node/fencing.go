@@ -50,7 +50,18 @@ type leasedStore struct {
 	epochs eventlog.EpochReading
 }
 
-var _ actors.EventStore = (*leasedStore)(nil)
+var (
+	_ actors.EventStore   = (*leasedStore)(nil)
+	_ eventlog.PageReader = (*leasedStore)(nil)
+)
+
+// ReadN reads a page of a session through the log (eventlog.PageReader), as
+// Read reads it: a read takes no lease. Without it the store hid the log's
+// paged reads, and the session actors' bounded reads (the event at a fold
+// snapshot's seq) read the rest of the session on a node of a cluster.
+func (s *leasedStore) ReadN(ctx context.Context, sessionID string, fromSeq uint64, n, maxBytes int) ([]messages.Envelope, error) {
+	return readN(ctx, s.Log, sessionID, fromSeq, n, maxBytes)
+}
 
 // Append appends a session's batch under the node's lease of its partition.
 func (s *leasedStore) Append(ctx context.Context, events []messages.Envelope) error {

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/troupe-run/troupe/actors"
+	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/redact"
 )
@@ -549,6 +550,37 @@ func (s timedStore) Append(ctx context.Context, events []messages.Envelope) erro
 	err := s.EventStore.Append(ctx, events)
 	s.appended.Observe(time.Since(start).Seconds())
 	return err
+}
+
+// ReadN reads a page of a session through the store (eventlog.PageReader): the
+// timer wraps appends only, and must not hide the paged reads of the store.
+func (s timedStore) ReadN(ctx context.Context, sessionID string, fromSeq uint64, n, maxBytes int) ([]messages.Envelope, error) {
+	return readN(ctx, s.EventStore, sessionID, fromSeq, n, maxBytes)
+}
+
+// readN is r's ReadN when r reads pages (eventlog.PageReader, as both logs do),
+// else its Read cut as ReadN cuts a page: after n events (n ≤ 0: all), or after
+// the event that brings the payload to maxBytes (maxBytes ≤ 0: no bound).
+func readN(ctx context.Context, r actors.StreamReader, sessionID string, fromSeq uint64, n, maxBytes int) ([]messages.Envelope, error) {
+	if pr, ok := r.(eventlog.PageReader); ok {
+		return pr.ReadN(ctx, sessionID, fromSeq, n, maxBytes)
+	}
+	events, err := r.Read(ctx, sessionID, fromSeq)
+	if err != nil {
+		return nil, err
+	}
+	if n > 0 && len(events) > n {
+		events = events[:n]
+	}
+	if maxBytes > 0 {
+		size := 0
+		for i, e := range events {
+			if size += len(e.Payload); size >= maxBytes {
+				return events[:i+1], nil
+			}
+		}
+	}
+	return events, nil
 }
 
 // timedClaims is a timedStore whose store claims sessions (actors.ClaimingStore),

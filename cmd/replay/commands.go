@@ -174,15 +174,17 @@ func (ac agentConfig) apply(cfg *node.Config) {
 	}
 }
 
-func readSession(ctx context.Context, log eventlog.Log, id string) ([]messages.Envelope, error) {
-	events, err := log.Read(ctx, id, 1)
+// sessionExists returns an error unless log holds session id, read from its
+// first event alone on a log that reads pages.
+func sessionExists(ctx context.Context, log eventlog.Log, id string) error {
+	first, err := eventlog.ReadPage(ctx, log, id, 1, 1)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	if len(events) == 0 {
-		return nil, fmt.Errorf("no session %s", node.QuoteHead(id))
+	if len(first) == 0 {
+		return fmt.Errorf("no session %s", node.QuoteHead(id))
 	}
-	return events, nil
+	return nil
 }
 
 // verifyResult is the JSON form of replay verify.
@@ -236,15 +238,28 @@ const exitUnsupportedRules = exitCannotVerify
 // events are printed clipped around their first difference, whole with full (and
 // in JSON).
 func verify(ctx context.Context, log eventlog.Log, id string, ac agentConfig, asJSON, full bool, stdout, stderr io.Writer) int {
-	events, err := readSession(ctx, log, id)
+	// The session is read a page at a time, never whole: a first reading counts
+	// its events and finds what verify needs before it re-decides them (the
+	// configurations its tasks name, its fork point, its agents); the next ones
+	// stop at the events it counted.
+	pages := &sessionPages{log: log, id: id}
+	scan := verifyScan{from: 1}
+	err := pages.each(ctx, 0, func(page []messages.Envelope) error {
+		scan.add(page)
+		return nil
+	})
+	if err == nil && scan.n == 0 {
+		err = fmt.Errorf("no session %s", node.QuoteHead(id))
+	}
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)
 		return 1
 	}
+	n := scan.n
 	if kind := streamKind(id); kind != "" {
 		// No task ran there: nothing was decided, nothing is re-decided.
 		if asJSON {
-			return writeJSON(stdout, stderr, verifyResult{SessionID: id, Events: len(events), NoSession: kind})
+			return writeJSON(stdout, stderr, verifyResult{SessionID: id, Events: n, NoSession: kind})
 		}
 		fmt.Fprintf(stdout, "%s: not verified: a stream of the log (%s), no session: no task ran there to re-decide\n", id, kind)
 		return 0
@@ -263,24 +278,41 @@ func verify(ctx context.Context, log eventlog.Log, id string, ac agentConfig, as
 		fmt.Fprintln(stderr, "error:", err)
 		return 1
 	}
-	configs, err := actors.LoadConfigs(ctx, log, actors.NamedConfigs(events))
+	configs, err := actors.LoadConfigs(ctx, log, scan.digests)
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)
 		return 1
 	}
-	rep, from, parent, err := verifyParts(agents, ac, events, configs)
+	// The models the session recorded, and the tools it called that the agents lack.
+	fromFirst, fromFork := newModelsSeen(1), newModelsSeen(scan.from)
+	tools := toolsSeen{agents: agents}
+	tools.agent, tools.known = agents.For("")
+	err = pages.each(ctx, n, func(page []messages.Envelope) error {
+		fromFirst.add(page)
+		fromFork.add(page)
+		tools.add(page)
+		return nil
+	})
+	if err != nil {
+		fmt.Fprintln(stderr, "error:", err)
+		return 1
+	}
+	from, parent := scan.from, scan.parent
+	read := actors.Pages(func(fn func(page []messages.Envelope) error) error { return pages.each(ctx, n, fn) })
+	rep, err := actors.VerifyPages(withRecordedModels(agents, ac, fromFirst, fromFork, from), read, from, configs)
 	div := rep.Divergence
+	unknown := unknownAgents(scan.agents, agents)
 	if ue, ok := errors.AsType[*actors.UndecidableError](err); ok {
 		if asJSON {
-			res := verifyResult{SessionID: id, Events: len(events), Undecidable: ue, Error: ue.Error()}
+			res := verifyResult{SessionID: id, Events: n, Undecidable: ue, Error: ue.Error()}
 			if code := writeJSON(stdout, stderr, res); code != 0 {
 				return code
 			}
 		} else {
 			fmt.Fprint(stdout, node.EscapeControls(fmt.Sprintf("session %s: cannot verify: %v\n", id, ue)))
-			if missing := unknownAgents(events, agents); len(missing) > 0 {
+			if len(unknown) > 0 {
 				fmt.Fprint(stderr, node.EscapeControls(fmt.Sprintf("hint: the session ran %s, which neither --agents nor --config defines here: verify it with the agents file it ran with\n",
-					quotedList("agent", missing))))
+					quotedList("agent", unknown))))
 			} else {
 				fmt.Fprintln(stderr, "hint: verify it with the configuration and agents file it ran with (--config, --agents), its prompts' secrets and all")
 			}
@@ -290,7 +322,7 @@ func verify(ctx context.Context, log eventlog.Log, id string, ac agentConfig, as
 	if re, ok := errors.AsType[*actors.RulesError](err); ok {
 		// Not a divergence: this build cannot re-decide the task at all.
 		if asJSON {
-			res := verifyResult{SessionID: id, Events: len(events), UnsupportedRules: re, Error: re.Error()}
+			res := verifyResult{SessionID: id, Events: n, UnsupportedRules: re, Error: re.Error()}
 			if code := writeJSON(stdout, stderr, res); code != 0 {
 				return code
 			}
@@ -303,7 +335,7 @@ func verify(ctx context.Context, log eventlog.Log, id string, ac agentConfig, as
 		fmt.Fprintln(stderr, "error:", err)
 		return 1
 	}
-	res := verifyResult{SessionID: id, Deterministic: div == nil, Events: len(events), Divergence: div, RecordedLimits: rep.Limits}
+	res := verifyResult{SessionID: id, Deterministic: div == nil, Events: n, Divergence: div, RecordedLimits: rep.Limits}
 	if parent != "" {
 		res.From, res.Parent = from, parent
 	}
@@ -313,9 +345,9 @@ func verify(ctx context.Context, log eventlog.Log, id string, ac agentConfig, as
 		}
 	} else if div == nil && parent != "" {
 		fmt.Fprint(stdout, node.EscapeControls(fmt.Sprintf("session %s: deterministic (its %d events from seq %d re-decided against their recorded results; the %d before are %s's, as replay fork copied them: verify %s for those)\n",
-			id, len(events)-int(from)+1, from, from-1, parent, parent)))
+			id, n-int(from)+1, from, from-1, parent, parent)))
 	} else if div == nil {
-		fmt.Fprintf(stdout, "session %s: deterministic (%d events re-decided against their recorded results)\n", id, len(events))
+		fmt.Fprintf(stdout, "session %s: deterministic (%d events re-decided against their recorded results)\n", id, n)
 	} else {
 		// Clipped around the first difference unless --full: a payload may be megabytes.
 		text := div.String()
@@ -330,16 +362,45 @@ func verify(ctx context.Context, log eventlog.Log, id string, ac agentConfig, as
 		printLimits(stdout, rep.Limits)
 	}
 	if div != nil {
-		if missing := unknownAgents(events, agents); len(missing) > 0 && !asJSON {
+		if len(unknown) > 0 && !asJSON {
 			fmt.Fprint(stderr, node.EscapeControls(fmt.Sprintf("hint: the session ran %s, which neither --agents nor --config defines here: verify it with the agents file it ran with\n",
-				quotedList("agent", missing))))
-		} else if missing := missingTools(events, agents); len(missing) > 0 && !asJSON {
+				quotedList("agent", unknown))))
+		} else if missing := tools.missing(); len(missing) > 0 && !asJSON {
 			fmt.Fprint(stderr, node.EscapeControls(fmt.Sprintf("hint: the session called %s, which the agent verified here does not have: verify it with the configuration it ran with (--config, --agents)\n",
 				quotedList("tool", missing))))
 		}
 		return 1
 	}
 	return 0
+}
+
+// verifyScan is what verify finds in a first reading of a session, a page at a
+// time: its events counted, the configurations its tasks name (sorted), the
+// agents they name (sorted), and its last session.forked event's seq (from,
+// else 1) and parent.
+type verifyScan struct {
+	n       int
+	digests []string
+	agents  []string
+	from    uint64
+	parent  string
+}
+
+func (s *verifyScan) add(page []messages.Envelope) {
+	s.n += len(page)
+	s.digests = addDigests(s.digests, actors.NamedConfigs(page))
+	for _, e := range page {
+		switch e.Type {
+		case messages.TypeSessionForked:
+			if p, err := e.Decode(); err == nil {
+				s.from, s.parent = e.Seq, p.(*messages.SessionForked).ParentID
+			}
+		case messages.TypeTaskSubmitted:
+			if p, err := e.Decode(); err == nil {
+				s.agents = addDigests(s.agents, []string{p.(*messages.TaskSubmitted).Agent})
+			}
+		}
+	}
 }
 
 // printLimits says of each task failure verify took as recorded why it did.
@@ -349,34 +410,16 @@ func printLimits(w io.Writer, limits []actors.LimitFailure) {
 	}
 }
 
-// verifyParts re-decides events with agents on the models the session recorded
-// (the model is the runtime's choice, not the agent's code). A fork re-decides its
-// own part only, from its session.forked event on: it ran on the node that
-// continued the fork, on its models (replay fork --model), under the fork's
-// session and task IDs; the events before it are its parent's decisions, copied,
-// which verify of the parent re-decides. from is the first seq re-decided, and
-// parent the session copied before it ("" for no fork).
-func verifyParts(agents actors.Agents, ac agentConfig, events []messages.Envelope, configs map[string]*messages.AgentConfig) (rep actors.VerifyResult, from uint64, parent string, err error) {
-	from = 1
-	for _, e := range events {
-		if e.Type != messages.TypeSessionForked {
-			continue
-		}
-		if p, err := e.Decode(); err == nil {
-			from, parent = e.Seq, p.(*messages.SessionForked).ParentID
-		}
-	}
-	rep, err = actors.VerifyReport(withRecordedModels(agents, ac, events, from), events, from, configs)
-	return rep, from, parent, err
-}
-
-// withRecordedModels returns a copy of agents on the models events recorded from
-// seq from on: each agent's own (an agent may have a model of its own), else the
+// withRecordedModels returns a copy of agents on the models the session
+// recorded from seq from on (fromFrom, its models from that seq; whole, from its
+// first): each agent's own (an agent may have a model of its own), else the
 // first; an agent that made no call from there is on the one it recorded before.
-func withRecordedModels(agents actors.Agents, ac agentConfig, events []messages.Envelope, from uint64) actors.Agents {
-	first, byAgent, summaries := recordedModels(events, 1)
+// A fork re-decides its own part only, from its session.forked event on: it ran
+// on the node that continued the fork, on its models (replay fork --model).
+func withRecordedModels(agents actors.Agents, ac agentConfig, whole, fromFrom *modelsSeen, from uint64) actors.Agents {
+	first, byAgent, summaries := whole.result()
 	if from > 1 {
-		f, b, s := recordedModels(events, from)
+		f, b, s := fromFrom.result()
 		first = cmp.Or(f, first)
 		maps.Copy(byAgent, b)
 		maps.Copy(summaries, s)
@@ -403,25 +446,16 @@ func withRecordedModels(agents actors.Agents, ac agentConfig, events []messages.
 	return agents
 }
 
-// unknownAgents lists, sorted, the agents the session's tasks named that agents
-// lacks: a verify without the agents file they ran with diverges at their first
-// task, and says why in a hint.
-func unknownAgents(events []messages.Envelope, agents actors.Agents) []string {
+// unknownAgents lists, sorted, the agents of names (those the session's tasks
+// named, sorted) that agents lacks: a verify without the agents file they ran
+// with diverges at their first task, and says why in a hint.
+func unknownAgents(names []string, agents actors.Agents) []string {
 	var out []string
-	for _, e := range events {
-		if e.Type != messages.TypeTaskSubmitted {
-			continue
-		}
-		p, err := e.Decode()
-		if err != nil {
-			continue
-		}
-		name := p.(*messages.TaskSubmitted).Agent
-		if _, ok := agents.For(name); !ok && !slices.Contains(out, name) {
+	for _, name := range names {
+		if _, ok := agents.For(name); !ok {
 			out = append(out, name)
 		}
 	}
-	slices.Sort(out)
 	return out
 }
 
@@ -432,8 +466,21 @@ func unknownAgents(events []messages.Envelope, agents actors.Agents) []string {
 // agent gathers nothing and diverges at the first gathering. A call the session
 // answered itself (a tool the model made up, answered as unknown) names none.
 func missingTools(events []messages.Envelope, agents actors.Agents) []string {
-	var out []string
-	agent, known := agents.For("")
+	t := toolsSeen{agents: agents}
+	t.agent, t.known = agents.For("")
+	t.add(events)
+	return t.missing()
+}
+
+// toolsSeen is missingTools of a session read a page at a time.
+type toolsSeen struct {
+	agents actors.Agents
+	agent  actors.Agent // of the task the events are of
+	known  bool
+	out    []string
+}
+
+func (t *toolsSeen) add(events []messages.Envelope) {
 	for _, e := range events {
 		if e.Type != messages.TypeTaskSubmitted && (e.Type != messages.TypeToolCallCompleted || e.Actor == "session") {
 			continue
@@ -444,13 +491,18 @@ func missingTools(events []messages.Envelope, agents actors.Agents) []string {
 		}
 		switch p := p.(type) {
 		case *messages.TaskSubmitted:
-			agent, known = agents.For(p.Agent)
+			t.agent, t.known = t.agents.For(p.Agent)
 		case *messages.ToolCallCompleted:
-			if known && !agentHas(agent, p.Tool) && !slices.Contains(out, p.Tool) {
-				out = append(out, p.Tool)
+			if t.known && !agentHas(t.agent, p.Tool) && !slices.Contains(t.out, p.Tool) {
+				t.out = append(t.out, p.Tool)
 			}
 		}
 	}
+}
+
+// missing is the tools named so far, sorted.
+func (t *toolsSeen) missing() []string {
+	out := slices.Clone(t.out)
 	slices.Sort(out)
 	return out
 }
@@ -507,27 +559,45 @@ func summaryModel(spec, recorded, built string) string {
 // model of each agent's first compression call (a summary, digest, extraction,
 // compaction), by agent. Only the calls from seq from on count.
 func recordedModels(events []messages.Envelope, from uint64) (first string, byAgent, summaries map[string]string) {
-	byAgent, summaries = map[string]string{}, map[string]string{}
-	agentOf := map[string]string{} // task ID -> agent
-	var firstAny string
-	var anyOrder []string           // agents in the order of their first call with a purpose
-	anyModel := map[string]string{} // agent -> the model of that call
-	defer func() {
-		first = cmp.Or(first, firstAny)
-		for _, agent := range anyOrder {
-			if byAgent[agent] == "" {
-				byAgent[agent] = anyModel[agent]
-			}
+	m := newModelsSeen(from)
+	m.add(events)
+	return m.result()
+}
+
+// modelsSeen is recordedModels of a session read a page at a time.
+type modelsSeen struct {
+	from               uint64
+	first, firstAny    string
+	byAgent, summaries map[string]string
+	agentOf            map[string]string // task ID -> agent
+	anyOrder           []string          // agents in the order of their first call with a purpose
+	anyModel           map[string]string // agent -> the model of that call
+}
+
+func newModelsSeen(from uint64) *modelsSeen {
+	return &modelsSeen{from: from, byAgent: map[string]string{}, summaries: map[string]string{}, agentOf: map[string]string{}, anyModel: map[string]string{}}
+}
+
+// result is recordedModels of the events added.
+func (m *modelsSeen) result() (first string, byAgent, summaries map[string]string) {
+	byAgent = maps.Clone(m.byAgent)
+	for _, agent := range m.anyOrder {
+		if byAgent[agent] == "" {
+			byAgent[agent] = m.anyModel[agent]
 		}
-	}()
+	}
+	return cmp.Or(m.first, m.firstAny), byAgent, maps.Clone(m.summaries)
+}
+
+func (m *modelsSeen) add(events []messages.Envelope) {
 	for _, e := range events {
 		switch e.Type {
 		case messages.TypeTaskSubmitted:
 			if p, err := e.Decode(); err == nil {
-				agentOf[e.ID] = cmp.Or(p.(*messages.TaskSubmitted).Agent, "default")
+				m.agentOf[e.ID] = cmp.Or(p.(*messages.TaskSubmitted).Agent, "default")
 			}
 		case messages.TypeModelRequested:
-			if e.Seq < from {
+			if e.Seq < m.from {
 				continue
 			}
 			p, err := e.Decode()
@@ -537,33 +607,32 @@ func recordedModels(events []messages.Envelope, from uint64) (first string, byAg
 			mr := p.(*messages.ModelRequested)
 			if pctx.IsCompressPurpose(mr.Purpose) {
 				// Compression's calls go to the agent's summary model.
-				if agent, ok := agentOf[e.CorrelationID]; ok && summaries[agent] == "" {
-					summaries[agent] = mr.Model
+				if agent, ok := m.agentOf[e.CorrelationID]; ok && m.summaries[agent] == "" {
+					m.summaries[agent] = mr.Model
 				}
 				continue
 			}
 			if mr.Purpose != "" {
 				// A paradigm's call may go to a model of its own (a critic's): by
 				// "<agent>/<purpose>".
-				if agent, ok := agentOf[e.CorrelationID]; ok && byAgent[agent+"/"+mr.Purpose] == "" {
-					byAgent[agent+"/"+mr.Purpose] = mr.Model
+				if agent, ok := m.agentOf[e.CorrelationID]; ok && m.byAgent[agent+"/"+mr.Purpose] == "" {
+					m.byAgent[agent+"/"+mr.Purpose] = mr.Model
 				}
-				if agent, ok := agentOf[e.CorrelationID]; ok && anyModel[agent] == "" {
-					anyModel[agent] = mr.Model
-					anyOrder = append(anyOrder, agent)
+				if agent, ok := m.agentOf[e.CorrelationID]; ok && m.anyModel[agent] == "" {
+					m.anyModel[agent] = mr.Model
+					m.anyOrder = append(m.anyOrder, agent)
 				}
-				firstAny = cmp.Or(firstAny, mr.Model)
+				m.firstAny = cmp.Or(m.firstAny, mr.Model)
 				continue
 			}
-			if first == "" {
-				first = mr.Model
+			if m.first == "" {
+				m.first = mr.Model
 			}
-			if agent, ok := agentOf[e.CorrelationID]; ok && byAgent[agent] == "" {
-				byAgent[agent] = mr.Model
+			if agent, ok := m.agentOf[e.CorrelationID]; ok && m.byAgent[agent] == "" {
+				m.byAgent[agent] = mr.Model
 			}
 		}
 	}
-	return first, byAgent, summaries
 }
 
 // export writes the export of session id to out, or to stdout when out is "", a
@@ -741,75 +810,184 @@ func (p *sessionPages) each(ctx context.Context, n int, fn func(page []messages.
 // is written unless the whole file is valid and the session is new to this log.
 // A session exported with tasks not ended is taken as unfinished says
 // (unfinishedRefuse, unfinishedPark, unfinishedResume): by default it is refused,
-// before the log is opened.
+// before the log is opened. The file is read as a stream, a line at a time,
+// and never held whole (importPlan): stdin is spooled to a temporary file first,
+// which the readings after the first read again.
 func importFile(ctx context.Context, st store, file, unfinished string, stdin io.Reader, stdout, stderr io.Writer) int {
-	in := stdin
-	if file != "-" {
-		f, err := os.Open(file)
+	src := func() (io.ReadCloser, error) { return os.Open(file) }
+	if file == "-" {
+		spool, err := spoolStdin(stdin)
 		if err != nil {
 			fmt.Fprintln(stderr, "error:", err)
 			return 1
 		}
-		defer f.Close()
-		in = f
+		defer os.Remove(spool)
+		src = func() (io.ReadCloser, error) { return os.Open(spool) }
 	}
-	events, configs, err := readExport(in)
+	plan, err := planImport(src, unfinished, time.Now().UnixMicro())
 	if err != nil {
-		fmt.Fprintf(stderr, "error: %s: %v\n", file, err)
-		return 1
-	}
-	id := events[0].SessionID
-	notEnded := tasksNotEnded(events)
-	if len(notEnded) > 0 && unfinished == unfinishedRefuse {
-		fmt.Fprintf(stderr, "error: %s: %v\n", file, unfinishedError(id, notEnded))
-		return 1
-	}
-	var parked []messages.Envelope
-	if len(notEnded) > 0 && unfinished == unfinishedPark {
-		if parked, err = parkEvents(events, configs, notEnded, time.Now().UnixMicro()); err != nil {
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			fmt.Fprintln(stderr, "error:", err)
+		} else {
 			fmt.Fprintf(stderr, "error: %s: %v\n", file, err)
-			return 1
 		}
+		return 1
 	}
+	id := plan.id
 	log, err := st.open(ctx, importing)
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", st.writeLocked(err))
 		return 1
 	}
 	defer log.Close()
-	if existing, err := log.Read(ctx, id, 1); err != nil || len(existing) > 0 {
-		if err == nil {
-			err = fmt.Errorf("session %s already exists in this log; fork it instead, or import into another log", id)
-		}
+	if err := plan.write(ctx, log, src); err != nil {
 		fmt.Fprintln(stderr, "error:", err)
 		return 1
 	}
-	// The configurations its tasks name first: a session is never without them. One
-	// the log holds already is left as it is (the same event, or the first of a
-	// digest's).
-	for _, c := range configs {
-		if err := log.Append(ctx, []messages.Envelope{c}); err != nil && !errors.Is(err, eventlog.ErrSeqConflict) {
-			fmt.Fprintln(stderr, "error:", err)
-			return 1
-		}
-	}
-	// The tasks parked are ended in the same append: the session is never in
-	// the log with them running.
-	if err := log.Append(ctx, slices.Concat(events, parked)); err != nil {
-		fmt.Fprintln(stderr, "error:", err)
-		return 1
-	}
+	notEnded, parked := plan.notEnded, plan.parked
 	switch {
 	case len(parked) > 0:
-		fmt.Fprintf(stdout, "imported session %s (%d events, and %d recorded here ending its unfinished tasks as cancelled: no node resumes it)\n", id, len(events), len(parked))
+		fmt.Fprintf(stdout, "imported session %s (%d events, and %d recorded here ending its unfinished tasks as cancelled: no node resumes it)\n", id, plan.events, len(parked))
 	default:
-		fmt.Fprintf(stdout, "imported session %s (%d events)\n", id, len(events))
+		fmt.Fprintf(stdout, "imported session %s (%d events)\n", id, plan.events)
 	}
 	if len(notEnded) > 0 && unfinished == unfinishedResume {
 		fmt.Fprintf(stderr, "warning: session %s is imported unfinished (%s): a node serving this log resumes it, and performs again what it requested and has no answer of here\n",
 			id, notEnded[0].describe())
 	}
 	return 0
+}
+
+// spoolStdin copies stdin to a temporary file, whose name it returns: an
+// import reads its file more than once.
+func spoolStdin(stdin io.Reader) (name string, err error) {
+	f, err := os.CreateTemp("", "troupe-import-*.jsonl")
+	if err != nil {
+		return "", err
+	}
+	if _, err = io.Copy(f, stdin); err == nil {
+		err = f.Close()
+	} else {
+		f.Close()
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		return "", fmt.Errorf("reading stdin: %w", err)
+	}
+	return f.Name(), nil
+}
+
+// importPlan is what an import writes, found in readings of its file before the
+// log is opened: the session, its count of events, its configurations' events,
+// its tasks not ended and the events that park them (unfinishedPark).
+type importPlan struct {
+	id       string
+	events   int
+	configs  []messages.Envelope
+	notEnded []unfinishedTask
+	parked   []messages.Envelope
+}
+
+// planImport reads the export src opens, a batch of events at a time, and
+// validates all of it (scanExport) before anything is written: a first reading
+// finds its tasks not ended, a second, when there are some, what the running one
+// waits for and, to park them (unfinishedPark, stamped ts), the session's fold.
+// An unfinished session is refused by default (unfinishedRefuse).
+func planImport(src func() (io.ReadCloser, error), unfinished string, ts int64) (*importPlan, error) {
+	read := func(batch func([]messages.Envelope) error) (exportHeader, []messages.Envelope, error) {
+		f, err := src()
+		if err != nil {
+			return exportHeader{}, nil, err
+		}
+		defer f.Close()
+		return scanExport(f, batch)
+	}
+	var scan notEndedScan
+	h, configs, err := read(func(batch []messages.Envelope) error {
+		scan.add(batch)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	plan := &importPlan{id: h.SessionID, events: h.Events, configs: configs, notEnded: scan.tasks()}
+	if len(plan.notEnded) == 0 {
+		return plan, nil
+	}
+	waits := newWaitsScan(plan.notEnded[0].id)
+	var park *parker
+	if unfinished == unfinishedPark {
+		if park, err = newParker(plan.id, configs); err != nil {
+			return nil, err
+		}
+	}
+	_, _, err = read(func(batch []messages.Envelope) error {
+		waits.add(batch)
+		if park != nil {
+			return park.add(batch)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	plan.notEnded[0].waits = waits.waits()
+	if unfinished == unfinishedRefuse {
+		return nil, unfinishedError(plan.id, plan.notEnded)
+	}
+	if park != nil {
+		if plan.parked, err = park.park(plan.notEnded, ts); err != nil {
+			return nil, err
+		}
+	}
+	return plan, nil
+}
+
+// write writes the planned session into log, unless the log holds it already:
+// the configurations its tasks name first (a session is never without them),
+// then its events as src's export is read again, a batch at a time, the events
+// parking its tasks with the last batch (the session is never in the log with
+// them running). An append that fails part way leaves the batches appended
+// before it, which the error says.
+func (plan *importPlan) write(ctx context.Context, log eventlog.Log, src func() (io.ReadCloser, error)) error {
+	id := plan.id
+	if existing, err := eventlog.ReadPage(ctx, log, id, 1, 1); err != nil || len(existing) > 0 {
+		if err == nil {
+			err = fmt.Errorf("session %s already exists in this log; fork it instead, or import into another log", id)
+		}
+		return err
+	}
+	// One the log holds already is left as it is (the same event, or the first
+	// of a digest's).
+	for _, c := range plan.configs {
+		if err := log.Append(ctx, []messages.Envelope{c}); err != nil && !errors.Is(err, eventlog.ErrSeqConflict) {
+			return err
+		}
+	}
+	f, err := src()
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	written := 0
+	_, _, err = scanExport(f, func(batch []messages.Envelope) error {
+		if batch[0].SessionID != id || written+len(batch) > plan.events {
+			return fmt.Errorf("the file changed while it was imported: import it again")
+		}
+		if written+len(batch) == plan.events {
+			batch = append(batch, plan.parked...)
+		}
+		if err := log.Append(ctx, batch); err != nil {
+			return err
+		}
+		written += len(batch)
+		return nil
+	})
+	if err != nil && written > 0 {
+		return fmt.Errorf("%w (the log holds the first %d of the session's %d events: remove session %s from it before importing it again)", err, written, plan.events, id)
+	}
+	return err
 }
 
 // fork copies a session up to a seq into a new session and continues it live.
@@ -917,53 +1095,12 @@ func fork(ctx context.Context, st store, parentID string, at uint64, modelSpec, 
 		return 1
 	}
 	defer n.Close()
-	parent, err := readSession(ctx, n.Log(), parentID)
+	made, err := makeFork(ctx, n.Log(), parentID, newID, at, time.Now().UnixMicro(), input)
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)
 		return 1
 	}
-	if existing, err := n.Log().Read(ctx, newID, 1); err != nil || len(existing) > 0 {
-		if err == nil {
-			err = fmt.Errorf("session %s already exists", newID)
-		}
-		fmt.Fprintln(stderr, "error:", err)
-		return 1
-	}
-	events, err := forkEvents(parent, at, newID, time.Now().UnixMicro())
-	if err != nil {
-		fmt.Fprintln(stderr, "error:", err)
-		return 1
-	}
-	state := actors.NewSessionState(newID)
-	for _, e := range events {
-		if err := state.Apply(e); err != nil {
-			fmt.Fprintln(stderr, "error:", err)
-			return 1
-		}
-	}
-	// The unfinished task continues under the decision rules it was recorded with
-	// (a new task, --input, under this build's): a fork of a task whose rules this
-	// build does not have is not made.
-	if task := state.Active(); task != "" {
-		for i, e := range events {
-			if e.ID != task || e.Type != messages.TypeTaskSubmitted {
-				continue
-			}
-			if err := actors.CheckRules(events[i : i+1]); err != nil {
-				fmt.Fprintf(stderr, "error: cannot continue %s at seq %d: %v (no fork was made)\n", parentID, at, err)
-				return 1
-			}
-		}
-	}
-	if state.Active() == "" && input == "" {
-		// A fork that would only sit there is not made.
-		fmt.Fprintf(stderr, "error: nothing to continue at seq %d of %s: its task is finished there; pass --input to run a new task in the fork (no fork was made)\n", at, parentID)
-		return 1
-	}
-	if err := n.Log().Append(ctx, events); err != nil {
-		fmt.Fprintln(stderr, "error:", err)
-		return 1
-	}
+	state := made.state
 	fmt.Fprintf(stdout, "session %s forked from %s at seq %d (model: %s — %s)\n", newID, parentID, at, model.Name(), why)
 	// Watch before Run: Run resumes the fork at once and its first events must not be missed.
 	live, stop := n.Watch(newID)
@@ -977,7 +1114,7 @@ func fork(ctx context.Context, st store, parentID string, at uint64, modelSpec, 
 	// Run resumed the fork (its task is unfinished) or will on Submit: it is
 	// followed until each of its unfinished tasks ended (the resumed one and those
 	// submitted behind it, which run after it), then --input's.
-	waitFor := unfinishedTasks(events)
+	waitFor := made.unfinished
 	if input != "" {
 		waitFor++
 	}
@@ -1004,6 +1141,118 @@ func fork(ctx context.Context, st store, parentID string, at uint64, modelSpec, 
 	}
 	fmt.Fprintf(stdout, "session %s\n", newID)
 	return code
+}
+
+// forkMade is the fork makeFork wrote: its state at its session.forked event,
+// and the number of its tasks not ended there.
+type forkMade struct {
+	state      *actors.SessionState
+	unfinished int
+}
+
+// makeFork writes into log the fork newID of session parentID at seq at, whose
+// session.forked event is stamped ts, reading the parent a page at a time and
+// never holding it, or the fork, whole: a first reading plans the copy
+// (forkPlan); a second copies and folds it, to check that the fork can go on
+// (the task it continues is under decision rules this build has, or input is a
+// new task for it) before anything is written; a third copies it again and
+// appends it a page at a time, the session.forked event with the last. A fork
+// that cannot go on is not written; an append that fails part way leaves the
+// pages appended before it, which the error says.
+func makeFork(ctx context.Context, log eventlog.Log, parentID, newID string, at uint64, ts int64, input string) (forkMade, error) {
+	if existing, err := eventlog.ReadPage(ctx, log, newID, 1, 1); err != nil || len(existing) > 0 {
+		if err == nil {
+			err = fmt.Errorf("session %s already exists", newID)
+		}
+		return forkMade{}, err
+	}
+	pages := &sessionPages{log: log, id: parentID}
+	plan := newForkPlan(at)
+	err := pages.each(ctx, 0, func(page []messages.Envelope) error { return plan.add(page) })
+	if err == nil && plan.n == 0 {
+		err = fmt.Errorf("no session %s", node.QuoteHead(parentID))
+	}
+	if err != nil {
+		return forkMade{}, err
+	}
+	c, err := plan.copier(newID, ts)
+	if err != nil {
+		return forkMade{}, err
+	}
+	made := forkMade{state: actors.NewSessionState(newID)}
+	// The tasks whose decision rules this build does not have, by their ID in the fork.
+	unsupported := map[string]error{}
+	fold := func(events []messages.Envelope) error {
+		for i, e := range events {
+			if err := made.state.Apply(e); err != nil {
+				return err
+			}
+			switch e.Type {
+			case messages.TypeTaskSubmitted:
+				made.unfinished++
+				if err := actors.CheckRules(events[i : i+1]); err != nil {
+					unsupported[e.ID] = err
+				}
+			case messages.TypeTaskCompleted, messages.TypeTaskFailed:
+				made.unfinished-- // unfinishedTasks's count
+			}
+		}
+		return nil
+	}
+	err = pages.each(ctx, int(at), func(page []messages.Envelope) error {
+		out, err := c.copy(page)
+		if err != nil {
+			return err
+		}
+		return fold(out)
+	})
+	if err != nil {
+		return forkMade{}, err
+	}
+	link, err := c.link()
+	if err == nil {
+		err = fold([]messages.Envelope{link})
+	}
+	if err != nil {
+		return forkMade{}, err
+	}
+	made.unfinished = max(made.unfinished, 0)
+	// The unfinished task continues under the decision rules it was recorded with
+	// (a new task, --input, under this build's): a fork of a task whose rules this
+	// build does not have is not made.
+	if err := unsupported[made.state.Active()]; made.state.Active() != "" && err != nil {
+		return forkMade{}, fmt.Errorf("cannot continue %s at seq %d: %v (no fork was made)", parentID, at, err)
+	}
+	if made.state.Active() == "" && input == "" {
+		// A fork that would only sit there is not made.
+		return forkMade{}, fmt.Errorf("nothing to continue at seq %d of %s: its task is finished there; pass --input to run a new task in the fork (no fork was made)", at, parentID)
+	}
+	c, err = plan.copier(newID, ts)
+	if err != nil {
+		return forkMade{}, err
+	}
+	written := 0
+	err = pages.each(ctx, int(at), func(page []messages.Envelope) error {
+		out, err := c.copy(page)
+		if err != nil {
+			return err
+		}
+		if written+len(out) == int(at) {
+			out = append(out, link)
+		}
+		if err := log.Append(ctx, out); err != nil {
+			return err
+		}
+		written += len(out)
+		return nil
+	})
+	if err == nil && written != int(at)+1 {
+		err = fmt.Errorf("session %s changed while it was forked", parentID)
+	}
+	if err != nil && written > 0 {
+		return forkMade{}, fmt.Errorf("%w (the fork %s holds the first %d of its %d events: remove it from the log, or fork again under another ID)", err, newID, written, at+1)
+	}
+	return made, err
 }
 
 // unfinishedTasks counts the tasks of events that did not end: task.submitted

@@ -306,17 +306,16 @@ func writeJSON(stdout, stderr io.Writer, v any) int {
 }
 
 func show(ctx context.Context, log eventlog.Log, id string, asJSON bool, stdout, stderr io.Writer) int {
-	events, err := log.Read(ctx, id, 1)
-	if err != nil {
-		fmt.Fprintln(stderr, "error:", err)
-		return 1
-	}
-	if len(events) == 0 {
+	// A page at a time: the timeline keeps each event's step, not its payload.
+	var b timelineBuilder
+	err := (&sessionPages{log: log, id: id}).each(ctx, 0, b.add)
+	if err == nil && b.tl == nil {
 		fmt.Fprintf(stderr, "error: no session %s\n", node.QuoteHead(id))
 		return 1
 	}
-	tl, err := BuildTimeline(events)
+	var tl *Timeline
 	if err == nil {
+		tl = b.timeline()
 		err = tl.linkChildren(ctx, log)
 	}
 	if err != nil {
@@ -388,16 +387,35 @@ type Step struct {
 // event whose cause is not in the session is a root. Every event is decoded, so a
 // corrupt one is reported with its seq instead of being skipped.
 func BuildTimeline(events []messages.Envelope) (*Timeline, error) {
-	tl := &Timeline{SessionID: events[0].SessionID, Events: len(events)}
-	var (
-		latest           string // the status of the latest task.* event
-		submitted, ended uint64
-	)
-	byID := make(map[string]*Step, len(events))
+	var b timelineBuilder
+	if err := b.add(events); err != nil {
+		return nil, err
+	}
+	return b.timeline(), nil
+}
+
+// timelineBuilder is BuildTimeline of a session read a page at a time: add
+// takes its next events, timeline is what they make.
+type timelineBuilder struct {
+	tl               *Timeline
+	latest           string // the status of the latest task.* event
+	submitted, ended uint64
+	byID             map[string]*Step
+}
+
+func (b *timelineBuilder) add(events []messages.Envelope) error {
+	if len(events) == 0 {
+		return nil
+	}
+	if b.tl == nil {
+		b.tl, b.byID = &Timeline{SessionID: events[0].SessionID}, map[string]*Step{}
+	}
+	tl := b.tl
+	tl.Events += len(events)
 	for _, e := range events {
 		p, err := e.Decode()
 		if err != nil {
-			return nil, err
+			return err
 		}
 		st := &Step{Seq: e.Seq, Type: e.Type, Actor: e.Actor, TS: e.TS, Summary: summary(p)}
 		switch p := p.(type) {
@@ -411,11 +429,11 @@ func BuildTimeline(events []messages.Envelope) (*Timeline, error) {
 		case *messages.ModelRequested:
 			st.Context = p.Context
 		case *messages.TaskCompleted, *messages.TaskFailed:
-			ended++
+			b.ended++
 		case *messages.TaskSubmitted:
-			submitted++
+			b.submitted++
 			st.TaskID = p.TaskID
-			if submitted == 1 && e.Seq == 1 && p.Parent != nil {
+			if b.submitted == 1 && e.Seq == 1 && p.Parent != nil {
 				tl.Parent = p.Parent.SessionID
 			}
 		case *messages.ToolCallRequested:
@@ -424,9 +442,9 @@ func BuildTimeline(events []messages.Envelope) (*Timeline, error) {
 			}
 		}
 		if status, ok := eventlog.TaskStatus(e.Type); ok {
-			latest = status
+			b.latest = status
 		}
-		if parent, ok := byID[e.CausationID]; ok && e.CausationID != e.ID {
+		if parent, ok := b.byID[e.CausationID]; ok && e.CausationID != e.ID {
 			if st.LatencyUS == 0 && st.TS >= parent.TS {
 				st.LatencyUS = st.TS - parent.TS
 			}
@@ -434,14 +452,23 @@ func BuildTimeline(events []messages.Envelope) (*Timeline, error) {
 		} else {
 			tl.Roots = append(tl.Roots, st)
 		}
-		byID[e.ID] = st
+		b.byID[e.ID] = st
+	}
+	return nil
+}
+
+// timeline is the timeline of the events added (nil for none).
+func (b *timelineBuilder) timeline() *Timeline {
+	tl := b.tl
+	if tl == nil {
+		return nil
 	}
 	// A stream of the log that is no session (an agent's notes, a memory namespace,
 	// a knowledge base, a configuration, …) has its kind as status, as list gives it.
-	info := []eventlog.SessionInfo{{ID: tl.SessionID, Status: eventlog.SessionStatus(latest, submitted, ended)}}
+	info := []eventlog.SessionInfo{{ID: tl.SessionID, Status: eventlog.SessionStatus(b.latest, b.submitted, b.ended)}}
 	node.MarkStreams(info)
 	tl.Status = info[0].Status
-	return tl, nil
+	return tl
 }
 
 // finishNote says why a model stopped when its answer is not whole ("" for a whole one).
@@ -551,7 +578,7 @@ func (tl *Timeline) linkChildren(ctx context.Context, log eventlog.Log) error {
 		for _, s := range steps {
 			if !s.delegate.IsZero() {
 				id := node.ChildSessionID(s.delegate)
-				events, err := log.Read(ctx, id, 1)
+				events, err := eventlog.ReadPage(ctx, log, id, 1, 1)
 				if err != nil {
 					return err
 				}

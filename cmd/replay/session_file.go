@@ -147,11 +147,37 @@ func (lr *lineReader) next() ([]byte, error) {
 // or stored), or saved by an editor with a UTF-8 byte order mark and CRLF line
 // endings.
 func readExport(r io.Reader) (events, configs []messages.Envelope, err error) {
+	_, configs, err = scanExport(r, func(batch []messages.Envelope) error {
+		events = append(events, batch...)
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return events, configs, nil
+}
+
+// importBatchMax and importBatchBytes bound a batch of scanExport: at most
+// importBatchMax events, ended after the event that brings its payload to
+// importBatchBytes, as export reads a session's pages.
+const (
+	importBatchMax   = exportPageMax
+	importBatchBytes = exportPageBytes
+)
+
+// scanExport is readExport of an export read as a stream, a line at a time:
+// it calls batch with the session's events in seq order, a batch at a time
+// (importBatchMax events, or about importBatchBytes of payload), as it
+// validates them, and returns the header and the configurations' events (one
+// per configuration the session's tasks name). It stops at the first error,
+// batch's or the file's, after the batches before it: a caller that must
+// write nothing of an unsound file reads it once to validate it, and then again.
+func scanExport(r io.Reader, batch func(events []messages.Envelope) error) (h exportHeader, configs []messages.Envelope, err error) {
 	br := bufio.NewReaderSize(r, 64<<10)
 	if magic, _ := br.Peek(2); bytes.Equal(magic, []byte{0x1f, 0x8b}) {
 		zr, err := gzip.NewReader(br)
 		if err != nil {
-			return nil, nil, fmt.Errorf("%w: the file is gzip'd, and its gzip header is bad: %w", ErrBadExport, err)
+			return h, nil, fmt.Errorf("%w: the file is gzip'd, and its gzip header is bad: %w", ErrBadExport, err)
 		}
 		defer zr.Close()
 		br = bufio.NewReaderSize(zr, 64<<10)
@@ -159,31 +185,43 @@ func readExport(r io.Reader) (events, configs []messages.Envelope, err error) {
 	lr := &lineReader{r: br}
 	first, err := lr.next()
 	if err == io.EOF {
-		return nil, nil, fmt.Errorf("%w: the file is empty", ErrBadExport)
+		return h, nil, fmt.Errorf("%w: the file is empty", ErrBadExport)
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: %w", ErrBadExport, err)
+		return h, nil, fmt.Errorf("%w: %w", ErrBadExport, err)
 	}
 	first = bytes.TrimPrefix(first, []byte("\ufeff")) // a byte order mark
-	var h exportHeader
 	d := json.NewDecoder(bytes.NewReader(first))
 	d.DisallowUnknownFields()
 	if err := d.Decode(&h); err != nil {
-		return nil, nil, fmt.Errorf("%w: line 1 is not an export header: %v", ErrBadExport, err)
+		return h, nil, fmt.Errorf("%w: line 1 is not an export header: %v", ErrBadExport, err)
 	}
 	switch {
 	case h.Format != exportFormat:
-		return nil, nil, fmt.Errorf("%w: line 1: format %q, want %q", ErrBadExport, h.Format, exportFormat)
+		return h, nil, fmt.Errorf("%w: line 1: format %q, want %q", ErrBadExport, h.Format, exportFormat)
 	case h.Version > exportVersion:
-		return nil, nil, fmt.Errorf("%w: export format version %d is newer than this build reads (%d)", ErrBadExport, h.Version, exportVersion)
+		return h, nil, fmt.Errorf("%w: export format version %d is newer than this build reads (%d)", ErrBadExport, h.Version, exportVersion)
 	case h.Version < 1:
-		return nil, nil, fmt.Errorf("%w: export format version %d is invalid", ErrBadExport, h.Version)
+		return h, nil, fmt.Errorf("%w: export format version %d is invalid", ErrBadExport, h.Version)
 	case h.Configs < 0 || h.Configs > 0 && h.Version < 2:
-		return nil, nil, fmt.Errorf("%w: line 1: %d configurations in an export of version %d", ErrBadExport, h.Configs, h.Version)
+		return h, nil, fmt.Errorf("%w: line 1: %d configurations in an export of version %d", ErrBadExport, h.Configs, h.Version)
 	case h.SessionID == "":
-		return nil, nil, fmt.Errorf("%w: the header names no session", ErrBadExport)
+		return h, nil, fmt.Errorf("%w: the header names no session", ErrBadExport)
 	case !node.ValidSessionID(h.SessionID):
-		return nil, nil, fmt.Errorf("%w: line 1: session ID %q: a session ID is %s", ErrBadExport, h.SessionID, node.SessionIDRule)
+		return h, nil, fmt.Errorf("%w: line 1: session ID %q: a session ID is %s", ErrBadExport, h.SessionID, node.SessionIDRule)
+	}
+	var (
+		events  int                 // the session's events read
+		pending []messages.Envelope // those not yet given to batch
+		size    int                 // pending's payload
+	)
+	flush := func() error {
+		if len(pending) == 0 {
+			return nil
+		}
+		err := batch(pending)
+		pending, size = nil, 0 // batch may keep the slice
+		return err
 	}
 	for {
 		b, err := lr.next()
@@ -191,52 +229,58 @@ func readExport(r io.Reader) (events, configs []messages.Envelope, err error) {
 			break
 		}
 		if err != nil {
-			return nil, nil, fmt.Errorf("%w: %w", ErrBadExport, err)
+			return h, nil, fmt.Errorf("%w: %w", ErrBadExport, err)
 		}
 		line := lr.line
 		if len(bytes.TrimSpace(b)) == 0 {
 			continue
 		}
-		if len(events) == h.Events && len(configs) == h.Configs {
+		if events == h.Events && len(configs) == h.Configs {
 			// Past what the header counts: another export (two files
 			// concatenated), or events added by hand.
 			var next exportHeader
 			if json.Unmarshal(b, &next) == nil && next.Format == exportFormat {
-				return nil, nil, fmt.Errorf("%w: line %d: the header of another export (of session %q) after the %d events and %d configurations of this one: import one export per file",
+				return h, nil, fmt.Errorf("%w: line %d: the header of another export (of session %q) after the %d events and %d configurations of this one: import one export per file",
 					ErrBadExport, line, next.SessionID, h.Events, h.Configs)
 			}
-			return nil, nil, fmt.Errorf("%w: line %d: more lines than the header's %d events and %d configurations", ErrBadExport, line, h.Events, h.Configs)
+			return h, nil, fmt.Errorf("%w: line %d: more lines than the header's %d events and %d configurations", ErrBadExport, line, h.Events, h.Configs)
 		}
 		e, err := messages.Unmarshal(b)
 		if err != nil {
-			return nil, nil, fmt.Errorf("%w: line %d: %w", ErrBadExport, line, err)
+			return h, nil, fmt.Errorf("%w: line %d: %w", ErrBadExport, line, err)
 		}
 		p, err := e.Decode()
 		if err != nil {
-			return nil, nil, fmt.Errorf("%w: line %d: %w", ErrBadExport, line, err)
+			return h, nil, fmt.Errorf("%w: line %d: %w", ErrBadExport, line, err)
 		}
-		if len(events) == h.Events && h.Configs > 0 {
+		if events == h.Events && h.Configs > 0 {
 			if err := checkConfigEvent(e, p); err != nil {
-				return nil, nil, fmt.Errorf("%w: line %d: %w", ErrBadExport, line, err)
+				return h, nil, fmt.Errorf("%w: line %d: %w", ErrBadExport, line, err)
 			}
 			configs = append(configs, e)
 			continue
 		}
 		if e.SessionID != h.SessionID {
-			return nil, nil, fmt.Errorf("%w: line %d: event of session %q in an export of %q", ErrBadExport, line, e.SessionID, h.SessionID)
+			return h, nil, fmt.Errorf("%w: line %d: event of session %q in an export of %q", ErrBadExport, line, e.SessionID, h.SessionID)
 		}
-		if want := uint64(len(events) + 1); e.Seq != want {
-			return nil, nil, fmt.Errorf("%w: line %d: seq %d where %d was expected (events missing or out of order)", ErrBadExport, line, e.Seq, want)
+		if want := uint64(events + 1); e.Seq != want {
+			return h, nil, fmt.Errorf("%w: line %d: seq %d where %d was expected (events missing or out of order)", ErrBadExport, line, e.Seq, want)
 		}
-		events = append(events, e)
+		events++
+		pending, size = append(pending, e), size+len(e.Payload)
+		if len(pending) >= importBatchMax || size >= importBatchBytes || events == h.Events {
+			if err := flush(); err != nil {
+				return h, nil, err
+			}
+		}
 	}
-	if len(events) != h.Events || len(configs) != h.Configs {
-		return nil, nil, fmt.Errorf("%w: the header promises %d events and %d configurations, the file has %d and %d (truncated?)", ErrBadExport, h.Events, h.Configs, len(events), len(configs))
+	if events != h.Events || len(configs) != h.Configs {
+		return h, nil, fmt.Errorf("%w: the header promises %d events and %d configurations, the file has %d and %d (truncated?)", ErrBadExport, h.Events, h.Configs, events, len(configs))
 	}
-	if len(events) == 0 {
-		return nil, nil, fmt.Errorf("%w: no events", ErrBadExport)
+	if events == 0 {
+		return h, nil, fmt.Errorf("%w: no events", ErrBadExport)
 	}
-	return events, configs, nil
+	return h, configs, nil
 }
 
 // checkConfigEvent checks an export's event of a configuration's stream, whose
@@ -262,29 +306,152 @@ func checkConfigEvent(e messages.Envelope, p messages.Payload) error {
 // the fork goes on against (pendingAt): a task unfinished at at, and an
 // approval pending there, keep the time they had left at at's event.
 func forkEvents(parent []messages.Envelope, at uint64, newID string, ts int64) ([]messages.Envelope, error) {
-	if at < 1 || at > uint64(len(parent)) {
-		return nil, fmt.Errorf("--at %d is outside the session's events 1..%d", at, len(parent))
+	plan := newForkPlan(at)
+	if err := plan.add(parent); err != nil {
+		return nil, err
 	}
-	oldID := parent[0].SessionID
-	shift := ts - parent[at-1].TS
-	moveTimes, err := forkMoves(parent, at, shift)
+	c, err := plan.copier(newID, ts)
 	if err != nil {
 		return nil, err
 	}
-	ids := make(map[string]string, at)
+	out, err := c.copy(parent)
+	if err != nil {
+		return nil, err
+	}
+	link, err := c.link()
+	if err != nil {
+		return nil, err
+	}
+	return append(out, link), nil
+}
+
+// forkPlan is what a fork at seq at needs to know of its parent before it
+// copies its first at events: found in a reading of the parent a page at a time
+// (add), so that a fork never holds the parent whole.
+type forkPlan struct {
+	at    uint64
+	oldID string
+	n     uint64 // the parent's events
+	atTS  int64  // the TS of the event at seq at
+	// links are the parent's session.forked events after at with a shift of
+	// times (a fork's own): the seq of each and its shift.
+	links []forkLink
+	// ended is, for each task (correlation) ID, the seq of its first end;
+	// answered, for each approval's key, that of its first answer.
+	ended, answered map[string]uint64
+}
+
+type forkLink struct {
+	seq   uint64
+	shift int64
+}
+
+func newForkPlan(at uint64) *forkPlan {
+	return &forkPlan{at: at, ended: map[string]uint64{}, answered: map[string]uint64{}}
+}
+
+// add adds the parent's next events, in seq order.
+func (f *forkPlan) add(events []messages.Envelope) error {
+	for _, e := range events {
+		if f.n == 0 {
+			f.oldID = e.SessionID
+		}
+		f.n++
+		if f.n == f.at {
+			f.atTS = e.TS
+		}
+		switch e.Type {
+		case messages.TypeTaskCompleted, messages.TypeTaskFailed:
+			if _, ok := f.ended[e.CorrelationID]; !ok {
+				f.ended[e.CorrelationID] = f.n
+			}
+		case messages.TypeApprovalResolved:
+			if p, err := e.Decode(); err == nil {
+				if key := p.(*messages.ApprovalResolved).Key; f.answered[key] == 0 {
+					f.answered[key] = f.n
+				}
+			}
+		case messages.TypeSessionForked:
+			if f.n <= f.at {
+				continue
+			}
+			p, err := e.Decode()
+			if err != nil {
+				return err
+			}
+			if back := p.(*messages.SessionForked).ShiftUS; back != 0 && e.Seq >= 1 && e.Seq-1 <= f.n {
+				f.links = append(f.links, forkLink{seq: e.Seq, shift: back})
+			}
+		}
+	}
+	return nil
+}
+
+// copier returns what copies the parent's first at events into the fork newID,
+// whose session.forked event is stamped ts. It fails when at is outside the
+// parent's events.
+func (f *forkPlan) copier(newID string, ts int64) (*forkCopier, error) {
+	if f.at < 1 || f.at > f.n {
+		return nil, fmt.Errorf("--at %d is outside the session's events 1..%d", f.at, f.n)
+	}
+	shift := ts - f.atTS
+	// The times a fork of a fork moved are moved back first (pendingMoves).
+	var moves []func(e messages.Envelope, p messages.Payload) bool
+	for _, l := range f.links {
+		moves = append(moves, f.pendingAt(l.seq-1, -l.shift))
+	}
+	moves = append(moves, f.pendingAt(f.at, shift))
+	return &forkCopier{plan: f, newID: newID, ts: ts, shift: shift, ids: make(map[string]string), moves: moves}, nil
+}
+
+// pendingAt is pendingMoves at the parent's event at seq k.
+func (f *forkPlan) pendingAt(k uint64, shift int64) func(e messages.Envelope, p messages.Payload) bool {
+	within := func(seqs map[string]uint64) map[string]bool {
+		out := map[string]bool{}
+		for id, seq := range seqs {
+			if seq <= k {
+				out[id] = true
+			}
+		}
+		return out
+	}
+	return pendingMoves(within(f.ended), within(f.answered), shift)
+}
+
+// forkCopier copies the parent's first at events into the fork, a page at a
+// time, in seq order (copy), then makes the fork's session.forked event (link).
+type forkCopier struct {
+	plan   *forkPlan
+	newID  string
+	ts     int64
+	shift  int64
+	ids    map[string]string // the parent's event IDs copied, to the fork's
+	moves  []func(e messages.Envelope, p messages.Payload) bool
+	lastID string // the fork's last event copied
+}
+
+// copy copies the events of page (the parent's next) up to seq at.
+func (c *forkCopier) copy(page []messages.Envelope) ([]messages.Envelope, error) {
+	oldID, newID := c.plan.oldID, c.newID
 	rekey := func(k string) string {
 		if rest, ok := strings.CutPrefix(k, oldID+"/"); ok {
 			return newID + "/" + rest
 		}
 		return k
 	}
-	out := make([]messages.Envelope, 0, at+1)
-	for _, e := range parent[:at] {
+	out := make([]messages.Envelope, 0, len(page))
+	for _, e := range page {
+		if e.Seq > c.plan.at {
+			break
+		}
 		p, err := e.Decode()
 		if err != nil {
 			return nil, err
 		}
-		moved := moveTimes(e, p)
+		moved := false
+		for _, m := range c.moves {
+			moved = m(e, p) || moved
+		}
 		switch p := p.(type) {
 		case *messages.ModelRequested:
 			p.Key = rekey(p.Key)
@@ -314,73 +481,42 @@ func forkEvents(parent []messages.Envelope, at uint64, newID string, ts int64) (
 			// fork, it is this task, as it is the parent's in the parent.
 			ne.ID = node.NamedTaskID(newID, ts.TaskID)
 		}
-		ids[e.ID] = ne.ID
+		c.ids[e.ID] = ne.ID
 		ne.SessionID, ne.Seq, ne.TS, ne.Actor = newID, e.Seq, e.TS, e.Actor
-		ne.CausationID = mapID(ids, e.CausationID)
-		ne.CorrelationID = mapID(ids, e.CorrelationID)
+		ne.CausationID = mapID(c.ids, e.CausationID)
+		ne.CorrelationID = mapID(c.ids, e.CorrelationID)
+		c.lastID = ne.ID
 		out = append(out, ne)
 	}
-	link, err := messages.NewEnvelope(&messages.SessionForked{ParentID: oldID, AtSeq: at, ShiftUS: shift})
+	return out, nil
+}
+
+// link is the fork's session.forked event, at at+1, caused by the last event copied.
+func (c *forkCopier) link() (messages.Envelope, error) {
+	at := c.plan.at
+	link, err := messages.NewEnvelope(&messages.SessionForked{ParentID: c.plan.oldID, AtSeq: at, ShiftUS: c.shift})
 	if err != nil {
-		return nil, err
+		return messages.Envelope{}, err
 	}
-	link.ID, link.SessionID, link.Seq, link.TS, link.Actor = fmt.Sprintf("%s/%d", newID, at+1), newID, at+1, ts, "replay"
-	link.CausationID = out[len(out)-1].ID
-	return append(out, link), nil
+	link.ID, link.SessionID, link.Seq, link.TS, link.Actor = fmt.Sprintf("%s/%d", c.newID, at+1), c.newID, at+1, c.ts, "replay"
+	link.CausationID = c.lastID
+	return link, nil
 }
 
-// forkMoves returns the function that moves the times of the events of parent
-// a fork at at copies (pendingAt, by shift). parent may be a fork itself, whose
-// session.forked events after at each moved the times of the events before them
-// (messages.SessionForked.ShiftUS): those moves are undone first, so that the
-// copied events are on their recording's clock again, as their TS are, and a
-// fork of a fork moves them once.
-func forkMoves(parent []messages.Envelope, at uint64, shift int64) (func(e messages.Envelope, p messages.Payload) bool, error) {
-	moves := []func(e messages.Envelope, p messages.Payload) bool{}
-	for _, l := range parent[at:] {
-		if l.Type != messages.TypeSessionForked {
-			continue
-		}
-		p, err := l.Decode()
-		if err != nil {
-			return nil, err
-		}
-		if back := p.(*messages.SessionForked).ShiftUS; back != 0 && l.Seq >= 1 && l.Seq-1 <= uint64(len(parent)) {
-			moves = append(moves, pendingAt(parent[:l.Seq-1], -back))
-		}
-	}
-	moves = append(moves, pendingAt(parent[:at], shift))
-	return func(e messages.Envelope, p messages.Payload) bool {
-		moved := false
-		for _, m := range moves {
-			moved = m(e, p) || moved
-		}
-		return moved
-	}, nil
-}
-
-// pendingAt returns the function that moves, by shift microseconds, the times
-// still ahead at the last of events (a session's first events, as a fork copies
-// them): the deadline of each task that has not ended there (running or waiting
-// its turn) and the expiry of each approval not answered there. It is given each
+// pendingMoves returns the function that moves, by shift microseconds, the times
+// still ahead at an event of the parent (a fork copies the events up to it),
+// given the tasks ended and the approvals answered there: the deadline of each
+// task that has not ended there (running or waiting its turn) and the expiry of
+// each approval not answered there. It is given each
 // event and its payload before its key is re-derived, and reports whether it
 // changed the payload. The times are on the recording's clock: a fork made after
 // them found its task past its deadline, or its approval expired (the answer asked
 // on its terminal refused), the moment it went on, where the recording had time
 // left at that event. Moved by the time from that event to the fork, they leave
-// the fork the same time.
-func pendingAt(events []messages.Envelope, shift int64) func(e messages.Envelope, p messages.Payload) bool {
-	ended, answered := map[string]bool{}, map[string]bool{}
-	for _, e := range events {
-		switch e.Type {
-		case messages.TypeTaskCompleted, messages.TypeTaskFailed:
-			ended[e.CorrelationID] = true
-		case messages.TypeApprovalResolved:
-			if p, err := e.Decode(); err == nil {
-				answered[p.(*messages.ApprovalResolved).Key] = true
-			}
-		}
-	}
+// the fork the same time. A fork of a fork moves back the times its parent moved
+// first (messages.SessionForked.ShiftUS), so that the copied events are on their
+// recording's clock again, as their TS are, and a fork of a fork moves them once.
+func pendingMoves(ended, answered map[string]bool, shift int64) func(e messages.Envelope, p messages.Payload) bool {
 	return func(e messages.Envelope, p messages.Payload) bool {
 		switch p := p.(type) {
 		case *messages.TaskSubmitted:

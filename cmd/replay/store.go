@@ -111,8 +111,7 @@ func (s store) hasSession(ctx context.Context, id string) (err error) {
 		return err
 	}
 	defer func() { err = errors.Join(err, l.Close()) }()
-	_, err = readSession(ctx, l, id)
-	return err
+	return sessionExists(ctx, l, id)
 }
 
 // checkDir makes sure the data directory exists and is a directory.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/troupe-run/troupe/actors"
@@ -65,40 +66,79 @@ func (t unfinishedTask) describe() string {
 // call (performed, or being performed, where it was recorded) or a human's
 // approval of one.
 func tasksNotEnded(events []messages.Envelope) []unfinishedTask {
-	ended := map[string]bool{}
+	var scan notEndedScan
+	scan.add(events)
+	tasks := scan.tasks()
+	if len(tasks) > 0 {
+		w := newWaitsScan(tasks[0].id)
+		w.add(events)
+		tasks[0].waits = w.waits()
+	}
+	return tasks
+}
+
+// notEndedScan is tasksNotEnded of a session read in batches (add): the tasks
+// not ended (tasks), then, in a second reading, what the running one waits for
+// (waitsScan).
+type notEndedScan struct {
+	submitted []unfinishedTask // every task, in the order submitted
+	ended     map[string]bool  // the tasks ended, by ID
+}
+
+func (s *notEndedScan) add(events []messages.Envelope) {
+	if s.ended == nil {
+		s.ended = map[string]bool{}
+	}
 	for _, e := range events {
-		if e.Type == messages.TypeTaskCompleted || e.Type == messages.TypeTaskFailed {
-			ended[e.CorrelationID] = true
+		switch e.Type {
+		case messages.TypeTaskCompleted, messages.TypeTaskFailed:
+			s.ended[e.CorrelationID] = true
+		case messages.TypeTaskSubmitted:
+			name := ""
+			if p, err := e.Decode(); err == nil {
+				name = p.(*messages.TaskSubmitted).TaskID
+			}
+			s.submitted = append(s.submitted, unfinishedTask{id: e.ID, seq: e.Seq, name: name})
 		}
 	}
+	// Those ended are dropped as they go: what is kept is about the tasks that
+	// may not have ended yet.
+	s.submitted = slices.DeleteFunc(s.submitted, func(t unfinishedTask) bool { return s.ended[t.id] })
+}
+
+// tasks is the tasks not ended, without the running one's waits.
+func (s *notEndedScan) tasks() []unfinishedTask {
 	var out []unfinishedTask
-	index := map[string]int{}
-	for _, e := range events {
-		if e.Type != messages.TypeTaskSubmitted || ended[e.ID] {
-			continue
+	for _, t := range s.submitted {
+		if !s.ended[t.id] {
+			t.running = len(out) == 0
+			out = append(out, t)
 		}
-		name := ""
-		if p, err := e.Decode(); err == nil {
-			name = p.(*messages.TaskSubmitted).TaskID
-		}
-		index[e.ID] = len(out)
-		out = append(out, unfinishedTask{id: e.ID, seq: e.Seq, name: name, running: len(out) == 0})
 	}
-	if len(out) == 0 {
-		return nil
-	}
-	// The running task's effects requested and not answered, by key, in the
-	// order they were requested.
-	type request struct {
-		key  string
-		what string
-	}
-	var asked []request
-	answered := map[string]bool{}
-	approvals := map[string]bool{} // keys of the calls waiting for an approval
-	running := out[0].id
+	return out
+}
+
+// waitsScan finds what the running task waits for: the effects it requested
+// and has no answer of, by key, in the order they were requested.
+type waitsScan struct {
+	running   string
+	asked     []waitRequest
+	answered  map[string]bool
+	approvals map[string]bool // keys of the calls waiting for an approval
+}
+
+type waitRequest struct {
+	key  string
+	what string
+}
+
+func newWaitsScan(running string) *waitsScan {
+	return &waitsScan{running: running, answered: map[string]bool{}, approvals: map[string]bool{}}
+}
+
+func (w *waitsScan) add(events []messages.Envelope) {
 	for _, e := range events {
-		if e.CorrelationID != running {
+		if e.CorrelationID != w.running {
 			continue
 		}
 		p, err := e.Decode()
@@ -107,27 +147,31 @@ func tasksNotEnded(events []messages.Envelope) []unfinishedTask {
 		}
 		switch p := p.(type) {
 		case *messages.ModelRequested:
-			asked = append(asked, request{p.Key, "the answer of model " + clipped(p.Model, 40)})
+			w.asked = append(w.asked, waitRequest{p.Key, "the answer of model " + clipped(p.Model, 40)})
 		case *messages.ModelResponded:
-			answered[p.Key] = true
+			w.answered[p.Key] = true
 		case *messages.ToolCallRequested:
-			asked = append(asked, request{p.Key, fmt.Sprintf("the tool call %s(%s)", clipped(p.Tool, 40), clipped(p.Arguments, 60))})
+			w.asked = append(w.asked, waitRequest{p.Key, fmt.Sprintf("the tool call %s(%s)", clipped(p.Tool, 40), clipped(p.Arguments, 60))})
 		case *messages.ToolCallCompleted:
-			answered[p.Key] = true
+			w.answered[p.Key] = true
 		case *messages.ApprovalRequested:
-			approvals[p.Key] = true
+			w.approvals[p.Key] = true
 		case *messages.ApprovalResolved:
-			delete(approvals, p.Key)
+			delete(w.approvals, p.Key)
 		}
 	}
-	t := &out[index[running]]
-	for _, r := range asked {
+}
+
+// waits names what the running task waits for.
+func (w *waitsScan) waits() []string {
+	var out []string
+	for _, r := range w.asked {
 		switch {
-		case answered[r.key]:
-		case approvals[r.key]:
-			t.waits = append(t.waits, "an approval of "+strings.TrimPrefix(r.what, "the tool call "))
+		case w.answered[r.key]:
+		case w.approvals[r.key]:
+			out = append(out, "an approval of "+strings.TrimPrefix(r.what, "the tool call "))
 		default:
-			t.waits = append(t.waits, r.what)
+			out = append(out, r.what)
 		}
 	}
 	return out
@@ -171,8 +215,25 @@ func unfinishedError(id string, tasks []unfinishedTask) error {
 // usage it had (as a cancellation records them). They are stamped ts, or the last
 // event's time when that is later, by the actor "replay".
 func parkEvents(events, configs []messages.Envelope, tasks []unfinishedTask, ts int64) ([]messages.Envelope, error) {
-	last := events[len(events)-1]
-	id := last.SessionID
+	p, err := newParker(events[0].SessionID, configs)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.add(events); err != nil {
+		return nil, err
+	}
+	return p.park(tasks, ts)
+}
+
+// parker is parkEvents of a session read in batches: it folds the session's
+// events (add), then makes the events that park its tasks (park).
+type parker struct {
+	id   string
+	st   *actors.SessionState
+	last messages.Envelope
+}
+
+func newParker(id string, configs []messages.Envelope) (*parker, error) {
 	recorded := make(map[string]*messages.AgentConfig, len(configs))
 	for _, c := range configs {
 		p, err := c.Decode()
@@ -184,12 +245,21 @@ func parkEvents(events, configs []messages.Envelope, tasks []unfinishedTask, ts 
 			recorded[d] = cfg
 		}
 	}
-	st := actors.NewSessionState(id).WithConfigs(recorded)
+	return &parker{id: id, st: actors.NewSessionState(id).WithConfigs(recorded)}, nil
+}
+
+func (k *parker) add(events []messages.Envelope) error {
 	for _, e := range events {
-		if err := st.Apply(e); err != nil {
-			return nil, err
+		if err := k.st.Apply(e); err != nil {
+			return err
 		}
+		k.last = e
 	}
+	return nil
+}
+
+func (k *parker) park(tasks []unfinishedTask, ts int64) ([]messages.Envelope, error) {
+	st, last, id := k.st, k.last, k.id
 	order := append(append([]unfinishedTask{}, tasks[1:]...), tasks[0])
 	out := make([]messages.Envelope, 0, len(order))
 	for i, t := range order {
