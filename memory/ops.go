@@ -117,6 +117,9 @@ func (ns *Namespace) Add(ctx context.Context, key string, reqs []AddRequest) ([]
 	var before []AddResult
 	var beforeErr error
 	err := ns.write(ctx, key, func() ([]messages.Payload, error) {
+		if err := ns.st.otherRequest(key); err != nil {
+			return nil, err
+		}
 		results = make([]AddResult, len(prepared))
 		inBatch := map[string]string{} // hash -> id
 		ids := map[string]bool{}
@@ -202,7 +205,7 @@ func (ns *Namespace) CheckKey(key string, reqs []AddRequest) error {
 	ns.mu.Lock()
 	defer ns.mu.Unlock()
 	if ns.st.keys[key] == nil {
-		return nil
+		return ns.st.otherRequest(key)
 	}
 	_, err := ns.addedBefore(key, prepared)
 	return err
