@@ -440,6 +440,9 @@ func checkMetadata(raw json.RawMessage) (json.RawMessage, error) {
 	if err := json.Unmarshal(raw, &obj); err != nil || obj == nil {
 		return nil, fmt.Errorf("%w: metadata must be a JSON object", ErrInvalid)
 	}
+	if err := checkSurrogates(raw); err != nil {
+		return nil, fmt.Errorf("metadata: %w", err)
+	}
 	if key, ok := repeatedKey(raw); ok {
 		// Decoding keeps the last value of a key given twice and drops the other
 		// unsaid; another reader of the same body takes the first.
