@@ -113,12 +113,19 @@ func (ns *Namespace) Add(ctx context.Context, key string, reqs []AddRequest) ([]
 	}
 	pre := ns.precompute(ctx, fresh, func(m *Memory) bool { return m.Tier == Semantic })
 	var results []AddResult
-	var applied bool
+	var applied, unmarked bool
 	var before []AddResult
 	var beforeErr error
 	err := ns.write(ctx, key, func() ([]messages.Payload, error) {
 		if err := ns.st.otherRequest(key); err != nil {
 			return nil, err
+		}
+		if client := ns.st.unmarkedKey(key); client != "" {
+			// Written under the client's key before it carried its request's
+			// digest: answered as that key's write.
+			unmarked = true
+			before, beforeErr = ns.addedBefore(client, prepared)
+			return nil, nil
 		}
 		results = make([]AddResult, len(prepared))
 		inBatch := map[string]string{} // hash -> id
@@ -171,7 +178,7 @@ func (ns *Namespace) Add(ctx context.Context, key string, reqs []AddRequest) ([]
 	if err != nil {
 		return nil, err
 	}
-	if applied {
+	if applied || unmarked {
 		for i := range before {
 			before[i].Repeat = true
 		}
@@ -204,6 +211,9 @@ func (ns *Namespace) CheckKey(key string, reqs []AddRequest) error {
 	}
 	ns.mu.Lock()
 	defer ns.mu.Unlock()
+	if client := ns.st.unmarkedKey(key); client != "" {
+		key = client
+	}
 	if ns.st.keys[key] == nil {
 		return ns.st.otherRequest(key)
 	}

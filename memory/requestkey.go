@@ -55,3 +55,17 @@ func (s *state) otherRequest(key string) error {
 	}
 	return nil
 }
+
+// unmarkedKey returns the client's key of key, made by RequestKey, when that key
+// was applied as it is, without a request's digest (by a build before
+// RequestKey), and key itself was not: a write under key is answered as one
+// under the client's key (addedBefore), so that a key in use across an upgrade
+// still refuses other memories. It returns "" otherwise. The caller holds the
+// state.
+func (s *state) unmarkedKey(key string) string {
+	client, _, ok := splitRequestKey(key)
+	if !ok || s.keys[key] != nil || s.keys[client] == nil {
+		return ""
+	}
+	return client
+}
