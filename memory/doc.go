@@ -29,7 +29,9 @@
 // with eventlog.ErrSeqConflict, and the write folds again and decides again, up to
 // MaxAttempts times (then ErrConflict). The events of a keyed write have IDs derived
 // from the key and the payload, so a retried write is a repeat the log ignores, and two
-// writers deciding differently under one key conflict instead of diverging.
+// writers deciding differently under one key conflict instead of diverging. A
+// client's key (an HTTP Idempotency-Key) is given as RequestKey(key, digest of
+// the request): sent again with another request, it fails with ErrKeyReused.
 //
 // Each memory has a Version, the seq of the event that last changed it (folded, so
 // the same on every node and after a replay). Forget, Merge, Promote, Distill and

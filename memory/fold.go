@@ -28,7 +28,10 @@ type state struct {
 	// and a capacity: expiry and eviction look at them, not at every memory.
 	working map[string]struct{}
 	keys    map[string]*keyed
-	blocks  map[string]*Block
+	// requests holds, by client key, the digest of the request it was first
+	// applied with (RequestKey).
+	requests map[string]string
+	blocks   map[string]*Block
 	// letGo holds the memory sources of each semantic memory forgotten or cleared
 	// (a distilled fact, one that absorbed duplicates), in the order they went: the
 	// consolidator does not distil their clusters again (ForgottenSources).
@@ -67,7 +70,7 @@ type touch struct {
 
 func newState(ns string) *state {
 	return &state{ns: ns, mems: map[string]*Memory{}, seen: map[string]struct{}{},
-		hashes: map[string]map[string]struct{}{}, working: map[string]struct{}{}, keys: map[string]*keyed{}, blocks: map[string]*Block{}}
+		hashes: map[string]map[string]struct{}{}, working: map[string]struct{}{}, keys: map[string]*keyed{}, requests: map[string]string{}, blocks: map[string]*Block{}}
 }
 
 // apply folds one event of the stream.
@@ -179,6 +182,7 @@ func (s *state) apply(e messages.Envelope) (effect, error) {
 		if k == nil {
 			k = &keyed{}
 			s.keys[key] = k
+			s.noteRequest(key)
 		}
 		k.ids = append(k.ids, eff.put...)
 		k.removed += len(eff.removed)

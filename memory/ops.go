@@ -113,10 +113,20 @@ func (ns *Namespace) Add(ctx context.Context, key string, reqs []AddRequest) ([]
 	}
 	pre := ns.precompute(ctx, fresh, func(m *Memory) bool { return m.Tier == Semantic })
 	var results []AddResult
-	var applied bool
+	var applied, unmarked bool
 	var before []AddResult
 	var beforeErr error
 	err := ns.write(ctx, key, func() ([]messages.Payload, error) {
+		if err := ns.st.otherRequest(key); err != nil {
+			return nil, err
+		}
+		if client := ns.st.unmarkedKey(key); client != "" {
+			// Written under the client's key before it carried its request's
+			// digest: answered as that key's write.
+			unmarked = true
+			before, beforeErr = ns.addedBefore(client, prepared)
+			return nil, nil
+		}
 		results = make([]AddResult, len(prepared))
 		inBatch := map[string]string{} // hash -> id
 		ids := map[string]bool{}
@@ -168,7 +178,7 @@ func (ns *Namespace) Add(ctx context.Context, key string, reqs []AddRequest) ([]
 	if err != nil {
 		return nil, err
 	}
-	if applied {
+	if applied || unmarked {
 		for i := range before {
 			before[i].Repeat = true
 		}
@@ -201,8 +211,11 @@ func (ns *Namespace) CheckKey(key string, reqs []AddRequest) error {
 	}
 	ns.mu.Lock()
 	defer ns.mu.Unlock()
+	if client := ns.st.unmarkedKey(key); client != "" {
+		key = client
+	}
 	if ns.st.keys[key] == nil {
-		return nil
+		return ns.st.otherRequest(key)
 	}
 	_, err := ns.addedBefore(key, prepared)
 	return err
@@ -436,6 +449,9 @@ func checkMetadata(raw json.RawMessage) (json.RawMessage, error) {
 	var obj map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &obj); err != nil || obj == nil {
 		return nil, fmt.Errorf("%w: metadata must be a JSON object", ErrInvalid)
+	}
+	if err := checkSurrogates(raw); err != nil {
+		return nil, fmt.Errorf("metadata: %w", err)
 	}
 	if key, ok := repeatedKey(raw); ok {
 		// Decoding keeps the last value of a key given twice and drops the other
@@ -1013,11 +1029,6 @@ func (ns *Namespace) Merge(ctx context.Context, key, into string, merged []strin
 			k.Sources = addSource(k.Sources, messages.MemorySource{Kind: "memory", ID: id, Detail: cloneRaw(o.Metadata)})
 			k.Metadata = mergeMetadataWithin(k.Metadata, o.Metadata, ns.cfg.MaxContentBytes)
 			k.Importance = math.Max(k.Importance, o.Importance)
-			for _, p := range o.Participants {
-				if !slices.Contains(k.Participants, p) {
-					k.Participants = append(k.Participants, p)
-				}
-			}
 			if k.Tier == Semantic {
 				for _, e := range o.Entities {
 					if !slices.Contains(k.Entities, e) {
@@ -1031,12 +1042,45 @@ func (ns *Namespace) Merge(ctx context.Context, key, into string, merged []strin
 				}
 			}
 		}
+		absorbed := make([]*Memory, len(merged))
+		for i, id := range merged {
+			absorbed[i] = ns.st.mems[id]
+		}
+		k.Participants = mergeParticipantsWithin(k.Participants, absorbed, ns.cfg.MaxContentBytes)
 		return []messages.Payload{&messages.MemoryMerged{Key: key, Reason: ns.why(reason, "merged"), Merged: slices.Clone(merged), Memory: toRecord(&k)}}, nil
 	}, func(bool) { out, outErr = ns.current(into) })
 	if err != nil {
 		return Memory{}, err
 	}
 	return out, outErr
+}
+
+// mergeParticipantsWithin returns kept (a merge's kept memory's participants) with
+// the participants of the memories absorbed that it lacks, as long as they hold at
+// most limit bytes, the bound a write holds participants to (checkSizes): the
+// kept memory's own come first, then those of the absorbed memories, the most
+// recent memory's first (a merge of merges would otherwise grow them without
+// bound, and the memory could no longer be written again). A participant that
+// does not fit is left out; the absorbed memory's history keeps it.
+func mergeParticipantsWithin(kept []string, absorbed []*Memory, limit int) []string {
+	out := slices.Clone(kept)
+	n := 0
+	for _, p := range out {
+		n += len(strings.TrimSpace(p))
+	}
+	byTime := slices.Clone(absorbed)
+	slices.SortStableFunc(byTime, func(a, b *Memory) int { return b.Timestamp.Compare(a.Timestamp) })
+	for _, m := range byTime {
+		for _, p := range m.Participants {
+			if slices.Contains(out, p) {
+				continue
+			}
+			if size := len(strings.TrimSpace(p)); n+size <= limit {
+				out, n = append(out, p), n+size
+			}
+		}
+	}
+	return out
 }
 
 // addSource appends s unless an equal source is there.

@@ -264,6 +264,9 @@ func (m *Memories) Toolbox(cfg ToolConfig) (*tools.Toolbox, error) {
 	readOnly := tools.WithSideEffects(false)
 	args := tools.WithMaxArguments(m.cfg.MaxContentBytes*2 + 64<<10) // a content, escaped, and the rest
 	nsEnum := tools.WithSchemaFunc(t.namespaceEnum)
+	// A \u escape of half a surrogate pair in the model's arguments would be
+	// stored (or searched for) as U+FFFD: refused, the model told where.
+	whole := tools.WithWholeCharacters()
 	tiers := strings.Join(func() []string {
 		out := make([]string, len(Tiers))
 		for i, t := range Tiers {
@@ -275,18 +278,18 @@ func (m *Memories) Toolbox(cfg ToolConfig) (*tools.Toolbox, error) {
 		"Your long-term memory, kept across tasks and sessions, in namespaces (yours is "+cfg.Namespace+") and tiers ("+tiers+"). "+
 			"Search it before asking the user again; add what will matter later; keep the core blocks (always in your context) up to date; "+
 			"recall searches past conversations word for word.",
-		tools.Sub("add", fmt.Sprintf("Adds a memory and returns its id (event ADD), or the id of the memory that already says the same (event NONE). Content of at most %d bytes.", m.cfg.MaxContentBytes), writes(t, t.add), args, nsEnum),
-		tools.Sub("search", "Finds the memories most relevant to a query, best first, with their scores.", t.search, readOnly, nsEnum),
-		tools.Sub("summary", "Shows the core blocks and, per tier, the number of memories and the most important ones.", t.summary, readOnly, nsEnum),
-		tools.Sub("stats", "Counts the memories per tier, the keywords, entities, relations and blocks.", t.stats, readOnly, nsEnum),
-		tools.Sub("update", "Changes a memory's content, importance or metadata (the fields given) and returns it.", writes(t, t.update), args, nsEnum),
-		tools.Sub("remove", "Removes one memory.", writes(t, t.remove), nsEnum),
-		tools.Sub("forget", "Forgets memories, with the reason: those given by id, or those (of a tier) older than a time and/or at most so important. Returns their ids.", writes(t, t.forget), nsEnum),
-		tools.Sub("consolidate", "Runs the memory's maintenance now: forgetting, deduplication, promotion and distillation.", writes(t, t.consolidate), nsEnum),
-		tools.Sub("clear_all", "Forgets every memory of a tier, or of the namespace (confirm must be true).", writes(t, t.clearAll), nsEnum),
-		tools.Sub("core_memory_append", "Adds text at the end of a core block (persona, human, …), which is always in your context.", writes(t, t.coreAppend), nsEnum),
-		tools.Sub("core_memory_replace", "Replaces text in a core block with new text (every occurrence); empty new text deletes it.", writes(t, t.coreReplace), nsEnum),
-		tools.Sub("recall", "Searches past conversations (what the user asked, what was answered, what tools returned) by words and time.", t.recall, readOnly),
+		tools.Sub("add", fmt.Sprintf("Adds a memory and returns its id (event ADD), or the id of the memory that already says the same (event NONE). Content of at most %d bytes.", m.cfg.MaxContentBytes), writes(t, t.add), args, nsEnum, whole),
+		tools.Sub("search", "Finds the memories most relevant to a query, best first, with their scores.", t.search, readOnly, nsEnum, whole),
+		tools.Sub("summary", "Shows the core blocks and, per tier, the number of memories and the most important ones.", t.summary, readOnly, nsEnum, whole),
+		tools.Sub("stats", "Counts the memories per tier, the keywords, entities, relations and blocks.", t.stats, readOnly, nsEnum, whole),
+		tools.Sub("update", "Changes a memory's content, importance or metadata (the fields given) and returns it.", writes(t, t.update), args, nsEnum, whole),
+		tools.Sub("remove", "Removes one memory.", writes(t, t.remove), nsEnum, whole),
+		tools.Sub("forget", "Forgets memories, with the reason: those given by id, or those (of a tier) older than a time and/or at most so important. Returns their ids.", writes(t, t.forget), nsEnum, whole),
+		tools.Sub("consolidate", "Runs the memory's maintenance now: forgetting, deduplication, promotion and distillation.", writes(t, t.consolidate), nsEnum, whole),
+		tools.Sub("clear_all", "Forgets every memory of a tier, or of the namespace (confirm must be true).", writes(t, t.clearAll), nsEnum, whole),
+		tools.Sub("core_memory_append", "Adds text at the end of a core block (persona, human, …), which is always in your context.", writes(t, t.coreAppend), nsEnum, whole),
+		tools.Sub("core_memory_replace", "Replaces text in a core block with new text (every occurrence); empty new text deletes it.", writes(t, t.coreReplace), nsEnum, whole),
+		tools.Sub("recall", "Searches past conversations (what the user asked, what was answered, what tools returned) by words and time.", t.recall, readOnly, whole),
 	)
 }
 

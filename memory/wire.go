@@ -213,6 +213,9 @@ func (in Input) Check() error {
 		if t := bytes.TrimSpace(in.Metadata); len(t) == 0 || t[0] != '{' || !json.Valid(t) {
 			return fmt.Errorf("%w: metadata must be a JSON object", ErrInvalid)
 		}
+		if err := checkSurrogates(in.Metadata); err != nil {
+			return fmt.Errorf("metadata: %w", err)
+		}
 	}
 	return nil
 }

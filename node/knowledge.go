@@ -17,6 +17,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/troupe-run/troupe/eventlog"
+	"github.com/troupe-run/troupe/internal/jsonesc"
 	"github.com/troupe-run/troupe/knowledge"
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/pipelines/rag"
@@ -386,6 +387,10 @@ func (n *Node) postKBDocument(w http.ResponseWriter, r *http.Request) {
 		}
 		if !utf8.Valid(raw) {
 			writeError(w, http.StatusBadRequest, "%s; nothing was written", errJSONNotUTF8(raw))
+			return
+		}
+		if at := jsonesc.LoneSurrogateAt(raw); at >= 0 && json.Valid(raw) { // malformed JSON: the decoder says so
+			writeError(w, http.StatusBadRequest, "the JSON holds %s at byte %d, half of a UTF-16 surrogate pair, not a character: send whole characters (a text cut in the middle of one?); nothing was written", raw[at:at+6], at)
 			return
 		}
 		var in struct {

@@ -120,17 +120,20 @@ func ragToolbox(bs *knowledge.Bases, cfg KnowledgeToolConfig, write kbWrite, ope
 	t := &ragTool{bs: bs, cfg: cfg, name: cmp.Or(cfg.Name, "rag"), write: write, open: open}
 	readOnly := tools.WithSideEffects(false)
 	kbEnum := tools.WithSchemaFunc(t.baseEnum)
+	// A \u escape of half a surrogate pair in the model's arguments would be
+	// stored (or searched for) as U+FFFD: refused, the model told where.
+	whole := tools.WithWholeCharacters()
 	where := "Name the knowledge base of each call (kb)."
 	if cfg.Base != "" {
 		where = "Yours is " + cfg.Base + "."
 	}
 	subs := []tools.SubTool{
-		tools.Sub("search", "Finds the passages of the knowledge base that best match a query, best first, each with its citation label [source > heading].", t.search, readOnly, kbEnum),
-		tools.Sub("ask", "Answers a question from the knowledge base, citing its passages as [source > heading], then lists the citations.", t.ask, readOnly, kbEnum),
+		tools.Sub("search", "Finds the passages of the knowledge base that best match a query, best first, each with its citation label [source > heading].", t.search, readOnly, kbEnum, whole),
+		tools.Sub("ask", "Answers a question from the knowledge base, citing its passages as [source > heading], then lists the citations.", t.ask, readOnly, kbEnum, whole),
 	}
 	if !cfg.ReadOnly {
 		subs = append(subs, tools.Sub("add", "Adds a Markdown document to the knowledge base under a source name (replacing the document of that name).", t.add,
-			tools.WithMaxArguments(knowledge.MaxDocumentBytes/4), kbEnum))
+			tools.WithMaxArguments(knowledge.MaxDocumentBytes/4), kbEnum, whole))
 	}
 	box, err := tools.NewToolbox(t.name,
 		"Knowledge bases of documents (retrieval-augmented generation). "+where+" Search or ask before answering from memory, and cite the passages you use with their labels, like [guide.md > # Install].",

@@ -103,8 +103,22 @@ func (n *Node) postMemories(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "%v", err)
 		return
 	}
+	// A client's key names one request (memorykeys.go): its digest goes with
+	// the key to each namespace, and the node remembers it for namespaces the
+	// key never wrote to.
+	digest, release := "", func() {}
 	if key == "" {
 		key = randomKey()
+	} else {
+		digest = memoryRequestDigest(inputs)
+		ok, fresh := n.memKeys.claim(key, digest, time.Now())
+		if !ok {
+			writeError(w, http.StatusUnprocessableEntity, "Idempotency-Key reused with a different request: the Idempotency-Key %q was sent with another request before (other memories, namespaces, metadata, tier or importance); use a new key for a new request", key)
+			return
+		}
+		if fresh { // a request refused (4xx) wrote nothing: the key is free again
+			release = func() { n.memKeys.release(key, digest) }
+		}
 	}
 	groups := groupByNamespace(inputs)
 	batches := make([][]memory.Input, len(groups))
@@ -114,26 +128,29 @@ func (n *Node) postMemories(w http.ResponseWriter, r *http.Request) {
 			batches[gi][j] = inputs[i]
 		}
 	}
-	if len(groups) > 1 && r.Header.Get("Idempotency-Key") != "" {
+	if len(groups) > 1 && digest != "" {
 		// The key sent again with another request is refused before any
 		// namespace's share is written: a namespace new to the key, first in
 		// the body, would keep the memories of a request answered 422.
 		for gi, g := range groups {
-			err := n.checkMemories(r.Context(), g.ns, "http/"+key+"/"+g.ns, batches[gi])
+			err := n.checkMemories(r.Context(), g.ns, "http/"+key+"/"+g.ns, digest, batches[gi])
 			if errors.Is(err, memory.ErrKeyReused) {
-				writeError(w, http.StatusUnprocessableEntity, "namespace %s: %v: the Idempotency-Key %q was sent with another request before; use a new key for a new request", g.ns, err, key)
+				release()
+				writeError(w, http.StatusUnprocessableEntity, "namespace %s: Idempotency-Key reused with a different request: %v: the Idempotency-Key %q was sent with another request before; use a new key for a new request", g.ns, err, key)
 				return
 			}
 		}
 	}
 	ids := make([]string, len(inputs))
 	for gi, g := range groups {
-		got, err := n.addMemories(r.Context(), g.ns, "http/"+key+"/"+g.ns, batches[gi])
+		got, err := n.addMemories(r.Context(), g.ns, "http/"+key+"/"+g.ns, digest, batches[gi])
 		switch {
 		case errors.Is(err, memory.ErrKeyReused):
-			writeError(w, http.StatusUnprocessableEntity, "namespace %s: %v: the Idempotency-Key %q was sent with another request before; use a new key for a new request", g.ns, err, key)
+			release()
+			writeError(w, http.StatusUnprocessableEntity, "namespace %s: Idempotency-Key reused with a different request: %v: the Idempotency-Key %q was sent with another request before; use a new key for a new request", g.ns, err, key)
 			return
 		case errors.Is(err, memory.ErrInvalid):
+			release()
 			writeError(w, http.StatusBadRequest, "namespace %s: %v", g.ns, err)
 			return
 		case err != nil:

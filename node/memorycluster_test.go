@@ -156,6 +156,14 @@ func TestMemoryClusterRoutesToTheNamespaceOwner(t *testing.T) {
 		t.Errorf("a key used again for another request, on node a: %d %q", code, msg)
 	}
 
+	// The key used again, on the other node, for the same content with other
+	// metadata: node b never saw the key, the namespace's events tell the
+	// owner it named another request.
+	a.mustPost(t, `{"namespace":"`+ns+`","tier":"semantic","content":"Carol likes fado","metadata":{"via":"a"}}`, "Idempotency-Key", "cluster-2")
+	if code, ids, msg := b.post(t, `{"namespace":"`+ns+`","tier":"semantic","content":"Carol likes fado","metadata":{"via":"b"}}`, "Idempotency-Key", "cluster-2"); code != http.StatusUnprocessableEntity || !strings.Contains(msg, "different request") {
+		t.Errorf("a key used again for other metadata, on node b: %d %v %q; want 422", code, ids, msg)
+	}
+
 	// A's search and history are answered by B.
 	embedded := a.emb.calls.Load()
 	code, ans := a.search(t, url.Values{"namespace": {ns}, "q": {"Lisbon office"}})
@@ -179,8 +187,8 @@ func TestMemoryClusterRoutesToTheNamespaceOwner(t *testing.T) {
 	if code, _, msg := a.post(t, `{"namespace":"`+ns+`","tier":"semantic","content":"`+long+`"}`); code != http.StatusBadRequest || !strings.Contains(msg, "content") {
 		t.Errorf("content past the owner's limit, on node a: %d %q", code, msg)
 	}
-	if got := b.log.memoryAppends(); got != 1 {
-		t.Errorf("node b appended %d times after refusals; want 1", got)
+	if got := b.log.memoryAppends(); got != 2 {
+		t.Errorf("node b appended %d times after refusals; want 2", got)
 	}
 
 	// B stops while a write for its namespace is on its way; A takes every partition,
@@ -243,12 +251,12 @@ func TestMemoryClusterRoutesToTheNamespaceOwner(t *testing.T) {
 			added[p.(*messages.MemoryAdded).Memory.MemoryID]++
 		}
 	}
-	if len(events) != 4 || len(added) != 4 {
-		t.Errorf("the namespace's stream: %d events adding %v; want 4 memories, each added once", len(events), added)
+	if len(events) != 5 || len(added) != 5 {
+		t.Errorf("the namespace's stream: %d events adding %v; want 5 memories, each added once", len(events), added)
 	}
 	_, ans = a.search(t, url.Values{"namespace": {ns}, "q": {"Carol"}, "limit": {"10"}})
-	if len(ans.Results) != 4 {
-		t.Errorf("a search of every memory on the last node found %d; want 4", len(ans.Results))
+	if len(ans.Results) != 5 {
+		t.Errorf("a search of every memory on the last node found %d; want 5", len(ans.Results))
 	}
 }
 

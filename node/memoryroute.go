@@ -92,8 +92,10 @@ func (n *Node) memoryExecWithin(ctx context.Context, namespace, action, key stri
 // addMemories adds a namespace's share of a request under key, in one command; on a
 // node that routes its memory operations, in as many commands as the bus needs
 // (each at most memoryMessageMax, each one append, under key/<part>), in order. It
-// returns the IDs in the order of batch.
-func (n *Node) addMemories(ctx context.Context, namespace, key string, batch []memory.Input) ([]string, error) {
+// returns the IDs in the order of batch. digest, when given, is that of the
+// client's request (memory.RequestKey): the key sent with another request is
+// refused (memory.ErrKeyReused).
+func (n *Node) addMemories(ctx context.Context, namespace, key, digest string, batch []memory.Input) ([]string, error) {
 	parts := [][]memory.Input{batch}
 	if n.memoryRouted() {
 		var err error
@@ -106,6 +108,9 @@ func (n *Node) addMemories(ctx context.Context, namespace, key string, batch []m
 		k := key
 		if len(parts) > 1 {
 			k = fmt.Sprintf("%s/%d", key, i)
+		}
+		if digest != "" {
+			k = memory.RequestKey(k, digest)
 		}
 		// The owner embeds the part before it appends: as long a wait as on one
 		// node, not the 30 s of a command, past which the sender answered 503 for
@@ -152,7 +157,7 @@ func splitInputs(inputs []memory.Input, max int) ([][]memory.Input, error) {
 // batch) would be refused as a key used for other memories (memory.ErrKeyReused):
 // the parts of the batch are checked under the keys addMemories would write them
 // with.
-func (n *Node) checkMemories(ctx context.Context, namespace, key string, batch []memory.Input) error {
+func (n *Node) checkMemories(ctx context.Context, namespace, key, digest string, batch []memory.Input) error {
 	parts := [][]memory.Input{batch}
 	if n.memoryRouted() {
 		var err error
@@ -164,6 +169,9 @@ func (n *Node) checkMemories(ctx context.Context, namespace, key string, batch [
 		k := key
 		if len(parts) > 1 {
 			k = fmt.Sprintf("%s/%d", key, i)
+		}
+		if digest != "" {
+			k = memory.RequestKey(k, digest)
 		}
 		if _, err := n.memoryExec(ctx, namespace, memoryCheckKey, k, part); err != nil {
 			return err

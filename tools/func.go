@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/jsonschema-go/jsonschema"
 
+	"github.com/troupe-run/troupe/internal/jsonesc"
 	"github.com/troupe-run/troupe/messages"
 )
 
@@ -24,6 +26,7 @@ type FuncTool struct {
 	sideEffects bool
 	source      string
 	modelUsage  bool
+	wholeChars  bool
 }
 
 var (
@@ -43,6 +46,7 @@ type funcOptions struct {
 	sideEffects bool
 	source      string
 	modelUsage  bool
+	wholeChars  bool
 }
 
 // WithSchema replaces the schema derived from the argument type by one written by
@@ -76,6 +80,13 @@ func WithSideEffects(b bool) Option { return func(o *funcOptions) { o.sideEffect
 // WithModelUsage says that the tool's calls may spend model tokens on the task's
 // behalf and report them (ReportUsage), as a sub-agent does (SpendsModelTokens).
 func WithModelUsage() Option { return func(o *funcOptions) { o.modelUsage = true } }
+
+// WithWholeCharacters makes the tool refuse arguments holding a \u escape of half
+// a UTF-16 surrogate pair (a high one not followed by the escape of a low one, or a
+// low one alone): JSON decoding would give the function U+FFFD in its place, so a
+// tool that stores what it is given (a memory) would keep another text than the
+// model wrote. The model gets an ArgumentError saying where, and nothing is done.
+func WithWholeCharacters() Option { return func(o *funcOptions) { o.wholeChars = true } }
 
 // WithSource sets the tool's source (Sourced), e.g. "skill:pdf"; default "builtin".
 func WithSource(s string) Option { return func(o *funcOptions) { o.source = s } }
@@ -135,6 +146,7 @@ func Func[A, R any](name, description string, fn func(context.Context, A) (R, er
 		sideEffects: o.sideEffects,
 		source:      o.source,
 		modelUsage:  o.modelUsage,
+		wholeChars:  o.wholeChars,
 	}
 	t.call = func(ctx context.Context, tool string, raw []byte) (string, error) {
 		var args A
@@ -181,6 +193,11 @@ func (t *FuncTool) Call(ctx context.Context, c Call) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	if t.wholeChars {
+		if err := wholeCharacters(t.spec.Name, c.Arguments); err != nil {
+			return "", err
+		}
+	}
 	return t.call(WithCallKey(ctx, c.Key), t.spec.Name, args)
 }
 
@@ -202,4 +219,15 @@ func (t *FuncTool) Source() string {
 		return SourceBuiltin
 	}
 	return t.source
+}
+
+// wholeCharacters refuses arguments (valid JSON) holding a \u escape of a lone
+// UTF-16 surrogate (WithWholeCharacters).
+func wholeCharacters(tool, raw string) error {
+	at := jsonesc.LoneSurrogateAt([]byte(raw))
+	if at < 0 {
+		return nil
+	}
+	return &ArgumentError{Tool: tool, Pos: utf8.RuneCountInString(raw[:at]) + 1,
+		Reason: fmt.Sprintf("the arguments hold %s, half of a UTF-16 surrogate pair, not a character: write whole characters (an emoji as itself, or as the escapes of both its halves); nothing was done", raw[at:at+6])}
 }

@@ -1,0 +1,51 @@
+package memory_test
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+
+	"github.com/troupe-run/troupe/memory"
+)
+
+// A key made by RequestKey names one request: the same request sent again gets the
+// first result, another one (even of memories the namespace holds, with other
+// metadata) fails with ErrKeyReused and writes nothing. A key applied as it is,
+// before keys carried their request's digest, still refuses other memories.
+func TestRequestKeyNamesOneRequest(t *testing.T) {
+	f := newFixture(t)
+	ns := f.ns(t, "user:alice")
+	ctx := testCtx(t)
+	tea := memory.AddRequest{Tier: memory.Semantic, Content: "Alice likes tea", Metadata: json.RawMessage(`{"src":"chat"}`)}
+	first := add(t, ns, memory.RequestKey("http/k1/user:alice", "d1"), tea)
+	again, err := ns.Add(ctx, memory.RequestKey("http/k1/user:alice", "d1"), []memory.AddRequest{tea})
+	if err != nil || again[0].ID != first[0].ID || !again[0].Repeat {
+		t.Fatalf("the same request again: %+v %v; want %s, a repeat", again, err, first[0].ID)
+	}
+	other := tea
+	other.Metadata = json.RawMessage(`{"src":"email"}`)
+	before := len(events(t, f.log, "user:alice"))
+	if _, err := ns.Add(ctx, memory.RequestKey("http/k1/user:alice", "d2"), []memory.AddRequest{other}); !errors.Is(err, memory.ErrKeyReused) {
+		t.Errorf("another request under the key: %v; want ErrKeyReused", err)
+	}
+	if err := ns.CheckKey(memory.RequestKey("http/k1/user:alice", "d2"), []memory.AddRequest{other}); !errors.Is(err, memory.ErrKeyReused) {
+		t.Errorf("CheckKey of another request under the key: %v; want ErrKeyReused", err)
+	}
+	if n := len(events(t, f.log, "user:alice")); n != before {
+		t.Errorf("the refused request wrote %d events", n-before)
+	}
+
+	// A key applied without a digest.
+	old := add(t, ns, "http/k2/user:alice", memory.AddRequest{Tier: memory.Semantic, Content: "Alice likes cocoa"})
+	coffee := []memory.AddRequest{{Tier: memory.Semantic, Content: "Alice likes coffee"}}
+	if _, err := ns.Add(ctx, memory.RequestKey("http/k2/user:alice", "d3"), coffee); !errors.Is(err, memory.ErrKeyReused) {
+		t.Errorf("other memories under a key applied without a digest: %v; want ErrKeyReused", err)
+	}
+	if err := ns.CheckKey(memory.RequestKey("http/k2/user:alice", "d3"), coffee); !errors.Is(err, memory.ErrKeyReused) {
+		t.Errorf("CheckKey: other memories under a key applied without a digest: %v; want ErrKeyReused", err)
+	}
+	got, err := ns.Add(ctx, memory.RequestKey("http/k2/user:alice", "d4"), []memory.AddRequest{{Tier: memory.Semantic, Content: "Alice likes cocoa"}})
+	if err != nil || got[0].ID != old[0].ID {
+		t.Errorf("its request again: %+v %v; want %s", got, err, old[0].ID)
+	}
+}

@@ -1,0 +1,62 @@
+package tools_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/troupe-run/troupe/tools"
+)
+
+// A tool made WithWholeCharacters refuses arguments holding a \u escape of half a
+// UTF-16 surrogate pair, alone or as a toolbox's operation, with an ArgumentError
+// naming the escape and where it stands, before its function runs: decoded, the
+// escape would reach the function as U+FFFD. A whole pair is the character.
+func TestWithWholeCharacters(t *testing.T) {
+	type noteArgs struct {
+		Text string `json:"text"`
+	}
+	var got []string
+	note := func(_ context.Context, a noteArgs) (string, error) {
+		got = append(got, a.Text)
+		return "ok", nil
+	}
+	fn, err := tools.Func("note", "Keeps a note.", note, tools.WithWholeCharacters())
+	if err != nil {
+		t.Fatal(err)
+	}
+	box, err := tools.NewToolbox("notes", "Notes.", tools.Sub("add", "Keeps a note.", note, tools.WithWholeCharacters()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		tool tools.Tool
+		args string
+		want string
+	}{
+		{fn, `{"text":"smile \ud83d"}`, `\ud83d`},
+		{fn, `{"text":"\uDE00 alone"}`, `\uDE00`},
+		{box, `{"op":"add","args":{"text":"smile \ud83dx"}}`, `\ud83d`},
+	} {
+		_, err := c.tool.Call(context.Background(), tools.Call{Key: "k", Arguments: c.args})
+		var ae *tools.ArgumentError
+		if !errors.Is(err, tools.ErrInvalidArguments) || !errors.As(err, &ae) || !strings.Contains(err.Error(), c.want) || ae.Pos == 0 {
+			t.Errorf("%s: %v; want an ArgumentError naming %s and its position", c.args, err, c.want)
+		}
+	}
+	if len(got) != 0 {
+		t.Fatalf("the function ran with %q", got)
+	}
+	for _, c := range []struct {
+		tool tools.Tool
+		args string
+	}{{fn, `{"text":"smile \ud83d\ude00"}`}, {box, `{"op":"add","args":{"text":"smile \ud83d\ude00"}}`}} {
+		if _, err := c.tool.Call(context.Background(), tools.Call{Key: "k", Arguments: c.args}); err != nil {
+			t.Fatalf("%s: %v", c.args, err)
+		}
+	}
+	if len(got) != 2 || got[0] != "smile 😀" || got[1] != "smile 😀" {
+		t.Errorf("the function got %q; want the whole emoji twice", got)
+	}
+}
