@@ -219,7 +219,8 @@ func (n *Node) publishApproval(ctx context.Context, c messages.ApprovalAnswer) e
 // owner. An answer the session refuses (the call waits for no approval, was
 // answered otherwise, or is named by a call ID another call of the session had:
 // over HTTP, a 409) is answered on troupe.results (refuseApproval) and dropped
-// with a warning. The same answer read again is recorded once, and not refused.
+// with a warning. The same answer read again is recorded once, and not refused:
+// its client is told it was taken (answerTaken).
 func (n *Node) handleApproval(msg *message.Message) error {
 	c, err := n.ingress.DecodeApproval(arrivalOf(msg))
 	if err != nil {
