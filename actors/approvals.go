@@ -182,7 +182,9 @@ var ErrApprovalNotPending = errors.New("no approval of this call is pending")
 // CheckAnswer judges an answer to the approval of call (its call_id or key): the
 // pending approval it resolves, or duplicate true when the call's approval was
 // already resolved with the same decision (the answer is then to be acknowledged and
-// not recorded again), or an error wrapping ErrApprovalNotPending.
+// not recorded again; pending is then the call it was taken for, which, by a call
+// ID that a later call waiting has too, is the earlier call), or an error wrapping
+// ErrApprovalNotPending.
 func (s *SessionState) CheckAnswer(call string, approve bool) (pending PendingApproval, duplicate bool, err error) {
 	// A key names its own call only: a call ID is the model's, any string, and may
 	// be the key of another call. A text shaped as a key of this session
@@ -205,6 +207,13 @@ func (s *SessionState) CheckAnswer(call string, approve bool) (pending PendingAp
 				// answer may be one meant for that call (sent again by a client's retry
 				// or a redelivery, or late), come once the session was at the next,
 				// which nobody looked at yet.
+				if ap.resolved && ap.res.Approve == approve && ap.res.By != messages.ApprovedByTimeout {
+					// The answer that call took: a retry or a redelivery of an answer
+					// that landed is told it was taken (a duplicate, recorded once),
+					// not refused; it answers nothing more, the next call waiting for
+					// its own answer, by key.
+					return PendingApproval{Key: ap.req.Key, CallID: ap.req.CallID, Tool: ap.req.Tool}, true, nil
+				}
 				was := "left unanswered"
 				if ap.resolved {
 					was = describeResolution(ap.res) + " already"

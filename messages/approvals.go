@@ -119,3 +119,30 @@ type ApprovalRefused struct {
 	// Error says why, as the 409 over HTTP says it.
 	Error string `json:"error"`
 }
+
+// TypeApprovalTaken marks (in MetaType) an ApprovalTaken on TopicResults.
+const TypeApprovalTaken = "approval.taken"
+
+// StatusTaken is an ApprovalTaken's status: the answer was recorded already.
+const StatusTaken = "taken"
+
+// ApprovalTaken tells a client of the tasks topic that the session's owner read
+// its ApprovalAnswer again once the session had taken it (a redelivery, or a
+// client's retry of an answer that landed, perhaps once the session moved on to
+// a later call with the same call ID), as HTTP answers such a retry 202 with
+// status "taken": it changed nothing, and is no error. It travels on
+// TopicResults (MetaType TypeApprovalTaken), keyed by the session, as an
+// ApprovalRefused does; it is no task's result, and nothing of it is recorded.
+type ApprovalTaken struct {
+	SessionID string `json:"session_id"`
+	// Call is the call as the answer named it (its call_id or its key).
+	Call string `json:"call"`
+	// Key is the key of the call the answer was taken for.
+	Key     string `json:"key,omitempty"`
+	Approve bool   `json:"approve"`
+	// Status is StatusTaken.
+	Status string `json:"status"`
+	// Note says what the answer was taken for, and which call of the same call
+	// ID waits for an answer by key, if any.
+	Note string `json:"note,omitempty"`
+}

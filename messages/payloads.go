@@ -366,6 +366,12 @@ const (
 	ReasonRejected = "rejected"
 )
 
+// TypeTaskRejected marks (in MetaType) the result of a task the node refused as
+// bad (ReasonRejected) on TopicResults and the task's reply topic, so that a
+// consumer tells it from the result of a task that ran, as TypeApprovalRefused
+// marks a refused approval answer.
+const TypeTaskRejected = "task.rejected"
+
 // TaskFailed records that a task stopped without an answer.
 type TaskFailed struct {
 	Reason string `json:"reason"`

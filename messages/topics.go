@@ -14,7 +14,8 @@ const (
 	TopicEvents = "troupe.events"
 	// TopicResults carries one TaskResult per finished task, and an
 	// ApprovalRefused (MetaType TypeApprovalRefused) per refused ApprovalAnswer
-	// of TopicTasks.
+	// of TopicTasks, an ApprovalTaken (MetaType TypeApprovalTaken) per one read
+	// again once its session took it.
 	TopicResults = "troupe.results"
 )
 

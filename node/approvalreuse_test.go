@@ -79,3 +79,56 @@ func TestApprovalByAReusedCallIDAfterCancelIsRefused(t *testing.T) {
 		t.Fatalf("replay verify: %v %v", div, err)
 	}
 }
+
+// An answer by call ID that the first task's call took, sent again over HTTP
+// (a client's retry) once the next task's call of the same ID waits, was a 409:
+// the client read that its answer failed, though it had landed. It is 202 with
+// status "taken", the key of the call that took it and a note naming the call
+// that waits; nothing more is approved.
+func TestHTTPApprovalRetriedAfterTheSessionMovedOnIsTaken(t *testing.T) {
+	var sent atomic.Int64
+	n := nodetest.Start(t, mailer(t, &sent))
+	api := httptest.NewServer(n.Handler())
+	t.Cleanup(api.Close)
+	for range 2 {
+		if _, err := n.Submit(context.Background(), node.Task{Input: "mail bob", SessionID: "ap-retry", Agent: "mailer"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first := waitApproval(t, n, "ap-retry")
+	answer := api.URL + "/v1/sessions/ap-retry/approvals/" + url.PathEscape(first.Call)
+	if code, out := post(t, answer, `{"approve":true}`); code != http.StatusAccepted || out["status"] != "approved" {
+		t.Fatalf("approve: %d %v", code, out)
+	}
+	var next node.PendingApproval
+	waitFor(t, 30*time.Second, "the next task's call waiting", func() bool {
+		list, err := n.PendingApprovals(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range list {
+			if p.SessionID == "ap-retry" && p.Key != first.Key {
+				next = p
+				return true
+			}
+		}
+		return false
+	})
+	if next.Call != first.Call {
+		t.Fatalf("the calls' IDs: %s and %s, want the same", first.Call, next.Call)
+	}
+	code, out := post(t, answer, `{"approve":true}`)
+	if code != http.StatusAccepted || out["status"] != messages.StatusTaken || out["key"] != first.Key || !strings.Contains(out["note"], next.Key) {
+		t.Fatalf("the retry: %d %v; want 202 taken for %s, naming %s as waiting", code, out, first.Key, next.Key)
+	}
+	if again := waitApproval(t, n, "ap-retry"); again.Key != next.Key {
+		t.Fatalf("the call waiting: %+v, want %+v", again, next)
+	}
+	if got := sent.Load(); got != 1 {
+		t.Fatalf("the email was sent %d times, want 1", got)
+	}
+	// The other answer by that ID is still refused: it may be meant for either.
+	if code, msg := postJSON(t, answer, `{"approve":false}`); code != http.StatusConflict || !strings.Contains(msg, "answer by key") {
+		t.Fatalf("the other answer by the reused call ID: %d %s", code, msg)
+	}
+}

@@ -98,22 +98,78 @@ var ErrUnknownSession = errors.New("node: no such session")
 // its key): approved, the call is performed; rejected, the model reads reason as the
 // tool's error. by says where the answer came from (messages.ApprovedByHTTP, …). It
 // returns once the answer is recorded, or, on a sharded node, once it is published
-// to the session's owner. The same answer twice is recorded once. Errors: ErrBadTask
+// to the session's owner. The same answer twice is recorded once (also by a call
+// ID that a later call waiting has too, when the earlier call took that very
+// answer: a retry of an answer that landed). Errors: ErrBadTask
 // for a malformed answer, ErrUnknownSession, actors.ErrApprovalNotPending when the
 // call waits for no approval (or was answered otherwise).
 func (n *Node) Approve(ctx context.Context, sessionID, call string, approve bool, reason, by string) error {
+	_, err := n.approve(ctx, sessionID, call, approve, reason, by)
+	return err
+}
+
+// takenAnswer is what a session says of an answer it took already (a
+// duplicate): the key of the call it was taken for, and that of a call of the
+// same call ID waiting for its own answer, "" when none does.
+type takenAnswer struct {
+	key, waiting string
+}
+
+// note says what the answer c was taken for, for its client.
+func (t takenAnswer) note(c messages.ApprovalAnswer) string {
+	verdict := "rejection"
+	if c.Approve {
+		verdict = "approval"
+	}
+	s := fmt.Sprintf("this %s was taken already, for call %s: nothing more was done", verdict, t.key)
+	if t.waiting != "" {
+		s += fmt.Sprintf("; call %s, of the same call ID, waits for its own answer: answer it by key", t.waiting)
+	}
+	return s
+}
+
+// takenOf is what st says of the answer c when it took it already: ok is false
+// when it did not (the answer is pending, or refused).
+func takenOf(st *actors.SessionState, c messages.ApprovalAnswer) (t takenAnswer, ok bool) {
+	taken, duplicate, err := st.CheckAnswer(c.Call, c.Approve)
+	if err != nil || !duplicate {
+		return takenAnswer{}, false
+	}
+	t.key = taken.Key
+	for _, p := range st.PendingApprovals() {
+		if p.CallID == c.Call && p.Key != taken.Key {
+			t.waiting = p.Key
+		}
+	}
+	return t, true
+}
+
+// approve is Approve; taken is set when the session took the answer already
+// (nothing is recorded again).
+func (n *Node) approve(ctx context.Context, sessionID, call string, approve bool, reason, by string) (taken *takenAnswer, err error) {
 	c, err := n.ingress.AdmitApproval(sessionID, call, approve, reason, by)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	var pending actors.PendingApproval
 	var duplicate bool
 	_, err = n.folds.with(ctx, n.log, sessionID, func(st *actors.SessionState) (err error) {
 		pending, duplicate, err = st.CheckAnswer(c.Call, c.Approve)
+		if duplicate {
+			if t, ok := takenOf(st, c); ok {
+				taken = &t
+			}
+		}
 		return err
 	})
-	if err != nil || duplicate {
-		return err // a duplicate is recorded already
+	if err != nil {
+		return nil, err
+	}
+	if duplicate {
+		if taken == nil {
+			taken = &takenAnswer{key: pending.Key}
+		}
+		return taken, nil // recorded already
 	}
 	// The answer names the call by its key, unique in the session: models reuse
 	// call IDs from task to task, and an answer by call ID read again (the bus
@@ -121,23 +177,26 @@ func (n *Node) Approve(ctx context.Context, sessionID, call string, approve bool
 	// task's call, which nobody looked at.
 	c.Call = pending.Key
 	if n.sharded() {
-		return n.publishApproval(ctx, c)
+		return nil, n.publishApproval(ctx, c)
 	}
-	return n.approveHere(c)
+	_, err = n.approveHere(c)
+	return nil, err
 }
 
 // approveHere hands an answer to the session on this node, for Approve and for an
-// answer read from the tasks topic (handleApproval).
-func (n *Node) approveHere(c messages.ApprovalAnswer) error {
+// answer read from the tasks topic (handleApproval); duplicate reports that the
+// session had taken that answer already, and recorded nothing.
+func (n *Node) approveHere(c messages.ApprovalAnswer) (duplicate bool, err error) {
 	res, err := n.system.Root.RequestFuture(n.host, &actors.ResolveApproval{SessionID: c.SessionID, Call: c.Call, Approve: c.Approve,
 		Reason: c.Reason, By: c.By}, n.cfg.SubmitTimeout).Result()
 	if err != nil {
-		return err
+		return false, err
 	}
 	if err, ok := res.(error); ok {
-		return err
+		return false, err
 	}
-	return nil
+	acc, ok := res.(*actors.TaskAccepted)
+	return ok && acc.Duplicate, nil
 }
 
 // publishApproval sends an answer to the session's owner over troupe.tasks.
@@ -160,7 +219,8 @@ func (n *Node) publishApproval(ctx context.Context, c messages.ApprovalAnswer) e
 // owner. An answer the session refuses (the call waits for no approval, was
 // answered otherwise, or is named by a call ID another call of the session had:
 // over HTTP, a 409) is answered on troupe.results (refuseApproval) and dropped
-// with a warning. The same answer read again is recorded once, and not refused.
+// with a warning. The same answer read again is recorded once, and not refused:
+// its client is told it was taken (answerTaken).
 func (n *Node) handleApproval(msg *message.Message) error {
 	c, err := n.ingress.DecodeApproval(arrivalOf(msg))
 	if err != nil {
@@ -177,8 +237,13 @@ func (n *Node) handleApproval(msg *message.Message) error {
 		n.cfg.Logger.Warn("dropping an answer to an approval of a session the log does not have", "message", idHead(msg.UUID), "session", c.SessionID, "call", c.Call)
 		return n.refuseApproval(msg, c, fmt.Errorf("%w %q", ErrUnknownSession, c.SessionID))
 	}
-	err = n.approveHere(c)
+	duplicate, err := n.approveHere(c)
 	switch {
+	case err == nil && duplicate:
+		// Read again (a redelivery, a client's retry) once the session took it,
+		// perhaps once it moved on to a later call of the same call ID: its
+		// client is told it was taken, not refused.
+		return n.answerTaken(msg, c)
 	case errors.Is(err, actors.ErrApprovalNotPending):
 		n.cfg.Logger.Warn("dropping an answer to an approval that is not pending", "message", idHead(msg.UUID), "session", c.SessionID, "call", c.Call, "err", err)
 		return n.refuseApproval(msg, c, err)
@@ -214,6 +279,53 @@ func (n *Node) refuseApproval(msg *message.Message, c messages.ApprovalAnswer, r
 		return fmt.Errorf("approval message %s: publish its refusal on %s: %w", idHead(msg.UUID), messages.TopicResults, err)
 	}
 	return nil
+}
+
+// answerTaken publishes on troupe.results that the session had taken the answer
+// c read from the record msg already (messages.ApprovalTaken, keyed by the
+// session, marked type=approval.taken): the call it was taken for, and a call of
+// the same call ID that waits for its own answer. Its message ID is the same
+// whenever the record is read again (takenApprovalID). An error (the broker
+// down, the log unreadable) is returned, and the record handled again: the
+// answer is a duplicate again.
+func (n *Node) answerTaken(msg *message.Message, c messages.ApprovalAnswer) error {
+	if n.outbox != nil && !n.outbox.HasReaders(messages.TopicResults) {
+		return nil
+	}
+	var (
+		t  takenAnswer
+		ok bool
+	)
+	if _, err := n.folds.with(msg.Context(), n.log, c.SessionID, func(st *actors.SessionState) error {
+		t, ok = takenOf(st, c)
+		return nil
+	}); err != nil {
+		return fmt.Errorf("approval message %s: read session %s: %w", idHead(msg.UUID), c.SessionID, err)
+	}
+	if !ok {
+		// It was taken when the session judged it; a later event (none
+		// undoes an answer) cannot change that: the call is named as the
+		// answer named it.
+		t = takenAnswer{key: c.Call}
+	}
+	b, err := json.Marshal(messages.ApprovalTaken{SessionID: c.SessionID, Call: c.Call, Key: t.key, Approve: c.Approve, Status: messages.StatusTaken,
+		Note: t.note(c)})
+	if err != nil {
+		return nil
+	}
+	out := message.NewMessage(takenApprovalID(c.SessionID, msg.UUID), b)
+	out.Metadata.Set(messages.MetaSessionID, c.SessionID)
+	out.Metadata.Set(messages.MetaType, messages.TypeApprovalTaken)
+	if err := n.pub.Publish(messages.TopicResults, out); err != nil {
+		return fmt.Errorf("approval message %s: publish that it was taken on %s: %w", idHead(msg.UUID), messages.TopicResults, err)
+	}
+	return nil
+}
+
+// takenApprovalID is the message ID of answerTaken's record for the answer of
+// session read from the record whose message ID is answer, as refusedApprovalID.
+func takenApprovalID(session, answer string) string {
+	return hashUUID("approval_taken", []byte(session), []byte(answer)) + "/taken"
 }
 
 // refusedApprovalID is the message ID of the refusal of the answer to an approval
@@ -354,9 +466,14 @@ func (n *Node) postApproval(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "the body has no \"approve\": want {\"approve\": true|false, \"reason\": \"…\"}")
 		return
 	}
-	err = n.Approve(r.Context(), id, call, *b.Approve, b.Reason, messages.ApprovedByHTTP)
+	taken, err := n.approve(r.Context(), id, call, *b.Approve, b.Reason, messages.ApprovedByHTTP)
 	answerLate(w) // as postTask's
 	switch {
+	case err == nil && taken != nil:
+		// A retry of an answer that landed: no error, and no claim that it
+		// answered a call it did not.
+		writeJSON(w, http.StatusAccepted, map[string]string{"session_id": id, "call": call, "key": taken.key, "status": messages.StatusTaken,
+			"note": taken.note(messages.ApprovalAnswer{Approve: *b.Approve})})
 	case errors.Is(err, ErrBadTask):
 		writeError(w, http.StatusBadRequest, "%v", err)
 	case errors.Is(err, ErrUnknownSession):

@@ -325,7 +325,12 @@ func (n *Node) postTask(w http.ResponseWriter, r *http.Request) {
 // one (a client whose key came out blank) made each retry a new request, acted on
 // again; and the header is a single value (a Structured Field Item), of which
 // Header.Get took the first of two, where a proxy or a server behind it may take
-// the last, or both joined with a comma.
+// the last, or both joined with a comma. The joined form is refused as two
+// headers are (a proxy that merged "a" and "a" into "a, a" sent two keys, and
+// one that merged "a" and "b" an ambiguous one): before, it was taken as the
+// literal key "a, a", which the request sent again without the proxy did not
+// match. A comma inside a quoted string (the Item's form of a string) is the
+// key's own.
 func headerIdempotencyKey(r *http.Request) (string, error) {
 	keys := r.Header.Values("Idempotency-Key")
 	switch {
@@ -336,7 +341,29 @@ func headerIdempotencyKey(r *http.Request) (string, error) {
 	case strings.TrimSpace(keys[0]) == "":
 		return "", errors.New("the Idempotency-Key header is empty: send a key (such as a UUID), or leave the header out")
 	}
+	if n := listMembers(keys[0]); n > 1 {
+		return "", fmt.Errorf("the Idempotency-Key header %s is a list of %d values, as a proxy joins headers given more than once: send one key, without a comma", QuoteHead(keys[0]), n)
+	}
 	return keys[0], nil
+}
+
+// listMembers is the number of members of a header's value read as a
+// comma-separated list (RFC 9110, section 5.3: how headers given more than once
+// are joined), a comma inside a quoted string (with its backslash escapes) being
+// no separator.
+func listMembers(v string) int {
+	n, quoted := 1, false
+	for i := 0; i < len(v); i++ {
+		switch c := v[i]; {
+		case quoted && c == '\\':
+			i++
+		case c == '"':
+			quoted = !quoted
+		case c == ',' && !quoted:
+			n++
+		}
+	}
+	return n
 }
 
 // checkJSONContentType accepts application/json, with a UTF-8 charset if any,
@@ -599,6 +626,15 @@ func (n *Node) listSessions(w http.ResponseWriter, r *http.Request) {
 	infos, err := n.log.Sessions(r.Context(), f)
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, "%v", err)
+		return
+	}
+	if r.Method == http.MethodHead {
+		// A HEAD (a monitor's check) gets the answer's headers once the log
+		// answered the list, as HEAD of a session's events does: net/http
+		// discards a HEAD answer's body, and with detail=true each listed
+		// session's events would be read and folded only to be dropped.
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
 		return
 	}
 	if infos == nil {

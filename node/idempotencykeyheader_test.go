@@ -33,6 +33,11 @@ func TestTaskIdempotencyKeyThatCannotBeUsedIsRefused(t *testing.T) {
 		{"blank", []string{"   "}},
 		{"two", []string{"key-a", "key-b"}},
 		{"the same twice", []string{"key-c", "key-c"}},
+		// As a proxy joins a header given twice (RFC 9110, section 5.3): taken as
+		// the literal key "key-d, key-d", which the same request sent without
+		// the proxy did not match.
+		{"the same twice joined", []string{"key-d, key-d"}},
+		{"two joined", []string{"key-e,key-f"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			session := "idem-header-" + strings.ReplaceAll(tc.name, " ", "-")
@@ -56,7 +61,22 @@ func TestTaskIdempotencyKeyThatCannotBeUsedIsRefused(t *testing.T) {
 			}
 		})
 	}
-	// A key given once still makes the task run once.
+	// A key given once still makes the task run once; a comma inside a quoted
+	// string is the key's own.
+	for range 2 {
+		req, _ := http.NewRequest(http.MethodPost, api.URL+"/v1/tasks", strings.NewReader(`{"input":"what is 2+2","session_id":"idem-header-quoted"}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Idempotency-Key", `"key, quoted"`)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusAccepted {
+			t.Fatalf("a quoted key with a comma: %d %s", resp.StatusCode, b)
+		}
+	}
 	for range 2 {
 		req, _ := http.NewRequest(http.MethodPost, api.URL+"/v1/tasks", strings.NewReader(`{"input":"what is 2+2","session_id":"idem-header-once"}`))
 		req.Header.Set("Content-Type", "application/json")

@@ -3,6 +3,7 @@ package node_test
 import (
 	"context"
 	"encoding/json"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -16,8 +17,8 @@ import (
 )
 
 // A task.approval read from troupe.tasks that the session's owner refuses (here
-// an answer by a call ID an earlier call of the session had, which over HTTP is
-// 409) was dropped with a warning in the owner's log: the Kafka client that sent
+// an answer by a call ID an earlier call of the session had, answered otherwise,
+// which over HTTP is 409) was dropped with a warning in the owner's log: the Kafka client that sent
 // it was never told. It gets an answer on troupe.results, keyed by its session
 // and marked type=approval.refused, saying why (the 409's text: both keys,
 // answer by key), and the call goes on waiting; the answer by key approves it.
@@ -26,14 +27,14 @@ func TestRefusedKafkaApprovalIsAnswered(t *testing.T) {
 	var sent atomic.Int64
 	n := k.nodeWith(t, mailer(t, &sent))
 	session := "ap-refused-" + time.Now().Format("150405.000000")
-	approval := func(call string) kgo.Message {
-		return kgo.Message{Key: []byte(session), Value: []byte(`{"session_id":"` + session + `","call":"` + call + `","approve":true}`),
+	approval := func(call string, approve bool) kgo.Message {
+		return kgo.Message{Key: []byte(session), Value: []byte(`{"session_id":"` + session + `","call":"` + call + `","approve":` + strconv.FormatBool(approve) + `}`),
 			Headers: []kgo.Header{{Key: messages.MetaType, Value: []byte(messages.TypeApprovalAnswer)}}}
 	}
 	task := kgo.Message{Key: []byte(session), Value: []byte(`{"input":"mail bob","agent":"mailer","session_id":"` + session + `"}`)}
 	k.produce(t, task)
 	first := waitApproval(t, n, session)
-	k.produce(t, approval(first.Key))
+	k.produce(t, approval(first.Key, true))
 	waitFor(t, 30*time.Second, "the first task completed", func() bool {
 		events, _ := n.Log().Read(context.Background(), session, 1)
 		return countType(events, messages.TypeTaskCompleted) == 1
@@ -56,7 +57,7 @@ func TestRefusedKafkaApprovalIsAnswered(t *testing.T) {
 	if second.Call != first.Call {
 		t.Fatalf("the calls' IDs: %s and %s, want the same", first.Call, second.Call)
 	}
-	k.produce(t, approval(second.Call))
+	k.produce(t, approval(second.Call, false))
 	type refusal struct {
 		SessionID string `json:"session_id"`
 		Call      string `json:"call"`
@@ -81,7 +82,7 @@ func TestRefusedKafkaApprovalIsAnswered(t *testing.T) {
 		return len(got) > 0
 	})
 	r := got[0]
-	if len(got) != 1 || r.SessionID != session || r.Call != second.Call || !r.Approve || r.Status != "refused" ||
+	if len(got) != 1 || r.SessionID != session || r.Call != second.Call || r.Approve || r.Status != "refused" ||
 		!strings.Contains(r.Error, first.Key) || !strings.Contains(r.Error, second.Key) || !strings.Contains(r.Error, "answer by key") {
 		t.Fatalf("the refusals: %+v; want one for call %s naming %s and %s", got, second.Call, first.Key, second.Key)
 	}
@@ -91,7 +92,7 @@ func TestRefusedKafkaApprovalIsAnswered(t *testing.T) {
 	if again := waitApproval(t, n, session); again.Key != second.Key {
 		t.Fatalf("the call waiting: %+v, want %+v", again, second)
 	}
-	k.produce(t, approval(second.Key))
+	k.produce(t, approval(second.Key, true))
 	waitFor(t, 30*time.Second, "the second task completed", func() bool {
 		events, _ := n.Log().Read(context.Background(), session, 1)
 		return countType(events, messages.TypeTaskCompleted) == 2
@@ -139,5 +140,86 @@ func TestKafkaApprovalOfAnUnknownSessionIsAnswered(t *testing.T) {
 		if s.ID == session {
 			t.Fatalf("the answer wrote session %s", session)
 		}
+	}
+}
+
+// An answer by call ID that landed (the call approved, its task completed), sent
+// again by its client, or read again, once the session moved on to a later call
+// that the model gave the same call ID, was refused on troupe.results as an
+// error: its client, retrying an answer that was taken, read that it failed.
+// It is told it was taken (type=approval.taken, status "taken", keyed by the
+// session), for the first call, the later call waiting for its own answer by
+// key; it approves nothing more, and no refusal is published.
+func TestKafkaApprovalRetriedAfterTheSessionMovedOnIsTaken(t *testing.T) {
+	k := newKafkaEnv(t)
+	var sent atomic.Int64
+	n := k.nodeWith(t, mailer(t, &sent))
+	session := "ap-taken-" + time.Now().Format("150405.000000")
+	task := kgo.Message{Key: []byte(session), Value: []byte(`{"input":"mail bob","agent":"mailer","session_id":"` + session + `"}`)}
+	k.produce(t, task)
+	first := waitApproval(t, n, session)
+	answer := func() kgo.Message {
+		return kgo.Message{Key: []byte(session), Value: []byte(`{"session_id":"` + session + `","call":"` + first.Call + `","approve":true}`),
+			Headers: []kgo.Header{{Key: messages.MetaType, Value: []byte(messages.TypeApprovalAnswer)}}}
+	}
+	k.produce(t, answer())
+	waitFor(t, 30*time.Second, "the first task completed", func() bool {
+		events, _ := n.Log().Read(context.Background(), session, 1)
+		return countType(events, messages.TypeTaskCompleted) == 1
+	})
+	k.produce(t, task)
+	var second node.PendingApproval
+	waitFor(t, 30*time.Second, "the second task's call waiting", func() bool {
+		list, err := n.PendingApprovals(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range list {
+			if p.SessionID == session && p.Key != first.Key {
+				second = p
+				return true
+			}
+		}
+		return false
+	})
+	if second.Call != first.Call {
+		t.Fatalf("the calls' IDs: %s and %s, want the same", first.Call, second.Call)
+	}
+	k.produce(t, answer()) // the client's retry
+	var taken messages.ApprovalTaken
+	var types []string
+	waitFor(t, 30*time.Second, "an answer to the retried approval on "+messages.TopicResults, func() bool {
+		types = types[:0]
+		found := false
+		for _, m := range topicRecords(t, k, messages.TopicResults, session) {
+			for _, h := range m.Headers {
+				if h.Key != messages.MetaType {
+					continue
+				}
+				types = append(types, string(h.Value))
+				if string(h.Value) == messages.TypeApprovalTaken {
+					if err := json.Unmarshal(m.Value, &taken); err != nil {
+						t.Fatalf("%s: %v", m.Value, err)
+					}
+					found = true
+				}
+			}
+		}
+		return found
+	})
+	if taken.SessionID != session || taken.Call != first.Call || taken.Key != first.Key || !taken.Approve || taken.Status != messages.StatusTaken ||
+		!strings.Contains(taken.Note, second.Key) {
+		t.Fatalf("the answer to the retry: %+v; want it taken for %s, naming %s as waiting", taken, first.Key, second.Key)
+	}
+	for _, typ := range types {
+		if typ == messages.TypeApprovalRefused {
+			t.Fatalf("the retry was refused (records of types %v)", types)
+		}
+	}
+	if sent.Load() != 1 {
+		t.Fatalf("%d emails sent, want 1: the retry approved the second task's call", sent.Load())
+	}
+	if again := waitApproval(t, n, session); again.Key != second.Key {
+		t.Fatalf("the call waiting: %+v, want %+v", again, second)
 	}
 }

@@ -1054,17 +1054,19 @@ func (n *Node) handleTask(msg *message.Message) error {
 	env, task, _, err := n.ingress.decode(arrival)
 	if err != nil {
 		if errors.Is(err, ErrBadTask) {
-			why := ""
-			if msg.Metadata.Get(messages.MetaStored) == "" { // a stored task is a task's envelope
-				why = notATaskBody(msg)
+			refusal := err
+			if msg.Metadata.Get(messages.MetaStored) == "" && notATaskBody(msg) != "" { // a stored task is a task's envelope
+				// Read as a task, but with no member of a task's but session_id and
+				// task_id: a task whose input was left out, or a cancellation or an
+				// approval sent without its type header (kcat -P with no -H
+				// type=...). Its sender waits either way: it is told what is
+				// missing, in a result marked type=task.rejected that names the
+				// record's task_id (else its ID), not the task running in the
+				// session (rejectTask publishes none when a task of the session
+				// has that task_id).
+				refusal = noInputRefusal(typ)
 			}
-			if why != "" {
-				// Read as a task for want of a type header, but no task's body: a
-				// cancellation or an approval sent without its type header (kcat -P
-				// with no -H type=...). A failed result would be taken for the
-				// result of the task running in its session.
-				n.cfg.Logger.Warn("task refused as bad: no result published, it may be no task", "message", idHead(msg.UUID), "why", why)
-			} else if err := n.rejectTask(msg, arrival, err); err != nil {
+			if err := n.rejectTask(msg, arrival, refusal); err != nil {
 				// Its client waits for a result: it is told why before the record
 				// is poisoned, or the record is handled again.
 				return err // retried

@@ -309,32 +309,66 @@ func TestCommandTypeNear(t *testing.T) {
 	}
 }
 
-// A cancellation or an approval sent with no type header at all is read as a
-// task, and refused as one (no input): it is poisoned with no result, as one
-// whose type header was mistyped is, since a failed result of a task of its
-// session would be taken for that of the task running there. A task's body
-// refused by decode is still answered.
-func TestUntypedCommandIsNotAnsweredAsATask(t *testing.T) {
+// A record read as a task (no type header) whose body has no "input", only a
+// session_id and/or a task_id (a task whose input was left out, or a command
+// sent without its type header), went to troupe.poison with no result: its
+// sender waited for ever. It is answered with a rejected result marked
+// type=task.rejected, keyed by its session (the body's, else the record's key),
+// naming its task_id (else the record's ID) and saying that "input" is missing
+// and how a command is typed; the record is still poisoned, and a task's body
+// refused by decode is answered as before.
+func TestBodyWithoutInputIsAnswered(t *testing.T) {
 	n, pub, logged := refusingNode(t, "")
-	for _, body := range []string{`{"session_id":"s-1"}`, `{"session_id":"s-1","task_id":"t-1"}`, `{"session_id":"s-1","call":"c-1","approve":true}`, `{"session_id":"s-1","reason":"stop"}`} {
-		m := message.NewMessage("kafka:troupe.tasks/0/9@1", []byte(body))
+	for i, c := range []struct{ body, session, task string }{
+		{`{"session_id":"s-1"}`, "s-1", "kafka:troupe.tasks/0/9@1"},
+		{`{"session_id":"s-1","task_id":"t-1"}`, "s-1", "t-1"},
+		{`{"task_id":"t-2"}`, "s-key", "t-2"},
+		{`{}`, "s-key", "kafka:troupe.tasks/0/9@4"},
+	} {
+		m := message.NewMessage("kafka:troupe.tasks/0/9@"+string(rune('1'+i)), []byte(c.body))
+		m.Metadata.Set(messages.MetaSessionID, "s-key")
+		if c.session != "s-key" {
+			m.Metadata.Set(messages.MetaSessionID, c.session)
+		}
+		if err := n.handleTask(m); !errors.Is(err, errPermanent) {
+			t.Errorf("%s: %v; want the record poisoned", c.body, err)
+		}
+		outs := pub.take()
+		if len(outs) != 1 {
+			t.Errorf("%s: published %d results; want its rejected result", c.body, len(outs))
+			continue
+		}
+		var res messages.TaskResult
+		if err := json.Unmarshal(outs[0].Payload, &res); err != nil {
+			t.Fatal(err)
+		}
+		if res.SessionID != c.session || res.TaskID != c.task || res.Status != messages.StatusFailed || res.Reason != messages.ReasonRejected ||
+			!strings.Contains(res.Error, `no "input"`) || !strings.Contains(res.Error, "type="+messages.TypeApprovalAnswer) ||
+			outs[0].Metadata.Get(messages.MetaSessionID) != c.session || outs[0].Metadata.Get(messages.MetaType) != messages.TypeTaskRejected {
+			t.Errorf("%s: published %s %v; want session %s, task %s rejected for its missing input, marked %s", c.body, outs[0].Payload, outs[0].Metadata, c.session, c.task, messages.TypeTaskRejected)
+		}
+	}
+	// A body with a member of a command's and none of a task's is a command's:
+	// it gets no result, its log line saying why.
+	for _, body := range []string{`{"session_id":"s-1","call":"c-1","approve":true}`, `{"session_id":"s-1","reason":"stop"}`} {
+		m := message.NewMessage("kafka:troupe.tasks/0/11@1", []byte(body))
 		m.Metadata.Set(messages.MetaSessionID, "s-1")
 		if err := n.handleTask(m); !errors.Is(err, errPermanent) {
 			t.Errorf("%s: %v; want the record poisoned", body, err)
 		}
 		for _, out := range pub.take() {
-			t.Errorf("%s: published %s; want nothing: the record may be a command, not a task", body, out.Payload)
+			t.Errorf("%s: published %s; want nothing: the record is a command's", body, out.Payload)
 		}
 	}
-	if log := logged.String(); !strings.Contains(log, "no result published") || !strings.Contains(log, `no \"input\"`) {
-		t.Errorf("logged %q; want it to say no result was published, the body having no input", log)
+	if log := logged.String(); !strings.Contains(log, "no result published") {
+		t.Errorf("logged %q; want it to say no result was published for the commands' bodies", log)
 	}
-	m := message.NewMessage("kafka:troupe.tasks/0/10@1", []byte(`{"session_id":"s-1","task_id":"t-2","input":"hi","max_steps":-1}`))
+	m := message.NewMessage("kafka:troupe.tasks/0/10@1", []byte(`{"session_id":"s-1","task_id":"t-3","input":"hi","max_steps":-1}`))
 	m.Metadata.Set(messages.MetaSessionID, "s-1")
 	if err := n.handleTask(m); !errors.Is(err, errPermanent) {
 		t.Errorf("a bad task: %v; want the record poisoned", err)
 	}
-	if outs := pub.take(); len(outs) != 1 || !strings.Contains(string(outs[0].Payload), `"rejected"`) {
-		t.Errorf("a bad task's body: published %d results; want its rejected result", len(outs))
+	if outs := pub.take(); len(outs) != 1 || !strings.Contains(string(outs[0].Payload), `"rejected"`) || strings.Contains(string(outs[0].Payload), `no \"input\"`) {
+		t.Errorf("a bad task's body: published %d results; want its rejected result, for its max_steps", len(outs))
 	}
 }

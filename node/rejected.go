@@ -76,6 +76,7 @@ func (n *Node) rejectTask(msg *message.Message, a Arrival, refusal error) error 
 	}
 	out := message.NewMessage(rejectedID(r.result.SessionID, r.result.TaskID), b)
 	out.Metadata.Set(messages.MetaSessionID, r.result.SessionID)
+	out.Metadata.Set(messages.MetaType, messages.TypeTaskRejected)
 	if r.reply != "" && n.outbox != nil && n.outbox.HasReaders(r.reply) {
 		if err := n.outbox.Publish(r.reply, out.Copy()); err != nil {
 			n.cfg.Logger.Warn("publish a refused task's result to its reply topic", "session", r.result.SessionID, "topic", r.reply, "err", err)
@@ -176,6 +177,19 @@ func notATaskBody(msg *message.Message) string {
 		}
 	}
 	return why
+}
+
+// noInputRefusal is the refusal of a record read as a task (its type header typ
+// is "" or task.submitted) whose body has no member of a task's but session_id
+// and task_id (notATaskBody): it names what is missing, and how a cancellation
+// or an approval, which such a body may be, is sent instead.
+func noInputRefusal(typ string) error {
+	how := "it has no type header"
+	if typ != "" {
+		how = "its type header is " + typ
+	}
+	return fmt.Errorf(`%w: no "input": the record was read as a task (%s), and its value has no member of a task's but session_id and task_id; a task needs "input", e.g. {"input":"…"}; a cancellation is sent with the header type=%s, an approval with type=%s`,
+		ErrBadTask, how, messages.TypeCancelRequested, messages.TypeApprovalAnswer)
 }
 
 // commandTypeNear returns the type of a command of the tasks topic (a
