@@ -130,8 +130,10 @@ func (p *ArgumentParser) number(n json.Number) any {
 // NewArgumentParser returns the parser of arguments for the schema (a JSON Schema
 // object; empty means any object) of the tool named tool. maxBytes bounds the
 // argument text (0: DefaultMaxArguments). It fails on a schema that is not valid
-// JSON Schema, whose type is not "object", or whose references go round without
-// a value between (checkRefCycles), by whatever name they give their target.
+// JSON Schema, whose type is not "object", whose references go round without
+// a value between (checkRefCycles), by whatever name they give their target, or
+// under which checking arguments would apply schemas too many times: branches
+// that share a $ref, level after level (checkApplications).
 func NewArgumentParser(tool string, schema json.RawMessage, maxBytes int) (*ArgumentParser, error) {
 	s := &jsonschema.Schema{Type: "object"}
 	if len(strings.TrimSpace(string(schema))) > 0 {
@@ -656,36 +658,7 @@ func checkRefCycles(s *jsonschema.Schema) error {
 			return "", false
 		}
 		state[ptr] = open
-		var next []string
-		for _, kw := range []string{"$ref", "$dynamicRef", "$recursiveRef"} {
-			if ref, ok := node[kw].(string); ok {
-				next = append(next, g.refTargets(ref)...)
-			}
-		}
-		for _, kw := range []string{"allOf", "anyOf", "oneOf"} {
-			if list, ok := node[kw].([]any); ok {
-				for i := range list {
-					next = append(next, fmt.Sprintf("%s/%s/%d", ptr, kw, i))
-				}
-			}
-		}
-		for _, kw := range []string{"not", "if", "then", "else"} {
-			if _, ok := node[kw].(map[string]any); ok {
-				next = append(next, ptr+"/"+kw)
-			}
-		}
-		// dependencies (draft-07) holds schemas and lists of names: the schemas
-		// apply to the object that holds the name, as dependentSchemas' do.
-		for _, kw := range []string{"dependentSchemas", "dependencies"} {
-			if deps, ok := node[kw].(map[string]any); ok {
-				for _, k := range slices.Sorted(maps.Keys(deps)) {
-					if _, ok := deps[k].(map[string]any); ok {
-						next = append(next, ptr+"/"+kw+"/"+pointerToken(k))
-					}
-				}
-			}
-		}
-		for _, n := range next {
+		for _, n := range g.sameValue(node, ptr) {
 			if at, ok := visit(n); ok {
 				return at, true
 			}
@@ -698,6 +671,116 @@ func checkRefCycles(s *jsonschema.Schema) error {
 		if found, cycle := visit(ptr); cycle {
 			return fmt.Errorf("its $ref at %q leads back to itself without a value between: no value could be checked against it", "#"+found)
 		}
+	}
+	return checkApplications(root, g)
+}
+
+// sameValue returns the pointers of the schemas that node, the schema at ptr,
+// applies to the value it checks itself: its references' targets (refTargets),
+// its allOf, anyOf and oneOf branches, not, if, then and else, and the schemas
+// of dependentSchemas and dependencies.
+func (g *refGraph) sameValue(node map[string]any, ptr string) []string {
+	var next []string
+	for _, kw := range []string{"$ref", "$dynamicRef", "$recursiveRef"} {
+		if ref, ok := node[kw].(string); ok {
+			next = append(next, g.refTargets(ref)...)
+		}
+	}
+	for _, kw := range []string{"allOf", "anyOf", "oneOf"} {
+		if list, ok := node[kw].([]any); ok {
+			for i := range list {
+				next = append(next, fmt.Sprintf("%s/%s/%d", ptr, kw, i))
+			}
+		}
+	}
+	for _, kw := range []string{"not", "if", "then", "else"} {
+		if _, ok := node[kw].(map[string]any); ok {
+			next = append(next, ptr+"/"+kw)
+		}
+	}
+	// dependencies (draft-07) holds schemas and lists of names: the schemas
+	// apply to the object that holds the name, as dependentSchemas' do.
+	for _, kw := range []string{"dependentSchemas", "dependencies"} {
+		if deps, ok := node[kw].(map[string]any); ok {
+			for _, k := range slices.Sorted(maps.Keys(deps)) {
+				if _, ok := deps[k].(map[string]any); ok {
+					next = append(next, ptr+"/"+kw+"/"+pointerToken(k))
+				}
+			}
+		}
+	}
+	return next
+}
+
+// valueParts returns the pointers of the schemas that node, the schema at ptr,
+// applies to the values inside the value it checks: its properties' (and
+// patternProperties', additionalProperties, propertyNames,
+// unevaluatedProperties) and its items' (items, prefixItems, additionalItems,
+// contains, unevaluatedItems).
+func valueParts(node map[string]any, ptr string) []string {
+	var next []string
+	for _, kw := range []string{"additionalProperties", "propertyNames", "unevaluatedProperties", "additionalItems", "contains", "unevaluatedItems", "items"} {
+		if _, ok := node[kw].(map[string]any); ok {
+			next = append(next, ptr+"/"+kw)
+		}
+	}
+	for _, kw := range []string{"prefixItems", "items"} {
+		if list, ok := node[kw].([]any); ok {
+			for i := range list {
+				next = append(next, fmt.Sprintf("%s/%s/%d", ptr, kw, i))
+			}
+		}
+	}
+	for _, kw := range []string{"properties", "patternProperties"} {
+		if m, ok := node[kw].(map[string]any); ok {
+			for _, k := range slices.Sorted(maps.Keys(m)) {
+				next = append(next, ptr+"/"+kw+"/"+pointerToken(k))
+			}
+		}
+	}
+	return next
+}
+
+// maxSchemaApplications bounds how many times the schemas of a tool's
+// parameters may be applied in checking one value of each of its fields: a
+// schema over it is refused (checkApplications).
+const maxSchemaApplications = 100_000
+
+// checkApplications fails on a schema document (root, its refGraph g, whose
+// references checkRefCycles found going round through no value) under which
+// checking arguments would apply schemas too many times: each anyOf, oneOf or
+// allOf branch and each $ref is applied to the value anew (the validator keeps
+// no result), so that branches that share a $ref, level after level ({"anyOf":
+// [{"$ref": "#/$defs/A1"}, {"$ref": "#/$defs/A1"}]}, A1 alike, and so on), make
+// the work double at each level: 30 levels, a billion applications, for hours
+// on one call. What it counts is the applications of the root for arguments
+// holding one value of each field (an array one item), a $ref that comes back
+// through a value counted once; each schema's count is counted once
+// (memoized), so the check takes time in proportion to the schema's size.
+func checkApplications(root any, g *refGraph) error {
+	counts := map[string]int{}
+	onPath := map[string]bool{}
+	var count func(ptr string) int
+	count = func(ptr string) int {
+		if n, ok := counts[ptr]; ok {
+			return n
+		}
+		node, ok := pointerAt(root, ptr).(map[string]any)
+		if !ok || onPath[ptr] {
+			return 1 // true or false, or a schema that holds a value of its own
+		}
+		onPath[ptr] = true
+		n := 1
+		for _, next := range slices.Concat(g.sameValue(node, ptr), valueParts(node, ptr)) {
+			n = min(n+count(next), maxSchemaApplications+1)
+		}
+		delete(onPath, ptr)
+		counts[ptr] = n
+		return n
+	}
+	if n := count(""); n > maxSchemaApplications {
+		return fmt.Errorf("its anyOf, oneOf and allOf branches and $refs apply a schema more than %d times in checking one value of each field "+
+			"(branches that share a $ref, level after level, double the work at each): the arguments could not be checked in reasonable time", maxSchemaApplications)
 	}
 	return nil
 }
