@@ -81,6 +81,11 @@ type ArgumentParser struct {
 	maxBytes   int
 	// rules is how the parser reads what its schema leaves open (WithRules).
 	rules ArgumentRules
+	// doc is the schema as JSON and refs its references, for the count of the
+	// schemas checking a value applies (applications); doc is nil when the
+	// schema could not be read so.
+	doc  any
+	refs *refGraph
 }
 
 // ArgumentRules says how an ArgumentParser reads an integer float64 cannot hold
@@ -162,7 +167,8 @@ func newArgumentParser(tool string, s *jsonschema.Schema, maxBytes int) (*Argume
 	if err := checkSchemaTypes(s); err != nil {
 		return nil, fmt.Errorf("tools: tool %q: its parameters schema: %w", tool, err)
 	}
-	if err := checkRefCycles(s); err != nil {
+	doc, refs, err := checkRefCycles(s)
+	if err != nil {
 		return nil, fmt.Errorf("tools: tool %q: its parameters schema: %w", tool, err)
 	}
 	resolved, err := s.Resolve(nil)
@@ -172,7 +178,7 @@ func newArgumentParser(tool string, s *jsonschema.Schema, maxBytes int) (*Argume
 	if maxBytes <= 0 {
 		maxBytes = DefaultMaxArguments
 	}
-	return &ArgumentParser{tool: tool, schema: s, resolved: resolved, maxBytes: maxBytes,
+	return &ArgumentParser{tool: tool, schema: s, resolved: resolved, maxBytes: maxBytes, doc: doc, refs: refs,
 		properties: sync.OnceValue(func() map[string]*propertyCheck { return propertyValidators(s) })}, nil
 }
 
@@ -461,6 +467,86 @@ func (p *ArgumentParser) decode(raw string) (any, error) {
 	return m, nil
 }
 
+// applications counts the schemas checking v against the schema at ptr applies
+// (the validator applies every anyOf and oneOf branch and every $ref anew, to
+// the value and to each value inside it that a keyword reaches), into n, and
+// reports false once they are over maxSchemaApplications: it stops there, so
+// that it takes no longer than the bound however many the check would apply.
+// Where the keywords leave it open (patternProperties, dependencies), a schema
+// is counted as applied.
+func (p *ArgumentParser) applications(ptr string, v any, n *int) bool {
+	if *n++; *n > maxSchemaApplications {
+		return false
+	}
+	node, ok := pointerAt(p.doc, ptr).(map[string]any)
+	if !ok {
+		return true
+	}
+	for _, next := range p.refs.sameValue(node, ptr) {
+		if !p.applications(next, v, n) {
+			return false
+		}
+	}
+	at := func(kw string) (string, bool) {
+		_, ok := node[kw].(map[string]any)
+		return ptr + "/" + kw, ok
+	}
+	switch x := v.(type) {
+	case map[string]any:
+		props, _ := node["properties"].(map[string]any)
+		patterns, _ := node["patternProperties"].(map[string]any)
+		for _, k := range slices.Sorted(maps.Keys(x)) {
+			var to []string
+			if _, ok := props[k]; ok {
+				to = append(to, ptr+"/properties/"+pointerToken(k))
+			} else if s, ok := at("additionalProperties"); ok {
+				to = append(to, s)
+			}
+			for _, pk := range slices.Sorted(maps.Keys(patterns)) {
+				to = append(to, ptr+"/patternProperties/"+pointerToken(pk))
+			}
+			if s, ok := at("unevaluatedProperties"); ok {
+				to = append(to, s)
+			}
+			for _, s := range to {
+				if !p.applications(s, x[k], n) {
+					return false
+				}
+			}
+			if s, ok := at("propertyNames"); ok && !p.applications(s, k, n) {
+				return false
+			}
+		}
+	case []any:
+		prefix, _ := node["prefixItems"].([]any)
+		kw := "prefixItems"
+		if list, ok := node["items"].([]any); ok && len(prefix) == 0 {
+			prefix, kw = list, "items" // drafts before 2020-12
+		}
+		for i, item := range x {
+			var to []string
+			if i < len(prefix) {
+				to = append(to, fmt.Sprintf("%s/%s/%d", ptr, kw, i))
+			} else if s, ok := at("items"); ok {
+				to = append(to, s)
+			} else if s, ok := at("additionalItems"); ok {
+				to = append(to, s)
+			}
+			for _, k := range []string{"contains", "unevaluatedItems"} {
+				if s, ok := at(k); ok {
+					to = append(to, s)
+				}
+			}
+			for _, s := range to {
+				if !p.applications(s, item, n) {
+					return false
+				}
+			}
+		}
+	}
+	return true
+}
+
 // check coerces v to the schema and validates it. written says that the numbers
 // are passed on as written (Check): an integer float64 does not hold as written
 // is checked as the float64 nearest it.
@@ -470,6 +556,14 @@ func (p *ArgumentParser) check(v any, written bool) (map[string]any, error) {
 		w.number = roundedNumber
 	}
 	v = w.walk(v, p.schema, "", 0)
+	if n := 0; len(w.problems) == 0 && p.doc != nil && !p.applications("", v, &n) {
+		// The validator would apply the schema's branches to the arguments
+		// more often than it could in reasonable time (a schema whose branches
+		// share a $ref through a value, level after level, doubles the work at
+		// each level of the arguments).
+		return nil, &ArgumentError{Tool: p.tool, Reason: fmt.Sprintf("the arguments are nested too deeply for the tool's schema: checking them would apply "+
+			"its anyOf, oneOf and allOf branches and $refs more than %d times; send them nested less deeply", maxSchemaApplications)}
+	}
 	if len(w.problems) == 0 {
 		if err := p.resolved.Validate(v); err != nil {
 			w.problems = append(w.problems, p.firstProblem(v, err))
@@ -628,14 +722,17 @@ func jsonProblem(err error) error {
 // of refusing, in a schema of several resources ($id), a loop only another
 // resource's schemas would make. Only schemas are read for refs: an object in a
 // default, examples, const or enum value is data, whatever it holds.
-func checkRefCycles(s *jsonschema.Schema) error {
+//
+// It returns the schema as JSON and its refGraph, for applications (nil when
+// the schema does not marshal: Resolve says what is wrong with it).
+func checkRefCycles(s *jsonschema.Schema) (any, *refGraph, error) {
 	b, err := json.Marshal(s)
 	if err != nil {
-		return nil // Resolve says what is wrong with it
+		return nil, nil, nil
 	}
 	var root any
 	if json.Unmarshal(b, &root) != nil {
-		return nil
+		return nil, nil, nil
 	}
 	g := newRefGraph(root)
 	const (
@@ -669,10 +766,10 @@ func checkRefCycles(s *jsonschema.Schema) error {
 	// Every schema in the document may be where a cycle is entered.
 	for _, ptr := range g.schemas {
 		if found, cycle := visit(ptr); cycle {
-			return fmt.Errorf("its $ref at %q leads back to itself without a value between: no value could be checked against it", "#"+found)
+			return nil, nil, fmt.Errorf("its $ref at %q leads back to itself without a value between: no value could be checked against it", "#"+found)
 		}
 	}
-	return checkApplications(root, g)
+	return root, g, checkApplications(root, g)
 }
 
 // sameValue returns the pointers of the schemas that node, the schema at ptr,

@@ -62,3 +62,36 @@ func TestSchemaOfAnyOfBranchesSharingARefLevelAfterLevelIsRefused(t *testing.T) 
 		t.Errorf("30 levels not shared, a boolean: %v; want an argument error", err)
 	}
 }
+
+// Arguments nested deeper than a schema whose branches share a $ref through a
+// value can check in reasonable time are refused, saying why, with the work
+// counted up to its bound and no further: each level of the arguments doubled
+// the validator's work (anyOf's branches are each applied anew), half a second
+// at 14 levels, years at the 64 levels the parser reads. Nested less deeply, they are
+// read.
+func TestArgumentsNestedTooDeeplyForTheSchemasBranchesAreRefused(t *testing.T) {
+	const branch = `{"type":"object","properties":{"x":{"$ref":"#/$defs/A"}}}`
+	p, err := tools.NewArgumentParser("tree", json.RawMessage(`{"type":"object","$defs":{"A":{"anyOf":[`+branch+`,`+branch+`]}},"properties":{"x":{"$ref":"#/$defs/A"}}}`), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nested := func(depth int, leaf string) string {
+		return `{"x":` + strings.Repeat(`{"x":`, depth) + leaf + strings.Repeat(`}`, depth) + `}`
+	}
+	// 16 levels first: were they checked, 60 would not end.
+	for _, args := range []string{nested(16, `{}`), nested(16, `1`), nested(60, `{}`)} {
+		_, err := p.ParseJSON(args)
+		if !errors.Is(err, tools.ErrInvalidArguments) || !strings.Contains(err.Error(), "nested too deeply for the tool's schema") {
+			t.Fatalf("%.40s…: %v; want the arguments refused for the work they make", args, err)
+		}
+		if _, err := p.Check(args); err == nil || !strings.Contains(err.Error(), "nested too deeply for the tool's schema") {
+			t.Fatalf("Check %.40s…: %v; want the arguments refused for the work they make", args, err)
+		}
+	}
+	if out, err := p.ParseJSON(nested(4, `{}`)); err != nil || string(out) != nested(4, `{}`) {
+		t.Errorf("4 levels: %s, %v", out, err)
+	}
+	if _, err := p.ParseJSON(nested(4, `1`)); !errors.Is(err, tools.ErrInvalidArguments) || strings.Contains(err.Error(), "nested too deeply") {
+		t.Errorf("4 levels, a number at the end: %v; want the validator's refusal", err)
+	}
+}
