@@ -4,12 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/troupe-run/troupe/mcp"
 	"github.com/troupe-run/troupe/tools"
 )
 
@@ -17,8 +21,9 @@ import (
 // key=value pairs (what the text protocol and "node tools call a=1" send) and
 // numbers written as strings reach the server as the schema's types, and a key
 // written twice, a wrong type or a missing field come back as an argument error
-// naming the field, without a call to the server. A schema the parser cannot use
-// leaves the arguments to the server.
+// naming the field, without a call to the server. A tool whose schema the parser
+// refuses is not offered, and why is logged and in the server's status: it was
+// offered, and any one JSON object went to the server unchecked.
 func TestServerToolArgumentsAreReadForItsSchema(t *testing.T) {
 	srv := sdk.NewServer(&sdk.Implementation{Name: "sum", Version: "1"}, nil)
 	var mu sync.Mutex
@@ -39,7 +44,19 @@ func TestServerToolArgumentsAreReadForItsSchema(t *testing.T) {
 	// The same through an anchor, which the validator follows as well.
 	srv.AddTool(&sdk.Tool{Name: "anchorloop", InputSchema: json.RawMessage(
 		`{"$defs":{"A":{"$anchor":"a","allOf":[{"$ref":"#a"}]}},"properties":{"a":{"$ref":"#/$defs/A"}},"type":"object"}`)}, handler)
-	c, ctx := runServer(t, srv)
+	logs := &records{}
+	c, err := mcp.NewClient(mcp.ClientConfig{Logger: slog.New(logs), Servers: map[string]mcp.ServerConfig{"s": {Transport: mcp.InProcess(srv)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	defer func() { c.Close(); <-done }()
+	if err := c.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
 	add, ok := c.Tool("s__add")
 	if !ok {
 		t.Fatalf("catalog = %v", c.Specs())
@@ -72,20 +89,22 @@ func TestServerToolArgumentsAreReadForItsSchema(t *testing.T) {
 		t.Errorf("refused arguments reached the server: %q", got[calls:])
 	}
 	mu.Unlock()
-	odd, ok := c.Tool("s__odd")
-	if !ok {
-		t.Fatalf("catalog = %v", c.Specs())
-	}
-	if out, err := odd.Call(ctx, tools.Call{Key: "s/3", Arguments: `{"a":"as written"}`}); err != nil || out != `{"a":"as written"}` {
-		t.Errorf("odd = %q, %v", out, err)
-	}
-	for _, name := range []string{"loop", "anchorloop"} {
-		loop, ok := c.Tool("s__" + name)
-		if !ok {
-			t.Fatalf("catalog = %v", c.Specs())
+	for _, name := range []string{"odd", "loop", "anchorloop"} {
+		if _, ok := c.Tool("s__" + name); ok {
+			t.Errorf("%s is offered; want it left out for its schema", name)
 		}
-		if out, err := loop.Call(ctx, tools.Call{Key: "s/4", Arguments: `{"a":1}`}); err != nil || out != `{"a":1}` {
-			t.Errorf("%s = %q, %v", name, out, err)
+	}
+	var skipped []string
+	for _, st := range c.Status() {
+		skipped = append(skipped, st.Skipped...)
+	}
+	for name, says := range map[string]string{"odd": `"int"`, "loop": "leads back to itself", "anchorloop": "leads back to itself"} {
+		want := `tool "` + name + `": its input schema is not one the node can check arguments against: `
+		if !slices.ContainsFunc(skipped, func(why string) bool { return strings.HasPrefix(why, want) && strings.Contains(why, says) }) {
+			t.Errorf("skipped = %q; want %s… saying %s", skipped, want, says)
 		}
+	}
+	if n, _ := logs.count(slog.LevelWarn, "tool left out"); n != 3 {
+		t.Errorf("%d warnings of a tool left out, want 3", n)
 	}
 }

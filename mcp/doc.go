@@ -28,8 +28,8 @@
 // does not cut the result again). Images, audio and binary resources are
 // described, not passed. A model's arguments are read for the tool's schema by a
 // tools.ArgumentParser, as a built-in's are (key=value pairs, coercion, duplicate
-// keys and wrong types refused before the call goes out); a schema the parser
-// cannot use leaves them to the server, any one JSON object as it is.
+// keys and wrong types refused before the call goes out); a tool whose schema the
+// parser refuses is left out and reported, as tools.NewRegistry refuses one.
 //
 // A tool call carries its idempotency key in the request's _meta, under
 // "troupe/idempotency_key" (IdempotencyKeyMeta), so a server with side effects can

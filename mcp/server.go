@@ -749,49 +749,12 @@ func (s *Server) endUnanswered(ctx context.Context, ss *sdk.ServerSession, l *li
 	}
 }
 
-// holdSession keeps the session of r, a GET that resumes a stream (a call's, cut
-// before its answer: Last-Event-ID), from the SDK's idle timer until the
-// returned stop is called: a ping of the session's, sent to h every third of
-// SessionTimeout, restarts the timer as a client's request does. The SDK holds
-// the timer only while a POST is open, so that a client without a stream of
-// notifications (GET), whose call's POST was cut and which waited on the
-// resumed stream, lost its session SessionTimeout after the cut, and the call
-// with it.
-func (s *Server) holdSession(h http.Handler, r *http.Request) (stop func()) {
-	id := r.Header.Get("Mcp-Session-Id")
-	if id == "" {
-		return func() {}
-	}
-	done := make(chan struct{})
-	ended := make(chan struct{})
-	go func() {
-		defer close(ended)
-		tick := time.NewTicker(s.opts.SessionTimeout / 3)
-		defer tick.Stop()
-		for n := 1; ; n++ {
-			select {
-			case <-done:
-				return
-			case <-tick.C:
-			}
-			// An ID of a string no client's request has in common with, by its
-			// prefix, so that the answer goes to this POST alone.
-			body := fmt.Appendf(nil, `{"jsonrpc":"2.0","id":"troupe-resumed-stream-%d","method":"ping"}`, n)
-			if rec, err := s.post(h, r, id, r.Header.Get("MCP-Protocol-Version"), body); err != nil || rec.status != http.StatusOK {
-				return // the session ended: the resumed stream ends with it
-			}
-		}
-	}()
-	return func() {
-		close(done)
-		<-ended
-	}
-}
-
 // Handler serves MCP over Streamable HTTP (mount it at /mcp). Each client gets a
 // session, which ends when the client has sent no request (an answer to a ping
-// is one) for SessionTimeout and has none open, nor a call's stream it resumed
-// (holdSession), or deletes it. A request in a
+// is one) for SessionTimeout and has none under way, nor a call's stream it
+// resumed, or deletes it: the server keeps that timer, not the SDK's handler,
+// and holds a session from the moment it takes a request in it
+// (server_idle.go). A request in a
 // session the server does not know (the node
 // restarted, or a load balancer sent the request to another node) resumes it under
 // the client's ID, at the protocol version of the request's MCP-Protocol-Version,
@@ -818,7 +781,8 @@ func (s *Server) holdSession(h http.Handler, r *http.Request) (stop func()) {
 // id) came or headWait passed.
 func (s *Server) Handler() http.Handler {
 	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s.srv },
-		&sdk.StreamableHTTPOptions{Logger: sdkLogger(s.opts.Logger), SessionTimeout: s.opts.SessionTimeout, MaxRequestBodyBytes: -1,
+		// No SessionTimeout: the server ends idle sessions itself (expire).
+		&sdk.StreamableHTTPOptions{Logger: sdkLogger(s.opts.Logger), MaxRequestBodyBytes: -1,
 			EventStore: s.events})
 	protected := http.NewCrossOriginProtection().Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost && isJSON(r.Header.Get("Content-Type")) {
@@ -839,9 +803,6 @@ func (s *Server) Handler() http.Handler {
 			rw := &rpcErrors{ResponseWriter: w}
 			defer rw.finish(peekBody(r))
 			w = rw
-		}
-		if r.Method == http.MethodGet && r.Header.Get("Last-Event-ID") != "" {
-			defer s.holdSession(h, r)()
 		}
 		s.serveSessions(h, w, r)
 	}))

@@ -44,6 +44,11 @@ type sessionUse struct {
 	// the closed one ended (the SDK forgot its ID, ran its end) and which
 	// nothing of the closed one's end touches.
 	closing map[string]chan struct{}
+	// holds counts the requests under way in each session that keep it from
+	// idling out (holds), and idle holds the idle timer of each session none
+	// holds (server_idle.go).
+	holds map[string]int
+	idle  map[string]*idleTimer
 }
 
 // touch marks a request in session id.
@@ -66,8 +71,11 @@ func (s *Server) touch(id string) {
 // notification waits and counts like a request: let through, it would resume
 // the session while the close still ran, and the SDK's end of the closed
 // session then forgets the handler's entry of that ID, the resumed session's.
+// A request that holds its session (holds) keeps it from idling out until
+// leave.
 func (s *Server) enter(r *http.Request, id string, answers bool) (leave func(), ok bool) {
 	counts := &s.use.open
+	held := holds(r)
 	if r.Method == http.MethodGet {
 		counts = &s.use.streams
 	}
@@ -79,6 +87,9 @@ func (s *Server) enter(r *http.Request, id string, answers bool) (leave func(), 
 				*counts = map[string]int{}
 			}
 			(*counts)[id]++
+			if held {
+				s.holdLocked(id)
+			}
 			s.use.mu.Unlock()
 			break
 		}
@@ -101,6 +112,9 @@ func (s *Server) enter(r *http.Request, id string, answers bool) (leave func(), 
 			delete(*counts, id)
 		}
 		ended := r.Method == http.MethodGet && (*counts)[id] == 0
+		if held {
+			s.releaseLocked(id)
+		}
 		s.use.mu.Unlock()
 		if ended {
 			// The session's last stream ended: the sessions its stream kept from
@@ -188,6 +202,7 @@ func (s *Server) capSessions(keep string) {
 			s.capClosed(id)
 		}
 		s.use.mu.Lock()
+		s.forgetIdleLocked(id)
 		close(s.use.closing[id])
 		delete(s.use.closing, id)
 		s.use.mu.Unlock()

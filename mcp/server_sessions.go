@@ -105,6 +105,7 @@ func (s *Server) serveSessions(h http.Handler, w http.ResponseWriter, r *http.Re
 			once()
 			if id := w.Header().Get("Mcp-Session-Id"); id != "" && s.known(id) {
 				s.touch(id)
+				s.idleFrom(id)
 				s.capSessions(id)
 			}
 			return

@@ -11,7 +11,6 @@ import (
 	"reflect"
 	"slices"
 	"strings"
-	"sync"
 	"unicode/utf8"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -117,6 +116,17 @@ func (s *server) build(remote []*sdk.Tool, hasResources bool, resources []*sdk.R
 	var out []tools.Tool
 	var skipped []string
 	names := map[string]string{} // exposed name -> the server's name for it
+	// The parsers of the tools listed before, reused for a schema unchanged, so
+	// that a listing again (a list_changed, a reconnection) resolves only the
+	// schemas that are new.
+	prior := map[string]*remoteTool{}
+	s.mu.Lock()
+	for _, t := range s.tools {
+		if rt, ok := t.(*remoteTool); ok {
+			prior[rt.spec.Name] = rt
+		}
+	}
+	s.mu.Unlock()
 	slices.SortFunc(remote, func(a, b *sdk.Tool) int { return strings.Compare(a.Name, b.Name) })
 	for _, t := range remote {
 		if t == nil || !s.cfg.allowed(t.Name) {
@@ -140,19 +150,24 @@ func (s *server) build(remote []*sdk.Tool, hasResources bool, resources []*sdk.R
 			skipped = append(skipped, fmt.Sprintf("tool %q: its name becomes %q, as %q's does", clipName(t.Name), name, clipName(other)))
 			continue
 		}
+		// A schema the parser refuses (a type JSON Schema does not have, $refs
+		// that go round or lead nowhere) leaves the tool out, as tools.NewRegistry
+		// refuses one: the node could not check a model's arguments against it, and
+		// a provider that checks the schemas it is sent would refuse every request
+		// that offered it.
+		var parser *tools.ArgumentParser
+		if p := prior[name]; p != nil && bytes.Equal(p.spec.Parameters, schema) {
+			parser = p.parser
+		} else if parser, err = tools.NewArgumentParser(name, schema, 0); err != nil {
+			skipped = append(skipped, fmt.Sprintf("tool %q: its input schema is not one the node can check arguments against: %v", clipName(t.Name), err))
+			continue
+		}
 		names[name] = t.Name
 		desc := t.Description
 		if desc == "" {
 			desc = t.Title
 		}
 		resend := t.Annotations != nil && (t.Annotations.IdempotentHint || t.Annotations.ReadOnlyHint)
-		// Made at the first call, not at each listing of up to MaxTools tools: a
-		// schema the parser cannot use (a type JSON Schema does not have, $refs
-		// that go round) leaves the arguments to the server to check.
-		parser := sync.OnceValue(func() *tools.ArgumentParser {
-			p, _ := tools.NewArgumentParser(name, schema, 0)
-			return p
-		})
 		out = append(out, &remoteTool{srv: s, remote: t.Name, resend: resend, parser: parser,
 			spec: messages.ToolSpec{Name: name, Description: clipDescription(desc), Parameters: schema}})
 	}
@@ -378,13 +393,12 @@ type remoteTool struct {
 	// resend says that the call may be sent again when the connection broke after
 	// it went out: the server marks the tool idempotentHint or readOnlyHint.
 	resend bool
-	// parser returns the reader of the model's arguments for the tool's schema,
-	// which reads them as a built-in's are read: key=value pairs and coercible
-	// values ("3" for an integer) are accepted, and a key written twice, a wrong
-	// type, a missing or unknown field are refused before the call goes out. It
-	// returns nil for a schema the parser cannot use: then any one JSON object
-	// goes to the server as it is.
-	parser func() *tools.ArgumentParser
+	// parser reads the model's arguments for the tool's schema as a built-in's
+	// are read: key=value pairs and coercible values ("3" for an integer) are
+	// accepted, and a key written twice, a wrong type, a missing or unknown field
+	// are refused before the call goes out. A tool whose schema the parser
+	// refuses is not offered (build).
+	parser *tools.ArgumentParser
 }
 
 func (t *remoteTool) Spec() messages.ToolSpec { return t.spec }
@@ -401,17 +415,11 @@ func (t *remoteTool) Source() string { return t.srv.source }
 // audio and binary resources are described, not included) cut at MaxResultBytes; a
 // result marked isError is returned as an error with that text.
 func (t *remoteTool) Call(ctx context.Context, c tools.Call) (string, error) {
-	var args json.RawMessage
-	var err error
-	if p := t.parser(); p != nil {
-		// Checked and coerced only (tools.ArgumentParser.Check): the server reads
-		// them itself, so no default is filled in (a default state=open would
-		// reopen a closed issue), a null stays (a field cleared on purpose), and
-		// numbers keep the digits the model wrote.
-		args, err = p.Check(c.Arguments)
-	} else {
-		args, err = objectArguments(t.spec.Name, c.Arguments)
-	}
+	// Checked and coerced only (tools.ArgumentParser.Check): the server reads
+	// them itself, so no default is filled in (a default state=open would
+	// reopen a closed issue), a null stays (a field cleared on purpose), and
+	// numbers keep the digits the model wrote.
+	args, err := t.parser.Check(c.Arguments)
 	if err != nil {
 		return "", err
 	}
@@ -450,18 +458,6 @@ func (t *remoteTool) Call(ctx context.Context, c tools.Call) (string, error) {
 
 // ErrToolError wraps the error of a tool whose result the server marked isError.
 var ErrToolError = errors.New("the tool reported an error")
-
-// objectArguments reads a model's arguments: one JSON object (empty text is {}).
-func objectArguments(tool, raw string) (json.RawMessage, error) {
-	t := strings.TrimSpace(raw)
-	if t == "" || t == "null" {
-		return json.RawMessage(`{}`), nil
-	}
-	if t[0] != '{' || !json.Valid([]byte(t)) {
-		return nil, &tools.ArgumentError{Tool: tool, Reason: fmt.Sprintf("arguments must be one JSON object, not %s", clip([]byte(t)))}
-	}
-	return json.RawMessage(t), nil
-}
 
 // renderContent turns a result's content into text for the model.
 func renderContent(content []sdk.Content, structured any) string {

@@ -81,6 +81,11 @@ type ArgumentParser struct {
 	maxBytes   int
 	// rules is how the parser reads what its schema leaves open (WithRules).
 	rules ArgumentRules
+	// doc is the schema as JSON and refs its references, for the count of the
+	// schemas checking a value applies (applications); doc is nil when the
+	// schema could not be read so.
+	doc  any
+	refs *refGraph
 }
 
 // ArgumentRules says how an ArgumentParser reads an integer float64 cannot hold
@@ -130,8 +135,10 @@ func (p *ArgumentParser) number(n json.Number) any {
 // NewArgumentParser returns the parser of arguments for the schema (a JSON Schema
 // object; empty means any object) of the tool named tool. maxBytes bounds the
 // argument text (0: DefaultMaxArguments). It fails on a schema that is not valid
-// JSON Schema, whose type is not "object", or whose references go round without
-// a value between (checkRefCycles), by whatever name they give their target.
+// JSON Schema, whose type is not "object", whose references go round without
+// a value between (checkRefCycles), by whatever name they give their target, or
+// under which checking arguments would apply schemas too many times: branches
+// that share a $ref, level after level (checkApplications).
 func NewArgumentParser(tool string, schema json.RawMessage, maxBytes int) (*ArgumentParser, error) {
 	s := &jsonschema.Schema{Type: "object"}
 	if len(strings.TrimSpace(string(schema))) > 0 {
@@ -160,7 +167,8 @@ func newArgumentParser(tool string, s *jsonschema.Schema, maxBytes int) (*Argume
 	if err := checkSchemaTypes(s); err != nil {
 		return nil, fmt.Errorf("tools: tool %q: its parameters schema: %w", tool, err)
 	}
-	if err := checkRefCycles(s); err != nil {
+	doc, refs, err := checkRefCycles(s)
+	if err != nil {
 		return nil, fmt.Errorf("tools: tool %q: its parameters schema: %w", tool, err)
 	}
 	resolved, err := s.Resolve(nil)
@@ -170,7 +178,7 @@ func newArgumentParser(tool string, s *jsonschema.Schema, maxBytes int) (*Argume
 	if maxBytes <= 0 {
 		maxBytes = DefaultMaxArguments
 	}
-	return &ArgumentParser{tool: tool, schema: s, resolved: resolved, maxBytes: maxBytes,
+	return &ArgumentParser{tool: tool, schema: s, resolved: resolved, maxBytes: maxBytes, doc: doc, refs: refs,
 		properties: sync.OnceValue(func() map[string]*propertyCheck { return propertyValidators(s) })}, nil
 }
 
@@ -459,6 +467,86 @@ func (p *ArgumentParser) decode(raw string) (any, error) {
 	return m, nil
 }
 
+// applications counts the schemas checking v against the schema at ptr applies
+// (the validator applies every anyOf and oneOf branch and every $ref anew, to
+// the value and to each value inside it that a keyword reaches), into n, and
+// reports false once they are over maxSchemaApplications: it stops there, so
+// that it takes no longer than the bound however many the check would apply.
+// Where the keywords leave it open (patternProperties, dependencies), a schema
+// is counted as applied.
+func (p *ArgumentParser) applications(ptr string, v any, n *int) bool {
+	if *n++; *n > maxSchemaApplications {
+		return false
+	}
+	node, ok := pointerAt(p.doc, ptr).(map[string]any)
+	if !ok {
+		return true
+	}
+	for _, next := range p.refs.sameValue(node, ptr) {
+		if !p.applications(next, v, n) {
+			return false
+		}
+	}
+	at := func(kw string) (string, bool) {
+		_, ok := node[kw].(map[string]any)
+		return ptr + "/" + kw, ok
+	}
+	switch x := v.(type) {
+	case map[string]any:
+		props, _ := node["properties"].(map[string]any)
+		patterns, _ := node["patternProperties"].(map[string]any)
+		for _, k := range slices.Sorted(maps.Keys(x)) {
+			var to []string
+			if _, ok := props[k]; ok {
+				to = append(to, ptr+"/properties/"+pointerToken(k))
+			} else if s, ok := at("additionalProperties"); ok {
+				to = append(to, s)
+			}
+			for _, pk := range slices.Sorted(maps.Keys(patterns)) {
+				to = append(to, ptr+"/patternProperties/"+pointerToken(pk))
+			}
+			if s, ok := at("unevaluatedProperties"); ok {
+				to = append(to, s)
+			}
+			for _, s := range to {
+				if !p.applications(s, x[k], n) {
+					return false
+				}
+			}
+			if s, ok := at("propertyNames"); ok && !p.applications(s, k, n) {
+				return false
+			}
+		}
+	case []any:
+		prefix, _ := node["prefixItems"].([]any)
+		kw := "prefixItems"
+		if list, ok := node["items"].([]any); ok && len(prefix) == 0 {
+			prefix, kw = list, "items" // drafts before 2020-12
+		}
+		for i, item := range x {
+			var to []string
+			if i < len(prefix) {
+				to = append(to, fmt.Sprintf("%s/%s/%d", ptr, kw, i))
+			} else if s, ok := at("items"); ok {
+				to = append(to, s)
+			} else if s, ok := at("additionalItems"); ok {
+				to = append(to, s)
+			}
+			for _, k := range []string{"contains", "unevaluatedItems"} {
+				if s, ok := at(k); ok {
+					to = append(to, s)
+				}
+			}
+			for _, s := range to {
+				if !p.applications(s, item, n) {
+					return false
+				}
+			}
+		}
+	}
+	return true
+}
+
 // check coerces v to the schema and validates it. written says that the numbers
 // are passed on as written (Check): an integer float64 does not hold as written
 // is checked as the float64 nearest it.
@@ -468,6 +556,14 @@ func (p *ArgumentParser) check(v any, written bool) (map[string]any, error) {
 		w.number = roundedNumber
 	}
 	v = w.walk(v, p.schema, "", 0)
+	if n := 0; len(w.problems) == 0 && p.doc != nil && !p.applications("", v, &n) {
+		// The validator would apply the schema's branches to the arguments
+		// more often than it could in reasonable time (a schema whose branches
+		// share a $ref through a value, level after level, doubles the work at
+		// each level of the arguments).
+		return nil, &ArgumentError{Tool: p.tool, Reason: fmt.Sprintf("the arguments are nested too deeply for the tool's schema: checking them would apply "+
+			"its anyOf, oneOf and allOf branches and $refs more than %d times; send them nested less deeply", maxSchemaApplications)}
+	}
 	if len(w.problems) == 0 {
 		if err := p.resolved.Validate(v); err != nil {
 			w.problems = append(w.problems, p.firstProblem(v, err))
@@ -626,14 +722,17 @@ func jsonProblem(err error) error {
 // of refusing, in a schema of several resources ($id), a loop only another
 // resource's schemas would make. Only schemas are read for refs: an object in a
 // default, examples, const or enum value is data, whatever it holds.
-func checkRefCycles(s *jsonschema.Schema) error {
+//
+// It returns the schema as JSON and its refGraph, for applications (nil when
+// the schema does not marshal: Resolve says what is wrong with it).
+func checkRefCycles(s *jsonschema.Schema) (any, *refGraph, error) {
 	b, err := json.Marshal(s)
 	if err != nil {
-		return nil // Resolve says what is wrong with it
+		return nil, nil, nil
 	}
 	var root any
 	if json.Unmarshal(b, &root) != nil {
-		return nil
+		return nil, nil, nil
 	}
 	g := newRefGraph(root)
 	const (
@@ -656,36 +755,7 @@ func checkRefCycles(s *jsonschema.Schema) error {
 			return "", false
 		}
 		state[ptr] = open
-		var next []string
-		for _, kw := range []string{"$ref", "$dynamicRef", "$recursiveRef"} {
-			if ref, ok := node[kw].(string); ok {
-				next = append(next, g.refTargets(ref)...)
-			}
-		}
-		for _, kw := range []string{"allOf", "anyOf", "oneOf"} {
-			if list, ok := node[kw].([]any); ok {
-				for i := range list {
-					next = append(next, fmt.Sprintf("%s/%s/%d", ptr, kw, i))
-				}
-			}
-		}
-		for _, kw := range []string{"not", "if", "then", "else"} {
-			if _, ok := node[kw].(map[string]any); ok {
-				next = append(next, ptr+"/"+kw)
-			}
-		}
-		// dependencies (draft-07) holds schemas and lists of names: the schemas
-		// apply to the object that holds the name, as dependentSchemas' do.
-		for _, kw := range []string{"dependentSchemas", "dependencies"} {
-			if deps, ok := node[kw].(map[string]any); ok {
-				for _, k := range slices.Sorted(maps.Keys(deps)) {
-					if _, ok := deps[k].(map[string]any); ok {
-						next = append(next, ptr+"/"+kw+"/"+pointerToken(k))
-					}
-				}
-			}
-		}
-		for _, n := range next {
+		for _, n := range g.sameValue(node, ptr) {
 			if at, ok := visit(n); ok {
 				return at, true
 			}
@@ -696,8 +766,118 @@ func checkRefCycles(s *jsonschema.Schema) error {
 	// Every schema in the document may be where a cycle is entered.
 	for _, ptr := range g.schemas {
 		if found, cycle := visit(ptr); cycle {
-			return fmt.Errorf("its $ref at %q leads back to itself without a value between: no value could be checked against it", "#"+found)
+			return nil, nil, fmt.Errorf("its $ref at %q leads back to itself without a value between: no value could be checked against it", "#"+found)
 		}
+	}
+	return root, g, checkApplications(root, g)
+}
+
+// sameValue returns the pointers of the schemas that node, the schema at ptr,
+// applies to the value it checks itself: its references' targets (refTargets),
+// its allOf, anyOf and oneOf branches, not, if, then and else, and the schemas
+// of dependentSchemas and dependencies.
+func (g *refGraph) sameValue(node map[string]any, ptr string) []string {
+	var next []string
+	for _, kw := range []string{"$ref", "$dynamicRef", "$recursiveRef"} {
+		if ref, ok := node[kw].(string); ok {
+			next = append(next, g.refTargets(ref)...)
+		}
+	}
+	for _, kw := range []string{"allOf", "anyOf", "oneOf"} {
+		if list, ok := node[kw].([]any); ok {
+			for i := range list {
+				next = append(next, fmt.Sprintf("%s/%s/%d", ptr, kw, i))
+			}
+		}
+	}
+	for _, kw := range []string{"not", "if", "then", "else"} {
+		if _, ok := node[kw].(map[string]any); ok {
+			next = append(next, ptr+"/"+kw)
+		}
+	}
+	// dependencies (draft-07) holds schemas and lists of names: the schemas
+	// apply to the object that holds the name, as dependentSchemas' do.
+	for _, kw := range []string{"dependentSchemas", "dependencies"} {
+		if deps, ok := node[kw].(map[string]any); ok {
+			for _, k := range slices.Sorted(maps.Keys(deps)) {
+				if _, ok := deps[k].(map[string]any); ok {
+					next = append(next, ptr+"/"+kw+"/"+pointerToken(k))
+				}
+			}
+		}
+	}
+	return next
+}
+
+// valueParts returns the pointers of the schemas that node, the schema at ptr,
+// applies to the values inside the value it checks: its properties' (and
+// patternProperties', additionalProperties, propertyNames,
+// unevaluatedProperties) and its items' (items, prefixItems, additionalItems,
+// contains, unevaluatedItems).
+func valueParts(node map[string]any, ptr string) []string {
+	var next []string
+	for _, kw := range []string{"additionalProperties", "propertyNames", "unevaluatedProperties", "additionalItems", "contains", "unevaluatedItems", "items"} {
+		if _, ok := node[kw].(map[string]any); ok {
+			next = append(next, ptr+"/"+kw)
+		}
+	}
+	for _, kw := range []string{"prefixItems", "items"} {
+		if list, ok := node[kw].([]any); ok {
+			for i := range list {
+				next = append(next, fmt.Sprintf("%s/%s/%d", ptr, kw, i))
+			}
+		}
+	}
+	for _, kw := range []string{"properties", "patternProperties"} {
+		if m, ok := node[kw].(map[string]any); ok {
+			for _, k := range slices.Sorted(maps.Keys(m)) {
+				next = append(next, ptr+"/"+kw+"/"+pointerToken(k))
+			}
+		}
+	}
+	return next
+}
+
+// maxSchemaApplications bounds how many times the schemas of a tool's
+// parameters may be applied in checking one value of each of its fields: a
+// schema over it is refused (checkApplications).
+const maxSchemaApplications = 100_000
+
+// checkApplications fails on a schema document (root, its refGraph g, whose
+// references checkRefCycles found going round through no value) under which
+// checking arguments would apply schemas too many times: each anyOf, oneOf or
+// allOf branch and each $ref is applied to the value anew (the validator keeps
+// no result), so that branches that share a $ref, level after level ({"anyOf":
+// [{"$ref": "#/$defs/A1"}, {"$ref": "#/$defs/A1"}]}, A1 alike, and so on), make
+// the work double at each level: 30 levels, a billion applications, for hours
+// on one call. What it counts is the applications of the root for arguments
+// holding one value of each field (an array one item), a $ref that comes back
+// through a value counted once; each schema's count is counted once
+// (memoized), so the check takes time in proportion to the schema's size.
+func checkApplications(root any, g *refGraph) error {
+	counts := map[string]int{}
+	onPath := map[string]bool{}
+	var count func(ptr string) int
+	count = func(ptr string) int {
+		if n, ok := counts[ptr]; ok {
+			return n
+		}
+		node, ok := pointerAt(root, ptr).(map[string]any)
+		if !ok || onPath[ptr] {
+			return 1 // true or false, or a schema that holds a value of its own
+		}
+		onPath[ptr] = true
+		n := 1
+		for _, next := range slices.Concat(g.sameValue(node, ptr), valueParts(node, ptr)) {
+			n = min(n+count(next), maxSchemaApplications+1)
+		}
+		delete(onPath, ptr)
+		counts[ptr] = n
+		return n
+	}
+	if n := count(""); n > maxSchemaApplications {
+		return fmt.Errorf("its anyOf, oneOf and allOf branches and $refs apply a schema more than %d times in checking one value of each field "+
+			"(branches that share a $ref, level after level, double the work at each): the arguments could not be checked in reasonable time", maxSchemaApplications)
 	}
 	return nil
 }
