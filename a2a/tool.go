@@ -16,6 +16,7 @@ import (
 
 	sdk "github.com/a2aproject/a2a-go/a2a"
 	"github.com/a2aproject/a2a-go/a2aclient"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/redact"
@@ -76,7 +77,18 @@ type Tool struct {
 	// password, ?api_key=...) redacted (redact.URL).
 	shown string
 
-	mu     sync.Mutex
+	mu  sync.Mutex
+	cur *remote // nil until the card is read, and while it is read again
+
+	// refetches reads the card again once for the calls that found the same
+	// remote's endpoint gone (keyed by the remote); resends sends a message once
+	// more once for the calls of that message (keyed by its ID) that found it so.
+	refetches, resends singleflight.Group
+}
+
+// remote is a remote agent as one reading of its card left it: the card and the
+// client built from it.
+type remote struct {
 	client *a2aclient.Client
 	card   *sdk.AgentCard
 }
@@ -157,11 +169,11 @@ func (t *Tool) Spec() messages.ToolSpec {
 }
 
 // connect fetches the card and builds the client, once.
-func (t *Tool) connect(ctx context.Context) (*a2aclient.Client, error) {
+func (t *Tool) connect(ctx context.Context) (*remote, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.client != nil {
-		return t.client, nil
+	if t.cur != nil {
+		return t.cur, nil
 	}
 	u, _ := url.Parse(t.cfg.CardURL)
 	hc, u := withCardCredentials(t.cfg.HTTPClient, u)
@@ -178,34 +190,63 @@ func (t *Tool) connect(ctx context.Context) (*a2aclient.Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("agent card %s: %w", t.shown, err)
 	}
-	t.client, t.card = client, card
-	return client, nil
+	t.cur = &remote{client: client, card: card}
+	return t.cur, nil
 }
 
-// reconnect forgets the client, which found no endpoint where its card said, and
-// fetches the card again; ok says the card names another endpoint, to try.
-func (t *Tool) reconnect(ctx context.Context, old *a2aclient.Client) (*a2aclient.Client, bool) {
-	t.mu.Lock()
-	switch {
-	case t.client == nil: // another call's fetch of the card failed
+// reconnect reads the card again for a call that found no endpoint where old's
+// card said; ok says the card names another endpoint, to try. The calls that
+// found old's endpoint gone together read the card once and share what it says
+// (one that waited for another's reading did not fail with old's error); a call
+// that finds it read again since old was gets the remote it names.
+func (t *Tool) reconnect(ctx context.Context, old *remote) (*remote, bool) {
+	ch := t.refetches.DoChan(fmt.Sprintf("%p", old), func() (any, error) {
+		t.mu.Lock()
+		if t.cur != nil && t.cur != old { // read again since
+			now := t.cur
+			t.mu.Unlock()
+			return now, nil
+		}
+		t.cur = nil
 		t.mu.Unlock()
+		// The calls waiting share the reading, which the card's timeout bounds:
+		// the end of the first one's context does not fail the others'.
+		return t.connect(context.WithoutCancel(ctx))
+	})
+	select {
+	case <-ctx.Done():
 		return nil, false
-	case t.client != old: // another call fetched the card again
-		c := t.client
-		t.mu.Unlock()
-		return c, true
+	case r := <-ch:
+		if r.Err != nil {
+			return nil, false
+		}
+		now := r.Val.(*remote)
+		return now, endpointOf(now.card) != endpointOf(old.card)
 	}
-	was := t.card
-	t.client, t.card = nil, nil
-	t.mu.Unlock()
-	client, err := t.connect(ctx)
-	if err != nil {
-		return nil, false
+}
+
+// resend sends msg once more, at the endpoint the card read again named: calls
+// of one message (its ID: a call performed again while the first still runs)
+// that found the old endpoint gone together send it once and share its answer,
+// where each sent it, and an agent that does not dedupe by messageId ran it
+// twice. The send runs under the first call's context; a call that waits for it
+// stops waiting when its own context ends.
+func (t *Tool) resend(ctx context.Context, client *a2aclient.Client, msg *sdk.Message) (sdk.SendMessageResult, sdk.TaskID, error) {
+	type sent struct {
+		res    sdk.SendMessageResult
+		taskID sdk.TaskID
 	}
-	t.mu.Lock()
-	now := t.card
-	t.mu.Unlock()
-	return client, now != nil && endpointOf(now) != endpointOf(was)
+	ch := t.resends.DoChan(msg.ID, func() (any, error) {
+		res, taskID, err := t.send(ctx, client, msg)
+		return sent{res, taskID}, err
+	})
+	select {
+	case <-ctx.Done():
+		return nil, "", context.Cause(ctx)
+	case r := <-ch:
+		s := r.Val.(sent)
+		return s.res, s.taskID, r.Err
+	}
 }
 
 // endpointOf names where and how a card says to send requests.
@@ -265,10 +306,11 @@ func (t *Tool) Call(ctx context.Context, c tools.Call) (string, error) {
 	if strings.TrimSpace(a.Message) == "" {
 		return "", fmt.Errorf("%w: message is empty", tools.ErrInvalidArguments)
 	}
-	client, err := t.connect(ctx)
+	rem, err := t.connect(ctx)
 	if err != nil {
 		return "", fmt.Errorf("remote agent %s is unreachable: %w", t.cfg.Name, err)
 	}
+	client := rem.client
 	ctx, cancel := context.WithTimeoutCause(ctx, t.cfg.CallTimeout, errCallTimeout)
 	defer cancel()
 	msg := sdk.NewMessage(sdk.MessageRoleUser, sdk.TextPart{Text: a.Message})
@@ -281,9 +323,9 @@ func (t *Tool) Call(ctx context.Context, c tools.Call) (string, error) {
 	if moved := (*notThereError)(nil); err != nil && taskID == "" && errors.As(err, &moved) {
 		// The card is read at the first call: an agent that moved since names its
 		// new endpoint in it. The message ran nowhere; it is sent once more there.
-		if again, ok := t.reconnect(ctx, client); ok {
-			res, taskID, err = t.send(ctx, again, msg)
-			client = again
+		if again, ok := t.reconnect(ctx, rem); ok {
+			res, taskID, err = t.resend(ctx, again.client, msg)
+			client = again.client
 		}
 	}
 	if task, ok := res.(*sdk.Task); ok && err == nil && !answered(task.Status.State) {
