@@ -39,13 +39,20 @@ type ToolConfig struct {
 	// tool's own timeout (Limits), not its performer's default one. A call that runs
 	// past it cancels the remote task (tasks/cancel).
 	CardTimeout, CallTimeout time.Duration
-	// MaxAnswerBytes bounds what a call reads of the remote agent's answer: a
-	// response, one event of its stream, the artifacts its stream assembles or
-	// tasks/get returns (artifactSize: their text, data, files, names and
-	// metadata, and a few bytes for each artifact and for each part that is empty
-	// or carries metadata) (0: 16 MiB). A larger answer fails the call
-	// (ErrAnswerTooLarge) and cancels the remote task.
+	// MaxAnswerBytes bounds the answer a call gives the model: the remote agent's
+	// message, or the artifacts and status message of its task as its stream
+	// assembles them or tasks/get returns them (artifactSize: their text, data,
+	// file descriptions, names and metadata, and a few bytes for each artifact and
+	// for each part that is empty or carries metadata) (0: 16 MiB). A file part
+	// counts its description (name, media type, size), not its bytes, which the
+	// answer does not hold. A larger answer fails the call (ErrAnswerTooLarge) and
+	// cancels the remote task.
 	MaxAnswerBytes int
+	// MaxStreamBytes bounds what a call reads of the remote agent's answer as
+	// sent, files' bytes included: a response, or a whole stream (0: the larger of
+	// 64 MiB and MaxAnswerBytes). Past it the call fails (ErrAnswerTooLarge,
+	// saying so) and cancels the remote task.
+	MaxStreamBytes int
 	// HTTPClient sends the requests (nil: http.DefaultClient, bounded by the
 	// timeouts).
 	HTTPClient *http.Client
@@ -59,6 +66,10 @@ type ToolConfig struct {
 
 // DefaultMaxAnswerBytes is ToolConfig.MaxAnswerBytes's default.
 const DefaultMaxAnswerBytes = 16 << 20
+
+// DefaultMaxStreamBytes is ToolConfig.MaxStreamBytes's default (or MaxAnswerBytes
+// when larger).
+const DefaultMaxStreamBytes = 64 << 20
 
 // errCallTimeout is the cause of a call's context that ran past its CallTimeout.
 var errCallTimeout = errors.New("the call ran past its timeout")
@@ -110,6 +121,9 @@ func NewTool(cfg ToolConfig) (*Tool, error) {
 	}
 	if cfg.MaxAnswerBytes <= 0 {
 		cfg.MaxAnswerBytes = DefaultMaxAnswerBytes
+	}
+	if cfg.MaxStreamBytes <= 0 {
+		cfg.MaxStreamBytes = max(DefaultMaxStreamBytes, cfg.MaxAnswerBytes)
 	}
 	if cfg.HTTPClient == nil {
 		cfg.HTTPClient = &http.Client{}
@@ -185,7 +199,7 @@ func (t *Tool) connect(ctx context.Context) (*remote, error) {
 	}
 	client, err := a2aclient.NewFromCard(ctx, card, a2aclient.WithTransport(sdk.TransportProtocolJSONRPC,
 		a2aclient.TransportFactoryFn(func(_ context.Context, url string, _ *sdk.AgentCard) (a2aclient.Transport, error) {
-			return &rpcTransport{url: url, client: hc, maxBytes: t.cfg.MaxAnswerBytes}, nil
+			return &rpcTransport{url: url, client: hc, maxRaw: t.cfg.MaxStreamBytes}, nil
 		})))
 	if err != nil {
 		return nil, fmt.Errorf("agent card %s: %w", t.shown, err)
@@ -377,18 +391,43 @@ func (t *Tool) send(ctx context.Context, client *a2aclient.Client, msg *sdk.Mess
 	var task *sdk.Task
 	sizes := map[string]int{} // of each artifact of the task (artifactSize)
 	size := 0                 // their sum
+	status := 0               // the size of the task's status message (partsSize)
+	tooLarge := func() error {
+		if taskID == "" && task != nil {
+			taskID = task.ID
+		}
+		return fmt.Errorf("%w: its answer passed %d bytes", ErrAnswerTooLarge, t.cfg.MaxAnswerBytes)
+	}
 	for ev, err := range client.SendStreamingMessage(stream, &sdk.MessageSendParams{Message: msg}) {
 		if err != nil {
 			if ctx.Err() != nil {
 				err = context.Cause(ctx)
 			}
+			if task != nil && taskID == "" && errors.Is(err, ErrAnswerTooLarge) {
+				taskID = task.ID // to be cancelled
+			}
 			return nil, taskID, err
 		}
 		switch v := ev.(type) {
 		case *sdk.Message:
+			if partsSize(v.Parts) > t.cfg.MaxAnswerBytes {
+				return nil, taskID, tooLarge()
+			}
 			return v, taskID, nil
 		case *sdk.Task:
 			task = v
+			clear(sizes)
+			size, status = 0, statusSize(v.Status)
+			for _, a := range v.Artifacts {
+				if a != nil {
+					n := artifactSize(a)
+					sizes[string(a.ID)] += n
+					size += n
+				}
+			}
+			if size+status > t.cfg.MaxAnswerBytes {
+				return nil, taskID, tooLarge()
+			}
 			if answered(v.Status.State) {
 				return task, task.ID, nil
 			}
@@ -397,6 +436,9 @@ func (t *Tool) send(ctx context.Context, client *a2aclient.Client, msg *sdk.Mess
 				task = &sdk.Task{ID: v.TaskID, ContextID: v.ContextID}
 			}
 			task.Status = v.Status
+			if status = statusSize(v.Status); size+status > t.cfg.MaxAnswerBytes {
+				return nil, taskID, tooLarge()
+			}
 			if v.Final || v.Status.State.Terminal() {
 				// The end of the answer, whether or not the stream closes after it
 				// (keep-alive comments, a proxy holding the connection).
@@ -417,11 +459,8 @@ func (t *Tool) send(ctx context.Context, client *a2aclient.Client, msg *sdk.Mess
 				sizes[id] = n
 				size += n - old
 			}
-			if size > t.cfg.MaxAnswerBytes {
-				if taskID == "" {
-					taskID = task.ID
-				}
-				return nil, taskID, fmt.Errorf("%w: its artifacts passed %d bytes", ErrAnswerTooLarge, t.cfg.MaxAnswerBytes)
+			if size+status > t.cfg.MaxAnswerBytes {
+				return nil, taskID, tooLarge()
 			}
 		}
 		if task != nil && taskID == "" && task.ID != "" {
@@ -439,6 +478,15 @@ func (t *Tool) send(ctx context.Context, client *a2aclient.Client, msg *sdk.Mess
 		return nil, taskID, errors.New("the stream ended without an answer")
 	}
 	return task, taskID, nil
+}
+
+// statusSize is what MaxAnswerBytes counts of a task's status: its message's
+// parts (partsSize), which the answer shows when no artifact has text.
+func statusSize(st sdk.TaskStatus) int {
+	if st.Message == nil {
+		return 0
+	}
+	return partsSize(st.Message.Parts)
 }
 
 // answered says whether a task in state st answers the call: it ended, or it
@@ -460,7 +508,7 @@ var (
 
 // follow asks the agent for task with tasks/get until it is answered (answered),
 // the call's context ends, tasks/get fails pollFailures times in a row, or its
-// artifacts pass MaxAnswerBytes. A task that
+// artifacts and status message pass MaxAnswerBytes. A task that
 // names no ID cannot be followed and fails the call as it stands.
 func (t *Tool) follow(ctx context.Context, client *a2aclient.Client, task *sdk.Task) (sdk.SendMessageResult, error) {
 	if task.ID == "" {
@@ -490,7 +538,7 @@ func (t *Tool) follow(ctx context.Context, client *a2aclient.Client, task *sdk.T
 		case got == nil || got.ID != task.ID:
 			return nil, fmt.Errorf("following task %s (tasks/get): the agent answered with another task", task.ID)
 		}
-		size := 0
+		size := statusSize(got.Status)
 		for _, a := range got.Artifacts {
 			size += artifactSize(a)
 		}
@@ -507,8 +555,9 @@ func (t *Tool) follow(ctx context.Context, client *a2aclient.Client, task *sdk.T
 	}
 }
 
-// filesSize is the size of the file parts of parts (their bytes or URI), which
-// their text leaves out and the task the tool assembles holds all the same.
+// filesSize is the size of the file parts of parts (their bytes or URI). The
+// tool's transport reads none (withoutFileBytes describes each as text); a part
+// made otherwise counts so.
 func filesSize(parts sdk.ContentParts) int {
 	n := 0
 	for _, p := range parts {
