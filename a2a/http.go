@@ -445,6 +445,18 @@ func (s *Server) guard(next http.Handler) http.Handler {
 		}
 		var raw json.RawMessage
 		if err := json.Unmarshal(body, &raw); err != nil {
+			if d, ok := scanDeepRequest(body); ok {
+				// Valid JSON, too deep to decode: its id and method are read all
+				// the same, and the answer says which member is too deep.
+				_, v1 := v1Methods[d.method]
+				_, unserved := v1Unserved[d.method]
+				code, msg := -32600, fmt.Sprintf("invalid request: %q nests objects and arrays %d levels deep, more than the %d this server reads", d.member, d.depth, maxJSONDepth)
+				if d.member == "params" && d.method != "" {
+					code, msg = -32602, fmt.Sprintf("invalid params of %s: they nest objects and arrays %d levels deep (the request counted), more than the %d this server reads", d.method, d.depth, maxJSONDepth)
+				}
+				writeRefusal(w, d.id, code, msg, streamMethods[d.method], !v1 && !unserved)
+				return
+			}
 			writeRPCError(w, http.StatusOK, nil, -32700, "parse error: "+err.Error())
 			return
 		}

@@ -16,6 +16,7 @@ import (
 
 	sdk "github.com/a2aproject/a2a-go/a2a"
 	"github.com/a2aproject/a2a-go/a2aclient"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/redact"
@@ -38,13 +39,20 @@ type ToolConfig struct {
 	// tool's own timeout (Limits), not its performer's default one. A call that runs
 	// past it cancels the remote task (tasks/cancel).
 	CardTimeout, CallTimeout time.Duration
-	// MaxAnswerBytes bounds what a call reads of the remote agent's answer: a
-	// response, one event of its stream, the artifacts its stream assembles or
-	// tasks/get returns (artifactSize: their text, data, files, names and
-	// metadata, and a few bytes for each artifact and for each part that is empty
-	// or carries metadata) (0: 16 MiB). A larger answer fails the call
-	// (ErrAnswerTooLarge) and cancels the remote task.
+	// MaxAnswerBytes bounds the answer a call gives the model: the remote agent's
+	// message, or the artifacts and status message of its task as its stream
+	// assembles them or tasks/get returns them (artifactSize: their text, data,
+	// file descriptions, names and metadata, and a few bytes for each artifact and
+	// for each part that is empty or carries metadata) (0: 16 MiB). A file part
+	// counts its description (name, media type, size), not its bytes, which the
+	// answer does not hold. A larger answer fails the call (ErrAnswerTooLarge) and
+	// cancels the remote task.
 	MaxAnswerBytes int
+	// MaxStreamBytes bounds what a call reads of the remote agent's answer as
+	// sent, files' bytes included: a response, or a whole stream (0: the larger of
+	// 64 MiB and MaxAnswerBytes). Past it the call fails (ErrAnswerTooLarge,
+	// saying so) and cancels the remote task.
+	MaxStreamBytes int
 	// HTTPClient sends the requests (nil: http.DefaultClient, bounded by the
 	// timeouts).
 	HTTPClient *http.Client
@@ -58,6 +66,10 @@ type ToolConfig struct {
 
 // DefaultMaxAnswerBytes is ToolConfig.MaxAnswerBytes's default.
 const DefaultMaxAnswerBytes = 16 << 20
+
+// DefaultMaxStreamBytes is ToolConfig.MaxStreamBytes's default (or MaxAnswerBytes
+// when larger).
+const DefaultMaxStreamBytes = 64 << 20
 
 // errCallTimeout is the cause of a call's context that ran past its CallTimeout.
 var errCallTimeout = errors.New("the call ran past its timeout")
@@ -76,7 +88,18 @@ type Tool struct {
 	// password, ?api_key=...) redacted (redact.URL).
 	shown string
 
-	mu     sync.Mutex
+	mu  sync.Mutex
+	cur *remote // nil until the card is read, and while it is read again
+
+	// refetches reads the card again once for the calls that found the same
+	// remote's endpoint gone (keyed by the remote); resends sends a message once
+	// more once for the calls of that message (keyed by its ID) that found it so.
+	refetches, resends singleflight.Group
+}
+
+// remote is a remote agent as one reading of its card left it: the card and the
+// client built from it.
+type remote struct {
 	client *a2aclient.Client
 	card   *sdk.AgentCard
 }
@@ -98,6 +121,9 @@ func NewTool(cfg ToolConfig) (*Tool, error) {
 	}
 	if cfg.MaxAnswerBytes <= 0 {
 		cfg.MaxAnswerBytes = DefaultMaxAnswerBytes
+	}
+	if cfg.MaxStreamBytes <= 0 {
+		cfg.MaxStreamBytes = max(DefaultMaxStreamBytes, cfg.MaxAnswerBytes)
 	}
 	if cfg.HTTPClient == nil {
 		cfg.HTTPClient = &http.Client{}
@@ -157,11 +183,11 @@ func (t *Tool) Spec() messages.ToolSpec {
 }
 
 // connect fetches the card and builds the client, once.
-func (t *Tool) connect(ctx context.Context) (*a2aclient.Client, error) {
+func (t *Tool) connect(ctx context.Context) (*remote, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.client != nil {
-		return t.client, nil
+	if t.cur != nil {
+		return t.cur, nil
 	}
 	u, _ := url.Parse(t.cfg.CardURL)
 	hc, u := withCardCredentials(t.cfg.HTTPClient, u)
@@ -173,39 +199,68 @@ func (t *Tool) connect(ctx context.Context) (*a2aclient.Client, error) {
 	}
 	client, err := a2aclient.NewFromCard(ctx, card, a2aclient.WithTransport(sdk.TransportProtocolJSONRPC,
 		a2aclient.TransportFactoryFn(func(_ context.Context, url string, _ *sdk.AgentCard) (a2aclient.Transport, error) {
-			return &rpcTransport{url: url, client: hc, maxBytes: t.cfg.MaxAnswerBytes}, nil
+			return &rpcTransport{url: url, client: hc, maxRaw: t.cfg.MaxStreamBytes}, nil
 		})))
 	if err != nil {
 		return nil, fmt.Errorf("agent card %s: %w", t.shown, err)
 	}
-	t.client, t.card = client, card
-	return client, nil
+	t.cur = &remote{client: client, card: card}
+	return t.cur, nil
 }
 
-// reconnect forgets the client, which found no endpoint where its card said, and
-// fetches the card again; ok says the card names another endpoint, to try.
-func (t *Tool) reconnect(ctx context.Context, old *a2aclient.Client) (*a2aclient.Client, bool) {
-	t.mu.Lock()
-	switch {
-	case t.client == nil: // another call's fetch of the card failed
+// reconnect reads the card again for a call that found no endpoint where old's
+// card said; ok says the card names another endpoint, to try. The calls that
+// found old's endpoint gone together read the card once and share what it says
+// (one that waited for another's reading did not fail with old's error); a call
+// that finds it read again since old was gets the remote it names.
+func (t *Tool) reconnect(ctx context.Context, old *remote) (*remote, bool) {
+	ch := t.refetches.DoChan(fmt.Sprintf("%p", old), func() (any, error) {
+		t.mu.Lock()
+		if t.cur != nil && t.cur != old { // read again since
+			now := t.cur
+			t.mu.Unlock()
+			return now, nil
+		}
+		t.cur = nil
 		t.mu.Unlock()
+		// The calls waiting share the reading, which the card's timeout bounds:
+		// the end of the first one's context does not fail the others'.
+		return t.connect(context.WithoutCancel(ctx))
+	})
+	select {
+	case <-ctx.Done():
 		return nil, false
-	case t.client != old: // another call fetched the card again
-		c := t.client
-		t.mu.Unlock()
-		return c, true
+	case r := <-ch:
+		if r.Err != nil {
+			return nil, false
+		}
+		now := r.Val.(*remote)
+		return now, endpointOf(now.card) != endpointOf(old.card)
 	}
-	was := t.card
-	t.client, t.card = nil, nil
-	t.mu.Unlock()
-	client, err := t.connect(ctx)
-	if err != nil {
-		return nil, false
+}
+
+// resend sends msg once more, at the endpoint the card read again named: calls
+// of one message (its ID: a call performed again while the first still runs)
+// that found the old endpoint gone together send it once and share its answer,
+// where each sent it, and an agent that does not dedupe by messageId ran it
+// twice. The send runs under the first call's context; a call that waits for it
+// stops waiting when its own context ends.
+func (t *Tool) resend(ctx context.Context, client *a2aclient.Client, msg *sdk.Message) (sdk.SendMessageResult, sdk.TaskID, error) {
+	type sent struct {
+		res    sdk.SendMessageResult
+		taskID sdk.TaskID
 	}
-	t.mu.Lock()
-	now := t.card
-	t.mu.Unlock()
-	return client, now != nil && endpointOf(now) != endpointOf(was)
+	ch := t.resends.DoChan(msg.ID, func() (any, error) {
+		res, taskID, err := t.send(ctx, client, msg)
+		return sent{res, taskID}, err
+	})
+	select {
+	case <-ctx.Done():
+		return nil, "", context.Cause(ctx)
+	case r := <-ch:
+		s := r.Val.(sent)
+		return s.res, s.taskID, r.Err
+	}
 }
 
 // endpointOf names where and how a card says to send requests.
@@ -265,10 +320,11 @@ func (t *Tool) Call(ctx context.Context, c tools.Call) (string, error) {
 	if strings.TrimSpace(a.Message) == "" {
 		return "", fmt.Errorf("%w: message is empty", tools.ErrInvalidArguments)
 	}
-	client, err := t.connect(ctx)
+	rem, err := t.connect(ctx)
 	if err != nil {
 		return "", fmt.Errorf("remote agent %s is unreachable: %w", t.cfg.Name, err)
 	}
+	client := rem.client
 	ctx, cancel := context.WithTimeoutCause(ctx, t.cfg.CallTimeout, errCallTimeout)
 	defer cancel()
 	msg := sdk.NewMessage(sdk.MessageRoleUser, sdk.TextPart{Text: a.Message})
@@ -281,9 +337,9 @@ func (t *Tool) Call(ctx context.Context, c tools.Call) (string, error) {
 	if moved := (*notThereError)(nil); err != nil && taskID == "" && errors.As(err, &moved) {
 		// The card is read at the first call: an agent that moved since names its
 		// new endpoint in it. The message ran nowhere; it is sent once more there.
-		if again, ok := t.reconnect(ctx, client); ok {
-			res, taskID, err = t.send(ctx, again, msg)
-			client = again
+		if again, ok := t.reconnect(ctx, rem); ok {
+			res, taskID, err = t.resend(ctx, again.client, msg)
+			client = again.client
 		}
 	}
 	if task, ok := res.(*sdk.Task); ok && err == nil && !answered(task.Status.State) {
@@ -335,18 +391,43 @@ func (t *Tool) send(ctx context.Context, client *a2aclient.Client, msg *sdk.Mess
 	var task *sdk.Task
 	sizes := map[string]int{} // of each artifact of the task (artifactSize)
 	size := 0                 // their sum
+	status := 0               // the size of the task's status message (partsSize)
+	tooLarge := func() error {
+		if taskID == "" && task != nil {
+			taskID = task.ID
+		}
+		return fmt.Errorf("%w: its answer passed %d bytes", ErrAnswerTooLarge, t.cfg.MaxAnswerBytes)
+	}
 	for ev, err := range client.SendStreamingMessage(stream, &sdk.MessageSendParams{Message: msg}) {
 		if err != nil {
 			if ctx.Err() != nil {
 				err = context.Cause(ctx)
 			}
+			if task != nil && taskID == "" && errors.Is(err, ErrAnswerTooLarge) {
+				taskID = task.ID // to be cancelled
+			}
 			return nil, taskID, err
 		}
 		switch v := ev.(type) {
 		case *sdk.Message:
+			if partsSize(v.Parts) > t.cfg.MaxAnswerBytes {
+				return nil, taskID, tooLarge()
+			}
 			return v, taskID, nil
 		case *sdk.Task:
 			task = v
+			clear(sizes)
+			size, status = 0, statusSize(v.Status)
+			for _, a := range v.Artifacts {
+				if a != nil {
+					n := artifactSize(a)
+					sizes[string(a.ID)] += n
+					size += n
+				}
+			}
+			if size+status > t.cfg.MaxAnswerBytes {
+				return nil, taskID, tooLarge()
+			}
 			if answered(v.Status.State) {
 				return task, task.ID, nil
 			}
@@ -355,6 +436,9 @@ func (t *Tool) send(ctx context.Context, client *a2aclient.Client, msg *sdk.Mess
 				task = &sdk.Task{ID: v.TaskID, ContextID: v.ContextID}
 			}
 			task.Status = v.Status
+			if status = statusSize(v.Status); size+status > t.cfg.MaxAnswerBytes {
+				return nil, taskID, tooLarge()
+			}
 			if v.Final || v.Status.State.Terminal() {
 				// The end of the answer, whether or not the stream closes after it
 				// (keep-alive comments, a proxy holding the connection).
@@ -375,11 +459,8 @@ func (t *Tool) send(ctx context.Context, client *a2aclient.Client, msg *sdk.Mess
 				sizes[id] = n
 				size += n - old
 			}
-			if size > t.cfg.MaxAnswerBytes {
-				if taskID == "" {
-					taskID = task.ID
-				}
-				return nil, taskID, fmt.Errorf("%w: its artifacts passed %d bytes", ErrAnswerTooLarge, t.cfg.MaxAnswerBytes)
+			if size+status > t.cfg.MaxAnswerBytes {
+				return nil, taskID, tooLarge()
 			}
 		}
 		if task != nil && taskID == "" && task.ID != "" {
@@ -397,6 +478,15 @@ func (t *Tool) send(ctx context.Context, client *a2aclient.Client, msg *sdk.Mess
 		return nil, taskID, errors.New("the stream ended without an answer")
 	}
 	return task, taskID, nil
+}
+
+// statusSize is what MaxAnswerBytes counts of a task's status: its message's
+// parts (partsSize), which the answer shows when no artifact has text.
+func statusSize(st sdk.TaskStatus) int {
+	if st.Message == nil {
+		return 0
+	}
+	return partsSize(st.Message.Parts)
 }
 
 // answered says whether a task in state st answers the call: it ended, or it
@@ -418,7 +508,7 @@ var (
 
 // follow asks the agent for task with tasks/get until it is answered (answered),
 // the call's context ends, tasks/get fails pollFailures times in a row, or its
-// artifacts pass MaxAnswerBytes. A task that
+// artifacts and status message pass MaxAnswerBytes. A task that
 // names no ID cannot be followed and fails the call as it stands.
 func (t *Tool) follow(ctx context.Context, client *a2aclient.Client, task *sdk.Task) (sdk.SendMessageResult, error) {
 	if task.ID == "" {
@@ -448,7 +538,7 @@ func (t *Tool) follow(ctx context.Context, client *a2aclient.Client, task *sdk.T
 		case got == nil || got.ID != task.ID:
 			return nil, fmt.Errorf("following task %s (tasks/get): the agent answered with another task", task.ID)
 		}
-		size := 0
+		size := statusSize(got.Status)
 		for _, a := range got.Artifacts {
 			size += artifactSize(a)
 		}
@@ -465,8 +555,9 @@ func (t *Tool) follow(ctx context.Context, client *a2aclient.Client, task *sdk.T
 	}
 }
 
-// filesSize is the size of the file parts of parts (their bytes or URI), which
-// their text leaves out and the task the tool assembles holds all the same.
+// filesSize is the size of the file parts of parts (their bytes or URI). The
+// tool's transport reads none (withoutFileBytes describes each as text); a part
+// made otherwise counts so.
 func filesSize(parts sdk.ContentParts) int {
 	n := 0
 	for _, p := range parts {

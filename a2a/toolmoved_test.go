@@ -2,6 +2,7 @@ package a2a_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/troupe-run/troupe/a2a"
 	"github.com/troupe-run/troupe/tools"
@@ -66,5 +68,118 @@ func TestToolFollowsAnAgentThatMovedItsEndpoint(t *testing.T) {
 	defer mu.Unlock()
 	if want := []string{"/v1", "/v1", "/v2"}; fmt.Sprint(sent) != fmt.Sprint(want) {
 		t.Errorf("requests went to %v, want %v", sent, want)
+	}
+}
+
+// Calls that find together that the agent moved read its card again once and send
+// their messages once each at its new endpoint: a message of the same ID (a call
+// performed again while the first still runs) is resent once, both calls sharing
+// its answer, rather than run twice at the agent; and a call that found the old
+// endpoint gone while another read the card again waits for that card rather than
+// failing with the old endpoint's 404.
+func TestToolCallsThatFindTheAgentMovedResendOnce(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		keys [2]string
+	}{
+		{"one message", [2]string{"s/7", "s/7"}},
+		{"two messages", [2]string{"s/8", "s/9"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var mu sync.Mutex
+			endpoint := "/v1"
+			gone := 0 // requests answered 404 at the old endpoint
+			bothGone := make(chan struct{})
+			cards := 0                // fetches of the card
+			sends := map[string]int{} // message IDs sent at the endpoint
+			var srv *httptest.Server
+			mux := http.NewServeMux()
+			mux.HandleFunc("GET /.well-known/agent-card.json", func(w http.ResponseWriter, r *http.Request) {
+				mu.Lock()
+				cards++
+				again := cards > 1
+				mu.Unlock()
+				if again {
+					// The card read again comes a while later: one call reads it,
+					// the other meanwhile finds it being read.
+					time.Sleep(200 * time.Millisecond)
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				fmt.Fprintf(w, `{"name":"fake","description":"a fake agent","version":"1","url":%q,"preferredTransport":"JSONRPC",
+					"protocolVersion":"0.3.0","capabilities":{"streaming":false},"defaultInputModes":["text"],"defaultOutputModes":["text"],"skills":[]}`,
+					srv.URL+endpoint)
+			})
+			mux.HandleFunc("POST /", func(w http.ResponseWriter, r *http.Request) {
+				var req struct {
+					Params struct {
+						Message struct {
+							ID string `json:"messageId"`
+						} `json:"message"`
+					} `json:"params"`
+				}
+				if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+					http.Error(w, err.Error(), http.StatusBadRequest)
+					return
+				}
+				mu.Lock()
+				if r.URL.Path != endpoint {
+					// Both calls find the old endpoint gone, together.
+					if gone++; gone == 2 {
+						close(bothGone)
+					}
+					mu.Unlock()
+					select {
+					case <-bothGone:
+					case <-r.Context().Done():
+					}
+					http.NotFound(w, r)
+					return
+				}
+				sends[req.Params.Message.ID]++
+				mu.Unlock()
+				// The answer takes a while: the other call's resend of the same
+				// message comes while this one runs.
+				time.Sleep(200 * time.Millisecond)
+				fmt.Fprintf(w, `{"jsonrpc":"2.0","id":1,"result":{"kind":"message","messageId":"a-1","contextId":"c-1","role":"agent","parts":[{"kind":"text","text":"done %s"}]}}`,
+					req.Params.Message.ID)
+			})
+			srv = httptest.NewServer(mux)
+			defer srv.Close()
+			tool, err := a2a.NewTool(a2a.ToolConfig{Name: "fake", CardURL: srv.URL + a2a.CardPath})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if out, err := tool.Call(context.Background(), tools.Call{Key: "s/1", Arguments: `{"message":"hi"}`}); err != nil {
+				t.Fatalf("first call: %q, %v", out, err)
+			}
+			mu.Lock()
+			endpoint = "/v2"
+			mu.Unlock()
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			var wg sync.WaitGroup
+			outs, errs := make([]string, 2), make([]error, 2)
+			for i, key := range c.keys {
+				wg.Go(func() {
+					outs[i], errs[i] = tool.Call(ctx, tools.Call{Key: key, Arguments: `{"message":"do it"}`})
+				})
+			}
+			wg.Wait()
+			for i, key := range c.keys {
+				if errs[i] != nil || !strings.Contains(outs[i], "done "+key) {
+					t.Errorf("call %d (%s): %q, %v; want the agent's answer at its new endpoint", i, key, outs[i], errs[i])
+				}
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			want := map[string]int{"s/1": 1}
+			for _, key := range c.keys {
+				want[key] = 1
+			}
+			if fmt.Sprint(sends) != fmt.Sprint(want) || cards != 2 {
+				t.Errorf("messages sent %v, the card read %d times; want %v, the card read twice", sends, cards, want)
+			}
+		})
 	}
 }

@@ -2,6 +2,7 @@ package a2a_test
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,11 +14,63 @@ import (
 	"github.com/troupe-run/troupe/tools"
 )
 
-// The artifacts a stream assembles are bounded by all their parts, not their text
-// alone: a remote agent that streams file parts (bytes) into an artifact, each
-// event within the bound, passes it as a whole and fails the call, rather than
-// growing the task the tool holds without end.
-func TestToolBoundsTheArtifactsFileParts(t *testing.T) {
+// A file part in a remote agent's answer is described to the model (its name,
+// media type and size), its bytes neither shown nor kept: a file of some MiB, in
+// one artifact update or appended in pieces, or in an answer that does not
+// stream, passes an answer bound of 1 MiB, which counts what the model reads. A
+// single multi-MiB file part failed the call before (ErrAnswerTooLarge), its
+// bytes counted as if the model read them.
+func TestToolDescribesTheFilesOfAnAnswer(t *testing.T) {
+	big := base64.StdEncoding.EncodeToString(make([]byte, 3<<20)) // 3 MiB, 4 MiB of base64
+	chunk := strings.Repeat("QUFB", 16<<10)                       // 48 KiB, 64 KiB of base64
+	file := func(name, bytes string) string {
+		return fmt.Sprintf(`{"kind":"file","file":{"name":%q,"mimeType":"application/octet-stream","bytes":%q}}`, name, bytes)
+	}
+	done := `{"kind":"status-update","taskId":"t-1","contextId":"c-1","status":{"state":"completed"},"final":true}`
+	for _, c := range []struct {
+		name      string
+		streaming bool
+		events    func() []string
+		want      string
+	}{
+		{"one multi-MiB part streamed", true, func() []string {
+			return []string{workingTask, `{"kind":"artifact-update","taskId":"t-1","contextId":"c-1","artifact":{"artifactId":"a","parts":[` +
+				`{"kind":"text","text":"here it is"},` + file("big.bin", big) + `]}}`, done}
+		}, "here it is\n[file \"big.bin\", application/octet-stream, 3145728 bytes]\n\n(context_id: c-1)"},
+		{"pieces appended", true, func() []string {
+			events := []string{workingTask}
+			for i := range 64 { // 4 MiB of base64
+				events = append(events, fmt.Sprintf(`{"kind":"artifact-update","taskId":"t-1","contextId":"c-1","append":%t,"artifact":{"artifactId":"a","parts":[%s]}}`,
+					i > 0, file(fmt.Sprintf("part-%d", i), chunk)))
+			}
+			return append(events, done)
+		}, "[file \"part-0\", application/octet-stream, 49152 bytes]\n"},
+		{"an answer that does not stream", false, func() []string {
+			return []string{`{"kind":"message","messageId":"m-1","contextId":"c-1","role":"agent","parts":[{"kind":"text","text":"attached"},` + file("big.bin", big) + `]}`}
+		}, "attached\n[file \"big.bin\", application/octet-stream, 3145728 bytes]\n\n(context_id: c-1)"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			events := c.events()
+			ra := newRemoteAgent(t, c.streaming, map[string]rpcAnswer{
+				"message/stream": func(w http.ResponseWriter, _ *http.Request, id, _ json.RawMessage) { sse(w, id, events...) },
+				"message/send":   func(w http.ResponseWriter, _ *http.Request, id, _ json.RawMessage) { rpcResult(w, id, events[0]) },
+			})
+			tool, err := a2a.NewTool(a2a.ToolConfig{Name: "fake", CardURL: ra.srv.URL + a2a.CardPath, MaxAnswerBytes: 1 << 20})
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := tool.Call(context.Background(), tools.Call{Key: "s/files", Arguments: `{"message":"send files"}`})
+			if err != nil || !strings.HasPrefix(out, c.want) || len(out) > 64<<10 {
+				t.Fatalf("Call = %.300q (%d bytes), %v; want it to begin %q", out, len(out), err, c.want)
+			}
+		})
+	}
+}
+
+// What a call reads of an answer as sent, files' bytes included, is bounded all
+// the same (MaxStreamBytes): a stream of file parts past it fails the call
+// saying so, and cancels the remote task, rather than being read without end.
+func TestToolBoundsTheStreamItReads(t *testing.T) {
 	chunk := strings.Repeat("QUFB", 16<<10) // 64 KiB of base64
 	ra := newRemoteAgent(t, true, map[string]rpcAnswer{
 		"message/stream": func(w http.ResponseWriter, r *http.Request, id, _ json.RawMessage) {
@@ -28,17 +81,18 @@ func TestToolBoundsTheArtifactsFileParts(t *testing.T) {
 			}
 			sse(w, id, `{"kind":"status-update","taskId":"t-1","contextId":"c-1","status":{"state":"completed"},"final":true}`)
 		},
-		"tasks/cancel": func(w http.ResponseWriter, _ *http.Request, id, _ json.RawMessage) {
-			w.Header().Set("Content-Type", "application/json")
-			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":%s}`, id, canceled)
-		},
+		"tasks/cancel": func(w http.ResponseWriter, _ *http.Request, id, _ json.RawMessage) { rpcResult(w, id, canceled) },
 	})
-	tool, err := a2a.NewTool(a2a.ToolConfig{Name: "fake", CardURL: ra.srv.URL + a2a.CardPath, MaxAnswerBytes: 1 << 20})
+	tool, err := a2a.NewTool(a2a.ToolConfig{Name: "fake", CardURL: ra.srv.URL + a2a.CardPath, MaxAnswerBytes: 1 << 20, MaxStreamBytes: 2 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
 	out, err := tool.Call(context.Background(), tools.Call{Key: "s/files", Arguments: `{"message":"send files"}`})
-	if !errors.Is(err, a2a.ErrAnswerTooLarge) {
-		t.Fatalf("Call = %.200q, %v; want ErrAnswerTooLarge", out, err)
+	if !errors.Is(err, a2a.ErrAnswerTooLarge) || !strings.Contains(err.Error(), "passed 2097152 bytes as sent, files included") {
+		t.Fatalf("Call = %.200q, %v; want ErrAnswerTooLarge saying the stream passed 2 MiB", out, err)
+	}
+	ra.next(t)
+	if m := ra.next(t); m != "tasks/cancel" {
+		t.Errorf("after the stream passed its bound the agent was asked %s, want tasks/cancel", m)
 	}
 }

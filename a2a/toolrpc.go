@@ -22,9 +22,10 @@ import (
 	"github.com/troupe-run/troupe/internal/textclip"
 )
 
-// ErrAnswerTooLarge says a remote agent's answer (a response, one event of its
-// stream, or the artifacts its stream assembled) passed the tool's bound
-// (ToolConfig.MaxAnswerBytes).
+// ErrAnswerTooLarge says a remote agent's answer passed one of the tool's bounds:
+// what the model would read of it (its message, or its task's artifacts and
+// status message, files described: ToolConfig.MaxAnswerBytes), or its bytes as
+// sent, files' included (a response or a whole stream: ToolConfig.MaxStreamBytes).
 var ErrAnswerTooLarge = errors.New("the remote agent's answer is too large")
 
 // RemoteError is a JSON-RPC error a remote agent answered, as it gave it: its code,
@@ -45,16 +46,17 @@ func (e *RemoteError) Error() string {
 
 // rpcTransport is the tool's JSON-RPC binding of A2A 0.3: message/send,
 // message/stream, tasks/get and tasks/cancel, the methods the tool sends. Unlike the SDK's
-// own (a2aclient.NewJSONRPCTransport) it reads every answer within maxBytes (a
+// own (a2aclient.NewJSONRPCTransport) it reads every answer within maxRaw bytes (a
 // response read whole, a stream event by event, of any size up to it: the SDK's
-// stream reader fails on an event of more than 64 KiB), keeps a JSON-RPC error's
+// stream reader fails on an event of more than 64 KiB), drops the bytes of the
+// file parts it reads for a description of each (withoutFileBytes), keeps a JSON-RPC error's
 // code and message whatever the code, and reads an error answered as one JSON
 // response to a streaming request.
 type rpcTransport struct {
-	url      string
-	client   *http.Client
-	maxBytes int
-	ids      atomic.Int64
+	url    string
+	client *http.Client
+	maxRaw int // ToolConfig.MaxStreamBytes
+	ids    atomic.Int64
 }
 
 var _ a2aclient.Transport = (*rpcTransport)(nil)
@@ -155,15 +157,21 @@ func messageKey(p *sdk.MessageSendParams) string {
 	return p.Message.ID
 }
 
-// readAll reads a JSON-RPC response of at most maxBytes.
+// rawTooLarge is the error of an answer whose bytes as sent (its files'
+// included) passed maxRaw.
+func rawTooLarge(maxRaw int) error {
+	return fmt.Errorf("%w: it passed %d bytes as sent, files included (the bound on what the tool reads of an answer)", ErrAnswerTooLarge, maxRaw)
+}
+
+// readAll reads a JSON-RPC response of at most maxRaw bytes.
 func (t *rpcTransport) readAll(resp *http.Response) (json.RawMessage, error) {
 	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, int64(t.maxBytes)+1))
+	b, err := io.ReadAll(io.LimitReader(resp.Body, int64(t.maxRaw)+1))
 	if err != nil {
 		return nil, fmt.Errorf("reading the answer: %w", err)
 	}
-	if len(b) > t.maxBytes {
-		return nil, fmt.Errorf("%w: more than %d bytes", ErrAnswerTooLarge, t.maxBytes)
+	if len(b) > t.maxRaw {
+		return nil, rawTooLarge(t.maxRaw)
 	}
 	var r rpcResponse
 	if err := json.Unmarshal(b, &r); err != nil {
@@ -190,7 +198,7 @@ func (t *rpcTransport) SendMessage(ctx context.Context, p *sdk.MessageSendParams
 	if err != nil {
 		return nil, fmt.Errorf("the answer is no A2A message or task: %w", err)
 	}
-	switch v := ev.(type) {
+	switch v := withoutFileBytes(ev).(type) {
 	case *sdk.Task:
 		return v, nil
 	case *sdk.Message:
@@ -214,6 +222,7 @@ func (t *rpcTransport) taskCall(ctx context.Context, method string, params any, 
 	if err := json.Unmarshal(res, &task); err != nil {
 		return nil, fmt.Errorf("the answer is no A2A task: %w", err)
 	}
+	withoutFileBytes(&task)
 	return &task, nil
 }
 
@@ -237,11 +246,14 @@ func (t *rpcTransport) SendStreamingMessage(ctx context.Context, p *sdk.MessageS
 			if err != nil {
 				err = fmt.Errorf("the answer is no A2A event: %w", err)
 			}
-			yield(ev, err)
+			yield(withoutFileBytes(ev), err)
 			return
 		}
 		defer resp.Body.Close()
-		for data, err := range sseData(resp.Body, t.maxBytes) {
+		// The stream as a whole is bounded: its file parts' bytes, which the
+		// answer does not keep, flow through it all the same.
+		body := &rawBound{r: resp.Body, left: int64(t.maxRaw), max: t.maxRaw}
+		for data, err := range sseData(body, t.maxRaw) {
 			if err != nil {
 				yield(nil, err)
 				return
@@ -261,7 +273,7 @@ func (t *rpcTransport) SendStreamingMessage(ctx context.Context, p *sdk.MessageS
 				yield(nil, fmt.Errorf("an event of the stream is no A2A event: %w", err))
 				return
 			}
-			if !yield(ev, nil) {
+			if !yield(withoutFileBytes(ev), nil) {
 				return
 			}
 		}
@@ -306,7 +318,7 @@ func sseData(body io.Reader, max int) iter.Seq2[[]byte, error] {
 				data = append(data, '\n')
 			}
 			if len(data)+len(value) > max {
-				yield(nil, fmt.Errorf("%w: an event of the stream passed %d bytes", ErrAnswerTooLarge, max))
+				yield(nil, rawTooLarge(max))
 				return
 			}
 			data, has = append(data, value...), true
@@ -320,7 +332,7 @@ func readLine(r *bufio.Reader, max int) ([]byte, error) {
 	for {
 		frag, err := r.ReadSlice('\n')
 		if len(line)+len(frag) > max+2 {
-			return nil, fmt.Errorf("%w: an event of the stream passed %d bytes", ErrAnswerTooLarge, max)
+			return nil, rawTooLarge(max)
 		}
 		line = append(line, frag...)
 		switch {
@@ -334,6 +346,27 @@ func readLine(r *bufio.Reader, max int) ([]byte, error) {
 			return nil, err
 		}
 	}
+}
+
+// rawBound reads r, failing (rawTooLarge) past left bytes.
+type rawBound struct {
+	r    io.Reader
+	left int64
+	max  int
+}
+
+func (b *rawBound) Read(p []byte) (int, error) {
+	if b.left < 0 {
+		return 0, rawTooLarge(b.max)
+	}
+	if int64(len(p)) > b.left+1 {
+		p = p[:b.left+1]
+	}
+	n, err := b.r.Read(p)
+	if b.left -= int64(n); b.left < 0 {
+		return n, rawTooLarge(b.max)
+	}
+	return n, err
 }
 
 // GetTask implements a2aclient.Transport: tasks/get, which follows a task still

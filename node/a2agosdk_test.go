@@ -126,3 +126,35 @@ func TestA2AGoClientDropsItsStreamMidTask(t *testing.T) {
 		t.Fatalf("a data part nested 5000 deep: %v %v", res, err)
 	}
 }
+
+// A request nested deeper than 10,000 levels (a data part nested 9,996 deep, as
+// deep as the official Go client encodes, in a message in the request's params),
+// is deeper than the node decodes: the client hears invalid params saying
+// so, answered to its request's id, where a parse error of id null told it
+// nothing it could match to its request; nothing runs, and the node goes on
+// serving.
+func TestA2AGoClientHearsItsMessageIsTooDeep(t *testing.T) {
+	_, base := a2aNode(t, node.Config{Model: a2aScript(t, llm.ScriptStep{Content: "after"})})
+	client, _ := a2aClient(t, base, a2a.CardPath)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	deep := sdk.NewMessage(sdk.MessageRoleUser, sdk.TextPart{Text: "deep"}, sdk.DataPart{Data: nestedData(9995)})
+	const why = "more than the 10000 this server reads"
+	_, err := client.SendMessage(ctx, &sdk.MessageSendParams{Message: deep})
+	if !errors.Is(err, sdk.ErrInvalidParams) || !strings.Contains(fmtErr(err), why) {
+		t.Errorf("message/send: %v, want invalid params saying %q", err, why)
+	}
+	var errs []error
+	for _, err := range client.SendStreamingMessage(ctx, &sdk.MessageSendParams{Message: deep}) {
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) != 1 || !errors.Is(errs[0], sdk.ErrInvalidParams) || !strings.Contains(fmtErr(errs[0]), why) {
+		t.Errorf("message/stream: errors %v; want one, invalid params saying %q", errs, why)
+	}
+	res, err := client.SendMessage(ctx, &sdk.MessageSendParams{Message: userMessage("hi")})
+	if task, ok := res.(*sdk.Task); err != nil || !ok || task.Status.State != sdk.TaskStateCompleted || artifactText(t, task) != "after" {
+		t.Fatalf("message/send after the refusals: %v %v", res, err)
+	}
+}

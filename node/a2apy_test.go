@@ -316,7 +316,7 @@ func TestA2APyClientHostileInput(t *testing.T) {
 	}
 	// Bytes that are not UTF-8 are a parse error, not a message run on U+FFFD in
 	// their place (a lone surrogate's escape is JSON: it runs).
-	for name, want := range map[string]int{"loneSurrogate": 0, "invalidUtf8": -32700, "deepParams": -32700, "nulInJSON": -32700,
+	for name, want := range map[string]int{"loneSurrogate": 0, "invalidUtf8": -32700, "deepParams": -32602, "nulInJSON": -32700,
 		"noParts": -32602, "wrongTypes": -32602, "truncated": -32700} {
 		r, ok := out.Raw[name]
 		if !ok || r.Error != "" || r.Status != 200 || r.Code != want || (want == 0) != r.Result {

@@ -1,0 +1,85 @@
+package a2a
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+)
+
+// maxJSONDepth is how deep encoding/json reads objects and arrays within each
+// other (the top-level value counts one): a body nested deeper is refused whole,
+// as a syntax error.
+const maxJSONDepth = 10000
+
+// deepRequest is what scanDeepRequest reads of a request nested deeper than
+// maxJSONDepth.
+type deepRequest struct {
+	// id is the request's id when it is one JSON-RPC allows (a string, a number,
+	// null), else nil.
+	id any
+	// method is the request's method, "" when it names none.
+	method string
+	// member is the first top-level member nested too deep, depth how deep the
+	// body nests there.
+	member string
+	depth  int
+}
+
+// scanDeepRequest reads a body that encoding/json refused with a token scan,
+// which bounds no depth: ok says the body is one JSON object, valid but for its
+// depth, of which a member nests deeper than maxJSONDepth. Its id can then be
+// answered, where a parse error's is null.
+func scanDeepRequest(body []byte) (deepRequest, bool) {
+	var req deepRequest
+	d := json.NewDecoder(bytes.NewReader(body))
+	if tok, err := d.Token(); err != nil || tok != json.Delim('{') {
+		return req, false
+	}
+	for d.More() {
+		tok, err := d.Token()
+		if err != nil {
+			return req, false
+		}
+		key, _ := tok.(string)
+		depth, deepest := 0, 0
+		var first json.Token
+		for i := 0; i == 0 || depth > 0; i++ {
+			tok, err := d.Token()
+			if err != nil {
+				return req, false
+			}
+			if i == 0 {
+				first = tok
+			}
+			switch tok {
+			case json.Delim('{'), json.Delim('['):
+				depth++
+				deepest = max(deepest, depth)
+			case json.Delim('}'), json.Delim(']'):
+				depth--
+			}
+		}
+		switch key {
+		case "id":
+			switch first.(type) {
+			case nil, string, float64:
+				req.id = first
+			default:
+				req.id = nil
+			}
+		case "method":
+			req.method, _ = first.(string)
+		}
+		if 1+deepest > maxJSONDepth && req.member == "" {
+			req.member, req.depth = key, 1+deepest
+		}
+	}
+	if tok, err := d.Token(); err != nil || tok != json.Delim('}') {
+		return req, false
+	}
+	if _, err := d.Token(); !errors.Is(err, io.EOF) {
+		return req, false // more than one value
+	}
+	return req, req.member != ""
+}

@@ -1,0 +1,65 @@
+package a2a
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+// A request nested deeper than encoding/json reads (a data part 10,000 deep) is
+// valid JSON whose id is readable at its top level: it is answered with that id,
+// as invalid params saying how deep it is, not as a parse error of id null, which
+// a client cannot match to its request. A body that is not JSON stays a parse
+// error.
+func TestTooDeepRequestIsAnsweredWithItsID(t *testing.T) {
+	s, err := NewServer(&silentBackend{}, ServerConfig{}, []AgentInfo{{Name: "default"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	for _, r := range s.Routes() {
+		mux.Handle(r.Pattern, r.Handler)
+	}
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	deep := strings.Repeat(`{"k":`, 10000) + "1" + strings.Repeat("}", 10000)
+	message := func(data string) string {
+		return `{"message":{"kind":"message","messageId":"m-1","role":"user","parts":[{"kind":"data","data":` + data + `}]}}`
+	}
+	for _, c := range []struct {
+		name, body string
+		id         any
+		code       int
+		says       string
+	}{
+		{"data part", `{"jsonrpc":"2.0","id":"req-7","method":"message/send","params":` + message(deep) + `}`, "req-7", -32602, "invalid params of message/send: they nest objects and arrays 10005 levels deep"},
+		{"id after params", `{"jsonrpc":"2.0","method":"message/send","params":` + message(deep) + `,"id":42}`, 42.0, -32602, "10005 levels deep"},
+		{"other member", `{"jsonrpc":"2.0","id":3,"method":"tasks/get","params":{"id":"t"},"x":` + deep + `}`, 3.0, -32600, `"x" nests objects and arrays 10001 levels deep`},
+		{"an id that is no id", `{"jsonrpc":"2.0","id":[1],"method":"message/send","params":` + message(deep) + `}`, nil, -32602, "10005 levels deep"},
+		{"not JSON", `{"jsonrpc":"2.0","id":5,"method":"message/send","params":` + message(deep) + `,}`, nil, -32700, "parse error"},
+		{"two values", `{"jsonrpc":"2.0","id":5,"method":"message/send","params":` + message(deep) + `} {}`, nil, -32700, "parse error"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			resp, err := http.Post(srv.URL+"/a2a", "application/json", strings.NewReader(c.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			var out struct {
+				ID    any `json:"id"`
+				Error struct {
+					Code    int    `json:"code"`
+					Message string `json:"message"`
+				} `json:"error"`
+			}
+			if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+				t.Fatal(err)
+			}
+			if out.ID != c.id || out.Error.Code != c.code || !strings.Contains(out.Error.Message, c.says) {
+				t.Fatalf("answer: id %v, %d %q; want id %v, %d saying %q", out.ID, out.Error.Code, out.Error.Message, c.id, c.code, c.says)
+			}
+		})
+	}
+}
