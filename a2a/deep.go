@@ -15,8 +15,8 @@ const maxJSONDepth = 10000
 // deepRequest is what scanDeepRequest reads of a request nested deeper than
 // maxJSONDepth.
 type deepRequest struct {
-	// id is the request's id when it is one JSON-RPC allows (a string, a number,
-	// null), else nil.
+	// id is the request's id as it was sent when it is one JSON-RPC allows (a
+	// string, a number, null), else nil.
 	id any
 	// method is the request's method, "" when it names none.
 	method string
@@ -33,6 +33,7 @@ type deepRequest struct {
 func scanDeepRequest(body []byte) (deepRequest, bool) {
 	var req deepRequest
 	d := json.NewDecoder(bytes.NewReader(body))
+	d.UseNumber() // a number float64 cannot hold (1e400) is valid JSON all the same
 	if tok, err := d.Token(); err != nil || tok != json.Delim('{') {
 		return req, false
 	}
@@ -44,6 +45,7 @@ func scanDeepRequest(body []byte) (deepRequest, bool) {
 		key, _ := tok.(string)
 		depth, deepest := 0, 0
 		var first json.Token
+		start := d.InputOffset()
 		for i := 0; i == 0 || depth > 0; i++ {
 			tok, err := d.Token()
 			if err != nil {
@@ -63,8 +65,10 @@ func scanDeepRequest(body []byte) (deepRequest, bool) {
 		switch key {
 		case "id":
 			switch first.(type) {
-			case nil, string, float64:
-				req.id = first
+			case nil, string, json.Number:
+				// Echoed as sent: 1.0, 1e400 and 12345678901234567890 are not
+				// float64's 1, an error and 12345678901234567000.
+				req.id = json.RawMessage(bytes.TrimLeft(body[start:d.InputOffset()], " \t\r\n:"))
 			default:
 				req.id = nil
 			}

@@ -63,3 +63,43 @@ func TestTooDeepRequestIsAnsweredWithItsID(t *testing.T) {
 		})
 	}
 }
+
+// The id of a too-deep request is echoed as it was sent, a number's digits
+// included (1.0, 1e400, an integer past float64's precision), and a number that
+// float64 cannot hold is no reason to call the body a parse error: it is valid
+// JSON.
+func TestTooDeepRequestEchoesItsIDAsSent(t *testing.T) {
+	s, err := NewServer(&silentBackend{}, ServerConfig{}, []AgentInfo{{Name: "default"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	for _, r := range s.Routes() {
+		mux.Handle(r.Pattern, r.Handler)
+	}
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	deep := strings.Repeat("[", 10001) + "1e400" + strings.Repeat("]", 10001)
+	for _, id := range []string{`1.0`, `1e400`, `12345678901234567890`, `-0`, `"\u0069d"`} {
+		t.Run(id, func(t *testing.T) {
+			body := `{"jsonrpc":"2.0","id":` + id + `,"method":"tasks/get","params":{"id":"t","x":` + deep + `}}`
+			resp, err := http.Post(srv.URL+"/a2a", "application/json", strings.NewReader(body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			var out struct {
+				ID    json.RawMessage `json:"id"`
+				Error struct {
+					Code int `json:"code"`
+				} `json:"error"`
+			}
+			if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+				t.Fatal(err)
+			}
+			if string(out.ID) != id || out.Error.Code != -32602 {
+				t.Fatalf("answered id %s, %d; want id %s, -32602", out.ID, out.Error.Code, id)
+			}
+		})
+	}
+}
