@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"strings"
 )
 
 // maxJSONDepth is how deep encoding/json reads objects and arrays within each
@@ -26,12 +27,24 @@ type deepRequest struct {
 	depth  int
 }
 
-// scanDeepRequest reads a body that encoding/json refused with a token scan,
-// which bounds no depth: ok says the body is one JSON object, valid but for its
-// depth, of which a member nests deeper than maxJSONDepth. Its id can then be
-// answered, where a parse error's is null.
-func scanDeepRequest(body []byte) (deepRequest, bool) {
+// tooDeep says whether err, encoding/json's error for a body, is that the body
+// nests deeper than maxJSONDepth: it reports the first error it finds, so no
+// other body can be one scanDeepRequest reads, and the scan (which allocates
+// some tens of bytes for each token) is spared the bodies that are not JSON.
+func tooDeep(err error) bool {
+	var syntax *json.SyntaxError
+	return errors.As(err, &syntax) && strings.Contains(syntax.Error(), "exceeded max depth")
+}
+
+// scanDeepRequest reads a body that encoding/json refused (with err) for its
+// depth with a token scan, which bounds no depth: ok says the body is one JSON
+// object, valid but for its depth, of which a member nests deeper than
+// maxJSONDepth. Its id can then be answered, where a parse error's is null.
+func scanDeepRequest(body []byte, err error) (deepRequest, bool) {
 	var req deepRequest
+	if !tooDeep(err) {
+		return req, false
+	}
 	d := json.NewDecoder(bytes.NewReader(body))
 	d.UseNumber() // a number float64 cannot hold (1e400) is valid JSON all the same
 	if tok, err := d.Token(); err != nil || tok != json.Delim('{') {

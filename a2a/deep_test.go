@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -101,5 +102,31 @@ func TestTooDeepRequestEchoesItsIDAsSent(t *testing.T) {
 				t.Fatalf("answered id %s, %d; want id %s, -32602", out.ID, out.Error.Code, id)
 			}
 		})
+	}
+}
+
+// A body that is not JSON for another reason than its depth (an unterminated
+// string of escapes, a list that never closes at depth one) is answered as a
+// parse error without the deep scan, which reads it token by token, allocating
+// some tens of bytes each: a megabyte of it cost tens of megabytes and a tenth
+// of a second of every request.
+func TestBodyThatIsNotJSONIsNotScannedForItsDepth(t *testing.T) {
+	for _, body := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"message/send","params":"` + strings.Repeat(`\"`, 1<<19),
+		`{"jsonrpc":"2.0","id":1,"method":"message/send","params":[` + strings.Repeat(`"ab",`, 1<<18),
+	} {
+		b := []byte(body)
+		var raw json.RawMessage
+		err := json.Unmarshal(b, &raw)
+		if err == nil {
+			t.Fatal("the body parsed")
+		}
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		_, ok := scanDeepRequest(b, err)
+		runtime.ReadMemStats(&after)
+		if n := after.TotalAlloc - before.TotalAlloc; ok || n > 1<<20 {
+			t.Errorf("%.40s...: scanned as too deep %v, allocating %d bytes; want no scan", body, ok, n)
+		}
 	}
 }
