@@ -130,3 +130,62 @@ func TestBodyThatIsNotJSONIsNotScannedForItsDepth(t *testing.T) {
 		}
 	}
 }
+
+// The deep scan reads a body valid but for one deep member as encoding/json
+// reads the same body with that member shallow: the same id (as sent), method
+// and validity, whatever the other members hold (escaped keys, duplicates, big
+// numbers, ids of every kind); and it never panics.
+func FuzzScanDeepRequest(f *testing.F) {
+	for _, s := range []string{
+		`"id":1,"method":"message/send"}`,
+		`"\u0069d":"x","method":"tasks/get","params":{}}`,
+		`"id":"a","id":{"x":1},"method":1}`,
+		`"id":1e400,"method":"m\"x"}`,
+		`"id":12345678901234567890, "method" : "m" }`,
+		`"id":[1],"x":"\ud800"}`,
+		`"id":null}`,
+		`"id":"unterminated}`,
+		`"id":1,}`,
+		`"ID":1}`,
+		`"id":1} {}`,
+		`"k\"id":-0.0e-0}`,
+	} {
+		f.Add(s)
+	}
+	prefix := `{"d":` + strings.Repeat("[", maxJSONDepth) + strings.Repeat("]", maxJSONDepth) + ","
+	f.Fuzz(func(t *testing.T, rest string) {
+		deep := []byte(prefix + rest)
+		var raw json.RawMessage
+		err := json.Unmarshal(deep, &raw)
+		if !tooDeep(err) {
+			t.Fatalf("the deep body is refused otherwise: %v", err)
+		}
+		got, ok := scanDeepRequest(deep, err)
+		var shallow map[string]json.RawMessage
+		if json.Unmarshal([]byte(`{"d":[],`+rest), &shallow) != nil {
+			if ok {
+				t.Fatalf("%q: read as a deep request %+v, though not JSON", rest, got)
+			}
+			return
+		}
+		if !ok || got.member != "d" || got.depth != maxJSONDepth+1 {
+			t.Fatalf("%q: ok %v, member %q %d deep; want the deep member d", rest, ok, got.member, got.depth)
+		}
+		var wantID any
+		if id, has := shallow["id"]; has {
+			switch id[0] {
+			case '"', 'n', '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
+				wantID = id
+			}
+		}
+		gotID, _ := got.id.(json.RawMessage)
+		if wantID == nil && got.id != nil || wantID != nil && string(gotID) != string(wantID.(json.RawMessage)) {
+			t.Fatalf("%q: id %s, want %s", rest, got.id, wantID)
+		}
+		var method string
+		_ = json.Unmarshal(shallow["method"], &method)
+		if got.method != method {
+			t.Fatalf("%q: method %q, want %q", rest, got.method, method)
+		}
+	})
+}
