@@ -445,7 +445,7 @@ func (s *Server) guard(next http.Handler) http.Handler {
 		}
 		var raw json.RawMessage
 		if err := json.Unmarshal(body, &raw); err != nil {
-			if d, ok := scanDeepRequest(body); ok {
+			if d, ok := scanDeepRequest(body, err); ok {
 				// Valid JSON, too deep to decode: its id and method are read all
 				// the same, and the answer says which member is too deep.
 				_, v1 := v1Methods[d.method]

@@ -92,9 +92,24 @@ type Tool struct {
 	cur *remote // nil until the card is read, and while it is read again
 
 	// refetches reads the card again once for the calls that found the same
-	// remote's endpoint gone (keyed by the remote); resends sends a message once
-	// more once for the calls of that message (keyed by its ID) that found it so.
-	refetches, resends singleflight.Group
+	// remote's endpoint gone (keyed by the remote).
+	refetches singleflight.Group
+	// resends sends a message once more once for the calls of that message
+	// (keyed by its ID) that found the endpoint gone.
+	resendMu sync.Mutex
+	resends  map[string]*resending
+}
+
+// resending is a message sent once more for the calls that wait for it: its send
+// runs under ctx, which ends when the last of them stops waiting.
+type resending struct {
+	ctx     context.Context
+	stop    context.CancelCauseFunc
+	waiting int           // the calls waiting for it
+	done    chan struct{} // closed once res, taskID and err are set
+	res     sdk.SendMessageResult
+	taskID  sdk.TaskID
+	err     error
 }
 
 // remote is a remote agent as one reading of its card left it: the card and the
@@ -243,24 +258,55 @@ func (t *Tool) reconnect(ctx context.Context, old *remote) (*remote, bool) {
 // of one message (its ID: a call performed again while the first still runs)
 // that found the old endpoint gone together send it once and share its answer,
 // where each sent it, and an agent that does not dedupe by messageId ran it
-// twice. The send runs under the first call's context; a call that waits for it
-// stops waiting when its own context ends.
+// twice. The send runs for as long as one of them waits: a call whose context
+// ends stops waiting, with no task to cancel while another call waits; the last
+// one to stop ends the send (its context's cause) and gets what it left, the
+// remote task to cancel included.
 func (t *Tool) resend(ctx context.Context, client *a2aclient.Client, msg *sdk.Message) (sdk.SendMessageResult, sdk.TaskID, error) {
-	type sent struct {
-		res    sdk.SendMessageResult
-		taskID sdk.TaskID
+	t.resendMu.Lock()
+	r := t.resends[msg.ID]
+	if r == nil {
+		if t.resends == nil {
+			t.resends = map[string]*resending{}
+		}
+		r = &resending{done: make(chan struct{})}
+		r.ctx, r.stop = context.WithCancelCause(context.WithoutCancel(ctx))
+		t.resends[msg.ID] = r
+		go func() {
+			res, taskID, err := t.send(r.ctx, client, msg)
+			t.resendMu.Lock()
+			if t.resends[msg.ID] == r {
+				delete(t.resends, msg.ID)
+			}
+			t.resendMu.Unlock()
+			r.stop(nil)
+			r.res, r.taskID, r.err = res, taskID, err
+			close(r.done)
+		}()
 	}
-	ch := t.resends.DoChan(msg.ID, func() (any, error) {
-		res, taskID, err := t.send(ctx, client, msg)
-		return sent{res, taskID}, err
-	})
+	r.waiting++
+	t.resendMu.Unlock()
 	select {
+	case <-r.done:
+		return r.res, r.taskID, r.err
 	case <-ctx.Done():
-		return nil, "", context.Cause(ctx)
-	case r := <-ch:
-		s := r.Val.(sent)
-		return s.res, s.taskID, r.Err
 	}
+	t.resendMu.Lock()
+	r.waiting--
+	last := r.waiting == 0
+	if last {
+		// A call that comes now sends the message anew.
+		if t.resends[msg.ID] == r {
+			delete(t.resends, msg.ID)
+		}
+		r.stop(context.Cause(ctx))
+	}
+	t.resendMu.Unlock()
+	if !last {
+		return nil, "", context.Cause(ctx)
+	}
+	<-r.done // soon: send reads on only until the remote names its task
+	return r.res, r.taskID, r.err
 }
 
 // endpointOf names where and how a card says to send requests.

@@ -2,6 +2,7 @@ package a2a
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	sdk "github.com/a2aproject/a2a-go/a2a"
@@ -58,10 +59,14 @@ func describeFiles(parts sdk.ContentParts) {
 
 // fileDescription describes the file of a file part: its name, media type and size
 // (decoded from its bytes' base64), or the URI it is at (a data: URI, or one of
-// more than maxShownURI bytes, by its size alone), in brackets:
+// more than maxShownURI bytes, by its size alone), in brackets, on one line:
 //
 //	[file "report.pdf", application/pdf, 48213 bytes]
 //	[file "chart.png", image/png, at https://example.com/chart.png]
+//
+// The name is quoted, and so is a media type or URI that holds more than one
+// does (shownAs): what the remote agent chose cannot end the description early
+// (a bracket, a newline) and pass for other text of the answer.
 func fileDescription(f sdk.FilePart) string {
 	var meta sdk.FileMeta
 	what := ""
@@ -75,7 +80,7 @@ func fileDescription(f sdk.FilePart) string {
 		case strings.HasPrefix(strings.ToLower(c.URI), "data:") || len(c.URI) > maxShownURI:
 			what = fmt.Sprintf("given in a URI of %d bytes, not shown", len(c.URI))
 		default:
-			what = "at " + c.URI
+			what = "at " + shownAs(c.URI, isURIByte)
 		}
 	default:
 		what = "no content"
@@ -85,9 +90,37 @@ func fileDescription(f sdk.FilePart) string {
 		s += fmt.Sprintf(" %q,", textclip.Head(meta.Name, 200))
 	}
 	if meta.MimeType != "" {
-		s += fmt.Sprintf(" %s,", textclip.Head(meta.MimeType, 100))
+		s += fmt.Sprintf(" %s,", shownAs(textclip.Head(meta.MimeType, 100), isMediaTypeByte))
 	}
 	return s + " " + what + "]"
+}
+
+// shownAs is s as a description shows it: bare when each of its bytes is one
+// that plain reads (a media type's, a URI's), else quoted as a Go string, its
+// control characters, quotes and non-ASCII escaped.
+func shownAs(s string, plain func(byte) bool) string {
+	for i := range len(s) {
+		if !plain(s[i]) {
+			return strconv.Quote(s)
+		}
+	}
+	return s
+}
+
+// isURIByte says whether c is one a URI holds as RFC 3986 writes it: printable
+// ASCII but a space, a quote, brackets and the characters it never holds bare.
+func isURIByte(c byte) bool {
+	return c > ' ' && c < 0x7f && !strings.ContainsRune(`"<>\^`+"`"+`{|}[]`, rune(c))
+}
+
+// isMediaTypeByte says whether c is one a media type holds (RFC 9110: tokens,
+// "/", and parameters after "; " of token=token).
+func isMediaTypeByte(c byte) bool {
+	switch {
+	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		return true
+	}
+	return strings.IndexByte("!#$&^_.+-/;= ", c) >= 0
 }
 
 // base64Size is the size of the bytes that the base64 s encodes (padded or not,

@@ -183,3 +183,110 @@ func TestToolCallsThatFindTheAgentMovedResendOnce(t *testing.T) {
 		})
 	}
 }
+
+// A call that shares another's resend of its message (both found the old
+// endpoint gone) gets the answer when the call that sent it first gives up: the
+// shared send is not cancelled by the first caller's context while another caller
+// waits for it.
+func TestToolSharedResendOutlivesTheCallThatStartedIt(t *testing.T) {
+	var mu sync.Mutex
+	endpoint := "/v1"
+	atOld := []chan struct{}{make(chan struct{}), make(chan struct{})}      // a call reached the old endpoint
+	releaseOld := []chan struct{}{make(chan struct{}), make(chan struct{})} // its 404 goes
+	gone := 0
+	atNew := make(chan struct{}, 4)
+	answer := make(chan struct{})
+	var srv *httptest.Server
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /.well-known/agent-card.json", func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		fmt.Fprintf(w, `{"name":"fake","description":"a fake agent","version":"1","url":%q,"preferredTransport":"JSONRPC",
+			"protocolVersion":"0.3.0","capabilities":{"streaming":false},"defaultInputModes":["text"],"defaultOutputModes":["text"],"skills":[]}`,
+			srv.URL+endpoint)
+	})
+	mux.HandleFunc("POST /", func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Params struct {
+				Message struct {
+					ID string `json:"messageId"`
+				} `json:"message"`
+			} `json:"params"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		mu.Lock()
+		if r.URL.Path != endpoint {
+			i := gone
+			gone++
+			mu.Unlock()
+			close(atOld[i])
+			<-releaseOld[i]
+			http.NotFound(w, r)
+			return
+		}
+		warm := req.Params.Message.ID == "s/1"
+		mu.Unlock()
+		if !warm {
+			atNew <- struct{}{}
+			select {
+			case <-answer:
+			case <-r.Context().Done():
+				return
+			}
+		}
+		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":1,"result":{"kind":"message","messageId":"a-1","contextId":"c-1","role":"agent","parts":[{"kind":"text","text":"done %s"}]}}`,
+			req.Params.Message.ID)
+	})
+	srv = httptest.NewServer(mux)
+	defer srv.Close()
+	tool, err := a2a.NewTool(a2a.ToolConfig{Name: "fake", CardURL: srv.URL + a2a.CardPath})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := tool.Call(context.Background(), tools.Call{Key: "s/1", Arguments: `{"message":"hi"}`}); err != nil {
+		t.Fatalf("first call: %q, %v", out, err)
+	}
+	mu.Lock()
+	endpoint = "/v2"
+	mu.Unlock()
+	deadline, cancelAll := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancelAll()
+	first, giveUp := context.WithCancel(deadline)
+	defer giveUp()
+	wait := func(ch <-chan struct{}, what string) {
+		t.Helper()
+		select {
+		case <-ch:
+		case <-deadline.Done():
+			t.Fatalf("waiting for %s: %v", what, deadline.Err())
+		}
+	}
+	var wg sync.WaitGroup
+	outs, errs := make([]string, 2), make([]error, 2)
+	call := func(i int, ctx context.Context) {
+		wg.Go(func() {
+			outs[i], errs[i] = tool.Call(ctx, tools.Call{Key: "s/7", Arguments: `{"message":"do it"}`})
+		})
+	}
+	call(0, first)
+	wait(atOld[0], "the first call at the old endpoint")
+	call(1, deadline)
+	wait(atOld[1], "the second call at the old endpoint")
+	close(releaseOld[0])
+	wait(atNew, "the first call's resend") // the first call sends the message again
+	close(releaseOld[1])                   // the second finds the old endpoint gone and shares that send
+	time.Sleep(300 * time.Millisecond)
+	giveUp() // the first call ends; the second still waits
+	time.Sleep(100 * time.Millisecond)
+	close(answer)
+	wg.Wait()
+	if errs[1] != nil || !strings.Contains(outs[1], "done s/7") {
+		t.Fatalf("the call still waiting: %q, %v; want the agent's answer", outs[1], errs[1])
+	}
+	if errs[0] == nil {
+		t.Errorf("the call that gave up: %q, no error", outs[0])
+	}
+}
