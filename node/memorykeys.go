@@ -34,7 +34,7 @@ const (
 type memoryRequestKeys struct {
 	mu    sync.Mutex
 	keys  map[string]memoryKeyClaim
-	order []memoryKeyAt // the claims, oldest first (some since released)
+	order []memoryKeyAt // the claims, oldest first (some since released or claimed again), at most about twice as many as keys
 }
 
 type memoryKeyClaim struct {
@@ -65,6 +65,18 @@ func (k *memoryRequestKeys) claim(key, digest string, now time.Time) (ok, fresh 
 		if c, ok := k.keys[oldest.key]; ok && c.at.Equal(oldest.at) {
 			delete(k.keys, oldest.key)
 		}
+	}
+	if len(k.order) > 2*len(k.keys)+64 {
+		// Most of the order is claims released or claimed again since: kept,
+		// they would grow it without bound (a client sending new keys with
+		// requests answered 4xx), past memoryKeysMax.
+		live := make([]memoryKeyAt, 0, len(k.keys)+1)
+		for _, o := range k.order {
+			if c, ok := k.keys[o.key]; ok && c.at.Equal(o.at) {
+				live = append(live, o)
+			}
+		}
+		k.order = live
 	}
 	k.keys[key] = memoryKeyClaim{digest: digest, at: now}
 	k.order = append(k.order, memoryKeyAt{key: key, at: now})
