@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -224,18 +225,27 @@ func (t *FuncTool) Source() string {
 }
 
 // wholeCharacters refuses arguments holding a \u escape of a lone UTF-16
-// surrogate (WithWholeCharacters): in raw, the model's text, or in a string of it
-// that the parser read as the JSON object or array its schema wants, as parsed
-// (Parse's value) shows. A string passed on as a string is not JSON decoded: an
-// escape in it is text.
+// surrogate (WithWholeCharacters): in raw, the model's text (a JSON object, or a
+// double-quoted value of key=value pairs), or in a string of it that the parser
+// read as the JSON object or array its schema wants, as parsed (Parse's value)
+// shows. A string passed on as a string (a bare value of pairs, a string in JSON
+// holding JSON text) is not JSON decoded: an escape in it is text.
 func wholeCharacters(tool, raw string, parsed any) error {
-	if at := jsonesc.LoneSurrogateAt([]byte(raw)); at >= 0 {
-		return &ArgumentError{Tool: tool, Pos: utf8.RuneCountInString(raw[:at]) + 1, Reason: loneReason("the arguments hold", raw[at:at+6])}
-	}
 	var written any
 	if text := strings.TrimSpace(raw); strings.HasPrefix(text, "{") {
+		if at := jsonesc.LoneSurrogateAt([]byte(raw)); at >= 0 {
+			return &ArgumentError{Tool: tool, Pos: utf8.RuneCountInString(raw[:at]) + 1, Reason: loneReason("the arguments hold", raw[at:at+6])}
+		}
 		written, _ = decodeJSON(text, MaxArgumentDepth)
-	} else if pairs, err := ParsePairs(text); err == nil {
+	} else if pairs, quoted, err := parsePairs(text); err == nil {
+		// Key=value pairs: only a double-quoted value's escapes are JSON's; a
+		// bare value is passed on as written.
+		keys := slices.Sorted(maps.Keys(quoted))
+		for _, k := range keys {
+			if at := jsonesc.LoneSurrogateAt([]byte(quoted[k])); at >= 0 {
+				return &ArgumentError{Tool: tool, Field: k, Reason: loneReason(fmt.Sprintf("the value of %s holds", k), quoted[k][at:at+6])}
+			}
+		}
 		m := make(map[string]any, len(pairs))
 		for k, v := range pairs {
 			m[k] = v

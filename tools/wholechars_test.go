@@ -123,3 +123,42 @@ func TestWithWholeCharactersInAStringReadAsJSON(t *testing.T) {
 		}
 	}
 }
+
+// Arguments written as key=value pairs (the text protocol) are JSON decoded only
+// in a double-quoted value and in a value read as an object or array: a \u escape
+// of half a surrogate pair there is refused; in a bare value, passed on as it is
+// written, it is text, and the call goes ahead. Before, the whole text was
+// scanned as if it were JSON, and such a bare value was refused.
+func TestWithWholeCharactersInPairs(t *testing.T) {
+	type noteArgs struct {
+		Text string         `json:"text"`
+		Meta map[string]any `json:"meta,omitempty"`
+	}
+	var got []string
+	note := func(_ context.Context, a noteArgs) (string, error) {
+		got = append(got, a.Text)
+		return "ok", nil
+	}
+	fn, err := tools.Func("note", "Keeps a note.", note, tools.WithWholeCharacters())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ args, field string }{
+		{`text="smile \ud83d"`, "text"},
+		{`text=x, meta={"k":"\udc00"}`, "meta"},
+	} {
+		_, err := fn.Call(context.Background(), tools.Call{Key: "k", Arguments: c.args})
+		var ae *tools.ArgumentError
+		if !errors.As(err, &ae) || ae.Field != c.field || !strings.Contains(err.Error(), "surrogate") {
+			t.Errorf("%s: %v; want an ArgumentError about the surrogate in %s", c.args, err, c.field)
+		}
+	}
+	for _, args := range []string{`text=C:\ud800\notes`, `text="smile \ud83d\ude00"`} {
+		if _, err := fn.Call(context.Background(), tools.Call{Key: "k", Arguments: args}); err != nil {
+			t.Errorf("%s: %v", args, err)
+		}
+	}
+	if len(got) != 2 || got[0] != `C:\ud800\notes` || got[1] != "smile 😀" {
+		t.Errorf("the function got %q", got)
+	}
+}
