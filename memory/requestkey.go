@@ -2,12 +2,17 @@ package memory
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 )
 
 // requestMark separates, in a key made by RequestKey, the client's key from the
-// digest of its request.
-const requestMark = "#request="
+// digest of its request; partMark, in one made by RequestPartKey, the digest
+// from the part.
+const (
+	requestMark = "#request="
+	partMark    = "#part="
+)
 
 // RequestKey is the idempotency key of a write made for one request of a client
 // (an HTTP Idempotency-Key): key, the client's key, and digest, a digest of the
@@ -21,20 +26,36 @@ func RequestKey(key, digest string) string {
 	return key + requestMark + digest
 }
 
-// splitRequestKey returns the client's key and the request's digest of a key
-// made by RequestKey.
-func splitRequestKey(key string) (client, digest string, ok bool) {
-	i := strings.LastIndex(key, requestMark)
-	if i < 0 {
-		return "", "", false
-	}
-	return key[:i], key[i+len(requestMark):], true
+// RequestPartKey is the idempotency key of part (0, 1, …) of a request written in
+// parts, each under a key of its own (a node that routes memory writes cuts a
+// namespace's share of a request past its message size): as RequestKey, the
+// parts name the client's key, so that the key sent again with another request is
+// refused whether either request was written whole or in parts.
+func RequestPartKey(key, digest string, part int) string {
+	return RequestKey(key, digest) + partMark + strconv.Itoa(part)
 }
 
-// noteRequest records, for a key made by RequestKey, the request its client's key
+// splitRequestKey returns the client's key and the request's digest of a key
+// made by RequestKey or RequestPartKey, and the key the same write had before
+// keys carried their request's digest: the client's key, and "/<part>" for a
+// part.
+func splitRequestKey(key string) (client, digest, unmarked string, ok bool) {
+	i := strings.LastIndex(key, requestMark)
+	if i < 0 {
+		return "", "", "", false
+	}
+	client, digest = key[:i], key[i+len(requestMark):]
+	unmarked = client
+	if d, part, ok := strings.Cut(digest, partMark); ok {
+		digest, unmarked = d, client+"/"+part
+	}
+	return client, digest, unmarked, true
+}
+
+// noteRequest records, for a key made by RequestKey (or RequestPartKey), the request its client's key
 // was first applied with. The caller holds the state.
 func (s *state) noteRequest(key string) {
-	client, digest, ok := splitRequestKey(key)
+	client, digest, _, ok := splitRequestKey(key)
 	if !ok {
 		return
 	}
@@ -43,10 +64,11 @@ func (s *state) noteRequest(key string) {
 	}
 }
 
-// otherRequest fails with ErrKeyReused when key, made by RequestKey, carries a
+// otherRequest fails with ErrKeyReused when key, made by RequestKey (or
+// RequestPartKey), carries a
 // client's key that was applied with another request. The caller holds the state.
 func (s *state) otherRequest(key string) error {
-	client, digest, ok := splitRequestKey(key)
+	client, digest, _, ok := splitRequestKey(key)
 	if !ok {
 		return nil
 	}
@@ -56,16 +78,17 @@ func (s *state) otherRequest(key string) error {
 	return nil
 }
 
-// unmarkedKey returns the client's key of key, made by RequestKey, when that key
+// unmarkedKey returns the key of the same write without a digest (the client's
+// key of key, made by RequestKey; with "/<part>" for RequestPartKey) when that key
 // was applied as it is, without a request's digest (by a build before
 // RequestKey), and key itself was not: a write under key is answered as one
 // under the client's key (addedBefore), so that a key in use across an upgrade
 // still refuses other memories. It returns "" otherwise. The caller holds the
 // state.
 func (s *state) unmarkedKey(key string) string {
-	client, _, ok := splitRequestKey(key)
-	if !ok || s.keys[key] != nil || s.keys[client] == nil {
+	_, _, unmarked, ok := splitRequestKey(key)
+	if !ok || s.keys[key] != nil || s.keys[unmarked] == nil {
 		return ""
 	}
-	return client
+	return unmarked
 }

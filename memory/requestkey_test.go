@@ -49,3 +49,49 @@ func TestRequestKeyNamesOneRequest(t *testing.T) {
 		t.Errorf("its request again: %+v %v; want %s", got, err, old[0].ID)
 	}
 }
+
+// A request written in parts, each under RequestPartKey, names its client's key
+// as one written whole does: the key sent again with another request is refused
+// whether either is written whole or in parts (a node that routes memory writes
+// cuts a namespace's share past its message size), and the same request gets
+// its first result. A part's key applied before keys carried their request's
+// digest (the client's key and "/<part>") still refuses other memories.
+func TestRequestPartKeyNamesTheClientsKey(t *testing.T) {
+	f := newFixture(t)
+	ns := f.ns(t, "user:alice")
+	ctx := testCtx(t)
+	tea := memory.AddRequest{Tier: memory.Semantic, Content: "Alice likes tea"}
+	cocoa := memory.AddRequest{Tier: memory.Semantic, Content: "Alice likes cocoa"}
+	mate := memory.AddRequest{Tier: memory.Semantic, Content: "Alice likes mate"}
+
+	// Whole first, then in parts.
+	add(t, ns, memory.RequestKey("http/k1/user:alice", "d1"), tea)
+	if _, err := ns.Add(ctx, memory.RequestPartKey("http/k1/user:alice", "d2", 0), []memory.AddRequest{cocoa}); !errors.Is(err, memory.ErrKeyReused) {
+		t.Errorf("another request in parts under a key applied whole: %v; want ErrKeyReused", err)
+	}
+	if err := ns.CheckKey(memory.RequestPartKey("http/k1/user:alice", "d2", 1), []memory.AddRequest{cocoa}); !errors.Is(err, memory.ErrKeyReused) {
+		t.Errorf("CheckKey: another request in parts under a key applied whole: %v; want ErrKeyReused", err)
+	}
+
+	// In parts first, then whole; the parts of the same request again.
+	p0 := add(t, ns, memory.RequestPartKey("http/k2/user:alice", "d3", 0), cocoa)
+	p1 := add(t, ns, memory.RequestPartKey("http/k2/user:alice", "d3", 1), mate)
+	if _, err := ns.Add(ctx, memory.RequestKey("http/k2/user:alice", "d4"), []memory.AddRequest{tea}); !errors.Is(err, memory.ErrKeyReused) {
+		t.Errorf("another request whole under a key applied in parts: %v; want ErrKeyReused", err)
+	}
+	for i, c := range []struct {
+		req  memory.AddRequest
+		want string
+	}{{cocoa, p0[0].ID}, {mate, p1[0].ID}} {
+		got, err := ns.Add(ctx, memory.RequestPartKey("http/k2/user:alice", "d3", i), []memory.AddRequest{c.req})
+		if err != nil || got[0].ID != c.want || !got[0].Repeat {
+			t.Errorf("part %d again: %+v %v; want %s, a repeat", i, got, err, c.want)
+		}
+	}
+
+	// A part applied without a digest, under the client's key and "/<part>".
+	add(t, ns, "http/k3/user:alice/0", memory.AddRequest{Tier: memory.Semantic, Content: "Alice likes chai"})
+	if _, err := ns.Add(ctx, memory.RequestPartKey("http/k3/user:alice", "d5", 0), []memory.AddRequest{{Tier: memory.Semantic, Content: "Alice likes rooibos"}}); !errors.Is(err, memory.ErrKeyReused) {
+		t.Errorf("other memories under a part applied without a digest: %v; want ErrKeyReused", err)
+	}
+}

@@ -91,7 +91,7 @@ func (n *Node) memoryExecWithin(ctx context.Context, namespace, action, key stri
 
 // addMemories adds a namespace's share of a request under key, in one command; on a
 // node that routes its memory operations, in as many commands as the bus needs
-// (each at most memoryMessageMax, each one append, under key/<part>), in order. It
+// (each at most memoryMessageMax, each one append, under requestPartKey), in order. It
 // returns the IDs in the order of batch. digest, when given, is that of the
 // client's request (memory.RequestKey): the key sent with another request is
 // refused (memory.ErrKeyReused).
@@ -105,13 +105,7 @@ func (n *Node) addMemories(ctx context.Context, namespace, key, digest string, b
 	}
 	ids := make([]string, 0, len(batch))
 	for i, part := range parts {
-		k := key
-		if len(parts) > 1 {
-			k = fmt.Sprintf("%s/%d", key, i)
-		}
-		if digest != "" {
-			k = memory.RequestKey(k, digest)
-		}
+		k := requestPartKey(key, digest, i, len(parts))
 		// The owner embeds the part before it appends: as long a wait as on one
 		// node, not the 30 s of a command, past which the sender answered 503 for
 		// memories the owner went on to store.
@@ -129,6 +123,23 @@ func (n *Node) addMemories(ctx context.Context, namespace, key, digest string, b
 		ids = append(ids, got.IDs...)
 	}
 	return ids, nil
+}
+
+// requestPartKey is the key of part i of n of a namespace's share of a request
+// under key: key itself for one part, key/<i> for more; with the request's
+// digest, when given, RequestKey or RequestPartKey of them, so that the parts
+// name one client's key (a share cut otherwise, sent again, is still the same
+// key).
+func requestPartKey(key, digest string, i, n int) string {
+	switch {
+	case digest == "" && n > 1:
+		return fmt.Sprintf("%s/%d", key, i)
+	case digest == "":
+		return key
+	case n > 1:
+		return memory.RequestPartKey(key, digest, i)
+	}
+	return memory.RequestKey(key, digest)
 }
 
 // splitInputs cuts inputs into runs whose JSON arrays are at most max bytes; an
@@ -166,13 +177,7 @@ func (n *Node) checkMemories(ctx context.Context, namespace, key, digest string,
 		}
 	}
 	for i, part := range parts {
-		k := key
-		if len(parts) > 1 {
-			k = fmt.Sprintf("%s/%d", key, i)
-		}
-		if digest != "" {
-			k = memory.RequestKey(k, digest)
-		}
+		k := requestPartKey(key, digest, i, len(parts))
 		if _, err := n.memoryExec(ctx, namespace, memoryCheckKey, k, part); err != nil {
 			return err
 		}

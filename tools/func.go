@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -194,7 +196,8 @@ func (t *FuncTool) Call(ctx context.Context, c Call) (string, error) {
 		return "", err
 	}
 	if t.wholeChars {
-		if err := wholeCharacters(t.spec.Name, c.Arguments); err != nil {
+		parsed, _ := decodeJSON(string(args), MaxArgumentDepth)
+		if err := wholeCharacters(t.spec.Name, c.Arguments, parsed); err != nil {
 			return "", err
 		}
 	}
@@ -221,13 +224,96 @@ func (t *FuncTool) Source() string {
 	return t.source
 }
 
-// wholeCharacters refuses arguments (valid JSON) holding a \u escape of a lone
-// UTF-16 surrogate (WithWholeCharacters).
-func wholeCharacters(tool, raw string) error {
-	at := jsonesc.LoneSurrogateAt([]byte(raw))
-	if at < 0 {
-		return nil
+// wholeCharacters refuses arguments holding a \u escape of a lone UTF-16
+// surrogate (WithWholeCharacters): in raw, the model's text (a JSON object, or a
+// double-quoted value of key=value pairs), or in a string of it that the parser
+// read as the JSON object or array its schema wants, as parsed (Parse's value)
+// shows. A string passed on as a string (a bare value of pairs, a string in JSON
+// holding JSON text) is not JSON decoded: an escape in it is text.
+func wholeCharacters(tool, raw string, parsed any) error {
+	var written any
+	if text := strings.TrimSpace(raw); strings.HasPrefix(text, "{") {
+		if at := jsonesc.LoneSurrogateAt([]byte(raw)); at >= 0 {
+			return &ArgumentError{Tool: tool, Pos: utf8.RuneCountInString(raw[:at]) + 1, Reason: loneReason("the arguments hold", raw[at:at+6])}
+		}
+		written, _ = decodeJSON(text, MaxArgumentDepth)
+	} else if pairs, quoted, err := parsePairs(text); err == nil {
+		// Key=value pairs: only a double-quoted value's escapes are JSON's; a
+		// bare value is passed on as written.
+		keys := slices.Sorted(maps.Keys(quoted))
+		for _, k := range keys {
+			if at := jsonesc.LoneSurrogateAt([]byte(quoted[k])); at >= 0 {
+				return &ArgumentError{Tool: tool, Field: k, Reason: loneReason(fmt.Sprintf("the value of %s holds", k), quoted[k][at:at+6])}
+			}
+		}
+		m := make(map[string]any, len(pairs))
+		for k, v := range pairs {
+			m[k] = v
+		}
+		written = m
 	}
-	return &ArgumentError{Tool: tool, Pos: utf8.RuneCountInString(raw[:at]) + 1,
-		Reason: fmt.Sprintf("the arguments hold %s, half of a UTF-16 surrogate pair, not a character: write whole characters (an emoji as itself, or as the escapes of both its halves); nothing was done", raw[at:at+6])}
+	if field, esc, ok := loneInJSONString(written, parsed, "", MaxArgumentDepth); ok {
+		return &ArgumentError{Tool: tool, Field: field, Reason: loneReason(fmt.Sprintf("the JSON text of %s holds", field), esc)}
+	}
+	return nil
+}
+
+// loneReason says that where (the arguments, or one of their fields) holds esc,
+// the escape of a lone surrogate.
+func loneReason(where, esc string) string {
+	return fmt.Sprintf("%s %s, half of a UTF-16 surrogate pair, not a character: write whole characters (an emoji as itself, or as the escapes of both its halves); nothing was done", where, esc)
+}
+
+// loneInJSONString finds, in written (the arguments as the model wrote them), a
+// string that parsed (the same arguments as parsed) holds as an object or array
+// and that holds the escape of a lone surrogate, at any depth; it returns the
+// field's path and the escape.
+func loneInJSONString(written, parsed any, path string, depth int) (string, string, bool) {
+	if depth < 0 {
+		return "", "", false
+	}
+	switch w := written.(type) {
+	case string:
+		switch parsed.(type) {
+		case map[string]any, []any:
+			if at := jsonesc.LoneSurrogateAt([]byte(w)); at >= 0 {
+				return path, w[at : at+6], true
+			}
+			if inner, err := decodeJSON(strings.TrimSpace(w), MaxArgumentDepth); err == nil {
+				return loneInJSONString(inner, parsed, path, depth-1)
+			}
+		}
+	case map[string]any:
+		p, ok := parsed.(map[string]any)
+		if !ok {
+			break
+		}
+		keys := make([]string, 0, len(w))
+		for k := range w {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			if pv, ok := p[k]; ok {
+				sub := k
+				if path != "" {
+					sub = path + "." + k
+				}
+				if f, esc, ok := loneInJSONString(w[k], pv, sub, depth-1); ok {
+					return f, esc, true
+				}
+			}
+		}
+	case []any:
+		p, ok := parsed.([]any)
+		if !ok || len(p) != len(w) {
+			break
+		}
+		for i := range w {
+			if f, esc, ok := loneInJSONString(w[i], p[i], fmt.Sprintf("%s[%d]", path, i), depth-1); ok {
+				return f, esc, true
+			}
+		}
+	}
+	return "", "", false
 }

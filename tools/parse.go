@@ -1782,7 +1782,15 @@ func marshalCompact(v any) ([]byte, error) {
 // ArgumentParser for the grammar). Each value is a string; a key given twice is an
 // error.
 func ParsePairs(s string) (map[string]string, error) {
+	out, _, err := parsePairs(s)
+	return out, err
+}
+
+// parsePairs is ParsePairs, also returning, by key, the text of each value
+// written in double quotes, quotes included (its escapes are JSON's).
+func parsePairs(s string) (map[string]string, map[string]string, error) {
 	out := map[string]string{}
+	dq := map[string]string{}
 	i := 0
 	skip := func() {
 		for i < len(s) && (s[i] == ' ' || s[i] == '\t' || s[i] == '\r') {
@@ -1798,7 +1806,7 @@ func ParsePairs(s string) (map[string]string, error) {
 		}
 		start := i
 		if !(isLetter(s[i])) {
-			return nil, fmt.Errorf("at byte %d: want a key (a name such as query) followed by '='", i+1)
+			return nil, nil, fmt.Errorf("at byte %d: want a key (a name such as query) followed by '='", i+1)
 		}
 		for i < len(s) && (isLetter(s[i]) || isDigit(s[i]) || s[i] == '-') {
 			i++
@@ -1806,7 +1814,7 @@ func ParsePairs(s string) (map[string]string, error) {
 		key := s[start:i]
 		skip()
 		if i >= len(s) || (s[i] != '=' && s[i] != ':') {
-			return nil, fmt.Errorf("at byte %d: want '=' after the key %q", i+1, key)
+			return nil, nil, fmt.Errorf("at byte %d: want '=' after the key %q", i+1, key)
 		}
 		i++
 		skip()
@@ -1814,22 +1822,25 @@ func ParsePairs(s string) (map[string]string, error) {
 		if i < len(s) && (s[i] == '"' || s[i] == '\'') {
 			v, n, err := quoted(s[i:])
 			if err != nil {
-				return nil, fmt.Errorf("the value of %q: %w", key, err)
+				return nil, nil, fmt.Errorf("the value of %q: %w", key, err)
+			}
+			if s[i] == '"' {
+				dq[key] = s[i : i+n]
 			}
 			val, i = v, i+n
 			skip()
 			if i < len(s) && s[i] != ',' && s[i] != '\n' {
-				return nil, fmt.Errorf("at byte %d: want ',' after the quoted value of %q", i+1, key)
+				return nil, nil, fmt.Errorf("at byte %d: want ',' after the quoted value of %q", i+1, key)
 			}
 		} else {
 			n, err := bare(s[i:])
 			if err != nil {
-				return nil, fmt.Errorf("the value of %q: %w", key, err)
+				return nil, nil, fmt.Errorf("the value of %q: %w", key, err)
 			}
 			val, i = strings.TrimSpace(s[i:i+n]), i+n
 		}
 		if _, dup := out[key]; dup {
-			return nil, fmt.Errorf("the key %q is given twice", key)
+			return nil, nil, fmt.Errorf("the key %q is given twice", key)
 		}
 		out[key] = strings.ToValidUTF8(val, "\uFFFD") // as encoding/json reads JSON strings
 		if i < len(s) {
@@ -1837,9 +1848,9 @@ func ParsePairs(s string) (map[string]string, error) {
 		}
 	}
 	if len(out) == 0 {
-		return nil, errors.New("no key=value pair")
+		return nil, nil, errors.New("no key=value pair")
 	}
-	return out, nil
+	return out, dq, nil
 }
 
 // quoted reads a quoted string at the start of s and returns its value and the

@@ -177,7 +177,7 @@ func (b *Toolbox) Call(ctx context.Context, c Call) (string, error) {
 	op, _ := outer["op"].(string)
 	t := b.ops[op]
 	if t.wholeChars { // before args is decoded (and the escape with it)
-		if err := wholeCharacters(b.spec.Name, c.Arguments); err != nil {
+		if err := wholeCharacters(b.spec.Name, c.Arguments, outer); err != nil {
 			var ae *ArgumentError
 			if errors.As(err, &ae) {
 				ae.Reason = fmt.Sprintf("op %q: %s", op, ae.Reason)
