@@ -91,7 +91,7 @@ func TestImportAndForkWriteASessionInOneAppend(t *testing.T) {
 	_, src := writeExportFile(t, events)
 
 	t.Run("import", func(t *testing.T) {
-		plan, err := planImport(src, unfinishedRefuse, 0)
+		plan, err := planImport(ctx, src, unfinishedRefuse, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -197,7 +197,7 @@ func TestImportAndForkLeftPartWayAreInert(t *testing.T) {
 	_, src := writeExportFile(t, events)
 
 	t.Run("import", func(t *testing.T) {
-		plan, err := planImport(src, unfinishedRefuse, 0)
+		plan, err := planImport(ctx, src, unfinishedRefuse, 0)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -817,7 +817,7 @@ func (p *sessionPages) each(ctx context.Context, n int, fn func(page []messages.
 func importFile(ctx context.Context, st store, file, unfinished string, stdin io.Reader, stdout, stderr io.Writer) int {
 	src := func() (io.ReadCloser, error) { return os.Open(file) }
 	if file == "-" {
-		spool, err := spoolStdin(stdin)
+		spool, err := spoolStdin(ctx, stdin)
 		if err != nil {
 			fmt.Fprintln(stderr, "error:", err)
 			return 1
@@ -825,7 +825,7 @@ func importFile(ctx context.Context, st store, file, unfinished string, stdin io
 		defer os.Remove(spool)
 		src = func() (io.ReadCloser, error) { return os.Open(spool) }
 	}
-	plan, err := planImport(src, unfinished, time.Now().UnixMicro())
+	plan, err := planImport(ctx, src, unfinished, time.Now().UnixMicro())
 	if err != nil {
 		var pe *os.PathError
 		if errors.As(err, &pe) {
@@ -861,22 +861,46 @@ func importFile(ctx context.Context, st store, file, unfinished string, stdin io
 }
 
 // spoolStdin copies stdin to a temporary file, whose name it returns: an
-// import reads its file more than once.
-func spoolStdin(stdin io.Reader) (name string, err error) {
+// import reads its file more than once. It stops when ctx ends (Ctrl-C), also
+// while stdin sends nothing (a producer that hangs, a terminal): the file is
+// removed, and the copy, left blocked on stdin, ends with the command.
+func spoolStdin(ctx context.Context, stdin io.Reader) (name string, err error) {
 	f, err := os.CreateTemp("", "troupe-import-*.jsonl")
 	if err != nil {
 		return "", err
 	}
-	if _, err = io.Copy(f, stdin); err == nil {
-		err = f.Close()
-	} else {
-		f.Close()
+	copied := make(chan error, 1)
+	go func() {
+		_, err := io.Copy(f, ctxReader{ctx: ctx, r: stdin})
+		copied <- err
+	}()
+	select {
+	case err = <-copied:
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
 	}
 	if err != nil {
 		os.Remove(f.Name())
 		return "", fmt.Errorf("reading stdin: %w", err)
 	}
 	return f.Name(), nil
+}
+
+// ctxReader is r failing with ctx's error once ctx ended, checked before each
+// read: a copy or a reading of a long file stops at Ctrl-C.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
 }
 
 // importPlan is what an import writes, found in readings of its file before the
@@ -895,15 +919,16 @@ type importPlan struct {
 // validates all of it (scanExport) before anything is written: a first reading
 // finds its tasks not ended, a second, when there are some, what the running one
 // waits for and, to park them (unfinishedPark, stamped ts), the session's fold.
-// An unfinished session is refused by default (unfinishedRefuse).
-func planImport(src func() (io.ReadCloser, error), unfinished string, ts int64) (*importPlan, error) {
+// An unfinished session is refused by default (unfinishedRefuse). The readings
+// stop when ctx ends.
+func planImport(ctx context.Context, src func() (io.ReadCloser, error), unfinished string, ts int64) (*importPlan, error) {
 	read := func(batch func([]messages.Envelope) error) (exportHeader, []messages.Envelope, error) {
 		f, err := src()
 		if err != nil {
 			return exportHeader{}, nil, err
 		}
 		defer f.Close()
-		return scanExport(f, batch)
+		return scanExport(ctxReader{ctx: ctx, r: f}, batch)
 	}
 	var scan notEndedScan
 	size := 0
@@ -982,7 +1007,7 @@ func (plan *importPlan) write(ctx context.Context, log eventlog.Log, src func() 
 	defer f.Close()
 	w := &sessionWriter{log: log, whole: bound.fits(plan.events+len(plan.parked), plan.bytes+messages.PayloadBytes(plan.parked))}
 	read := 0
-	_, _, err = scanExport(f, func(batch []messages.Envelope) error {
+	_, _, err = scanExport(ctxReader{ctx: ctx, r: f}, func(batch []messages.Envelope) error {
 		if batch[0].SessionID != id || read+len(batch) > plan.events {
 			return fmt.Errorf("the file changed while it was imported: import it again")
 		}

@@ -176,7 +176,7 @@ func TestReplayReadsALongSessionInPages(t *testing.T) {
 			t.Fatal(err)
 		}
 		src := func() (io.ReadCloser, error) { return os.Open(file) }
-		plan, err := planImport(src, unfinishedRefuse, 0)
+		plan, err := planImport(ctx, src, unfinishedRefuse, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
