@@ -810,13 +810,14 @@ func (p *sessionPages) each(ctx context.Context, n int, fn func(page []messages.
 // is written unless the whole file is valid and the session is new to this log.
 // A session exported with tasks not ended is taken as unfinished says
 // (unfinishedRefuse, unfinishedPark, unfinishedResume): by default it is refused,
-// before the log is opened. The file is read as a stream, a line at a time,
-// and never held whole (importPlan): stdin is spooled to a temporary file first,
-// which the readings after the first read again.
+// before the log is opened. The file is read as a stream, a line at a time
+// (importPlan), and held whole only to be written in one append, when it is
+// within the bound of one (oneAppend); stdin is spooled to a temporary file
+// first, which the readings after the first read again.
 func importFile(ctx context.Context, st store, file, unfinished string, stdin io.Reader, stdout, stderr io.Writer) int {
 	src := func() (io.ReadCloser, error) { return os.Open(file) }
 	if file == "-" {
-		spool, err := spoolStdin(stdin)
+		spool, err := spoolStdin(ctx, stdin)
 		if err != nil {
 			fmt.Fprintln(stderr, "error:", err)
 			return 1
@@ -824,7 +825,7 @@ func importFile(ctx context.Context, st store, file, unfinished string, stdin io
 		defer os.Remove(spool)
 		src = func() (io.ReadCloser, error) { return os.Open(spool) }
 	}
-	plan, err := planImport(src, unfinished, time.Now().UnixMicro())
+	plan, err := planImport(ctx, src, unfinished, time.Now().UnixMicro())
 	if err != nil {
 		var pe *os.PathError
 		if errors.As(err, &pe) {
@@ -841,7 +842,7 @@ func importFile(ctx context.Context, st store, file, unfinished string, stdin io
 		return 1
 	}
 	defer log.Close()
-	if err := plan.write(ctx, log, src); err != nil {
+	if err := plan.write(ctx, log, src, oneAppend()); err != nil {
 		fmt.Fprintln(stderr, "error:", err)
 		return 1
 	}
@@ -860,16 +861,26 @@ func importFile(ctx context.Context, st store, file, unfinished string, stdin io
 }
 
 // spoolStdin copies stdin to a temporary file, whose name it returns: an
-// import reads its file more than once.
-func spoolStdin(stdin io.Reader) (name string, err error) {
+// import reads its file more than once. It stops when ctx ends (Ctrl-C), also
+// while stdin sends nothing (a producer that hangs, a terminal): the file is
+// removed, and the copy, left blocked on stdin, ends with the command.
+func spoolStdin(ctx context.Context, stdin io.Reader) (name string, err error) {
 	f, err := os.CreateTemp("", "troupe-import-*.jsonl")
 	if err != nil {
 		return "", err
 	}
-	if _, err = io.Copy(f, stdin); err == nil {
-		err = f.Close()
-	} else {
-		f.Close()
+	copied := make(chan error, 1)
+	go func() {
+		_, err := io.Copy(f, ctxReader{ctx: ctx, r: stdin})
+		copied <- err
+	}()
+	select {
+	case err = <-copied:
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
 	}
 	if err != nil {
 		os.Remove(f.Name())
@@ -878,12 +889,27 @@ func spoolStdin(stdin io.Reader) (name string, err error) {
 	return f.Name(), nil
 }
 
+// ctxReader is r failing with ctx's error once ctx ended, checked before each
+// read: a copy or a reading of a long file stops at Ctrl-C.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
+}
+
 // importPlan is what an import writes, found in readings of its file before the
 // log is opened: the session, its count of events, its configurations' events,
 // its tasks not ended and the events that park them (unfinishedPark).
 type importPlan struct {
 	id       string
 	events   int
+	bytes    int // the events' payload
 	configs  []messages.Envelope
 	notEnded []unfinishedTask
 	parked   []messages.Envelope
@@ -893,25 +919,28 @@ type importPlan struct {
 // validates all of it (scanExport) before anything is written: a first reading
 // finds its tasks not ended, a second, when there are some, what the running one
 // waits for and, to park them (unfinishedPark, stamped ts), the session's fold.
-// An unfinished session is refused by default (unfinishedRefuse).
-func planImport(src func() (io.ReadCloser, error), unfinished string, ts int64) (*importPlan, error) {
+// An unfinished session is refused by default (unfinishedRefuse). The readings
+// stop when ctx ends.
+func planImport(ctx context.Context, src func() (io.ReadCloser, error), unfinished string, ts int64) (*importPlan, error) {
 	read := func(batch func([]messages.Envelope) error) (exportHeader, []messages.Envelope, error) {
 		f, err := src()
 		if err != nil {
 			return exportHeader{}, nil, err
 		}
 		defer f.Close()
-		return scanExport(f, batch)
+		return scanExport(ctxReader{ctx: ctx, r: f}, batch)
 	}
 	var scan notEndedScan
+	size := 0
 	h, configs, err := read(func(batch []messages.Envelope) error {
 		scan.add(batch)
+		size += messages.PayloadBytes(batch)
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	plan := &importPlan{id: h.SessionID, events: h.Events, configs: configs, notEnded: scan.tasks()}
+	plan := &importPlan{id: h.SessionID, events: h.Events, bytes: size, configs: configs, notEnded: scan.tasks()}
 	if len(plan.notEnded) == 0 {
 		return plan, nil
 	}
@@ -946,17 +975,23 @@ func planImport(src func() (io.ReadCloser, error), unfinished string, ts int64) 
 
 // write writes the planned session into log, unless the log holds it already:
 // the configurations its tasks name first (a session is never without them),
-// then its events as src's export is read again, a batch at a time, the events
-// parking its tasks with the last batch (the session is never in the log with
-// them running). An append that fails part way leaves the batches appended
-// before it, which the error says.
-func (plan *importPlan) write(ctx context.Context, log eventlog.Log, src func() (io.ReadCloser, error)) error {
+// then its events as src's export is read again, a batch at a time, and the
+// events parking its tasks (the session is never in the log with them
+// running), through a sessionWriter: in one append when the session is within
+// bound, else a batch at a time, its first event last. An append that fails
+// part way leaves the session without its first event, which no node resumes,
+// and which the same import completes.
+func (plan *importPlan) write(ctx context.Context, log eventlog.Log, src func() (io.ReadCloser, error), bound appendBound) error {
 	id := plan.id
-	if existing, err := eventlog.ReadPage(ctx, log, id, 1, 1); err != nil || len(existing) > 0 {
-		if err == nil {
-			err = fmt.Errorf("session %s already exists in this log; fork it instead, or import into another log", id)
-		}
+	existing, err := eventlog.ReadPage(ctx, log, id, 1, 1)
+	if err != nil {
 		return err
+	}
+	// A session without its first event is one an import left part way: this
+	// one completes it, appending again what it appended (a no-op), or is
+	// refused (eventlog.ErrSeqConflict) when its events are not those.
+	if len(existing) > 0 && existing[0].Seq == 1 {
+		return fmt.Errorf("session %s already exists in this log; fork it instead, or import into another log", id)
 	}
 	// One the log holds already is left as it is (the same event, or the first
 	// of a digest's).
@@ -970,22 +1005,25 @@ func (plan *importPlan) write(ctx context.Context, log eventlog.Log, src func() 
 		return err
 	}
 	defer f.Close()
-	written := 0
-	_, _, err = scanExport(f, func(batch []messages.Envelope) error {
-		if batch[0].SessionID != id || written+len(batch) > plan.events {
+	w := &sessionWriter{log: log, whole: bound.fits(plan.events+len(plan.parked), plan.bytes+messages.PayloadBytes(plan.parked))}
+	read := 0
+	_, _, err = scanExport(ctxReader{ctx: ctx, r: f}, func(batch []messages.Envelope) error {
+		if batch[0].SessionID != id || read+len(batch) > plan.events {
 			return fmt.Errorf("the file changed while it was imported: import it again")
 		}
-		if written+len(batch) == plan.events {
-			batch = append(batch, plan.parked...)
-		}
-		if err := log.Append(ctx, batch); err != nil {
-			return err
-		}
-		written += len(batch)
-		return nil
+		read += len(batch)
+		return w.add(ctx, batch)
 	})
-	if err != nil && written > 0 {
-		return fmt.Errorf("%w (the log holds the first %d of the session's %d events: remove session %s from it before importing it again)", err, written, plan.events, id)
+	if err == nil && read != plan.events {
+		err = fmt.Errorf("the file changed while it was imported: import it again")
+	}
+	if err == nil {
+		err = w.finish(ctx, plan.parked)
+	}
+	if err != nil {
+		if left := w.partial(); left != "" {
+			return fmt.Errorf("%w (%s: import the file again to complete session %s)", err, left, id)
+		}
 	}
 	return err
 }
@@ -1095,7 +1133,7 @@ func fork(ctx context.Context, st store, parentID string, at uint64, modelSpec, 
 		return 1
 	}
 	defer n.Close()
-	made, err := makeFork(ctx, n.Log(), parentID, newID, at, time.Now().UnixMicro(), input)
+	made, err := makeFork(ctx, n.Log(), parentID, newID, at, time.Now().UnixMicro(), input, oneAppend())
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)
 		return 1
@@ -1152,14 +1190,16 @@ type forkMade struct {
 
 // makeFork writes into log the fork newID of session parentID at seq at, whose
 // session.forked event is stamped ts, reading the parent a page at a time and
-// never holding it, or the fork, whole: a first reading plans the copy
-// (forkPlan); a second copies and folds it, to check that the fork can go on
-// (the task it continues is under decision rules this build has, or input is a
-// new task for it) before anything is written; a third copies it again and
-// appends it a page at a time, the session.forked event with the last. A fork
-// that cannot go on is not written; an append that fails part way leaves the
-// pages appended before it, which the error says.
-func makeFork(ctx context.Context, log eventlog.Log, parentID, newID string, at uint64, ts int64, input string) (forkMade, error) {
+// never holding it whole: a first reading plans the copy (forkPlan); a second
+// copies and folds it, to check that the fork can go on (the task it continues
+// is under decision rules this build has, or input is a new task for it) before
+// anything is written; a third copies it again and appends it through a
+// sessionWriter: in one append, the session.forked event with it, when it is
+// within bound (all of it lands, or none); else a page at a time, its first
+// event last with the session.forked event. A fork that cannot go on is not
+// written; an append that fails part way leaves the fork without its first
+// event, which no node resumes, and which the error says.
+func makeFork(ctx context.Context, log eventlog.Log, parentID, newID string, at uint64, ts int64, input string, bound appendBound) (forkMade, error) {
 	if existing, err := eventlog.ReadPage(ctx, log, newID, 1, 1); err != nil || len(existing) > 0 {
 		if err == nil {
 			err = fmt.Errorf("session %s already exists", newID)
@@ -1231,28 +1271,29 @@ func makeFork(ctx context.Context, log eventlog.Log, parentID, newID string, at 
 	if err != nil {
 		return forkMade{}, err
 	}
-	written := 0
+	w := &sessionWriter{log: log, whole: bound.fits(int(at)+1, plan.bytes+len(link.Payload))}
+	copied := 0
 	err = pages.each(ctx, int(at), func(page []messages.Envelope) error {
 		out, err := c.copy(page)
 		if err != nil {
 			return err
 		}
-		if written+len(out) == int(at) {
-			out = append(out, link)
-		}
-		if err := log.Append(ctx, out); err != nil {
-			return err
-		}
-		written += len(out)
-		return nil
+		copied += len(out)
+		return w.add(ctx, out)
 	})
-	if err == nil && written != int(at)+1 {
+	if err == nil && copied != int(at) {
 		err = fmt.Errorf("session %s changed while it was forked", parentID)
 	}
-	if err != nil && written > 0 {
-		return forkMade{}, fmt.Errorf("%w (the fork %s holds the first %d of its %d events: remove it from the log, or fork again under another ID)", err, newID, written, at+1)
+	if err == nil {
+		err = w.finish(ctx, []messages.Envelope{link})
 	}
-	return made, err
+	if err != nil {
+		if left := w.partial(); left != "" {
+			return forkMade{}, fmt.Errorf("%w (the fork %s is left part way, %s: fork again under another ID)", err, newID, left)
+		}
+		return forkMade{}, err
+	}
+	return made, nil
 }
 
 // unfinishedTasks counts the tasks of events that did not end: task.submitted

@@ -3,28 +3,46 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
+	"os"
 	"strings"
 	"testing"
+	"time"
 )
 
-// replay import - reads the export from standard input (as replay export writes
-// it to standard output), as it reads a file.
-func TestImportDashReadsStdin(t *testing.T) {
-	dir := t.TempDir()
-	id := recordSession(t, dir, "What is 12 * (7 + 5)?")
-	code, export, errs := replay(t, "export", id, "--data", dir)
-	if code != 0 {
-		t.Fatalf("export: %d %s", code, errs)
-	}
-	other := t.TempDir()
+// TestImportFromStdinStopsWhenInterrupted: an import from stdin interrupted
+// (Ctrl-C cancels the command's context, and the signal is taken from then on)
+// while stdin sends nothing more stops at once, its temporary file removed,
+// where it waited for stdin's end however long it took.
+func TestImportFromStdinStopsWhenInterrupted(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	defer pw.Close()
 	var out, errb bytes.Buffer
-	if code := runIn(context.Background(), []string{"import", "-", "--data", other}, strings.NewReader(export), &out, &errb); code != 0 {
-		t.Fatalf("import -: %d %s %s", code, out.String(), errb.String())
+	done := make(chan int, 1)
+	go func() { done <- importFile(ctx, store{data: t.TempDir()}, "-", unfinishedRefuse, pr, &out, &errb) }()
+	// Some of the file, then nothing: a producer that hangs, or a terminal.
+	if _, err := pw.Write([]byte(`{"format": "troupe.session",` + "\n")); err != nil {
+		t.Fatal(err)
 	}
-	if !strings.Contains(out.String(), "imported session "+id) {
-		t.Fatalf("import -: %s", out.String())
+	cancel()
+	select {
+	case code := <-done:
+		if code != 1 || !strings.Contains(errb.String(), "context canceled") {
+			t.Fatalf("import interrupted: %d %s %s", code, out.String(), errb.String())
+		}
+	case <-time.After(10 * time.Second):
+		pw.Close() // the import goes on, and ends
+		<-done
+		t.Fatal("an import from stdin interrupted did not stop within 10 s: it waited for stdin's end")
 	}
-	if code, got, errs := replay(t, "export", id, "--data", other); code != 0 || got != export {
-		t.Fatalf("the imported session exports as %d %q (%s), want the export read", code, got, errs)
+	entries, err := os.ReadDir(tmp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 0 {
+		t.Fatalf("an interrupted import left %d temporary files (%s)", len(entries), entries[0].Name())
 	}
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"os"
 	"testing"
 )
@@ -19,7 +18,10 @@ func TestMain(m *testing.M) {
 	os.Setenv("TROUPE_MODEL", "offline")
 	if os.Getenv(replayChildEnv) == "1" {
 		// This test binary, started by a test as the replay command (see unprivilegedReplay).
-		os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+		ctx, stop := signalContext()
+		code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+		stop()
+		os.Exit(code)
 	}
 	os.Exit(m.Run())
 }

@@ -77,10 +77,15 @@ func openCounting(t *testing.T, dir, id, appended string) *appendCountingLog {
 	return &appendCountingLog{pageCountingLog: &pageCountingLog{pagedLog: l, t: t, session: id}, appendSession: appended}
 }
 
+// pageBound is the bound of one append (appendBound) of a page: a session
+// longer than it is written a batch at a time.
+func pageBound() appendBound { return appendBound{events: exportPageMax, bytes: exportPageBytes} }
+
 // TestReplayReadsALongSessionInPages: verify, show and fork of a session of more
 // than a page of events read it a page at a time (never whole, no read of more
 // than a page), and import writes an export of it a batch at a time (no append
-// of more than a page), each with the result it had with the session held whole.
+// of more than a page) when it is past the bound of one append, each with the
+// result it had with the session held whole.
 func TestReplayReadsALongSessionInPages(t *testing.T) {
 	ctx := context.Background()
 	dir, id, events := recordLongSession(t)
@@ -134,7 +139,7 @@ func TestReplayReadsALongSessionInPages(t *testing.T) {
 			t.Fatal(err)
 		}
 		log := openCounting(t, dir, id, "long-fork")
-		made, err := makeFork(ctx, log, id, "long-fork", at, ts, "")
+		made, err := makeFork(ctx, log, id, "long-fork", at, ts, "", pageBound())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -171,13 +176,13 @@ func TestReplayReadsALongSessionInPages(t *testing.T) {
 			t.Fatal(err)
 		}
 		src := func() (io.ReadCloser, error) { return os.Open(file) }
-		plan, err := planImport(src, unfinishedRefuse, 0)
+		plan, err := planImport(ctx, src, unfinishedRefuse, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
 		into := t.TempDir()
 		log := openCounting(t, into, "none", id)
-		if err := plan.write(ctx, log, src); err != nil {
+		if err := plan.write(ctx, log, src, pageBound()); err != nil {
 			t.Fatal(err)
 		}
 		if log.mostAppended > importBatchMax || log.mostAppended == 0 {

@@ -4,12 +4,14 @@ import (
 	"bufio"
 	"bytes"
 	"compress/gzip"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"strings"
 
+	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
 )
@@ -164,6 +166,94 @@ const (
 	importBatchMax   = exportPageMax
 	importBatchBytes = exportPageBytes
 )
+
+// oneAppendEvents and oneAppendBytes bound the session import and fork write in
+// one append, all of it or nothing (eventlog.Log.Append): one of at most
+// oneAppendEvents events and oneAppendBytes of payload (oneAppend). A session
+// past them is written in batches of a page, its first event last (sessionWriter).
+//
+// The bound is generous: a task's step is a handful of events, and a task
+// reaches its budget of steps or tokens long before it records thousands, so
+// that sessions far past it are rare. Held whole, a session at the bound costs
+// the command its payload and the envelopes around it (a few hundred bytes
+// each): around 100 MiB, well within a machine that runs a node. The ClickHouse log writes one append in one
+// INSERT and admits it even past its buffer (clickhouse.Config.MaxBuffered,
+// 100,000 events by default), and SQLite in one transaction.
+const (
+	oneAppendEvents = 100_000
+	oneAppendBytes  = 64 << 20
+)
+
+// oneAppend is the bound of a session written in one append.
+func oneAppend() appendBound { return appendBound{events: oneAppendEvents, bytes: oneAppendBytes} }
+
+// appendBound bounds what is written in one append: at most events events and
+// bytes of payload.
+type appendBound struct{ events, bytes int }
+
+// fits reports whether a session of events events and bytes of payload is
+// within b.
+func (b appendBound) fits(events, bytes int) bool { return events <= b.events && bytes <= b.bytes }
+
+// sessionWriter appends a new session to a log as it is read, its events in
+// seq order a batch at a time (add), then the events that end it (finish: the
+// events that park an import's tasks, a fork's session.forked event). A session
+// within the bound of one append (whole) is held and appended in one append by
+// finish: all of it lands, or none. A larger one is appended a batch at a time
+// as it comes, but for its first event, which finish appends last, with the
+// events that end it: until then the log holds the session without its seq 1,
+// which no node resumes. A session actor folds a session from seq 1, and its fold
+// of one that starts later fails at its first event (a gap) before it decides
+// or performs anything: a node that lists it as running fails to load it, and
+// its supervisor gives up on it, having written nothing; a task sent to it
+// fails alike. So an append that fails part way (a full disk, the log down)
+// leaves an inert session, which the same writing completes: each event
+// appended again at its position is a no-op (eventlog.Log.Append).
+type sessionWriter struct {
+	log     eventlog.Log
+	whole   bool
+	held    []messages.Envelope // whole: the events added; else the first (seq 1)
+	written int                 // the events appended
+}
+
+func (w *sessionWriter) add(ctx context.Context, batch []messages.Envelope) error {
+	if w.whole {
+		w.held = append(w.held, batch...)
+		return nil
+	}
+	if len(batch) > 0 && batch[0].Seq == 1 {
+		w.held = append(w.held, batch[0])
+		batch = batch[1:]
+	}
+	if len(batch) == 0 {
+		return nil
+	}
+	if err := w.log.Append(ctx, batch); err != nil {
+		return err
+	}
+	w.written += len(batch)
+	return nil
+}
+
+// finish appends the events held with end.
+func (w *sessionWriter) finish(ctx context.Context, end []messages.Envelope) error {
+	last := append(w.held, end...)
+	if err := w.log.Append(ctx, last); err != nil {
+		return err
+	}
+	w.written += len(last)
+	w.held = nil
+	return nil
+}
+
+// partial is what an error of a session's writing says of the session left in
+// the log: nothing ("") when nothing was appended.
+func (w *sessionWriter) partial() string {
+	if w.written == 0 {
+		return ""
+	}
+	return fmt.Sprintf("the log holds %d of its events but not its first, so no node resumes it", w.written)
+}
 
 // scanExport is readExport of an export read as a stream, a line at a time:
 // it calls batch with the session's events in seq order, a batch at a time
@@ -332,6 +422,7 @@ type forkPlan struct {
 	at    uint64
 	oldID string
 	n     uint64 // the parent's events
+	bytes int    // the payload of its first at events
 	atTS  int64  // the TS of the event at seq at
 	// links are the parent's session.forked events after at with a shift of
 	// times (a fork's own): the seq of each and its shift.
@@ -359,6 +450,9 @@ func (f *forkPlan) add(events []messages.Envelope) error {
 		f.n++
 		if f.n == f.at {
 			f.atTS = e.TS
+		}
+		if f.n <= f.at {
+			f.bytes += len(e.Payload)
 		}
 		switch e.Type {
 		case messages.TypeTaskCompleted, messages.TypeTaskFailed:
