@@ -138,6 +138,40 @@ func TestHTTPApprovalByACallIDAfterTheSessionMovedOnIsRefused(t *testing.T) {
 	}
 }
 
+// The same answer sent twice over HTTP (a client's retry of an answer that
+// landed) was 202 with status "taken": a client checking status == "approved"
+// read its retry as a failure. It gets the first answer's status, and
+// duplicate, the key of the call that took it and a note; it changes nothing.
+func TestHTTPApprovalSentTwiceKeepsItsStatus(t *testing.T) {
+	var sent atomic.Int64
+	n := nodetest.Start(t, mailer(t, &sent))
+	api := httptest.NewServer(n.Handler())
+	t.Cleanup(api.Close)
+	if _, err := n.Submit(context.Background(), node.Task{Input: "mail bob", SessionID: "ap-twice", Agent: "mailer"}); err != nil {
+		t.Fatal(err)
+	}
+	p := waitApproval(t, n, "ap-twice")
+	for _, call := range []string{p.Call, p.Key} {
+		answer := api.URL + "/v1/sessions/ap-twice/approvals/" + url.PathEscape(call)
+		code, out := postAny(t, answer, `{"approve":true}`)
+		if code != http.StatusAccepted || out["status"] != "approved" || out["call"] != call {
+			t.Fatalf("approve by %s: %d %v", call, code, out)
+		}
+		if call == p.Call && out["duplicate"] != nil {
+			t.Fatalf("the first answer: %v, not a duplicate", out)
+		}
+		code, out = postAny(t, answer, `{"approve":true}`)
+		if note, _ := out["note"].(string); code != http.StatusAccepted || out["status"] != "approved" || out["duplicate"] != true || out["key"] != p.Key ||
+			!strings.Contains(note, p.Key) {
+			t.Fatalf("the same answer again by %s: %d %v; want 202 approved, a duplicate taken for %s", call, code, out, p.Key)
+		}
+	}
+	waitEnded(t, n, "ap-twice")
+	if got := sent.Load(); got != 1 {
+		t.Fatalf("the email was sent %d times, want 1", got)
+	}
+}
+
 // postAny posts body as JSON to url, and returns the status and the JSON object
 // answered.
 func postAny(t *testing.T, url, body string) (int, map[string]any) {

@@ -456,10 +456,11 @@ func (n *Node) postApproval(w http.ResponseWriter, r *http.Request) {
 	answerLate(w) // as postTask's
 	switch {
 	case err == nil && taken != nil:
-		// A retry of an answer that landed: no error, and no claim that it
-		// answered a call it did not.
-		writeJSON(w, http.StatusAccepted, map[string]string{"session_id": id, "call": call, "key": taken.key, "status": messages.StatusTaken,
-			"note": taken.note(messages.ApprovalAnswer{Approve: *b.Approve})})
+		// The same answer again (a retry of an answer that landed): the
+		// first answer's status, so that a client checking it reads the same,
+		// and that it changed nothing.
+		writeJSON(w, http.StatusAccepted, approvalAnswered{SessionID: id, Call: call, Status: verdictOf(*b.Approve), Duplicate: true, Key: taken.key,
+			Note: taken.note(messages.ApprovalAnswer{Approve: *b.Approve})})
 	case errors.Is(err, ErrBadTask):
 		writeError(w, http.StatusBadRequest, "%v", err)
 	case errors.Is(err, ErrUnknownSession):
@@ -476,8 +477,20 @@ func (n *Node) postApproval(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		writeError(w, http.StatusServiceUnavailable, "%v", err)
 	default:
-		writeJSON(w, http.StatusAccepted, map[string]string{"session_id": id, "call": call, "status": verdictOf(*b.Approve)})
+		writeJSON(w, http.StatusAccepted, approvalAnswered{SessionID: id, Call: call, Status: verdictOf(*b.Approve)})
 	}
+}
+
+// approvalAnswered is the 202 of an answer to an approval. Duplicate, Key and
+// Note are set when the session had taken the same answer already (Key the
+// call it was taken for): Status is then the same as the first answer's.
+type approvalAnswered struct {
+	SessionID string `json:"session_id"`
+	Call      string `json:"call"`
+	Status    string `json:"status"`
+	Duplicate bool   `json:"duplicate,omitempty"`
+	Key       string `json:"key,omitempty"`
+	Note      string `json:"note,omitempty"`
 }
 
 // approvalConflict is the 409 of an answer by a call ID that an earlier call of
