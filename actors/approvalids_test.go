@@ -56,9 +56,11 @@ func TestApprovalByACallIDSharedInOneReplyIsRefused(t *testing.T) {
 // A model reuses a call ID from one reply to the next (and from task to task). The
 // answer by that ID to the first call, sent again once the next call waits (a
 // client's retry, a redelivery), approved the next call, which nobody looked at:
-// it is the duplicate of the answer the first call took (recorded once, nothing
-// approved), another answer by an ID that names an earlier call of the session
-// too is refused, and the next call waits for its answer by key.
+// an answer by an ID that names an earlier call of the session too is refused,
+// naming both keys, and the next call waits for its answer by key. The very
+// answer the first call took is refused too (a *ReusedCallIDError, Taken): it may
+// be meant for the next call, whose client, told it was taken, would believe that
+// call answered.
 func TestApprovalRetriedByAReusedCallIDDoesNotApproveTheNextCall(t *testing.T) {
 	model := script(t,
 		calls(messages.ToolCall{ID: "x", Name: "send", Arguments: `{"to":"bob"}`}),
@@ -81,8 +83,11 @@ func TestApprovalRetriedByAReusedCallIDDoesNotApproveTheNextCall(t *testing.T) {
 		}
 	}
 	res, err := h.resolve("reuse", "x", true, "bob is fine") // the retry
-	if acc, ok := res.(*actors.TaskAccepted); err != nil || !ok || !acc.Duplicate {
-		t.Fatalf("the first answer again, once the next call waits: %v %v; want it taken as the duplicate it is", res, err)
+	var reused *actors.ReusedCallIDError
+	if e, ok := res.(error); err != nil || !ok || !errors.As(e, &reused) || !errors.Is(e, actors.ErrApprovalNotPending) ||
+		!reused.Taken || reused.Earlier != keys[0] || reused.Waiting != keys[1] ||
+		!strings.Contains(e.Error(), keys[0]) || !strings.Contains(e.Error(), keys[1]) || !strings.Contains(e.Error(), "nothing was done") {
+		t.Fatalf("the first answer again, once the next call waits: %v %v; want it refused, taken for %s, %s waiting", res, err, keys[0], keys[1])
 	}
 	if n := h.sends.Load(); n != 1 {
 		t.Fatalf("send ran %d times, want 1 (bob's): the retry approved mallory's call", n)

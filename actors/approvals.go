@@ -179,12 +179,40 @@ func (s *SessionState) NextApprovalExpiry() int64 {
 // otherwise already).
 var ErrApprovalNotPending = errors.New("no approval of this call is pending")
 
+// ReusedCallIDError refuses an answer by a call ID that names a call waiting for
+// approval and an earlier call of the session too (models reuse call IDs from
+// reply to reply and from task to task): it may be meant for either, so it
+// answers neither, and the call waiting is to be answered by its key. It wraps
+// ErrApprovalNotPending.
+type ReusedCallIDError struct {
+	SessionID, Call string
+	// Earlier is the key of the earlier call of the call ID, Waiting that of
+	// the call waiting.
+	Earlier, Waiting string
+	// Taken reports that the earlier call took this very answer: sent again (a
+	// client's retry of an answer that landed), it stands for that call.
+	Taken bool
+	was   string
+}
+
+func (e *ReusedCallIDError) Error() string {
+	if e.Taken {
+		return fmt.Sprintf("session %s: call %s: %v: the call ID names call %s, %s, and call %s, waiting: nothing was done; "+
+			"if this is the answer to %s sent again, it stands, taken already; to answer %s, answer by its key",
+			e.SessionID, e.Call, ErrApprovalNotPending, e.Earlier, e.was, e.Waiting, e.Earlier, e.Waiting)
+	}
+	return fmt.Sprintf("session %s: call %s: %v: the call ID names call %s, %s, and call %s, waiting: answer by key",
+		e.SessionID, e.Call, ErrApprovalNotPending, e.Earlier, e.was, e.Waiting)
+}
+
+func (e *ReusedCallIDError) Unwrap() error { return ErrApprovalNotPending }
+
 // CheckAnswer judges an answer to the approval of call (its call_id or key): the
 // pending approval it resolves, or duplicate true when the call's approval was
 // already resolved with the same decision (the answer is then to be acknowledged and
-// not recorded again; pending is then the call it was taken for, which, by a call
-// ID that a later call waiting has too, is the earlier call), or an error wrapping
-// ErrApprovalNotPending.
+// not recorded again; pending is then the call it was taken for), or an error
+// wrapping ErrApprovalNotPending (a *ReusedCallIDError when the call ID names
+// a call waiting and an earlier one).
 func (s *SessionState) CheckAnswer(call string, approve bool) (pending PendingApproval, duplicate bool, err error) {
 	// A key names its own call only: a call ID is the model's, any string, and may
 	// be the key of another call. A text shaped as a key of this session
@@ -207,19 +235,16 @@ func (s *SessionState) CheckAnswer(call string, approve bool) (pending PendingAp
 				// answer may be one meant for that call (sent again by a client's retry
 				// or a redelivery, or late), come once the session was at the next,
 				// which nobody looked at yet.
-				if ap.resolved && ap.res.Approve == approve && ap.res.By != messages.ApprovedByTimeout {
-					// The answer that call took: a retry or a redelivery of an answer
-					// that landed is told it was taken (a duplicate, recorded once),
-					// not refused; it answers nothing more, the next call waiting for
-					// its own answer, by key.
-					return PendingApproval{Key: ap.req.Key, CallID: ap.req.CallID, Tool: ap.req.Tool}, true, nil
-				}
-				was := "left unanswered"
+				// Even the very answer that call took is refused, nothing done: it
+				// may be that answer sent again (a client's retry), or one meant for
+				// the call waiting, whose client, told it was taken, would believe
+				// that call answered while it waits (and times out).
+				e := &ReusedCallIDError{SessionID: s.SessionID, Call: call, Earlier: ap.req.Key, Waiting: open[i].Key, was: "left unanswered"}
 				if ap.resolved {
-					was = describeResolution(ap.res) + " already"
+					e.was = describeResolution(ap.res) + " already"
+					e.Taken = ap.res.Approve == approve && ap.res.By != messages.ApprovedByTimeout
 				}
-				return PendingApproval{}, false, fmt.Errorf("session %s: call %s: %w: the call ID names call %s, %s, and call %s, waiting: answer by key",
-					s.SessionID, call, ErrApprovalNotPending, ap.req.Key, was, open[i].Key)
+				return PendingApproval{}, false, e
 			}
 		}
 		return open[i], false, nil

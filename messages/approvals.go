@@ -118,6 +118,14 @@ type ApprovalRefused struct {
 	Status string `json:"status"`
 	// Error says why, as the 409 over HTTP says it.
 	Error string `json:"error"`
+	// Key and Waiting are set when Call is a call ID that an earlier call of
+	// the session (Key) and a call waiting (Waiting) have: the answer answered
+	// neither, and Waiting is to be answered by its key. Duplicate reports that
+	// the earlier call took this very answer (it stands for that call, as an
+	// answer sent again), as the 409 over HTTP says them.
+	Key       string `json:"key,omitempty"`
+	Waiting   string `json:"waiting,omitempty"`
+	Duplicate bool   `json:"duplicate,omitempty"`
 }
 
 // TypeApprovalTaken marks (in MetaType) an ApprovalTaken on TopicResults.
@@ -128,9 +136,9 @@ const StatusTaken = "taken"
 
 // ApprovalTaken tells a client of the tasks topic that the session's owner read
 // its ApprovalAnswer again once the session had taken it (a redelivery, or a
-// client's retry of an answer that landed, perhaps once the session moved on to
-// a later call with the same call ID), as HTTP answers such a retry 202 with
-// status "taken": it changed nothing, and is no error. It travels on
+// client's retry of an answer that landed), as HTTP answers such a retry 202
+// with "duplicate": true: it changed nothing, and is no error. (By a call ID
+// that a call waiting has too, it is refused instead: ApprovalRefused.) It travels on
 // TopicResults (MetaType TypeApprovalTaken), keyed by the session, as an
 // ApprovalRefused does; it is no task's result, and nothing of it is recorded.
 type ApprovalTaken struct {
@@ -142,7 +150,6 @@ type ApprovalTaken struct {
 	Approve bool   `json:"approve"`
 	// Status is StatusTaken.
 	Status string `json:"status"`
-	// Note says what the answer was taken for, and which call of the same call
-	// ID waits for an answer by key, if any.
+	// Note says what the answer was taken for.
 	Note string `json:"note,omitempty"`
 }

@@ -2,6 +2,7 @@ package node_test
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -81,11 +82,13 @@ func TestApprovalByAReusedCallIDAfterCancelIsRefused(t *testing.T) {
 }
 
 // An answer by call ID that the first task's call took, sent again over HTTP
-// (a client's retry) once the next task's call of the same ID waits, was a 409:
-// the client read that its answer failed, though it had landed. It is 202 with
-// status "taken", the key of the call that took it and a note naming the call
-// that waits; nothing more is approved.
-func TestHTTPApprovalRetriedAfterTheSessionMovedOnIsTaken(t *testing.T) {
+// once the next task's call of the same ID waits, may be a client's retry, or an
+// answer meant for the call waiting: it answers neither, and a 202 would tell a
+// client that meant the call waiting that it was answered, while it waits (and
+// times out). It is 409 saying nothing was done, naming the call that took it
+// (key, duplicate: that very answer) and the call waiting (waiting), to be
+// answered by key.
+func TestHTTPApprovalByACallIDAfterTheSessionMovedOnIsRefused(t *testing.T) {
 	var sent atomic.Int64
 	n := nodetest.Start(t, mailer(t, &sent))
 	api := httptest.NewServer(n.Handler())
@@ -117,9 +120,10 @@ func TestHTTPApprovalRetriedAfterTheSessionMovedOnIsTaken(t *testing.T) {
 	if next.Call != first.Call {
 		t.Fatalf("the calls' IDs: %s and %s, want the same", first.Call, next.Call)
 	}
-	code, out := post(t, answer, `{"approve":true}`)
-	if code != http.StatusAccepted || out["status"] != messages.StatusTaken || out["key"] != first.Key || !strings.Contains(out["note"], next.Key) {
-		t.Fatalf("the retry: %d %v; want 202 taken for %s, naming %s as waiting", code, out, first.Key, next.Key)
+	code, out := postAny(t, answer, `{"approve":true}`)
+	if msg, _ := out["error"].(string); code != http.StatusConflict || out["key"] != first.Key || out["waiting"] != next.Key || out["duplicate"] != true ||
+		!strings.Contains(msg, "nothing was done") || !strings.Contains(msg, "answer by its key") || out["status"] != nil {
+		t.Fatalf("the same answer by call ID: %d %v; want 409, nothing done, taken for %s, %s waiting", code, out, first.Key, next.Key)
 	}
 	if again := waitApproval(t, n, "ap-retry"); again.Key != next.Key {
 		t.Fatalf("the call waiting: %+v, want %+v", again, next)
@@ -127,8 +131,59 @@ func TestHTTPApprovalRetriedAfterTheSessionMovedOnIsTaken(t *testing.T) {
 	if got := sent.Load(); got != 1 {
 		t.Fatalf("the email was sent %d times, want 1", got)
 	}
-	// The other answer by that ID is still refused: it may be meant for either.
-	if code, msg := postJSON(t, answer, `{"approve":false}`); code != http.StatusConflict || !strings.Contains(msg, "answer by key") {
-		t.Fatalf("the other answer by the reused call ID: %d %s", code, msg)
+	// The other answer by that ID is refused too, the earlier call not having
+	// taken it.
+	if code, out := postAny(t, answer, `{"approve":false}`); code != http.StatusConflict || out["duplicate"] != false || out["waiting"] != next.Key {
+		t.Fatalf("the other answer by the reused call ID: %d %v", code, out)
 	}
+}
+
+// The same answer sent twice over HTTP (a client's retry of an answer that
+// landed) was 202 with status "taken": a client checking status == "approved"
+// read its retry as a failure. It gets the first answer's status, and
+// duplicate, the key of the call that took it and a note; it changes nothing.
+func TestHTTPApprovalSentTwiceKeepsItsStatus(t *testing.T) {
+	var sent atomic.Int64
+	n := nodetest.Start(t, mailer(t, &sent))
+	api := httptest.NewServer(n.Handler())
+	t.Cleanup(api.Close)
+	if _, err := n.Submit(context.Background(), node.Task{Input: "mail bob", SessionID: "ap-twice", Agent: "mailer"}); err != nil {
+		t.Fatal(err)
+	}
+	p := waitApproval(t, n, "ap-twice")
+	for _, call := range []string{p.Call, p.Key} {
+		answer := api.URL + "/v1/sessions/ap-twice/approvals/" + url.PathEscape(call)
+		code, out := postAny(t, answer, `{"approve":true}`)
+		if code != http.StatusAccepted || out["status"] != "approved" || out["call"] != call {
+			t.Fatalf("approve by %s: %d %v", call, code, out)
+		}
+		if call == p.Call && out["duplicate"] != nil {
+			t.Fatalf("the first answer: %v, not a duplicate", out)
+		}
+		code, out = postAny(t, answer, `{"approve":true}`)
+		if note, _ := out["note"].(string); code != http.StatusAccepted || out["status"] != "approved" || out["duplicate"] != true || out["key"] != p.Key ||
+			!strings.Contains(note, p.Key) {
+			t.Fatalf("the same answer again by %s: %d %v; want 202 approved, a duplicate taken for %s", call, code, out, p.Key)
+		}
+	}
+	waitEnded(t, n, "ap-twice")
+	if got := sent.Load(); got != 1 {
+		t.Fatalf("the email was sent %d times, want 1", got)
+	}
+}
+
+// postAny posts body as JSON to url, and returns the status and the JSON object
+// answered.
+func postAny(t *testing.T, url, body string) (int, map[string]any) {
+	t.Helper()
+	resp, err := http.Post(url, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out := map[string]any{}
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		t.Fatalf("POST %s: %d: %v", url, resp.StatusCode, err)
+	}
+	return resp.StatusCode, out
 }

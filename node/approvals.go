@@ -98,21 +98,21 @@ var ErrUnknownSession = errors.New("node: no such session")
 // its key): approved, the call is performed; rejected, the model reads reason as the
 // tool's error. by says where the answer came from (messages.ApprovedByHTTP, …). It
 // returns once the answer is recorded, or, on a sharded node, once it is published
-// to the session's owner. The same answer twice is recorded once (also by a call
-// ID that a later call waiting has too, when the earlier call took that very
-// answer: a retry of an answer that landed). Errors: ErrBadTask
+// to the session's owner. The same answer twice is recorded once. Errors: ErrBadTask
 // for a malformed answer, ErrUnknownSession, actors.ErrApprovalNotPending when the
-// call waits for no approval (or was answered otherwise).
+// call waits for no approval (or was answered otherwise), an
+// *actors.ReusedCallIDError among them when call is a call ID that a call waiting
+// and an earlier call of the session have (also when the earlier call took this
+// very answer: it may be meant for the call waiting, which it does not answer).
 func (n *Node) Approve(ctx context.Context, sessionID, call string, approve bool, reason, by string) error {
 	_, err := n.approve(ctx, sessionID, call, approve, reason, by)
 	return err
 }
 
 // takenAnswer is what a session says of an answer it took already (a
-// duplicate): the key of the call it was taken for, and that of a call of the
-// same call ID waiting for its own answer, "" when none does.
+// duplicate): the key of the call it was taken for.
 type takenAnswer struct {
-	key, waiting string
+	key string
 }
 
 // note says what the answer c was taken for, for its client.
@@ -121,11 +121,7 @@ func (t takenAnswer) note(c messages.ApprovalAnswer) string {
 	if c.Approve {
 		verdict = "approval"
 	}
-	s := fmt.Sprintf("this %s was taken already, for call %s: nothing more was done", verdict, t.key)
-	if t.waiting != "" {
-		s += fmt.Sprintf("; call %s, of the same call ID, waits for its own answer: answer it by key", t.waiting)
-	}
-	return s
+	return fmt.Sprintf("this %s was taken already, for call %s: it is recorded once, and nothing more was done", verdict, t.key)
 }
 
 // takenOf is what st says of the answer c when it took it already: ok is false
@@ -135,13 +131,7 @@ func takenOf(st *actors.SessionState, c messages.ApprovalAnswer) (t takenAnswer,
 	if err != nil || !duplicate {
 		return takenAnswer{}, false
 	}
-	t.key = taken.Key
-	for _, p := range st.PendingApprovals() {
-		if p.CallID == c.Call && p.Key != taken.Key {
-			t.waiting = p.Key
-		}
-	}
-	return t, true
+	return takenAnswer{key: taken.Key}, true
 }
 
 // approve is Approve; taken is set when the session took the answer already
@@ -155,21 +145,13 @@ func (n *Node) approve(ctx context.Context, sessionID, call string, approve bool
 	var duplicate bool
 	_, err = n.folds.with(ctx, n.log, sessionID, func(st *actors.SessionState) (err error) {
 		pending, duplicate, err = st.CheckAnswer(c.Call, c.Approve)
-		if duplicate {
-			if t, ok := takenOf(st, c); ok {
-				taken = &t
-			}
-		}
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
 	if duplicate {
-		if taken == nil {
-			taken = &takenAnswer{key: pending.Key}
-		}
-		return taken, nil // recorded already
+		return &takenAnswer{key: pending.Key}, nil // recorded already
 	}
 	// The answer names the call by its key, unique in the session: models reuse
 	// call IDs from task to task, and an answer by call ID read again (the bus
@@ -240,9 +222,10 @@ func (n *Node) handleApproval(msg *message.Message) error {
 	duplicate, err := n.approveHere(c)
 	switch {
 	case err == nil && duplicate:
-		// Read again (a redelivery, a client's retry) once the session took it,
-		// perhaps once it moved on to a later call of the same call ID: its
-		// client is told it was taken, not refused.
+		// Read again (a redelivery, a client's retry) once the session took
+		// it: its client is told it was taken, not refused. (By a call ID
+		// that a later call waiting has too, it is refused: it may be meant
+		// for that call, which it does not answer.)
 		return n.answerTaken(msg, c)
 	case errors.Is(err, actors.ErrApprovalNotPending):
 		n.cfg.Logger.Warn("dropping an answer to an approval that is not pending", "message", idHead(msg.UUID), "session", c.SessionID, "call", c.Call, "err", err)
@@ -267,8 +250,12 @@ func (n *Node) refuseApproval(msg *message.Message, c messages.ApprovalAnswer, r
 	if n.outbox != nil && !n.outbox.HasReaders(messages.TopicResults) {
 		return nil
 	}
-	b, err := json.Marshal(messages.ApprovalRefused{SessionID: c.SessionID, Call: c.Call, Approve: c.Approve, Status: messages.StatusRefused,
-		Error: textclip.Head(n.ingress.redactor.String(refusal.Error()), maxRejectionError)})
+	r := messages.ApprovalRefused{SessionID: c.SessionID, Call: c.Call, Approve: c.Approve, Status: messages.StatusRefused,
+		Error: textclip.Head(n.ingress.redactor.String(refusal.Error()), maxRejectionError)}
+	if reused, ok := errors.AsType[*actors.ReusedCallIDError](refusal); ok {
+		r.Key, r.Waiting, r.Duplicate = reused.Earlier, reused.Waiting, reused.Taken
+	}
+	b, err := json.Marshal(r)
 	if err != nil {
 		return nil
 	}
@@ -283,8 +270,7 @@ func (n *Node) refuseApproval(msg *message.Message, c messages.ApprovalAnswer, r
 
 // answerTaken publishes on troupe.results that the session had taken the answer
 // c read from the record msg already (messages.ApprovalTaken, keyed by the
-// session, marked type=approval.taken): the call it was taken for, and a call of
-// the same call ID that waits for its own answer. Its message ID is the same
+// session, marked type=approval.taken): the call it was taken for. Its message ID is the same
 // whenever the record is read again (takenApprovalID). An error (the broker
 // down, the log unreadable) is returned, and the record handled again: the
 // answer is a duplicate again.
@@ -470,14 +456,20 @@ func (n *Node) postApproval(w http.ResponseWriter, r *http.Request) {
 	answerLate(w) // as postTask's
 	switch {
 	case err == nil && taken != nil:
-		// A retry of an answer that landed: no error, and no claim that it
-		// answered a call it did not.
-		writeJSON(w, http.StatusAccepted, map[string]string{"session_id": id, "call": call, "key": taken.key, "status": messages.StatusTaken,
-			"note": taken.note(messages.ApprovalAnswer{Approve: *b.Approve})})
+		// The same answer again (a retry of an answer that landed): the
+		// first answer's status, so that a client checking it reads the same,
+		// and that it changed nothing.
+		writeJSON(w, http.StatusAccepted, approvalAnswered{SessionID: id, Call: call, Status: verdictOf(*b.Approve), Duplicate: true, Key: taken.key,
+			Note: taken.note(messages.ApprovalAnswer{Approve: *b.Approve})})
 	case errors.Is(err, ErrBadTask):
 		writeError(w, http.StatusBadRequest, "%v", err)
 	case errors.Is(err, ErrUnknownSession):
 		writeError(w, http.StatusNotFound, "no session %s", QuoteHead(id))
+	case errors.As(err, new(*actors.ReusedCallIDError)):
+		// Nothing was done, whichever call the answer was meant for: a 409
+		// naming both, and whether the earlier took this very answer.
+		reused, _ := errors.AsType[*actors.ReusedCallIDError](err)
+		writeJSON(w, http.StatusConflict, approvalConflict{Error: err.Error(), Key: reused.Earlier, Waiting: reused.Waiting, Duplicate: reused.Taken})
 	case errors.Is(err, actors.ErrApprovalNotPending):
 		writeError(w, http.StatusConflict, "%v", err)
 	case errors.Is(err, actors.ErrSessionFailed):
@@ -485,12 +477,38 @@ func (n *Node) postApproval(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		writeError(w, http.StatusServiceUnavailable, "%v", err)
 	default:
-		verdict := "rejected"
-		if *b.Approve {
-			verdict = "approved"
-		}
-		writeJSON(w, http.StatusAccepted, map[string]string{"session_id": id, "call": call, "status": verdict})
+		writeJSON(w, http.StatusAccepted, approvalAnswered{SessionID: id, Call: call, Status: verdictOf(*b.Approve)})
 	}
+}
+
+// approvalAnswered is the 202 of an answer to an approval. Duplicate, Key and
+// Note are set when the session had taken the same answer already (Key the
+// call it was taken for): Status is then the same as the first answer's.
+type approvalAnswered struct {
+	SessionID string `json:"session_id"`
+	Call      string `json:"call"`
+	Status    string `json:"status"`
+	Duplicate bool   `json:"duplicate,omitempty"`
+	Key       string `json:"key,omitempty"`
+	Note      string `json:"note,omitempty"`
+}
+
+// approvalConflict is the 409 of an answer by a call ID that an earlier call of
+// the session (Key) and a call waiting (Waiting) have: it answered neither.
+// Duplicate reports that the earlier call took this very answer.
+type approvalConflict struct {
+	Error     string `json:"error"`
+	Key       string `json:"key"`
+	Waiting   string `json:"waiting"`
+	Duplicate bool   `json:"duplicate"`
+}
+
+// verdictOf is an answer's status: "approved" or "rejected".
+func verdictOf(approve bool) string {
+	if approve {
+		return "approved"
+	}
+	return "rejected"
 }
 
 // approvalKeys refuses an approval body (a JSON object decodeStrict took) whose

@@ -350,18 +350,29 @@ func headerIdempotencyKey(r *http.Request) (string, error) {
 // listMembers is the number of members of a header's value read as a
 // comma-separated list (RFC 9110, section 5.3: how headers given more than once
 // are joined), a comma inside a quoted string (with its backslash escapes) being
-// no separator.
+// no separator. A quoted string is a whole member: a quote opens one only at a
+// member's start (after its spaces), and one that never closes opens none (a
+// key "a with a quote in it, joined with b, is two members, as key"a and b are).
 func listMembers(v string) int {
-	n, quoted := 1, false
+	n, quoted, start := 1, false, true
 	for i := 0; i < len(v); i++ {
 		switch c := v[i]; {
 		case quoted && c == '\\':
 			i++
-		case c == '"':
-			quoted = !quoted
-		case c == ',' && !quoted:
-			n++
+		case quoted && c == '"':
+			quoted = false
+		case quoted:
+		case c == ',':
+			n, start = n+1, true
+		case start && c == '"':
+			quoted, start = true, false
+		case c == ' ' || c == '\t':
+		default:
+			start = false
 		}
+	}
+	if quoted {
+		return strings.Count(v, ",") + 1
 	}
 	return n
 }

@@ -38,6 +38,10 @@ func TestTaskIdempotencyKeyThatCannotBeUsedIsRefused(t *testing.T) {
 		// the proxy did not match.
 		{"the same twice joined", []string{"key-d, key-d"}},
 		{"two joined", []string{"key-e,key-f"}},
+		// A quote inside a key, or one that opens no closed string, quotes
+		// nothing: joined, they are two keys.
+		{"a key with a quote joined", []string{`key"g, key"h`}},
+		{"a key opening a quote joined", []string{`"key-i, key-j`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			session := "idem-header-" + strings.ReplaceAll(tc.name, " ", "-")

@@ -145,12 +145,12 @@ func TestKafkaApprovalOfAnUnknownSessionIsAnswered(t *testing.T) {
 
 // An answer by call ID that landed (the call approved, its task completed), sent
 // again by its client, or read again, once the session moved on to a later call
-// that the model gave the same call ID, was refused on troupe.results as an
-// error: its client, retrying an answer that was taken, read that it failed.
-// It is told it was taken (type=approval.taken, status "taken", keyed by the
-// session), for the first call, the later call waiting for its own answer by
-// key; it approves nothing more, and no refusal is published.
-func TestKafkaApprovalRetriedAfterTheSessionMovedOnIsTaken(t *testing.T) {
+// that the model gave the same call ID, may be meant for that call as well as
+// the first: it answers neither, and is refused on troupe.results as over HTTP
+// (409), naming the call that took it (key, duplicate: that very answer) and the
+// call waiting (waiting), to be answered by key; no approval.taken is published,
+// which a client that meant the call waiting would read as its answer taken.
+func TestKafkaApprovalByACallIDAfterTheSessionMovedOnIsRefused(t *testing.T) {
 	k := newKafkaEnv(t)
 	var sent atomic.Int64
 	n := k.nodeWith(t, mailer(t, &sent))
@@ -185,10 +185,10 @@ func TestKafkaApprovalRetriedAfterTheSessionMovedOnIsTaken(t *testing.T) {
 	if second.Call != first.Call {
 		t.Fatalf("the calls' IDs: %s and %s, want the same", first.Call, second.Call)
 	}
-	k.produce(t, answer()) // the client's retry
-	var taken messages.ApprovalTaken
+	k.produce(t, answer()) // the client's retry, or an answer meant for the second call
+	var refused messages.ApprovalRefused
 	var types []string
-	waitFor(t, 30*time.Second, "an answer to the retried approval on "+messages.TopicResults, func() bool {
+	waitFor(t, 30*time.Second, "an answer to the approval sent again on "+messages.TopicResults, func() bool {
 		types = types[:0]
 		found := false
 		for _, m := range topicRecords(t, k, messages.TopicResults, session) {
@@ -197,8 +197,8 @@ func TestKafkaApprovalRetriedAfterTheSessionMovedOnIsTaken(t *testing.T) {
 					continue
 				}
 				types = append(types, string(h.Value))
-				if string(h.Value) == messages.TypeApprovalTaken {
-					if err := json.Unmarshal(m.Value, &taken); err != nil {
+				if string(h.Value) == messages.TypeApprovalRefused {
+					if err := json.Unmarshal(m.Value, &refused); err != nil {
 						t.Fatalf("%s: %v", m.Value, err)
 					}
 					found = true
@@ -207,17 +207,17 @@ func TestKafkaApprovalRetriedAfterTheSessionMovedOnIsTaken(t *testing.T) {
 		}
 		return found
 	})
-	if taken.SessionID != session || taken.Call != first.Call || taken.Key != first.Key || !taken.Approve || taken.Status != messages.StatusTaken ||
-		!strings.Contains(taken.Note, second.Key) {
-		t.Fatalf("the answer to the retry: %+v; want it taken for %s, naming %s as waiting", taken, first.Key, second.Key)
+	if refused.SessionID != session || refused.Call != first.Call || refused.Key != first.Key || refused.Waiting != second.Key || !refused.Duplicate ||
+		!refused.Approve || refused.Status != messages.StatusRefused || !strings.Contains(refused.Error, "nothing was done") {
+		t.Fatalf("the answer to the approval sent again: %+v; want it refused, taken for %s, naming %s as waiting", refused, first.Key, second.Key)
 	}
 	for _, typ := range types {
-		if typ == messages.TypeApprovalRefused {
-			t.Fatalf("the retry was refused (records of types %v)", types)
+		if typ == messages.TypeApprovalTaken {
+			t.Fatalf("it was told taken (records of types %v)", types)
 		}
 	}
 	if sent.Load() != 1 {
-		t.Fatalf("%d emails sent, want 1: the retry approved the second task's call", sent.Load())
+		t.Fatalf("%d emails sent, want 1: the answer approved the second task's call", sent.Load())
 	}
 	if again := waitApproval(t, n, session); again.Key != second.Key {
 		t.Fatalf("the call waiting: %+v, want %+v", again, second)

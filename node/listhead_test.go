@@ -2,6 +2,7 @@ package node_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"sync/atomic"
@@ -102,5 +103,46 @@ func TestHeadOfStatsAndSessionDetailComputesNoBody(t *testing.T) {
 	var stats map[string]any
 	if code := getJSON(t, url+"/v1/stats", &stats); code != http.StatusOK || lg.reports.Load() != 1 {
 		t.Errorf("GET /v1/stats: %d, %d reports, want 200 and 1", code, lg.reports.Load())
+	}
+}
+
+// downLog is a SQLite log whose reads fail, as a log that is down.
+type downLog struct{ *sqlite.Log }
+
+var errLogDown = errors.New("the log is down")
+
+func (downLog) Report(context.Context, eventlog.StatsFilter) (*eventlog.Stats, error) {
+	return nil, errLogDown
+}
+
+func (downLog) Sessions(context.Context, eventlog.Filter) ([]eventlog.SessionInfo, error) {
+	return nil, errLogDown
+}
+
+// HEAD /v1/stats answered 200 without asking the log, where the GET is 500 with
+// the log down: a monitor checking it with HEAD read the stats as served. It
+// asks the log (a list of one session) and answers the GET's 500 when that
+// fails, as HEAD /v1/sessions does.
+func TestHeadOfStatsOnAFailingLogIsTheGETsStatus(t *testing.T) {
+	base, err := sqlite.Open(context.Background(), sqlite.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = base.Close() })
+	_, url, _ := serveHTTP(t, node.Config{Log: downLog{base}})
+	for _, path := range []string{"/v1/stats", "/v1/sessions?detail=true"} {
+		get, err := http.Get(url + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = get.Body.Close()
+		head, err := http.Head(url + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = head.Body.Close()
+		if get.StatusCode != http.StatusInternalServerError || head.StatusCode != get.StatusCode {
+			t.Errorf("%s with the log down: GET %d, HEAD %d; want both 500", path, get.StatusCode, head.StatusCode)
+		}
 	}
 }

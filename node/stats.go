@@ -30,7 +30,13 @@ func (n *Node) getStats(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodHead {
 		// A HEAD (a monitor's check) gets the answer's headers: net/http
 		// discards a HEAD answer's body, and the report, a scan of the log's
-		// events since since, would be computed only to be dropped.
+		// events since since, would be computed only to be dropped. The log
+		// is asked for one session's summary, so that a log that is down
+		// answers the GET's 500, not a 200 a monitor would read as served.
+		if _, err := n.log.Sessions(r.Context(), eventlog.Filter{Limit: 1}); err != nil {
+			writeError(w, http.StatusInternalServerError, "stats: %v", err)
+			return
+		}
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusOK)
 		return
