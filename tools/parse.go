@@ -558,11 +558,12 @@ func (p *ArgumentParser) check(v any, written bool) (map[string]any, error) {
 	v = w.walk(v, p.schema, "", 0)
 	if n := 0; len(w.problems) == 0 && p.doc != nil && !p.applications("", v, &n) {
 		// The validator would apply the schema's branches to the arguments
-		// more often than it could in reasonable time (a schema whose branches
+		// more often than it could in reasonable time: a schema whose branches
 		// share a $ref through a value, level after level, doubles the work at
-		// each level of the arguments).
-		return nil, &ArgumentError{Tool: p.tool, Reason: fmt.Sprintf("the arguments are nested too deeply for the tool's schema: checking them would apply "+
-			"its anyOf, oneOf and allOf branches and $refs more than %d times; send them nested less deeply", maxSchemaApplications)}
+		// each level of the arguments, and one of many variants (anyOf, oneOf)
+		// applies each to every value the arguments hold.
+		return nil, &ArgumentError{Tool: p.tool, Reason: fmt.Sprintf("the arguments are nested too deeply for the tool's schema, or hold too many values for it: "+
+			"checking them would apply its anyOf, oneOf and allOf branches and $refs more than %d times; send fewer values, nested less deeply", maxSchemaApplications)}
 	}
 	if len(w.problems) == 0 {
 		if err := p.resolved.Validate(v); err != nil {

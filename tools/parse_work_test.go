@@ -152,3 +152,24 @@ func TestLargeSchemaOfManyVariantsIsRead(t *testing.T) {
 		t.Errorf("an action of no variant: %v; want an argument error", err)
 	}
 }
+
+// Arguments that are not deep but hold too many values for a schema of many
+// variants (here 250 of a webhook's payload, each applied to the payload) are
+// refused for the work their check would make, saying so: the refusal said
+// they were nested too deeply and asked for them nested less deeply, which
+// these could not be.
+func TestArgumentsWithTooManyValuesForTheSchemasBranchesAreRefusedSayingSo(t *testing.T) {
+	p, err := tools.NewArgumentParser("webhook", json.RawMessage(webhookSchema(250)), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	user := `{"user_0":"octocat","user_1":1,"user_2":false}`
+	args := `{"event":{"action":"action_249","issue":{"assignees":[` + strings.TrimSuffix(strings.Repeat(user+",", 200), ",") + `]}}}`
+	_, err = p.ParseJSON(args)
+	if !errors.Is(err, tools.ErrInvalidArguments) || !strings.Contains(err.Error(), "more than 100000 times") {
+		t.Fatalf("200 assignees: %v; want the arguments refused for the work they make", err)
+	}
+	if !strings.Contains(err.Error(), "hold too many values") || !strings.Contains(err.Error(), "send fewer values") {
+		t.Errorf("200 assignees: %v; want it to say the arguments hold too many values, not only that they are nested too deeply", err)
+	}
+}
