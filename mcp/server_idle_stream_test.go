@@ -35,20 +35,30 @@ func TestServerHTTPReopenedNotificationStreamDoesNotHoldTheSession(t *testing.T)
 		t.Fatalf("initialize answered %s with no session", resp.Status)
 	}
 	post(ctx, t, hs.URL, id, `{"jsonrpc":"2.0","method":"notifications/initialized"}`).Body.Close()
+	// Until the server sees the cut stream gone, the SDK answers its reopening
+	// 409 Conflict (the stream still has its writer): a client tries again, as
+	// this one does.
 	get := func(last string) *http.Response {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, hs.URL, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Accept", "text/event-stream")
-		req.Header.Set("Mcp-Session-Id", id)
-		req.Header.Set("MCP-Protocol-Version", "2025-11-25")
-		if last != "" {
-			req.Header.Set("Last-Event-ID", last)
-		}
-		resp, err := freshConns.Do(req)
-		if err != nil {
-			t.Fatal(err)
+		var resp *http.Response
+		for {
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, hs.URL, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Accept", "text/event-stream")
+			req.Header.Set("Mcp-Session-Id", id)
+			req.Header.Set("MCP-Protocol-Version", "2025-11-25")
+			if last != "" {
+				req.Header.Set("Last-Event-ID", last)
+			}
+			if resp, err = freshConns.Do(req); err != nil {
+				t.Fatal(err)
+			}
+			if resp.StatusCode != http.StatusConflict || ctx.Err() != nil {
+				break
+			}
+			resp.Body.Close()
+			time.Sleep(5 * time.Millisecond)
 		}
 		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("GET (Last-Event-ID %q) answered %s", last, resp.Status)
