@@ -27,12 +27,20 @@ type idleTimer struct {
 }
 
 // holds reports whether r keeps its session from idling out while it is
-// served: any request but a GET that opens a stream of notifications (which a
+// served: any request but a GET of the stream of notifications (which a
 // client keeps open for as long as the session lives: the client's answers to
 // the server's pings on it keep the session); a GET that resumes a call's
-// stream (Last-Event-ID) does, as the call's POST did.
+// stream (Last-Event-ID) does, as the call's POST did, until the call
+// answered. The stream of notifications opened again from its last event (its
+// event IDs name the stream "": the go-sdk's client reopens it so) is not a
+// call's: held, it kept a session whose client answered no ping for as long as
+// the connection stayed open.
 func holds(r *http.Request) bool {
-	return r.Method != http.MethodGet || r.Header.Get("Last-Event-ID") != ""
+	if r.Method != http.MethodGet {
+		return true
+	}
+	stream, _, ok := parseEventID(r.Header.Get("Last-Event-ID"))
+	return ok && stream != ""
 }
 
 // holdLocked counts a request under way in session id, which stops its idle

@@ -174,6 +174,11 @@ func (s *Server) serveSessions(h http.Handler, w http.ResponseWriter, r *http.Re
 		s.opts.Logger.Warn("mcp server: session not resumed", "session", id, "err", err)
 	} else {
 		s.touch(id)
+		// Its idle timer starts now: a request that holds the session starts it
+		// anew once answered, but a GET of the stream of notifications holds
+		// none (holds), so that a session resumed by its stream, whose client
+		// then hung up, stayed for good.
+		s.idleFrom(id)
 		// Every resumption runs the cap, a GET's too: a GET in a session ID
 		// made up (of the right shape) resumes a session the SDK would then
 		// hold for SessionTimeout after its client hung up. The cap leaves the

@@ -558,11 +558,12 @@ func (p *ArgumentParser) check(v any, written bool) (map[string]any, error) {
 	v = w.walk(v, p.schema, "", 0)
 	if n := 0; len(w.problems) == 0 && p.doc != nil && !p.applications("", v, &n) {
 		// The validator would apply the schema's branches to the arguments
-		// more often than it could in reasonable time (a schema whose branches
+		// more often than it could in reasonable time: a schema whose branches
 		// share a $ref through a value, level after level, doubles the work at
-		// each level of the arguments).
-		return nil, &ArgumentError{Tool: p.tool, Reason: fmt.Sprintf("the arguments are nested too deeply for the tool's schema: checking them would apply "+
-			"its anyOf, oneOf and allOf branches and $refs more than %d times; send them nested less deeply", maxSchemaApplications)}
+		// each level of the arguments, and one of many variants (anyOf, oneOf)
+		// applies each to every value the arguments hold.
+		return nil, &ArgumentError{Tool: p.tool, Reason: fmt.Sprintf("the arguments are nested too deeply for the tool's schema, or hold too many values for it: "+
+			"checking them would apply its anyOf, oneOf and allOf branches and $refs more than %d times; send fewer values, nested less deeply", maxSchemaApplications)}
 	}
 	if len(w.problems) == 0 {
 		if err := p.resolved.Validate(v); err != nil {
@@ -839,8 +840,9 @@ func valueParts(node map[string]any, ptr string) []string {
 }
 
 // maxSchemaApplications bounds how many times the schemas of a tool's
-// parameters may be applied in checking one value of each of its fields: a
-// schema over it is refused (checkApplications).
+// parameters may be applied in checking one value: a schema over it is refused
+// (checkApplications), and so are arguments whose check would apply them more
+// often (applications).
 const maxSchemaApplications = 100_000
 
 // checkApplications fails on a schema document (root, its refGraph g, whose
@@ -850,13 +852,21 @@ const maxSchemaApplications = 100_000
 // no result), so that branches that share a $ref, level after level ({"anyOf":
 // [{"$ref": "#/$defs/A1"}, {"$ref": "#/$defs/A1"}]}, A1 alike, and so on), make
 // the work double at each level: 30 levels, a billion applications, for hours
-// on one call. What it counts is the applications of the root for arguments
-// holding one value of each field (an array one item), a $ref that comes back
-// through a value counted once; each schema's count is counted once
-// (memoized), so the check takes time in proportion to the schema's size.
+// on one call. What it counts is the applications of the root in checking one
+// value, the one that makes the most of them: the schemas applied to the value
+// itself add up, and of the values inside it (properties, items) the one
+// counted is the one that makes the most, a $ref that comes back through a
+// value counted once. Counted for a value of each field at once, the count was
+// the size of the schema with its $refs written out, which grows with the
+// schema's breadth and makes no more work than the arguments bring: a schema
+// of 250 variants of a webhook's payload (63 KiB) was refused, its payload
+// checked in milliseconds. Arguments with many values are bounded as they are
+// checked (applications). Each schema's count is counted once (memoized), so
+// the check takes time in proportion to the schema's size.
 func checkApplications(root any, g *refGraph) error {
 	counts := map[string]int{}
 	onPath := map[string]bool{}
+	var over string // the first schema counted over the bound
 	var count func(ptr string) int
 	count = func(ptr string) int {
 		if n, ok := counts[ptr]; ok {
@@ -868,16 +878,24 @@ func checkApplications(root any, g *refGraph) error {
 		}
 		onPath[ptr] = true
 		n := 1
-		for _, next := range slices.Concat(g.sameValue(node, ptr), valueParts(node, ptr)) {
+		for _, next := range g.sameValue(node, ptr) {
 			n = min(n+count(next), maxSchemaApplications+1)
 		}
+		inside := 0
+		for _, next := range valueParts(node, ptr) {
+			inside = max(inside, count(next))
+		}
+		n = min(n+inside, maxSchemaApplications+1)
 		delete(onPath, ptr)
 		counts[ptr] = n
+		if n > maxSchemaApplications && over == "" {
+			over = ptr
+		}
 		return n
 	}
 	if n := count(""); n > maxSchemaApplications {
-		return fmt.Errorf("its anyOf, oneOf and allOf branches and $refs apply a schema more than %d times in checking one value of each field "+
-			"(branches that share a $ref, level after level, double the work at each): the arguments could not be checked in reasonable time", maxSchemaApplications)
+		return fmt.Errorf("its anyOf, oneOf and allOf branches and $refs apply a schema more than %d times in checking one value against the schema at %q "+
+			"(branches that share a $ref, level after level, double the work at each): the arguments could not be checked in reasonable time", maxSchemaApplications, "#"+over)
 	}
 	return nil
 }

@@ -95,3 +95,81 @@ func TestArgumentsNestedTooDeeplyForTheSchemasBranchesAreRefused(t *testing.T) {
 		t.Errorf("4 levels, a number at the end: %v; want the validator's refusal", err)
 	}
 }
+
+// webhookSchema is a schema of the form of GitHub's webhook payloads, as an
+// OpenAPI description gives them: an event, one of variants of the same shape
+// (an action, the repository with its owner and license, the sender, the
+// organization, an issue with its user, labels, assignees and milestone), each
+// a $ref to $defs shared by all.
+func webhookSchema(variants int) string {
+	fields := func(n int, prefix string) string {
+		var f []string
+		for i := range n {
+			f = append(f, fmt.Sprintf(`"%s_%d":{"type":%q}`, prefix, i, []string{"string", "integer", "boolean"}[i%3]))
+		}
+		return strings.Join(f, ",")
+	}
+	nullable := func(def string) string { return `{"anyOf":[{"$ref":"#/$defs/` + def + `"},{"type":"null"}]}` }
+	defs := []string{
+		`"user":{"type":"object","properties":{` + fields(21, "user") + `}}`,
+		`"license":{"type":"object","properties":{` + fields(6, "license") + `}}`,
+		`"label":{"type":"object","properties":{` + fields(7, "label") + `}}`,
+		`"milestone":{"type":"object","properties":{` + fields(16, "milestone") + `,"creator":` + nullable("user") + `}}`,
+		`"repository":{"type":"object","properties":{` + fields(90, "repository") + `,"owner":{"$ref":"#/$defs/user"},"organization":` + nullable("user") +
+			`,"license":` + nullable("license") + `}}`,
+		`"issue":{"type":"object","properties":{` + fields(30, "issue") + `,"user":` + nullable("user") + `,"assignee":` + nullable("user") +
+			`,"assignees":{"type":"array","items":{"$ref":"#/$defs/user"}},"labels":{"type":"array","items":{"anyOf":[{"type":"string"},{"$ref":"#/$defs/label"}]}}` +
+			`,"milestone":` + nullable("milestone") + `,"repository":{"$ref":"#/$defs/repository"}}}`,
+	}
+	var events []string
+	for i := range variants {
+		events = append(events, fmt.Sprintf(`{"type":"object","properties":{"action":{"const":"action_%d"},"issue":{"$ref":"#/$defs/issue"},`+
+			`"repository":{"$ref":"#/$defs/repository"},"sender":{"$ref":"#/$defs/user"},"organization":{"$ref":"#/$defs/user"}},"required":["action"]}`, i))
+	}
+	return `{"type":"object","$defs":{` + strings.Join(defs, ",") + `},"properties":{"event":{"anyOf":[` + strings.Join(events, ",") + `]}},"required":["event"]}`
+}
+
+// A large schema with no branches that share a $ref level after level is read,
+// however many its fields: here 250 variants of a webhook's payload (63 KiB),
+// each with a repository, an issue, their users. Counted for arguments holding
+// one value of each field of every variant at once (the size of the schema with
+// its $refs written out), it was refused as one that applies a schema more than
+// 100000 times, "branches that share a $ref, level after level", which it has
+// none of, while a payload (one variant) is checked in milliseconds.
+func TestLargeSchemaOfManyVariantsIsRead(t *testing.T) {
+	schema := webhookSchema(250)
+	p, err := tools.NewArgumentParser("webhook", json.RawMessage(schema), 0)
+	if err != nil {
+		t.Fatalf("a %d KiB schema of 250 variants: %v", len(schema)>>10, err)
+	}
+	user := `{"user_0":"octocat","user_1":1,"user_2":false}`
+	args := `{"event":{"action":"action_249","sender":` + user + `,"repository":{"repository_0":"hello","owner":` + user + `,"license":null},` +
+		`"issue":{"issue_0":"a bug","user":` + user + `,"assignees":[` + user + `,` + user + `],"labels":["bug",{"label_0":"x"}],"milestone":null}}}`
+	if _, err := p.ParseJSON(args); err != nil {
+		t.Errorf("a payload: %v", err)
+	}
+	if _, err := p.ParseJSON(`{"event":{"action":"action_250"}}`); !errors.Is(err, tools.ErrInvalidArguments) {
+		t.Errorf("an action of no variant: %v; want an argument error", err)
+	}
+}
+
+// Arguments that are not deep but hold too many values for a schema of many
+// variants (here 250 of a webhook's payload, each applied to the payload) are
+// refused for the work their check would make, saying so: the refusal said
+// they were nested too deeply and asked for them nested less deeply, which
+// these could not be.
+func TestArgumentsWithTooManyValuesForTheSchemasBranchesAreRefusedSayingSo(t *testing.T) {
+	p, err := tools.NewArgumentParser("webhook", json.RawMessage(webhookSchema(250)), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	user := `{"user_0":"octocat","user_1":1,"user_2":false}`
+	args := `{"event":{"action":"action_249","issue":{"assignees":[` + strings.TrimSuffix(strings.Repeat(user+",", 200), ",") + `]}}}`
+	_, err = p.ParseJSON(args)
+	if !errors.Is(err, tools.ErrInvalidArguments) || !strings.Contains(err.Error(), "more than 100000 times") {
+		t.Fatalf("200 assignees: %v; want the arguments refused for the work they make", err)
+	}
+	if !strings.Contains(err.Error(), "hold too many values") || !strings.Contains(err.Error(), "send fewer values") {
+		t.Errorf("200 assignees: %v; want it to say the arguments hold too many values, not only that they are nested too deeply", err)
+	}
+}
