@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -258,7 +259,7 @@ func NewServer(n Node, opts ServerOptions) *Server {
 	}
 	s.closed, s.closeCtx = context.WithCancel(context.Background())
 	s.srv = sdk.NewServer(&sdk.Implementation{Name: "troupe", Title: "Troupe node", Version: version()}, sopts)
-	s.srv.AddReceivingMiddleware(s.recordLevel, s.recordLife)
+	s.srv.AddReceivingMiddleware(s.recoverPanics, s.recordLevel, s.recordLife)
 	s.srv.AddTool(&sdk.Tool{Name: RunTask, Title: "Run a task on the Troupe agent",
 		Description: "Run a task on the node's agent and answer with its final output. Give session_id (from an earlier answer's _meta " +
 			SessionIDMeta + ") to go on with a conversation. A failed task is an error with the reason. A task goes on when its call is " +
@@ -674,6 +675,23 @@ type life struct {
 // serves, each request and notification of its client, and holds each request
 // open while it is answered: endUnanswered takes either for a sign that the
 // client is there, as an answered ping is.
+// recoverPanics answers a request whose handling panicked with an internal
+// error, logged with its stack, instead of letting the panic end the process:
+// the SDK runs each request's handler on a goroutine of its own with no
+// recover, so one bad request (a bug in a handler, a Node that panics) would
+// take every session and task of the node with it.
+func (s *Server) recoverPanics(next sdk.MethodHandler) sdk.MethodHandler {
+	return func(ctx context.Context, method string, req sdk.Request) (res sdk.Result, err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				s.opts.Logger.Error("mcp server: a request's handler panicked", "method", method, "panic", r, "stack", string(debug.Stack()))
+				res, err = nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("mcp server: %s failed: an internal error (the server logged it)", method)}
+			}
+		}()
+		return next(ctx, method, req)
+	}
+}
+
 func (s *Server) recordLife(next sdk.MethodHandler) sdk.MethodHandler {
 	return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
 		v, ok := s.lives.Load(req.GetSession())
