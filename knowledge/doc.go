@@ -64,7 +64,9 @@
 // fold what the stream gained, decide against the fold, append at the next seq,
 // and fold and decide again when another writer took it (eventlog.ErrSeqConflict),
 // up to MaxAttempts; a key already applied returns the earlier result and writes
-// nothing. A write after which the events later ones superseded outnumber the
+// nothing, unless its write was a split document stored in some of its parts only
+// (the node stopped, or the log failed, amid the append): the same request sent
+// again under the key writes the document again, whole, and then answers. A write after which the events later ones superseded outnumber the
 // live documents compacts the stream (Base.Compact, CompactMin, CompactTail,
 // eventlog.Compacting), without the knowledge base's lock while the log
 // deletes, so searches and writes go on meanwhile. The slow steps of Add (conversion

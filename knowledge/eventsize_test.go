@@ -351,3 +351,46 @@ func TestAPartNotAtTheNextSeqIsNotFolded(t *testing.T) {
 		t.Fatalf("x.md = %+v (found %v); want its first part's chunk alone", hits, ok)
 	}
 }
+
+// A key whose document was stored in some of its parts only (the append was
+// cut) is not done: the same document sent again under it is written whole and
+// answered with the request's result (added), and another document under it is
+// refused (ErrKeyReused), writing nothing. Before, the key answered its first
+// part's result and the document stayed without its other chunks.
+func TestAKeyedDocumentStoredInSomeOfItsPartsIsWrittenWholeUnderItsKey(t *testing.T) {
+	ctx := testCtx(t)
+	f := newFixture(t, boundedEvents(32<<10))
+	body := []byte(bigGuide(600))
+	full, err := f.base(t, "full").Add(ctx, "big.md", body, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := events(t, f.log, "full")[0].Decode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	part := first.(*messages.KBDocumentIngested)
+	part.Key = "k1"
+	appendStored(t, f, "docs", 1, part)
+	b := f.base(t, "docs")
+	if _, err := b.Add(ctx, "big.md", []byte(bigGuide(601)), "k1"); !errors.Is(err, knowledge.ErrKeyReused) {
+		t.Fatalf("another document under the key: %v; want ErrKeyReused", err)
+	}
+	if n := len(events(t, f.log, "docs")); n != 1 {
+		t.Fatalf("the refused document wrote %d events", n-1)
+	}
+	r, err := b.Add(ctx, "big.md", body, "k1")
+	if err != nil || r.Status != knowledge.StatusAdded || r.Chunks != full.Chunks {
+		t.Fatalf("the key sent again = %+v, %v; want added, %d chunks", r, err, full.Chunks)
+	}
+	if hits, _ := b.Chunks("big.md"); len(hits) != full.Chunks {
+		t.Fatalf("big.md has %d chunks; want %d", len(hits), full.Chunks)
+	}
+	n := len(events(t, f.log, "docs"))
+	if again, err := b.Add(ctx, "big.md", body, "k1"); err != nil || again != r {
+		t.Fatalf("the key once more = %+v, %v; want %+v", again, err, r)
+	}
+	if len(events(t, f.log, "docs")) != n {
+		t.Fatal("the key once more wrote events")
+	}
+}

@@ -155,10 +155,7 @@ type baseFold struct{ *Base }
 func (f baseFold) Seq() uint64                     { return f.st.seq }
 func (f baseFold) Apply(e messages.Envelope) error { return f.apply(e) }
 func (f baseFold) Sync(context.Context) error      { f.countBacklog(); return nil }
-func (f baseFold) Applied(key string) bool {
-	_, ok := f.st.keys[key]
-	return ok
-}
+func (f baseFold) Applied(key string) bool         { return f.st.keyDone(key) }
 
 // Name returns the knowledge base's name.
 func (b *Base) Name() string { return b.name }
@@ -247,7 +244,27 @@ type keyed struct {
 	// before it was recorded).
 	format  string
 	removed bool
-	result  AddResult
+	// seq is the seq of an ingestion's (first) event.
+	seq    uint64
+	result AddResult
+}
+
+// keyDone reports whether the write under key was folded whole: a removal, or
+// an ingestion of which every part was folded, or that a later change of its
+// document superseded. An ingestion split across events of which only some
+// were stored (the node stopped, or the log failed, amid the append) is not
+// done: the key sent again writes it anew, whole, instead of answering a
+// document that lacks chunks as stored.
+func (s *state) keyDone(key string) bool {
+	k, ok := s.keys[key]
+	if !ok {
+		return false
+	}
+	if k.removed {
+		return true
+	}
+	d := s.docs[k.source]
+	return d == nil || d.seq != k.seq || d.whole()
 }
 
 func newState() *state {
@@ -307,7 +324,12 @@ func (s *state) apply(e messages.Envelope) (effect, error) {
 			s.unnormal++
 		}
 		if p.Key != "" {
-			s.keys[p.Key] = keyed{source: p.Source, hash: p.Hash, format: p.Format, result: AddResult{Source: p.Source, Status: status,
+			if k, ok := s.keys[p.Key]; ok && !k.removed && k.source == p.Source && k.hash == p.Hash {
+				// The write of a key that was stored in some of its parts,
+				// made again (keyDone): its answer is the request's.
+				status = k.result.Status
+			}
+			s.keys[p.Key] = keyed{source: p.Source, hash: p.Hash, format: p.Format, seq: e.Seq, result: AddResult{Source: p.Source, Status: status,
 				Hash: p.Hash, Chunks: len(p.Chunks), Tokens: tokens, Bytes: p.Bytes, MarkdownBytes: p.MarkdownBytes}}
 		}
 	case *messages.KBDocumentRemoved:

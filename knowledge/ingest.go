@@ -85,7 +85,9 @@ func CheckSource(source string) error {
 // (Chunk options are not part of that test: to cut a document anew, Remove it
 // first.) A key applied
 // before returns the earlier result and writes nothing (another document under the
-// same key: ErrKeyReused).
+// same key: ErrKeyReused), unless its document was split across events of which
+// only some were stored: then it is written again, whole, and the earlier
+// request's result returned.
 //
 // The document is named source in Unicode NFC, or the name a document stored
 // before under another spelling of it has (storedName).
@@ -221,6 +223,14 @@ func (b *Base) ingest(ctx context.Context, source string, body []byte, key, form
 				ev.Chunks[i].ChunkID = chunkID(source, hash, i)
 			}
 		}
+		var again *AddResult // the key's write, stored in some of its parts (keyDone)
+		if _, ok := b.st.keys[key]; key != "" && ok {
+			r, err := b.keyResult(key, source, hash, format)
+			if err != nil {
+				return nil, err
+			}
+			again = &r
+		}
 		if d := b.st.docs[source]; b.unchanged(d, hash, format) {
 			decidedRes, unchanged = unchangedResult(d), true
 			return nil, nil
@@ -243,6 +253,9 @@ func (b *Base) ingest(ctx context.Context, source string, body []byte, key, form
 			ev.Reason, res.Status = fmt.Sprintf("stored in %d of its %d parts: replaces its chunks", len(d.seqs), d.parts), StatusReplaced
 		default:
 			ev.Reason, res.Status = "changed document: replaces its chunks", StatusReplaced
+		}
+		if again != nil {
+			res.Status = again.Status // the answer of the request, made whole
 		}
 		return splitEvent(ev, cuts), nil
 	})
@@ -347,7 +360,10 @@ func (b *Base) decided(ctx context.Context, source, hash, format, key string) (s
 	source = b.storedName(source)
 	if _, ok := b.st.keys[key]; key != "" && ok {
 		r, err := b.keyResult(key, source, hash, format)
-		return source, r, true, err
+		if err != nil || b.st.keyDone(key) {
+			return source, r, true, err
+		}
+		// Stored in some of its parts only: written again, whole.
 	}
 	if d := b.st.docs[source]; b.unchanged(d, hash, format) {
 		return source, unchangedResult(d), true, nil

@@ -350,7 +350,7 @@ func (n *Node) listKBDocuments(w http.ResponseWriter, r *http.Request) {
 // postKBDocument ingests one document. The body is read whole (at most kbMaxBody)
 // before anything is written, so a refused or cut body writes nothing. The
 // Idempotency-Key header, when given, makes a retried upload write once, even when
-// the retries race each other.
+// the retries race each other; it names one request (kbrequestkeys.go).
 func (n *Node) postKBDocument(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	if err := knowledge.CheckName(name); err != nil {
@@ -438,6 +438,11 @@ func (n *Node) postKBDocument(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "%v", err)
 		return
 	}
+	// A client's key names one request (kbrequestkeys.go).
+	release, ok := n.claimKBKey(w, key, kbAddDigest(name, doc))
+	if !ok {
+		return
+	}
 	if key != "" {
 		key = "http/" + key
 	}
@@ -447,10 +452,12 @@ func (n *Node) postKBDocument(w http.ResponseWriter, r *http.Request) {
 	res, err := n.kbAdd(r.Context(), name, doc, key) // here, or on the base's owner
 	switch code := kbStatus(err); {
 	case errors.Is(err, knowledge.ErrKeyReused):
-		writeError(w, code, "%v: the Idempotency-Key %q was sent with another document before; use a new key for a new request", err, r.Header.Get("Idempotency-Key"))
+		release()
+		writeError(w, code, "Idempotency-Key reused with a different request: %v: the Idempotency-Key %q was sent with another document before; use a new key for a new request", err, r.Header.Get("Idempotency-Key"))
 	case err != nil && code == http.StatusServiceUnavailable:
 		writeError(w, code, "the document was not ingested: %v (send it again, with the same Idempotency-Key: it is not written twice)", err)
 	case err != nil:
+		release() // refused: nothing was written
 		writeError(w, code, "%v", err)
 	case res.Skipped():
 		kbJSON(w, http.StatusOK, res)
@@ -718,18 +725,54 @@ func (n *Node) deleteKBDocument(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "%v", err)
 		return
 	}
+	release, ok := n.claimKBKey(w, key, kbRemoveDigest(name, source))
+	if !ok {
+		return
+	}
 	if key != "" {
 		key = "http/" + key
 	}
 	if _, err := n.kbOpen.existing(r.Context(), name); err != nil {
+		release()
 		writeError(w, kbStatus(err), "%v", err)
 		return
 	}
-	if err := n.kbRemove(r.Context(), name, source, key); err != nil {
-		writeError(w, kbStatus(err), "%v", err)
+	err = n.kbRemove(r.Context(), name, source, key)
+	switch code := kbStatus(err); {
+	case errors.Is(err, knowledge.ErrKeyReused):
+		release()
+		writeError(w, code, "Idempotency-Key reused with a different request: %v: the Idempotency-Key %q was sent with another request before; use a new key for a new request", err, r.Header.Get("Idempotency-Key"))
+		return
+	case err != nil && code == http.StatusServiceUnavailable:
+		writeError(w, code, "%v", err)
+		return
+	case err != nil:
+		release() // refused: nothing was written
+		writeError(w, code, "%v", err)
 		return
 	}
 	kbJSON(w, http.StatusOK, map[string]string{"removed": source})
+}
+
+// claimKBKey records that the client's Idempotency-Key key (none: "") came with
+// the request of digest (kbrequestkeys.go). When the key came with another
+// request it answers 422 and returns false. release forgets a claim this request
+// made, for a request refused with nothing written: the key may come again with
+// another.
+func (n *Node) claimKBKey(w http.ResponseWriter, key, digest string) (release func(), ok bool) {
+	release = func() {}
+	if key == "" {
+		return release, true
+	}
+	ok, fresh := n.kbKeys.claim(key, digest, time.Now())
+	if !ok {
+		writeError(w, http.StatusUnprocessableEntity, "Idempotency-Key reused with a different request: the Idempotency-Key %q was sent with another request before (another knowledge base, document or body); use a new key for a new request; nothing was written", key)
+		return release, false
+	}
+	if fresh {
+		release = func() { n.kbKeys.release(key, digest) }
+	}
+	return release, true
 }
 
 // gatewayModel is the node's model as the knowledge bases call it: through the

@@ -809,7 +809,8 @@ type Node struct {
 	memRouter  memoryRouter
 	kbUploads  kbUploads          // parts of uploads to knowledge bases this node owns (knowledgeroute.go)
 	memHost    *actors.MemoryHost // the namespaces' actors
-	memKeys    memoryRequestKeys  // the requests of the memory API's recent Idempotency-Keys
+	memKeys    requestKeys        // the requests of the memory API's recent Idempotency-Keys
+	kbKeys     requestKeys        // the requests of the knowledge API's recent Idempotency-Keys
 	// memTools are the memory tool's tools by agent ("" for the default agent and
 	// every agent without a namespace of its own) and name (Config.MemoryTool), as
 	// this node performs them for the namespaces it owns.
