@@ -209,11 +209,17 @@ func (m *Model) Stream(ctx context.Context, req llm.Request, onDelta func(Delta)
 		if err := stream.Err(); err != nil {
 			var se *ssestream.StreamError
 			if errors.As(err, &se) {
-				if err := m.who.errorObject(op, "the provider reported an error mid-stream", se.Event.Data, true); err != nil {
+				// An error event before any chunk is the server's answer to the
+				// request, as an error response is (a request refused is not sent
+				// again); one after a chunk is a failure once it began answering.
+				where := "the provider reported an error mid-stream"
+				if !began {
+					where = "the provider answered with an error event"
+				}
+				if err := m.who.errorObject(op, where, se.Event.Data, began); err != nil {
 					return spent, err
 				}
-				return spent, m.who.errorf(op, "the provider reported an error mid-stream: %s: %w",
-					m.who.errorMessage(se.Event.Data), llm.ErrTransient)
+				return spent, m.who.errorf(op, "%s: %s: %w", where, m.who.errorMessage(se.Event.Data), llm.ErrTransient)
 			}
 			if bad, ok := undecodedEvent(dec, call, x); ok {
 				return spent, m.who.errorf(op, "%w: an event of the stream is not a chat completion chunk (%v): %q",
