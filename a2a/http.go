@@ -364,12 +364,22 @@ type rpcError struct {
 	} `json:"error"`
 }
 
+// writeRPCError answers with an error of code; id is the request's (nil: null),
+// a json.RawMessage written as it is.
 func writeRPCError(w http.ResponseWriter, status int, id any, code int, msg string) {
 	e := rpcError{JSONRPC: "2.0", ID: id}
 	e.Error.Code, e.Error.Message = code, msg
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(e)
+	_ = rpcEncoder(w).Encode(e)
+}
+
+// rpcEncoder is a JSON encoder that writes a json.RawMessage (an id as sent) as it
+// is: the default one escapes <, > and & in its strings.
+func rpcEncoder(w io.Writer) *json.Encoder {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	return enc
 }
 
 // streamMethods are the methods, of 0.3 and of 1.0, whose answer is a stream of
@@ -393,14 +403,15 @@ func writeRefusal(w http.ResponseWriter, id any, code int, msg string, stream, l
 	if !stream {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusOK)
-		_ = json.NewEncoder(w).Encode(e)
+		_ = rpcEncoder(w).Encode(e)
 		return
 	}
-	b, err := json.Marshal(e) // one line: no newline ends the event early
-	if err != nil {
+	var buf bytes.Buffer
+	if err := rpcEncoder(&buf).Encode(e); err != nil {
 		writeRPCError(w, http.StatusOK, id, code, msg)
 		return
 	}
+	b := bytes.TrimSuffix(buf.Bytes(), []byte("\n")) // one line: no newline ends the event early
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
@@ -411,6 +422,7 @@ func writeRefusal(w http.ResponseWriter, id any, code int, msg string, stream, l
 // request object with the spec's codes (-32700 parse error, -32600 invalid
 // request), translates an A2A 1.0 method to its 0.3 one and back (serveV1), and
 // hands the rest to the SDK's handler, which answers an unknown method with -32601.
+// Every answer has the request's id as it was sent (requestID, echoID).
 func (s *Server) guard(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.ContentLength > s.cfg.MaxBody {
@@ -460,22 +472,26 @@ func (s *Server) guard(next http.Handler) http.Handler {
 			writeRPCError(w, http.StatusOK, nil, -32700, "parse error: "+err.Error())
 			return
 		}
+		// The id is echoed as it was sent (requestID); encoding/json reads the other
+		// members by any case, as the SDK does.
+		rawID, idOK := requestID(body)
+		var id any = rawID // nil: null
+		if !idOK {
+			id = nil
+		}
 		var req struct {
 			JSONRPC string          `json:"jsonrpc"`
 			Method  *string         `json:"method"`
-			ID      any             `json:"id"`
 			Params  json.RawMessage `json:"params"`
 		}
 		if err := json.Unmarshal(body, &req); err != nil || req.JSONRPC != "2.0" || req.Method == nil {
-			writeRPCError(w, http.StatusOK, req.ID, -32600, `invalid request: want a JSON-RPC 2.0 object with "jsonrpc": "2.0", "method" and "id"`)
+			writeRPCError(w, http.StatusOK, id, -32600, `invalid request: want a JSON-RPC 2.0 object with "jsonrpc": "2.0", "method" and "id"`)
 			return
 		}
-		switch req.ID.(type) {
-		case nil, string, float64:
-		default:
+		if !idOK {
 			// JSON-RPC 2.0: an id is a string, a number or null. Another one is
 			// not echoed back, and the request runs nothing (a message starts no task).
-			writeRPCError(w, http.StatusOK, nil, -32600, fmt.Sprintf(`invalid request: "id" must be a string, a number or null, not %s`, jsonKind(req.ID)))
+			writeRPCError(w, http.StatusOK, nil, -32600, fmt.Sprintf(`invalid request: "id" must be a string, a number or null, not %s`, rawKind(rawID)))
 			return
 		}
 		// A 1.0 method, served or not, is refused as 1.0 answers: a 1.0 client reads
@@ -483,7 +499,7 @@ func (s *Server) guard(next http.Handler) http.Handler {
 		_, v1 := v1Methods[*req.Method]
 		_, unserved := v1Unserved[*req.Method]
 		legacy := !v1 && !unserved
-		refuse := func(code int, msg string) { writeRefusal(w, req.ID, code, msg, streamMethods[*req.Method], legacy) }
+		refuse := func(code int, msg string) { writeRefusal(w, id, code, msg, streamMethods[*req.Method], legacy) }
 		if v := r.Header.Get(VersionHeader); !versionServed(v) {
 			refuse(-32009, fmt.Sprintf("VersionNotSupportedError: A2A-Version %q is not served: this server speaks %s and %s (an empty header is %s)",
 				v, strings.TrimSuffix(ProtocolVersion, ".0"), V1ProtocolVersion, strings.TrimSuffix(ProtocolVersion, ".0")))
@@ -499,8 +515,11 @@ func (s *Server) guard(next http.Handler) http.Handler {
 		// tool) gets SSE comments between its events.
 		w, stop := keepAlive(w, s.cfg.KeepAlive)
 		defer stop()
+		// What follows answers with a token for the id, which w writes as the id
+		// was sent.
+		body, id, w = echoID(w, rawID, *req.Method, req.Params)
 		if m, ok := v1Methods[*req.Method]; ok {
-			s.serveV1(w, r, next, m, req.ID, req.Params)
+			s.serveV1(w, r, next, m, id, req.Params)
 			return
 		}
 		if why, ok := v1Unserved[*req.Method]; ok {
@@ -540,25 +559,12 @@ func (s *Server) guard(next http.Handler) http.Handler {
 			next.ServeHTTP(ew, r)
 			if !ew.wrote {
 				w.Header().Set("Content-Type", "application/json")
-				_ = json.NewEncoder(w).Encode(map[string]any{"jsonrpc": "2.0", "id": req.ID, "result": nil})
+				_ = json.NewEncoder(w).Encode(map[string]any{"jsonrpc": "2.0", "id": id, "result": nil})
 			}
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
-}
-
-// jsonKind names the JSON type of v as encoding/json decodes it into an any.
-func jsonKind(v any) string {
-	switch v.(type) {
-	case bool:
-		return "a boolean"
-	case []any:
-		return "an array"
-	case map[string]any:
-		return "an object"
-	}
-	return fmt.Sprintf("%T", v)
 }
 
 // paramsOf makes, for each A2A 0.3 method the SDK serves, the value its params

@@ -38,10 +38,11 @@
 //     are transient (errors.Is(err, llm.ErrTransient));
 //   - an error object answered with HTTP 200 ({"error": ...}, or vLLM's
 //     {"object": "error", ...}) is an *llm.APIError too when its code is an HTTP
-//     status (vLLM's 400 is not transient), else it wraps llm.ErrTransient; sent
-//     as an event mid-stream it wraps llm.ErrTransient (vLLM reports any failure
-//     of a stream with code 400), an *llm.APIError when its code is 401, 403, 429,
-//     408, 409 or 5xx;
+//     status (vLLM's 400 is not transient), else it wraps llm.ErrTransient, and so
+//     is one sent as a stream's first event (before any chunk); sent as an event
+//     mid-stream it wraps llm.ErrTransient (vLLM reports any failure of a stream
+//     with code 400), an *llm.APIError when its code is 401, 403, 429, 408, 409 or
+//     5xx;
 //   - a call that runs past Config.Timeout, a refused or dropped connection or a
 //     stream cut short (ErrTruncatedStream) wrap llm.ErrTransient;
 //   - when the caller's ctx ends first, the error wraps ctx.Err() and is not transient;

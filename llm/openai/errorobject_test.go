@@ -87,7 +87,9 @@ func TestErrorObjectIsClassifiedByItsCode(t *testing.T) {
 // request, transient (the gateway retries it), with the provider's message. Its
 // code counts only when it says the key was refused (401, 403: not retried) or a
 // rate limit (429: transient, an *llm.APIError of 429 that cools the provider
-// down). The same object as the whole body of a 200 is classified by its code.
+// down). A chunk with no content but the role counts: the server began answering.
+// The same object as the whole body of a 200, or as a stream's first event, is
+// classified by its code (TestErrorEventFirstInAStreamIsClassifiedByItsCode).
 func TestErrorEventMidStreamIsTransient(t *testing.T) {
 	const msg = "Background loop has errored already."
 	event := func(code int) string {
@@ -108,9 +110,9 @@ func TestErrorEventMidStreamIsTransient(t *testing.T) {
 	} {
 		srv := openaitest.NewServer(t, openaitest.Sequence(
 			openaitest.Stream(openaitest.RoleChunk(), openaitest.ContentChunk("Hi"), event(c.code)),
-			openaitest.Stream(event(c.code))))
+			openaitest.Stream(openaitest.RoleChunk(), event(c.code))))
 		m := newModel(t, srv)
-		for _, where := range []string{"after a chunk", "as the first event"} {
+		for _, where := range []string{"after a chunk", "after the role chunk"} {
 			_, _, err := stream(t, m)
 			var api *llm.APIError
 			if errors.Is(err, llm.ErrTransient) != c.transient || errors.As(err, &api) != c.api || !strings.Contains(err.Error(), msg) {
@@ -127,5 +129,49 @@ func TestErrorEventMidStreamIsTransient(t *testing.T) {
 	var api *llm.APIError
 	if !errors.As(err, &api) || api.StatusCode != 400 || errors.Is(err, llm.ErrTransient) {
 		t.Errorf("the whole body of a 200: err %v: want an APIError of 400, not transient", err)
+	}
+}
+
+// An error event that is a stream's first, before any chunk, is the server's
+// answer to the request, as an error response is: it is classified by its code as
+// the same object answered whole is. A request refused (400, 404, 422) is not
+// retried, a key refused (401, 403) is not either, a rate limit (429) and a
+// server's failure (5xx) are; an error with no code is transient.
+func TestErrorEventFirstInAStreamIsClassifiedByItsCode(t *testing.T) {
+	const msg = "The request was refused."
+	for _, c := range []struct {
+		code      int
+		transient bool
+		api       bool // an *llm.APIError of code
+	}{
+		{400, false, true},
+		{404, false, true},
+		{422, false, true},
+		{401, false, true},
+		{403, false, true},
+		{429, true, true},
+		{503, true, true},
+		{0, true, false},
+	} {
+		code := ""
+		if c.code != 0 {
+			code = `,"code":` + strconv.Itoa(c.code)
+		}
+		events := map[string]string{
+			"an error event":      `{"error":{"message":"` + msg + `","type":"invalid_request_error"` + code + `}}`,
+			"a bare error object": `{"object":"error","message":"` + msg + `","type":"BadRequestError"` + code + `}`,
+		}
+		for name, event := range events {
+			srv := openaitest.NewServer(t, openaitest.Sequence(openaitest.Stream(event, openaitest.Done)))
+			_, _, err := stream(t, newModel(t, srv))
+			var api *llm.APIError
+			if errors.Is(err, llm.ErrTransient) != c.transient || errors.As(err, &api) != c.api || !strings.Contains(err.Error(), msg) {
+				t.Errorf("code %d in %s: err %v: want the provider's message, transient %v, an APIError %v", c.code, name, err, c.transient, c.api)
+				continue
+			}
+			if c.api && api.StatusCode != c.code {
+				t.Errorf("code %d in %s: err %v: want an APIError of %d", c.code, name, err, c.code)
+			}
+		}
 	}
 }

@@ -289,13 +289,15 @@ func jsonObject(body []byte) bool {
 // errorObject is the error of a successful response whose body is an error object,
 // as some servers answer a failure with HTTP 200: {"error": ...} (proxies, routers)
 // or vLLM's bare {"object":"error","message","type","code"}; or of such an event in
-// a stream, when midStream. where says which ("the provider answered with an
-// error"). Its message is the provider's (the key redacted). It is nil when body is
-// no error object.
+// a stream, when midStream (a chunk came before it). where says which ("the
+// provider answered with an error"). Its message is the provider's (the key
+// redacted). It is nil when body is no error object.
 //
 // A whole body whose code is an HTTP status (400 to 599: vLLM's are) is an
 // *llm.APIError of that status, transient or not as an HTTP error of that status
-// is: a request the server refused before it answered is not sent again. An event
+// is: a request the server refused before it answered is not sent again. So is an
+// event that is a stream's first: the server refused the request before it
+// answered any of it. An event
 // mid-stream is a failure after the server took the request and began answering:
 // vLLM reports every exception of its stream generator so, with code 400 ("Background
 // loop has errored already." of an engine that crashed). It is transient, and an

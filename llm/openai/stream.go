@@ -129,7 +129,7 @@ func (m *Model) Stream(ctx context.Context, req llm.Request, onDelta func(Delta)
 	var u sdk.CompletionUsage
 	began, reported := false, false // a chunk came; the provider reported usage
 	calls := streamedCalls{}
-	halves := surrogates{}
+	var halves surrogates
 	ends := finishes{}
 	id := ""              // the stream's id: its first chunk's that has one
 	var grace *time.Timer // runs while every choice finished and no chunk comes
@@ -156,8 +156,8 @@ func (m *Model) Stream(ctx context.Context, req llm.Request, onDelta func(Delta)
 				chunk.Choices[i].Delta.Content = text
 			}
 		}
-		halves.join(&chunk)
 		calls.place(&chunk)
+		halves.join(&chunk)
 		ends.keep(&chunk)
 		if !acc.AddChunk(chunk) {
 			return llm.Response{}, m.who.errorf(op, "%w: chunk %q does not continue the stream", ErrMalformedResponse, m.who.quote(chunk.RawJSON()))
@@ -209,11 +209,17 @@ func (m *Model) Stream(ctx context.Context, req llm.Request, onDelta func(Delta)
 		if err := stream.Err(); err != nil {
 			var se *ssestream.StreamError
 			if errors.As(err, &se) {
-				if err := m.who.errorObject(op, "the provider reported an error mid-stream", se.Event.Data, true); err != nil {
+				// An error event before any chunk is the server's answer to the
+				// request, as an error response is (a request refused is not sent
+				// again); one after a chunk is a failure once it began answering.
+				where := "the provider reported an error mid-stream"
+				if !began {
+					where = "the provider answered with an error event"
+				}
+				if err := m.who.errorObject(op, where, se.Event.Data, began); err != nil {
 					return spent, err
 				}
-				return spent, m.who.errorf(op, "the provider reported an error mid-stream: %s: %w",
-					m.who.errorMessage(se.Event.Data), llm.ErrTransient)
+				return spent, m.who.errorf(op, "%s: %s: %w", where, m.who.errorMessage(se.Event.Data), llm.ErrTransient)
 			}
 			if bad, ok := undecodedEvent(dec, call, x); ok {
 				return spent, m.who.errorf(op, "%w: an event of the stream is not a chat completion chunk (%v): %q",
@@ -455,35 +461,88 @@ func (c *streamedCalls) place(chunk *sdk.ChatCompletionChunk) {
 	}
 }
 
-// surrogates joins the two halves of a UTF-16 surrogate pair that a stream's
-// content escapes ("\ud83d\ude00", a character outside the Basic Multilingual
-// Plane) in two chunks: each chunk is JSON of its own, where a lone half decodes as
-// U+FFFD. A content that ends with the escape of a high half has that U+FFFD held
-// back, by choice (unless the chunk finishes the choice); the choice's next chunk
-// starts with the character when its content starts with the escape of a low
-// half, else with the U+FFFD held back.
-type surrogates map[int64]rune // choice index -> the high half held back
+// surrogates joins the two halves of a UTF-16 surrogate pair that a stream escapes
+// ("\ud83d\ude00", a character outside the Basic Multilingual Plane) in two chunks,
+// in a choice's content or in the arguments of one of its tool calls: each chunk is
+// JSON of its own, where a lone half decodes as U+FFFD. A content (or a piece of
+// arguments) that ends with the escape of a high half has that U+FFFD held back,
+// unless the chunk finishes the choice. The choice's next content (the call's next
+// piece of arguments) starts with the character when it starts with the escape of
+// a low half, else with the U+FFFD held back. A chunk that finishes the choice
+// gives back the halves its calls still hold, as pieces of their arguments. The
+// chunk's tool calls must be placed (streamedCalls) first: the halves are held by
+// the index a call's pieces go to.
+type surrogates struct {
+	content map[int64]rune    // choice index -> the high half held back
+	args    map[[2]int64]rune // choice index, tool-call index -> the high half held back
+}
 
-func (s surrogates) join(chunk *sdk.ChatCompletionChunk) {
+func (s *surrogates) join(chunk *sdk.ChatCompletionChunk) {
+	if s.content == nil {
+		s.content, s.args = map[int64]rune{}, map[[2]int64]rune{}
+	}
 	for i := range chunk.Choices {
 		ch := &chunk.Choices[i]
 		raw := ch.Delta.JSON.Content.Raw()
-		if high, ok := s[ch.Index]; ok {
-			delete(s, ch.Index)
-			if low, ok := surrogateEscape(raw, 1, true); ok && strings.HasPrefix(ch.Delta.Content, "\uFFFD") {
-				ch.Delta.Content = string(utf16.DecodeRune(high, low)) + strings.TrimPrefix(ch.Delta.Content, "\uFFFD")
-			} else {
-				ch.Delta.Content = "\uFFFD" + ch.Delta.Content
+		if high, ok := s.content[ch.Index]; ok {
+			delete(s.content, ch.Index)
+			ch.Delta.Content = joinHalf(high, raw, ch.Delta.Content)
+		}
+		last := ch.FinishReason != "" // the choice's last chunk: nothing follows to join
+		if !last {
+			if text, high, ok := holdHalf(raw, ch.Delta.Content); ok {
+				ch.Delta.Content, s.content[ch.Index] = text, high
 			}
 		}
-		if ch.FinishReason != "" {
-			continue // the choice's last chunk: nothing follows to join
+		for j := range ch.Delta.ToolCalls {
+			tc := &ch.Delta.ToolCalls[j]
+			at := [2]int64{ch.Index, max(tc.Index, 0)} // -1 for a lone call: the accumulator reads it as 0
+			raw := tc.Function.JSON.Arguments.Raw()
+			if high, ok := s.args[at]; ok {
+				delete(s.args, at)
+				tc.Function.Arguments = joinHalf(high, raw, tc.Function.Arguments)
+			}
+			if !last {
+				if text, high, ok := holdHalf(raw, tc.Function.Arguments); ok {
+					tc.Function.Arguments, s.args[at] = text, high
+				}
+			}
 		}
-		if high, ok := surrogateEscape(raw, len(raw)-7, false); ok && strings.HasSuffix(ch.Delta.Content, "\uFFFD") && backslashes(raw[:len(raw)-7])%2 == 0 {
-			ch.Delta.Content = strings.TrimSuffix(ch.Delta.Content, "\uFFFD")
-			s[ch.Index] = high
+		if last {
+			var held []int64
+			for at := range s.args {
+				if at[0] == ch.Index {
+					held = append(held, at[1])
+				}
+			}
+			slices.Sort(held)
+			for _, idx := range held {
+				delete(s.args, [2]int64{ch.Index, idx})
+				ch.Delta.ToolCalls = append(ch.Delta.ToolCalls, sdk.ChatCompletionChunkChoiceDeltaToolCall{
+					Index: idx, Function: sdk.ChatCompletionChunkChoiceDeltaToolCallFunction{Arguments: "\uFFFD"}})
+			}
 		}
 	}
+}
+
+// joinHalf is text, decoded from raw (the JSON of a string), after a high half held
+// back: the character of the pair when raw starts with the escape of a low half,
+// else U+FFFD for the lone high half.
+func joinHalf(high rune, raw, text string) string {
+	if low, ok := surrogateEscape(raw, 1, true); ok && strings.HasPrefix(text, "\uFFFD") {
+		return string(utf16.DecodeRune(high, low)) + strings.TrimPrefix(text, "\uFFFD")
+	}
+	return "\uFFFD" + text
+}
+
+// holdHalf reports whether raw (the JSON of a string, decoded as text) ends with
+// the escape of a high half, and then returns text without the U+FFFD it decoded
+// as, and the half.
+func holdHalf(raw, text string) (string, rune, bool) {
+	if high, ok := surrogateEscape(raw, len(raw)-7, false); ok && strings.HasSuffix(text, "\uFFFD") && backslashes(raw[:len(raw)-7])%2 == 0 {
+		return strings.TrimSuffix(text, "\uFFFD"), high, true
+	}
+	return text, 0, false
 }
 
 // surrogateEscape reads the escape at raw[at:], the JSON of a string, as a \uXXXX

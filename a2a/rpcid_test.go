@@ -1,0 +1,118 @@
+package a2a
+
+import (
+	"bufio"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+// answerID posts body (with the A2A-Version header version, if any) and returns
+// the id and the error code of the answer: a JSON answer's, or a stream's first
+// event's.
+func answerID(t *testing.T, url, version, body string) (id string, code int, result bool) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if version != "" {
+		req.Header.Set(VersionHeader, version)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var data []byte
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			if d, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+				data = []byte(d)
+				break
+			}
+		}
+	} else if data, err = io.ReadAll(resp.Body); err != nil {
+		t.Fatal(err)
+	}
+	var out struct {
+		ID     json.RawMessage `json:"id"`
+		Result json.RawMessage `json:"result"`
+		Error  struct {
+			Code int `json:"code"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(data, &out); err != nil {
+		t.Fatalf("answer %q: %v", data, err)
+	}
+	return string(out.ID), out.Error.Code, out.Result != nil
+}
+
+// A request's id is answered as it was sent (JSON-RPC 2.0: the same id), by the
+// SDK's handler as by the refusals of this server, JSON answers and streams, 0.3
+// and 1.0 methods: a number keeps its digits (1.0 is not 1, 12345678901234567890
+// not 12345678901234567000, and 1e400, which no float64 holds, is an id all the
+// same), a string its escapes. The id is the member named "id", exactly: "ID"
+// and "Id" are other members, whatever their place.
+func TestRequestIDIsEchoedAsSent(t *testing.T) {
+	s, err := NewServer(&silentBackend{}, ServerConfig{}, []AgentInfo{{Name: "default"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	for _, r := range s.Routes() {
+		mux.Handle(r.Pattern, r.Handler)
+	}
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	send := `{"message":{"kind":"message","messageId":"m-1","role":"user","parts":[{"kind":"text","text":"hi"}]},"configuration":{"blocking":false}}`
+	unknownPart := `{"message":{"kind":"message","messageId":"m-2","role":"user","parts":[{"kind":"nope","text":"hi"}]}}`
+	calls := []struct {
+		name, version, method, params string
+		code                          int // of the error, 0 for a result
+	}{
+		{"a result of the SDK", "", "message/send", send, 0},
+		{"an error of the SDK", "", "tasks/get", `{"id":"no-such-task"}`, -32001},
+		{"a stream's error of the SDK", "", "tasks/resubscribe", `{"id":"no-such-task"}`, -32001},
+		{"a refusal", "", "message/send", unknownPart, -32602},
+		{"a stream's refusal", "", "message/stream", unknownPart, -32602},
+		{"a version refused", "9.9", "tasks/get", `{"id":"t"}`, -32009},
+		{"an invalid request", "", "", `{"id":"t"}`, -32600},
+		{"a 1.0 error", "1.0", "GetTask", `{"id":"no-such-task"}`, -32001},
+		{"a 1.0 refusal", "1.0", "GetTask", `{}`, -32602},
+	}
+	ids := []string{`1`, `1.0`, `-0`, `12345678901234567890`, `1e400`, `"req-7"`, `"\u0069d"`, `"a<b>&c"`, `"\ud83d\ude00 é\n"`, `null`}
+	for _, c := range calls {
+		for _, id := range ids {
+			head := `{"jsonrpc":"2.0","method":"` + c.method + `"`
+			if c.method == "" {
+				head = `{"jsonrpc":"1.0"`
+			}
+			got, code, result := answerID(t, srv.URL+"/a2a", c.version, head+`,"id":`+id+`,"params":`+c.params+`}`)
+			if got != id || code != c.code || (c.code == 0) != result {
+				t.Errorf("%s, id %s: answered id %s, code %d (a result %v); want id %s, code %d", c.name, id, got, code, result, id, c.code)
+			}
+		}
+	}
+	for _, c := range []struct{ members, want string }{
+		{`"ID":5`, `null`},
+		{`"Id":"x"`, `null`},
+		{`"ID":5,"id":"x"`, `"x"`},
+		{`"id":"x","ID":5`, `"x"`},
+		{`"id":"x","Id":[1]`, `"x"`},
+		{`"ID":[1],"id":2.50`, `2.50`},
+	} {
+		for _, call := range calls[:3] {
+			got, code, _ := answerID(t, srv.URL+"/a2a", "", `{"jsonrpc":"2.0","method":"`+call.method+`",`+c.members+`,"params":`+call.params+`}`)
+			if got != c.want || code != call.code {
+				t.Errorf("%s, members %s: answered id %s, code %d; want id %s, code %d", call.name, c.members, got, code, c.want, call.code)
+			}
+		}
+	}
+}
