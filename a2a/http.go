@@ -109,8 +109,20 @@ type Server struct {
 // Close stops the server's push notifications: none is posted after it returns
 // (PushSender.Close), where the next node to follow a task would post its own.
 // Call it once the node's tasks stopped, before its log closes (a task's end
-// posted meanwhile is recorded as posted). It is idempotent.
-func (s *Server) Close() error { return s.push.Close() }
+// posted meanwhile is recorded as posted, and the leases of the tasks'
+// notifications this node holds are given up: PushStore.Release). It is
+// idempotent.
+func (s *Server) Close() error {
+	err := s.push.Close()
+	if s.pushes != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), pushFinalTimeout)
+		defer cancel()
+		if rerr := s.pushes.Release(ctx); rerr != nil {
+			s.cfg.Logger.Warn("a2a push: the leases of the tasks' notifications cannot be given up: the nodes that follow those tasks post once they expire", "err", rerr)
+		}
+	}
+	return err
+}
 
 // PrunePushes deletes from the log, every hour (the first time after a random
 // part of it, so that the nodes over one log seldom do at once), the push configs
@@ -681,6 +693,8 @@ type pushItem struct {
 	state sdk.TaskState
 	// current tells whether cfg is still the task's config (nil: not asked).
 	current func(context.Context, sdk.TaskID, *sdk.PushConfig) bool
+	// lease tells whether this node may post it now (nil: not asked).
+	lease func(ctx context.Context, id sdk.TaskID, configID string, end bool) (bool, time.Duration)
 }
 
 // maxPushQueues bounds the queues a sender keeps; past it, idle ones are forgotten.
@@ -694,6 +708,14 @@ const (
 	pushEndAttempts   = 14
 	pushEndBackoffMax = time.Minute
 	pushEndTimeout    = 10 * time.Minute
+)
+
+// pushAttemptTimeout bounds an attempt to post a notification, and
+// pushFinalTimeout the recording of an end posted (PushStore.Final): a lease of a
+// task's notifications outlasts both (PushStore.lease).
+const (
+	pushAttemptTimeout = 15 * time.Second
+	pushFinalTimeout   = 10 * time.Second
 )
 
 // pushIdleConnTimeout is how long a keep-alive connection to a webhook is kept
@@ -711,7 +733,7 @@ func NewPushSender(allow []string, logger *slog.Logger) (*PushSender, error) {
 	s.life, s.stop = context.WithCancel(context.Background())
 	tr := &http.Transport{DialContext: s.dial, TLSHandshakeTimeout: 10 * time.Second, ResponseHeaderTimeout: 10 * time.Second,
 		IdleConnTimeout: pushIdleConnTimeout}
-	s.client = &http.Client{Timeout: 15 * time.Second, Transport: tr,
+	s.client = &http.Client{Timeout: pushAttemptTimeout, Transport: tr,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	return s, nil
 }
@@ -760,15 +782,17 @@ func (s *PushSender) dial(ctx context.Context, network, addr string) (net.Conn, 
 // recorded. The task is posted as A2A 0.3 has it (a config of a 1.0 client:
 // PushStore's sender posts 1.0's StreamResponse).
 func (s *PushSender) SendPush(ctx context.Context, cfg *sdk.PushConfig, task *sdk.Task) error {
-	return s.push(ctx, cfg, task, false, nil)
+	return s.push(ctx, cfg, task, false, nil, nil)
 }
 
 // push is SendPush, posting the task as A2A 1.0's StreamResponse ({"task": …} in
 // 1.0's JSON, as the 1.0 SDKs post a notification and parse one) when v1. current
 // (nil: none), asked before each retry, tells whether cfg is still the task's
 // config (PushStore.Current): one deleted, or set again with another URL or
-// token, gets no more of the task's notifications.
-func (s *PushSender) push(ctx context.Context, cfg *sdk.PushConfig, task *sdk.Task, v1 bool, current func(context.Context, sdk.TaskID, *sdk.PushConfig) bool) error {
+// token, gets no more of the task's notifications. lease (nil: none), asked
+// before each attempt, tells whether this node may post it now (PushStore.lease).
+func (s *PushSender) push(ctx context.Context, cfg *sdk.PushConfig, task *sdk.Task, v1 bool, current func(context.Context, sdk.TaskID, *sdk.PushConfig) bool,
+	lease func(ctx context.Context, id sdk.TaskID, configID string, end bool) (bool, time.Duration)) error {
 	if !task.Status.State.Terminal() {
 		for _, a := range task.Artifacts {
 			if partial, _ := a.Metadata[PartialKey].(bool); partial {
@@ -823,7 +847,7 @@ func (s *PushSender) push(ctx context.Context, cfg *sdk.PushConfig, task *sdk.Ta
 	if q.ended && !task.Status.State.Terminal() {
 		return nil // an update from before the end, come late
 	}
-	it := pushItem{cfg: &c, body: body, state: task.Status.State, current: current}
+	it := pushItem{cfg: &c, body: body, state: task.Status.State, current: current, lease: lease}
 	if it.state.Terminal() && !q.ended {
 		// The end says all the updates before it say (each post is the whole
 		// task): those waiting are not posted, the one in flight is not tried
@@ -905,6 +929,11 @@ func (s *PushSender) dropQueued(q *pushQueue, cfg *sdk.PushConfig) {
 // set again with another URL or token, since it was queued.
 var errConfigGone = errors.New("a2a push: the push config was deleted or changed")
 
+// errNotHolder ends the tries of a notification that another node posts, or has
+// posted (PushStore.lease): an update of the running task while another node
+// holds the task's lease, an end another node posted.
+var errNotHolder = errors.New("a2a push: another node posts the task's notifications")
+
 // busy reports whether a post of task to cfg is queued or in flight.
 func (s *PushSender) busy(task sdk.TaskID, cfg *sdk.PushConfig) bool {
 	s.mu.Lock()
@@ -939,7 +968,7 @@ func (s *PushSender) Send(ctx context.Context, cfg *sdk.PushConfig, body []byte)
 
 // post is Send, also returning the webhook's last answer (0: none).
 func (s *PushSender) post(ctx context.Context, cfg *sdk.PushConfig, body []byte) (status int, err error) {
-	return s.postTries(ctx, cfg, body, s.attempts, 0, nil, nil)
+	return s.postTries(ctx, cfg, body, s.attempts, 0, nil, nil, nil)
 }
 
 // postTries is post with attempts tries, the back-off doubling up to most (0: no
@@ -947,8 +976,11 @@ func (s *PushSender) post(ctx context.Context, cfg *sdk.PushConfig, body []byte)
 // never), no attempt follows the one in flight, which is not cut: its error
 // wraps errSuperseded. Before each retry, current (nil: none) tells whether cfg
 // is still its task's config: when not, none follows, and the error wraps
-// errConfigGone.
-func (s *PushSender) postTries(ctx context.Context, cfg *sdk.PushConfig, body []byte, attempts int, most time.Duration, superseded <-chan struct{}, current func() bool) (status int, err error) {
+// errConfigGone. Right before each attempt, claim (nil: none) tells whether this
+// node may post now: when not, none follows (the error wraps errNotHolder), or,
+// with a wait, it is asked again after it.
+func (s *PushSender) postTries(ctx context.Context, cfg *sdk.PushConfig, body []byte, attempts int, most time.Duration, superseded <-chan struct{}, current func() bool,
+	claim func() (bool, time.Duration)) (status int, err error) {
 	var last error
 	wait, asked := s.backoff, time.Duration(0)
 	for i := 0; i < attempts; i++ {
@@ -983,6 +1015,25 @@ func (s *PushSender) postTries(ctx context.Context, cfg *sdk.PushConfig, body []
 			}
 		}
 		asked = 0
+		for claim != nil {
+			ok, wait := claim()
+			if ok {
+				break
+			}
+			if wait <= 0 {
+				if last != nil {
+					return status, fmt.Errorf("%w (then %w)", last, errNotHolder)
+				}
+				return status, errNotHolder
+			}
+			t := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return status, fmt.Errorf("%w: %w", errNotHolder, ctx.Err())
+			case <-t.C:
+			}
+		}
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, cfg.URL, bytes.NewReader(body))
 		if err != nil {
 			return status, err
@@ -1057,25 +1108,37 @@ func (s *PushSender) send(ctx context.Context, it pushItem, task sdk.TaskID, sup
 			return it.current(cctx, task, cfg)
 		}
 	}
+	var claim func() (bool, time.Duration)
+	if it.lease != nil {
+		claim = func() (bool, time.Duration) {
+			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			return it.lease(cctx, task, cfg.ID, it.state.Terminal())
+		}
+	}
 	if it.state.Terminal() {
 		ctx, cancel := context.WithTimeout(ctx, s.endTimeout)
-		status, err = s.postTries(ctx, cfg, it.body, s.endAttempts, s.endBackoffMax, nil, current)
+		status, err = s.postTries(ctx, cfg, it.body, s.endAttempts, s.endBackoffMax, nil, current, claim)
 		cancel()
 	} else {
 		ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-		status, err = s.postTries(ctx, cfg, it.body, s.attempts, 0, superseded, current)
+		status, err = s.postTries(ctx, cfg, it.body, s.attempts, 0, superseded, current, claim)
 		cancel()
 	}
 	// The end is posted when the webhook took it, or refused it for good: a 4xx
 	// other than 429 comes again however often it is sent. A redirect took nothing.
 	// That it was is recorded even as the sender closes (Close waits for it).
 	if it.state.Terminal() && s.final != nil && (status >= 200 && status < 300 || status >= 400 && status < 500 && status != http.StatusTooManyRequests) {
-		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pushFinalTimeout)
 		s.final(fctx, task, cfg.ID, it.state, status)
 		cancel()
 	}
 	if errors.Is(err, errSuperseded) {
 		return false // the task's end is posted next
+	}
+	if errors.Is(err, errNotHolder) {
+		s.logger.Debug("a2a push notification left to the node that holds the task's lease", "task", task, "config", cfg.ID, "state", it.state, "err", err)
+		return false
 	}
 	if errors.Is(err, errConfigGone) {
 		s.logger.Info("a2a push notification not tried again: its config was deleted or changed", "task", task, "config", cfg.ID, "url", redact.URL(cfg.URL))

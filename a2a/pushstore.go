@@ -73,7 +73,9 @@ type PushStore struct {
 	ended TaskEnds
 	// pruneBatch bounds the streams of one deletion of Prune: pushPruneBatch.
 	pruneBatch int
-	mu         sync.Mutex
+	// node names this store as the holder of the leases it takes (lease).
+	node string
+	mu   sync.Mutex
 	// tasks are the tasks' configs as folded, by task.
 	tasks map[sdk.TaskID]*taskPushes
 }
@@ -96,6 +98,10 @@ type taskPushes struct {
 	v1 map[string]bool
 	// final are the configs the task's end was posted to (messages.A2APushFinal).
 	final map[string]bool
+	// holder is the store that holds the lease of the task's notifications, until
+	// untilUS (see lease); empty: none took one.
+	holder  string
+	untilUS int64
 }
 
 // NewPushStore returns a store of push configs in log. With sealer, configs'
@@ -105,7 +111,10 @@ func NewPushStore(log eventlog.Log, sealer *PushSealer, logger *slog.Logger) *Pu
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &PushStore{log: log, sealer: sealer, logger: logger, now: time.Now, pruneBatch: pushPruneBatch, tasks: map[sdk.TaskID]*taskPushes{}}
+	var node [12]byte
+	_, _ = rand.Read(node[:])
+	return &PushStore{log: log, sealer: sealer, logger: logger, now: time.Now, pruneBatch: pushPruneBatch,
+		node: hex.EncodeToString(node[:]), tasks: map[sdk.TaskID]*taskPushes{}}
 }
 
 // load returns task id's configs, reading what its stream has past them when they
@@ -368,7 +377,9 @@ func (t *taskPushes) apply(e messages.Envelope, sealer *PushSealer) (failed stri
 			delete(t.final, v.ConfigID)
 		}
 	case *messages.A2APushFinal:
-		if t.configs[v.ConfigID] != nil {
+		if v.ConfigID == "" && v.Holder != "" {
+			t.holder, t.untilUS = v.Holder, v.UntilUS
+		} else if t.configs[v.ConfigID] != nil {
 			t.final[v.ConfigID] = true
 		}
 	default:
@@ -647,7 +658,10 @@ func copyConfig(c *sdk.PushConfig) *sdk.PushConfig {
 // (PushStore.EndPosted: by this process before a restart, or by another node): a
 // stale update would tell the webhook that a task that ended runs again. A config
 // deleted (or changed) while a notification of its is tried again gets no more
-// tries (PushStore.Current).
+// tries (PushStore.Current). Another node over the same log may post the task's
+// notifications too: a notification is posted only while this node holds the
+// task's lease (see The lease of a task's notifications), so that none lands
+// after another node's end.
 type storeSender struct {
 	*PushSender
 	store *PushStore
@@ -669,7 +683,113 @@ func (s storeSender) SendPush(ctx context.Context, cfg *sdk.PushConfig, task *sd
 	if !task.Status.State.Terminal() && s.store.EndPosted(task.ID, cfg.ID) {
 		return nil
 	}
-	return s.PushSender.push(ctx, cfg, task, s.store.V1(task.ID, cfg.ID), s.store.Current)
+	return s.PushSender.push(ctx, cfg, task, s.store.V1(task.ID, cfg.ID), s.store.Current, s.store.lease)
+}
+
+// The lease of a task's notifications. Each post is the whole task, and a webhook
+// must never hear a task run again after its end: with several nodes over one log
+// posting a task's notifications (the one its client's message came to, those
+// that follow it since they started: Server.ResumePushes, those that post its
+// end late: Server.FinishPushes), a node could post a stale update of the running
+// task as, or after, another posted its end, whatever it read of the log before
+// (the end is recorded only once the webhook took it). So a node posts a task's
+// notification only while it holds the task's lease, an event of the task's
+// push stream (messages.A2APushFinal with a Holder) appended at the seq after
+// the last it read: of two nodes taking it at once, one append fails. A node
+// holding it starts a post only when the lease lasts long enough for the post's
+// attempt, the recording of an end posted, and a skew of the nodes' clocks
+// (pushLeaseMargin); another takes it only once it expired. So two nodes' posts
+// never overlap, and the node that takes the lease after an end was posted reads
+// that it was (A2APushFinal, recorded within the margin). A node not holding it
+// skips updates of the running task (a later post, or the end, holds what they
+// say) and waits with an end until it may take the lease, or the end was posted.
+// A node posting takes the lease, or renews it, once per pushLeaseTerm at most
+// less the margin: one write to the log per period, and no read, while it holds.
+const (
+	pushLeaseTerm   = 90 * time.Second
+	pushLeaseSkew   = 5 * time.Second
+	pushLeaseMargin = pushAttemptTimeout + pushFinalTimeout + pushLeaseSkew
+	// pushLeasePoll bounds the wait of an end for the lease before the node
+	// asks again (the holder may have posted it meanwhile).
+	pushLeasePoll = time.Second
+)
+
+// Release gives up the leases of the tasks' notifications this store holds (see
+// The lease of a task's notifications), so that the node that follows a task
+// next posts at once, not once they expire. Call it once this node posts no more
+// (PushSender.Close), before the log closes.
+func (s *PushStore) Release(ctx context.Context) error {
+	s.mu.Lock()
+	var held []sdk.TaskID
+	now := s.now().UnixMicro()
+	for id, t := range s.tasks {
+		if t.holder == s.node && t.untilUS >= now {
+			held = append(held, id)
+		}
+	}
+	s.mu.Unlock()
+	var errs []error
+	for _, id := range held {
+		errs = append(errs, s.write(ctx, id, func(t *taskPushes) messages.Payload {
+			if t.holder != s.node || t.untilUS < s.now().UnixMicro() {
+				return nil
+			}
+			return &messages.A2APushFinal{Holder: s.node, UntilUS: 1}
+		}, nil))
+	}
+	return errors.Join(errs...)
+}
+
+// lease reports whether this store's node may post now to config configID a
+// notification of task id (end: of its end) and takes or renews the task's lease
+// to do so (see The lease of a task's notifications); when not, wait (0: never)
+// is how long an end waits before it asks again.
+func (s *PushStore) lease(ctx context.Context, id sdk.TaskID, configID string, end bool) (ok bool, wait time.Duration) {
+	// decide is the answer t, the task's configs as read, gives, with take when
+	// the lease is to be taken.
+	decide := func(t *taskPushes) (ok, take bool, wait time.Duration) {
+		now := s.now()
+		switch {
+		case t.final[configID] && !end:
+			return false, false, 0 // the end was posted: no update follows (the end may come again)
+		case t.holder == s.node && now.Add(pushLeaseMargin).UnixMicro() <= t.untilUS:
+			return true, false, 0
+		case t.holder != "" && t.holder != s.node && now.UnixMicro() <= t.untilUS:
+			if !end {
+				return false, false, 0
+			}
+			return false, false, min(time.Duration(t.untilUS-now.UnixMicro()+1)*time.Microsecond, pushLeasePoll)
+		}
+		return false, true, 0
+	}
+	s.mu.Lock()
+	t, err := s.load(ctx, id, false)
+	if err == nil {
+		var take bool
+		if ok, take, wait = decide(t); !take {
+			s.mu.Unlock()
+			return ok, wait
+		}
+	}
+	s.mu.Unlock()
+	if err == nil {
+		err = s.write(ctx, id, func(t *taskPushes) messages.Payload {
+			var take bool
+			if ok, take, wait = decide(t); !take {
+				return nil
+			}
+			ok = true
+			return &messages.A2APushFinal{Holder: s.node, UntilUS: s.now().Add(pushLeaseTerm).UnixMicro()}
+		}, nil)
+	}
+	if err != nil {
+		s.logger.Warn("a2a push: the lease of the task's notifications cannot be taken; not posted now", "task", id, "config", configID, "err", err)
+		if end {
+			return false, pushLeasePoll
+		}
+		return false, 0
+	}
+	return ok, wait
 }
 
 // newTaskPushes returns the empty state of a task's push configs.

@@ -45,10 +45,18 @@ type A2APushDeleted struct {
 // (a 4xx other than 429). A node that starts posts the end of each ended task to
 // those of its configs without one (a2a.Server.ResumePushes): the node that was
 // to post it may have stopped first.
+//
+// With ConfigID empty and Holder set, it is instead a lease of the task's
+// notifications: until UntilUS (Unix microseconds, the holder's clock), only the
+// node Holder posts them (a2a.PushStore), so that no node posts a stale update
+// of the running task after another posted its end. A build that knows no
+// leases reads it as an end posted to no config: nothing.
 type A2APushFinal struct {
 	ConfigID string `json:"config_id"`
 	State    string `json:"state"`
 	Status   int    `json:"status,omitempty"`
+	Holder   string `json:"holder,omitempty"`
+	UntilUS  int64  `json:"until_us,omitempty"`
 }
 
 // MessageType implements Payload.

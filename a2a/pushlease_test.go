@@ -1,0 +1,277 @@
+package a2a
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	sdk "github.com/a2aproject/a2a-go/a2a"
+
+	"github.com/troupe-run/troupe/eventlog"
+	"github.com/troupe-run/troupe/eventlog/sqlite"
+	"github.com/troupe-run/troupe/messages"
+)
+
+// leaseTask is the task whose notifications the lease tests post.
+const leaseTask = sdk.TaskID("s1~0123456789abcdef0123456789abcdef")
+
+// pushNode is what posts a task's notifications on one node over a shared log:
+// its PushStore (on a clock the test moves) and its sender, as NewServer builds
+// them.
+type pushNode struct {
+	store  *PushStore
+	sender *PushSender
+	send   storeSender
+	clock  atomic.Int64 // nanoseconds past leaseEpoch
+	// finals are the ends the sender recorded as posted.
+	finals chan sdk.TaskState
+}
+
+var leaseEpoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func newPushNode(t *testing.T, log eventlog.Log) *pushNode {
+	t.Helper()
+	n := &pushNode{finals: make(chan sdk.TaskState, 8)}
+	n.store = NewPushStore(log, nil, nil)
+	n.store.now = func() time.Time { return leaseEpoch.Add(time.Duration(n.clock.Load())) }
+	ps, err := NewPushSender([]string{"127.0.0.1"}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps.backoff = time.Millisecond
+	ps.final = func(ctx context.Context, task sdk.TaskID, configID string, state sdk.TaskState, status int) {
+		if err := n.store.Final(ctx, task, configID, state, status); err != nil {
+			t.Errorf("recording the end posted: %v", err)
+		}
+		n.finals <- state
+	}
+	t.Cleanup(func() { _ = ps.Close() })
+	n.sender, n.send = ps, storeSender{PushSender: ps, store: n.store}
+	return n
+}
+
+// post sends the task in state st to the task's config c.
+func (n *pushNode) post(t *testing.T, c *sdk.PushConfig, st sdk.TaskState) {
+	t.Helper()
+	if err := n.send.SendPush(context.Background(), c, &sdk.Task{ID: leaseTask, ContextID: "s1", Status: sdk.TaskStatus{State: st}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// idle waits until the node has no post of the task to c queued or in flight.
+func (n *pushNode) idle(t *testing.T, c *sdk.PushConfig) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for n.sender.busy(leaseTask, c) {
+		if time.Now().After(deadline) {
+			t.Fatal("the node's posts did not end within 20 s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// leaseHook is a webhook that records the states it took, in the order it took
+// them (once it answered); with hold, it answers an update of the running task
+// only once hold closes.
+type leaseHook struct {
+	mu     sync.Mutex
+	states []sdk.TaskState
+	in     chan struct{} // closed when an update of the running task came
+	inOnce sync.Once
+	hold   chan struct{}
+}
+
+func newLeaseHook(t *testing.T, hold bool) (*leaseHook, string) {
+	h := &leaseHook{in: make(chan struct{})}
+	if hold {
+		h.hold = make(chan struct{})
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		var task sdk.Task
+		if err := json.Unmarshal(b, &task); err != nil {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		if !task.Status.State.Terminal() {
+			h.inOnce.Do(func() { close(h.in) })
+			if h.hold != nil {
+				<-h.hold
+			}
+		}
+		h.mu.Lock()
+		h.states = append(h.states, task.Status.State)
+		h.mu.Unlock()
+	}))
+	t.Cleanup(srv.Close)
+	return h, srv.URL
+}
+
+func (h *leaseHook) got() []sdk.TaskState {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.states)
+}
+
+// twoPushNodes returns two nodes over one log, and the task's config as both
+// read it.
+func twoPushNodes(t *testing.T, url string) (a, b *pushNode, c *sdk.PushConfig) {
+	t.Helper()
+	ctx := context.Background()
+	log, err := sqlite.Open(ctx, sqlite.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = log.Close() })
+	a, b = newPushNode(t, log), newPushNode(t, log)
+	if _, err := a.store.Save(ctx, leaseTask, &sdk.PushConfig{ID: "c1", URL: url}); err != nil {
+		t.Fatal(err)
+	}
+	configs, err := b.store.List(ctx, leaseTask)
+	if err != nil || len(configs) != 1 {
+		t.Fatalf("the task's configs as the other node reads them: %v, %v", configs, err)
+	}
+	return a, b, configs[0]
+}
+
+// A node posting a stale update of a running task (read before it ended) does
+// not post it after another node posted the task's end, even though the end is
+// recorded (A2APushFinal) and the configs this node read are stale (read less
+// than pushRefresh ago: its clock stands still). Before, it checked the configs
+// it had read (PushStore.EndPosted) and posted: the webhook heard the task run
+// again after its end.
+func TestPushStaleUpdateIsNotPostedAfterAnotherNodesEnd(t *testing.T) {
+	hook, url := newLeaseHook(t, false)
+	a, b, c := twoPushNodes(t, url)
+	a.post(t, c, sdk.TaskStateWorking)
+	a.idle(t, c)
+	a.post(t, c, sdk.TaskStateCompleted)
+	select {
+	case <-a.finals:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the end was not posted within 20 s")
+	}
+	b.post(t, c, sdk.TaskStateWorking)
+	b.idle(t, c)
+	if got, want := hook.got(), []sdk.TaskState{sdk.TaskStateWorking, sdk.TaskStateCompleted}; !slices.Equal(got, want) {
+		t.Fatalf("the webhook took %v, want %v: a stale update posted after another node's end", got, want)
+	}
+}
+
+// A node's end is not posted while another node's update of the running task is
+// in flight (the other node checked that the end was not posted, then posted):
+// it waits for the other node's lease of the task's notifications to expire
+// (its clock moves past it), and lands after the update. Before, it was posted
+// at once, and the update landed after it: the webhook heard the task run again.
+func TestPushEndWaitsForAnotherNodesUpdateInFlight(t *testing.T) {
+	hook, url := newLeaseHook(t, true)
+	a, b, c := twoPushNodes(t, url)
+	b.post(t, c, sdk.TaskStateWorking)
+	select {
+	case <-hook.in:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the update was not posted within 20 s")
+	}
+	a.post(t, c, sdk.TaskStateCompleted)
+	ended := false
+	select {
+	case <-a.finals: // the end was posted while the update was in flight
+		ended = true
+	case <-time.After(time.Second): // a bound on a wait for what must not come
+	}
+	close(hook.hold)
+	b.idle(t, c)
+	a.clock.Store(int64(pushLeaseTerm + time.Second))
+	if !ended {
+		select {
+		case <-a.finals:
+		case <-time.After(20 * time.Second):
+			t.Fatalf("the end was not posted within 20 s once the other node's lease expired; the webhook took %v", hook.got())
+		}
+	}
+	if got, want := hook.got(), []sdk.TaskState{sdk.TaskStateWorking, sdk.TaskStateCompleted}; !slices.Equal(got, want) {
+		t.Fatalf("the webhook took %v, want %v: an update landed after another node's end", got, want)
+	}
+}
+
+// A node alone posting a task's notifications writes one lease to the log per
+// lease term, not one per post.
+func TestPushLeaseIsOneWritePerTerm(t *testing.T) {
+	hook, url := newLeaseHook(t, false)
+	a, _, c := twoPushNodes(t, url)
+	for _, st := range []sdk.TaskState{sdk.TaskStateSubmitted, sdk.TaskStateWorking, sdk.TaskStateInputRequired, sdk.TaskStateWorking} {
+		a.post(t, c, st)
+		a.idle(t, c)
+	}
+	a.clock.Store(int64(pushLeaseTerm - pushLeaseMargin + time.Second)) // too little left for a post: renewed
+	a.post(t, c, sdk.TaskStateCompleted)
+	select {
+	case <-a.finals:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the end was not posted within 20 s")
+	}
+	if got := hook.got(); len(got) != 5 {
+		t.Fatalf("the webhook took %v, want all 5 posts", got)
+	}
+	events, err := a.store.log.Read(context.Background(), PushStreamFor(leaseTask), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leases := 0
+	for _, e := range events {
+		if p, err := e.Decode(); err == nil {
+			if f, ok := p.(*messages.A2APushFinal); ok && f.Holder != "" {
+				leases++
+			}
+		}
+	}
+	if leases != 2 {
+		t.Fatalf("%d leases written, want 2 (taken, then renewed once)", leases)
+	}
+}
+
+// A lease is an A2APushFinal of no config: a build that knows no leases (a node
+// not upgraded yet over the same log) folds it as the end posted to no config,
+// nothing, and reads the task's configs as before.
+func TestPushLeaseIsNothingToABuildWithoutLeases(t *testing.T) {
+	hook, url := newLeaseHook(t, false)
+	a, _, c := twoPushNodes(t, url)
+	a.post(t, c, sdk.TaskStateWorking)
+	a.idle(t, c)
+	if got := hook.got(); len(got) != 1 {
+		t.Fatalf("the webhook took %v", got)
+	}
+	events, err := a.store.log.Read(context.Background(), PushStreamFor(leaseTask), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leases := 0
+	for _, e := range events {
+		if e.Type != messages.TypeA2APushFinal {
+			continue
+		}
+		// The fields of A2APushFinal a build without leases reads.
+		var old struct {
+			ConfigID string `json:"config_id"`
+			State    string `json:"state"`
+		}
+		if err := json.Unmarshal(e.Payload, &old); err != nil || old.ConfigID != "" || old.State != "" {
+			t.Fatalf("a lease as a build without leases reads it: %+v, %v", old, err)
+		}
+		leases++
+	}
+	if leases != 1 {
+		t.Fatalf("%d leases in the task's push stream, want 1", leases)
+	}
+	if u, err := NewPushStore(a.store.log, nil, nil).Unfinished(context.Background(), leaseTask); err != nil || len(u) != 1 {
+		t.Fatalf("the configs the end was not posted to: %v, %v", u, err)
+	}
+}
