@@ -463,6 +463,11 @@ func (b *Base) Remove(ctx context.Context, source, key string) error {
 	defer b.mu.Unlock()
 	applied, err := b.write(ctx, key, func() ([]messages.Payload, error) {
 		source = b.storedName(source)
+		if k, ok := b.st.keys[key]; key != "" && ok {
+			// Not done (keyDone: a removal is): an ingestion stored in some of
+			// its parts, which only its own request completes.
+			return nil, fmt.Errorf("%w: key %q was applied to a change of %q, not to the removal of %q", ErrKeyReused, key, k.source, source)
+		}
 		if b.st.docs[source] == nil {
 			if invalid != nil {
 				return nil, invalid
