@@ -394,3 +394,36 @@ func TestAKeyedDocumentStoredInSomeOfItsPartsIsWrittenWholeUnderItsKey(t *testin
 		t.Fatal("the key once more wrote events")
 	}
 }
+
+// A key whose document was stored in some of its parts only names that
+// ingestion still: a removal sent under it is another request, refused with
+// ErrKeyReused, writing nothing, as under a key whose document was stored
+// whole. Before, the removal found the key not done (keyDone) and was
+// written, the document dropped and the key recorded as the removal's.
+func TestARemovalUnderTheKeyOfADocumentStoredInSomeOfItsPartsIsRefused(t *testing.T) {
+	ctx := testCtx(t)
+	f := newFixture(t, boundedEvents(32<<10))
+	first, err := f.base(t, "full").Add(ctx, "big.md", []byte(bigGuide(600)), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, err := events(t, f.log, "full")[0].Decode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	part := ev.(*messages.KBDocumentIngested)
+	part.Key = "k1"
+	appendStored(t, f, "docs", 1, part)
+	b := f.base(t, "docs")
+	if err := b.Remove(ctx, "big.md", "k1"); !errors.Is(err, knowledge.ErrKeyReused) {
+		t.Fatalf("a removal under the ingestion's key: %v; want ErrKeyReused", err)
+	}
+	if n := len(events(t, f.log, "docs")); n != 1 {
+		t.Fatalf("the refused removal wrote %d events", n-1)
+	}
+	// The key's own request still completes the document.
+	r, err := b.Add(ctx, "big.md", []byte(bigGuide(600)), "k1")
+	if err != nil || r.Chunks != first.Chunks {
+		t.Fatalf("the key's request = %+v, %v; want %d chunks", r, err, first.Chunks)
+	}
+}

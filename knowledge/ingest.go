@@ -451,7 +451,9 @@ func chunkID(source, hash string, i int) string {
 // source the knowledge base does not hold fails with ErrNotFound, or ErrInvalid when
 // CheckSource refuses it (a document it holds is removed whatever its name: one
 // named before CheckSource refused what it refuses now must not be stuck); a key
-// applied before to the same removal returns nil and writes nothing.
+// applied before to the same removal returns nil and writes nothing; one applied
+// to another change (an ingestion, also one stored in some of its parts only) or
+// to the removal of another document fails with ErrKeyReused, writing nothing.
 func (b *Base) Remove(ctx context.Context, source, key string) error {
 	invalid := CheckSource(source)
 	if len(source) > MaxSourceLen {
@@ -463,6 +465,11 @@ func (b *Base) Remove(ctx context.Context, source, key string) error {
 	defer b.mu.Unlock()
 	applied, err := b.write(ctx, key, func() ([]messages.Payload, error) {
 		source = b.storedName(source)
+		if k, ok := b.st.keys[key]; key != "" && ok {
+			// Not done (keyDone: a removal is): an ingestion stored in some of
+			// its parts, which only its own request completes.
+			return nil, fmt.Errorf("%w: key %q was applied to a change of %q, not to the removal of %q", ErrKeyReused, key, k.source, source)
+		}
 		if b.st.docs[source] == nil {
 			if invalid != nil {
 				return nil, invalid

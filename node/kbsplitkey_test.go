@@ -134,3 +134,40 @@ func kbEvents(t *testing.T, k kbNode, base string) []messages.Envelope {
 	}
 	return es
 }
+
+// A removal sent under the Idempotency-Key of an upload stored in some of its
+// parts (the log failed amid the append, the node was restarted, so it no
+// longer remembers the key's request) is another request: 422, nothing
+// written, and the upload's retry under the key still writes the document
+// whole. Before, the base found the key not done and removed the document
+// under it, and the upload's retry was then refused as another request.
+func TestKBRemovalUnderTheKeyOfASplitDocumentStoredInPartIsRefused(t *testing.T) {
+	lg, err := sqlite.Open(context.Background(), sqlite.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = lg.Close() })
+	cfg := func() *knowledge.Config { return &knowledge.Config{MaxEventBytes: 32 << 10} }
+	body := splitGuide(600)
+	first, stop := nodetest.StartWithStop(t, node.Config{Log: cutLog{lg}, Knowledge: cfg(), DataDir: t.TempDir()})
+	k := kbNode{n: first, log: lg}
+	if code, b := k.postText(t, "docs", "big.md", body, "Idempotency-Key", "big-1"); code != http.StatusServiceUnavailable {
+		t.Fatalf("the write cut by the log: %d %s; want 503", code, b)
+	}
+	stop()
+
+	k = kbNode{n: nodetest.Start(t, node.Config{Log: lg, Knowledge: cfg()}), log: lg}
+	n := len(kbEvents(t, k, "docs"))
+	code, b := k.do(t, http.MethodDelete, "/v1/kb/docs/documents/big.md", "", nil, "Idempotency-Key", "big-1")
+	if code != http.StatusUnprocessableEntity || !strings.Contains(string(b), "Idempotency-Key reused with a different request") {
+		t.Fatalf("a removal under the upload's key: %d %s; want 422", code, b)
+	}
+	if got := len(kbEvents(t, k, "docs")); got != n {
+		t.Fatalf("the refused removal wrote %d events", got-n)
+	}
+	want := writeWhole(t, k, "ref", body)
+	code, b = k.postText(t, "docs", "big.md", body, "Idempotency-Key", "big-1")
+	if code != http.StatusCreated || kbChunks(t, k, "docs", "big.md") != want {
+		t.Fatalf("the upload's retry: %d %s, %d chunks stored; want 201, %d", code, b, kbChunks(t, k, "docs", "big.md"), want)
+	}
+}

@@ -91,3 +91,26 @@ func TestMemoryRequestDigestIsCanonical(t *testing.T) {
 		t.Errorf("two integers a float64 does not tell apart have one digest")
 	}
 }
+
+// The digest of a request of POST /v1/memories is stored beside its key in the
+// namespace's events (memory.RequestKey): a key written by an earlier build
+// must match its request's digest still. These are the digests of the code
+// before requestDigest was shared with /v1/kb (requestkeys.go).
+func TestMemoryRequestDigestIsStable(t *testing.T) {
+	for _, c := range []struct{ body, digest string }{
+		{`{"namespace":"user:alice","tier":"semantic","content":"Alice likes tea","metadata":{"src":"chat","n":1,"tags":["a","b"],"o":{"x":1,"y":"é"}}}`, "82032eb3cc16930f9cd7a5cb209f8233"},
+		{`{"namespace":"user:alice","tier":"episodic","content":"The review","timestamp":"2026-12-01T09:30:00Z"}`, "f74280963b7372951ea445deda3738a4"},
+		{`[{"namespace":"agent:planner","tier":"semantic","content":"one <b>&amp;</b>","importance":0.9},{"namespace":"agent:planner","tier":"working","content":"two","metadata":{"big":12345678901234567890,"f":0.1}}]`, "79f76b40319c774b6bb3a2db627aeaae"},
+	} {
+		in, err := memory.DecodeInputs([]byte(c.body))
+		if err != nil {
+			t.Fatalf("%s: %v", c.body, err)
+		}
+		if got := memoryRequestDigest(in); got != c.digest {
+			t.Errorf("%s: digest %s, want %s as before", c.body, got, c.digest)
+		}
+	}
+	if got := memoryRequestDigest(nil); got != "e3b0c44298fc1c149afbf4c8996fb924" {
+		t.Errorf("no inputs: digest %s", got)
+	}
+}
