@@ -15,7 +15,9 @@ type Change struct {
 	At     time.Time     `json:"at"`
 	Type   messages.Type `json:"type"`
 	Reason string        `json:"reason"`
-	Key    string        `json:"key,omitempty"`
+	// Key is the idempotency key the change was written under, as its client
+	// gave it (without the digest of its request that RequestKey adds).
+	Key string `json:"key,omitempty"`
 	// Memory is the memory after the change; nil when the change removed it.
 	Memory *Memory `json:"memory,omitempty"`
 	// Related names the other memories of the change: the ones merged into it (or
@@ -62,7 +64,7 @@ func (ns *Namespace) History(ctx context.Context, id string) ([]Change, error) {
 				continue
 			}
 			c := Change{Seq: e.Seq, At: time.UnixMicro(e.TS).UTC(), Type: e.Type, Related: slices.Clone(t.related)}
-			c.Reason, c.Key = eff.reason, eff.key
+			c.Reason, c.Key = eff.reason, clientKey(eff.key)
 			if m := st.mems[id]; m != nil {
 				cp := copyMemory(m)
 				c.Memory = &cp

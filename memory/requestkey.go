@@ -52,6 +52,16 @@ func splitRequestKey(key string) (client, digest, unmarked string, ok bool) {
 	return client, digest, unmarked, true
 }
 
+// clientKey returns the client's key of key, made by RequestKey or
+// RequestPartKey, and key itself when it carries no request's digest: what a
+// memory's history shows, the key its client sent.
+func clientKey(key string) string {
+	if client, _, _, ok := splitRequestKey(key); ok {
+		return client
+	}
+	return key
+}
+
 // noteRequest records, for a key made by RequestKey (or RequestPartKey), the request its client's key
 // was first applied with. The caller holds the state.
 func (s *state) noteRequest(key string) {

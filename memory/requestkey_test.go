@@ -95,3 +95,23 @@ func TestRequestPartKeyNamesTheClientsKey(t *testing.T) {
 		t.Errorf("other memories under a part applied without a digest: %v; want ErrKeyReused", err)
 	}
 }
+
+// A memory's history shows the key its client sent, not the digest of the
+// request RequestKey (or RequestPartKey) adds to it; a key without one shows as
+// it is.
+func TestHistoryShowsTheClientsKey(t *testing.T) {
+	f := newFixture(t)
+	ns := f.ns(t, "user:alice")
+	ctx := testCtx(t)
+	for key, want := range map[string]string{
+		memory.RequestKey("http/k1/user:alice", "d1"):        "http/k1/user:alice",
+		memory.RequestPartKey("http/k2/user:alice", "d2", 1): "http/k2/user:alice",
+		"http/k3/user:alice":                                 "http/k3/user:alice",
+	} {
+		got := add(t, ns, key, memory.AddRequest{Tier: memory.Semantic, Content: "Alice likes " + want})
+		h, err := ns.History(ctx, got[0].ID)
+		if err != nil || len(h) != 1 || h[0].Key != want {
+			t.Errorf("history of the memory added under %q: %+v %v; want key %q", key, h, err, want)
+		}
+	}
+}
