@@ -231,12 +231,13 @@ func (m *Model) Stream(ctx context.Context, req llm.Request, onDelta func(Delta)
 			if errors.As(err, &se) {
 				// An error event before any chunk is the server's answer to the
 				// request, as an error response is (a request refused is not sent
-				// again); one after a chunk is a failure once it began answering.
-				where := "the provider reported an error mid-stream"
+				// again; vLLM's 400 is no refusal: errorObject); one after a chunk
+				// is a failure once it began answering.
+				where, at := "the provider reported an error mid-stream", midStream
 				if !began {
-					where = "the provider answered with an error event"
+					where, at = "the provider answered with an error event", firstEvent
 				}
-				if err := m.who.errorObject(op, where, se.Event.Data, began); err != nil {
+				if err := m.who.errorObject(op, where, se.Event.Data, at); err != nil {
 					return spent, err
 				}
 				return spent, m.who.errorf(op, "%s: %s: %w", where, m.who.errorMessage(se.Event.Data), llm.ErrTransient)
@@ -401,7 +402,7 @@ func (m *Model) whole(op string, req llm.Request, raw *http.Response) (llm.Respo
 		return llm.Response{}, m.who.errorf(op, "%w: %w", ErrMalformedResponse, err)
 	}
 	if len(cc.Choices) == 0 {
-		if err := m.who.errorObject(op, "the provider answered with an error", b, false); err != nil {
+		if err := m.who.errorObject(op, "the provider answered with an error", b, inBody); err != nil {
 			return llm.Response{}, err
 		}
 		return llm.Response{}, m.who.errorf(op, "%w: the response has no choices", ErrMalformedResponse)
