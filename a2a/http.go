@@ -529,7 +529,7 @@ func (s *Server) guard(next http.Handler) http.Handler {
 		defer stop()
 		// What follows answers with a token for the id, which w writes as the id
 		// was sent.
-		body, id, w = echoID(w, rawID, *req.Method, req.Params)
+		sdkBody, sdkSize, id, w := echoID(w, rawID, *req.Method, req.Params)
 		if m, ok := v1Methods[*req.Method]; ok {
 			s.serveV1(w, r, next, m, id, req.Params)
 			return
@@ -563,8 +563,8 @@ func (s *Server) guard(next http.Handler) http.Handler {
 				return
 			}
 		}
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		r.ContentLength = int64(len(body))
+		r.Body = io.NopCloser(sdkBody)
+		r.ContentLength = sdkSize
 		if *req.Method == "tasks/pushNotificationConfig/delete" {
 			// The SDK answers a delete with an empty body; JSON-RPC wants a response.
 			ew := &emptyWriter{ResponseWriter: w}

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/json"
+	"io"
 	"net/http"
+	"strings"
 )
 
 // requestID reads the id of a JSON-RPC request, body, as it was sent: the bytes of
@@ -14,21 +16,37 @@ import (
 // read as a float64 is not that one: 1.0 came back as 1, 12345678901234567890 as
 // 12345678901234567000, and 1e400 was refused. id is nil when the body has no
 // such member (or is no JSON object); ok is false when the member is no id (an
-// id is a string, a number or null), which is not echoed back.
+// id is a string, a number or null), which is not echoed back: then id is the
+// first byte of that member only, enough for rawKind. No member that is an object
+// or an array (the params, the bulk of a request) is copied.
 func requestID(body []byte) (id json.RawMessage, ok bool) {
-	var members map[string]json.RawMessage
+	var members map[string]idMember
 	if json.Unmarshal(body, &members) != nil {
 		return nil, true
 	}
-	id, found := members["id"]
+	m, found := members["id"]
 	if !found {
 		return nil, true
 	}
+	id = json.RawMessage(m)
 	switch c := id[0]; {
 	case c == '"', c == 'n', c == '-', c >= '0' && c <= '9':
 		return id, true
 	}
 	return id, false
+}
+
+// idMember is a top-level member of a request as requestID keeps it: a copy of a
+// string, a number or a literal; of an object or an array ('{', '['), its first
+// byte only.
+type idMember []byte
+
+func (m *idMember) UnmarshalJSON(b []byte) error {
+	if b[0] == '{' || b[0] == '[' {
+		b = b[:1]
+	}
+	*m = append((*m)[:0], b...)
+	return nil
 }
 
 // rawKind names the JSON type of a value that is no id: a boolean, an array or an
@@ -45,12 +63,13 @@ func rawKind(v json.RawMessage) string {
 
 // echoID makes the answer to a request of id, sent as it was, whatever the
 // handlers after guard (the SDK's, which reads an id as encoding/json does into
-// an any) make of it. It returns a body for them, the request with a token in
-// place of its id (and the jsonrpc, method and params they read of it, by those
-// names: a member named "ID" would be their id), the token (an id for what
-// guard answers on the way, as "id" member of JSON) and w, which writes the id
-// where the answer has the token. An id that is null or none needs no token.
-func echoID(w http.ResponseWriter, id json.RawMessage, method string, params json.RawMessage) (body []byte, token any, _ http.ResponseWriter) {
+// an any) make of it. It returns a body for them and its size, the request with a
+// token in place of its id (and the jsonrpc, method and params they read of it,
+// by those names: a member named "ID" would be their id), which reads params
+// where they are (no copy of them); the token (an id for what guard answers on
+// the way, as "id" member of JSON); and w, which writes the id where the answer
+// has the token. An id that is null or none needs no token.
+func echoID(w http.ResponseWriter, id json.RawMessage, method string, params json.RawMessage) (body io.Reader, size int64, token any, _ http.ResponseWriter) {
 	token, sent := any(nil), []byte("null")
 	if id != nil && string(id) != "null" {
 		t := "a2a-request-id:" + rand.Text()
@@ -58,12 +77,13 @@ func echoID(w http.ResponseWriter, id json.RawMessage, method string, params jso
 		w = &idWriter{ResponseWriter: w, token: append([]byte(`"id":`), sent...), id: append([]byte(`"id":`), id...)}
 	}
 	m, _ := json.Marshal(method) // a string marshals
-	body = append([]byte(`{"jsonrpc":"2.0","id":`), sent...)
-	body = append(append(body, `,"method":`...), m...)
+	head := append([]byte(`{"jsonrpc":"2.0","id":`), sent...)
+	head = append(append(head, `,"method":`...), m...)
 	if len(params) > 0 {
-		body = append(append(body, `,"params":`...), params...)
+		head = append(head, `,"params":`...)
 	}
-	return append(body, '}'), token, w
+	size = int64(len(head) + len(params) + 1)
+	return io.MultiReader(bytes.NewReader(head), bytes.NewReader(params), strings.NewReader("}")), size, token, w
 }
 
 // idWriter writes the id of a request, as it was sent, where the answer has the

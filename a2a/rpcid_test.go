@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -114,5 +115,48 @@ func TestRequestIDIsEchoedAsSent(t *testing.T) {
 				t.Errorf("%s, members %s: answered id %s, code %d; want id %s, code %d", call.name, c.members, got, code, c.want, call.code)
 			}
 		}
+	}
+}
+
+// Reading a request's id, and making the body the SDK reads, copy none of its
+// params: a request of 1 MiB is not copied twice more for its id.
+func TestRequestIDCopiesNoParams(t *testing.T) {
+	params := `{"message":{"kind":"message","messageId":"m-1","role":"user","parts":[{"kind":"text","text":"` + strings.Repeat("a", 1<<20) + `"}]}}`
+	body := []byte(`{"jsonrpc":"2.0","id":"req-1","method":"message/send","params":` + params + `}`)
+	allocated := func(f func()) uint64 {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		for range 4 {
+			f()
+		}
+		runtime.ReadMemStats(&after)
+		return (after.TotalAlloc - before.TotalAlloc) / 4
+	}
+	var id json.RawMessage
+	if n := allocated(func() { id, _ = requestID(body) }); n > 64<<10 || string(id) != `"req-1"` {
+		t.Errorf("requestID allocated %d bytes for a body of %d, read id %s; want at most 64 KiB, id \"req-1\"", n, len(body), id)
+	}
+	raw := json.RawMessage(params)
+	n := allocated(func() {
+		if _, size, _, _ := echoID(httptest.NewRecorder(), id, "message/send", raw); size < int64(len(params)) {
+			t.Fatalf("echoID made a body of %d bytes for params of %d", size, len(params))
+		}
+	})
+	if n > 64<<10 {
+		t.Errorf("echoID allocated %d bytes for params of %d; want at most 64 KiB", n, len(params))
+	}
+	r, size, token, _ := echoID(httptest.NewRecorder(), id, "message/send", raw)
+	got, err := io.ReadAll(r)
+	if err != nil || int64(len(got)) != size {
+		t.Fatalf("echoID's body: %d bytes, %v; size %d", len(got), err, size)
+	}
+	var req struct {
+		JSONRPC, Method string
+		ID              any
+		Params          json.RawMessage
+	}
+	if err := json.Unmarshal(got, &req); err != nil || req.JSONRPC != "2.0" || req.Method != "message/send" || req.ID != token || string(req.Params) != params {
+		t.Errorf("echoID's body read as %+v (%v); want the request with id %v", req.ID, err, token)
 	}
 }

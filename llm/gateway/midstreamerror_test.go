@@ -39,13 +39,14 @@ func TestAStreamsErrorEventWithCode400IsRetried(t *testing.T) {
 }
 
 // An error event that is a stream's first, before any chunk, is the server's answer
-// to the request, as an error response is: a request refused (400) is not sent
-// again, a server's failure (503) is, and the next attempt answers.
+// to the request, as an error response is: a request refused (404, 422) is not
+// sent again, a server's failure (503) is, and the next attempt answers. So is a
+// 400, vLLM's code for any failure of its stream, an engine that died included.
 func TestAStreamsFirstErrorEventIsRetriedByItsCode(t *testing.T) {
 	for _, c := range []struct {
 		code     int
 		requests int
-	}{{400, 1}, {503, 2}} {
+	}{{400, 2}, {404, 1}, {422, 1}, {503, 2}} {
 		refused := openaitest.Stream(`{"error":{"message":"refused","type":"invalid_request_error","code":`+strconv.Itoa(c.code)+`}}`, openaitest.Done)
 		srv := openaitest.NewServer(t, openaitest.Sequence(refused, openaitest.TextStream(messages.Usage{PromptTokens: 5, CompletionTokens: 2}, "The", " answer")))
 		m, err := openai.New(openai.Config{Provider: "p", BaseURL: srv.URL, Model: "p", Timeout: 5 * time.Second})

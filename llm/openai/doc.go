@@ -39,10 +39,11 @@
 //   - an error object answered with HTTP 200 ({"error": ...}, or vLLM's
 //     {"object": "error", ...}) is an *llm.APIError too when its code is an HTTP
 //     status (vLLM's 400 is not transient), else it wraps llm.ErrTransient, and so
-//     is one sent as a stream's first event (before any chunk); sent as an event
-//     mid-stream it wraps llm.ErrTransient (vLLM reports any failure of a stream
-//     with code 400), an *llm.APIError when its code is 401, 403, 429, 408, 409 or
-//     5xx;
+//     is one sent as a stream's first event (before any chunk) but for code 400;
+//     sent as an event mid-stream, or as the first with code 400, it wraps
+//     llm.ErrTransient (vLLM reports any failure of a stream with code 400, an
+//     engine that died before the first token included), an *llm.APIError when
+//     its code is 401, 403, 429, 408, 409 or 5xx;
 //   - a call that runs past Config.Timeout, a refused or dropped connection or a
 //     stream cut short (ErrTruncatedStream) wrap llm.ErrTransient;
 //   - when the caller's ctx ends first, the error wraps ctx.Err() and is not transient;

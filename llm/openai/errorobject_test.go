@@ -88,8 +88,9 @@ func TestErrorObjectIsClassifiedByItsCode(t *testing.T) {
 // code counts only when it says the key was refused (401, 403: not retried) or a
 // rate limit (429: transient, an *llm.APIError of 429 that cools the provider
 // down). A chunk with no content but the role counts: the server began answering.
-// The same object as the whole body of a 200, or as a stream's first event, is
-// classified by its code (TestErrorEventFirstInAStreamIsClassifiedByItsCode).
+// The same object as the whole body of a 200 is classified by its code, and so is
+// one that is a stream's first event, but for 400
+// (TestErrorEventFirstInAStreamIsClassifiedByItsCode).
 func TestErrorEventMidStreamIsTransient(t *testing.T) {
 	const msg = "Background loop has errored already."
 	event := func(code int) string {
@@ -134,9 +135,13 @@ func TestErrorEventMidStreamIsTransient(t *testing.T) {
 
 // An error event that is a stream's first, before any chunk, is the server's
 // answer to the request, as an error response is: it is classified by its code as
-// the same object answered whole is. A request refused (400, 404, 422) is not
-// retried, a key refused (401, 403) is not either, a rate limit (429) and a
-// server's failure (5xx) are; an error with no code is transient.
+// the same object answered whole is. A request refused (404, 422) is not retried,
+// a key refused (401, 403) is not either, a rate limit (429) and a server's
+// failure (5xx) are; an error with no code is transient. Code 400 is transient, as
+// mid-stream: vLLM sends it for every exception of its stream generator, an engine
+// that died before the request's first token included ("EngineCore encountered an
+// issue."), which its non-streaming answer reports with HTTP 500; a request it
+// refuses it refuses before the stream, with HTTP 400.
 func TestErrorEventFirstInAStreamIsClassifiedByItsCode(t *testing.T) {
 	const msg = "The request was refused."
 	for _, c := range []struct {
@@ -144,7 +149,7 @@ func TestErrorEventFirstInAStreamIsClassifiedByItsCode(t *testing.T) {
 		transient bool
 		api       bool // an *llm.APIError of code
 	}{
-		{400, false, true},
+		{400, true, false},
 		{404, false, true},
 		{422, false, true},
 		{401, false, true},

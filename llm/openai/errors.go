@@ -289,23 +289,29 @@ func jsonObject(body []byte) bool {
 // errorObject is the error of a successful response whose body is an error object,
 // as some servers answer a failure with HTTP 200: {"error": ...} (proxies, routers)
 // or vLLM's bare {"object":"error","message","type","code"}; or of such an event in
-// a stream, when midStream (a chunk came before it). where says which ("the
+// a stream (at says which: inBody, firstEvent, midStream). where says which ("the
 // provider answered with an error"). Its message is the provider's (the key
 // redacted). It is nil when body is no error object.
 //
 // A whole body whose code is an HTTP status (400 to 599: vLLM's are) is an
 // *llm.APIError of that status, transient or not as an HTTP error of that status
 // is: a request the server refused before it answered is not sent again. So is an
-// event that is a stream's first: the server refused the request before it
-// answered any of it. An event
-// mid-stream is a failure after the server took the request and began answering:
-// vLLM reports every exception of its stream generator so, with code 400 ("Background
-// loop has errored already." of an engine that crashed). It is transient, and an
-// *llm.APIError only when its code is one the gateway acts on or that is transient
-// anyway: a key refused (401, 403: not retried), a rate limit (429: its cooldown),
-// 408, 409 and 5xx. Without such a code it is transient, as a failure upstream of
-// a proxy tends to be.
-func (c caller) errorObject(op, where string, body []byte, midStream bool) error {
+// event that is a stream's first (before any chunk): the server refused the
+// request before it answered any of it; but for code 400, which is transient as
+// mid-stream. vLLM sends an event of code 400 for every exception of its stream
+// generator, and sends its first chunk with the request's first token: an engine
+// that died before it ("EngineCore encountered an issue.", which vLLM's
+// non-streaming answer reports with HTTP 500) is a 400 first event, while a
+// request it refuses (a prompt too long, a template that fails) is refused before
+// the stream, with HTTP 400. An event mid-stream is a failure after the server
+// took the request and began answering: vLLM reports every exception of its
+// stream generator so, with code 400 ("Background loop has errored already." of
+// an engine that crashed). It is transient, and an *llm.APIError only when its
+// code is one the gateway acts on or that is transient anyway: a key refused
+// (401, 403: not retried), a rate limit (429: its cooldown), 408, 409 and 5xx.
+// Without such a code it is transient, as a failure upstream of a proxy tends to
+// be.
+func (c caller) errorObject(op, where string, body []byte, at errorAt) error {
 	var shaped struct {
 		Error  json.RawMessage `json:"error"`
 		Object string          `json:"object"`
@@ -322,11 +328,20 @@ func (c caller) errorObject(op, where string, body []byte, midStream bool) error
 		return c.errorf(op, "%s: %s: %w", where, msg, llm.ErrTransient)
 	}
 	api := &llm.APIError{Provider: c.provider, Model: c.model, StatusCode: code, Message: msg, Code: c.hide(word)}
-	if midStream && !api.Transient() && code != http.StatusUnauthorized && code != http.StatusForbidden && code != http.StatusTooManyRequests {
+	if (at == midStream || at == firstEvent && code == http.StatusBadRequest) && !api.Transient() && code != http.StatusUnauthorized && code != http.StatusForbidden && code != http.StatusTooManyRequests {
 		return c.errorf(op, "%s (code %d): %s: %w", where, code, msg, llm.ErrTransient)
 	}
 	return c.errorf(op, "%s (code %d) with HTTP 200: %w", where, code, api)
 }
+
+// errorAt says where an error object came (errorObject).
+type errorAt int
+
+const (
+	inBody     errorAt = iota // the whole body of a successful response
+	firstEvent                // a stream's event, before any chunk
+	midStream                 // a stream's event, after a chunk
+)
 
 // tooLarge is the error of an answer past its bound, limit bytes.
 func (c caller) tooLarge(op string, limit int64) error {

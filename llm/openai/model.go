@@ -169,7 +169,7 @@ func (m *Model) Generate(ctx context.Context, req llm.Request) (llm.Response, er
 	}
 	if cc == nil || len(cc.Choices) == 0 {
 		if cc != nil {
-			if err := m.who.errorObject("chat", "the provider answered with an error", []byte(cc.RawJSON()), false); err != nil {
+			if err := m.who.errorObject("chat", "the provider answered with an error", []byte(cc.RawJSON()), inBody); err != nil {
 				return llm.Response{}, err
 			}
 		}

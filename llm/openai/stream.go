@@ -3,10 +3,12 @@ package openai
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"io"
+	"maps"
 	"mime"
 	"net/http"
 	"slices"
@@ -138,6 +140,20 @@ func (m *Model) Stream(ctx context.Context, req llm.Request, onDelta func(Delta)
 			grace.Stop()
 		}
 	}()
+	// report hands the increments of a chunk's first choice to onDelta.
+	report := func(chunk sdk.ChatCompletionChunk) error {
+		for _, ch := range chunk.Choices {
+			if ch.Index != 0 || onDelta == nil {
+				continue
+			}
+			for _, d := range deltas(ch.Delta) {
+				if err := onDelta(d); err != nil {
+					return m.who.errorf(op, "delta callback: %w", err)
+				}
+			}
+		}
+		return nil
+	}
 	for stream.Next() {
 		if grace != nil {
 			// A chunk came: the grace counts the time waited for the next one only.
@@ -166,15 +182,8 @@ func (m *Model) Stream(ctx context.Context, req llm.Request, onDelta func(Delta)
 		if chunk.JSON.Usage.Valid() {
 			u, reported = chunk.Usage, true
 		}
-		for _, ch := range chunk.Choices {
-			if ch.Index != 0 || onDelta == nil {
-				continue
-			}
-			for _, d := range deltas(ch.Delta) {
-				if err := onDelta(d); err != nil {
-					return llm.Response{}, m.who.errorf(op, "delta callback: %w", err)
-				}
-			}
+		if err := report(chunk); err != nil {
+			return llm.Response{}, err
 		}
 		// [DONE] ends the stream. Chunks may follow a finish_reason (more text or
 		// tool calls of a proxy that sends one early or with each call, usage
@@ -188,6 +197,17 @@ func (m *Model) Stream(ctx context.Context, req llm.Request, onDelta func(Delta)
 			} else {
 				grace.Reset(answerEndGrace)
 			}
+		}
+	}
+	// A high half still held (a chunk after the one that finished its choice
+	// ended with it) is U+FFFD: nothing follows to join.
+	if rest, ok := halves.rest(id); ok {
+		ends.keep(&rest)
+		if !acc.AddChunk(rest) {
+			return llm.Response{}, m.who.errorf(op, "%w: the stream's last halves of surrogate pairs do not continue it", ErrMalformedResponse)
+		}
+		if err := report(rest); err != nil {
+			return llm.Response{}, err
 		}
 	}
 	// A failed call returns the usage the provider reported before it failed
@@ -211,12 +231,13 @@ func (m *Model) Stream(ctx context.Context, req llm.Request, onDelta func(Delta)
 			if errors.As(err, &se) {
 				// An error event before any chunk is the server's answer to the
 				// request, as an error response is (a request refused is not sent
-				// again); one after a chunk is a failure once it began answering.
-				where := "the provider reported an error mid-stream"
+				// again; vLLM's 400 is no refusal: errorObject); one after a chunk
+				// is a failure once it began answering.
+				where, at := "the provider reported an error mid-stream", midStream
 				if !began {
-					where = "the provider answered with an error event"
+					where, at = "the provider answered with an error event", firstEvent
 				}
-				if err := m.who.errorObject(op, where, se.Event.Data, began); err != nil {
+				if err := m.who.errorObject(op, where, se.Event.Data, at); err != nil {
 					return spent, err
 				}
 				return spent, m.who.errorf(op, "%s: %s: %w", where, m.who.errorMessage(se.Event.Data), llm.ErrTransient)
@@ -381,7 +402,7 @@ func (m *Model) whole(op string, req llm.Request, raw *http.Response) (llm.Respo
 		return llm.Response{}, m.who.errorf(op, "%w: %w", ErrMalformedResponse, err)
 	}
 	if len(cc.Choices) == 0 {
-		if err := m.who.errorObject(op, "the provider answered with an error", b, false); err != nil {
+		if err := m.who.errorObject(op, "the provider answered with an error", b, inBody); err != nil {
 			return llm.Response{}, err
 		}
 		return llm.Response{}, m.who.errorf(op, "%w: the response has no choices", ErrMalformedResponse)
@@ -469,8 +490,9 @@ func (c *streamedCalls) place(chunk *sdk.ChatCompletionChunk) {
 // unless the chunk finishes the choice. The choice's next content (the call's next
 // piece of arguments) starts with the character when it starts with the escape of
 // a low half, else with the U+FFFD held back. A chunk that finishes the choice
-// gives back the halves its calls still hold, as pieces of their arguments. The
-// chunk's tool calls must be placed (streamedCalls) first: the halves are held by
+// gives back the halves its calls still hold, as pieces of their arguments; what
+// is held when the stream ends (a chunk came after the one that finished its
+// choice) rest gives back. The chunk's tool calls must be placed (streamedCalls) first: the halves are held by
 // the index a call's pieces go to.
 type surrogates struct {
 	content map[int64]rune    // choice index -> the high half held back
@@ -523,6 +545,38 @@ func (s *surrogates) join(chunk *sdk.ChatCompletionChunk) {
 			}
 		}
 	}
+}
+
+// rest is a chunk of stream id that gives back every high half still held, as
+// U+FFFD: a choice's content, a call's piece of arguments. ok is false when none
+// is held.
+func (s *surrogates) rest(id string) (chunk sdk.ChatCompletionChunk, ok bool) {
+	chunk.ID = id
+	choices := map[int64]int{} // choice index -> its place in chunk.Choices
+	choice := func(index int64) *sdk.ChatCompletionChunkChoice {
+		i, ok := choices[index]
+		if !ok {
+			i = len(chunk.Choices)
+			choices[index] = i
+			chunk.Choices = append(chunk.Choices, sdk.ChatCompletionChunkChoice{Index: index})
+		}
+		return &chunk.Choices[i]
+	}
+	for _, index := range slices.Sorted(maps.Keys(s.content)) {
+		choice(index).Delta.Content = "\uFFFD"
+	}
+	held := slices.SortedFunc(maps.Keys(s.args), func(a, b [2]int64) int {
+		return cmp.Or(cmp.Compare(a[0], b[0]), cmp.Compare(a[1], b[1]))
+	})
+	for _, at := range held {
+		ch := choice(at[0])
+		ch.Delta.ToolCalls = append(ch.Delta.ToolCalls, sdk.ChatCompletionChunkChoiceDeltaToolCall{
+			Index: at[1], Function: sdk.ChatCompletionChunkChoiceDeltaToolCallFunction{Arguments: "\uFFFD"}})
+	}
+	clear(s.content)
+	clear(s.args)
+	slices.SortFunc(chunk.Choices, func(a, b sdk.ChatCompletionChunkChoice) int { return cmp.Compare(a.Index, b.Index) })
+	return chunk, len(chunk.Choices) > 0
 }
 
 // joinHalf is text, decoded from raw (the JSON of a string), after a high half held

@@ -72,3 +72,44 @@ func TestStreamJoinsASurrogatePairSplitAcrossToolCallArguments(t *testing.T) {
 		})
 	}
 }
+
+// A chunk may follow the one that finishes its choice (a proxy that sends its
+// finish_reason early): a high half that ends the last piece of a call, or the
+// last content, is U+FFFD in the answer and in the increments when the stream
+// ends, and a pair split across two such chunks is joined.
+func TestStreamGivesBackAHighHalfHeldWhenTheStreamEnds(t *testing.T) {
+	halves := func(c string) string {
+		c = strings.Replace(c, "HIGH", `\ud83d`, 1)
+		return strings.Replace(c, "LOW", `\ude00`, 1)
+	}
+	for _, c := range []struct {
+		name     string
+		chunks   []string
+		text     string
+		calls    []messages.ToolCall
+		streamed string // the content and arguments increments, joined
+	}{
+		{"content", []string{openaitest.ContentChunk("a"), openaitest.FinishChunk("stop"), halves(openaitest.ContentChunk("bHIGH"))},
+			"ab\uFFFD", nil, "ab\uFFFD"},
+		{"content, a pair", []string{openaitest.ContentChunk("a"), openaitest.FinishChunk("stop"), halves(openaitest.ContentChunk("bHIGH")), halves(openaitest.ContentChunk("LOW"))},
+			"ab😀", nil, "ab😀"},
+		{"arguments", []string{openaitest.ToolCallChunk(0, "c1", "echo", `{"s":"a`), openaitest.FinishChunk("tool_calls"), halves(openaitest.ToolCallChunk(0, "", "", `bHIGH`))},
+			"", []messages.ToolCall{{ID: "c1", Name: "echo", Arguments: `{"s":"ab` + "\uFFFD"}}, `{"s":"ab` + "\uFFFD"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			events := append([]string{openaitest.RoleChunk()}, c.chunks...)
+			srv := openaitest.NewServer(t, openaitest.Sequence(openaitest.Stream(append(events, openaitest.Done)...)))
+			deltas, r, err := stream(t, newModel(t, srv))
+			if err != nil || r.Message.Content != c.text || !reflect.DeepEqual(r.Message.ToolCalls, c.calls) {
+				t.Fatalf("content %q, calls %q, err %v: want %q, %q", r.Message.Content, r.Message.ToolCalls, err, c.text, c.calls)
+			}
+			var streamed strings.Builder
+			for _, d := range deltas {
+				streamed.WriteString(d.Content + d.ArgumentsDelta)
+			}
+			if streamed.String() != c.streamed {
+				t.Fatalf("increments %q, want %q", streamed.String(), c.streamed)
+			}
+		})
+	}
+}
