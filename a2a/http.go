@@ -62,6 +62,13 @@ type ServerConfig struct {
 	// restart too; it is called when a config with secrets is first set or read.
 	// nil: they are kept in this process's memory only.
 	PushKey func() ([]byte, error)
+	// PushAlone, with PushLog, says that no other node posts the notifications of
+	// the log's tasks: the node opened the log itself, locked for it alone (an
+	// embedded node's SQLite log). A task's notifications then take no lease (see
+	// The lease of a task's notifications): a post costs no write nor read of the
+	// log, and a lease left by the node's run before a crash holds back none of
+	// its posts (that run is gone: the lock was its).
+	PushAlone bool
 	// MaxBody bounds a request body (0: DefaultMaxBody).
 	MaxBody int64
 	// KeepAlive is how long a stream (message/stream, tasks/resubscribe) stays
@@ -198,6 +205,7 @@ func NewServer(b Backend, cfg ServerConfig, agents []AgentInfo) (*Server, error)
 	if cfg.PushLog != nil {
 		// One store of every agent's configs (a task ID names its session).
 		s.pushes = NewPushStore(cfg.PushLog, sealer, cfg.Logger)
+		s.pushes.alone = cfg.PushAlone
 		s.pushes.SetEnded(NewTaskStore(b))
 		s.sender = storeSender{PushSender: sender, store: s.pushes}
 		sender.final = func(ctx context.Context, task sdk.TaskID, configID string, state sdk.TaskState, status int) {

@@ -275,3 +275,61 @@ func TestPushLeaseIsNothingToABuildWithoutLeases(t *testing.T) {
 		t.Fatalf("the configs the end was not posted to: %v, %v", u, err)
 	}
 }
+
+// A node alone on its log (ServerConfig.PushAlone: an embedded node's SQLite
+// log, locked for it) restarted after a crash posts a task's end at once, though
+// its run before the crash left a lease of the task's notifications that has not
+// expired: that run is gone. And it writes no lease of its own: a post costs the
+// log nothing. Before, the end waited for the lease to expire (90 s of silence at
+// the webhook after every crash), and each term of posting wrote a lease.
+func TestPushAloneIgnoresTheLeaseOfItsRunBeforeACrash(t *testing.T) {
+	hook, url := newLeaseHook(t, false)
+	ctx := context.Background()
+	log, err := sqlite.Open(ctx, sqlite.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = log.Close() })
+	crashed := newPushNode(t, log)
+	if _, err := crashed.store.Save(ctx, leaseTask, &sdk.PushConfig{ID: "c1", URL: url}); err != nil {
+		t.Fatal(err)
+	}
+	configs, err := crashed.store.List(ctx, leaseTask)
+	if err != nil || len(configs) != 1 {
+		t.Fatalf("the task's configs: %v, %v", configs, err)
+	}
+	c := configs[0]
+	crashed.post(t, c, sdk.TaskStateWorking)
+	crashed.idle(t, c)
+	_ = crashed.sender.Close() // killed: its lease is not given up
+
+	restarted := newPushNode(t, log)
+	restarted.store.alone = true
+	restarted.clock.Store(int64(time.Second))
+	restarted.post(t, c, sdk.TaskStateWorking)
+	restarted.idle(t, c)
+	restarted.post(t, c, sdk.TaskStateCompleted)
+	select {
+	case <-restarted.finals:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("the end was not posted within 5 s of the restart (the run before the crash holds a lease); the webhook took %v", hook.got())
+	}
+	if got, want := hook.got(), []sdk.TaskState{sdk.TaskStateWorking, sdk.TaskStateWorking, sdk.TaskStateCompleted}; !slices.Equal(got, want) {
+		t.Fatalf("the webhook took %v, want %v", got, want)
+	}
+	events, err := log.Read(ctx, PushStreamFor(leaseTask), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leases := 0
+	for _, e := range events {
+		if p, err := e.Decode(); err == nil {
+			if f, ok := p.(*messages.A2APushFinal); ok && f.Holder != "" {
+				leases++
+			}
+		}
+	}
+	if leases != 1 {
+		t.Fatalf("%d leases in the task's push stream, want 1 (the crashed run's): a node alone takes none", leases)
+	}
+}

@@ -75,7 +75,10 @@ type PushStore struct {
 	pruneBatch int
 	// node names this store as the holder of the leases it takes (lease).
 	node string
-	mu   sync.Mutex
+	// alone says that no other store posts the notifications of the log's tasks
+	// (ServerConfig.PushAlone): they take no lease.
+	alone bool
+	mu    sync.Mutex
 	// tasks are the tasks' configs as folded, by task.
 	tasks map[sdk.TaskID]*taskPushes
 }
@@ -745,6 +748,9 @@ func (s *PushStore) Release(ctx context.Context) error {
 // to do so (see The lease of a task's notifications); when not, wait (0: never)
 // is how long an end waits before it asks again.
 func (s *PushStore) lease(ctx context.Context, id sdk.TaskID, configID string, end bool) (ok bool, wait time.Duration) {
+	if s.alone {
+		return true, 0
+	}
 	// decide is the answer t, the task's configs as read, gives, with take when
 	// the lease is to be taken.
 	decide := func(t *taskPushes) (ok, take bool, wait time.Duration) {
