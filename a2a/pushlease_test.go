@@ -333,3 +333,48 @@ func TestPushAloneIgnoresTheLeaseOfItsRunBeforeACrash(t *testing.T) {
 		t.Fatalf("%d leases in the task's push stream, want 1 (the crashed run's): a node alone takes none", leases)
 	}
 }
+
+// readCounter is a log that counts the reads of a stream.
+type readCounter struct {
+	eventlog.Log
+	reads atomic.Int64
+}
+
+func (l *readCounter) Read(ctx context.Context, stream string, from uint64) ([]messages.Envelope, error) {
+	l.reads.Add(1)
+	return l.Log.Read(ctx, stream, from)
+}
+
+// A node holding the lease of a task's notifications posts them without
+// reading the task's push stream: no other node writes a lease nor posts an end
+// while it holds it. Before, each post more than pushRefresh after the last
+// read the stream again: a read of the log per post.
+func TestPushLeaseHolderPostsWithoutReading(t *testing.T) {
+	hook, url := newLeaseHook(t, false)
+	ctx := context.Background()
+	raw, err := sqlite.Open(ctx, sqlite.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = raw.Close() })
+	log := &readCounter{Log: raw}
+	a := newPushNode(t, log)
+	c, err := a.store.Save(ctx, leaseTask, &sdk.PushConfig{ID: "c1", URL: url})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.post(t, c, sdk.TaskStateWorking) // takes the lease
+	a.idle(t, c)
+	before := log.reads.Load()
+	for i := range 5 {
+		a.clock.Store(int64(time.Duration(i+1) * 2 * pushRefresh))
+		a.post(t, c, sdk.TaskStateWorking)
+		a.idle(t, c)
+	}
+	if got := hook.got(); len(got) != 6 {
+		t.Fatalf("the webhook took %v, want 6 updates", got)
+	}
+	if n := log.reads.Load() - before; n != 0 {
+		t.Fatalf("%d reads of the log for 5 posts under the lease, want none", n)
+	}
+}

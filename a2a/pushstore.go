@@ -769,6 +769,15 @@ func (s *PushStore) lease(ctx context.Context, id sdk.TaskID, configID string, e
 		return false, true, 0
 	}
 	s.mu.Lock()
+	if t := s.tasks[id]; t != nil && t.holder == s.node {
+		// Held: no other node writes a lease nor posts an end before it expires,
+		// so what this store read and wrote since is all there is to read.
+		if ok, take, wait := decide(t); !take {
+			t.used = s.now()
+			s.mu.Unlock()
+			return ok, wait
+		}
+	}
 	t, err := s.load(ctx, id, false)
 	if err == nil {
 		var take bool
