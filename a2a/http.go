@@ -702,7 +702,7 @@ type pushItem struct {
 	// current tells whether cfg is still the task's config (nil: not asked).
 	current func(context.Context, sdk.TaskID, *sdk.PushConfig) bool
 	// lease tells whether this node may post it now (nil: not asked).
-	lease func(ctx context.Context, id sdk.TaskID, configID string, end bool) (bool, time.Duration)
+	lease func(ctx context.Context, id sdk.TaskID, configID string, end, await bool) (bool, time.Duration)
 }
 
 // maxPushQueues bounds the queues a sender keeps; past it, idle ones are forgotten.
@@ -800,7 +800,7 @@ func (s *PushSender) SendPush(ctx context.Context, cfg *sdk.PushConfig, task *sd
 // token, gets no more of the task's notifications. lease (nil: none), asked
 // before each attempt, tells whether this node may post it now (PushStore.lease).
 func (s *PushSender) push(ctx context.Context, cfg *sdk.PushConfig, task *sdk.Task, v1 bool, current func(context.Context, sdk.TaskID, *sdk.PushConfig) bool,
-	lease func(ctx context.Context, id sdk.TaskID, configID string, end bool) (bool, time.Duration)) error {
+	lease func(ctx context.Context, id sdk.TaskID, configID string, end, await bool) (bool, time.Duration)) error {
 	if !task.Status.State.Terminal() {
 		for _, a := range task.Artifacts {
 			if partial, _ := a.Metadata[PartialKey].(bool); partial {
@@ -937,6 +937,15 @@ func (s *PushSender) dropQueued(q *pushQueue, cfg *sdk.PushConfig) {
 // set again with another URL or token, since it was queued.
 var errConfigGone = errors.New("a2a push: the push config was deleted or changed")
 
+// awaited says whether a notification of a task in state st waits for the
+// lease of the task's notifications (PushStore.lease) rather than being left to
+// the node that holds it: the task's end, and a task waiting for its client
+// (input or authentication), which may post nothing more for a long while, so
+// that a webhook that missed it would never learn the task waits.
+func awaited(st sdk.TaskState) bool {
+	return st.Terminal() || st == sdk.TaskStateInputRequired || st == sdk.TaskStateAuthRequired
+}
+
 // errNotHolder ends the tries of a notification that another node posts, or has
 // posted (PushStore.lease): an update of the running task while another node
 // holds the task's lease, an end another node posted.
@@ -1039,6 +1048,9 @@ func (s *PushSender) postTries(ctx context.Context, cfg *sdk.PushConfig, body []
 			case <-ctx.Done():
 				t.Stop()
 				return status, fmt.Errorf("%w: %w", errNotHolder, ctx.Err())
+			case <-superseded:
+				t.Stop()
+				return status, fmt.Errorf("%w: %w", errSuperseded, errNotHolder)
 			case <-t.C:
 			}
 		}
@@ -1121,7 +1133,7 @@ func (s *PushSender) send(ctx context.Context, it pushItem, task sdk.TaskID, sup
 		claim = func() (bool, time.Duration) {
 			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			defer cancel()
-			return it.lease(cctx, task, cfg.ID, it.state.Terminal())
+			return it.lease(cctx, task, cfg.ID, it.state.Terminal(), awaited(it.state))
 		}
 	}
 	if it.state.Terminal() {

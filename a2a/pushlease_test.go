@@ -378,3 +378,23 @@ func TestPushLeaseHolderPostsWithoutReading(t *testing.T) {
 		t.Fatalf("%d reads of the log for 5 posts under the lease, want none", n)
 	}
 }
+
+// A node's update of a task that waits for its client (input-required) while
+// another node holds the lease of the task's notifications waits for the lease,
+// as an end does, instead of being left to the holder: the task may post
+// nothing more until its client answers, which it does only once it learns the
+// task waits. Before, it was skipped, and the webhook never heard that the task
+// needs input.
+func TestPushInputRequiredWaitsForAnotherNodesLease(t *testing.T) {
+	hook, url := newLeaseHook(t, false)
+	a, b, c := twoPushNodes(t, url)
+	b.post(t, c, sdk.TaskStateWorking) // b takes the lease, then follows the task no more
+	b.idle(t, c)
+	a.post(t, c, sdk.TaskStateInputRequired)
+	time.Sleep(100 * time.Millisecond) // a's claim finds b's lease
+	a.clock.Store(int64(pushLeaseTerm + time.Second))
+	a.idle(t, c)
+	if got, want := hook.got(), []sdk.TaskState{sdk.TaskStateWorking, sdk.TaskStateInputRequired}; !slices.Equal(got, want) {
+		t.Fatalf("the webhook took %v, want %v: it never hears that the task waits for input", got, want)
+	}
+}

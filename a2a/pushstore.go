@@ -705,15 +705,17 @@ func (s storeSender) SendPush(ctx context.Context, cfg *sdk.PushConfig, task *sd
 // never overlap, and the node that takes the lease after an end was posted reads
 // that it was (A2APushFinal, recorded within the margin). A node not holding it
 // skips updates of the running task (a later post, or the end, holds what they
-// say) and waits with an end until it may take the lease, or the end was posted.
+// say) and waits with an end, or an update of a task waiting for its client
+// (which may be the last post for long: awaited), until it may take the lease.
 // A node posting takes the lease, or renews it, once per pushLeaseTerm at most
 // less the margin: one write to the log per period, and no read, while it holds.
 const (
 	pushLeaseTerm   = 90 * time.Second
 	pushLeaseSkew   = 5 * time.Second
 	pushLeaseMargin = pushAttemptTimeout + pushFinalTimeout + pushLeaseSkew
-	// pushLeasePoll bounds the wait of an end for the lease before the node
-	// asks again (the holder may have posted it meanwhile).
+	// pushLeasePoll bounds the wait of an end (or of a task waiting for its
+	// client) for the lease before the node asks again (the holder may have
+	// posted it meanwhile).
 	pushLeasePoll = time.Second
 )
 
@@ -746,8 +748,10 @@ func (s *PushStore) Release(ctx context.Context) error {
 // lease reports whether this store's node may post now to config configID a
 // notification of task id (end: of its end) and takes or renews the task's lease
 // to do so (see The lease of a task's notifications); when not, wait (0: never)
-// is how long an end waits before it asks again.
-func (s *PushStore) lease(ctx context.Context, id sdk.TaskID, configID string, end bool) (ok bool, wait time.Duration) {
+// is how long the notification waits before it asks again: one another node
+// holds the lease for waits when await (its end, a task waiting for its client:
+// awaited), else it is left to that node.
+func (s *PushStore) lease(ctx context.Context, id sdk.TaskID, configID string, end, await bool) (ok bool, wait time.Duration) {
 	if s.alone {
 		return true, 0
 	}
@@ -761,7 +765,7 @@ func (s *PushStore) lease(ctx context.Context, id sdk.TaskID, configID string, e
 		case t.holder == s.node && now.Add(pushLeaseMargin).UnixMicro() <= t.untilUS:
 			return true, false, 0
 		case t.holder != "" && t.holder != s.node && now.UnixMicro() <= t.untilUS:
-			if !end {
+			if !await {
 				return false, false, 0
 			}
 			return false, false, min(time.Duration(t.untilUS-now.UnixMicro()+1)*time.Microsecond, pushLeasePoll)
@@ -799,7 +803,7 @@ func (s *PushStore) lease(ctx context.Context, id sdk.TaskID, configID string, e
 	}
 	if err != nil {
 		s.logger.Warn("a2a push: the lease of the task's notifications cannot be taken; not posted now", "task", id, "config", configID, "err", err)
-		if end {
+		if await {
 			return false, pushLeasePoll
 		}
 		return false, 0
