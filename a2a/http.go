@@ -1156,6 +1156,13 @@ func (s *PushSender) send(ctx context.Context, it pushItem, task sdk.TaskID, sup
 	if errors.Is(err, errSuperseded) {
 		return false // the task's end is posted next
 	}
+	if errors.Is(err, errNotHolder) && errors.Is(err, context.DeadlineExceeded) && awaited(it.state) {
+		// Another node held the lease all along (or the log refused it): maybe
+		// none posted it.
+		s.logger.Warn("a2a push notification not posted: the lease of the task's notifications could not be taken in time (another node holds it, or the log failed); a node posts a task's end not posted again within the hour",
+			"task", task, "config", cfg.ID, "state", it.state, "err", err)
+		return false
+	}
 	if errors.Is(err, errNotHolder) {
 		s.logger.Debug("a2a push notification left to the node that holds the task's lease", "task", task, "config", cfg.ID, "state", it.state, "err", err)
 		return false

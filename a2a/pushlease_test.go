@@ -1,6 +1,7 @@
 package a2a
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -8,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -397,4 +399,45 @@ func TestPushInputRequiredWaitsForAnotherNodesLease(t *testing.T) {
 	if got, want := hook.got(), []sdk.TaskState{sdk.TaskStateWorking, sdk.TaskStateInputRequired}; !slices.Equal(got, want) {
 		t.Fatalf("the webhook took %v, want %v: it never hears that the task waits for input", got, want)
 	}
+}
+
+// An end that waited for the lease of the task's notifications until its time
+// ran out, another node holding it all along, is not posted: that is said with a
+// warning (a node posts it again within the hour), not at debug level as a
+// notification left to the holder. Before, an end lost so left no trace in the
+// node's log.
+func TestPushEndThatNeverGotTheLeaseIsWarned(t *testing.T) {
+	hook, url := newLeaseHook(t, false)
+	a, b, c := twoPushNodes(t, url)
+	b.post(t, c, sdk.TaskStateWorking) // b takes the lease; the clocks stand still
+	b.idle(t, c)
+	var logs syncBuffer
+	a.sender.logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	a.sender.endTimeout = 300 * time.Millisecond
+	a.post(t, c, sdk.TaskStateCompleted)
+	a.idle(t, c)
+	if got, want := hook.got(), []sdk.TaskState{sdk.TaskStateWorking}; !slices.Equal(got, want) {
+		t.Fatalf("the webhook took %v, want %v", got, want)
+	}
+	if l := logs.String(); !strings.Contains(l, "level=WARN") || !strings.Contains(l, "could not be taken in time") {
+		t.Fatalf("the end not posted is not warned of; the node's warnings:\n%s", l)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
