@@ -668,6 +668,10 @@ func copyConfig(c *sdk.PushConfig) *sdk.PushConfig {
 type storeSender struct {
 	*PushSender
 	store *PushStore
+	// unleased posts without the lease: the ends FinishPushes posts again,
+	// minutes after the task's last event (pushSettle), when no update of the
+	// task is posted any more.
+	unleased bool
 }
 
 // SendPush implements a2asrv.PushSender.
@@ -686,7 +690,11 @@ func (s storeSender) SendPush(ctx context.Context, cfg *sdk.PushConfig, task *sd
 	if !task.Status.State.Terminal() && s.store.EndPosted(task.ID, cfg.ID) {
 		return nil
 	}
-	return s.PushSender.push(ctx, cfg, task, s.store.V1(task.ID, cfg.ID), s.store.Current, s.store.lease)
+	lease := s.store.lease
+	if s.unleased {
+		lease = nil
+	}
+	return s.PushSender.push(ctx, cfg, task, s.store.V1(task.ID, cfg.ID), s.store.Current, lease)
 }
 
 // The lease of a task's notifications. Each post is the whole task, and a webhook
