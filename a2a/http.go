@@ -62,6 +62,13 @@ type ServerConfig struct {
 	// restart too; it is called when a config with secrets is first set or read.
 	// nil: they are kept in this process's memory only.
 	PushKey func() ([]byte, error)
+	// PushAlone, with PushLog, says that no other node posts the notifications of
+	// the log's tasks: the node opened the log itself, locked for it alone (an
+	// embedded node's SQLite log). A task's notifications then take no lease (see
+	// The lease of a task's notifications): a post costs no write nor read of the
+	// log, and a lease left by the node's run before a crash holds back none of
+	// its posts (that run is gone: the lock was its).
+	PushAlone bool
 	// MaxBody bounds a request body (0: DefaultMaxBody).
 	MaxBody int64
 	// KeepAlive is how long a stream (message/stream, tasks/resubscribe) stays
@@ -198,6 +205,7 @@ func NewServer(b Backend, cfg ServerConfig, agents []AgentInfo) (*Server, error)
 	if cfg.PushLog != nil {
 		// One store of every agent's configs (a task ID names its session).
 		s.pushes = NewPushStore(cfg.PushLog, sealer, cfg.Logger)
+		s.pushes.alone = cfg.PushAlone
 		s.pushes.SetEnded(NewTaskStore(b))
 		s.sender = storeSender{PushSender: sender, store: s.pushes}
 		sender.final = func(ctx context.Context, task sdk.TaskID, configID string, state sdk.TaskState, status int) {
@@ -694,7 +702,7 @@ type pushItem struct {
 	// current tells whether cfg is still the task's config (nil: not asked).
 	current func(context.Context, sdk.TaskID, *sdk.PushConfig) bool
 	// lease tells whether this node may post it now (nil: not asked).
-	lease func(ctx context.Context, id sdk.TaskID, configID string, end bool) (bool, time.Duration)
+	lease func(ctx context.Context, id sdk.TaskID, configID string, end, await bool) (bool, time.Duration)
 }
 
 // maxPushQueues bounds the queues a sender keeps; past it, idle ones are forgotten.
@@ -792,7 +800,7 @@ func (s *PushSender) SendPush(ctx context.Context, cfg *sdk.PushConfig, task *sd
 // token, gets no more of the task's notifications. lease (nil: none), asked
 // before each attempt, tells whether this node may post it now (PushStore.lease).
 func (s *PushSender) push(ctx context.Context, cfg *sdk.PushConfig, task *sdk.Task, v1 bool, current func(context.Context, sdk.TaskID, *sdk.PushConfig) bool,
-	lease func(ctx context.Context, id sdk.TaskID, configID string, end bool) (bool, time.Duration)) error {
+	lease func(ctx context.Context, id sdk.TaskID, configID string, end, await bool) (bool, time.Duration)) error {
 	if !task.Status.State.Terminal() {
 		for _, a := range task.Artifacts {
 			if partial, _ := a.Metadata[PartialKey].(bool); partial {
@@ -929,6 +937,15 @@ func (s *PushSender) dropQueued(q *pushQueue, cfg *sdk.PushConfig) {
 // set again with another URL or token, since it was queued.
 var errConfigGone = errors.New("a2a push: the push config was deleted or changed")
 
+// awaited says whether a notification of a task in state st waits for the
+// lease of the task's notifications (PushStore.lease) rather than being left to
+// the node that holds it: the task's end, and a task waiting for its client
+// (input or authentication), which may post nothing more for a long while, so
+// that a webhook that missed it would never learn the task waits.
+func awaited(st sdk.TaskState) bool {
+	return st.Terminal() || st == sdk.TaskStateInputRequired || st == sdk.TaskStateAuthRequired
+}
+
 // errNotHolder ends the tries of a notification that another node posts, or has
 // posted (PushStore.lease): an update of the running task while another node
 // holds the task's lease, an end another node posted.
@@ -1031,6 +1048,9 @@ func (s *PushSender) postTries(ctx context.Context, cfg *sdk.PushConfig, body []
 			case <-ctx.Done():
 				t.Stop()
 				return status, fmt.Errorf("%w: %w", errNotHolder, ctx.Err())
+			case <-superseded:
+				t.Stop()
+				return status, fmt.Errorf("%w: %w", errSuperseded, errNotHolder)
 			case <-t.C:
 			}
 		}
@@ -1113,7 +1133,7 @@ func (s *PushSender) send(ctx context.Context, it pushItem, task sdk.TaskID, sup
 		claim = func() (bool, time.Duration) {
 			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			defer cancel()
-			return it.lease(cctx, task, cfg.ID, it.state.Terminal())
+			return it.lease(cctx, task, cfg.ID, it.state.Terminal(), awaited(it.state))
 		}
 	}
 	if it.state.Terminal() {
@@ -1135,6 +1155,13 @@ func (s *PushSender) send(ctx context.Context, it pushItem, task sdk.TaskID, sup
 	}
 	if errors.Is(err, errSuperseded) {
 		return false // the task's end is posted next
+	}
+	if errors.Is(err, errNotHolder) && errors.Is(err, context.DeadlineExceeded) && awaited(it.state) {
+		// Another node held the lease all along (or the log refused it): maybe
+		// none posted it.
+		s.logger.Warn("a2a push notification not posted: the lease of the task's notifications could not be taken in time (another node holds it, or the log failed); a node posts a task's end not posted again within the hour",
+			"task", task, "config", cfg.ID, "state", it.state, "err", err)
+		return false
 	}
 	if errors.Is(err, errNotHolder) {
 		s.logger.Debug("a2a push notification left to the node that holds the task's lease", "task", task, "config", cfg.ID, "state", it.state, "err", err)

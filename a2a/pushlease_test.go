@@ -1,6 +1,7 @@
 package a2a
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -8,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -274,4 +276,168 @@ func TestPushLeaseIsNothingToABuildWithoutLeases(t *testing.T) {
 	if u, err := NewPushStore(a.store.log, nil, nil).Unfinished(context.Background(), leaseTask); err != nil || len(u) != 1 {
 		t.Fatalf("the configs the end was not posted to: %v, %v", u, err)
 	}
+}
+
+// A node alone on its log (ServerConfig.PushAlone: an embedded node's SQLite
+// log, locked for it) restarted after a crash posts a task's end at once, though
+// its run before the crash left a lease of the task's notifications that has not
+// expired: that run is gone. And it writes no lease of its own: a post costs the
+// log nothing. Before, the end waited for the lease to expire (90 s of silence at
+// the webhook after every crash), and each term of posting wrote a lease.
+func TestPushAloneIgnoresTheLeaseOfItsRunBeforeACrash(t *testing.T) {
+	hook, url := newLeaseHook(t, false)
+	ctx := context.Background()
+	log, err := sqlite.Open(ctx, sqlite.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = log.Close() })
+	crashed := newPushNode(t, log)
+	if _, err := crashed.store.Save(ctx, leaseTask, &sdk.PushConfig{ID: "c1", URL: url}); err != nil {
+		t.Fatal(err)
+	}
+	configs, err := crashed.store.List(ctx, leaseTask)
+	if err != nil || len(configs) != 1 {
+		t.Fatalf("the task's configs: %v, %v", configs, err)
+	}
+	c := configs[0]
+	crashed.post(t, c, sdk.TaskStateWorking)
+	crashed.idle(t, c)
+	_ = crashed.sender.Close() // killed: its lease is not given up
+
+	restarted := newPushNode(t, log)
+	restarted.store.alone = true
+	restarted.clock.Store(int64(time.Second))
+	restarted.post(t, c, sdk.TaskStateWorking)
+	restarted.idle(t, c)
+	restarted.post(t, c, sdk.TaskStateCompleted)
+	select {
+	case <-restarted.finals:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("the end was not posted within 5 s of the restart (the run before the crash holds a lease); the webhook took %v", hook.got())
+	}
+	if got, want := hook.got(), []sdk.TaskState{sdk.TaskStateWorking, sdk.TaskStateWorking, sdk.TaskStateCompleted}; !slices.Equal(got, want) {
+		t.Fatalf("the webhook took %v, want %v", got, want)
+	}
+	events, err := log.Read(ctx, PushStreamFor(leaseTask), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leases := 0
+	for _, e := range events {
+		if p, err := e.Decode(); err == nil {
+			if f, ok := p.(*messages.A2APushFinal); ok && f.Holder != "" {
+				leases++
+			}
+		}
+	}
+	if leases != 1 {
+		t.Fatalf("%d leases in the task's push stream, want 1 (the crashed run's): a node alone takes none", leases)
+	}
+}
+
+// readCounter is a log that counts the reads of a stream.
+type readCounter struct {
+	eventlog.Log
+	reads atomic.Int64
+}
+
+func (l *readCounter) Read(ctx context.Context, stream string, from uint64) ([]messages.Envelope, error) {
+	l.reads.Add(1)
+	return l.Log.Read(ctx, stream, from)
+}
+
+// A node holding the lease of a task's notifications posts them without
+// reading the task's push stream: no other node writes a lease nor posts an end
+// while it holds it. Before, each post more than pushRefresh after the last
+// read the stream again: a read of the log per post.
+func TestPushLeaseHolderPostsWithoutReading(t *testing.T) {
+	hook, url := newLeaseHook(t, false)
+	ctx := context.Background()
+	raw, err := sqlite.Open(ctx, sqlite.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = raw.Close() })
+	log := &readCounter{Log: raw}
+	a := newPushNode(t, log)
+	c, err := a.store.Save(ctx, leaseTask, &sdk.PushConfig{ID: "c1", URL: url})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.post(t, c, sdk.TaskStateWorking) // takes the lease
+	a.idle(t, c)
+	before := log.reads.Load()
+	for i := range 5 {
+		a.clock.Store(int64(time.Duration(i+1) * 2 * pushRefresh))
+		a.post(t, c, sdk.TaskStateWorking)
+		a.idle(t, c)
+	}
+	if got := hook.got(); len(got) != 6 {
+		t.Fatalf("the webhook took %v, want 6 updates", got)
+	}
+	if n := log.reads.Load() - before; n != 0 {
+		t.Fatalf("%d reads of the log for 5 posts under the lease, want none", n)
+	}
+}
+
+// A node's update of a task that waits for its client (input-required) while
+// another node holds the lease of the task's notifications waits for the lease,
+// as an end does, instead of being left to the holder: the task may post
+// nothing more until its client answers, which it does only once it learns the
+// task waits. Before, it was skipped, and the webhook never heard that the task
+// needs input.
+func TestPushInputRequiredWaitsForAnotherNodesLease(t *testing.T) {
+	hook, url := newLeaseHook(t, false)
+	a, b, c := twoPushNodes(t, url)
+	b.post(t, c, sdk.TaskStateWorking) // b takes the lease, then follows the task no more
+	b.idle(t, c)
+	a.post(t, c, sdk.TaskStateInputRequired)
+	time.Sleep(100 * time.Millisecond) // a's claim finds b's lease
+	a.clock.Store(int64(pushLeaseTerm + time.Second))
+	a.idle(t, c)
+	if got, want := hook.got(), []sdk.TaskState{sdk.TaskStateWorking, sdk.TaskStateInputRequired}; !slices.Equal(got, want) {
+		t.Fatalf("the webhook took %v, want %v: it never hears that the task waits for input", got, want)
+	}
+}
+
+// An end that waited for the lease of the task's notifications until its time
+// ran out, another node holding it all along, is not posted: that is said with a
+// warning (a node posts it again within the hour), not at debug level as a
+// notification left to the holder. Before, an end lost so left no trace in the
+// node's log.
+func TestPushEndThatNeverGotTheLeaseIsWarned(t *testing.T) {
+	hook, url := newLeaseHook(t, false)
+	a, b, c := twoPushNodes(t, url)
+	b.post(t, c, sdk.TaskStateWorking) // b takes the lease; the clocks stand still
+	b.idle(t, c)
+	var logs syncBuffer
+	a.sender.logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	a.sender.endTimeout = 300 * time.Millisecond
+	a.post(t, c, sdk.TaskStateCompleted)
+	a.idle(t, c)
+	if got, want := hook.got(), []sdk.TaskState{sdk.TaskStateWorking}; !slices.Equal(got, want) {
+		t.Fatalf("the webhook took %v, want %v", got, want)
+	}
+	if l := logs.String(); !strings.Contains(l, "level=WARN") || !strings.Contains(l, "could not be taken in time") {
+		t.Fatalf("the end not posted is not warned of; the node's warnings:\n%s", l)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -141,6 +141,14 @@ func (s *Server) FinishPushes(ctx context.Context) {
 // sender posting it as it ends, and so is a config this node's sender has a post
 // of the task queued or in flight for (PushSender.busy).
 func (s *Server) finishPushes(ctx context.Context, ids []sdk.TaskID, settled time.Duration) {
+	sender := s.sender
+	// Settled, the task ended minutes ago: no node posts an update of it any
+	// more, so its end needs no lease of the task's notifications (another
+	// node posting it too posts it twice, as an end may be). And it must take
+	// none: a webhook down for good has the end posted again every hour, and a
+	// lease written each time would keep the task's push stream changed, so
+	// that Prune never gave it up (PushUnpostedRetention).
+	sender.unleased = settled > 0
 	for _, id := range ids {
 		if ctx.Err() != nil {
 			return
@@ -173,7 +181,7 @@ func (s *Server) finishPushes(ctx context.Context, ids []sdk.TaskID, settled tim
 			if settled > 0 && s.push.busy(id, c) {
 				continue
 			}
-			if err := s.sender.SendPush(ctx, c, task); err != nil {
+			if err := sender.SendPush(ctx, c, task); err != nil {
 				s.cfg.Logger.Warn("a2a push: the task's end is not posted", "task", id, "config", c.ID, "err", err)
 			}
 		}

@@ -75,7 +75,10 @@ type PushStore struct {
 	pruneBatch int
 	// node names this store as the holder of the leases it takes (lease).
 	node string
-	mu   sync.Mutex
+	// alone says that no other store posts the notifications of the log's tasks
+	// (ServerConfig.PushAlone): they take no lease.
+	alone bool
+	mu    sync.Mutex
 	// tasks are the tasks' configs as folded, by task.
 	tasks map[sdk.TaskID]*taskPushes
 }
@@ -665,6 +668,10 @@ func copyConfig(c *sdk.PushConfig) *sdk.PushConfig {
 type storeSender struct {
 	*PushSender
 	store *PushStore
+	// unleased posts without the lease: the ends FinishPushes posts again,
+	// minutes after the task's last event (pushSettle), when no update of the
+	// task is posted any more.
+	unleased bool
 }
 
 // SendPush implements a2asrv.PushSender.
@@ -683,7 +690,11 @@ func (s storeSender) SendPush(ctx context.Context, cfg *sdk.PushConfig, task *sd
 	if !task.Status.State.Terminal() && s.store.EndPosted(task.ID, cfg.ID) {
 		return nil
 	}
-	return s.PushSender.push(ctx, cfg, task, s.store.V1(task.ID, cfg.ID), s.store.Current, s.store.lease)
+	lease := s.store.lease
+	if s.unleased {
+		lease = nil
+	}
+	return s.PushSender.push(ctx, cfg, task, s.store.V1(task.ID, cfg.ID), s.store.Current, lease)
 }
 
 // The lease of a task's notifications. Each post is the whole task, and a webhook
@@ -702,15 +713,17 @@ func (s storeSender) SendPush(ctx context.Context, cfg *sdk.PushConfig, task *sd
 // never overlap, and the node that takes the lease after an end was posted reads
 // that it was (A2APushFinal, recorded within the margin). A node not holding it
 // skips updates of the running task (a later post, or the end, holds what they
-// say) and waits with an end until it may take the lease, or the end was posted.
+// say) and waits with an end, or an update of a task waiting for its client
+// (which may be the last post for long: awaited), until it may take the lease.
 // A node posting takes the lease, or renews it, once per pushLeaseTerm at most
 // less the margin: one write to the log per period, and no read, while it holds.
 const (
 	pushLeaseTerm   = 90 * time.Second
 	pushLeaseSkew   = 5 * time.Second
 	pushLeaseMargin = pushAttemptTimeout + pushFinalTimeout + pushLeaseSkew
-	// pushLeasePoll bounds the wait of an end for the lease before the node
-	// asks again (the holder may have posted it meanwhile).
+	// pushLeasePoll bounds the wait of an end (or of a task waiting for its
+	// client) for the lease before the node asks again (the holder may have
+	// posted it meanwhile).
 	pushLeasePoll = time.Second
 )
 
@@ -743,8 +756,13 @@ func (s *PushStore) Release(ctx context.Context) error {
 // lease reports whether this store's node may post now to config configID a
 // notification of task id (end: of its end) and takes or renews the task's lease
 // to do so (see The lease of a task's notifications); when not, wait (0: never)
-// is how long an end waits before it asks again.
-func (s *PushStore) lease(ctx context.Context, id sdk.TaskID, configID string, end bool) (ok bool, wait time.Duration) {
+// is how long the notification waits before it asks again: one another node
+// holds the lease for waits when await (its end, a task waiting for its client:
+// awaited), else it is left to that node.
+func (s *PushStore) lease(ctx context.Context, id sdk.TaskID, configID string, end, await bool) (ok bool, wait time.Duration) {
+	if s.alone {
+		return true, 0
+	}
 	// decide is the answer t, the task's configs as read, gives, with take when
 	// the lease is to be taken.
 	decide := func(t *taskPushes) (ok, take bool, wait time.Duration) {
@@ -755,7 +773,7 @@ func (s *PushStore) lease(ctx context.Context, id sdk.TaskID, configID string, e
 		case t.holder == s.node && now.Add(pushLeaseMargin).UnixMicro() <= t.untilUS:
 			return true, false, 0
 		case t.holder != "" && t.holder != s.node && now.UnixMicro() <= t.untilUS:
-			if !end {
+			if !await {
 				return false, false, 0
 			}
 			return false, false, min(time.Duration(t.untilUS-now.UnixMicro()+1)*time.Microsecond, pushLeasePoll)
@@ -763,6 +781,15 @@ func (s *PushStore) lease(ctx context.Context, id sdk.TaskID, configID string, e
 		return false, true, 0
 	}
 	s.mu.Lock()
+	if t := s.tasks[id]; t != nil && t.holder == s.node {
+		// Held: no other node writes a lease nor posts an end before it expires,
+		// so what this store read and wrote since is all there is to read.
+		if ok, take, wait := decide(t); !take {
+			t.used = s.now()
+			s.mu.Unlock()
+			return ok, wait
+		}
+	}
 	t, err := s.load(ctx, id, false)
 	if err == nil {
 		var take bool
@@ -784,7 +811,7 @@ func (s *PushStore) lease(ctx context.Context, id sdk.TaskID, configID string, e
 	}
 	if err != nil {
 		s.logger.Warn("a2a push: the lease of the task's notifications cannot be taken; not posted now", "task", id, "config", configID, "err", err)
-		if end {
+		if await {
 			return false, pushLeasePoll
 		}
 		return false, 0

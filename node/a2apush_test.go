@@ -154,13 +154,16 @@ func TestA2APushConfigsSurviveARestart(t *testing.T) {
 
 	second := nodetest.Start(t, cfg)
 	stream, err := second.Log().Read(ctx, a2a.PushStreamFor(waiting.ID), 1)
-	// The configs, not the leases of the task's notifications (A2APushFinal
-	// with a holder) taken by the nodes that posted them.
-	stream = slices.DeleteFunc(stream, func(e messages.Envelope) bool {
+	// The configs, and no lease of the task's notifications (A2APushFinal with
+	// a holder): a node alone on the log it opened takes none
+	// (a2a.ServerConfig.PushAlone).
+	if i := slices.IndexFunc(stream, func(e messages.Envelope) bool {
 		p, err := e.Decode()
 		f, lease := p.(*messages.A2APushFinal)
 		return err == nil && lease && f.Holder != ""
-	})
+	}); i >= 0 {
+		t.Fatalf("the push configs' stream holds a lease (seq %d): a node alone on its log takes none", stream[i].Seq)
+	}
 	if err != nil || len(stream) != 2 {
 		t.Fatalf("the push configs' stream: %d events, %v", len(stream), err)
 	}
