@@ -441,3 +441,40 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// A node's end waiting for the lease of the task's notifications, which another
+// node holds, is not posted once that node posted the end and recorded it
+// (A2APushFinal): the wait reads the task's push stream again, and stops, the
+// lease still held. Before, it waited until the other node's lease expired,
+// then took it and posted the end again: the webhook took it twice.
+func TestPushEndWaitingForTheLeaseStopsOnceAnotherNodePostedIt(t *testing.T) {
+	hook, url := newLeaseHook(t, false)
+	a, b, c := twoPushNodes(t, url)
+	b.post(t, c, sdk.TaskStateWorking) // b takes the lease
+	b.idle(t, c)
+	a.post(t, c, sdk.TaskStateCompleted)
+	time.Sleep(100 * time.Millisecond) // a's claim finds b's lease
+	b.post(t, c, sdk.TaskStateCompleted)
+	select {
+	case <-b.finals:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the other node's end was not posted within 20 s")
+	}
+	// a's clock moves past its last read (b's lease still holds): a reads the
+	// stream again at its next ask.
+	a.clock.Store(int64(2 * pushRefresh))
+	stopped := false
+	for deadline := time.Now().Add(5 * time.Second); !stopped && time.Now().Before(deadline); {
+		stopped = !a.sender.busy(leaseTask, c)
+		time.Sleep(5 * time.Millisecond)
+	}
+	// Then past b's lease.
+	a.clock.Store(int64(pushLeaseTerm + time.Second))
+	a.idle(t, c)
+	if got, want := hook.got(), []sdk.TaskState{sdk.TaskStateWorking, sdk.TaskStateCompleted}; !slices.Equal(got, want) {
+		t.Fatalf("the webhook took %v, want %v: the end was posted again", got, want)
+	}
+	if !stopped {
+		t.Fatal("the end still waited for the other node's lease after it read that the end was posted")
+	}
+}

@@ -714,7 +714,9 @@ func (s storeSender) SendPush(ctx context.Context, cfg *sdk.PushConfig, task *sd
 // that it was (A2APushFinal, recorded within the margin). A node not holding it
 // skips updates of the running task (a later post, or the end, holds what they
 // say) and waits with an end, or an update of a task waiting for its client
-// (which may be the last post for long: awaited), until it may take the lease.
+// (which may be the last post for long: awaited), until it may take the lease;
+// an end stops waiting once it reads (each ask reads the stream again) that the
+// holder posted the end to the config: the webhook must not take it twice.
 // A node posting takes the lease, or renews it, once per pushLeaseTerm at most
 // less the margin: one write to the log per period, and no read, while it holds.
 const (
@@ -758,7 +760,10 @@ func (s *PushStore) Release(ctx context.Context) error {
 // to do so (see The lease of a task's notifications); when not, wait (0: never)
 // is how long the notification waits before it asks again: one another node
 // holds the lease for waits when await (its end, a task waiting for its client:
-// awaited), else it is left to that node.
+// awaited), else it is left to that node. An end whose post to the config is
+// recorded (Final) under another node's lease, held or expired, is not posted:
+// that node posted it (a wait for its lease reads the stream again at each
+// ask, so an end that waited stops once the end is recorded).
 func (s *PushStore) lease(ctx context.Context, id sdk.TaskID, configID string, end, await bool) (ok bool, wait time.Duration) {
 	if s.alone {
 		return true, 0
@@ -770,6 +775,10 @@ func (s *PushStore) lease(ctx context.Context, id sdk.TaskID, configID string, e
 		switch {
 		case t.final[configID] && !end:
 			return false, false, 0 // the end was posted: no update follows (the end may come again)
+		case t.final[configID] && t.holder != "" && t.holder != s.node:
+			// Another node posted the end under its lease (recorded while this
+			// node waited for it, or before): not posted again.
+			return false, false, 0
 		case t.holder == s.node && now.Add(pushLeaseMargin).UnixMicro() <= t.untilUS:
 			return true, false, 0
 		case t.holder != "" && t.holder != s.node && now.UnixMicro() <= t.untilUS:
