@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -476,5 +478,63 @@ func TestPushEndWaitingForTheLeaseStopsOnceAnotherNodePostedIt(t *testing.T) {
 	}
 	if !stopped {
 		t.Fatal("the end still waited for the other node's lease after it read that the end was posted")
+	}
+}
+
+// downLog is a log whose appends fail while down is set.
+type downLog struct {
+	eventlog.Log
+	down atomic.Bool
+}
+
+func (l *downLog) Append(ctx context.Context, events []messages.Envelope) error {
+	if l.down.Load() {
+		return errLogDown
+	}
+	return l.Log.Append(ctx, events)
+}
+
+var errLogDown = errors.New("the log is down")
+
+// An end asking each second for the lease of the task's notifications while the
+// log fails to write it warns of the first failure, then once a minute at most,
+// with how many asks failed, and says so when an ask works again. Before, each
+// ask warned: ten minutes of a log down were 600 warnings per end.
+func TestPushLeaseFailuresAreWarnedOfOnceAMinute(t *testing.T) {
+	ctx := context.Background()
+	raw, err := sqlite.Open(ctx, sqlite.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = raw.Close() })
+	log := &downLog{Log: raw}
+	a := newPushNode(t, log)
+	if _, err := a.store.Save(ctx, leaseTask, &sdk.PushConfig{ID: "c1", URL: "http://127.0.0.1:1/hook"}); err != nil {
+		t.Fatal(err)
+	}
+	var logs syncBuffer
+	a.store.logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	log.down.Store(true)
+	asks := int(pushEndTimeout / pushLeasePoll)
+	for i := range asks {
+		a.clock.Store(int64(time.Duration(i) * pushLeasePoll))
+		if ok, wait := a.store.lease(ctx, leaseTask, "c1", true, true); ok || wait != pushLeasePoll {
+			t.Fatalf("ask %d with the log down: ok %v, wait %v", i, ok, wait)
+		}
+	}
+	lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
+	if want := int(pushEndTimeout/pushLeaseWarnEvery) + 1; len(lines) > want {
+		t.Fatalf("%d lines logged for %d failed asks, want %d at most:\n%s", len(lines), asks, want, strings.Join(lines[:min(len(lines), 5)], "\n"))
+	}
+	if last := lines[len(lines)-1]; !strings.Contains(last, "level=WARN") || !strings.Contains(last, "attempts=") {
+		t.Fatalf("the last warning does not say how many asks failed: %s", last)
+	}
+	log.down.Store(false)
+	a.clock.Store(int64(pushEndTimeout))
+	if ok, _ := a.store.lease(ctx, leaseTask, "c1", true, true); !ok {
+		t.Fatal("the lease is not taken once the log works again")
+	}
+	if l := logs.String(); !strings.Contains(l, "level=INFO") || !strings.Contains(l, fmt.Sprintf("failed=%d", asks)) {
+		t.Fatalf("the ask that works again is not said with the failures before it:\n%s", l)
 	}
 }

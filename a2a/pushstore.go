@@ -105,6 +105,16 @@ type taskPushes struct {
 	// untilUS (see lease); empty: none took one.
 	holder  string
 	untilUS int64
+	// leaseFailed are the asks for the lease that failed in a row, the log
+	// failing (see PushStore.leaseAsked).
+	leaseFailed leaseFailures
+}
+
+// leaseFailures are the asks for the lease of a task's notifications that failed
+// in a row: n of them since the first, the last warned of at warned.
+type leaseFailures struct {
+	n             int
+	since, warned time.Time
 }
 
 // NewPushStore returns a store of push configs in log. With sealer, configs'
@@ -800,15 +810,12 @@ func (s *PushStore) lease(ctx context.Context, id sdk.TaskID, configID string, e
 		}
 	}
 	t, err := s.load(ctx, id, false)
+	take := false
 	if err == nil {
-		var take bool
-		if ok, take, wait = decide(t); !take {
-			s.mu.Unlock()
-			return ok, wait
-		}
+		ok, take, wait = decide(t)
 	}
 	s.mu.Unlock()
-	if err == nil {
+	if take {
 		err = s.write(ctx, id, func(t *taskPushes) messages.Payload {
 			var take bool
 			if ok, take, wait = decide(t); !take {
@@ -818,14 +825,54 @@ func (s *PushStore) lease(ctx context.Context, id sdk.TaskID, configID string, e
 			return &messages.A2APushFinal{Holder: s.node, UntilUS: s.now().Add(pushLeaseTerm).UnixMicro()}
 		}, nil)
 	}
+	s.leaseAsked(id, configID, err)
 	if err != nil {
-		s.logger.Warn("a2a push: the lease of the task's notifications cannot be taken; not posted now", "task", id, "config", configID, "err", err)
 		if await {
 			return false, pushLeasePoll
 		}
 		return false, 0
 	}
 	return ok, wait
+}
+
+// pushLeaseWarnEvery bounds the warnings of the asks for a task's lease that
+// fail in a row, the log failing: an end asks once per pushLeasePoll for up to
+// pushEndTimeout, and each failure warned of was 600 lines of a log down for
+// ten minutes. The first is warned of, then one a minute at most, with how many
+// failed; the first ask that works again says so.
+const pushLeaseWarnEvery = time.Minute
+
+// leaseAsked notes how an ask for task id's lease, for config configID, went
+// (err: the log failed) and warns of its failure as pushLeaseWarnEvery says.
+func (s *PushStore) leaseAsked(id sdk.TaskID, configID string, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var f *leaseFailures
+	if t := s.tasks[id]; t != nil {
+		f = &t.leaseFailed
+	} else {
+		f = &leaseFailures{} // forgotten meanwhile (dropOldest, Prune): a first failure
+	}
+	now := s.now()
+	switch {
+	case err == nil:
+		if f.n > 0 {
+			s.logger.Info("a2a push: the lease of the task's notifications can be asked for again", "task", id, "config", configID,
+				"failed", f.n, "for", now.Sub(f.since))
+		}
+		*f = leaseFailures{}
+	case f.n == 0:
+		*f = leaseFailures{n: 1, since: now, warned: now}
+		s.logger.Warn("a2a push: the lease of the task's notifications cannot be taken; not posted now (while it fails, warned of once a minute)",
+			"task", id, "config", configID, "err", err)
+	default:
+		f.n++
+		if now.Sub(f.warned) >= pushLeaseWarnEvery {
+			f.warned = now
+			s.logger.Warn("a2a push: the lease of the task's notifications still cannot be taken; not posted now", "task", id, "config", configID,
+				"attempts", f.n, "for", now.Sub(f.since), "err", err)
+		}
+	}
 }
 
 // newTaskPushes returns the empty state of a task's push configs.
