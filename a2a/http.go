@@ -1164,7 +1164,7 @@ func (s *PushSender) send(ctx context.Context, it pushItem, task sdk.TaskID, sup
 		return false
 	}
 	if errors.Is(err, errNotHolder) {
-		s.logger.Debug("a2a push notification left to the node that holds the task's lease", "task", task, "config", cfg.ID, "state", it.state, "err", err)
+		s.logger.Debug("a2a push notification left to the node that holds the task's lease (or that posted the task's end)", "task", task, "config", cfg.ID, "state", it.state, "err", err)
 		return false
 	}
 	if errors.Is(err, errConfigGone) {

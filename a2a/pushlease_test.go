@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -440,4 +442,99 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// A node's end waiting for the lease of the task's notifications, which another
+// node holds, is not posted once that node posted the end and recorded it
+// (A2APushFinal): the wait reads the task's push stream again, and stops, the
+// lease still held. Before, it waited until the other node's lease expired,
+// then took it and posted the end again: the webhook took it twice.
+func TestPushEndWaitingForTheLeaseStopsOnceAnotherNodePostedIt(t *testing.T) {
+	hook, url := newLeaseHook(t, false)
+	a, b, c := twoPushNodes(t, url)
+	b.post(t, c, sdk.TaskStateWorking) // b takes the lease
+	b.idle(t, c)
+	a.post(t, c, sdk.TaskStateCompleted)
+	time.Sleep(100 * time.Millisecond) // a's claim finds b's lease
+	b.post(t, c, sdk.TaskStateCompleted)
+	select {
+	case <-b.finals:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the other node's end was not posted within 20 s")
+	}
+	// a's clock moves past its last read (b's lease still holds): a reads the
+	// stream again at its next ask.
+	a.clock.Store(int64(2 * pushRefresh))
+	stopped := false
+	for deadline := time.Now().Add(5 * time.Second); !stopped && time.Now().Before(deadline); {
+		stopped = !a.sender.busy(leaseTask, c)
+		time.Sleep(5 * time.Millisecond)
+	}
+	// Then past b's lease.
+	a.clock.Store(int64(pushLeaseTerm + time.Second))
+	a.idle(t, c)
+	if got, want := hook.got(), []sdk.TaskState{sdk.TaskStateWorking, sdk.TaskStateCompleted}; !slices.Equal(got, want) {
+		t.Fatalf("the webhook took %v, want %v: the end was posted again", got, want)
+	}
+	if !stopped {
+		t.Fatal("the end still waited for the other node's lease after it read that the end was posted")
+	}
+}
+
+// downLog is a log whose appends fail while down is set.
+type downLog struct {
+	eventlog.Log
+	down atomic.Bool
+}
+
+func (l *downLog) Append(ctx context.Context, events []messages.Envelope) error {
+	if l.down.Load() {
+		return errLogDown
+	}
+	return l.Log.Append(ctx, events)
+}
+
+var errLogDown = errors.New("the log is down")
+
+// An end asking each second for the lease of the task's notifications while the
+// log fails to write it warns of the first failure, then once a minute at most,
+// with how many asks failed, and says so when an ask works again. Before, each
+// ask warned: ten minutes of a log down were 600 warnings per end.
+func TestPushLeaseFailuresAreWarnedOfOnceAMinute(t *testing.T) {
+	ctx := context.Background()
+	raw, err := sqlite.Open(ctx, sqlite.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = raw.Close() })
+	log := &downLog{Log: raw}
+	a := newPushNode(t, log)
+	if _, err := a.store.Save(ctx, leaseTask, &sdk.PushConfig{ID: "c1", URL: "http://127.0.0.1:1/hook"}); err != nil {
+		t.Fatal(err)
+	}
+	var logs syncBuffer
+	a.store.logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	log.down.Store(true)
+	asks := int(pushEndTimeout / pushLeasePoll)
+	for i := range asks {
+		a.clock.Store(int64(time.Duration(i) * pushLeasePoll))
+		if ok, wait := a.store.lease(ctx, leaseTask, "c1", true, true); ok || wait != pushLeasePoll {
+			t.Fatalf("ask %d with the log down: ok %v, wait %v", i, ok, wait)
+		}
+	}
+	lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
+	if want := int(pushEndTimeout/pushLeaseWarnEvery) + 1; len(lines) > want {
+		t.Fatalf("%d lines logged for %d failed asks, want %d at most:\n%s", len(lines), asks, want, strings.Join(lines[:min(len(lines), 5)], "\n"))
+	}
+	if last := lines[len(lines)-1]; !strings.Contains(last, "level=WARN") || !strings.Contains(last, "attempts=") {
+		t.Fatalf("the last warning does not say how many asks failed: %s", last)
+	}
+	log.down.Store(false)
+	a.clock.Store(int64(pushEndTimeout))
+	if ok, _ := a.store.lease(ctx, leaseTask, "c1", true, true); !ok {
+		t.Fatal("the lease is not taken once the log works again")
+	}
+	if l := logs.String(); !strings.Contains(l, "level=INFO") || !strings.Contains(l, fmt.Sprintf("failed=%d", asks)) {
+		t.Fatalf("the ask that works again is not said with the failures before it:\n%s", l)
+	}
 }

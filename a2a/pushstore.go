@@ -105,6 +105,16 @@ type taskPushes struct {
 	// untilUS (see lease); empty: none took one.
 	holder  string
 	untilUS int64
+	// leaseFailed are the asks for the lease that failed in a row, the log
+	// failing (see PushStore.leaseAsked).
+	leaseFailed leaseFailures
+}
+
+// leaseFailures are the asks for the lease of a task's notifications that failed
+// in a row: n of them since the first, the last warned of at warned.
+type leaseFailures struct {
+	n             int
+	since, warned time.Time
 }
 
 // NewPushStore returns a store of push configs in log. With sealer, configs'
@@ -714,7 +724,9 @@ func (s storeSender) SendPush(ctx context.Context, cfg *sdk.PushConfig, task *sd
 // that it was (A2APushFinal, recorded within the margin). A node not holding it
 // skips updates of the running task (a later post, or the end, holds what they
 // say) and waits with an end, or an update of a task waiting for its client
-// (which may be the last post for long: awaited), until it may take the lease.
+// (which may be the last post for long: awaited), until it may take the lease;
+// an end stops waiting once it reads (each ask reads the stream again) that the
+// holder posted the end to the config: the webhook must not take it twice.
 // A node posting takes the lease, or renews it, once per pushLeaseTerm at most
 // less the margin: one write to the log per period, and no read, while it holds.
 const (
@@ -758,7 +770,10 @@ func (s *PushStore) Release(ctx context.Context) error {
 // to do so (see The lease of a task's notifications); when not, wait (0: never)
 // is how long the notification waits before it asks again: one another node
 // holds the lease for waits when await (its end, a task waiting for its client:
-// awaited), else it is left to that node.
+// awaited), else it is left to that node. An end whose post to the config is
+// recorded (Final) under another node's lease, held or expired, is not posted:
+// that node posted it (a wait for its lease reads the stream again at each
+// ask, so an end that waited stops once the end is recorded).
 func (s *PushStore) lease(ctx context.Context, id sdk.TaskID, configID string, end, await bool) (ok bool, wait time.Duration) {
 	if s.alone {
 		return true, 0
@@ -770,6 +785,10 @@ func (s *PushStore) lease(ctx context.Context, id sdk.TaskID, configID string, e
 		switch {
 		case t.final[configID] && !end:
 			return false, false, 0 // the end was posted: no update follows (the end may come again)
+		case t.final[configID] && t.holder != "" && t.holder != s.node:
+			// Another node posted the end under its lease (recorded while this
+			// node waited for it, or before): not posted again.
+			return false, false, 0
 		case t.holder == s.node && now.Add(pushLeaseMargin).UnixMicro() <= t.untilUS:
 			return true, false, 0
 		case t.holder != "" && t.holder != s.node && now.UnixMicro() <= t.untilUS:
@@ -791,15 +810,12 @@ func (s *PushStore) lease(ctx context.Context, id sdk.TaskID, configID string, e
 		}
 	}
 	t, err := s.load(ctx, id, false)
+	take := false
 	if err == nil {
-		var take bool
-		if ok, take, wait = decide(t); !take {
-			s.mu.Unlock()
-			return ok, wait
-		}
+		ok, take, wait = decide(t)
 	}
 	s.mu.Unlock()
-	if err == nil {
+	if take {
 		err = s.write(ctx, id, func(t *taskPushes) messages.Payload {
 			var take bool
 			if ok, take, wait = decide(t); !take {
@@ -809,14 +825,54 @@ func (s *PushStore) lease(ctx context.Context, id sdk.TaskID, configID string, e
 			return &messages.A2APushFinal{Holder: s.node, UntilUS: s.now().Add(pushLeaseTerm).UnixMicro()}
 		}, nil)
 	}
+	s.leaseAsked(id, configID, err)
 	if err != nil {
-		s.logger.Warn("a2a push: the lease of the task's notifications cannot be taken; not posted now", "task", id, "config", configID, "err", err)
 		if await {
 			return false, pushLeasePoll
 		}
 		return false, 0
 	}
 	return ok, wait
+}
+
+// pushLeaseWarnEvery bounds the warnings of the asks for a task's lease that
+// fail in a row, the log failing: an end asks once per pushLeasePoll for up to
+// pushEndTimeout, and each failure warned of was 600 lines of a log down for
+// ten minutes. The first is warned of, then one a minute at most, with how many
+// failed; the first ask that works again says so.
+const pushLeaseWarnEvery = time.Minute
+
+// leaseAsked notes how an ask for task id's lease, for config configID, went
+// (err: the log failed) and warns of its failure as pushLeaseWarnEvery says.
+func (s *PushStore) leaseAsked(id sdk.TaskID, configID string, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var f *leaseFailures
+	if t := s.tasks[id]; t != nil {
+		f = &t.leaseFailed
+	} else {
+		f = &leaseFailures{} // forgotten meanwhile (dropOldest, Prune): a first failure
+	}
+	now := s.now()
+	switch {
+	case err == nil:
+		if f.n > 0 {
+			s.logger.Info("a2a push: the lease of the task's notifications can be asked for again", "task", id, "config", configID,
+				"failed", f.n, "for", now.Sub(f.since))
+		}
+		*f = leaseFailures{}
+	case f.n == 0:
+		*f = leaseFailures{n: 1, since: now, warned: now}
+		s.logger.Warn("a2a push: the lease of the task's notifications cannot be taken; not posted now (while it fails, warned of once a minute)",
+			"task", id, "config", configID, "err", err)
+	default:
+		f.n++
+		if now.Sub(f.warned) >= pushLeaseWarnEvery {
+			f.warned = now
+			s.logger.Warn("a2a push: the lease of the task's notifications still cannot be taken; not posted now", "task", id, "config", configID,
+				"attempts", f.n, "for", now.Sub(f.since), "err", err)
+		}
+	}
 }
 
 // newTaskPushes returns the empty state of a task's push configs.
