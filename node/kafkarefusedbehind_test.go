@@ -95,3 +95,28 @@ func TestKafkaRefusedBodyBehindItsTaskOnAnotherPartitionIsNotAnswered(t *testing
 		}
 	}, "t-2")
 }
+
+// A named task and, right behind it, the same task refused for its record's
+// headers (a type no node knows, type headers that disagree, a type header
+// given twice, a session_id header other than its key), written on a partition
+// other than their session's: judged where it was read, before the task
+// forwarded just ahead of it was recorded, each got a rejected result naming
+// the task, which ran. Each is judged on the session's owner, after the task;
+// forwarded, each is still refused there (the headers it was refused for go
+// with it), and one naming no task of the session is answered.
+func TestKafkaRefusedHeadersBehindTheirTaskOnAnotherPartitionAreNotAnswered(t *testing.T) {
+	refusedBehindItsTask(t, "headers-behind", func(session string) []kgo.Message {
+		task := func(id string, headers ...kgo.Header) kgo.Message {
+			return kgo.Message{Headers: headers, Value: []byte(`{"input":"What is 2*3?","session_id":"` + session + `","task_id":"` + id + `"}`)}
+		}
+		typo := kgo.Header{Key: messages.MetaType, Value: []byte("task.cancle")}
+		submitted := kgo.Header{Key: messages.MetaType, Value: []byte(messages.TypeTaskSubmitted)}
+		cancel := kgo.Header{Key: messages.MetaType, Value: []byte(messages.TypeCancelRequested)}
+		miscased := kgo.Header{Key: "Type", Value: []byte(messages.TypeCancelRequested)}
+		elsewhere := kgo.Header{Key: messages.MetaSessionID, Value: []byte(session + "-elsewhere")}
+		return []kgo.Message{
+			task("t-1", typo), task("t-1", submitted, cancel), task("t-1", submitted, miscased), task("t-1", elsewhere),
+			task("t-2", typo), task("t-3", submitted, cancel), task("t-4", submitted, miscased), task("t-5", elsewhere),
+		}
+	}, "t-2", "t-3", "t-4", "t-5")
+}

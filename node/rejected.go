@@ -154,7 +154,17 @@ func (n *Node) refuseUndecoded(msg *message.Message, poison, refusal error) erro
 		n.cfg.Logger.Warn("record refused before decoding: no result published, it may be no task", "message", idHead(msg.UUID), "why", why)
 		return poison
 	}
-	if err := n.rejectTask(msg, arrivalOf(msg), refusal); err != nil {
+	// Judged on its session's owner, as a task refused for its body is
+	// (forwardRefused): a task sent again with a typo in its type header, right
+	// behind the task on another partition, is not answered in its name. The
+	// headers it is refused for go with the copy (a header given different
+	// values as messages.MetaRepeatedHeaders, which the copy carries as a
+	// header), and its owner refuses it again.
+	a := arrivalOf(msg)
+	if forwarded, err := n.forwardRefused(msg, a, refusal); forwarded || err != nil {
+		return err
+	}
+	if err := n.rejectTask(msg, a, refusal); err != nil {
 		return err // retried
 	}
 	return poison
