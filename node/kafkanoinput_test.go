@@ -1,16 +1,13 @@
 package node_test
 
 import (
-	"context"
 	"encoding/json"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	kgo "github.com/segmentio/kafka-go"
 
-	"github.com/troupe-run/troupe/kafka"
 	"github.com/troupe-run/troupe/messages"
 )
 
@@ -71,50 +68,10 @@ func TestKafkaTaskWithoutInputIsAnswered(t *testing.T) {
 // client took for its failure while it ran. It is judged on the session's
 // owner, after the task: no result names the task but its own.
 func TestKafkaTaskWithoutInputBehindItsTaskOnAnotherPartitionIsNotAnswered(t *testing.T) {
-	c := newTestCluster(t, 0)
-	k := c.k
-	waitOwners(t, c, 1)
-	session := "noinput-behind-" + time.Now().Format("150405.000000")
-	misplaced := strconv.Itoa((kafka.PartitionOf(session, forwardPartitions) + 1) % forwardPartitions)
-	on := []kgo.Header{{Key: partitionHeader, Value: []byte(misplaced)}}
-	tr := &kgo.Transport{}
-	t.Cleanup(tr.CloseIdleConnections)
-	w := &kgo.Writer{Addr: kgo.TCP(k.brokers...), Topic: k.topic(messages.TopicTasks), Balancer: partitionedBalancer(), RequiredAcks: kgo.RequireAll, Transport: tr}
-	defer w.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := w.WriteMessages(ctx,
-		kgo.Message{Key: []byte(session), Headers: on, Value: []byte(`{"input":"What is 2*3?","session_id":"` + session + `","task_id":"t-1"}`)},
-		kgo.Message{Key: []byte(session), Headers: on, Value: []byte(`{"session_id":"` + session + `","task_id":"t-1"}`)},
-		kgo.Message{Key: []byte(session), Headers: on, Value: []byte(`{"session_id":"` + session + `","task_id":"t-2"}`)}); err != nil {
-		t.Fatal(err)
-	}
-	type result struct {
-		TaskID string `json:"task_id"`
-		Status string `json:"status"`
-		Reason string `json:"reason"`
-	}
-	var got []result
-	waitFor(t, 60*time.Second, "the task's result and the rejection of the body behind it", func() bool {
-		got = got[:0]
-		ran, behind := false, false
-		for _, m := range topicRecords(t, k, messages.TopicResults, session) {
-			var r result
-			if err := json.Unmarshal(m.Value, &r); err != nil {
-				t.Fatalf("%s: %v", m.Value, err)
-			}
-			got = append(got, r)
-			ran = ran || r.TaskID == "t-1" && r.Status == messages.StatusCompleted
-			behind = behind || r.TaskID == "t-2"
+	refusedBehindItsTask(t, "noinput-behind", func(session string) []kgo.Message {
+		return []kgo.Message{
+			{Value: []byte(`{"session_id":"` + session + `","task_id":"t-1"}`)},
+			{Value: []byte(`{"session_id":"` + session + `","task_id":"t-2"}`)},
 		}
-		return ran && behind
-	})
-	for _, r := range got {
-		if r.TaskID == "t-1" && r.Status != messages.StatusCompleted {
-			t.Errorf("a result of t-1 that is not its own: %+v (results %+v)", r, got)
-		}
-		if r.TaskID == "t-2" && r.Reason != messages.ReasonRejected {
-			t.Errorf("the body without input naming no task: %+v", r)
-		}
-	}
+	}, "t-2")
 }

@@ -1066,19 +1066,13 @@ func (n *Node) handleTask(msg *message.Message) error {
 				// session (rejectTask publishes none when a task of the session
 				// has that task_id).
 				refusal = noInputRefusal(typ)
-				// It is judged on its session's owner, as a task or a command is
-				// run there: read on another partition (a producer's partitioner
-				// other than Troupe's, kcat's by default), a task of that task_id
-				// just before it on that partition is forwarded, and recorded by
-				// the owner later: judged here at once, the log had no task of
-				// that task_id yet, and a cancellation sent without its type
-				// header got a rejected result naming the task it meant to stop,
-				// which then ran. Forwarded, it follows that task in order.
-				if r, why := n.ingress.rejection(arrival, refusal, recordHeadersOf(msg)); why == nil && r.session {
-					if forwarded, err := n.forward(msg, nil, r.result.SessionID, nil); forwarded || err != nil {
-						return err
-					}
-				}
+			}
+			// Judged on its session's owner, after the records of the session
+			// before it (forwardRefused): a cancellation sent without its type
+			// header, or a named task sent again with a body the rules refuse,
+			// right behind its task on another partition.
+			if forwarded, err := n.forwardRefused(msg, arrival, refusal); forwarded || err != nil {
+				return err
 			}
 			if err := n.rejectTask(msg, arrival, refusal); err != nil {
 				// Its client waits for a result: it is told why before the record

@@ -90,6 +90,34 @@ func (n *Node) rejectTask(msg *message.Message, a Arrival, refusal error) error 
 	return nil
 }
 
+// forwardRefused forwards a record of the tasks topic that was refused as bad
+// (refusal) to its session's partition when it was read on another one
+// (forward), and reports whether it did: its rejected result is published
+// unless a task of its session has its task_id (rejectTask), which the
+// session's owner alone tells in order. Read on another partition (a producer's
+// partitioner other than Troupe's, kcat's by default), a task of that task_id
+// just before it on that partition is forwarded, and recorded by the owner
+// later: judged at once where it was read, the log had no task of that task_id
+// yet, and the record got a rejected result naming that task, which a client
+// took for its failure while it ran (a cancellation sent without its type
+// header; the same task sent again with a body the rules refuse). Forwarded, it
+// is judged after that task. A record whose result would name no session (one
+// that does not parse far enough to say where its client waits) is not
+// forwarded: nothing of a session decides it. Nor is one whose copy would be
+// over effectMessageMax: forward has no smaller form of a refused record, and a
+// copy the bus refuses would be retried for ever; it is judged where it was
+// read.
+func (n *Node) forwardRefused(msg *message.Message, a Arrival, refusal error) (bool, error) {
+	r, why := n.ingress.rejection(a, refusal, recordHeadersOf(msg))
+	if why != nil || !r.session {
+		return false, nil
+	}
+	if messageSize(msg)+len(messages.MetaSessionID)+len(r.result.SessionID) > effectMessageMax {
+		return false, nil
+	}
+	return n.forward(msg, nil, r.result.SessionID, nil)
+}
+
 // rejectedID is the message ID of the rejected result of the task named taskID
 // (its task_id, else its record's ID) in session: the ID a task of that name
 // has there (namedTaskID) and "/rejected", as a result's is its task's event ID
@@ -126,7 +154,17 @@ func (n *Node) refuseUndecoded(msg *message.Message, poison, refusal error) erro
 		n.cfg.Logger.Warn("record refused before decoding: no result published, it may be no task", "message", idHead(msg.UUID), "why", why)
 		return poison
 	}
-	if err := n.rejectTask(msg, arrivalOf(msg), refusal); err != nil {
+	// Judged on its session's owner, as a task refused for its body is
+	// (forwardRefused): a task sent again with a typo in its type header, right
+	// behind the task on another partition, is not answered in its name. The
+	// headers it is refused for go with the copy (a header given different
+	// values as messages.MetaRepeatedHeaders, which the copy carries as a
+	// header), and its owner refuses it again.
+	a := arrivalOf(msg)
+	if forwarded, err := n.forwardRefused(msg, a, refusal); forwarded || err != nil {
+		return err
+	}
+	if err := n.rejectTask(msg, a, refusal); err != nil {
 		return err // retried
 	}
 	return poison
