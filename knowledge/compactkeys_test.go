@@ -149,3 +149,38 @@ func eventKey(t *testing.T, e messages.Envelope) string {
 	}
 	return ""
 }
+
+// TestAKeysAnswerOutlivesTheVersionItReplaced writes a version of a document
+// under a key, replacing an earlier one: once compaction deleted the earlier
+// version, a retry under the key, after a restart, still answers "replaced",
+// the write's answer, not "added".
+func TestAKeysAnswerOutlivesTheVersionItReplaced(t *testing.T) {
+	f := newFixture(t)
+	b := f.base(t, "docs")
+	ctx := testCtx(t)
+	addText(t, b, "docs/first.md", "# First\n\nThe base's first document.")
+	addText(t, b, "docs/a.md", "# A\n\nThe first version of a.")
+	const v2 = "# A\n\nThe second version of a."
+	first, err := b.AddText(ctx, "docs/a.md", v2, "key-a2")
+	if err != nil || first.Status != knowledge.StatusReplaced {
+		t.Fatalf("second write of a: %+v, %v", first, err)
+	}
+	churn(t, b, 0, 2*knowledge.CompactTail)
+	if _, err := b.Compact(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range events(t, f.log, "docs") {
+		if e.Seq == 2 {
+			t.Fatal("the first version of a outlived the compaction")
+		}
+	}
+	again := reopen(t, f, func() time.Time { return t0 })
+	seq := lastSeq(t, f)
+	got, err := again.AddText(ctx, "docs/a.md", v2, "key-a2")
+	if err != nil || got != first {
+		t.Fatalf("retry after compaction and restart: %+v, %v; want %+v", got, err, first)
+	}
+	if s := lastSeq(t, f); s != seq {
+		t.Fatalf("the retry wrote events %d to %d", seq+1, s)
+	}
+}

@@ -319,7 +319,11 @@ func (s *state) apply(e messages.Envelope) (effect, error) {
 			status = StatusReplaced
 			eff.removed = s.drop(old)
 		}
-
+		if p.Status == StatusAdded || p.Status == StatusReplaced {
+			// As the write answered: the version it replaced may have been
+			// compacted away since.
+			status = p.Status
+		}
 		d := &document{source: p.Source, hash: p.Hash, embedder: p.Embedder, format: p.Format, conversion: conversionOf(p), bytes: p.Bytes,
 			markdownBytes: p.MarkdownBytes, seq: e.Seq, parts: max(p.Parts, 1), seqs: []uint64{e.Seq}, updated: time.UnixMicro(e.TS).UTC()}
 		tokens, err := s.addChunks(e, p, d, &eff)
