@@ -1,11 +1,14 @@
 package knowledge_test
 
 import (
+	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/troupe-run/troupe/eventlog/sqlite"
 	"github.com/troupe-run/troupe/knowledge"
 	"github.com/troupe-run/troupe/messages"
 )
@@ -182,5 +185,52 @@ func TestAKeysAnswerOutlivesTheVersionItReplaced(t *testing.T) {
 	}
 	if s := lastSeq(t, f); s != seq {
 		t.Fatalf("the retry wrote events %d to %d", seq+1, s)
+	}
+}
+
+// deletesLog is the SQLite log recording how many events each compaction
+// deletes.
+type deletesLog struct {
+	*sqlite.Log
+	mu      sync.Mutex
+	deletes []int
+}
+
+func (l *deletesLog) DeleteEvents(ctx context.Context, stream string, seqs []uint64) (int, error) {
+	l.mu.Lock()
+	l.deletes = append(l.deletes, len(seqs))
+	l.mu.Unlock()
+	return l.Log.DeleteEvents(ctx, stream, seqs)
+}
+
+// TestKeyedEventsKeptDoNotMakeSmallCompactions writes many versions of a
+// document under keys, which compaction keeps, then more without: a compaction
+// after a write deletes at least CompactMin events, where the keyed events
+// counted as superseded would have made one after each write, of the few
+// others past the tail.
+func TestKeyedEventsKeptDoNotMakeSmallCompactions(t *testing.T) {
+	var lg *deletesLog
+	f := newFixture(t, func(c *knowledge.Config) {
+		lg = &deletesLog{Log: c.Log.(*sqlite.Log)}
+		c.Log = lg
+	})
+	b := f.base(t, "docs")
+	ctx := testCtx(t)
+	addText(t, b, "docs/first.md", "# First\n\nThe base's first document.")
+	for i := range 3 * knowledge.CompactTail {
+		if _, err := b.AddText(ctx, "docs/a.md", fmt.Sprintf("# A\n\nVersion %d of a.", i), fmt.Sprintf("key-%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	churn(t, b, 0, knowledge.CompactTail+knowledge.CompactMin+8)
+	lg.mu.Lock()
+	defer lg.mu.Unlock()
+	if len(lg.deletes) == 0 {
+		t.Fatal("no compaction")
+	}
+	for _, n := range lg.deletes {
+		if n < knowledge.CompactMin {
+			t.Fatalf("compactions deleted %v events: one under CompactMin", lg.deletes)
+		}
 	}
 }
