@@ -51,6 +51,14 @@ const (
 // (the node's Idempotency-Keys: 24 hours).
 const KeyRetention = 24 * time.Hour
 
+// AutoKeyPrefix begins the keys a writer makes up for a write its caller sent
+// without one: a node's command to the owner of the base, which the bus may
+// deliver twice ("auto/" and a random name), retried only while the node
+// waits for its answer. Compaction keeps the event of such a key with the
+// CompactTail latest, not for KeyRetention, so that a cluster's writes without
+// keys are compacted as a single node's are.
+const AutoKeyPrefix = "auto/"
+
 // retained reports whether compaction keeps the event of seq, of a trail, for
 // its idempotency key (KeyRetention). The caller holds mu.
 func (s *state) retained(seq uint64) bool {

@@ -234,3 +234,24 @@ func TestKeyedEventsKeptDoNotMakeSmallCompactions(t *testing.T) {
 		}
 	}
 }
+
+// TestAutoKeysAreCompactedWithTheTail: the keys a node makes up for writes
+// sent without one (AutoKeyPrefix) keep their events no longer than the
+// CompactTail latest, as writes without a key.
+func TestAutoKeysAreCompactedWithTheTail(t *testing.T) {
+	f := newFixture(t)
+	b := f.base(t, "docs")
+	ctx := testCtx(t)
+	addText(t, b, "docs/first.md", "# First\n\nThe base's first document.")
+	for i := range 3 * knowledge.CompactTail {
+		if _, err := b.AddText(ctx, "docs/a.md", fmt.Sprintf("# A\n\nVersion %d of a.", i), fmt.Sprintf("%s%d", knowledge.AutoKeyPrefix, i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := b.Compact(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(events(t, f.log, "docs")); n > knowledge.CompactTail+2 {
+		t.Fatalf("after compaction the stream holds %d events", n)
+	}
+}

@@ -364,9 +364,10 @@ func (s *state) apply(e messages.Envelope) (effect, error) {
 }
 
 // keyedEvent records the time of event e, just added to a trail, when it
-// carries an idempotency key (see retained).
+// carries an idempotency key a client may send again (see retained; not
+// AutoKeyPrefix's).
 func (s *state) keyedEvent(e messages.Envelope, key string) {
-	if key != "" {
+	if key != "" && !strings.HasPrefix(key, AutoKeyPrefix) {
 		s.keyedAt[e.Seq] = e.TS
 	}
 }
