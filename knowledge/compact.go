@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/troupe-run/troupe/eventlog"
 )
@@ -21,9 +22,10 @@ import (
 // CompactTail latest. Kept: every live document's latest event (all the parts
 // of its latest ingestion); the event
 // whose vectors set the base's first dimension, and so its collection (with the
-// latest of its source); and the CompactTail latest events, whose idempotency
-// keys a retry may still name (the keys of the events deleted are forgotten: a
-// retry then decides afresh, finding an ingested document unchanged). A
+// latest of its source); the CompactTail latest events; and the events that
+// carry an idempotency key for KeyRetention, so that a retry under the key is
+// answered from its event (once deleted, a retry under its key is decided
+// afresh). A
 // removal goes at the compaction after the one that deleted the events before
 // it (see compactable). Only a base whose vector store is in
 // line with its fold is compacted: a later rebuild deletes from the store only
@@ -35,6 +37,34 @@ const (
 	// CompactTail is the number of latest events compaction keeps.
 	CompactTail = 64
 )
+
+// KeyRetention is how long compaction keeps a superseded event that carries an
+// idempotency key, after it in the log's own time: until the stream holds an
+// event stamped (messages.Envelope.TS) KeyRetention or more after it. A retry
+// under its key, also after a restart or a base folded anew elsewhere, is then
+// answered as the write was (the first result, nothing written), where it
+// would be decided afresh without the event: an ingestion's older bytes
+// written over a newer version of the document, a removal's document brought
+// back after it was added again and removed by another key. The stream's time,
+// not the clock of the node that compacts, so that every node folding the
+// stream keeps the same events. A production API keeps its keys about as long
+// (the node's Idempotency-Keys: 24 hours).
+const KeyRetention = 24 * time.Hour
+
+// AutoKeyPrefix begins the keys a writer makes up for a write its caller sent
+// without one: a node's command to the owner of the base, which the bus may
+// deliver twice ("auto/" and a random name), retried only while the node
+// waits for its answer. Compaction keeps the event of such a key with the
+// CompactTail latest, not for KeyRetention, so that a cluster's writes without
+// keys are compacted as a single node's are.
+const AutoKeyPrefix = "auto/"
+
+// retained reports whether compaction keeps the event of seq, of a trail, for
+// its idempotency key (KeyRetention). The caller holds mu.
+func (s *state) retained(seq uint64) bool {
+	at, keyed := s.keyedAt[seq]
+	return keyed && s.ts-at < KeyRetention.Microseconds()
+}
 
 // compactable returns the seqs a compaction would delete now, ascending. The
 // caller holds mu.
@@ -52,8 +82,8 @@ const (
 // before it are gone, at a later compaction, since a fold that read one of
 // those without it would find the document live. The dimension is that of
 // the anchor, kept, and no event before it has a vector. What may differ is
-// not the documents: the idempotency keys of the events read (a retry under
-// one is answered from its event or decided afresh, unchanged either way),
+// not the documents: the idempotency keys of the events read (those of the
+// last KeyRetention are kept: retained),
 // the chunk IDs ever named (a rebuild deletes a few more vectors that are not
 // there), and holes (a fold that missed some rebuilds its store).
 func (s *state) compactable() []uint64 {
@@ -71,6 +101,7 @@ func (s *state) compactable() []uint64 {
 		for _, seq := range trail {
 			switch {
 			case seq > cut || seq == s.seq:
+			case s.retained(seq):
 			case live && slices.Contains(d.seqs, seq):
 			case seq == last && (live || anchored || len(trail) > 1):
 			case seq == s.anchor:
@@ -147,6 +178,11 @@ func (b *Base) compactIfDue(ctx context.Context) {
 	var seqs []uint64
 	if b.compactAsked && b.st.compactDue(b.compactMin()) {
 		seqs = b.startCompaction()
+		if seqs != nil && len(seqs) < max(b.compactMin(), len(b.st.docs)) {
+			// Most of the superseded events are kept for their keys
+			// (retained): not enough to delete yet.
+			seqs, b.compacting = nil, false
+		}
 	}
 	b.compactAsked = false
 	b.mu.Unlock()
@@ -203,6 +239,9 @@ func (b *Base) compact(ctx context.Context, seqs []uint64) (int, error) {
 		return 0, fmt.Errorf("knowledge: %s: compacting %d superseded events: %w", b.name, len(seqs), err)
 	}
 	b.st.forget(seqs)
+	for _, seq := range seqs {
+		delete(b.st.keyedAt, seq)
+	}
 	b.st.events -= n
 	return n, nil
 }

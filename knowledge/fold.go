@@ -185,6 +185,12 @@ type state struct {
 	trail  map[string][]uint64
 	events int
 	live   int
+	// keyedAt holds the time (the event's TS) of each event in the trails
+	// that carries an idempotency key, by seq, and ts the latest event's
+	// time: compaction keeps a keyed event for KeyRetention after it
+	// (retained), so that a retry under its key is answered as it was.
+	keyedAt map[uint64]int64
+	ts      int64
 	// holes says the fold met seqs that compaction deleted: ever may lack chunks
 	// the stream named once, whose vectors a store not in line at the
 	// compaction (another node's) may still hold.
@@ -269,7 +275,7 @@ func (s *state) keyDone(key string) bool {
 
 func newState() *state {
 	return &state{docs: map[string]*document{}, chunks: map[string]*chunk{}, ever: map[string]struct{}{}, keys: map[string]keyed{},
-		trail: map[string][]uint64{}}
+		trail: map[string][]uint64{}, keyedAt: map[uint64]int64{}}
 }
 
 // effect is what one event changed: the chunks it added and those it removed.
@@ -289,6 +295,7 @@ func (s *state) apply(e messages.Envelope) (effect, error) {
 	if err != nil {
 		return eff, fmt.Errorf("knowledge: %w", err)
 	}
+	s.ts = max(s.ts, e.TS)
 	switch p := p.(type) {
 	case *messages.KBDocumentIngested:
 		for _, c := range p.Chunks {
@@ -304,12 +311,18 @@ func (s *state) apply(e messages.Envelope) (effect, error) {
 				return eff, err
 			}
 			s.trail[p.Source] = append(s.trail[p.Source], e.Seq)
+			s.keyedEvent(e, p.Key)
 			break
 		}
 		status := StatusAdded
 		if old := s.docs[p.Source]; old != nil {
 			status = StatusReplaced
 			eff.removed = s.drop(old)
+		}
+		if p.Status == StatusAdded || p.Status == StatusReplaced {
+			// As the write answered: the version it replaced may have been
+			// compacted away since.
+			status = p.Status
 		}
 		d := &document{source: p.Source, hash: p.Hash, embedder: p.Embedder, format: p.Format, conversion: conversionOf(p), bytes: p.Bytes,
 			markdownBytes: p.MarkdownBytes, seq: e.Seq, parts: max(p.Parts, 1), seqs: []uint64{e.Seq}, updated: time.UnixMicro(e.TS).UTC()}
@@ -320,6 +333,7 @@ func (s *state) apply(e messages.Envelope) (effect, error) {
 		s.docs[p.Source] = d
 		s.live++
 		s.trail[p.Source] = append(s.trail[p.Source], e.Seq)
+		s.keyedEvent(e, p.Key)
 		if !norm.NFC.IsNormalString(p.Source) {
 			s.unnormal++
 		}
@@ -340,12 +354,22 @@ func (s *state) apply(e messages.Envelope) (effect, error) {
 			s.keys[p.Key] = keyed{source: p.Source, removed: true}
 		}
 		s.trail[p.Source] = append(s.trail[p.Source], e.Seq)
+		s.keyedEvent(e, p.Key)
 	default:
 		return eff, fmt.Errorf("knowledge: %s seq %d: a %s event has no place in a knowledge base's stream", e.SessionID, e.Seq, e.Type)
 	}
 	s.seq = e.Seq
 	s.events++
 	return eff, nil
+}
+
+// keyedEvent records the time of event e, just added to a trail, when it
+// carries an idempotency key a client may send again (see retained; not
+// AutoKeyPrefix's).
+func (s *state) keyedEvent(e messages.Envelope, key string) {
+	if key != "" && !strings.HasPrefix(key, AutoKeyPrefix) {
+		s.keyedAt[e.Seq] = e.TS
+	}
 }
 
 // addChunks adds the chunks of ingestion p (of event e) to document d, and to

@@ -257,6 +257,7 @@ func (b *Base) ingest(ctx context.Context, source string, body []byte, key, form
 		if again != nil {
 			res.Status = again.Status // the answer of the request, made whole
 		}
+		ev.Status = res.Status
 		return splitEvent(ev, cuts), nil
 	})
 	switch {
@@ -276,10 +277,10 @@ func (b *Base) ingest(ctx context.Context, source string, body []byte, key, form
 // chunk that does not fit in an event alone fails with ErrTooLarge, naming it,
 // the chunk and the bound.
 func eventCuts(ev *messages.KBDocumentIngested, max int) ([]int, error) {
-	// The fields besides the chunks, with room for a longer Reason, Part and
-	// Parts and another spelling of Source (storedName).
+	// The fields besides the chunks, with room for a longer Reason, Part,
+	// Parts and Status and another spelling of Source (storedName).
 	head := *ev
-	head.Chunks, head.Part, head.Parts = nil, 1<<20, 1<<20
+	head.Chunks, head.Part, head.Parts, head.Status = nil, 1<<20, 1<<20, StatusReplaced
 	hb, err := json.Marshal(&head)
 	if err != nil {
 		return nil, fmt.Errorf("knowledge: %q: encoding its event: %w", ev.Source, err)

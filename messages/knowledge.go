@@ -46,7 +46,7 @@ type KBChunk struct {
 // seqs: Part 1 replaces the document's chunks as a whole event does, and each
 // next part (Part 2 to Parts), with the same Source and Hash, adds its chunks to
 // that version. Every part repeats the document's fields (Key, Reason, Bytes,
-// Embedder, Format, Conversion). Part and Parts are 0 in an event that holds the
+// Embedder, Format, Conversion, Status). Part and Parts are 0 in an event that holds the
 // whole chunk set.
 //
 // The parts of a split chunk set are of schema version 2, an event that holds
@@ -78,6 +78,13 @@ type KBDocumentIngested struct {
 	// recorded. A document read by an older one than the ingester's is read
 	// again when it is sent again, unchanged bytes or not.
 	Conversion int `json:"conversion,omitempty"`
+	// Status is what the write answered, "added" or "replaced" (the document
+	// was new, or replaced a version of it), for a retry under Key to answer
+	// the same once compaction deleted the version it replaced; "" in an event
+	// written before it was recorded (the fold then tells by the versions it
+	// read). A build from before it ignores it, as every field it does not
+	// know.
+	Status string `json:"status,omitempty"`
 	// Part and Parts say which part of a chunk set split across several events
 	// this is (see above): 0 when the event holds it whole.
 	Part   int       `json:"part,omitempty"`

@@ -256,7 +256,7 @@ func (n *Node) kbAdd(ctx context.Context, name string, doc kbAddArgs, key string
 	if n.memoryRouted() {
 		if key == "" {
 			// The command may be delivered twice: its retries must write once.
-			key = "auto/" + randomKey()
+			key = knowledge.AutoKeyPrefix + randomKey()
 		}
 		args, err := json.Marshal(doc)
 		if err != nil {
@@ -291,7 +291,7 @@ func (n *Node) kbRemove(ctx context.Context, name, source, key string) error {
 	}
 	if n.memoryRouted() {
 		if key == "" {
-			key = "auto/" + randomKey()
+			key = knowledge.AutoKeyPrefix + randomKey()
 		}
 		args, err := json.Marshal(kbRemoveArgs{Source: source})
 		if err != nil {
