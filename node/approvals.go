@@ -255,15 +255,24 @@ func (n *Node) refuseApproval(msg *message.Message, c messages.ApprovalAnswer, r
 	if reused, ok := errors.AsType[*actors.ReusedCallIDError](refusal); ok {
 		r.Key, r.Waiting, r.Duplicate = reused.Earlier, reused.Waiting, reused.Taken
 	}
-	b, err := json.Marshal(r)
+	return n.publishApprovalReply(msg, refusedApprovalID(c.SessionID, msg.UUID), c.SessionID, messages.TypeApprovalRefused, r, "its refusal")
+}
+
+// publishApprovalReply publishes v, the node's reply to the approval answer read
+// from the record msg (an ApprovalRefused, an ApprovalTaken), on troupe.results
+// under message ID id, keyed by session and marked typ; what names it in an
+// error. A reply that does not marshal is dropped (it cannot happen: both are
+// plain structs).
+func (n *Node) publishApprovalReply(msg *message.Message, id, session, typ string, v any, what string) error {
+	b, err := json.Marshal(v)
 	if err != nil {
 		return nil
 	}
-	out := message.NewMessage(refusedApprovalID(c.SessionID, msg.UUID), b)
-	out.Metadata.Set(messages.MetaSessionID, c.SessionID)
-	out.Metadata.Set(messages.MetaType, messages.TypeApprovalRefused)
+	out := message.NewMessage(id, b)
+	out.Metadata.Set(messages.MetaSessionID, session)
+	out.Metadata.Set(messages.MetaType, typ)
 	if err := n.pub.Publish(messages.TopicResults, out); err != nil {
-		return fmt.Errorf("approval message %s: publish its refusal on %s: %w", idHead(msg.UUID), messages.TopicResults, err)
+		return fmt.Errorf("approval message %s: publish %s on %s: %w", idHead(msg.UUID), what, messages.TopicResults, err)
 	}
 	return nil
 }
@@ -294,18 +303,9 @@ func (n *Node) answerTaken(msg *message.Message, c messages.ApprovalAnswer) erro
 		// answer named it.
 		t = takenAnswer{key: c.Call}
 	}
-	b, err := json.Marshal(messages.ApprovalTaken{SessionID: c.SessionID, Call: c.Call, Key: t.key, Approve: c.Approve, Status: messages.StatusTaken,
-		Note: t.note(c)})
-	if err != nil {
-		return nil
-	}
-	out := message.NewMessage(takenApprovalID(c.SessionID, msg.UUID), b)
-	out.Metadata.Set(messages.MetaSessionID, c.SessionID)
-	out.Metadata.Set(messages.MetaType, messages.TypeApprovalTaken)
-	if err := n.pub.Publish(messages.TopicResults, out); err != nil {
-		return fmt.Errorf("approval message %s: publish that it was taken on %s: %w", idHead(msg.UUID), messages.TopicResults, err)
-	}
-	return nil
+	return n.publishApprovalReply(msg, takenApprovalID(c.SessionID, msg.UUID), c.SessionID, messages.TypeApprovalTaken,
+		messages.ApprovalTaken{SessionID: c.SessionID, Call: c.Call, Key: t.key, Approve: c.Approve, Status: messages.StatusTaken, Note: t.note(c)},
+		"that it was taken")
 }
 
 // takenApprovalID is the message ID of answerTaken's record for the answer of
