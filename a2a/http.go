@@ -475,8 +475,11 @@ func (s *Server) guard(next http.Handler) http.Handler {
 			writeRPCError(w, http.StatusOK, nil, -32700, fmt.Sprintf("parse error: the body is not valid UTF-8 (byte %d): JSON is sent in UTF-8", messages.InvalidUTF8At(body)))
 			return
 		}
-		var raw json.RawMessage
-		if err := json.Unmarshal(body, &raw); err != nil {
+		// The id is echoed as it was sent (requestID); encoding/json reads the other
+		// members by any case, as the SDK does. The same pass tells a body that is
+		// not JSON.
+		rawID, idOK, err := readRequestID(body)
+		if err != nil {
 			if d, ok := scanDeepRequest(body, err); ok {
 				// Valid JSON, too deep to decode: its id and method are read all
 				// the same, and the answer says which member is too deep.
@@ -492,9 +495,6 @@ func (s *Server) guard(next http.Handler) http.Handler {
 			writeRPCError(w, http.StatusOK, nil, -32700, "parse error: "+err.Error())
 			return
 		}
-		// The id is echoed as it was sent (requestID); encoding/json reads the other
-		// members by any case, as the SDK does.
-		rawID, idOK := requestID(body)
 		var id any = rawID // nil: null
 		if !idOK {
 			id = nil

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"strings"
@@ -20,20 +21,34 @@ import (
 // first byte of that member only, enough for rawKind. No member that is an object
 // or an array (the params, the bulk of a request) is copied.
 func requestID(body []byte) (id json.RawMessage, ok bool) {
+	id, ok, _ = readRequestID(body)
+	return id, ok
+}
+
+// readRequestID is requestID, in the same pass telling a body that is not JSON:
+// err is encoding/json's error for it (a *json.SyntaxError, nesting too deep
+// among them), the one any json.Unmarshal of body returns, as each checks the
+// whole body before it decodes. A body that is JSON but no object has no id,
+// and no error: guard reads it as before.
+func readRequestID(body []byte) (id json.RawMessage, ok bool, err error) {
 	var members map[string]idMember
-	if json.Unmarshal(body, &members) != nil {
-		return nil, true
+	if err := json.Unmarshal(body, &members); err != nil {
+		var syntax *json.SyntaxError
+		if errors.As(err, &syntax) {
+			return nil, true, err
+		}
+		return nil, true, nil
 	}
 	m, found := members["id"]
 	if !found {
-		return nil, true
+		return nil, true, nil
 	}
 	id = json.RawMessage(m)
 	switch c := id[0]; {
 	case c == '"', c == 'n', c == '-', c >= '0' && c <= '9':
-		return id, true
+		return id, true, nil
 	}
-	return id, false
+	return id, false, nil
 }
 
 // idMember is a top-level member of a request as requestID keeps it: a copy of a

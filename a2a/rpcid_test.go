@@ -2,6 +2,7 @@ package a2a
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -158,5 +159,40 @@ func TestRequestIDCopiesNoParams(t *testing.T) {
 	}
 	if err := json.Unmarshal(got, &req); err != nil || req.JSONRPC != "2.0" || req.Method != "message/send" || req.ID != token || string(req.Params) != params {
 		t.Errorf("echoID's body read as %+v (%v); want the request with id %v", req.ID, err, token)
+	}
+}
+
+// guard reads a request's id and tells a body that is not JSON in one pass
+// (readRequestID): it decoded the body a time more, into a json.RawMessage, a
+// copy of it whole, to tell a parse error. What it allocates for a request of 1
+// MiB up to the handler after it is, besides reading the body, one copy of the
+// params (the request's members, read as the SDK reads them), not two.
+func TestGuardCopiesTheBodyOnceForItsMembers(t *testing.T) {
+	params := `{"id":"task-1","historyLength":1,"pad":"` + strings.Repeat("a", 1<<20) + `"}`
+	body := []byte(`{"jsonrpc":"2.0","id":"req-1","method":"tasks/get","params":` + params + `}`)
+	allocated := func(f func()) uint64 {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		for range 4 {
+			f()
+		}
+		runtime.ReadMemStats(&after)
+		return (after.TotalAlloc - before.TotalAlloc) / 4
+	}
+	read := allocated(func() {
+		_, _ = io.ReadAll(http.MaxBytesReader(httptest.NewRecorder(), io.NopCloser(bytes.NewReader(body)), 4<<20))
+	})
+	s := &Server{cfg: ServerConfig{MaxBody: 4 << 20}}
+	reached := false
+	h := s.guard(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { reached = true }))
+	n := allocated(func() {
+		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, "/a2a", bytes.NewReader(body)))
+	})
+	if !reached {
+		t.Fatal("guard did not hand the request on")
+	}
+	if n < read || n-read > uint64(len(params))*3/2 {
+		t.Errorf("guard allocated %d bytes for a request of %d, %d of them reading it; want at most one copy of its params (%d) besides", n, len(body), read, len(params))
 	}
 }

@@ -166,8 +166,16 @@ func (s *state) apply(e messages.Envelope) (effect, error) {
 		eff.blocks = true
 	case *messages.MemoryRemembered:
 		// It changes no memory: its key alone is kept, so that the Remember it
-		// ends is known as done (rememberedUnder).
-		key, eff.reason = p.Key, p.Reason
+		// ends is known as done (rememberedUnder). One under a client's key
+		// (RequestKey: an Add whose every memory was stored already) keeps the
+		// digest of its request only: the key is not applied, and the same
+		// request sent again is answered as it was (the memories it finds).
+		eff.reason = p.Reason
+		if _, _, _, ok := splitRequestKey(p.Key); ok {
+			s.noteRequest(p.Key)
+		} else {
+			key = p.Key
+		}
 	default:
 		return eff, fmt.Errorf("memory: %s seq %d: a %s event has no place in a memory stream", e.SessionID, e.Seq, e.Type)
 	}

@@ -150,6 +150,14 @@ func (ns *Namespace) Add(ctx context.Context, key string, reqs []AddRequest) ([]
 			addReasons = append(addReasons, reasons[i])
 		}
 		if len(adds) == 0 {
+			if _, _, _, ok := splitRequestKey(key); ok && !ns.st.requestNoted(key) {
+				// Every memory is stored already: nothing to add, but a
+				// client's key is kept with its request's digest, so that the
+				// key sent again with another request is refused
+				// (otherRequest) after a restart and on another node too, as
+				// when it added memories.
+				return []messages.Payload{&messages.MemoryRemembered{Key: key, Reason: "added nothing: every memory of the request is stored already"}}, nil
+			}
 			return nil, nil
 		}
 		if err := pre.embed(ctx, ns, adds); err != nil {

@@ -74,6 +74,18 @@ func (s *state) noteRequest(key string) {
 	}
 }
 
+// requestNoted reports whether the client's key of key, made by RequestKey (or
+// RequestPartKey), was applied with a request (noteRequest); false for a key
+// without a request's digest. The caller holds the state.
+func (s *state) requestNoted(key string) bool {
+	client, _, _, ok := splitRequestKey(key)
+	if !ok {
+		return false
+	}
+	_, seen := s.requests[client]
+	return seen
+}
+
 // otherRequest fails with ErrKeyReused when key, made by RequestKey (or
 // RequestPartKey), carries a
 // client's key that was applied with another request. The caller holds the state.

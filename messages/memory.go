@@ -166,7 +166,10 @@ type MemoryBlockDeleted struct {
 // (known already, or nothing to change). It changes no memory; it tells a later
 // recovery that the turn was remembered, so its facts are not extracted again. A
 // turn that wrote facts has no such event: its memories' events carry its key
-// (Key+"/"+i).
+// (Key+"/"+i). It also records an Add under a client's request key
+// (memory.RequestKey: "<key>#request=<digest>") whose every memory was stored
+// already: it keeps the key's request, so that the key sent again with another
+// request is refused (Facts 0).
 type MemoryRemembered struct {
 	Key    string `json:"key"`
 	Reason string `json:"reason"`

@@ -206,6 +206,12 @@ func (n *Node) publishApproval(ctx context.Context, c messages.ApprovalAnswer) e
 func (n *Node) handleApproval(msg *message.Message) error {
 	c, err := n.ingress.DecodeApproval(arrivalOf(msg))
 	if err != nil {
+		// Its client is told why, as a 400 tells one over HTTP, before the
+		// record is poisoned (refuseMalformedApproval), or the record is
+		// handled again.
+		if err := n.refuseMalformedApproval(msg, err); err != nil {
+			return err // retried
+		}
 		return fmt.Errorf("%w: approval message %s: %w", errPermanent, idHead(msg.UUID), err)
 	}
 	if forwarded, err := n.forward(msg, nil, c.SessionID, commandOf(&c)); forwarded || err != nil {
@@ -256,6 +262,36 @@ func (n *Node) refuseApproval(msg *message.Message, c messages.ApprovalAnswer, r
 		r.Key, r.Waiting, r.Duplicate = reused.Earlier, reused.Waiting, reused.Taken
 	}
 	return n.publishApprovalReply(msg, refusedApprovalID(c.SessionID, msg.UUID), c.SessionID, messages.TypeApprovalRefused, r, "its refusal")
+}
+
+// refuseMalformedApproval publishes on troupe.results why the answer read from
+// the record msg is refused before it reaches its session (refusal, wrapping
+// ErrBadTask: a member missing, of the wrong type or given twice, a session ID
+// the rules refuse, …), as refuseApproval does for an answer the session refused:
+// an ApprovalRefused naming the session and the call the answer named, as far as
+// its body names them, so that its Kafka client, which reads troupe.results for
+// its session, learns it rather than waiting for ever while the record goes to
+// the poison topic. The session is the body's session_id, else the record's key
+// (unless its headers leave it in doubt: recordHeadersOf); when neither is a session ID this node would accept (ValidSessionID, no
+// secret), no reply is published, and the log says why.
+func (n *Node) refuseMalformedApproval(msg *message.Message, refusal error) error {
+	var named struct {
+		SessionID any  `json:"session_id"`
+		Call      any  `json:"call"`
+		Approve   bool `json:"approve"`
+	}
+	_ = json.Unmarshal(msg.Payload, &named) // what it reads, even when it stops at a member of another type
+	session, _ := named.SessionID.(string)
+	if session == "" && !recordHeadersOf(msg).session {
+		session = msg.Metadata.Get(messages.MetaSessionID)
+	}
+	if !ValidSessionID(session) || n.ingress.redactor.String(session) != session {
+		n.cfg.Logger.Warn("approval refused as bad: no reply published, it names no session it could be keyed by", "message", idHead(msg.UUID), "err", refusal)
+		return nil
+	}
+	call, _ := named.Call.(string)
+	call = textclip.Head(n.ingress.redactor.String(call), maxApprovalCall)
+	return n.refuseApproval(msg, messages.ApprovalAnswer{SessionID: session, Call: call, Approve: named.Approve}, refusal)
 }
 
 // publishApprovalReply publishes v, the node's reply to the approval answer read

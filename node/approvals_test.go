@@ -332,14 +332,35 @@ func TestKafkaApprovalMessageApproves(t *testing.T) {
 	waitApproval(t, n, session)
 	approval := kgo.Message{Key: []byte(session), Value: []byte(`{"session_id":"` + session + `","call":"call_mail","approve":true,"reason":"ok from kafka"}`),
 		Headers: []kgo.Header{{Key: messages.MetaType, Value: []byte(messages.TypeApprovalAnswer)}}}
-	// A malformed answer first (no "approve"): it goes to the poison topic and does
-	// not block the next.
+	// A malformed answer first (no "approve"): it goes to the poison topic, its
+	// client is told on troupe.results (an approval.refused naming its session and
+	// call), and it does not block the next.
 	bad := kgo.Message{Key: []byte(session), Value: []byte(`{"session_id":"` + session + `","call":"call_mail"}`), Headers: approval.Headers}
 	if err := w.WriteMessages(ctx, bad, approval); err != nil {
 		t.Fatal(err)
 	}
-	if res := readResult(t, k, session); res.Status != messages.StatusCompleted || res.Output != "handled" {
+	var res messages.TaskResult
+	var refused []messages.ApprovalRefused
+	waitFor(t, 60*time.Second, "the task's result on "+messages.TopicResults, func() bool {
+		refused = nil
+		for _, m := range topicRecords(t, k, messages.TopicResults, session) {
+			if header(m, messages.MetaType) == messages.TypeApprovalRefused {
+				var r messages.ApprovalRefused
+				if err := json.Unmarshal(m.Value, &r); err != nil {
+					t.Fatalf("%s: %v", m.Value, err)
+				}
+				refused = append(refused, r)
+			} else if err := json.Unmarshal(m.Value, &res); err != nil {
+				t.Fatalf("%s: %v", m.Value, err)
+			}
+		}
+		return res.Status != ""
+	})
+	if res.Status != messages.StatusCompleted || res.Output != "handled" {
 		t.Fatalf("result: %+v", res)
+	}
+	if len(refused) != 1 || refused[0].SessionID != session || refused[0].Call != "call_mail" || !strings.Contains(refused[0].Error, `without "approve"`) {
+		t.Fatalf("the malformed answer's replies: %+v; want one approval.refused naming its session and call", refused)
 	}
 	if n := sent.Load(); n != 1 {
 		t.Fatalf("the email was sent %d times, want 1", n)

@@ -294,10 +294,17 @@ func TestMemoryIdempotencyKey(t *testing.T) {
 		}
 	}
 	// Another key is another request: the content is a duplicate, answered with the
-	// same ids, and nothing is written either.
+	// same ids, and no memory is added: each namespace keeps the key's request
+	// only (a memory.remembered), so that the key sent with another request is
+	// refused wherever it is read.
 	third := mn.mustPost(t, body, "Idempotency-Key", "req-43")
 	if fmt.Sprint(first) != fmt.Sprint(third) {
 		t.Errorf("a duplicate under another key: ids %v; want %v", third, first)
+	}
+	for _, ns := range []string{"user:alice", "user:bob"} {
+		if events := memoryEvents(t, mn.log, ns); len(events) != 2 || events[1].Type != messages.TypeMemoryRemembered {
+			t.Errorf("%s: %d events; want the add and the key's request", ns, len(events))
+		}
 	}
 	if code, _, msg := mn.post(t, body, "Idempotency-Key", strings.Repeat("k", 201)); code != http.StatusBadRequest || msg == "" {
 		t.Errorf("a 201-byte Idempotency-Key: %d %q", code, msg)
@@ -324,8 +331,8 @@ func TestMemoryIdempotencyKey(t *testing.T) {
 	if again := mn.mustPost(t, body, "Idempotency-Key", "req-42"); fmt.Sprint(again) != fmt.Sprint(first) {
 		t.Errorf("the request sent again after a forget: ids %v; want %v", again, first)
 	}
-	if got := len(memoryEvents(t, mn.log, "user:bob")); got != 2 {
-		t.Errorf("user:bob: %d events; want the add and the forget", got)
+	if got := len(memoryEvents(t, mn.log, "user:bob")); got != 3 {
+		t.Errorf("user:bob: %d events; want the add, req-43's request and the forget", got)
 	}
 }
 

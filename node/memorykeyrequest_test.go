@@ -11,6 +11,7 @@ import (
 
 	"github.com/troupe-run/troupe/eventlog/sqlite"
 	"github.com/troupe-run/troupe/memory"
+	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
 	"github.com/troupe-run/troupe/node/nodetest"
 )
@@ -100,5 +101,62 @@ func TestMemoryIdempotencyKeyNamesOneRequest(t *testing.T) {
 	refused(mn, base, "after a restart, other metadata", `{"namespace":"user:alice","tier":"semantic","content":"Alice likes tea","metadata":{"src":"email"}}`)
 	if code, ids, msg := post(base, alice, "key-1"); code != http.StatusCreated || len(ids) != 1 || ids[0] != first[0] {
 		t.Errorf("after a restart, the same request again: %d %v %q; want 201 %v", code, ids, msg, first)
+	}
+}
+
+// A first request under an Idempotency-Key that added nothing (every memory of it
+// stored already) kept nothing of the key: after a restart (or on another node),
+// the key sent with another request was answered 201 and wrote it. The key's
+// request is kept in the namespace's events (one memory.remembered, however often
+// the request is sent): the other request is refused, 422, and writes nothing; the
+// same request again is answered with the memory it found.
+func TestMemoryIdempotencyKeyOfARequestThatAddedNothing(t *testing.T) {
+	lg, err := sqlite.Open(context.Background(), sqlite.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = lg.Close() })
+	data := t.TempDir()
+	start := func() (memoryNode, func()) {
+		mn := memoryNode{log: newCountingLog(lg), emb: &countingEmbedder{}}
+		n, stop := nodetest.StartWithStop(t, node.Config{Log: mn.log, DataDir: data, Memory: &memory.Config{Embedder: mn.emb}})
+		mn.n = n
+		return mn, stop
+	}
+	alice := `{"namespace":"user:alice","tier":"semantic","content":"Alice likes tea"}`
+	cake := `{"namespace":"user:alice","tier":"semantic","content":"Alice likes cake"}`
+	mn, stop := start()
+	first := mn.mustPost(t, alice)
+	for range 2 {
+		if ids := mn.mustPost(t, alice, "Idempotency-Key", "key-dup"); len(ids) != 1 || ids[0] != first[0] {
+			t.Fatalf("the stored memory under a key: %v, want %v", ids, first)
+		}
+	}
+	stop()
+
+	mn, stop = start()
+	defer stop()
+	appends := mn.log.memoryAppends()
+	if code, ids, msg := mn.post(t, cake, "Idempotency-Key", "key-dup"); code != http.StatusUnprocessableEntity || !strings.Contains(msg, "Idempotency-Key reused with a different request") {
+		t.Errorf("after a restart, another request under the key: %d %v %q; want 422 saying the key was reused", code, ids, msg)
+	}
+	if got := mn.log.memoryAppends(); got != appends {
+		t.Errorf("the refused request appended %d times", got-appends)
+	}
+	if ids := mn.mustPost(t, alice, "Idempotency-Key", "key-dup"); len(ids) != 1 || ids[0] != first[0] {
+		t.Errorf("after a restart, the same request again: %v, want %v", ids, first)
+	}
+	var marks int
+	for _, e := range memoryEvents(t, lg, "user:alice") {
+		switch e.Type {
+		case messages.TypeMemoryRemembered:
+			marks++
+		case messages.TypeMemoryAdded:
+		default:
+			t.Errorf("event %d: %s", e.Seq, e.Type)
+		}
+	}
+	if marks != 1 {
+		t.Errorf("%d memory.remembered events, want 1 (the key's request, kept once)", marks)
 	}
 }

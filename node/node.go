@@ -1066,6 +1066,14 @@ func (n *Node) handleTask(msg *message.Message) error {
 				// session (rejectTask publishes none when a task of the session
 				// has that task_id).
 				refusal = noInputRefusal(typ)
+				if isApprovalRecord(msg) {
+					// An approval sent without its type header: told as
+					// an approval refused, naming its session and call.
+					if err := n.refuseMalformedApproval(msg, refusal); err != nil {
+						return err // retried
+					}
+					return fmt.Errorf("%w: task message %s: %w", errPermanent, idHead(msg.UUID), err)
+				}
 			}
 			// Judged on its session's owner, after the records of the session
 			// before it (forwardRefused): a cancellation sent without its type

@@ -151,6 +151,14 @@ func (n *Node) refuseUndecoded(msg *message.Message, poison, refusal error) erro
 		return poison
 	}
 	if why := notATaskBody(msg); why != "" {
+		if isApprovalRecord(msg) {
+			// An approval whose type header is wrong: its client reads the
+			// session's replies to approvals.
+			if err := n.refuseMalformedApproval(msg, refusal); err != nil {
+				return err // retried
+			}
+			return poison
+		}
 		n.cfg.Logger.Warn("record refused before decoding: no result published, it may be no task", "message", idHead(msg.UUID), "why", why)
 		return poison
 	}
@@ -215,6 +223,24 @@ func notATaskBody(msg *message.Message) string {
 		}
 	}
 	return why
+}
+
+// isApprovalRecord reports whether the body of a record of the tasks topic is an
+// approval's (messages.ApprovalAnswer) rather than a task's: a JSON object with
+// no member of a task's but session_id and task_id (notATaskBody), and a "call"
+// member, which no other command has. One refused (for its type header, or read
+// as a task for want of one) is answered as an approval refused
+// (refuseMalformedApproval), naming its session and call: a task's rejected
+// result would name the record's ID, which its client does not know.
+func isApprovalRecord(msg *message.Message) bool {
+	if notATaskBody(msg) == "" {
+		return false
+	}
+	call := false
+	scanMembers(msg.Payload, func(raw, _ []byte) {
+		call = call || string(raw) == "call"
+	})
+	return call
 }
 
 // noInputRefusal is the refusal of a record read as a task (its type header typ
