@@ -56,7 +56,7 @@ func ParseEffectKey(s string) (EffectKey, error) {
 	}
 	i := strings.LastIndexByte(s, '/')
 	if i < 0 {
-		return EffectKey{}, fmt.Errorf("%w: %q has no '/' between session and seq", ErrBadEffectKey, s)
+		return EffectKey{}, noSlashError{s}
 	}
 	session, seqText := s[:i], s[i+1:]
 	if session == "" {
@@ -98,3 +98,14 @@ func (k *EffectKey) UnmarshalText(b []byte) error {
 	*k = p
 	return nil
 }
+
+// noSlashError is ParseEffectKey's error for a text without a '/': the common
+// case of an ID that is no key (a UUID: the ingress asks of every task's ID), so
+// its text is made only when it is read, not for each ID checked.
+type noSlashError struct{ s string }
+
+func (e noSlashError) Error() string {
+	return fmt.Sprintf("%s: %q has no '/' between session and seq", ErrBadEffectKey, e.s)
+}
+
+func (e noSlashError) Unwrap() error { return ErrBadEffectKey }

@@ -83,3 +83,23 @@ func FuzzParseEffectKey(f *testing.F) {
 		}
 	})
 }
+
+// TestParseEffectKeyOfANonKeyIsCheap: an ID without a '/' (a task's UUID, which the
+// ingress checks is no key) is refused with one allocation and no formatting, with
+// the error text it always had.
+func TestParseEffectKeyOfANonKeyIsCheap(t *testing.T) {
+	id := "01a24ea4-51d2-7afb-92f7-0257bc59f085"
+	allocs := testing.AllocsPerRun(100, func() {
+		if _, err := messages.ParseEffectKey(id); err == nil {
+			t.Fatal("a UUID parsed as a key")
+		}
+	})
+	if allocs > 1 {
+		t.Errorf("ParseEffectKey of a UUID: %v allocations, want at most 1", allocs)
+	}
+	_, err := messages.ParseEffectKey(id)
+	want := `messages: malformed effect key: "01a24ea4-51d2-7afb-92f7-0257bc59f085" has no '/' between session and seq`
+	if err.Error() != want || !errors.Is(err, messages.ErrBadEffectKey) {
+		t.Errorf("error %q (wraps ErrBadEffectKey: %v), want %q", err, errors.Is(err, messages.ErrBadEffectKey), want)
+	}
+}

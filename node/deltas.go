@@ -206,6 +206,11 @@ func (x *deltaRedactor) words(s string) (out, held string) {
 
 // wantsDeltas reports whether a watcher of the session on this node asked for deltas.
 func (h *Hub) wantsDeltas(sessionID string) bool {
+	if h.deltaWatchers.Load() == 0 {
+		// No watcher of deltas anywhere. One that comes after this read misses
+		// the call's deltas as one coming after the lookup under mu would.
+		return false
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, w := range h.subs[sessionID] {

@@ -53,6 +53,10 @@ type Hub struct {
 	// by session and call key, for the watchers that come during them
 	// (deltas_catchup.go).
 	streams map[string]map[string]*callText
+	// deltaWatchers counts the watchers of deltas in subs (added, not yet dropped),
+	// changed under mu: while it is zero, wantsDeltas answers without taking mu,
+	// which every model call asks.
+	deltaWatchers atomic.Int64
 	// tailTimeouts counts the model.responded held deltaTailWait in full for their
 	// call's end (offerAmongDeltas): an end lost, or never sent.
 	tailTimeouts atomic.Int64
@@ -296,6 +300,9 @@ func (h *Hub) drop(sessionID string, w *watcher) {
 		return
 	}
 	w.gone = true
+	if w.deltas {
+		h.deltaWatchers.Add(-1)
+	}
 	if w.stop != nil {
 		close(w.stop)
 	}
@@ -391,6 +398,9 @@ func (h *Hub) watch(sessionID string, deltas bool) (<-chan messages.Envelope, fu
 // add registers w. The caller holds h.mu.
 func (h *Hub) add(sessionID string, w *watcher) {
 	h.subs[sessionID] = append(h.subs[sessionID], w)
+	if w.deltas {
+		h.deltaWatchers.Add(1)
+	}
 }
 
 func (h *Hub) unsubscriber(sessionID string, w *watcher) func() {

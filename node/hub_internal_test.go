@@ -233,3 +233,30 @@ func TestHubWatcherFallsBehindPastWatcherBehind(t *testing.T) {
 		}
 	}
 }
+
+// wantsDeltas answers from the count of watchers of deltas while there are none,
+// and looks the session's watchers up while there are: the count follows every
+// watcher of deltas added and dropped (unsubscribed, fallen behind, the hub closed).
+func TestHubWantsDeltasFollowsItsWatchers(t *testing.T) {
+	h := newHub(nil, nil)
+	_, stopPlain := h.subscribe("s")
+	if h.wantsDeltas("s") || h.deltaWatchers.Load() != 0 {
+		t.Fatalf("a plain watcher: wantsDeltas %v, count %d", h.wantsDeltas("s"), h.deltaWatchers.Load())
+	}
+	_, stopA := h.watch("s", true)
+	_, stopB := h.watch("t", true)
+	if !h.wantsDeltas("s") || !h.wantsDeltas("t") || h.wantsDeltas("u") || h.deltaWatchers.Load() != 2 {
+		t.Fatalf("two watchers of deltas: s %v, t %v, u %v, count %d", h.wantsDeltas("s"), h.wantsDeltas("t"), h.wantsDeltas("u"), h.deltaWatchers.Load())
+	}
+	stopA()
+	stopA() // twice: counted once
+	if h.wantsDeltas("s") || !h.wantsDeltas("t") || h.deltaWatchers.Load() != 1 {
+		t.Fatalf("after s's stop: s %v, t %v, count %d", h.wantsDeltas("s"), h.wantsDeltas("t"), h.deltaWatchers.Load())
+	}
+	h.close()
+	stopB()
+	stopPlain()
+	if h.wantsDeltas("t") || h.deltaWatchers.Load() != 0 {
+		t.Fatalf("after close: t %v, count %d", h.wantsDeltas("t"), h.deltaWatchers.Load())
+	}
+}
