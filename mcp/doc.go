@@ -53,8 +53,9 @@
 //
 // A server that is down at start, whose process died, or whose HTTP endpoint went
 // away, is reconnected with backoff (ClientConfig.MinBackoff doubling up to
-// MaxBackoff); Status reports each server's state, last error, connection count and
-// tools. The tools of a server that was connected stay in the catalog while it
+// MaxBackoff); Status reports each server's state, last error, connection count,
+// tools and the tools left out (StatusHandler serves it as JSON: the node's GET
+// /v1/mcp/servers). The tools of a server that was connected stay in the catalog while it
 // reconnects (its restart does not change the prompt); a call to one waits up to
 // CallWait for the server, and a call that finds the connection broken reconnects
 // and is sent once more with the same key. No server stops the node: one that hangs
