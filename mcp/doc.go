@@ -48,8 +48,10 @@
 // names a server's tool ("<server>__<tool>", which Client.Owns for a configured
 // server) looks it up when it runs (tools.ChainCatalog). A server's tools
 // change when it connects and when it sends notifications/tools/list_changed (or the
-// resources' or prompts' list_changed): the client lists them again, rebuilds the
-// catalog, and closes the channel of Changed, which the MCP server below follows.
+// resources' or prompts' list_changed): the client lists them again (at most once
+// per ClientConfig.RelistInterval, 1 s: the notifications of a server that sends
+// them without pause are followed by one listing at the interval's end), rebuilds
+// the catalog, and closes the channel of Changed, which the MCP server below follows.
 //
 // A server that is down at start, whose process died, or whose HTTP endpoint went
 // away, is reconnected with backoff (ClientConfig.MinBackoff doubling up to
