@@ -357,7 +357,7 @@ const unwatchTimeout = 10 * time.Second
 // Call it with s.subMu held.
 func (s *Server) pruneSubscriptions(ctx context.Context) {
 	live := map[*sdk.ServerSession]bool{}
-	for ss := range s.srv.Sessions() {
+	for ss := range s.sdkSessions() {
 		live[ss] = true
 	}
 	for uri, sessions := range s.subs {

@@ -429,6 +429,20 @@ func (s *server) connect(ctx context.Context) (*sdk.ClientSession, error) {
 func (s *server) serve(ctx context.Context, cs *sdk.ClientSession) error {
 	ended := make(chan error, 1)
 	go func() { ended <- cs.Wait() }()
+	// A list_changed within RelistInterval of the last listing's start waits
+	// for its end (due), and those that come meanwhile join it.
+	listed := time.Now() // connect listed the offer
+	var due <-chan time.Time
+	relist := func() {
+		listed = time.Now()
+		lctx, cancel := context.WithTimeout(ctx, s.c.cfg.ConnectTimeout)
+		err := s.list(lctx, cs)
+		cancel()
+		// A listing cut by the client's close is no failure of the server's.
+		if err != nil && ctx.Err() == nil {
+			s.c.cfg.Logger.Warn("mcp server: listing its tools again failed; keeping the last list", "mcp_server", s.name, "err", err)
+		}
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -446,13 +460,17 @@ func (s *server) serve(ctx context.Context, cs *sdk.ClientSession) error {
 			<-ended
 			return errors.New("connection lost: a call found it broken")
 		case <-s.refresh:
-			lctx, cancel := context.WithTimeout(ctx, s.c.cfg.ConnectTimeout)
-			err := s.list(lctx, cs)
-			cancel()
-			// A listing cut by the client's close is no failure of the server's.
-			if err != nil && ctx.Err() == nil {
-				s.c.cfg.Logger.Warn("mcp server: listing its tools again failed; keeping the last list", "mcp_server", s.name, "err", err)
+			if due != nil {
+				continue // a listing is due already
 			}
+			if wait := s.c.cfg.RelistInterval - time.Since(listed); wait > 0 {
+				due = time.After(wait)
+				continue
+			}
+			relist()
+		case <-due:
+			due = nil
+			relist()
 		}
 	}
 }

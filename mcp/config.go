@@ -292,6 +292,9 @@ func (s ServerConfig) allowed(name string) bool {
 	return !match(s.Deny)
 }
 
+// DefaultRelistInterval is the default of ClientConfig.RelistInterval.
+const DefaultRelistInterval = time.Second
+
 // ClientConfig configures a Client.
 type ClientConfig struct {
 	// Servers are the servers to connect to, by name (ServerNameRule).
@@ -315,6 +318,14 @@ type ClientConfig struct {
 	// MaxTools bounds the tools taken from one server (default 1000); the others are
 	// reported as skipped.
 	MaxTools int
+	// RelistInterval is the least time between two listings of a server's tools,
+	// resources and prompts on its list_changed notifications (default 1 s): the
+	// notifications that come meanwhile are followed by one listing at its end. A
+	// server that sends them without pause (a tool that comes and goes, a
+	// notification at each call) otherwise had its whole offer listed and
+	// checked again back to back, most of a core for a thousand tools, and each
+	// change passed on to the node's own MCP clients as it came.
+	RelistInterval time.Duration
 	// Logger receives connections, disconnections, skipped tools and the lines a
 	// stdio server writes to its stderr (at debug level).
 	Logger *slog.Logger
@@ -336,7 +347,7 @@ func (c ClientConfig) Validate() error {
 			errs = append(errs, err)
 		}
 	}
-	if c.ConnectTimeout < 0 || c.MinBackoff < 0 || c.MaxBackoff < 0 || c.CallWait < 0 || c.PingInterval < 0 || c.MaxResultBytes < 0 || c.MaxTools < 0 {
+	if c.ConnectTimeout < 0 || c.MinBackoff < 0 || c.MaxBackoff < 0 || c.CallWait < 0 || c.PingInterval < 0 || c.MaxResultBytes < 0 || c.MaxTools < 0 || c.RelistInterval < 0 {
 		errs = append(errs, errors.New("mcp: timeouts and limits must not be negative"))
 	}
 	return errors.Join(errs...)
@@ -366,6 +377,9 @@ func (c *ClientConfig) setDefaults() {
 	}
 	if c.MaxTools == 0 {
 		c.MaxTools = 1000
+	}
+	if c.RelistInterval == 0 {
+		c.RelistInterval = DefaultRelistInterval
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

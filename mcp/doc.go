@@ -48,13 +48,16 @@
 // names a server's tool ("<server>__<tool>", which Client.Owns for a configured
 // server) looks it up when it runs (tools.ChainCatalog). A server's tools
 // change when it connects and when it sends notifications/tools/list_changed (or the
-// resources' or prompts' list_changed): the client lists them again, rebuilds the
-// catalog, and closes the channel of Changed, which the MCP server below follows.
+// resources' or prompts' list_changed): the client lists them again (at most once
+// per ClientConfig.RelistInterval, 1 s: the notifications of a server that sends
+// them without pause are followed by one listing at the interval's end), rebuilds
+// the catalog, and closes the channel of Changed, which the MCP server below follows.
 //
 // A server that is down at start, whose process died, or whose HTTP endpoint went
 // away, is reconnected with backoff (ClientConfig.MinBackoff doubling up to
-// MaxBackoff); Status reports each server's state, last error, connection count and
-// tools. The tools of a server that was connected stay in the catalog while it
+// MaxBackoff); Status reports each server's state, last error, connection count,
+// tools and the tools left out (StatusHandler serves it as JSON: the node's GET
+// /v1/mcp/servers). The tools of a server that was connected stay in the catalog while it
 // reconnects (its restart does not change the prompt); a call to one waits up to
 // CallWait for the server, and a call that finds the connection broken reconnects
 // and is sent once more with the same key. No server stops the node: one that hangs

@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unicode/utf8"
@@ -177,8 +178,11 @@ type Server struct {
 	callsMu sync.Mutex
 	calls   map[string]map[*follower]bool // the calls under way, by their session's ID (Streamable HTTP)
 
-	idLocks idLocks  // a session's resumption and a DELETE's record, one at a time
-	lives   sync.Map // the signs of life of the sessions Serve serves, by session (*sdk.ServerSession to *life)
+	live    liveIndex // the live sessions over Streamable HTTP, by ID (server_live.go)
+	idLocks idLocks   // a session's resumption and a DELETE's record, one at a time
+	lives   sync.Map  // the signs of life of the sessions Serve serves, by session (*sdk.ServerSession to *life)
+	// listed, when set (tests), counts the sessions read off the SDK's list.
+	listed *atomic.Int64
 	// afterEndedCheck, when set (tests), runs after a request in a session the
 	// server does not hold found it not ended, before it resumes it or records
 	// its end.
@@ -259,7 +263,7 @@ func NewServer(n Node, opts ServerOptions) *Server {
 	}
 	s.closed, s.closeCtx = context.WithCancel(context.Background())
 	s.srv = sdk.NewServer(&sdk.Implementation{Name: "troupe", Title: "Troupe node", Version: version()}, sopts)
-	s.srv.AddReceivingMiddleware(s.recoverPanics, s.recordLevel, s.recordLife)
+	s.srv.AddReceivingMiddleware(s.recoverPanics, s.trackLive, s.recordLevel, s.recordLife)
 	s.srv.AddTool(&sdk.Tool{Name: RunTask, Title: "Run a task on the Troupe agent",
 		Description: "Run a task on the node's agent and answer with its final output. Give session_id (from an earlier answer's _meta " +
 			SessionIDMeta + ") to go on with a conversation. A failed task is an error with the reason. A task goes on when its call is " +
@@ -801,7 +805,7 @@ func (s *Server) Handler() http.Handler {
 	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s.srv },
 		// No SessionTimeout: the server ends idle sessions itself (expire).
 		&sdk.StreamableHTTPOptions{Logger: sdkLogger(s.opts.Logger), MaxRequestBodyBytes: -1,
-			EventStore: s.events})
+			EventStore: liveEvents{eventStore: s.events, s: s}})
 	protected := http.NewCrossOriginProtection().Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost && isJSON(r.Header.Get("Content-Type")) {
 			// The SDK answers a body that is not JSON-RPC in plain text.

@@ -142,10 +142,16 @@ func (s *Server) closingNow(id string) bool {
 // resumes the session (serveSessions), as after a restart.
 func (s *Server) capSessions(keep string) {
 	s.use.mu.Lock()
+	if len(s.use.last) <= cmp.Or(s.opts.MaxSessions, DefaultMaxSessions) {
+		// At most that many sessions marked used, live or not: none over the
+		// cap, and nothing to list (a session that ends leaves last, dropLive).
+		s.use.mu.Unlock()
+		return
+	}
 	// Listed under the lock: a session closed here is then either in closing or,
 	// its Close returned, no longer listed by the SDK.
 	live := map[string]*sdk.ServerSession{}
-	for ss := range s.srv.Sessions() {
+	for ss := range s.sdkSessions() {
 		if id := ss.ID(); id != "" && s.use.closing[id] == nil {
 			live[id] = ss
 		}

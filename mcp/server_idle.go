@@ -3,8 +3,6 @@ package mcp
 import (
 	"net/http"
 	"time"
-
-	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // Idle sessions over Streamable HTTP. A session ends once its client sent no
@@ -113,13 +111,7 @@ func (s *Server) expire(id string, gen uint64) {
 		return
 	}
 	delete(s.use.idle, id)
-	var ss *sdk.ServerSession
-	for live := range s.srv.Sessions() {
-		if live.ID() == id {
-			ss = live
-			break
-		}
-	}
+	ss := s.liveSessionOf(id)
 	if ss == nil {
 		s.use.mu.Unlock()
 		return

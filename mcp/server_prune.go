@@ -65,7 +65,7 @@ func (s *Server) pruneSessions(ctx context.Context) {
 // server serves whose last event is older than age (one without events has
 // nothing to keep).
 func (s *Server) keepLive(ctx context.Context, age time.Duration) {
-	for ss := range s.srv.Sessions() {
+	for ss := range s.sdkSessions() {
 		id := ss.ID()
 		if id == "" {
 			continue // over stdio: nothing recorded

@@ -73,16 +73,6 @@ func (ids *sessionIDs) id() string {
 	return rand.Text()
 }
 
-// known reports whether the server has a session of id.
-func (s *Server) known(id string) bool {
-	for ss := range s.srv.Sessions() {
-		if ss.ID() == id {
-			return true
-		}
-	}
-	return false
-}
-
 // serveSessions passes r to the SDK's handler h, first resuming the session r
 // names when the server does not know it (and r is not an initialize, which
 // starts a session of its own: the SDK answers it 404). A request in a session

@@ -62,7 +62,7 @@ func TestServeAuthTokenClosesEveryRoute(t *testing.T) {
 	const initialize = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
 	for _, c := range []struct{ method, path, body string }{
 		{"GET", "/metrics", ""}, {"POST", "/mcp", initialize}, {"GET", "/v1/sessions", ""}, {"GET", "/openapi.json", ""},
-		{"POST", "/v1/tasks", `{"input":"hi"}`}, {"GET", "/v1/kb", ""},
+		{"POST", "/v1/tasks", `{"input":"hi"}`}, {"GET", "/v1/kb", ""}, {"GET", "/v1/mcp/servers", ""},
 	} {
 		if code := get(t, c.method, base+c.path, "", c.body); code != http.StatusUnauthorized {
 			t.Errorf("%s %s without a token: %d, want 401", c.method, c.path, code)

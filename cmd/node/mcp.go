@@ -86,6 +86,18 @@ func mountMCP(ctx context.Context, n *node.Node, cfg node.Config, served mcp.Ser
 			{Status: 202, Description: "a notification or answer was accepted"},
 			{Status: 413, Description: "the request is too large: a JSON-RPC error says so"},
 		}}})
+	// The MCP servers the node is a client of: their state, and the tools they
+	// offer that were left out and why, which an operator otherwise finds only
+	// in the log.
+	client, _ := cfg.ToolCatalog.(*mcp.Client)
+	var redact func(string) string
+	if cfg.Redactor != nil {
+		redact = cfg.Redactor.String
+	}
+	n.HandleRoute(node.Route{Method: "GET", Path: "/v1/mcp/servers", Handler: client.StatusHandler(redact), Doc: node.RouteDoc{
+		Summary: "The MCP servers of the configuration's \"mcp_servers\": each one's state and last error, its tools in the catalog, and the tools it offers that were left out and why (a schema the node cannot check arguments against, a name clash, too many tools)",
+		Responses: []node.Response{{Status: 200, Description: "the servers, sorted by name",
+			Body: &node.Body{ContentType: "application/json", Schema: mcp.ServersStatus{}}}}}})
 	return srv
 }
 
