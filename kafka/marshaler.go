@@ -143,26 +143,40 @@ func (h *recordHeaders) record(topic string, msg *message.Message, keyName strin
 // own session_id header): its metadata entry holds the header's, but the record
 // is placed, and its client meant it, by its key.
 func (m DefaultMarshaler) Unmarshal(rec kafkago.Message) (*message.Message, error) {
-	md := make(message.Metadata, len(rec.Headers))
+	msg := message.NewMessage("", rec.Value) // its UUID is set below
+	md := msg.Metadata
+	// One string holds the values of all the headers; each is a piece of it.
+	size := 0
+	for _, h := range rec.Headers {
+		size += len(h.Value)
+	}
+	var values strings.Builder
+	values.Grow(size)
+	for _, h := range rec.Headers {
+		values.Write(h.Value)
+	}
+	all, at := values.String(), 0
 	id, hasID, repeated := "", false, false
 	keyName := m.keyMetadata()
 	keyDecides := rec.Key != nil && messages.DecidingHeader(keyName)
 	for _, h := range rec.Headers {
+		value := all[at : at+len(h.Value)]
+		at += len(h.Value)
 		if h.Key == HeaderUUID {
-			repeated = repeated || hasID && id != string(h.Value)
-			id, hasID = string(h.Value), true
+			repeated = repeated || hasID && id != value
+			id, hasID = value, true
 			continue
 		}
-		if v, ok := md[h.Key]; ok && v != string(h.Value) && messages.DecidingHeader(h.Key) {
+		if v, ok := md[h.Key]; ok && v != value && messages.DecidingHeader(h.Key) {
 			repeated = true
 		}
-		if keyDecides && h.Key == keyName && string(h.Value) != string(rec.Key) {
+		if keyDecides && h.Key == keyName && value != string(rec.Key) {
 			// The key and the header name two sessions (a producer's own session_id
 			// header): read as the header's, the task would run where its key does
 			// not say; read as the key's, where its header does not.
 			repeated = true
 		}
-		md[h.Key] = string(h.Value)
+		md[h.Key] = value
 	}
 	if repeated {
 		md[messages.MetaRepeatedHeaders] = repeatedHeaders(rec, keyName)
@@ -175,8 +189,7 @@ func (m DefaultMarshaler) Unmarshal(rec kafkago.Message) (*message.Message, erro
 			md[keyName] = string(rec.Key)
 		}
 	}
-	msg := message.NewMessage(id, rec.Value)
-	msg.Metadata = md
+	msg.UUID = id
 	return msg, nil
 }
 
