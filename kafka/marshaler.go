@@ -55,32 +55,78 @@ func (m DefaultMarshaler) Marshal(topic string, msg *message.Message) (kafkago.M
 	}
 	// One allocation holds every header's value (the key shares its header's bytes):
 	// a session's events carry three headers each.
+	h := recordHeaders{
+		buf:     make([]byte, 0, headersSize(msg)),
+		headers: make([]kafkago.Header, 0, len(msg.Metadata)+1),
+	}
+	return h.record(topic, msg, m.keyMetadata()), nil
+}
+
+// marshalAll is Marshal of each of msgs into recs (as long), with the headers of
+// them all in one slice and their values in one buffer: two allocations for a
+// Publish call, rather than two for each of its records (a node's outbox
+// publishes hundreds of events in a call). Each record's headers are a slice of
+// its own, capped, so that nothing appended to one runs over the next.
+func (m DefaultMarshaler) marshalAll(topic string, msgs []*message.Message, recs []kafkago.Message) error {
+	size, n := 0, 0
+	for _, msg := range msgs {
+		if msg.UUID == "" {
+			_, err := m.Marshal(topic, msg)
+			return fmt.Errorf("kafka: marshal message %s for %s: %w", msg.UUID, topic, err)
+		}
+		size += headersSize(msg)
+		n += len(msg.Metadata) + 1
+	}
+	h := recordHeaders{buf: make([]byte, 0, size), headers: make([]kafkago.Header, 0, n)}
+	keyName := m.keyMetadata()
+	for i, msg := range msgs {
+		recs[i] = h.record(topic, msg, keyName)
+	}
+	return nil
+}
+
+// headersSize is the bytes of the header values of msg's record.
+func headersSize(msg *message.Message) int {
 	size := len(msg.UUID)
 	for _, v := range msg.Metadata {
 		size += len(v)
 	}
-	buf := make([]byte, 0, size)
-	value := func(v string) []byte {
-		buf = append(buf, v...)
-		return buf[len(buf)-len(v) : len(buf) : len(buf)]
-	}
-	headers := make([]kafkago.Header, 0, len(msg.Metadata)+1)
-	headers = append(headers, kafkago.Header{Key: HeaderUUID, Value: value(msg.UUID)})
+	return size
+}
+
+// recordHeaders is where records' headers and their values are written, with
+// room made for them beforehand (headersSize, and one header for each metadata
+// entry and the UUID): appending never moves what earlier records point to.
+type recordHeaders struct {
+	buf     []byte
+	headers []kafkago.Header
+}
+
+func (h *recordHeaders) value(v string) []byte {
+	h.buf = append(h.buf, v...)
+	return h.buf[len(h.buf)-len(v) : len(h.buf) : len(h.buf)]
+}
+
+// record is msg's record on topic, keyed by its metadata entry keyName: the UUID
+// in HeaderUUID, every metadata entry in a header of its own.
+func (h *recordHeaders) record(topic string, msg *message.Message, keyName string) kafkago.Message {
+	start := len(h.headers)
+	h.headers = append(h.headers, kafkago.Header{Key: HeaderUUID, Value: h.value(msg.UUID)})
 	var key []byte
-	keyName := m.keyMetadata()
 	for k, v := range msg.Metadata {
 		if k == HeaderUUID {
 			continue
 		}
-		headers = append(headers, kafkago.Header{Key: k, Value: value(v)})
+		h.headers = append(h.headers, kafkago.Header{Key: k, Value: h.value(v)})
 		if k == keyName {
-			key = headers[len(headers)-1].Value
+			key = h.headers[len(h.headers)-1].Value
 		}
 	}
 	if v, ok := msg.Metadata[keyName]; ok && key == nil {
 		key = []byte(v) // keyed by the UUID metadata entry, which has no header of its own
 	}
-	return kafkago.Message{Topic: topic, Key: key, Value: msg.Payload, Headers: headers}, nil
+	end := len(h.headers)
+	return kafkago.Message{Topic: topic, Key: key, Value: msg.Payload, Headers: h.headers[start:end:end]}
 }
 
 // Unmarshal implements Marshaler. It also reads records that other producers wrote
@@ -97,26 +143,40 @@ func (m DefaultMarshaler) Marshal(topic string, msg *message.Message) (kafkago.M
 // own session_id header): its metadata entry holds the header's, but the record
 // is placed, and its client meant it, by its key.
 func (m DefaultMarshaler) Unmarshal(rec kafkago.Message) (*message.Message, error) {
-	md := make(message.Metadata, len(rec.Headers))
+	msg := message.NewMessage("", rec.Value) // its UUID is set below
+	md := msg.Metadata
+	// One string holds the values of all the headers; each is a piece of it.
+	size := 0
+	for _, h := range rec.Headers {
+		size += len(h.Value)
+	}
+	var values strings.Builder
+	values.Grow(size)
+	for _, h := range rec.Headers {
+		values.Write(h.Value)
+	}
+	all, at := values.String(), 0
 	id, hasID, repeated := "", false, false
 	keyName := m.keyMetadata()
 	keyDecides := rec.Key != nil && messages.DecidingHeader(keyName)
 	for _, h := range rec.Headers {
+		value := all[at : at+len(h.Value)]
+		at += len(h.Value)
 		if h.Key == HeaderUUID {
-			repeated = repeated || hasID && id != string(h.Value)
-			id, hasID = string(h.Value), true
+			repeated = repeated || hasID && id != value
+			id, hasID = value, true
 			continue
 		}
-		if v, ok := md[h.Key]; ok && v != string(h.Value) && messages.DecidingHeader(h.Key) {
+		if v, ok := md[h.Key]; ok && v != value && messages.DecidingHeader(h.Key) {
 			repeated = true
 		}
-		if keyDecides && h.Key == keyName && string(h.Value) != string(rec.Key) {
+		if keyDecides && h.Key == keyName && value != string(rec.Key) {
 			// The key and the header name two sessions (a producer's own session_id
 			// header): read as the header's, the task would run where its key does
 			// not say; read as the key's, where its header does not.
 			repeated = true
 		}
-		md[h.Key] = string(h.Value)
+		md[h.Key] = value
 	}
 	if repeated {
 		md[messages.MetaRepeatedHeaders] = repeatedHeaders(rec, keyName)
@@ -129,8 +189,7 @@ func (m DefaultMarshaler) Unmarshal(rec kafkago.Message) (*message.Message, erro
 			md[keyName] = string(rec.Key)
 		}
 	}
-	msg := message.NewMessage(id, rec.Value)
-	msg.Metadata = md
+	msg.UUID = id
 	return msg, nil
 }
 

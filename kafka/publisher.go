@@ -129,14 +129,23 @@ func (p *Publisher) publish(topic string, partition int, msgs []*message.Message
 		}
 	}
 	recs := make([]kafkago.Message, len(msgs))
-	for i, msg := range msgs {
-		rec, err := p.cfg.Marshaler.Marshal(topic, msg)
-		if err != nil {
-			return fmt.Errorf("kafka: marshal message %s for %s: %w", msg.UUID, topic, err)
+	if dm, ok := p.cfg.Marshaler.(DefaultMarshaler); ok {
+		if err := dm.marshalAll(topic, msgs, recs); err != nil {
+			return err
 		}
-		rec.Topic = wire
-		rec.Partition, rec.Offset = 0, 0
-		recs[i] = rec
+		for i := range recs {
+			recs[i].Topic = wire
+		}
+	} else {
+		for i, msg := range msgs {
+			rec, err := p.cfg.Marshaler.Marshal(topic, msg)
+			if err != nil {
+				return fmt.Errorf("kafka: marshal message %s for %s: %w", msg.UUID, topic, err)
+			}
+			rec.Topic = wire
+			rec.Partition, rec.Offset = 0, 0
+			recs[i] = rec
+		}
 	}
 	if partition < 0 {
 		err = p.produceShared(deadline, wire, recs)

@@ -201,10 +201,26 @@ func (q *sessionQueues) run(in <-chan *message.Message, out chan<- *message.Mess
 	defer close(out)
 	defer close(q.done)
 	defer func() {
-		// Not handed over: their contexts end here (those in a handler end with the
-		// subscription's).
+		// Not handed over: their contexts end here. Those in a handler end with the
+		// subscription's context: one watch for all of them, rather than one each
+		// for as long as they are out.
 		for _, t := range append(q.ready, q.resend...) {
 			t.cancel()
+		}
+		var out []context.CancelFunc
+		for _, ts := range q.queues {
+			for _, t := range ts {
+				if t.out && t.cancel != nil {
+					out = append(out, t.cancel)
+				}
+			}
+		}
+		if len(out) > 0 {
+			context.AfterFunc(q.ctx, func() {
+				for _, cancel := range out {
+					cancel()
+				}
+			})
 		}
 	}()
 	for {
@@ -302,11 +318,12 @@ func (q *sessionQueues) handOver(t *queuedTask) bool {
 		if q.ackOnArrival {
 			base = context.WithoutCancel(base) // the bus ends it once acked
 		}
+		// Its context ends when the bus's message's does, when it is settled, and
+		// when the subscription's does (run, as it returns).
 		ctx, cancel := context.WithCancel(base)
-		stop := context.AfterFunc(q.ctx, cancel)
 		t.cur = t.bus.Copy()
 		t.cur.SetContext(ctx)
-		t.cancel = func() { stop(); cancel() }
+		t.cancel = cancel
 		t.out = true
 		q.ready = append(q.ready, t)
 		return true

@@ -212,3 +212,66 @@ func TestSessionOrderHandsANotesStreamsCommandsOverTogether(t *testing.T) {
 		})
 	}
 }
+
+// TestSessionOrderEndsHandedOverContextsWithItsOwn: the context of a message a
+// handler holds ends when the subscription's context does (as a Router's handler
+// learns that its subscription stopped), and, once the message is settled, ends
+// too; a message still waiting for its session's turn is never handed over.
+func TestSessionOrderEndsHandedOverContextsWithItsOwn(t *testing.T) {
+	for _, ackOnArrival := range []bool{false, true} {
+		t.Run(fmt.Sprintf("ackOnArrival=%v", ackOnArrival), func(t *testing.T) {
+			bus := gochannel.NewGoChannel(gochannel.Config{OutputChannelBuffer: 16}, watermill.NopLogger{})
+			t.Cleanup(func() { _ = bus.Close() })
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			o := &sessionOrder{sub: bus, ackOnArrival: ackOnArrival}
+			ch, err := o.Subscribe(ctx, "tasks")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, sid := range []string{"s1", "s2", "s1"} {
+				m := message.NewMessage(fmt.Sprintf("m%d", i), []byte(strconv.Itoa(i)))
+				m.Metadata.Set(messages.MetaSessionID, sid)
+				if err := bus.Publish("tasks", m); err != nil {
+					t.Fatal(err)
+				}
+			}
+			deadline := time.After(10 * time.Second)
+			var got []*message.Message
+			for len(got) < 2 {
+				select {
+				case m := <-ch:
+					got = append(got, m)
+				case <-deadline:
+					t.Fatalf("%d messages handed over, want 2", len(got))
+				}
+			}
+			// The first one settled: its context ends, and its session's next one comes.
+			got[0].Ack()
+			select {
+			case <-got[0].Context().Done():
+			case <-deadline:
+				t.Fatal("an acked message's context did not end")
+			}
+			select {
+			case m := <-ch:
+				got = append(got, m)
+			case <-deadline:
+				t.Fatal("the session's next message was not handed over")
+			}
+			for _, m := range got[1:] {
+				if err := m.Context().Err(); err != nil {
+					t.Fatalf("message %s: context ended while in hand: %v", m.UUID, err)
+				}
+			}
+			cancel()
+			for _, m := range got[1:] {
+				select {
+				case <-m.Context().Done():
+				case <-deadline:
+					t.Fatalf("message %s: its context did not end with the subscription's", m.UUID)
+				}
+			}
+		})
+	}
+}
