@@ -179,7 +179,9 @@ func (n *Node) RunTaskEach(ctx context.Context, t Task, each func(messages.Envel
 		}
 		cctx, done := context.WithTimeout(context.Background(), n.cfg.SubmitTimeout)
 		defer done()
-		if err := n.Cancel(cctx, id, "the caller of run_task went away"); err != nil {
+		// This task by its ID: not another caller's running in the session
+		// while this one waits its turn behind it.
+		if err := n.cancelTask(cctx, id, task, "the caller of run_task went away"); err != nil {
 			n.cfg.Logger.Warn("cancel a task whose caller went away", "session", id, "err", err)
 		}
 		return res, context.Cause(ctx)
