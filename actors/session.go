@@ -293,10 +293,11 @@ type TaskAccepted struct {
 
 // CancelTask stops a session's running task; the reply is a *TaskAccepted for the
 // cancellation event or an error (ErrNoRunningTask when the session is idle, or
-// when TaskID names a task that does not run: one that ended, or is queued).
+// when TaskID names a task that neither runs nor waits its turn: one that ended).
 // TaskID, when given, is the task to cancel, by its name (SessionState.TaskName)
 // or its ID: a cancellation delivered again after its task ended must not cancel
-// the task that runs next.
+// the task that runs next. A task TaskID names while it waits its turn behind
+// the running one fails cancelled where it waits, and the running one goes on.
 type CancelTask struct {
 	SessionID string
 	TaskID    string
@@ -1111,8 +1112,8 @@ func (a *SessionActor) submit(ctx actor.Context, m *SubmitTask) {
 }
 
 func (a *SessionActor) cancel(ctx actor.Context, m *CancelTask) {
-	task := a.state.Active()
-	if task == "" || (m.TaskID != "" && m.TaskID != task && m.TaskID != a.state.TaskName(task)) {
+	task := a.cancelled(m)
+	if task == "" {
 		ctx.Respond(ErrNoRunningTask)
 		return
 	}
@@ -1124,7 +1125,7 @@ func (a *SessionActor) cancel(ctx actor.Context, m *CancelTask) {
 		ctx.Respond(err)
 		return
 	}
-	if a.state.Active() != task {
+	if a.cancelled(m) != task {
 		ctx.Respond(ErrNoRunningTask)
 		return
 	}
@@ -1132,9 +1133,12 @@ func (a *SessionActor) cancel(ctx actor.Context, m *CancelTask) {
 	if reason == "" {
 		reason = "cancelled by request"
 	}
-	steps, usage := a.state.Progress()
-	e, err := a.eventAt(&messages.TaskFailed{Reason: messages.ReasonCancelled, Error: reason, Steps: steps, Usage: usage,
-		SubAgentsUsage: a.state.SubAgentsUsage()}, task, task, a.state.LastSeq+1, now)
+	p := &messages.TaskFailed{Reason: messages.ReasonCancelled, Error: reason}
+	if task == a.state.Active() {
+		p.Steps, p.Usage = a.state.Progress()
+		p.SubAgentsUsage = a.state.SubAgentsUsage()
+	}
+	e, err := a.eventAt(p, task, task, a.state.LastSeq+1, now)
 	if err != nil {
 		ctx.Respond(err)
 		return
@@ -1144,6 +1148,21 @@ func (a *SessionActor) cancel(ctx actor.Context, m *CancelTask) {
 		return
 	}
 	ctx.Respond(&TaskAccepted{SessionID: a.id, Seq: e.Seq})
+}
+
+// cancelled returns the ID of the task m cancels: the running one when m names
+// none or names it, else the task m names while it waits its turn behind the
+// running one (it then never starts: a caller that gave up on a task queued in
+// a busy session); "" when there is none.
+func (a *SessionActor) cancelled(m *CancelTask) string {
+	task := a.state.Active()
+	if task != "" && (m.TaskID == "" || m.TaskID == task || m.TaskID == a.state.TaskName(task)) {
+		return task
+	}
+	if m.TaskID == "" {
+		return ""
+	}
+	return a.state.QueuedTask(m.TaskID)
 }
 
 // dueFirst records first what a timer due at due (a task's deadline, an

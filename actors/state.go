@@ -770,6 +770,17 @@ func (s *SessionState) queuedTask(id string) *taskState {
 	return nil
 }
 
+// QueuedTask returns the ID of the task named name (its name, TaskName, or its
+// ID) while it waits its turn behind the running one; "" when none does.
+func (s *SessionState) QueuedTask(name string) string {
+	for _, t := range s.tasks[s.unqueued:] {
+		if t.phase == phaseQueued && (t.ID == name || t.Spec.TaskID == name) {
+			return t.ID
+		}
+	}
+	return ""
+}
+
 // endedTask returns the task with this ID when it ended, else nil.
 func (s *SessionState) endedTask(id string) *taskState {
 	for _, t := range s.tasks {

@@ -127,6 +127,8 @@ func (n *Node) CallTool(ctx context.Context, key, name, arguments string) (strin
 // Status completed or failed. ctx ending cancels the session's running task (Cancel)
 // and returns ctx's error, except for a named task (Task.TaskID), which goes on: its
 // caller, cut off (a timeout, a dropped connection), comes back for it by its name.
+// A ctx that ends while the task is handed to its session is followed once the
+// session recorded the task (within SubmitTimeout): RunTask returns then.
 // A named task submitted again is the one the session has (recorded once): RunTask
 // waits for it while it runs, and answers its result at once when it ended. It
 // follows the session's live events (Watch), and reads the log when it fell behind
@@ -152,7 +154,14 @@ func (n *Node) RunTaskEach(ctx context.Context, t Task, each func(messages.Envel
 	live, stop := n.Watch(env.SessionID)
 	defer stop()
 	task := env.ID
-	id, err := n.submit(ctx, env)
+	if ctx.Err() != nil {
+		return messages.TaskResult{}, context.Cause(ctx) // gone before the task was handed on
+	}
+	// The task is handed to its session whatever becomes of ctx meanwhile (submit
+	// is bounded by SubmitTimeout): handed on, it may be recorded and run after
+	// ctx ended, and RunTaskEach, returning then, left it running with nothing to
+	// cancel it. Once it is recorded, ctx's end cancels it below.
+	id, err := n.submit(context.WithoutCancel(ctx), env)
 	if err != nil {
 		return messages.TaskResult{}, err
 	}
@@ -170,7 +179,9 @@ func (n *Node) RunTaskEach(ctx context.Context, t Task, each func(messages.Envel
 		}
 		cctx, done := context.WithTimeout(context.Background(), n.cfg.SubmitTimeout)
 		defer done()
-		if err := n.Cancel(cctx, id, "the caller of run_task went away"); err != nil {
+		// This task by its ID: not another caller's running in the session
+		// while this one waits its turn behind it.
+		if err := n.cancelTask(cctx, id, task, "the caller of run_task went away"); err != nil {
 			n.cfg.Logger.Warn("cancel a task whose caller went away", "session", id, "err", err)
 		}
 		return res, context.Cause(ctx)
