@@ -155,6 +155,12 @@ type Config struct {
 	VectorParked func(namespace, collection, id string, err error)
 	// Consolidate is the memory tool's consolidate action; nil: unavailable.
 	Consolidate func(ctx context.Context, ns *Namespace, key string) (string, error)
+	// Unmarked says that the streams are shared with builds that cannot fold a
+	// memory.remembered (a node pinned to decision rules before 12 for a
+	// rolling upgrade: actors.MarksRemembered): an Add under a client's
+	// request key whose every memory is stored already then writes none, and
+	// keeps no request for the key.
+	Unmarked bool
 }
 
 // Validate reports a configuration that cannot work.

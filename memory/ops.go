@@ -150,7 +150,7 @@ func (ns *Namespace) Add(ctx context.Context, key string, reqs []AddRequest) ([]
 			addReasons = append(addReasons, reasons[i])
 		}
 		if len(adds) == 0 {
-			if _, _, _, ok := splitRequestKey(key); ok && !ns.st.requestNoted(key) {
+			if _, _, _, ok := splitRequestKey(key); ok && !ns.cfg.Unmarked && !ns.st.requestNoted(key) {
 				// Every memory is stored already: nothing to add, but a
 				// client's key is kept with its request's digest, so that the
 				// key sent again with another request is refused

@@ -209,8 +209,8 @@ func (n *Node) handleApproval(msg *message.Message) error {
 		// Its client is told why, as a 400 tells one over HTTP, before the
 		// record is poisoned (refuseMalformedApproval), or the record is
 		// handled again.
-		if err := n.refuseMalformedApproval(msg, err); err != nil {
-			return err // retried
+		if forwarded, err := n.refuseMalformedApproval(msg, err); forwarded || err != nil {
+			return err // retried, or judged on its session's owner
 		}
 		return fmt.Errorf("%w: approval message %s: %w", errPermanent, idHead(msg.UUID), err)
 	}
@@ -269,29 +269,79 @@ func (n *Node) refuseApproval(msg *message.Message, c messages.ApprovalAnswer, r
 // ErrBadTask: a member missing, of the wrong type or given twice, a session ID
 // the rules refuse, …), as refuseApproval does for an answer the session refused:
 // an ApprovalRefused naming the session and the call the answer named, as far as
-// its body names them, so that its Kafka client, which reads troupe.results for
-// its session, learns it rather than waiting for ever while the record goes to
-// the poison topic. The session is the body's session_id, else the record's key
-// (unless its headers leave it in doubt: recordHeadersOf); when neither is a session ID this node would accept (ValidSessionID, no
-// secret), no reply is published, and the log says why.
-func (n *Node) refuseMalformedApproval(msg *message.Message, refusal error) error {
-	var named struct {
-		SessionID any  `json:"session_id"`
-		Call      any  `json:"call"`
-		Approve   bool `json:"approve"`
-	}
-	_ = json.Unmarshal(msg.Payload, &named) // what it reads, even when it stops at a member of another type
-	session, _ := named.SessionID.(string)
-	if session == "" && !recordHeadersOf(msg).session {
+// its body names them (approvalNamed), so that its Kafka client, which reads
+// troupe.results for its session, learns it rather than waiting for ever while
+// the record goes to the poison topic. The session is the body's session_id,
+// else the record's key (unless its headers leave it in doubt: recordHeadersOf,
+// or its body names two sessions); when neither is a session ID this node would
+// accept (ValidSessionID, no secret), no reply is published, and the log says
+// why.
+//
+// A record read from a partition other than its session's is forwarded there
+// instead (forwarded true: the caller acks it), as a task refused is
+// (forwardRefused), and refused by the session's owner, after the records of
+// the session before it: refused where it was read, its refusal overtook an
+// answer of the same call written before it and forwarded (a kcat producer
+// places keys by CRC32), which the session had not taken yet, and the client
+// read that call's answer refused. The copy keeps the record's ID, and so the
+// refusal its ID (refusedApprovalID).
+func (n *Node) refuseMalformedApproval(msg *message.Message, refusal error) (forwarded bool, err error) {
+	session, call, approve, doubt := approvalNamed(msg.Payload)
+	if session == "" && !doubt && !recordHeadersOf(msg).session {
 		session = msg.Metadata.Get(messages.MetaSessionID)
 	}
 	if !ValidSessionID(session) || n.ingress.redactor.String(session) != session {
 		n.cfg.Logger.Warn("approval refused as bad: no reply published, it names no session it could be keyed by", "message", idHead(msg.UUID), "err", refusal)
-		return nil
+		return false, nil
 	}
-	call, _ := named.Call.(string)
+	// A copy over effectMessageMax is judged here: forward has no smaller form
+	// of it, and the bus would refuse it for ever (forwardRefused).
+	if messageSize(msg)+len(messages.MetaSessionID)+len(session) <= effectMessageMax {
+		if forwarded, err := n.forward(msg, nil, session, nil); forwarded || err != nil {
+			return forwarded, err
+		}
+	}
 	call = textclip.Head(n.ingress.redactor.String(call), maxApprovalCall)
-	return n.refuseApproval(msg, messages.ApprovalAnswer{SessionID: session, Call: call, Approve: named.Approve}, refusal)
+	return false, n.refuseApproval(msg, messages.ApprovalAnswer{SessionID: session, Call: call, Approve: approve}, refusal)
+}
+
+// approvalNamed reads what body, a malformed answer to an approval, names by
+// the members of an answer's exact names (encoding/json would take "SESSION_ID"
+// for session_id, and the last value of a member given twice): its session_id
+// and call (strings) and approve (a boolean), each "" or false when it is
+// missing, of another type, or given two values. doubt reports a session_id
+// given two values: the body names two sessions, and its record's key names
+// none (its client may wait in either). A body that is not JSON names nothing.
+func approvalNamed(body []byte) (session, call string, approve, doubt bool) {
+	if !json.Valid(body) {
+		return "", "", false, false
+	}
+	values := map[string][]byte{}
+	twice := map[string]bool{}
+	scanMembers(body, func(raw, value []byte) {
+		key := string(raw)
+		if !plainASCII(raw) && json.Unmarshal(append(append([]byte{'"'}, raw...), '"'), &key) != nil {
+			return
+		}
+		switch key {
+		case "session_id", "call", "approve":
+			if was, ok := values[key]; ok && !bytes.Equal(was, value) {
+				twice[key] = true
+			}
+			values[key] = value
+		}
+	})
+	str := func(key string) string {
+		var v string
+		if twice[key] || json.Unmarshal(values[key], &v) != nil {
+			return ""
+		}
+		return v
+	}
+	if !twice["approve"] {
+		_ = json.Unmarshal(values["approve"], &approve)
+	}
+	return str("session_id"), str("call"), approve, twice["session_id"]
 }
 
 // publishApprovalReply publishes v, the node's reply to the approval answer read

@@ -543,6 +543,9 @@ func (n *Node) openMemory() error {
 		return nil
 	}
 	cfg := *n.cfg.Memory
+	// A node pinned to decision rules whose builds cannot fold a
+	// memory.remembered writes none (as the write after task, remember).
+	cfg.Unmarked = cfg.Unmarked || !actors.MarksRemembered(n.cfg.DecisionRules)
 	cfg.Log = n.routedLogOf(n.log)
 	if cfg.Redact == nil {
 		cfg.Redact = n.redactor.String

@@ -160,3 +160,23 @@ func TestMemoryIdempotencyKeyOfARequestThatAddedNothing(t *testing.T) {
 		t.Errorf("%d memory.remembered events, want 1 (the key's request, kept once)", marks)
 	}
 }
+
+// A node pinned to decision rules before 12 for a rolling upgrade writes no
+// memory.remembered, which the builds of those rules cannot fold (as its write
+// after task writes none: actors.MarksRemembered): a request under an
+// Idempotency-Key whose every memory is stored already wrote one all the same,
+// and the namespace no longer folded on the nodes not yet upgraded. It writes
+// nothing, as before the mark, and is answered with the memory it found.
+func TestMemoryIdempotencyKeyOnANodePinnedBeforeTheMark(t *testing.T) {
+	mn := newMemoryNode(t, node.Config{DecisionRules: 11})
+	alice := `{"namespace":"user:alice","tier":"semantic","content":"Alice likes tea"}`
+	first := mn.mustPost(t, alice)
+	if ids := mn.mustPost(t, alice, "Idempotency-Key", "key-dup"); len(ids) != 1 || ids[0] != first[0] {
+		t.Fatalf("the stored memory under a key: %v, want %v", ids, first)
+	}
+	for _, e := range memoryEvents(t, mn.log, "user:alice") {
+		if e.Type == messages.TypeMemoryRemembered {
+			t.Errorf("seq %d: a %s, which the builds of decision rules 11 cannot fold", e.Seq, e.Type)
+		}
+	}
+}

@@ -1069,8 +1069,8 @@ func (n *Node) handleTask(msg *message.Message) error {
 				if isApprovalRecord(msg) {
 					// An approval sent without its type header: told as
 					// an approval refused, naming its session and call.
-					if err := n.refuseMalformedApproval(msg, refusal); err != nil {
-						return err // retried
+					if forwarded, err := n.refuseMalformedApproval(msg, refusal); forwarded || err != nil {
+						return err // retried, or judged on its session's owner
 					}
 					return fmt.Errorf("%w: task message %s: %w", errPermanent, idHead(msg.UUID), err)
 				}

@@ -246,7 +246,9 @@ func TestRejectedResultIDIsOnePerSessionAndTaskID(t *testing.T) {
 // task sent without a task_id, named by its record's coordinates) took for its
 // task's, which ran on. A record whose body is no task's (no "input" member)
 // is poisoned and answered by nothing, the log saying why and which command
-// type its type header is near.
+// type its type header is near; but an approval's (a "call" member), whose
+// client reads its session's replies to approvals, by an approval.refused
+// (refuseMalformedApproval), no task's result.
 func TestRefusedCommandIsNotAnsweredAsATask(t *testing.T) {
 	n, pub, logged := refusingNode(t, "")
 	cases := []struct {
@@ -281,7 +283,14 @@ func TestRefusedCommandIsNotAnsweredAsATask(t *testing.T) {
 		if err := n.handleTask(m); !errors.Is(err, errPermanent) {
 			t.Errorf("%s: %v; want the record poisoned", c.name, err)
 		}
-		for _, out := range pub.take() {
+		outs := pub.take()
+		if c.near == messages.TypeApprovalAnswer {
+			if len(outs) != 1 || outs[0].Metadata.Get(messages.MetaType) != messages.TypeApprovalRefused || !strings.Contains(string(outs[0].Payload), `"call":"c-1"`) {
+				t.Errorf("%s: published %d records; want an approval.refused of call c-1", c.name, len(outs))
+			}
+			continue
+		}
+		for _, out := range outs {
 			t.Errorf("%s: published %s; want nothing: the record may be a command, not a task", c.name, out.Payload)
 		}
 		log := strings.TrimPrefix(logged.String(), seen)
@@ -349,14 +358,22 @@ func TestBodyWithoutInputIsAnswered(t *testing.T) {
 		}
 	}
 	// A body with a member of a command's and none of a task's is a command's:
-	// it gets no result, its log line saying why.
+	// it gets no task's result, its log line saying why; an approval's (a
+	// "call" member) gets an approval.refused, which its client reads.
 	for _, body := range []string{`{"session_id":"s-1","call":"c-1","approve":true}`, `{"session_id":"s-1","reason":"stop"}`} {
 		m := message.NewMessage("kafka:troupe.tasks/0/11@1", []byte(body))
 		m.Metadata.Set(messages.MetaSessionID, "s-1")
 		if err := n.handleTask(m); !errors.Is(err, errPermanent) {
 			t.Errorf("%s: %v; want the record poisoned", body, err)
 		}
-		for _, out := range pub.take() {
+		outs := pub.take()
+		if strings.Contains(body, `"call"`) {
+			if len(outs) != 1 || outs[0].Metadata.Get(messages.MetaType) != messages.TypeApprovalRefused {
+				t.Errorf("%s: published %d records; want its approval.refused", body, len(outs))
+			}
+			continue
+		}
+		for _, out := range outs {
 			t.Errorf("%s: published %s; want nothing: the record is a command's", body, out.Payload)
 		}
 	}

@@ -154,8 +154,8 @@ func (n *Node) refuseUndecoded(msg *message.Message, poison, refusal error) erro
 		if isApprovalRecord(msg) {
 			// An approval whose type header is wrong: its client reads the
 			// session's replies to approvals.
-			if err := n.refuseMalformedApproval(msg, refusal); err != nil {
-				return err // retried
+			if forwarded, err := n.refuseMalformedApproval(msg, refusal); forwarded || err != nil {
+				return err // retried, or judged on its session's owner
 			}
 			return poison
 		}
