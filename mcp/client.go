@@ -29,6 +29,7 @@ import (
 
 	"github.com/troupe-run/troupe/actors"
 	"github.com/troupe-run/troupe/messages"
+	"github.com/troupe-run/troupe/redact"
 	"github.com/troupe-run/troupe/tools"
 )
 
@@ -364,7 +365,7 @@ func (s *server) run(ctx context.Context) {
 			return
 		}
 		s.setDown(err)
-		log.Warn("mcp server is down; retrying", "err", err, "retry_in", backoff)
+		log.Warn("mcp server is down; retrying", "err", withoutURLCredentials(err), "retry_in", backoff)
 		select {
 		case <-ctx.Done():
 			return
@@ -484,6 +485,7 @@ func (s *server) askRefresh() {
 
 // setDown marks the server down with err; its tools stay in the catalog.
 func (s *server) setDown(err error) {
+	err = withoutURLCredentials(err)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.cs != nil {
@@ -492,6 +494,32 @@ func (s *server) setDown(err error) {
 	}
 	s.state, s.since, s.err = StateDown, time.Now(), err
 }
+
+// withoutURLCredentials returns err with the credentials of the URLs its text
+// names hidden, whatever their length (redact.URLs): Go's HTTP client names a
+// server's URL in its errors with its query whole ("Post \"https://host/mcp?api_key=...\":
+// dial tcp ..."), and the error is served (Status, GET /v1/mcp/servers), logged
+// and given to the model (a call of a server that is down), while the node's
+// redactor replaces only the secrets of at least redact.MinSecretLen bytes.
+func withoutURLCredentials(err error) error {
+	if err == nil {
+		return nil
+	}
+	msg := err.Error()
+	if hidden := redact.URLs(msg); hidden != msg {
+		return &hiddenError{err: err, msg: hidden}
+	}
+	return err
+}
+
+// hiddenError is err, said as msg: its text with secrets hidden.
+type hiddenError struct {
+	err error
+	msg string
+}
+
+func (e *hiddenError) Error() string { return e.msg }
+func (e *hiddenError) Unwrap() error { return e.err }
 
 // broken drops cs if it is still the server's session (a call found its connection
 // broken) and asks for a reconnection at once.

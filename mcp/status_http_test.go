@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -49,5 +50,30 @@ func TestStatusHandlerSaysTheToolsLeftOut(t *testing.T) {
 	(*mcp.Client)(nil).StatusHandler(nil).ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/v1/mcp/servers", nil))
 	if w.Code != http.StatusOK || strings.TrimSpace(w.Body.String()) != `{"servers":[]}` {
 		t.Errorf("no client: %d %s", w.Code, w.Body)
+	}
+}
+
+// A server's error names its URL as Go's HTTP client writes it: the password
+// masked, the query whole. The node's redactor replaces only the secrets it was
+// given of at least redact.MinSecretLen bytes, so a short ?api_key= value was
+// served whole by GET /v1/mcp/servers (and said in the log, and in the error of
+// a call of the server's tools). The client hides the credentials of the URLs
+// in a server's error, whatever their length.
+func TestStatusHidesTheURLCredentialsOfAServersError(t *testing.T) {
+	c := startClient(t, map[string]mcp.ServerConfig{
+		"dead": {URL: "http://alice:pw12@127.0.0.1:1/mcp?api_key=tok123&page=2"},
+	}, func(cfg *mcp.ClientConfig) { cfg.ConnectTimeout = 5 * time.Second })
+	w := httptest.NewRecorder()
+	c.StatusHandler(nil).ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/v1/mcp/servers", nil))
+	var got mcp.ServersStatus
+	if err := json.Unmarshal(w.Body.Bytes(), &got); err != nil || len(got.Servers) != 1 {
+		t.Fatalf("%d %s %v", w.Code, w.Body, err)
+	}
+	st := got.Servers[0]
+	if st.State != mcp.StateDown || !strings.Contains(st.Error, "127.0.0.1:1/mcp?api_key=[REDACTED]&page=2") {
+		t.Errorf("state %q error %q, want down with the URL, its api_key hidden", st.State, st.Error)
+	}
+	if strings.Contains(w.Body.String(), "tok123") || strings.Contains(w.Body.String(), "pw12") {
+		t.Errorf("a credential of the server's URL served: %s", w.Body)
 	}
 }

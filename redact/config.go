@@ -94,6 +94,48 @@ func URL(s string) string {
 	})
 }
 
+// URLs returns s, a text (an error's), with the credentials of every URL in it
+// ("scheme://" up to a space, a quote, a backslash, '<' or '>') replaced as URL
+// replaces them, whatever their length: a password, and the values of the query
+// parameters named like secrets. Go's HTTP client names the URL of a failed
+// request in its error, its password masked but its query whole.
+func URLs(s string) string {
+	var b strings.Builder
+	rest := s
+	for {
+		i := strings.Index(rest, "://")
+		if i < 0 {
+			break
+		}
+		start := i
+		for start > 0 && isSchemeByte(rest[start-1]) {
+			start--
+		}
+		end := i + 3
+		for end < len(rest) && !strings.ContainsRune(" \t\r\n\"'`\\<>", rune(rest[end])) {
+			end++
+		}
+		b.WriteString(rest[:start])
+		if start < i {
+			b.WriteString(URL(rest[start:end]))
+		} else {
+			b.WriteString(rest[start:end]) // "://" with no scheme: no URL
+		}
+		rest = rest[end:]
+	}
+	if b.Len() == 0 {
+		return s
+	}
+	b.WriteString(rest)
+	return b.String()
+}
+
+// isSchemeByte reports whether c may be in a URL's scheme (RFC 3986: letters,
+// digits, '+', '-', '.').
+func isSchemeByte(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '+' || c == '-' || c == '.'
+}
+
 // QueryValues returns the URL s with the value of each pair of its query whose
 // name (as written, not unescaped) hide says to hide replaced by Redacted;
 // hide == nil hides every value, and then a pair with no "=" (a bare flag, or a

@@ -67,3 +67,18 @@ func TestURL(t *testing.T) {
 		}
 	}
 }
+
+// URLs replaces the credentials of every URL in a text, as URL does, and leaves
+// the rest of the text as written.
+func TestURLs(t *testing.T) {
+	for in, want := range map[string]string{
+		`Post "http://a:***@h:1/mcp?api_key=k1&page=2": dial tcp h:1: refused`: `Post "http://a:[REDACTED]@h:1/mcp?api_key=[REDACTED]&page=2": dial tcp h:1: refused`,
+		`from https://h/x?token=t to wss://u:pw@h/y?sig=s\"; done`:             `from https://h/x?token=[REDACTED] to wss://u:[REDACTED]@h/y?sig=[REDACTED]\"; done`,
+		`see <https://h/doc?region=eu> or ://odd`:                              `see <https://h/doc?region=eu> or ://odd`,
+		"no url here": "no url here",
+	} {
+		if got := redact.URLs(in); got != want {
+			t.Errorf("URLs(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
