@@ -120,14 +120,6 @@ func (s *Server) known(id string) bool {
 	return s.liveSessionOf(id) != nil
 }
 
-// liveCount is the number of sessions in the index: at least those the SDK
-// lists with an ID and whose initialize it took.
-func (s *Server) liveCount() int {
-	s.live.mu.Lock()
-	defer s.live.mu.Unlock()
-	return len(s.live.byID)
-}
-
 // sdkSessions lists the SDK's sessions (a copy of its whole list).
 func (s *Server) sdkSessions() iter.Seq[*sdk.ServerSession] {
 	return func(yield func(*sdk.ServerSession) bool) {
