@@ -65,6 +65,19 @@ type RunningTasks interface {
 	RunningTask(ctx context.Context, session string) (string, error)
 }
 
+// TaskCanceler is a Backend that cancels one task of a session by its
+// task.submitted envelope ID, whether it runs or waits its turn behind another
+// task of the session, and never another task: Cancel asks it, when it can, at
+// each tasks/cancel. It returns an error wrapping ErrTaskNotRunning when the task
+// neither runs nor waits (it ended, or the session cannot end it while it waits).
+type TaskCanceler interface {
+	CancelTask(ctx context.Context, sessionID, envelopeID, reason string) error
+}
+
+// ErrTaskNotRunning is what a TaskCanceler's error wraps when the task it was to
+// cancel neither runs nor waits its turn.
+var ErrTaskNotRunning = errors.New("a2a: the task neither runs nor waits its turn")
+
 // Submission is the Troupe task an A2A message starts.
 type Submission struct {
 	Agent     string // the executor's agent ("default": the node's default)
@@ -717,12 +730,25 @@ func parseAnswer(m *sdk.Message) (approve bool, reason string, err error) {
 	return false, "", fmt.Errorf(`the task waits for approval: answer "approve" or "reject" (a reason may follow), not %q`, truncate(text, 80))
 }
 
-// Cancel cancels the session's running task and reports the task canceled. A
-// task queued behind another task of its session (sent while that one ran) is
-// not the running one: cancelling the session's would cancel the other task,
-// so it is refused (sdk.ErrTaskNotCancelable, saying which task runs).
+// Cancel cancels the task and reports it canceled. A backend that cancels a
+// task by its ID (TaskCanceler) cancels it whether it runs or waits its turn
+// behind another task of its session (sent while that one ran), and never the
+// other task, even when the task ends just before the cancellation is handled;
+// one that ends it neither running nor waiting answers sdk.ErrTaskNotCancelable.
+// With another backend, which cancels whatever task the session runs, a task
+// queued behind another is refused (sdk.ErrTaskNotCancelable, saying which task
+// runs): cancelling the session's would cancel the other task.
 func (e *Executor) Cancel(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue) error {
-	if _, envID, ok := ParseTaskID(rc.TaskID); ok {
+	tc, named := e.backend.(TaskCanceler)
+	_, envID, ok := ParseTaskID(rc.TaskID)
+	switch {
+	case ok && named:
+		if err := tc.CancelTask(ctx, rc.ContextID, envID, "a2a tasks/cancel"); errors.Is(err, ErrTaskNotRunning) {
+			return fmt.Errorf("%w: task %s: %w", sdk.ErrTaskNotCancelable, rc.TaskID, err)
+		} else if err != nil {
+			return fmt.Errorf("a2a: cancel task %s: %w", rc.TaskID, err)
+		}
+	case ok:
 		running, err := e.runningTask(ctx, rc.ContextID)
 		if err != nil {
 			return err
@@ -731,9 +757,11 @@ func (e *Executor) Cancel(ctx context.Context, rc *a2asrv.RequestContext, q even
 			return fmt.Errorf("%w: task %s is queued behind the task its context runs (%s~%s): it can be canceled once it runs",
 				sdk.ErrTaskNotCancelable, rc.TaskID, rc.ContextID, strings.TrimPrefix(running, "a2a-"))
 		}
-	}
-	if err := e.backend.Cancel(ctx, rc.ContextID, "a2a tasks/cancel"); err != nil {
-		return fmt.Errorf("a2a: cancel session %s: %w", rc.ContextID, err)
+		fallthrough
+	default:
+		if err := e.backend.Cancel(ctx, rc.ContextID, "a2a tasks/cancel"); err != nil {
+			return fmt.Errorf("a2a: cancel session %s: %w", rc.ContextID, err)
+		}
 	}
 	st := sdk.NewStatusUpdateEvent(rc, sdk.TaskStateCanceled, nil)
 	st.Final = true

@@ -297,7 +297,8 @@ type TaskAccepted struct {
 // TaskID, when given, is the task to cancel, by its name (SessionState.TaskName)
 // or its ID: a cancellation delivered again after its task ended must not cancel
 // the task that runs next. A task TaskID names while it waits its turn behind
-// the running one fails cancelled where it waits, and the running one goes on.
+// the running one fails cancelled where it waits, and the running one goes on;
+// under decision rules older than 10 it is not cancelled (SessionState.QueuedTask).
 type CancelTask struct {
 	SessionID string
 	TaskID    string

@@ -771,10 +771,14 @@ func (s *SessionState) queuedTask(id string) *taskState {
 }
 
 // QueuedTask returns the ID of the task named name (its name, TaskName, or its
-// ID) while it waits its turn behind the running one; "" when none does.
+// ID) while it waits its turn behind the running one, recorded under rules 10 or
+// later (rulesQueuedDeadline); "" when none does. Only such a task may end while
+// it waits (a cancellation): a build of older rules, which a node pinned to them
+// for a rolling upgrade may hand the session to, folds no end of a queued task,
+// and would run it after its end, as it records none at its deadline.
 func (s *SessionState) QueuedTask(name string) string {
 	for _, t := range s.tasks[s.unqueued:] {
-		if t.phase == phaseQueued && (t.ID == name || t.Spec.TaskID == name) {
+		if t.phase == phaseQueued && t.rules >= rulesQueuedDeadline && (t.ID == name || t.Spec.TaskID == name) {
 			return t.ID
 		}
 	}

@@ -210,6 +210,18 @@ func (b a2aBackend) Cancel(ctx context.Context, sessionID, reason string) error 
 	return b.n.Cancel(ctx, sessionID, reason)
 }
 
+var _ a2a.TaskCanceler = a2aBackend{}
+
+// CancelTask implements a2a.TaskCanceler: the task by its ID, running or waiting
+// its turn, never the task the session runs next.
+func (b a2aBackend) CancelTask(ctx context.Context, sessionID, envelopeID, reason string) error {
+	err := b.n.cancelTask(ctx, sessionID, envelopeID, reason)
+	if errors.Is(err, actors.ErrNoRunningTask) {
+		return fmt.Errorf("%w: %w", a2a.ErrTaskNotRunning, err)
+	}
+	return err
+}
+
 func (b a2aBackend) Approve(ctx context.Context, sessionID, call string, approve bool, reason string) error {
 	return b.n.Approve(ctx, sessionID, call, approve, reason, messages.ApprovedByHTTP)
 }

@@ -124,8 +124,9 @@ func (n *Node) CallTool(ctx context.Context, key, name, arguments string) (strin
 }
 
 // RunTask submits a task (Submit) and waits for its end: the task's result, with
-// Status completed or failed. ctx ending cancels the session's running task (Cancel)
-// and returns ctx's error, except for a named task (Task.TaskID), which goes on: its
+// Status completed or failed. ctx ending cancels the task, by its ID, whether it
+// runs or waits its turn (not another caller's running in the session), and
+// returns ctx's error, except for a named task (Task.TaskID), which goes on: its
 // caller, cut off (a timeout, a dropped connection), comes back for it by its name.
 // A ctx that ends while the task is handed to its session is followed once the
 // session recorded the task (within SubmitTimeout): RunTask returns then.
@@ -181,7 +182,7 @@ func (n *Node) RunTaskEach(ctx context.Context, t Task, each func(messages.Envel
 		defer done()
 		// This task by its ID: not another caller's running in the session
 		// while this one waits its turn behind it.
-		if err := n.cancelTask(cctx, id, task, "the caller of run_task went away"); err != nil {
+		if err := n.cancelSubmitted(cctx, id, task, "the caller of run_task went away"); err != nil {
 			n.cfg.Logger.Warn("cancel a task whose caller went away", "session", id, "err", err)
 		}
 		return res, context.Cause(ctx)

@@ -1884,6 +1884,24 @@ func (n *Node) cancelTask(ctx context.Context, sessionID, taskID, reason string)
 	return n.cancelHere(c)
 }
 
+// cancelSubmitted is cancelTask of a task this node submitted (task, its ID): on
+// a sharded node the cancellation is published whatever the session's log shows,
+// since the task, published before it on the session's partition, may not be
+// recorded yet (publishCancel would find no task running and send nothing, and
+// the task would run with nobody to cancel it); its owner reads the cancellation
+// after the task, and one that finds the task ended cancels nothing.
+func (n *Node) cancelSubmitted(ctx context.Context, sessionID, task, reason string) error {
+	if !n.sharded() {
+		return n.cancelTask(ctx, sessionID, task, reason)
+	}
+	c, err := n.ingress.AdmitCancel(sessionID, reason)
+	if err != nil {
+		return err
+	}
+	c.TaskID = task
+	return n.sendCancel(ctx, c)
+}
+
 // cancelHere cancels a session's running task on this node, for Cancel and for a
 // CancelRequest read from the tasks topic (handleCancel).
 func (n *Node) cancelHere(c messages.CancelRequest) error {
