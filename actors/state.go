@@ -343,18 +343,17 @@ type taskState struct {
 	phase phase
 	Steps int
 	Usage messages.Usage
-	// SubUsage is what the task's tool calls spent on models on its behalf (its
-	// sub-agents: ToolCallCompleted.Usage), counted once per call (subKeys): it
-	// counts against the task's token budget, and is not in Usage.
-	SubUsage messages.Usage
-	subKeys  []string
+	// sub is what the task's tool calls spent on models on its behalf (its
+	// sub-agents: ToolCallCompleted.Usage), nil while they spent nothing: few
+	// tasks have sub-agents, and without it taskState fits a smaller size class.
+	sub      *subSpend
 	Status   string
 	Output   string
 	Error    string
 	Note     string // the paradigm's note on a completed task's answer
 	modelID  string // event ID of the pending ModelRequested
 	model    messages.ModelRequested
-	modelKey messages.EffectKey
+	modelSeq uint64 // the seq of the pending ModelRequested's key, of this session (effectKeyOf)
 	reply    messages.ModelResponded
 	replyID  string
 	calls    []*callState
@@ -427,8 +426,12 @@ type SessionState struct {
 	approvalOrder []*approval
 	// ctx caches what building a request's context counts (context.go).
 	ctx contextCache
-	// compress is what the agents' conversation compression folded (compress.go).
-	compress compressState
+	// compress is what the agents' conversation compression folded (compress.go),
+	// nil while it folded nothing (comp); digestScan is where the next digest of a
+	// large tool result is looked for (proactive compression), set by every step of
+	// the loop.
+	compress   *compressState
+	digestScan int
 	// configs are the configurations of agents the session's tasks recorded, in
 	// the order recorded (config.go); digests memoizes the digests of the agents'
 	// own, by name.
@@ -662,7 +665,7 @@ func (s *SessionState) applyLoop(e messages.Envelope, p messages.Payload) error 
 		if t == nil || e.CorrelationID != t.ID || s.applyParadigm(e, p, key) {
 			return nil
 		}
-		t.phase, t.Steps, t.model, t.modelID, t.modelKey = phaseAwaitModel, p.Step, *p, e.ID, key
+		t.phase, t.Steps, t.model, t.modelID, t.modelSeq = phaseAwaitModel, p.Step, *p, e.ID, key.Seq
 		// The report of its context rides on the event: the state reads none of it,
 		// and every task, once ended, would keep its last one.
 		t.model.Context = nil
@@ -783,11 +786,32 @@ func (s *SessionState) endedTask(id string) *taskState {
 // noteSubUsage adds what the call p answers spent on models to the task's
 // SubUsage, once per call: the loop's, a paradigm's and a chain's calls alike.
 func (t *taskState) noteSubUsage(p *messages.ToolCallCompleted) {
-	if p.Usage.IsZero() || slices.Contains(t.subKeys, p.Key) {
+	if p.Usage.IsZero() {
 		return
 	}
-	t.subKeys = append(t.subKeys, p.Key)
-	t.SubUsage = t.SubUsage.Add(p.Usage)
+	if t.sub == nil {
+		t.sub = &subSpend{}
+	} else if slices.Contains(t.sub.keys, p.Key) {
+		return
+	}
+	t.sub.keys = append(t.sub.keys, p.Key)
+	t.sub.usage = t.sub.usage.Add(p.Usage)
+}
+
+// subSpend is what a task's tool calls spent on models on its behalf: the sum, and
+// the keys of the calls counted (each once). It counts against the task's token
+// budget, and is not in taskState.Usage.
+type subSpend struct {
+	usage messages.Usage
+	keys  []string
+}
+
+// SubUsage returns what the task's tool calls spent on models on its behalf.
+func (t *taskState) SubUsage() messages.Usage {
+	if t.sub == nil {
+		return messages.Usage{}
+	}
+	return t.sub.usage
 }
 
 // effectKeyOf reads the key of the effect an event requests: a key of this session
@@ -876,9 +900,9 @@ func (s *SessionState) DecideAmong(as Agents, nextSeq uint64, nowUS int64) *Deci
 func (t *taskState) stampSubUsage(p messages.Payload) {
 	switch p := p.(type) {
 	case *messages.TaskCompleted:
-		p.SubAgentsUsage = t.SubUsage
+		p.SubAgentsUsage = t.SubUsage()
 	case *messages.TaskFailed:
-		p.SubAgentsUsage = t.SubUsage
+		p.SubAgentsUsage = t.SubUsage()
 	}
 }
 
@@ -1137,7 +1161,7 @@ func (s *SessionState) PendingModel() (key messages.EffectKey, eventID string, o
 		return t.pending.key, t.pending.eventID, true
 	}
 	if t := s.active; t != nil && t.phase == phaseAwaitModel {
-		return t.modelKey, t.modelID, true
+		return messages.EffectKey{SessionID: s.SessionID, Seq: t.modelSeq}, t.modelID, true
 	}
 	return messages.EffectKey{}, "", false
 }
@@ -1214,7 +1238,7 @@ func (s *SessionState) SubAgentsUsage() messages.Usage {
 	if s.active == nil {
 		return messages.Usage{}
 	}
-	return s.active.SubUsage
+	return s.active.SubUsage()
 }
 
 // Deadline reports the running task's deadline in Unix microseconds, or 0 when it has
