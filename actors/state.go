@@ -325,8 +325,10 @@ type callState struct {
 	eventID string
 	// ts is the time of its request (Envelope.TS, Unix microseconds): a chain's
 	// call measures its latency from its first step's (chain.go).
-	ts     int64
-	key    messages.EffectKey
+	ts int64
+	// keySeq is the seq of its key, a key of the session (effectKeyOf): the key
+	// is SessionState.callKey (a callState fits a smaller size class without it).
+	keySeq uint64
 	req    messages.ToolCallRequested
 	done   bool
 	result messages.ToolCallCompleted
@@ -698,7 +700,7 @@ func (s *SessionState) applyLoop(e messages.Envelope, p messages.Payload) error 
 			t.calls = t.calls[:0]
 		}
 		t.phase = phaseAwaitTools
-		t.calls = append(t.calls, &callState{eventID: e.ID, ts: e.TS, key: key, req: *p})
+		t.calls = append(t.calls, &callState{eventID: e.ID, ts: e.TS, keySeq: key.Seq, req: *p})
 	case *messages.ToolCallCompleted:
 		if t != nil && e.CorrelationID == t.ID {
 			t.noteSubUsage(p)
@@ -812,6 +814,11 @@ func (t *taskState) SubUsage() messages.Usage {
 		return messages.Usage{}
 	}
 	return t.sub.usage
+}
+
+// callKey returns the key of the call c, one of the session's.
+func (s *SessionState) callKey(c *callState) messages.EffectKey {
+	return messages.EffectKey{SessionID: s.SessionID, Seq: c.keySeq}
 }
 
 // effectKeyOf reads the key of the effect an event requests: a key of this session
@@ -1077,7 +1084,7 @@ func (s *SessionState) decideLoop(a *Agent, t *taskState, nextSeq uint64, nowUS 
 		if dec := decideApprovals(a, t, nowUS); dec != nil {
 			return d(dec.Payload, dec.CausationID)
 		}
-		if dec := decideChains(a, t, nextSeq, nowUS); dec != nil {
+		if dec := decideChains(a, t, s.SessionID, nextSeq, nowUS); dec != nil {
 			return d(dec.Payload, dec.CausationID)
 		}
 	}
@@ -1182,7 +1189,7 @@ func (s *SessionState) appendPendingCalls(out []PendingCall) []PendingCall {
 		out = slices.Grow(out, n)
 		for _, c := range t.aux {
 			if !c.done {
-				out = append(out, PendingCall{EventID: c.eventID, Key: c.key, Request: c.req})
+				out = append(out, PendingCall{EventID: c.eventID, Key: s.callKey(c), Request: c.req})
 			}
 		}
 	}
@@ -1195,11 +1202,11 @@ func (s *SessionState) appendPendingCalls(out []PendingCall) []PendingCall {
 		}
 		for _, st := range c.steps {
 			if !st.done {
-				out = append(out, PendingCall{EventID: st.eventID, Key: st.key, Request: st.req})
+				out = append(out, PendingCall{EventID: st.eventID, Key: s.callKey(st), Request: st.req})
 			}
 		}
 		if !c.done && len(c.steps) == 0 {
-			out = append(out, PendingCall{EventID: c.eventID, Key: c.key, Request: c.req})
+			out = append(out, PendingCall{EventID: c.eventID, Key: s.callKey(c), Request: c.req})
 		}
 	}
 	return out
