@@ -35,7 +35,7 @@ const ToolCallTool = "call_tool"
 func (t *taskState) addChainStep(eventID string, ts int64, key messages.EffectKey, p messages.ToolCallRequested) {
 	for _, c := range t.calls {
 		if c.req.Key == p.Chain && !c.done {
-			c.steps = append(c.steps, &callState{eventID: eventID, ts: ts, key: key, req: p})
+			c.steps = append(c.steps, &callState{eventID: eventID, ts: ts, keySeq: key.Seq, req: p})
 			return
 		}
 	}
@@ -93,13 +93,13 @@ func (a Agent) chainOf(r messages.ToolCallRequested) (*tools.ChainTool, string) 
 // step (or there is none). nowUS is the time of the decision (the session's clock,
 // the recorded event's time in replay): a chain call's result records its latency
 // from its first step's request to nowUS (0 when no step ran), as an effect's result
-// records its call's.
-func decideChains(a *Agent, t *taskState, nextSeq uint64, nowUS int64) *Decision {
+// records its call's. session is the session's ID, whose keys the steps get.
+func decideChains(a *Agent, t *taskState, session string, nextSeq uint64, nowUS int64) *Decision {
 	for _, c := range t.calls {
 		if c.done || c.waitsForApproval() || !a.isChainCall(c.req) {
 			continue
 		}
-		if d := decideChain(*a, c, t.rules, nextSeq, nowUS); d != nil {
+		if d := decideChain(*a, c, session, t.rules, nextSeq, nowUS); d != nil {
 			return d
 		}
 	}
@@ -111,7 +111,7 @@ func decideChains(a *Agent, t *taskState, nextSeq uint64, nowUS int64) *Decision
 // (rulesExactNumbers) and tested for their values from rules 11
 // (rulesNumbersAsValues), as float64s under older rules (chainNumbers); its
 // arguments are read as the rules read them (chainArguments).
-func decideChain(a Agent, c *callState, rules int, nextSeq uint64, nowUS int64) *Decision {
+func decideChain(a Agent, c *callState, session string, rules int, nextSeq uint64, nowUS int64) *Decision {
 	ch, rawArgs := a.chainOf(c.req)
 	ch = ch.WithNumbers(chainNumbers(rules)).WithArguments(chainArguments(rules))
 	answer := func(result, errMsg string) *Decision {
@@ -156,7 +156,7 @@ func decideChain(a Agent, c *callState, rules int, nextSeq uint64, nowUS int64) 
 		if !a.hasTool(steps[i].Tool) {
 			return answer("", ch.StepError(i, fmt.Sprintf("unknown tool %q", steps[i].Tool)))
 		}
-		return &Decision{Payload: &messages.ToolCallRequested{Key: effectKey(c.key.SessionID, nextSeq), CallID: c.req.CallID, Tool: steps[i].Tool,
+		return &Decision{Payload: &messages.ToolCallRequested{Key: effectKey(session, nextSeq), CallID: c.req.CallID, Tool: steps[i].Tool,
 			Arguments: raw, Step: c.req.Step, Chain: c.req.Key, ChainStep: steps[i].Name}, CausationID: c.eventID}
 	}
 	out, err := ch.Result(args, outputs)

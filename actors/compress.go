@@ -188,7 +188,9 @@ func (a *Agent) summaryModel() (string, bool) {
 }
 
 // compressState is what a session's compression has folded: the answers of its
-// model calls, by the part of the conversation (history indexes) they cover.
+// model calls, by the part of the conversation (history indexes) they cover. A
+// session has one once its compression folds something (comp): a session without
+// compression, the most, has none, and its SessionState fits a smaller size class.
 type compressState struct {
 	// turns memoises pctx.SplitTurns of the history of length turnsOf.
 	turns   []pctx.TurnSpan
@@ -212,10 +214,9 @@ type compressState struct {
 	stored    int
 	storeKey  string
 	storeTask string
-	// digests stand for large tool results, by history index; digestScan is where
-	// the next digest is looked for (proactive).
-	digests    map[int]string
-	digestScan int
+	// digests stand for large tool results, by history index
+	// (SessionState.digestScan is where the next one is looked for: proactive).
+	digests map[int]string
 	// noteTokens memoises the tokens of noteText, the latest message of
 	// compression's own sent (a summary changes once every Step turns at most).
 	noteText   string
@@ -230,6 +231,25 @@ type compressState struct {
 	// pending is the compression call in flight, and its key.
 	pending    *compressCall
 	pendingKey string
+}
+
+// comp returns the session's compression state, made on first use. What only
+// reads the state reads s.compress, nil while compression folded nothing, as the
+// zero compressState.
+func (s *SessionState) comp() *compressState {
+	if s.compress == nil {
+		s.compress = &compressState{}
+	}
+	return s.compress
+}
+
+// sectionSummaries returns the summaries of items always sent, by the item's ID
+// (compressState.sections): nil for none.
+func (s *SessionState) sectionSummaries() map[string]*sectionSummary {
+	if s.compress == nil {
+		return nil
+	}
+	return s.compress.sections
 }
 
 // sectionSummary is the summary of one context item (PurposeCondenseSection): of
@@ -267,7 +287,7 @@ type compressCall struct {
 
 // historyTurns returns the turns of the session's conversation.
 func (s *SessionState) historyTurns() []pctx.TurnSpan {
-	c := &s.compress
+	c := s.comp()
 	if c.turnsOf > len(s.history) { // the history only grows; were it cut, what was derived from it goes
 		c.turns, c.turnsOf, c.importance = nil, 0, nil
 	}
@@ -326,9 +346,9 @@ func (s *SessionState) strategyPlan(a *Agent) *compressCall {
 	if c.Strategy == "" {
 		return nil
 	}
-	st := &s.compress
+	st := s.comp()
 	if c.has(pctx.CompressProactive) {
-		for i := st.digestScan; i < len(s.history); i++ {
+		for i := s.digestScan; i < len(s.history); i++ {
 			m := s.history[i]
 			if _, done := st.digests[i]; !done && m.Role == messages.RoleTool && estimate(m) > c.observe() {
 				return &compressCall{purpose: pctx.PurposeDigest, index: i}
@@ -399,7 +419,7 @@ func (s *SessionState) sectionPlan(a *Agent) *compressCall {
 		if !ok || it.Kind == pctx.KindSummary || text == "" {
 			continue
 		}
-		if sum, done := s.compress.sections[id]; done && sum.of == text {
+		if sum, done := s.sectionSummaries()[id]; done && sum.of == text {
 			continue // summarised already, and still too big: it is cut or dropped
 		}
 		// The summary gets about the room the cut left the item, or what the
@@ -446,8 +466,8 @@ func itemWhat(it pctx.Item) string {
 // each item a folded section summary stands for, it appends the summary, an item
 // of kind summary in the item's section, group and place that Replaces it.
 func (s *SessionState) appendSectionSummaries(items []pctx.Item) []pctx.Item {
-	st := &s.compress
-	if len(st.sections) == 0 {
+	st := s.compress
+	if st == nil || len(st.sections) == 0 {
 		return items
 	}
 	for i, n := 0, len(items); i < n; i++ {
@@ -479,7 +499,7 @@ func (s *SessionState) appendSectionSummaries(items []pctx.Item) []pctx.Item {
 
 // compressPrompt returns the messages of a compression call.
 func (s *SessionState) compressPrompt(a Agent, call *compressCall) []messages.ChatMessage {
-	c, st := a.Context.Compression, &s.compress
+	c, st := a.Context.Compression, s.comp()
 	const resultTokens = 1000 // each tool result as a summariser reads it
 	switch call.purpose {
 	case pctx.PurposeSummarise:
@@ -523,7 +543,7 @@ func (s *SessionState) compressRequest(a Agent, call *compressCall) (llm.Request
 // decideCompression is the hook of the loop's decision before its model call: the
 // compression call to make first, or wait true while one is in flight.
 func (s *SessionState) decideCompression(a *Agent, t *taskState, nextSeq uint64) (d *Decision, wait bool) {
-	if t.pending != nil || s.compress.storeKey != "" && s.compress.storeTask == t.ID {
+	if t.pending != nil || s.compress != nil && s.compress.storeKey != "" && s.compress.storeTask == t.ID {
 		return nil, true
 	}
 	if d := s.decideStoreFacts(a, t, nextSeq); d != nil {
@@ -563,8 +583,8 @@ func (s *SessionState) prefixOverWindow(a *Agent) bool {
 // decideStoreFacts returns the memory tool call that appends the facts extracted
 // since the last one to the agent's core block, or nil.
 func (s *SessionState) decideStoreFacts(a *Agent, t *taskState, nextSeq uint64) *Decision {
-	c, st := a.Context.Compression, &s.compress
-	if c.picker() != pctx.CompressExtract || c.MemoryTool == "" || st.stored >= len(st.facts) {
+	c, st := a.Context.Compression, s.compress
+	if c.picker() != pctx.CompressExtract || c.MemoryTool == "" || st == nil || st.stored >= len(st.facts) {
 		return nil
 	}
 	op := struct {
@@ -583,7 +603,7 @@ func (s *SessionState) decideStoreFacts(a *Agent, t *taskState, nextSeq uint64) 
 // in flight, if one is.
 func (s *SessionState) compressionRequest(a *Agent) (llm.Request, bool) {
 	t := s.active
-	if t == nil || t.pending == nil || !pctx.IsCompressPurpose(t.pending.req.Purpose) || s.compress.pending == nil {
+	if t == nil || t.pending == nil || !pctx.IsCompressPurpose(t.pending.req.Purpose) || s.compress == nil || s.compress.pending == nil {
 		return llm.Request{}, false
 	}
 	req, _ := s.compressRequest(*a, s.compress.pending)
@@ -597,16 +617,17 @@ func (s *SessionState) compressionRequest(a *Agent) (llm.Request, bool) {
 // one are no longer new).
 func (s *SessionState) foldCompression(e messages.Envelope, p messages.Payload) {
 	t := s.active
-	st := &s.compress
+	st := s.compress // nil: compression folded nothing yet
 	switch p := p.(type) {
 	case *messages.ToolCallRequested:
 		if p.Purpose == PurposeStoreFacts && t != nil && e.CorrelationID == t.ID {
+			st = s.comp()
 			if _, err := fmt.Sscanf(p.CallID, "facts/%d", &st.stored); err == nil {
 				st.storeKey, st.storeTask = p.Key, t.ID
 			}
 		}
 	case *messages.ToolCallCompleted:
-		if st.storeKey != "" && p.Key == st.storeKey {
+		if st != nil && st.storeKey != "" && p.Key == st.storeKey {
 			st.storeKey = "" // written, or not: the facts stay in the State section either way
 		}
 	case *messages.ModelRequested:
@@ -614,7 +635,7 @@ func (s *SessionState) foldCompression(e messages.Envelope, p messages.Payload) 
 			return
 		}
 		if p.Purpose == "" {
-			st.digestScan = len(s.history)
+			s.digestScan = len(s.history)
 			return
 		}
 		if !pctx.IsCompressPurpose(p.Purpose) {
@@ -625,13 +646,14 @@ func (s *SessionState) foldCompression(e messages.Envelope, p messages.Payload) 
 			return
 		}
 		a = t.runs(a)
+		st = s.comp()
 		st.pending, st.pendingKey = nil, p.Key
 		if call := s.compressPlan(&a); call != nil && call.purpose == p.Purpose {
 			call.rules = t.rules
 			st.pending = call
 		}
 	case *messages.ModelResponded:
-		if st.pendingKey == "" || p.Key != st.pendingKey {
+		if st == nil || st.pendingKey == "" || p.Key != st.pendingKey {
 			return
 		}
 		call := st.pending
@@ -653,7 +675,7 @@ func (s *SessionState) foldCompression(e messages.Envelope, p messages.Payload) 
 
 // foldAnswer folds the answer of a compression call.
 func (s *SessionState) foldAnswer(call *compressCall, text string) {
-	st := &s.compress
+	st := s.comp()
 	s.ctx.last.ok = false // the context built last did not have it
 	switch call.purpose {
 	case pctx.PurposeSummarise:
@@ -706,8 +728,9 @@ func (s *SessionState) answerLonger(call *compressCall, text string) string {
 		}
 		of = llm.EstimateTokens(s.history[call.from:call.to])
 	case pctx.PurposeCondense:
-		of = estimate(messages.ChatMessage{Content: s.compress.old})
-		for _, ch := range s.compress.chunks[:min(call.chunks, len(s.compress.chunks))] {
+		st := s.comp()
+		of = estimate(messages.ChatMessage{Content: st.old})
+		for _, ch := range st.chunks[:min(call.chunks, len(st.chunks))] {
 			of += estimate(messages.ChatMessage{Content: ch.text})
 		}
 	case pctx.PurposeDigest:
@@ -736,8 +759,9 @@ func (s *SessionState) compressFallback(a Agent, call *compressCall, why string)
 		text = pctx.TruncatedSummary(s.history[call.from:call.to], s.turnAt(call.to)-s.turnAt(call.from), c.words())
 	case pctx.PurposeCondense:
 		var b strings.Builder
-		b.WriteString(s.compress.old)
-		for _, ch := range s.compress.chunks[:min(call.chunks, len(s.compress.chunks))] {
+		st := s.comp()
+		b.WriteString(st.old)
+		for _, ch := range st.chunks[:min(call.chunks, len(st.chunks))] {
 			b.WriteString("\n" + ch.text)
 		}
 		text = pctx.ClipText(b.String(), len(b.String())/4, c.words(), "")
@@ -771,7 +795,7 @@ type sentPart struct {
 // keeps, for the context's State section ("" for none).
 func (s *SessionState) compressedParts(a *Agent) (parts []sentPart, state string) {
 	c := a.Context.Compression
-	st := &s.compress
+	st := s.comp()
 	_, model := a.summaryModel()
 	from := 0
 	note := func(id, text string) {
@@ -882,7 +906,7 @@ func (s *SessionState) appendConversation(a *Agent, items []pctx.Item, start int
 	for k := range parts {
 		p := &parts[k]
 		if p.index < 0 {
-			c := &s.compress
+			c := s.comp()
 			if c.noteText != p.msg.Content {
 				c.noteText, c.noteTokens = p.msg.Content, pctx.CountMessage(contextTokens, p.msg)
 			}
@@ -947,7 +971,7 @@ func (s *SessionState) sentMessage(c Compression, i int, answered bool) messages
 	case c.has(pctx.CompressMask) && answered:
 		m.Content = pctx.MaskedObservation(m.ToolCallID, n)
 	case c.has(pctx.CompressProactive):
-		if d, ok := s.compress.digests[i]; ok {
+		if d, ok := s.comp().digests[i]; ok {
 			m.Content = fmt.Sprintf("[result of %s summarised: %d tokens; the full result is in the session's log]\n%s", m.ToolCallID, n, d)
 		} else {
 			m.Content = pctx.ClipText(m.Content, n, c.observe(), "the full result is in the session's log")
@@ -965,10 +989,11 @@ func (s *SessionState) sentMessage(c Compression, i int, answered bool) messages
 // sends, not the history.
 func (s *SessionState) importantParts(c Compression) []sentPart {
 	turns := s.historyTurns()
-	if s.compress.importance == nil {
-		s.compress.importance = &importanceRank{}
+	st := s.comp()
+	if st.importance == nil {
+		st.importance = &importanceRank{}
 	}
-	r := s.compress.importance
+	r := st.importance
 	budget := c.history()
 	task := -1
 	if s.active != nil {
@@ -1038,7 +1063,7 @@ func (s *SessionState) importantParts(c Compression) []sentPart {
 // compressionState returns the facts and decisions compression extracted, as a
 // section of the context ("" for none).
 func (s *SessionState) compressionState(a *Agent) string {
-	if a.Context.Compression.picker() != pctx.CompressExtract || len(s.compress.facts) == 0 {
+	if a.Context.Compression.picker() != pctx.CompressExtract || s.compress == nil || len(s.compress.facts) == 0 {
 		return ""
 	}
 	return "Facts and decisions from earlier in this conversation:\n- " + strings.Join(s.compress.facts, "\n- ")

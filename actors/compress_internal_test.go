@@ -427,7 +427,7 @@ func TestCompressHierarchicalSummarisesChunksThenCondenses(t *testing.T) {
 	if strings.Contains(sent, "fact 2\n") {
 		t.Fatalf("the loop sent an old turn verbatim: %q", sent)
 	}
-	st := r.st.compress
+	st := r.st.comp()
 	if len(st.chunks) > 2 || st.old == "" {
 		t.Fatalf("folded %d chunk summaries and old summary %q, want at most 2 and one", len(st.chunks), st.old)
 	}
@@ -472,7 +472,7 @@ func TestCompressExtractFoldsFactsAndDecisions(t *testing.T) {
 	if len(calls) < 2 || !strings.Contains(calls[1].Messages[1].Content, "Already known (do not repeat):\n- The user's name is Ada.") {
 		t.Fatalf("%d extract calls; want at least 2, the second told what is known", len(calls))
 	}
-	if got := r.st.compress.facts; !slices.Equal(got, []string{"The user's name is Ada.", "Decided: answer in French."}) {
+	if got := r.st.comp().facts; !slices.Equal(got, []string{"The user's name is Ada.", "Decided: answer in French."}) {
 		t.Fatalf("folded facts %q", got)
 	}
 	sent := sentText(r.lastLoop())

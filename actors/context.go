@@ -609,7 +609,7 @@ func (s *SessionState) olderTurns(a *Agent, start int) int {
 		latest--
 	}
 	from := latest - h - 2 // h+1 turns between, the task's input aside
-	for id := range s.compress.sections {
+	for id := range s.sectionSummaries() {
 		if i, ok := turnIndex(id); ok && i < from {
 			from = i
 		}

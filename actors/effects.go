@@ -273,18 +273,20 @@ type flight struct {
 	cancel  context.CancelCauseFunc // set when it starts
 	// Set when it starts: the session it answers and when it started (its deadline
 	// is began plus its performer's timeout); answered is set by the first answer
-	// (the call's, or its context's end).
+	// (the call's, or its context's end). Once done, began is when it was answered
+	// (remember): nothing reads its start then (the first answer read it for the
+	// reply's latency before it was done, and it has left its performer's list of
+	// running calls), and a flight one field smaller fits a smaller size class.
 	session  string
 	began    time.Time
 	answered atomic.Bool
 	// running says it is in its performer's list of running calls, between prevRun
 	// and nextRun (performer.run).
 	running          bool
-	prevRun, nextRun *flight
 	done             bool
+	prevRun, nextRun *flight
 	rep              messages.EffectReply
-	at               time.Time // when it was done
-	size             int       // approximate memory of the remembered answer
+	size             int // approximate memory of the remembered answer
 	// newer is the next remembered flight, answered after this one.
 	newer *flight
 	// traced, when set, is given the answer (LocalEffectsConfig.Trace).
@@ -893,7 +895,7 @@ func (e *LocalEffects) add(f *flight) {
 // remember appends the answered flight f to the remembered ones, then drops the
 // oldest past the bounds. The caller holds e.mu.
 func (e *LocalEffects) remember(f *flight, now time.Time) {
-	f.at, f.size = now, answerSize(f.rep)
+	f.began, f.size = now, answerSize(f.rep)
 	if e.newest == nil {
 		e.oldest = f
 	} else {
@@ -924,7 +926,7 @@ func answerSize(rep messages.EffectReply) int {
 // not in the list: they are never dropped. The caller holds e.mu.
 func (e *LocalEffects) evict(now time.Time) {
 	for f := e.oldest; f != nil; f = e.oldest {
-		if e.kept <= e.cfg.MaxRemembered && e.bytes <= e.cfg.MaxRememberedBytes && now.Sub(f.at) <= e.cfg.Remember {
+		if e.kept <= e.cfg.MaxRemembered && e.bytes <= e.cfg.MaxRememberedBytes && now.Sub(f.began) <= e.cfg.Remember {
 			break
 		}
 		e.oldest, f.newer = f.newer, nil

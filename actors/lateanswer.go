@@ -102,7 +102,7 @@ func (s *SessionState) foldLateAnswer(t *taskState, p *messages.ToolCallComplete
 func (s *SessionState) TaskSubAgentsUsage(id string) messages.Usage {
 	for _, t := range s.tasks {
 		if t.ID == id {
-			return t.SubUsage
+			return t.SubUsage()
 		}
 	}
 	return messages.Usage{}

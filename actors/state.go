@@ -325,8 +325,10 @@ type callState struct {
 	eventID string
 	// ts is the time of its request (Envelope.TS, Unix microseconds): a chain's
 	// call measures its latency from its first step's (chain.go).
-	ts     int64
-	key    messages.EffectKey
+	ts int64
+	// keySeq is the seq of its key, a key of the session (effectKeyOf): the key
+	// is SessionState.callKey (a callState fits a smaller size class without it).
+	keySeq uint64
 	req    messages.ToolCallRequested
 	done   bool
 	result messages.ToolCallCompleted
@@ -343,18 +345,17 @@ type taskState struct {
 	phase phase
 	Steps int
 	Usage messages.Usage
-	// SubUsage is what the task's tool calls spent on models on its behalf (its
-	// sub-agents: ToolCallCompleted.Usage), counted once per call (subKeys): it
-	// counts against the task's token budget, and is not in Usage.
-	SubUsage messages.Usage
-	subKeys  []string
+	// sub is what the task's tool calls spent on models on its behalf (its
+	// sub-agents: ToolCallCompleted.Usage), nil while they spent nothing: few
+	// tasks have sub-agents, and without it taskState fits a smaller size class.
+	sub      *subSpend
 	Status   string
 	Output   string
 	Error    string
 	Note     string // the paradigm's note on a completed task's answer
 	modelID  string // event ID of the pending ModelRequested
 	model    messages.ModelRequested
-	modelKey messages.EffectKey
+	modelSeq uint64 // the seq of the pending ModelRequested's key, of this session (effectKeyOf)
 	reply    messages.ModelResponded
 	replyID  string
 	calls    []*callState
@@ -427,8 +428,12 @@ type SessionState struct {
 	approvalOrder []*approval
 	// ctx caches what building a request's context counts (context.go).
 	ctx contextCache
-	// compress is what the agents' conversation compression folded (compress.go).
-	compress compressState
+	// compress is what the agents' conversation compression folded (compress.go),
+	// nil while it folded nothing (comp); digestScan is where the next digest of a
+	// large tool result is looked for (proactive compression), set by every step of
+	// the loop.
+	compress   *compressState
+	digestScan int
 	// configs are the configurations of agents the session's tasks recorded, in
 	// the order recorded (config.go); digests memoizes the digests of the agents'
 	// own, by name.
@@ -662,7 +667,7 @@ func (s *SessionState) applyLoop(e messages.Envelope, p messages.Payload) error 
 		if t == nil || e.CorrelationID != t.ID || s.applyParadigm(e, p, key) {
 			return nil
 		}
-		t.phase, t.Steps, t.model, t.modelID, t.modelKey = phaseAwaitModel, p.Step, *p, e.ID, key
+		t.phase, t.Steps, t.model, t.modelID, t.modelSeq = phaseAwaitModel, p.Step, *p, e.ID, key.Seq
 		// The report of its context rides on the event: the state reads none of it,
 		// and every task, once ended, would keep its last one.
 		t.model.Context = nil
@@ -695,7 +700,7 @@ func (s *SessionState) applyLoop(e messages.Envelope, p messages.Payload) error 
 			t.calls = t.calls[:0]
 		}
 		t.phase = phaseAwaitTools
-		t.calls = append(t.calls, &callState{eventID: e.ID, ts: e.TS, key: key, req: *p})
+		t.calls = append(t.calls, &callState{eventID: e.ID, ts: e.TS, keySeq: key.Seq, req: *p})
 	case *messages.ToolCallCompleted:
 		if t != nil && e.CorrelationID == t.ID {
 			t.noteSubUsage(p)
@@ -798,11 +803,37 @@ func (s *SessionState) endedTask(id string) *taskState {
 // noteSubUsage adds what the call p answers spent on models to the task's
 // SubUsage, once per call: the loop's, a paradigm's and a chain's calls alike.
 func (t *taskState) noteSubUsage(p *messages.ToolCallCompleted) {
-	if p.Usage.IsZero() || slices.Contains(t.subKeys, p.Key) {
+	if p.Usage.IsZero() {
 		return
 	}
-	t.subKeys = append(t.subKeys, p.Key)
-	t.SubUsage = t.SubUsage.Add(p.Usage)
+	if t.sub == nil {
+		t.sub = &subSpend{}
+	} else if slices.Contains(t.sub.keys, p.Key) {
+		return
+	}
+	t.sub.keys = append(t.sub.keys, p.Key)
+	t.sub.usage = t.sub.usage.Add(p.Usage)
+}
+
+// subSpend is what a task's tool calls spent on models on its behalf: the sum, and
+// the keys of the calls counted (each once). It counts against the task's token
+// budget, and is not in taskState.Usage.
+type subSpend struct {
+	usage messages.Usage
+	keys  []string
+}
+
+// SubUsage returns what the task's tool calls spent on models on its behalf.
+func (t *taskState) SubUsage() messages.Usage {
+	if t.sub == nil {
+		return messages.Usage{}
+	}
+	return t.sub.usage
+}
+
+// callKey returns the key of the call c, one of the session's.
+func (s *SessionState) callKey(c *callState) messages.EffectKey {
+	return messages.EffectKey{SessionID: s.SessionID, Seq: c.keySeq}
 }
 
 // effectKeyOf reads the key of the effect an event requests: a key of this session
@@ -891,9 +922,9 @@ func (s *SessionState) DecideAmong(as Agents, nextSeq uint64, nowUS int64) *Deci
 func (t *taskState) stampSubUsage(p messages.Payload) {
 	switch p := p.(type) {
 	case *messages.TaskCompleted:
-		p.SubAgentsUsage = t.SubUsage
+		p.SubAgentsUsage = t.SubUsage()
 	case *messages.TaskFailed:
-		p.SubAgentsUsage = t.SubUsage
+		p.SubAgentsUsage = t.SubUsage()
 	}
 }
 
@@ -1068,7 +1099,7 @@ func (s *SessionState) decideLoop(a *Agent, t *taskState, nextSeq uint64, nowUS 
 		if dec := decideApprovals(a, t, nowUS); dec != nil {
 			return d(dec.Payload, dec.CausationID)
 		}
-		if dec := decideChains(a, t, nextSeq, nowUS); dec != nil {
+		if dec := decideChains(a, t, s.SessionID, nextSeq, nowUS); dec != nil {
 			return d(dec.Payload, dec.CausationID)
 		}
 	}
@@ -1152,7 +1183,7 @@ func (s *SessionState) PendingModel() (key messages.EffectKey, eventID string, o
 		return t.pending.key, t.pending.eventID, true
 	}
 	if t := s.active; t != nil && t.phase == phaseAwaitModel {
-		return t.modelKey, t.modelID, true
+		return messages.EffectKey{SessionID: s.SessionID, Seq: t.modelSeq}, t.modelID, true
 	}
 	return messages.EffectKey{}, "", false
 }
@@ -1173,7 +1204,7 @@ func (s *SessionState) appendPendingCalls(out []PendingCall) []PendingCall {
 		out = slices.Grow(out, n)
 		for _, c := range t.aux {
 			if !c.done {
-				out = append(out, PendingCall{EventID: c.eventID, Key: c.key, Request: c.req})
+				out = append(out, PendingCall{EventID: c.eventID, Key: s.callKey(c), Request: c.req})
 			}
 		}
 	}
@@ -1186,11 +1217,11 @@ func (s *SessionState) appendPendingCalls(out []PendingCall) []PendingCall {
 		}
 		for _, st := range c.steps {
 			if !st.done {
-				out = append(out, PendingCall{EventID: st.eventID, Key: st.key, Request: st.req})
+				out = append(out, PendingCall{EventID: st.eventID, Key: s.callKey(st), Request: st.req})
 			}
 		}
 		if !c.done && len(c.steps) == 0 {
-			out = append(out, PendingCall{EventID: c.eventID, Key: c.key, Request: c.req})
+			out = append(out, PendingCall{EventID: c.eventID, Key: s.callKey(c), Request: c.req})
 		}
 	}
 	return out
@@ -1229,7 +1260,7 @@ func (s *SessionState) SubAgentsUsage() messages.Usage {
 	if s.active == nil {
 		return messages.Usage{}
 	}
-	return s.active.SubUsage
+	return s.active.SubUsage()
 }
 
 // Deadline reports the running task's deadline in Unix microseconds, or 0 when it has

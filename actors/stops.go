@@ -96,7 +96,7 @@ func (a *Agent) overBudget(t *taskState) *messages.TaskFailed {
 // overCost returns the TaskFailed of a task whose cost reached its cost budget, or nil.
 func (a Agent) overCost(t *taskState) *messages.TaskFailed {
 	budget := a.costBudget(t)
-	own, sub := t.Usage.CostUSD, t.SubUsage.CostUSD
+	own, sub := t.Usage.CostUSD, t.SubUsage().CostUSD
 	if budget == 0 || !costReached(own+sub, budget, t.rules) {
 		return nil
 	}
@@ -127,12 +127,12 @@ func costReached(spent, budget float64, rules int) bool {
 // overTokens returns the TaskFailed of a task whose tokens reached its token budget, or nil.
 func (a Agent) overTokens(t *taskState) *messages.TaskFailed {
 	budget := a.tokenBudget(t)
-	used := t.Usage.Tokens() + t.SubUsage.Tokens()
+	used := t.Usage.Tokens() + t.SubUsage().Tokens()
 	if budget == 0 || used < budget {
 		return nil
 	}
 	var msg string
-	if sub := t.SubUsage.Tokens(); sub == 0 {
+	if sub := t.SubUsage().Tokens(); sub == 0 {
 		msg = fmt.Sprintf("stopped: the task used %d tokens (%d prompt + %d completion) without a final answer; its budget is %d",
 			used, t.Usage.PromptTokens, t.Usage.CompletionTokens, budget)
 	} else {

@@ -168,6 +168,13 @@ type writeStmts struct {
 	args [insertColumns * maxInsertRows]driver.NamedValue // the arguments of the statement being run
 	vals [insertColumns]driver.Value                      // apply's, for insert
 	row  [4]driver.Value                                  // the row a query returned
+	// The bytes of the rows an insert binds (rowValues): apply's row, and the rows
+	// pending. The driver copies a bound value into memory of its own as it binds
+	// it, and frees that once the statement ran; the writer's values are cleared
+	// then (exec, dropRows), so the buffers are refilled from the start, by the
+	// writer goroutine only. One that grew past maxPackBuffer (a large payload) is
+	// let go.
+	pack, pendPack []byte
 
 	// The rows of the group's batches not yet inserted (see Log.pendRow): their
 	// values, and their events' keys, for a lookup that must see them and for
@@ -178,12 +185,10 @@ type writeStmts struct {
 
 	// Strings that repeat from event to event, kept as driver.Values: a string made
 	// a driver.Value is copied to the heap each time.
-	session, correlation lastValue
-	names                map[string]driver.Value // event types, actors and statuses: a few
-	// The ID of the event inserted last, which the next one often names as its
-	// cause, and the last two timestamps (an agent's step stamps its events alike).
-	lastID lastValue
-	ts     [2]lastInt
+	session lastValue
+	names   map[string]driver.Value // statuses: a few
+	// The last two timestamps (an agent's step stamps its events alike).
+	ts [2]lastInt
 	lagState
 
 	// started holds, for sessions written lately, a start their committed summary
@@ -268,15 +273,17 @@ func (w *writeStmts) keepStarts() {
 	w.starting = w.starting[:0]
 }
 
-// insertColumns are the columns of an event's row; maxInsertRows bounds the events
-// one INSERT statement writes. The more rows a statement, the less each costs; but
-// the driver keeps a list of the text and blob values it binds (7 a row), grown by
-// doubling on every statement: 18 rows (126 values) fill its 128 entries, where 16
-// (112) left an eighth of them unused, which the node's allocations showed.
+// insertColumns are the values an insert binds per row (rowValues); maxInsertRows
+// bounds the events one INSERT statement writes. The more rows a statement, the
+// less each costs.
 const (
 	insertColumns = 12
 	maxInsertRows = 18
 )
+
+// maxPackBuffer bounds the buffers of rows the writer keeps for the next insert
+// (writeStmts.pack): one that grew for a large payload is left to the collector.
+const maxPackBuffer = 64 << 10
 
 // insertQuery is the INSERT of k events. A row whose position or ID is taken is
 // skipped: the writer then finds out which key was taken. OR IGNORE rather than ON
@@ -285,10 +292,32 @@ const (
 // changed into a statement journal first; under OR IGNORE no constraint aborts,
 // and nothing is copied. No column is ever bound NULL (CheckBatch), so the two skip
 // the same rows.
+//
+// A row binds its text columns and its payload as one blob (rowValues), cut by
+// the ends of its pieces: the driver copies every text or blob value it binds, and
+// keeps a list of them grown by doubling on every statement, which cost a
+// two-event batch (14 such values) about 500 bytes of garbage, where one blob a row
+// costs 48. substr of a blob counts bytes and returns a blob, which CAST makes TEXT
+// of the same bytes (the database's encoding is UTF-8): each column stores the
+// value, and the storage class, that binding it alone stored. The rows are a
+// VALUES list of anonymous parameters, each bound once, which the SELECT cuts: a
+// parameter named to be read twice (?NNN) costs an allocation per row in the
+// driver, which reads every parameter's name as it binds.
 func insertQuery(k int) string {
 	row := "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+	// In rowValues's order: the pack, seq, version, ts, epoch, epoch_start, then
+	// where each of the six texts ends in the pack.
+	pack, end := "column1", func(j int) string { return "column" + strconv.Itoa(6+j) }
+	text := func(j int) string {
+		if j == 1 {
+			return "CAST(substr(" + pack + ", 1, " + end(1) + ") AS TEXT)"
+		}
+		return "CAST(substr(" + pack + ", " + end(j-1) + " + 1, " + end(j) + " - " + end(j-1) + ") AS TEXT)"
+	}
 	return `INSERT OR IGNORE INTO events (session_id, seq, id, type, version, causation_id, correlation_id, ts, actor, payload, epoch, epoch_start)
-			VALUES ` + strings.Repeat(row+", ", k-1) + row
+			SELECT ` + text(1) + `, column2, ` + text(2) + `, ` + text(3) + `, column3, ` + text(4) + `, ` + text(5) + `, column4, ` +
+		text(6) + `, substr(` + pack + `, ` + end(6) + ` + 1), column5, column6
+			FROM (VALUES ` + strings.Repeat(row+", ", k-1) + row + `)`
 }
 
 // errInsertedFewer says an INSERT of several events wrote fewer than all of them: a
@@ -327,15 +356,6 @@ func (w *writeStmts) stamp(ts int64) driver.Value {
 	w.ts[1] = w.ts[0]
 	w.ts[0] = lastInt{ts, ts}
 	return w.ts[0].v
-}
-
-// cause returns the driver.Value of an event's causation ID, reusing the last
-// inserted ID when it is that.
-func (w *writeStmts) cause(id string) driver.Value {
-	if w.lastID.v != nil && w.lastID.s == id {
-		return w.lastID.v
-	}
-	return id
 }
 
 // name returns s as a driver.Value, kept for next time.
@@ -1081,9 +1101,13 @@ func (l *Log) apply(ctx context.Context, lease *eventlog.Lease, events []message
 			if err != nil {
 				return 0, err
 			}
-			vals := l.w.rowValues(l.w.vals[:0], e, epoch, l.w.epochStart(e, epoch, follows(i) && prevIn))
+			l.w.pack = l.w.pack[:0]
+			vals := l.w.rowValues(l.w.vals[:0], &l.w.pack, e, epoch, l.w.epochStart(e, epoch, follows(i) && prevIn))
 			n, err := l.w.exec(ctx, l.w.insert, vals...)
 			clear(vals)
+			if cap(l.w.pack) > maxPackBuffer {
+				l.w.pack = nil
+			}
 			if err != nil {
 				return 0, fmt.Errorf("eventlog/sqlite: append event %s (session %s seq %d): %w", e.ID, e.SessionID, e.Seq, err)
 			}
@@ -1223,7 +1247,7 @@ type pendingKey struct {
 // pending rows could be (flushRows).
 func (l *Log) pendRow(ctx context.Context, e messages.Envelope, epoch uint64, start driver.Value) error {
 	n := len(l.w.pendKeys)
-	l.w.rowValues(l.w.pend[n*insertColumns:n*insertColumns], e, epoch, start)
+	l.w.rowValues(l.w.pend[n*insertColumns:n*insertColumns], &l.w.pendPack, e, epoch, start)
 	l.w.pendKeys = append(l.w.pendKeys, pendingKey{e.ID, e.SessionID, e.Seq})
 	if n+1 < maxInsertRows {
 		return nil
@@ -1260,6 +1284,10 @@ func (l *Log) dropRows() {
 	clear(l.w.pend[:len(l.w.pendKeys)*insertColumns])
 	clear(l.w.pendKeys)
 	l.w.pendKeys = l.w.pendKeys[:0]
+	l.w.pendPack = l.w.pendPack[:0] // no value refers to it now
+	if cap(l.w.pendPack) > maxPackBuffer {
+		l.w.pendPack = nil
+	}
 }
 
 // pendingIn reports whether a row of session is pending.
@@ -1315,11 +1343,22 @@ func (l *Log) applyReq(ctx context.Context, r *appendReq, rows bool) (uint64, er
 	return l.apply(ctx, r.lease, r.events, rows)
 }
 
-// rowValues appends the values of e's row to vals.
-func (w *writeStmts) rowValues(vals []driver.Value, e messages.Envelope, epoch uint64, start driver.Value) []driver.Value {
-	cause := w.cause(e.CausationID)
-	return append(vals, w.session.of(e.SessionID), int64(e.Seq), w.lastID.of(e.ID), w.name(string(e.Type)), int64(e.Version),
-		cause, w.correlation.of(e.CorrelationID), w.stamp(e.TS), w.name(e.Actor), []byte(e.Payload), int64(epoch), start)
+// rowValues appends the values of e's row to vals, as insertQuery binds them: its
+// pack (its session ID, ID, type, causation ID, correlation ID and actor, then its
+// payload, appended to *pack), seq, version, ts, epoch, epoch_start, then the ends
+// of the six texts in the pack. The pack is valid until *pack is refilled.
+func (w *writeStmts) rowValues(vals []driver.Value, pack *[]byte, e messages.Envelope, epoch uint64, start driver.Value) []driver.Value {
+	b := *pack
+	from := len(b)
+	var ends [6]int64
+	for j, s := range [6]string{e.SessionID, e.ID, string(e.Type), e.CausationID, e.CorrelationID, e.Actor} {
+		b = append(b, s...)
+		ends[j] = int64(len(b) - from)
+	}
+	b = append(b, e.Payload...)
+	*pack = b
+	return append(vals, b[from:len(b):len(b)], int64(e.Seq), int64(e.Version), w.stamp(e.TS), int64(epoch), start,
+		ends[0], ends[1], ends[2], ends[3], ends[4], ends[5])
 }
 
 // The values of column epoch_start, made once.

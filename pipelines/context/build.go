@@ -88,7 +88,11 @@ func (b Builder) BuildMessages(items []Item) ([]messages.ChatMessage, *messages.
 	if err != nil {
 		return nil, nil, err
 	}
-	return msgs, &ctx.Report, nil
+	// The report alone goes to the heap, not the context around it (a size class
+	// smaller).
+	rep := new(messages.ContextReport)
+	*rep = ctx.Report
+	return msgs, rep, nil
 }
 
 // keptPool holds the buffers BuildMessages renders the kept items from.
