@@ -366,6 +366,11 @@ const (
 	// tools.ArgumentsExact: older rules rounded an integer float64 does not hold
 	// as written and coerced no value under a $ref (tools.ArgumentsRounded).
 	rulesExactArguments = 13
+	// rulesKBKeyMark is the oldest version every build of which folds a
+	// knowledge base's key mark (messages.KBKeyPart) as nothing
+	// (MarksKBRequests): the split chunk sets it rides on came amid the builds
+	// of rules 12, whose earlier ones refuse it.
+	rulesKBKeyMark = 13
 )
 
 // MarksRemembered reports whether a node recording new tasks under decision
@@ -376,6 +381,18 @@ const (
 // them for a rolling upgrade writes none. No decision of a session reads it.
 func MarksRemembered(v int) bool {
 	return v == 0 || v >= rulesRememberedMark
+}
+
+// MarksKBRequests reports whether a node recording new tasks under decision
+// rules v (0: this build's) keeps the request of a client's Idempotency-Key sent
+// with a document a knowledge base holds already, unchanged, with a key's mark
+// in the base's stream (knowledge.Config.KeepsRequest): from rules 13
+// (rulesKBKeyMark). Builds of rules 12 from before the split chunk sets cannot
+// fold a base holding one (a kb.document_ingested of schema version 2), so a
+// node pinned to rules 12 or older for a rolling upgrade writes none. No
+// decision of a session reads it.
+func MarksKBRequests(v int) bool {
+	return v == 0 || v >= rulesKBKeyMark
 }
 
 // MinSubAgentTokens is the least share of its task's token budget a sub-agent

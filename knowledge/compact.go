@@ -23,7 +23,8 @@ import (
 // of its latest ingestion); the event
 // whose vectors set the base's first dimension, and so its collection (with the
 // latest of its source); the CompactTail latest events; and the events that
-// carry an idempotency key for KeyRetention, so that a retry under the key is
+// carry an idempotency key (a key's mark, messages.KBKeyPart, too) for
+// KeyRetention, so that a retry under the key is
 // answered from its event (once deleted, a retry under its key is decided
 // afresh). A
 // removal goes at the compaction after the one that deleted the events before

@@ -66,7 +66,11 @@
 // up to MaxAttempts; a key already applied returns the earlier result and writes
 // nothing, unless its write was a split document stored in some of its parts only
 // (the node stopped, or the log failed, amid the append): the same request sent
-// again under the key writes the document again, whole, and then answers. A write after which the events later ones superseded outnumber the
+// again under the key writes the document again, whole, and then answers. A
+// document found stored already, unchanged, under a client's key
+// (Config.KeepsRequest) writes the key's mark (messages.KBKeyPart), which keeps
+// the key's request so that the key with another document is refused on any
+// node, after a restart too. A write after which the events later ones superseded outnumber the
 // live documents compacts the stream (Base.Compact, CompactMin, CompactTail,
 // eventlog.Compacting), without the knowledge base's lock while the log
 // deletes, so searches and writes go on meanwhile. The slow steps of Add (conversion

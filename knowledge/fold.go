@@ -250,7 +250,8 @@ type keyed struct {
 	// before it was recorded).
 	format  string
 	removed bool
-	// seq is the seq of an ingestion's (first) event.
+	// seq is the seq of an ingestion's (first) event, or of a key's mark
+	// (messages.KBKeyPart).
 	seq    uint64
 	result AddResult
 }
@@ -305,6 +306,18 @@ func (s *state) apply(e messages.Envelope) (effect, error) {
 				s.firstDim, s.anchor = len(c.Vector), e.Seq
 				break
 			}
+		}
+		if p.Part == messages.KBKeyPart {
+			// A key's mark: it changes no document, and keeps the key's
+			// request (see markKey). In the trail of its source, so that
+			// compaction keeps it for KeyRetention, as a write of the key.
+			if _, ok := s.keys[p.Key]; p.Key != "" && !ok {
+				s.keys[p.Key] = keyed{source: p.Source, hash: p.Hash, format: p.Format, seq: e.Seq, result: AddResult{Source: p.Source,
+					Status: StatusUnchanged, Hash: p.Hash, Chunks: p.ChunkCount, Tokens: p.Tokens, Bytes: p.Bytes, MarkdownBytes: p.MarkdownBytes}}
+			}
+			s.trail[p.Source] = append(s.trail[p.Source], e.Seq)
+			s.keyedEvent(e, p.Key)
+			break
 		}
 		if p.Part > 1 {
 			if err := s.applyPart(e, p, &eff); err != nil {

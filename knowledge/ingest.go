@@ -233,6 +233,9 @@ func (b *Base) ingest(ctx context.Context, source string, body []byte, key, form
 		}
 		if d := b.st.docs[source]; b.unchanged(d, hash, format) {
 			decidedRes, unchanged = unchangedResult(d), true
+			if again == nil && b.keepsRequest(key) {
+				return []messages.Payload{keyMark(d, key)}, nil // stored meanwhile by another writer (markKey)
+			}
 			return nil, nil
 		}
 		if dim, emb := b.st.dim(source); dim != 0 && newDim != 0 && dim != newDim {
@@ -352,7 +355,8 @@ func splitEvent(ev *messages.KBDocumentIngested, cuts []int) []messages.Payload 
 }
 
 // decided answers an ingestion from the fold when it can: the key was applied, or
-// the document is unchanged. It returns the name the document is stored under
+// the document is unchanged (under a client's key, once the key's mark is
+// written: markKey). It returns the name the document is stored under
 // (storedName). The caller holds mu for writing.
 func (b *Base) decided(ctx context.Context, source, hash, format, key string) (string, AddResult, bool, error) {
 	if err := b.fold(ctx); err != nil {
@@ -367,9 +371,61 @@ func (b *Base) decided(ctx context.Context, source, hash, format, key string) (s
 		// Stored in some of its parts only: written again, whole.
 	}
 	if d := b.st.docs[source]; b.unchanged(d, hash, format) {
-		return source, unchangedResult(d), true, nil
+		if !b.keepsRequest(key) {
+			return source, unchangedResult(d), true, nil
+		}
+		res, err := b.markKey(ctx, source, hash, format, key)
+		if errors.Is(err, errChanged) {
+			return source, AddResult{}, false, nil // ingested, as any other change
+		}
+		return source, res, true, err
 	}
 	return source, AddResult{}, false, nil
+}
+
+// keyMark is the mark of key (messages.KBKeyPart), sent with the stored
+// document d unchanged.
+func keyMark(d *document, key string) *messages.KBDocumentIngested {
+	res := unchangedResult(d)
+	return &messages.KBDocumentIngested{Key: key, Reason: "unchanged: the document is stored already; the mark keeps its key's request",
+		Source: d.source, Hash: d.hash, Bytes: d.bytes, MarkdownBytes: d.markdownBytes, Embedder: d.embedder, Format: d.format,
+		Conversion: d.conversion, Status: StatusUnchanged, Part: messages.KBKeyPart, Parts: 2, ChunkCount: res.Chunks, Tokens: res.Tokens}
+}
+
+// keepsRequest reports whether key is a client's whose request a mark keeps
+// (Config.KeepsRequest).
+func (b *Base) keepsRequest(key string) bool {
+	return key != "" && b.cfg.KeepsRequest != nil && b.cfg.KeepsRequest(key)
+}
+
+// errChanged says that a key's mark was not written: the document changed
+// meanwhile (another writer), and is to be ingested.
+var errChanged = errors.New("knowledge: the document changed meanwhile")
+
+// markKey records that client's key key was sent with document source, of hash
+// read as format, found stored already unchanged (Config.KeepsRequest): its mark
+// (messages.KBKeyPart) keeps the key's request, so that the key sent again with
+// another document is refused after a restart and on another node too. It
+// returns the unchanged document's answer, or the key's when it was applied
+// meanwhile, or errChanged, writing nothing, when the document changed
+// meanwhile. The caller holds mu for writing, and folded the stream.
+func (b *Base) markKey(ctx context.Context, source, hash, format, key string) (AddResult, error) {
+	var res AddResult
+	applied, err := b.write(ctx, key, func() ([]messages.Payload, error) {
+		d := b.st.docs[source]
+		if !b.unchanged(d, hash, format) {
+			return nil, errChanged
+		}
+		res = unchangedResult(d)
+		return []messages.Payload{keyMark(d, key)}, nil
+	})
+	switch {
+	case err != nil:
+		return AddResult{}, err
+	case applied:
+		return b.keyResult(key, source, hash, format)
+	}
+	return res, nil
 }
 
 // storedName is the name under which the knowledge base holds, or is to hold,

@@ -224,6 +224,16 @@ type Config struct {
 	// searches score parked chunks in memory. A node logs it and counts it. It is
 	// called with the knowledge base's lock held and must not block.
 	VectorParked func(base, collection, chunkID string, err error)
+	// KeepsRequest, when set, says which idempotency keys are a client's, each
+	// naming one request: a document sent under one of them and found stored
+	// already, unchanged, writes the key's mark (messages.KBKeyPart), which keeps
+	// the key's request, so that the key sent again with another document is
+	// refused (ErrKeyReused) after a restart and on another node too, as when it
+	// wrote the document. nil, or false for a key: nothing is written then, and
+	// the key's request is not kept. A node sets it for its HTTP keys, unless it
+	// is pinned to decision rules whose builds cannot fold a mark
+	// (actors.MarksKBRequests).
+	KeepsRequest func(key string) bool
 
 	offline bool // Model was the offline model: no language model
 }

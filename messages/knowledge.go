@@ -90,7 +90,24 @@ type KBDocumentIngested struct {
 	Part   int       `json:"part,omitempty"`
 	Parts  int       `json:"parts,omitempty"`
 	Chunks []KBChunk `json:"chunks"`
+	// ChunkCount and Tokens are the document's chunks and their tokens, in a
+	// key's mark only (KBKeyPart), which repeats none of its chunks: the answer
+	// its key's retry gets.
+	ChunkCount int `json:"chunk_count,omitempty"`
+	Tokens     int `json:"tokens,omitempty"`
 }
+
+// KBKeyPart is the Part of a kb.document_ingested that holds no chunk and
+// changes no document: the mark of a write under a client's idempotency key
+// (Key) that found its document stored already, unchanged (Status
+// "unchanged"), which keeps the key's request (Source, Hash, Format), so that
+// the key sent again with another document is refused after a restart and on
+// another node too. It is written with Parts 2, so of schema version 2: a build
+// from before the split chunk sets refuses it (ErrFutureVersion) rather than
+// read it as the document's whole chunk set, none; a build that splits them
+// folds it as a part that follows no first part, which it folds as nothing (no
+// version of a document has so many parts).
+const KBKeyPart = 1 << 30
 
 // KBDocumentRemoved records that a document and all its chunks left the knowledge
 // base.

@@ -52,8 +52,8 @@ func TestKBIdempotencyKeyNamesOneRequest(t *testing.T) {
 	code, b = k.do(t, http.MethodDelete, "/v1/kb/docs/documents/install.md", "", nil, "Idempotency-Key", "k1")
 	reused("the key to remove what it added", code, b)
 
-	// A write that changed nothing (the document was stored) records no event:
-	// its key is still the request's.
+	// A write that changed nothing (the document was stored) records its
+	// key's mark only: its key is still the request's.
 	if code, b := k.postText(t, "docs", "install.md", kbInstall, "Idempotency-Key", "k2"); code != http.StatusOK {
 		t.Fatalf("the stored document again: %d %s; want 200 unchanged", code, b)
 	}

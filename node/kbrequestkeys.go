@@ -12,11 +12,18 @@ import (
 // first answer; sent with another request (another knowledge base, document,
 // body or route) it is refused, 422, and nothing is written. A knowledge base
 // keeps, beside each key in its events, the document and the hash of the bytes
-// the key wrote (knowledge.ErrKeyReused), which holds across restarts and nodes;
-// a knowledge base the key never wrote to, or a write that changed nothing (the
-// document was stored already), cannot tell: the node remembers, besides, the
-// digest of the request each recent key came with (Node.kbKeys), for
-// requestKeyTTL.
+// the key wrote (knowledge.ErrKeyReused), also for a write that changed nothing
+// (the document was stored already: the key's mark, messages.KBKeyPart, unless
+// the node is pinned to decision rules whose builds cannot fold it), which holds
+// across restarts and nodes; a knowledge base the key never wrote to cannot
+// tell: the node remembers, besides, the digest of the request each recent key
+// came with (Node.kbKeys), for requestKeyTTL.
+
+// kbClientKeyPrefix begins the knowledge base's key of a client's
+// Idempotency-Key: a write under it that changed nothing (the document was
+// stored already) records a key's mark (knowledge.Config.KeepsRequest), so that
+// the base keeps the key's request too.
+const kbClientKeyPrefix = "http/"
 
 // kbRequest is what a write of /v1/kb asks, in one form of those that ask it
 // (its digest: kbRequestDigest): the document's name in Unicode NFC (the

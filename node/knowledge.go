@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/troupe-run/troupe/actors"
 	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/internal/jsonesc"
 	"github.com/troupe-run/troupe/knowledge"
@@ -75,6 +76,13 @@ func (n *Node) openKnowledge() error {
 	}
 	cfg := *n.cfg.Knowledge
 	cfg.Log = n.routedLogOf(n.log)
+	if cfg.KeepsRequest == nil && actors.MarksKBRequests(n.cfg.DecisionRules) {
+		// A client's Idempotency-Key names one request (kbrequestkeys.go): one
+		// that wrote nothing, its document stored already, is kept by a mark.
+		// A node pinned to decision rules whose builds cannot fold one writes
+		// none.
+		cfg.KeepsRequest = func(key string) bool { return strings.HasPrefix(key, kbClientKeyPrefix) }
+	}
 	if cfg.Now == nil {
 		cfg.Now = n.cfg.Clock.Now
 	}
@@ -444,7 +452,7 @@ func (n *Node) postKBDocument(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if key != "" {
-		key = "http/" + key
+		key = kbClientKeyPrefix + key
 	}
 	// The body is read: the ingestion (conversion, embedding) may outlast the
 	// server's write timeout.
@@ -730,7 +738,7 @@ func (n *Node) deleteKBDocument(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if key != "" {
-		key = "http/" + key
+		key = kbClientKeyPrefix + key
 	}
 	if _, err := n.kbOpen.existing(r.Context(), name); err != nil {
 		release()

@@ -560,6 +560,10 @@ func summary(p messages.Payload) string {
 		for _, c := range p.Chunks {
 			tokens += c.Tokens
 		}
+		if p.Part == messages.KBKeyPart {
+			// A key's mark: the document was stored already, unchanged.
+			return fmt.Sprintf("document %s sent again unchanged under key %s (%s)", clip(p.Source), clip(p.Key), clip(p.Reason))
+		}
 		if p.Parts > 1 {
 			// One of the events of a chunk set split across several.
 			return fmt.Sprintf("document %s ingested (%s), part %d of %d: %d bytes, %d chunks, %d tokens, embedder %s",
