@@ -63,3 +63,22 @@ func TestCancelNamesItsTask(t *testing.T) {
 		t.Fatalf("tasks/cancel of a task that ended: %v, want TaskNotCancelable", err)
 	}
 }
+
+// tasks/cancel whose backend sent the cancellation but cannot tell yet what
+// became of the task (a sharded node whose session owner recorded no end in
+// time) answers an internal error saying so, and writes no canceled status: the
+// task may complete all the same. Before, any cancellation sent was answered
+// canceled.
+func TestCancelUnconfirmedIsNotCanceled(t *testing.T) {
+	id := TaskIDFor("ctx-1", "m-1")
+	rc := &a2asrv.RequestContext{TaskID: id, ContextID: "ctx-1"}
+	b := &namedCanceler{streamBackend: *newStreamBackend(1), cancelErr: fmt.Errorf("%w: no end recorded within 10s", ErrCancelUnconfirmed)}
+	q := &recordingQueue{}
+	err := NewExecutor(b, "default").Cancel(context.Background(), rc, q)
+	if !errors.Is(err, sdk.ErrInternalError) || errors.Is(err, sdk.ErrTaskNotCancelable) {
+		t.Fatalf("tasks/cancel without the task's end: %v, want an internal error", err)
+	}
+	if q.written() != 0 {
+		t.Fatalf("%d events written, want none (the task was not seen canceled)", q.written())
+	}
+}

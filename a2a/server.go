@@ -68,8 +68,11 @@ type RunningTasks interface {
 // TaskCanceler is a Backend that cancels one task of a session by its
 // task.submitted envelope ID, whether it runs or waits its turn behind another
 // task of the session, and never another task: Cancel asks it, when it can, at
-// each tasks/cancel. It returns an error wrapping ErrTaskNotRunning when the task
-// neither runs nor waits (it ended, or the session cannot end it while it waits).
+// each tasks/cancel. It returns nil once the task ended cancelled; an error
+// wrapping ErrTaskNotRunning when the task neither runs nor waits (it ended, it
+// ended otherwise before the cancellation reached it, or the session cannot end
+// it while it waits); one wrapping ErrCancelUnconfirmed when it sent the
+// cancellation but cannot tell yet what became of the task.
 type TaskCanceler interface {
 	CancelTask(ctx context.Context, sessionID, envelopeID, reason string) error
 }
@@ -77,6 +80,12 @@ type TaskCanceler interface {
 // ErrTaskNotRunning is what a TaskCanceler's error wraps when the task it was to
 // cancel neither runs nor waits its turn.
 var ErrTaskNotRunning = errors.New("a2a: the task neither runs nor waits its turn")
+
+// ErrCancelUnconfirmed is what a TaskCanceler's error wraps when it sent the
+// cancellation but cannot tell yet what became of the task (its end is not
+// recorded yet): tasks/cancel answers an internal error saying so, never the
+// task canceled, and tasks/get tells the task's end.
+var ErrCancelUnconfirmed = errors.New("a2a: the cancellation was sent; the task's end is not known yet")
 
 // Submission is the Troupe task an A2A message starts.
 type Submission struct {
@@ -745,6 +754,8 @@ func (e *Executor) Cancel(ctx context.Context, rc *a2asrv.RequestContext, q even
 	case ok && named:
 		if err := tc.CancelTask(ctx, rc.ContextID, envID, "a2a tasks/cancel"); errors.Is(err, ErrTaskNotRunning) {
 			return fmt.Errorf("%w: task %s: %w", sdk.ErrTaskNotCancelable, rc.TaskID, err)
+		} else if errors.Is(err, ErrCancelUnconfirmed) {
+			return fmt.Errorf("%w: task %s: %w: tasks/get tells how it ends", sdk.ErrInternalError, rc.TaskID, err)
 		} else if err != nil {
 			return fmt.Errorf("a2a: cancel task %s: %w", rc.TaskID, err)
 		}

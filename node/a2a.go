@@ -213,11 +213,16 @@ func (b a2aBackend) Cancel(ctx context.Context, sessionID, reason string) error 
 var _ a2a.TaskCanceler = a2aBackend{}
 
 // CancelTask implements a2a.TaskCanceler: the task by its ID, running or waiting
-// its turn, never the task the session runs next.
+// its turn, never the task the session runs next. It answers once the task's end
+// is recorded (cancelFollowed: on a sharded node, once its owner recorded it),
+// so that tasks/cancel tells the task canceled only when it was.
 func (b a2aBackend) CancelTask(ctx context.Context, sessionID, envelopeID, reason string) error {
-	err := b.n.cancelTask(ctx, sessionID, envelopeID, reason)
-	if errors.Is(err, actors.ErrNoRunningTask) {
+	err := b.n.cancelFollowed(ctx, sessionID, envelopeID, reason)
+	switch {
+	case errors.Is(err, actors.ErrNoRunningTask):
 		return fmt.Errorf("%w: %w", a2a.ErrTaskNotRunning, err)
+	case errors.Is(err, errEndNotRecorded):
+		return fmt.Errorf("%w: %w", a2a.ErrCancelUnconfirmed, err)
 	}
 	return err
 }

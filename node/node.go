@@ -1902,6 +1902,86 @@ func (n *Node) cancelSubmitted(ctx context.Context, sessionID, task, reason stri
 	return n.sendCancel(ctx, c)
 }
 
+// maxCancelFollow bounds how long cancelFollowed follows the session's log for
+// the end of the task it cancelled (at most Config.SubmitTimeout): an A2A
+// client's tasks/cancel waits that long for its answer.
+const maxCancelFollow = 10 * time.Second
+
+// errEndNotRecorded is cancelFollowed's answer when the session's owner recorded
+// no end of the task in time: the cancellation was sent, and may still end it.
+var errEndNotRecorded = errors.New("node: the cancellation was sent to the session's owner, which has not recorded the task's end yet")
+
+// cancelFollowed is cancelTask of task (its ID) that answers what became of the
+// task: on a sharded node, where the cancellation goes to the session's owner
+// over the bus, it follows the session's log for the task's end (up to
+// SubmitTimeout, at most maxCancelFollow). It returns nil when the task ended
+// cancelled; ErrNoRunningTask when it had ended, or ended otherwise (completed,
+// failed at its deadline) before the cancellation reached its owner, or waits
+// its turn under decision rules older than 10, where it is not cancelled
+// (SessionState.QueuedTask); errEndNotRecorded when no end was recorded in time.
+// A task the log does not hold yet (published, not recorded) is cancelled as
+// cancelSubmitted does: the cancellation follows it on its partition.
+func (n *Node) cancelFollowed(ctx context.Context, sessionID, task, reason string) error {
+	if !n.sharded() {
+		return n.cancelTask(ctx, sessionID, task, reason)
+	}
+	c, err := n.ingress.AdmitCancel(sessionID, reason)
+	if err != nil {
+		return err
+	}
+	c.TaskID = task
+	var status string
+	var waits bool
+	_, err = n.folds.with(ctx, n.log, sessionID, func(st *actors.SessionState) error {
+		s, _, _, ok := st.Task(task)
+		status = s
+		waits = ok && s == messages.StatusRunning && st.Active() != task && st.QueuedTask(task) == ""
+		return nil
+	})
+	switch {
+	case err != nil && !errors.Is(err, ErrUnknownSession):
+		return err
+	case status == messages.StatusCompleted || status == messages.StatusFailed:
+		return fmt.Errorf("%w: task %s %s", actors.ErrNoRunningTask, task, status)
+	case waits:
+		return fmt.Errorf("%w: task %s waits its turn, recorded under decision rules older than 10, which do not end a waiting task", actors.ErrNoRunningTask, task)
+	}
+	live, stop := n.Watch(sessionID)
+	defer stop()
+	within := min(n.cfg.SubmitTimeout, maxCancelFollow)
+	follow, done := context.WithTimeout(ctx, within)
+	defer done()
+	if err := n.sendCancel(follow, c); err != nil {
+		return err
+	}
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		res, err := n.taskResult(follow, sessionID, task)
+		switch {
+		case err != nil:
+		case res.Status == messages.StatusFailed && res.Reason == messages.ReasonCancelled:
+			return nil
+		case res.Status == messages.StatusCompleted || res.Status == messages.StatusFailed:
+			return fmt.Errorf("%w: task %s %s before the cancellation reached it", actors.ErrNoRunningTask, task, res.Status)
+		}
+		select {
+		case <-follow.Done():
+			if ctx.Err() != nil {
+				return context.Cause(ctx)
+			}
+			return fmt.Errorf("%w (task %s, within %s)", errEndNotRecorded, task, within)
+		case <-n.stopping:
+			return fmt.Errorf("%w (task %s): the node is stopping", errEndNotRecorded, task)
+		case _, ok := <-live:
+			if !ok {
+				live = nil // fell behind: the ticker reads the log
+			}
+		case <-tick.C:
+		}
+	}
+}
+
 // cancelHere cancels a session's running task on this node, for Cancel and for a
 // CancelRequest read from the tasks topic (handleCancel).
 func (n *Node) cancelHere(c messages.CancelRequest) error {
