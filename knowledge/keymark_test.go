@@ -198,3 +198,40 @@ func TestTheKeyMarkGoldenStream(t *testing.T) {
 		t.Fatalf("the mark's key with its request: %+v, %v; want unchanged, as a.md", got, err)
 	}
 }
+
+// TestAKeyMarkOfADocumentStillStoredGoesAfterKeyRetention: a key's mark is
+// not its document's latest version, even when no later event of its source
+// follows it: past KeyRetention compaction deletes it, and the document's own
+// event stays, so that the stream holds about one event per live document
+// whatever number of unchanged writes were sent under keys.
+func TestAKeyMarkOfADocumentStillStoredGoesAfterKeyRetention(t *testing.T) {
+	clock := newTestClock()
+	f := newFixture(t, withClock(clock), clientKeys)
+	b := f.base(t, "docs")
+	ctx := testCtx(t)
+	addText(t, b, "docs/first.md", "# First\n\nThe base's first document.")
+	const a = "# A\n\nThe document a, never changed."
+	addText(t, b, "docs/a.md", a)
+	for _, key := range []string{"http/k1", "http/k2"} {
+		if res, err := b.AddText(ctx, "docs/a.md", a, key); err != nil || res.Status != knowledge.StatusUnchanged {
+			t.Fatalf("%+v, %v", res, err)
+		}
+	}
+	churn(t, b, 0, 2*knowledge.CompactTail)
+	clock.Add(knowledge.KeyRetention)
+	churn(t, b, 1000, 1)
+	if _, err := b.Compact(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := keyMarks(t, f); len(got) != 0 {
+		t.Fatalf("marks %q outlived KeyRetention", got)
+	}
+	again := reopen(t, f, clock.Now)
+	docs := again.Documents()
+	if len(docs) != 3 || docs[0].Source != "docs/a.md" || docs[0].Seq != 2 {
+		t.Fatalf("documents %+v; want a.md of seq 2, churn.md and first.md", docs)
+	}
+	if r := search(t, again, knowledge.Query{Text: "never changed", Limit: 1}); len(r.Hits) != 1 || r.Hits[0].Source != "docs/a.md" {
+		t.Fatalf("search after compaction: %+v", r.Hits)
+	}
+}
