@@ -3,6 +3,7 @@ package knowledge_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"slices"
 	"strings"
@@ -233,5 +234,30 @@ func TestAKeyMarkOfADocumentStillStoredGoesAfterKeyRetention(t *testing.T) {
 	}
 	if r := search(t, again, knowledge.Query{Text: "never changed", Limit: 1}); len(r.Hits) != 1 || r.Hits[0].Source != "docs/a.md" {
 		t.Fatalf("search after compaction: %+v", r.Hits)
+	}
+}
+
+// TestKeyMarksAloneAreCompacted: a client that sends its documents again,
+// unchanged, under fresh keys each run writes only marks; the marks of a run
+// KeyRetention past are compacted by the writes of a later one, with no
+// other write, so the stream stays bounded.
+func TestKeyMarksAloneAreCompacted(t *testing.T) {
+	clock := newTestClock()
+	f := newFixture(t, withClock(clock), clientKeys)
+	b := f.base(t, "docs")
+	ctx := testCtx(t)
+	const a = "# A\n\nThe document a, synced every day."
+	addText(t, b, "docs/a.md", a)
+	const perRun = 2 * knowledge.CompactMin
+	for run := range 3 {
+		for i := range perRun {
+			if res, err := b.AddText(ctx, "docs/a.md", a, fmt.Sprintf("http/run%d-%d", run, i)); err != nil || !res.Skipped() {
+				t.Fatalf("run %d, write %d: %+v, %v", run, i, res, err)
+			}
+		}
+		clock.Add(knowledge.KeyRetention + time.Minute)
+	}
+	if n := len(events(t, f.log, "docs")); n > 2*perRun+1 {
+		t.Fatalf("after 3 runs of %d unchanged writes under fresh keys, the stream holds %d events; want those of the last KeyRetention only", perRun, n)
 	}
 }
