@@ -24,7 +24,9 @@ import (
 // whose vectors set the base's first dimension, and so its collection (with the
 // latest of its source); the CompactTail latest events; and the events that
 // carry an idempotency key (a key's mark, messages.KBKeyPart, too) for
-// KeyRetention, so that a retry under the key is
+// KeyRetention (a mark holds no version of its document: past KeyRetention it
+// goes, though no later event of its source follows), so that a retry under
+// the key is
 // answered from its event (once deleted, a retry under its key is decided
 // afresh). A
 // removal goes at the compaction after the one that deleted the events before
@@ -67,13 +69,21 @@ func (s *state) retained(seq uint64) bool {
 	return keyed && s.ts-at < KeyRetention.Microseconds()
 }
 
+// isMark reports whether the event of seq, of a trail, is a key's mark
+// (messages.KBKeyPart). The caller holds mu.
+func (s *state) isMark(seq uint64) bool {
+	_, ok := s.marks[seq]
+	return ok
+}
+
 // compactable returns the seqs a compaction would delete now, ascending. The
 // caller holds mu.
 //
 // A fold that reads any part of them, with the events kept, finds the same
 // documents as one that reads all of them or none: a log may delete them in
 // parts that its readers see one after the other (ClickHouse's mutations,
-// eventlog.Compacting). A source's state is that of its latest event (an
+// eventlog.Compacting). A source's state is that of its latest event other
+// than a key's mark (a mark changes no document: state.apply) (an
 // ingestion replaces its chunks whole, a removal drops them, and chunk IDs
 // name their source, so no other source's events bear on it; a split
 // ingestion's parts are kept together, and a part read without the parts
@@ -103,6 +113,10 @@ func (s *state) compactable() []uint64 {
 			switch {
 			case seq > cut || seq == s.seq:
 			case s.retained(seq):
+			case s.isMark(seq):
+				// A key's mark, past KeyRetention: it holds no version of
+				// its document, though no later event of its source follows.
+				out = append(out, seq)
 			case live && slices.Contains(d.seqs, seq):
 			case seq == last && (live || anchored || len(trail) > 1):
 			case seq == s.anchor:
@@ -242,6 +256,7 @@ func (b *Base) compact(ctx context.Context, seqs []uint64) (int, error) {
 	b.st.forget(seqs)
 	for _, seq := range seqs {
 		delete(b.st.keyedAt, seq)
+		delete(b.st.marks, seq)
 	}
 	b.st.events -= n
 	return n, nil

@@ -191,6 +191,10 @@ type state struct {
 	// (retained), so that a retry under its key is answered as it was.
 	keyedAt map[uint64]int64
 	ts      int64
+	// marks holds the seqs of the key's marks (messages.KBKeyPart) in the
+	// trails: no document's version, compaction deletes each once its key is
+	// no longer retained, though it be the latest event of its source.
+	marks map[uint64]struct{}
 	// holes says the fold met seqs that compaction deleted: ever may lack chunks
 	// the stream named once, whose vectors a store not in line at the
 	// compaction (another node's) may still hold.
@@ -276,7 +280,7 @@ func (s *state) keyDone(key string) bool {
 
 func newState() *state {
 	return &state{docs: map[string]*document{}, chunks: map[string]*chunk{}, ever: map[string]struct{}{}, keys: map[string]keyed{},
-		trail: map[string][]uint64{}, keyedAt: map[uint64]int64{}}
+		trail: map[string][]uint64{}, keyedAt: map[uint64]int64{}, marks: map[uint64]struct{}{}}
 }
 
 // effect is what one event changed: the chunks it added and those it removed.
@@ -316,6 +320,7 @@ func (s *state) apply(e messages.Envelope) (effect, error) {
 					Status: StatusUnchanged, Hash: p.Hash, Chunks: p.ChunkCount, Tokens: p.Tokens, Bytes: p.Bytes, MarkdownBytes: p.MarkdownBytes}}
 			}
 			s.trail[p.Source] = append(s.trail[p.Source], e.Seq)
+			s.marks[e.Seq] = struct{}{}
 			s.keyedEvent(e, p.Key)
 			break
 		}

@@ -146,6 +146,10 @@ func (b *Base) ingest(ctx context.Context, source string, body []byte, key, form
 		return AddResult{}, fmt.Errorf("%w: %q: %d bytes, over the limit of %d (%w)", ErrTooLarge, source, len(body), MaxDocumentBytes, rag.ErrTooLarge)
 	}
 	defer b.bs.hold(b)() // the conversion and the embedding run without its lock
+	// After the unlock (searches and writes go on meanwhile), and after the
+	// vectors' sync: also when the fold decided the write, which may have
+	// written a key's mark (markKey) and nothing else.
+	defer b.compactIfDue(ctx)
 	hash := rag.DocumentHash(body)
 	// What the stream says already: an applied key or an unchanged document needs
 	// no conversion and no embedding.
@@ -209,8 +213,7 @@ func (b *Base) ingest(ctx context.Context, source string, body []byte, key, form
 		return AddResult{}, err
 	}
 	res = AddResult{Source: source, Status: StatusAdded, Hash: hash, Chunks: len(chunks), Tokens: tokens, Bytes: len(body), MarkdownBytes: len(md)}
-	defer b.compactIfDue(ctx) // after the unlock: searches and writes go on meanwhile
-	defer b.sync(ctx)         // after the unlock, before the compaction
+	defer b.sync(ctx) // after the unlock, before the compaction
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	var decidedRes AddResult

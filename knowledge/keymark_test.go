@@ -3,6 +3,7 @@ package knowledge_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"slices"
 	"strings"
@@ -196,5 +197,67 @@ func TestTheKeyMarkGoldenStream(t *testing.T) {
 	got, err := b.AddText(ctx, "docs/a.md", "# A\n\nThe document a.", "http/k2")
 	if err != nil || got.Status != knowledge.StatusUnchanged || got.Chunks != docs[0].Chunks || got.Tokens != docs[0].Tokens {
 		t.Fatalf("the mark's key with its request: %+v, %v; want unchanged, as a.md", got, err)
+	}
+}
+
+// TestAKeyMarkOfADocumentStillStoredGoesAfterKeyRetention: a key's mark is
+// not its document's latest version, even when no later event of its source
+// follows it: past KeyRetention compaction deletes it, and the document's own
+// event stays, so that the stream holds about one event per live document
+// whatever number of unchanged writes were sent under keys.
+func TestAKeyMarkOfADocumentStillStoredGoesAfterKeyRetention(t *testing.T) {
+	clock := newTestClock()
+	f := newFixture(t, withClock(clock), clientKeys)
+	b := f.base(t, "docs")
+	ctx := testCtx(t)
+	addText(t, b, "docs/first.md", "# First\n\nThe base's first document.")
+	const a = "# A\n\nThe document a, never changed."
+	addText(t, b, "docs/a.md", a)
+	for _, key := range []string{"http/k1", "http/k2"} {
+		if res, err := b.AddText(ctx, "docs/a.md", a, key); err != nil || res.Status != knowledge.StatusUnchanged {
+			t.Fatalf("%+v, %v", res, err)
+		}
+	}
+	churn(t, b, 0, 2*knowledge.CompactTail)
+	clock.Add(knowledge.KeyRetention)
+	churn(t, b, 1000, 1)
+	if _, err := b.Compact(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := keyMarks(t, f); len(got) != 0 {
+		t.Fatalf("marks %q outlived KeyRetention", got)
+	}
+	again := reopen(t, f, clock.Now)
+	docs := again.Documents()
+	if len(docs) != 3 || docs[0].Source != "docs/a.md" || docs[0].Seq != 2 {
+		t.Fatalf("documents %+v; want a.md of seq 2, churn.md and first.md", docs)
+	}
+	if r := search(t, again, knowledge.Query{Text: "never changed", Limit: 1}); len(r.Hits) != 1 || r.Hits[0].Source != "docs/a.md" {
+		t.Fatalf("search after compaction: %+v", r.Hits)
+	}
+}
+
+// TestKeyMarksAloneAreCompacted: a client that sends its documents again,
+// unchanged, under fresh keys each run writes only marks; the marks of a run
+// KeyRetention past are compacted by the writes of a later one, with no
+// other write, so the stream stays bounded.
+func TestKeyMarksAloneAreCompacted(t *testing.T) {
+	clock := newTestClock()
+	f := newFixture(t, withClock(clock), clientKeys)
+	b := f.base(t, "docs")
+	ctx := testCtx(t)
+	const a = "# A\n\nThe document a, synced every day."
+	addText(t, b, "docs/a.md", a)
+	const perRun = 2 * knowledge.CompactMin
+	for run := range 3 {
+		for i := range perRun {
+			if res, err := b.AddText(ctx, "docs/a.md", a, fmt.Sprintf("http/run%d-%d", run, i)); err != nil || !res.Skipped() {
+				t.Fatalf("run %d, write %d: %+v, %v", run, i, res, err)
+			}
+		}
+		clock.Add(knowledge.KeyRetention + time.Minute)
+	}
+	if n := len(events(t, f.log, "docs")); n > 2*perRun+1 {
+		t.Fatalf("after 3 runs of %d unchanged writes under fresh keys, the stream holds %d events; want those of the last KeyRetention only", perRun, n)
 	}
 }
