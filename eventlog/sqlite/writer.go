@@ -168,12 +168,12 @@ type writeStmts struct {
 	args [insertColumns * maxInsertRows]driver.NamedValue // the arguments of the statement being run
 	vals [insertColumns]driver.Value                      // apply's, for insert
 	row  [4]driver.Value                                  // the row a query returned
-	// The bytes of the rows an insert binds (rowValues): apply's row, and the rows
-	// pending. The driver copies a bound value into memory of its own as it binds
-	// it, and frees that once the statement ran; the writer's values are cleared
-	// then (exec, dropRows), so the buffers are refilled from the start, by the
-	// writer goroutine only. One that grew past maxPackBuffer (a large payload) is
-	// let go.
+	// The texts and small payloads of the rows an insert binds (rowValues): apply's
+	// row, and the rows pending. The driver copies a bound value into memory of its
+	// own as it binds it, and frees that once the statement ran; the writer's
+	// values are cleared then (exec, dropRows), so the buffers are refilled from the
+	// start, by the writer goroutine only. One that grew past maxPackBuffer (long
+	// texts) is let go.
 	pack, pendPack []byte
 
 	// The rows of the group's batches not yet inserted (see Log.pendRow): their
@@ -282,8 +282,13 @@ const (
 )
 
 // maxPackBuffer bounds the buffers of rows the writer keeps for the next insert
-// (writeStmts.pack): one that grew for a large payload is left to the collector.
-const maxPackBuffer = 64 << 10
+// (writeStmts.pack): one that grew for long texts is left to the collector.
+// maxPackedPayload bounds the payloads an insert binds in a row's pack, with its
+// texts: the rows of a statement with such payloads fit the buffer.
+const (
+	maxPackBuffer    = 64 << 10
+	maxPackedPayload = 2 << 10
+)
 
 // insertQuery is the INSERT of k events. A row whose position or ID is taken is
 // skipped: the writer then finds out which key was taken. OR IGNORE rather than ON
@@ -297,26 +302,34 @@ const maxPackBuffer = 64 << 10
 // the ends of its pieces: the driver copies every text or blob value it binds, and
 // keeps a list of them grown by doubling on every statement, which cost a
 // two-event batch (14 such values) about 500 bytes of garbage, where one blob a row
-// costs 48. substr of a blob counts bytes and returns a blob, which CAST makes TEXT
-// of the same bytes (the database's encoding is UTF-8): each column stores the
-// value, and the storage class, that binding it alone stored. The rows are a
-// VALUES list of anonymous parameters, each bound once, which the SELECT cuts: a
-// parameter named to be read twice (?NNN) costs an allocation per row in the
-// driver, which reads every parameter's name as it binds.
+// costs 48. A payload over maxPackedPayload is bound alone instead, in place of
+// the actor's end in the blob (told apart by its storage class): copied into the
+// blob on the heap, and out of it by substr, a large one would cost far more
+// than the driver's list (TestInsertDoesNotCopyALargePayload). substr of a blob
+// counts bytes and returns a blob, which CAST makes TEXT of the same bytes (the
+// database's encoding is UTF-8): each column stores the value, and the storage
+// class, that binding it alone stored. The rows are a VALUES list of anonymous
+// parameters, each bound once, which the SELECT cuts: a parameter named to be
+// read twice (?NNN) costs an allocation per row in the driver, which reads every
+// parameter's name as it binds.
 func insertQuery(k int) string {
 	row := "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-	// In rowValues's order: the pack, seq, version, ts, epoch, epoch_start, then
-	// where each of the six texts ends in the pack.
-	pack, end := "column1", func(j int) string { return "column" + strconv.Itoa(6+j) }
+	// In rowValues's order: the pack, the payload or the actor's end in the pack,
+	// seq, version, ts, epoch, epoch_start, then where each of the first five
+	// texts ends in the pack.
+	pack, end := "column1", func(j int) string { return "column" + strconv.Itoa(7+j) }
 	text := func(j int) string {
 		if j == 1 {
 			return "CAST(substr(" + pack + ", 1, " + end(1) + ") AS TEXT)"
 		}
 		return "CAST(substr(" + pack + ", " + end(j-1) + " + 1, " + end(j) + " - " + end(j-1) + ") AS TEXT)"
 	}
+	packed := "typeof(column2) = 'integer'"
+	actor := "CAST(substr(" + pack + ", " + end(5) + " + 1, CASE WHEN " + packed + " THEN column2 - " + end(5) + " ELSE length(" + pack + ") END) AS TEXT)"
+	payload := "CASE WHEN " + packed + " THEN substr(" + pack + ", column2 + 1) ELSE column2 END"
 	return `INSERT OR IGNORE INTO events (session_id, seq, id, type, version, causation_id, correlation_id, ts, actor, payload, epoch, epoch_start)
-			SELECT ` + text(1) + `, column2, ` + text(2) + `, ` + text(3) + `, column3, ` + text(4) + `, ` + text(5) + `, column4, ` +
-		text(6) + `, substr(` + pack + `, ` + end(6) + ` + 1), column5, column6
+			SELECT ` + text(1) + `, column3, ` + text(2) + `, ` + text(3) + `, column4, ` + text(4) + `, ` + text(5) + `, column5, ` +
+		actor + `, ` + payload + `, column6, column7
 			FROM (VALUES ` + strings.Repeat(row+", ", k-1) + row + `)`
 }
 
@@ -1345,20 +1358,29 @@ func (l *Log) applyReq(ctx context.Context, r *appendReq, rows bool) (uint64, er
 
 // rowValues appends the values of e's row to vals, as insertQuery binds them: its
 // pack (its session ID, ID, type, causation ID, correlation ID and actor, then its
-// payload, appended to *pack), seq, version, ts, epoch, epoch_start, then the ends
-// of the six texts in the pack. The pack is valid until *pack is refilled.
+// payload unless that is over maxPackedPayload, appended to *pack), its payload
+// if not packed or else where the actor ends in the pack, seq, version, ts, epoch,
+// epoch_start, then the ends of the first five texts in the pack. The pack is valid
+// until *pack is refilled.
 func (w *writeStmts) rowValues(vals []driver.Value, pack *[]byte, e messages.Envelope, epoch uint64, start driver.Value) []driver.Value {
 	b := *pack
 	from := len(b)
-	var ends [6]int64
-	for j, s := range [6]string{e.SessionID, e.ID, string(e.Type), e.CausationID, e.CorrelationID, e.Actor} {
+	var ends [5]int64
+	for j, s := range [5]string{e.SessionID, e.ID, string(e.Type), e.CausationID, e.CorrelationID} {
 		b = append(b, s...)
 		ends[j] = int64(len(b) - from)
 	}
-	b = append(b, e.Payload...)
+	b = append(b, e.Actor...)
+	var payload driver.Value // made in one branch only: a slice made a driver.Value is copied to the heap
+	if len(e.Payload) <= maxPackedPayload {
+		payload = int64(len(b) - from)
+		b = append(b, e.Payload...)
+	} else {
+		payload = []byte(e.Payload)
+	}
 	*pack = b
-	return append(vals, b[from:len(b):len(b)], int64(e.Seq), int64(e.Version), w.stamp(e.TS), int64(epoch), start,
-		ends[0], ends[1], ends[2], ends[3], ends[4], ends[5])
+	return append(vals, b[from:len(b):len(b)], payload, int64(e.Seq), int64(e.Version), w.stamp(e.TS), int64(epoch), start,
+		ends[0], ends[1], ends[2], ends[3], ends[4])
 }
 
 // The values of column epoch_start, made once.
