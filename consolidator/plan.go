@@ -125,28 +125,32 @@ func Plan(now time.Time, mems []memory.Memory, p Policy) []Decision {
 // takes a while, and a run abandoned (at its timeout) should not go on using a core.
 // It then returns no decisions and ctx.Err().
 func PlanContext(ctx context.Context, now time.Time, mems []memory.Memory, p Policy) ([]Decision, error) {
-	return planContext(ctx, now, mems, nil, p)
+	d, _, err := planContext(ctx, now, mems, nil, nil, p)
+	return d, err
 }
 
 // planContext is PlanContext for a namespace whose forgotten facts were distilled
 // from the memory sets letGo (Forgetting): rule 6 takes their clusters as distilled.
-func planContext(ctx context.Context, now time.Time, mems []memory.Memory, letGo [][]string, p Policy) ([]Decision, error) {
+// The questions whose answers are in answered (Settled), their memories unchanged,
+// are not asked again; settled lists those answers.
+func planContext(ctx context.Context, now time.Time, mems []memory.Memory, letGo [][]string, answered map[string]bool, p Policy) (_ []Decision, settled []string, _ error) {
 	p = p.withDefaults()
 	pl := newPlanner(ctx, now, mems, p)
 	pl.letGo = letGo
+	pl.answered = answered
 	for _, rule := range []func(){pl.forgetOld, pl.dedupe, pl.promote, pl.capacity, pl.conflicts, pl.clusters} {
 		if pl.err == nil {
 			pl.err = ctx.Err()
 		}
 		if pl.err != nil {
-			return nil, pl.err
+			return nil, nil, pl.err
 		}
 		rule()
 	}
 	if pl.err != nil {
-		return nil, pl.err
+		return nil, nil, pl.err
 	}
-	return pl.out, nil
+	return pl.out, pl.stillSettled, nil
 }
 
 // planOld is the decisions of rule 1 alone (forgetting by age), which PlanContext
@@ -195,6 +199,10 @@ type planner struct {
 	items      []*item         // by ID
 	out        []Decision
 	letGo      [][]string // the sources of the facts forgotten (rule 6)
+	// answered are the answers of questions that changed nothing (Settled);
+	// stillSettled those of them this plan found holding (Report.Settled).
+	answered     map[string]bool
+	stillSettled []string
 	// dupScales are the scales rule 2 calibrated the semantic tier's cosines by,
 	// by modality: the conflict rule tells by them which pairs rule 2 took for
 	// duplicates (a floor of its own, from the facts left after the merges, may
@@ -650,6 +658,9 @@ func (pl *planner) judgements(semantic []*item, done map[[2]*item]bool) {
 			if done[[2]*item{older, newer}] {
 				return
 			}
+			if pl.settled(Decision{Kind: Invalidate, IDs: []string{older.m.ID}, By: newer.m.ID}) {
+				return // judged compatible as they are: the next closest newer fact is a question
+			}
 			if b, ok := best[older]; !ok || closer(cand{older, newer, c, raw}, b) < 0 {
 				best[older] = cand{older, newer, c, raw}
 			}
@@ -766,6 +777,9 @@ func (pl *planner) clusters() {
 			taken[i] = true
 			for _, n := range ns {
 				taken[n.at] = true
+			}
+			if pl.settled(Decision{Kind: Distill, IDs: ids}) {
+				continue // the model found no durable fact in them as they are
 			}
 			pl.emit(Decision{Kind: Distill, IDs: ids, Importance: imp,
 				Reason: fmt.Sprintf("%d episodic memories within %s of %s, not yet distilled",
