@@ -37,7 +37,9 @@
 //     (Decision.Judge) for the model to judge.
 //   - distillation: episodic memories within calibrated cosine ClusterThreshold (0.8)
 //     of a seed (the most important first) form clusters of MinCluster (3) to
-//     MaxCluster (20), unless a semantic memory already has all of them as sources.
+//     MaxCluster (20), unless a semantic memory already has all of them as sources
+//     (or a fact forgotten had: Forgetting), an episode merged into another
+//     counting as the one it went into.
 //
 // The cosine these rules compare is calibrated as memory search calibrates its vector
 // term: rescaled from the floor of the set compared (a tier and modality), (cos −

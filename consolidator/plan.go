@@ -181,6 +181,21 @@ type item struct {
 	// merged is set when a merge of this plan folds the memory into another, which
 	// keeps its sources.
 	merged bool
+	// absorbed are the names (names) of the memories a merge of this plan folds
+	// into this one.
+	absorbed []string
+}
+
+// names are the IDs under which it may be the source of a fact: its own, those of
+// the memories merged into it (its "memory" sources; absorbed in this plan).
+func (it *item) names() []string {
+	out := append([]string{it.m.ID}, it.absorbed...)
+	for _, s := range it.m.Sources {
+		if s.Kind == "memory" && s.ID != "" {
+			out = append(out, s.ID)
+		}
+	}
+	return out
 }
 
 func (it *item) valid() bool { return !it.gone && it.m.InvalidAt == nil && !it.invalidated }
@@ -372,6 +387,7 @@ func (pl *planner) dedupe() {
 			}
 			merged[k] = append(merged[k], it.m.ID)
 			it.gone, it.merged = true, true
+			k.absorbed = append(k.absorbed, it.names()...)
 		}
 		for _, k := range keepers {
 			pl.emit(Decision{Kind: Merge, Into: k.m.ID, IDs: merged[k],
@@ -404,6 +420,7 @@ func (pl *planner) dedupe() {
 			near.each(i, i+1, func(j int) bool { return g[j].gone }, func(j int, c float64) {
 				if it := g[j]; sc.of(c) >= pl.p.DuplicateThreshold && !numbersDiffer(k, it) && !pl.contradict(k, it) && !vectorSaysNothing(k, it) {
 					it.gone, it.merged = true, true
+					k.absorbed = append(k.absorbed, it.names()...)
 					ids = append(ids, it.m.ID)
 					cos = append(cos, c)
 				}
@@ -708,21 +725,29 @@ func (pl *planner) clusters() {
 		distilled = append(distilled, set)
 	}
 	// holding lists, for a memory, the source sets it is in: a set covering a
-	// cluster holds its first member.
+	// cluster holds its first member. A member is in a set under any of its names:
+	// an episode merged into another is a source of a fact under its own ID, which
+	// the memory it went into keeps as a source (before, the cluster of that memory
+	// was distilled again, and a fact its user let go came back).
 	holding := map[string][]map[string]bool{}
 	for _, set := range distilled {
 		for id := range set {
 			holding[id] = append(holding[id], set)
 		}
 	}
-	covered := func(ids []string) bool {
-		for _, set := range holding[ids[0]] {
-			all := true
-			for _, id := range ids {
-				all = all && set[id]
-			}
-			if all {
-				return true
+	in := func(set map[string]bool, it *item) bool {
+		return slices.ContainsFunc(it.names(), func(id string) bool { return set[id] })
+	}
+	covered := func(members []*item) bool {
+		for _, name := range members[0].names() {
+			for _, set := range holding[name] {
+				all := true
+				for _, m := range members {
+					all = all && in(set, m)
+				}
+				if all {
+					return true
+				}
 			}
 		}
 		return false
@@ -771,7 +796,7 @@ func (pl *planner) clusters() {
 			for j, m := range members {
 				ids[j] = m.m.ID
 			}
-			if covered(ids) {
+			if covered(members) {
 				continue
 			}
 			taken[i] = true
