@@ -138,6 +138,14 @@ func planContext(ctx context.Context, now time.Time, mems []memory.Memory, letGo
 	pl := newPlanner(ctx, now, mems, p)
 	pl.letGo = letGo
 	pl.answered = answered
+	if len(answered) > 0 {
+		pl.asked = make(map[string]bool, len(answered))
+		for a := range answered {
+			if i := strings.LastIndexByte(a, '@'); i > 0 {
+				pl.asked[a[:i]] = true
+			}
+		}
+	}
 	for _, rule := range []func(){pl.forgetOld, pl.dedupe, pl.promote, pl.capacity, pl.conflicts, pl.clusters} {
 		if pl.err == nil {
 			pl.err = ctx.Err()
@@ -217,6 +225,7 @@ type planner struct {
 	// answered are the answers of questions that changed nothing (Settled);
 	// stillSettled those of them this plan found holding (Report.Settled).
 	answered     map[string]bool
+	asked        map[string]bool // the questions of answered
 	stillSettled []string
 	// dupScales are the scales rule 2 calibrated the semantic tier's cosines by,
 	// by modality: the conflict rule tells by them which pairs rule 2 took for

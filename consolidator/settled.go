@@ -46,6 +46,11 @@ func (pl *planner) settled(d Decision) bool {
 	if len(pl.answered) == 0 {
 		return false
 	}
+	// The question first, cheap (its memories' IDs), then the digest of their
+	// contents for a question answered only.
+	if !pl.asked[Question(d)] {
+		return false
+	}
 	a := Answer(d, pl.state)
 	if !pl.answered[a] {
 		return false
