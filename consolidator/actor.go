@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -129,6 +130,10 @@ type NamespaceActor struct {
 	// and its first run asks them in the plan's order again (each question having
 	// at most half of what remains of the run while others wait after it).
 	stalled []string
+	// settled are the answers of the model that changed nothing (Report.Settled):
+	// the next run does not ask their questions again (Settled). Kept while the
+	// actor lives, as stalled.
+	settled []string
 }
 
 var _ actor.Actor = (*NamespaceActor)(nil)
@@ -228,8 +233,15 @@ func (a *NamespaceActor) run(ctx actor.Context, cause, key string, asker context
 		if r, ok := t.(Releaser); ok {
 			defer r.Release()
 		}
-		out.Report, err = a.deps.consolidator.Run(runCtx, t, key, AskLast(a.stalled...))
+		out.Report, err = a.deps.consolidator.Run(runCtx, t, key, AskLast(a.stalled...), Settled(a.settled...))
 		a.stalled = out.Report.Stalled
+		if err == nil {
+			a.settled = out.Report.Settled
+		} else {
+			// A run cut short may not have planned: the answers it did not check
+			// are kept with those it got.
+			a.settled = slices.Compact(slices.Sorted(slices.Values(append(a.settled, out.Report.Settled...))))
+		}
 	}
 	switch {
 	case errors.Is(err, ErrNotOwned):

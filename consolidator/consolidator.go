@@ -134,6 +134,14 @@ type Report struct {
 	// run (AskLast), which asks them after the others, so that one question the
 	// model stalls on does not keep the others from being asked run after run.
 	Stalled []string `json:"stalled,omitempty"`
+	// Settled names the answers of the model that changed nothing (Answer: two
+	// facts judged compatible, a cluster without a durable fact), this run's and
+	// those of Settled that still hold. A NamespaceActor gives them to its next run
+	// (Settled), which does not ask those questions again while their memories are
+	// as they were: before, every run asked the model the same questions, and the
+	// closest compatible pairs took the run's MaxJudgements for ever, the others
+	// never judged.
+	Settled []string `json:"settled,omitempty"`
 }
 
 // Question names the question d puts to the model, the same in every run
@@ -145,8 +153,9 @@ func Question(d Decision) string { return strings.TrimPrefix(DecisionKey("", d),
 type RunOption func(*runOptions)
 
 type runOptions struct {
-	last   []string
-	isLast map[string]bool
+	last    []string
+	isLast  map[string]bool
+	settled map[string]bool
 }
 
 // AskLast has the run ask the questions named (Question) after the others, in the
@@ -269,10 +278,11 @@ func (c *Consolidator) Run(ctx context.Context, t Target, key string, opts ...Ru
 	if f, ok := t.(Forgetting); ok {
 		letGo = f.ForgottenSources()
 	}
-	planned, err := planContext(ctx, now, snap, letGo, c.policy)
+	planned, settled, err := planContext(ctx, now, snap, letGo, o.settled, c.policy)
 	if err != nil {
 		return rep, fmt.Errorf("consolidator: planning %s: %w", rep.Namespace, err)
 	}
+	rep.Settled = settled
 
 	// The decisions that need no model are applied at once, against the namespace
 	// as it is now (planning a large namespace takes a while; a run cut short later
@@ -348,9 +358,11 @@ func (c *Consolidator) Run(ctx context.Context, t Target, key string, opts ...Ru
 			continue
 		case !ok && d.Kind == Distill:
 			rep.skip(d, "the model found no durable fact in them")
+			rep.settle(d, asPlanned)
 			continue
 		case !ok:
 			rep.skip(d, "not contradicted: "+d.Reason)
+			rep.settle(d, asPlanned)
 			continue
 		}
 		// The model may have taken a while: apply against the namespace as it is now.
@@ -447,6 +459,15 @@ func refresh(ctx context.Context, t Target) error {
 
 func (r *Report) skip(d Decision, why string) {
 	r.Skipped = append(r.Skipped, d.subject()+": "+why)
+}
+
+// settle records that the model's answer to d, asked about its memories as planned,
+// changed nothing.
+func (r *Report) settle(d Decision, planned map[string]seen) {
+	r.Settled = append(r.Settled, Answer(d, func(id string) (uint64, string) {
+		p := planned[id]
+		return p.version, p.content
+	}))
 }
 
 func (r *Report) count(d Decision) {

@@ -37,7 +37,9 @@
 //     (Decision.Judge) for the model to judge.
 //   - distillation: episodic memories within calibrated cosine ClusterThreshold (0.8)
 //     of a seed (the most important first) form clusters of MinCluster (3) to
-//     MaxCluster (20), unless a semantic memory already has all of them as sources.
+//     MaxCluster (20), unless a semantic memory already has all of them as sources
+//     (or a fact forgotten had: Forgetting), an episode merged into another
+//     counting as the one it went into.
 //
 // The cosine these rules compare is calibrated as memory search calibrates its vector
 // term: rescaled from the floor of the set compared (a tier and modality), (cos −
@@ -80,7 +82,12 @@
 // remains of the run (the last one all of it), so a question the model stalls on
 // leaves the others at least half; the questions a run was cut short on
 // (Report.Stalled) are asked after the others by the namespace's next run (AskLast,
-// which its NamespaceActor gives it while it lives). All goes through a Target, the namespace (*memory.Namespace
+// which its NamespaceActor gives it while it lives). An answer that changed nothing
+// (two facts judged compatible, a cluster without a durable fact) is named in
+// Report.Settled (Answer: the question and a digest of its memories' versions and
+// contents); the namespace's next run, given it (Settled, which its NamespaceActor
+// gives it while it lives), does not ask that question again while those memories
+// are as they were, and judges the next closest pair instead. All goes through a Target, the namespace (*memory.Namespace
 // satisfies it). Each decision's idempotency key is DecisionKey(key, decision): a run
 // repeated with the same key after a crash applies nothing twice, and decisions whose
 // memories vanished or changed meanwhile (another writer rewrote, re-weighed or

@@ -125,28 +125,40 @@ func Plan(now time.Time, mems []memory.Memory, p Policy) []Decision {
 // takes a while, and a run abandoned (at its timeout) should not go on using a core.
 // It then returns no decisions and ctx.Err().
 func PlanContext(ctx context.Context, now time.Time, mems []memory.Memory, p Policy) ([]Decision, error) {
-	return planContext(ctx, now, mems, nil, p)
+	d, _, err := planContext(ctx, now, mems, nil, nil, p)
+	return d, err
 }
 
 // planContext is PlanContext for a namespace whose forgotten facts were distilled
 // from the memory sets letGo (Forgetting): rule 6 takes their clusters as distilled.
-func planContext(ctx context.Context, now time.Time, mems []memory.Memory, letGo [][]string, p Policy) ([]Decision, error) {
+// The questions whose answers are in answered (Settled), their memories unchanged,
+// are not asked again; settled lists those answers.
+func planContext(ctx context.Context, now time.Time, mems []memory.Memory, letGo [][]string, answered map[string]bool, p Policy) (_ []Decision, settled []string, _ error) {
 	p = p.withDefaults()
 	pl := newPlanner(ctx, now, mems, p)
 	pl.letGo = letGo
+	pl.answered = answered
+	if len(answered) > 0 {
+		pl.asked = make(map[string]bool, len(answered))
+		for a := range answered {
+			if i := strings.LastIndexByte(a, '@'); i > 0 {
+				pl.asked[a[:i]] = true
+			}
+		}
+	}
 	for _, rule := range []func(){pl.forgetOld, pl.dedupe, pl.promote, pl.capacity, pl.conflicts, pl.clusters} {
 		if pl.err == nil {
 			pl.err = ctx.Err()
 		}
 		if pl.err != nil {
-			return nil, pl.err
+			return nil, nil, pl.err
 		}
 		rule()
 	}
 	if pl.err != nil {
-		return nil, pl.err
+		return nil, nil, pl.err
 	}
-	return pl.out, nil
+	return pl.out, pl.stillSettled, nil
 }
 
 // planOld is the decisions of rule 1 alone (forgetting by age), which PlanContext
@@ -177,6 +189,21 @@ type item struct {
 	// merged is set when a merge of this plan folds the memory into another, which
 	// keeps its sources.
 	merged bool
+	// absorbed are the names (names) of the memories a merge of this plan folds
+	// into this one.
+	absorbed []string
+}
+
+// names are the IDs under which it may be the source of a fact: its own, those of
+// the memories merged into it (its "memory" sources; absorbed in this plan).
+func (it *item) names() []string {
+	out := append([]string{it.m.ID}, it.absorbed...)
+	for _, s := range it.m.Sources {
+		if s.Kind == "memory" && s.ID != "" {
+			out = append(out, s.ID)
+		}
+	}
+	return out
 }
 
 func (it *item) valid() bool { return !it.gone && it.m.InvalidAt == nil && !it.invalidated }
@@ -195,6 +222,11 @@ type planner struct {
 	items      []*item         // by ID
 	out        []Decision
 	letGo      [][]string // the sources of the facts forgotten (rule 6)
+	// answered are the answers of questions that changed nothing (Settled);
+	// stillSettled those of them this plan found holding (Report.Settled).
+	answered     map[string]bool
+	asked        map[string]bool // the questions of answered
+	stillSettled []string
 	// dupScales are the scales rule 2 calibrated the semantic tier's cosines by,
 	// by modality: the conflict rule tells by them which pairs rule 2 took for
 	// duplicates (a floor of its own, from the facts left after the merges, may
@@ -364,6 +396,7 @@ func (pl *planner) dedupe() {
 			}
 			merged[k] = append(merged[k], it.m.ID)
 			it.gone, it.merged = true, true
+			k.absorbed = append(k.absorbed, it.names()...)
 		}
 		for _, k := range keepers {
 			pl.emit(Decision{Kind: Merge, Into: k.m.ID, IDs: merged[k],
@@ -396,6 +429,7 @@ func (pl *planner) dedupe() {
 			near.each(i, i+1, func(j int) bool { return g[j].gone }, func(j int, c float64) {
 				if it := g[j]; sc.of(c) >= pl.p.DuplicateThreshold && !numbersDiffer(k, it) && !pl.contradict(k, it) && !vectorSaysNothing(k, it) {
 					it.gone, it.merged = true, true
+					k.absorbed = append(k.absorbed, it.names()...)
 					ids = append(ids, it.m.ID)
 					cos = append(cos, c)
 				}
@@ -650,6 +684,9 @@ func (pl *planner) judgements(semantic []*item, done map[[2]*item]bool) {
 			if done[[2]*item{older, newer}] {
 				return
 			}
+			if pl.settled(Decision{Kind: Invalidate, IDs: []string{older.m.ID}, By: newer.m.ID}) {
+				return // judged compatible as they are: the next closest newer fact is a question
+			}
 			if b, ok := best[older]; !ok || closer(cand{older, newer, c, raw}, b) < 0 {
 				best[older] = cand{older, newer, c, raw}
 			}
@@ -697,21 +734,29 @@ func (pl *planner) clusters() {
 		distilled = append(distilled, set)
 	}
 	// holding lists, for a memory, the source sets it is in: a set covering a
-	// cluster holds its first member.
+	// cluster holds its first member. A member is in a set under any of its names:
+	// an episode merged into another is a source of a fact under its own ID, which
+	// the memory it went into keeps as a source (before, the cluster of that memory
+	// was distilled again, and a fact its user let go came back).
 	holding := map[string][]map[string]bool{}
 	for _, set := range distilled {
 		for id := range set {
 			holding[id] = append(holding[id], set)
 		}
 	}
-	covered := func(ids []string) bool {
-		for _, set := range holding[ids[0]] {
-			all := true
-			for _, id := range ids {
-				all = all && set[id]
-			}
-			if all {
-				return true
+	in := func(set map[string]bool, it *item) bool {
+		return slices.ContainsFunc(it.names(), func(id string) bool { return set[id] })
+	}
+	covered := func(members []*item) bool {
+		for _, name := range members[0].names() {
+			for _, set := range holding[name] {
+				all := true
+				for _, m := range members {
+					all = all && in(set, m)
+				}
+				if all {
+					return true
+				}
 			}
 		}
 		return false
@@ -760,12 +805,15 @@ func (pl *planner) clusters() {
 			for j, m := range members {
 				ids[j] = m.m.ID
 			}
-			if covered(ids) {
+			if covered(members) {
 				continue
 			}
 			taken[i] = true
 			for _, n := range ns {
 				taken[n.at] = true
+			}
+			if pl.settled(Decision{Kind: Distill, IDs: ids}) {
+				continue // the model found no durable fact in them as they are
 			}
 			pl.emit(Decision{Kind: Distill, IDs: ids, Importance: imp,
 				Reason: fmt.Sprintf("%d episodic memories within %s of %s, not yet distilled",
