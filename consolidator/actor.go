@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"sync/atomic"
 	"time"
 
@@ -235,13 +234,11 @@ func (a *NamespaceActor) run(ctx actor.Context, cause, key string, asker context
 		}
 		out.Report, err = a.deps.consolidator.Run(runCtx, t, key, AskLast(a.stalled...), Settled(a.settled...))
 		a.stalled = out.Report.Stalled
-		if err == nil {
-			a.settled = out.Report.Settled
-		} else {
-			// A run cut short may not have planned: the answers it did not check
-			// are kept with those it got.
-			a.settled = slices.Compact(slices.Sorted(slices.Values(append(a.settled, out.Report.Settled...))))
-		}
+		// Those that still hold and the run's own, or all of them when the run
+		// did not plan (Report.Settled): an answer about memories since changed,
+		// forgotten or merged is dropped, even by a run cut short (before, a
+		// namespace whose runs ran out of time kept every answer it ever got).
+		a.settled = out.Report.Settled
 	}
 	switch {
 	case errors.Is(err, ErrNotOwned):

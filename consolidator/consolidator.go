@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -136,7 +137,8 @@ type Report struct {
 	Stalled []string `json:"stalled,omitempty"`
 	// Settled names the answers of the model that changed nothing (Answer: two
 	// facts judged compatible, a cluster without a durable fact), this run's and
-	// those of Settled that still hold. A NamespaceActor gives them to its next run
+	// those of Settled that still hold (all those of Settled when the run ended
+	// before it planned: it checked none). A NamespaceActor gives them to its next run
 	// (Settled), which does not ask those questions again while their memories are
 	// as they were: before, every run asked the model the same questions, and the
 	// closest compatible pairs took the run's MaxJudgements for ever, the others
@@ -219,9 +221,14 @@ func (c *Consolidator) Run(ctx context.Context, t Target, key string, opts ...Ru
 	// last keeps it so (Report.Stalled).
 	var asks []Decision
 	next := -1
+	didPlan := false
 	defer func() {
 		if err == nil {
 			return
+		}
+		if !didPlan {
+			// Not planned: none of the answers given was checked, all are kept.
+			rep.Settled = slices.Sorted(maps.Keys(o.settled))
 		}
 		if next < 0 {
 			rep.Stalled = append(rep.Stalled, o.last...)
@@ -282,7 +289,7 @@ func (c *Consolidator) Run(ctx context.Context, t Target, key string, opts ...Ru
 	if err != nil {
 		return rep, fmt.Errorf("consolidator: planning %s: %w", rep.Namespace, err)
 	}
-	rep.Settled = settled
+	rep.Settled, didPlan = settled, true
 
 	// The decisions that need no model are applied at once, against the namespace
 	// as it is now (planning a large namespace takes a while; a run cut short later
