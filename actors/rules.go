@@ -244,7 +244,11 @@ import (
 //     last line of 250 KiB of "<" (each 6 bytes of JSON) made a hand-over of
 //     1.5 MiB that handOverArgs could not cut (the note is the brief's), past
 //     the delegate tool's bound: the team failed (member_failed) on arguments
-//     no one wrote.
+//     no one wrote. And a plan_execute step delegated to an agent gets a task
+//     of at most MaxHandOverArguments as JSON (the delegate tool's bound), cut
+//     in its middle past it (planexec.go's stepDelegation), where under 1 to 13
+//     a task of 250 KiB of "<" made each delegated step's call 1.5 MiB, which
+//     the delegate tool refused: the step failed, and the plan with it.
 const ContextRules = 14
 
 // The versions of the rules whose changes the code tests for by name (ContextRules
@@ -384,6 +388,10 @@ const (
 	// MaxHandoffNote in the task of the member it hands the conversation to
 	// (team.go's handedOff): older rules put it there whole.
 	rulesHandoffNote = 14
+	// rulesStepWithin is the version that bounds a plan step's delegate call by
+	// MaxHandOverArguments (planexec.go's stepDelegation): older rules made it
+	// whole, past the delegate tool's bound when the task was large.
+	rulesStepWithin = 14
 )
 
 // MarksRemembered reports whether a node recording new tasks under decision
