@@ -422,8 +422,7 @@ func (r *planRun) nextStep(v *view) *Decision {
 			return v.call(PurposeStep, callID, s.Tool, args, r.cause)
 		case s.Agent != "" || r.cfg.Executor != "":
 			agent := cmp.Or(s.Agent, r.cfg.Executor)
-			args, _ := json.Marshal(map[string]string{"agent": agent, "task": r.delegation(s)})
-			return v.call(PurposeStep, callID, DelegateTool, string(args), r.cause)
+			return v.call(PurposeStep, callID, DelegateTool, stepDelegation(v.t.rules, agent, r.delegation(s)), r.cause)
 		}
 	}
 	return nil
@@ -509,6 +508,25 @@ func (r *planRun) depResults(s *stepRun) string {
 		fmt.Fprintf(&b, "\n[%s] %s\n%s", d, ds.Goal, ds.result)
 	}
 	return b.String()
+}
+
+// stepDelegation returns the arguments of the delegate call that gives agent a
+// step's task. From decision rules 14 (rulesStepWithin) they are at most
+// MaxHandOverArguments long, the delegate tool's bound: past it, the task is cut
+// in its middle (its goal at its head, the plan's task at its tail, a note
+// between: cutMiddleWithin). Under older rules it was given whole, and a task
+// of 250 KiB of "<" (6 bytes each as JSON) made every delegated step's call
+// 1.5 MiB, which the delegate tool refused: the step failed on arguments no one
+// wrote, and so did the plan.
+func stepDelegation(rules int, agent, task string) string {
+	args, _ := json.Marshal(map[string]string{"agent": agent, "task": task})
+	if rules < rulesStepWithin || len(args) <= MaxHandOverArguments {
+		return string(args)
+	}
+	empty, _ := json.Marshal(map[string]string{"agent": agent, "task": ""})
+	task = cutMiddleWithin(task, MaxHandOverArguments-len(empty), "the step's task")
+	args, _ = json.Marshal(map[string]string{"agent": agent, "task": task})
+	return string(args)
 }
 
 // delegation is the task a delegated step gives its agent.

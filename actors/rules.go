@@ -236,7 +236,20 @@ import (
 //     integer was rounded (10000000000000000000) and no value under a $ref was
 //     coerced (the validator refused "2" for an integer), so that a chain call
 //     recorded under them is refolded and verified as it was decided.
-const ContextRules = 13
+//   - 14: the note of a handoff team's hand-over ("HANDOFF: <member>: <note>",
+//     the last line of a member's answer) is cut to MaxHandoffNote bytes in
+//     the task of the member it hands the conversation to, as the team's state
+//     records it cut (the whole answer is in the state, under its member): under
+//     1 to 13 it went whole into that task, beside the answer holding it, and a
+//     last line of 250 KiB of "<" (each 6 bytes of JSON) made a hand-over of
+//     1.5 MiB that handOverArgs could not cut (the note is the brief's), past
+//     the delegate tool's bound: the team failed (member_failed) on arguments
+//     no one wrote. And a plan_execute step delegated to an agent gets a task
+//     of at most MaxHandOverArguments as JSON (the delegate tool's bound), cut
+//     in its middle past it (planexec.go's stepDelegation), where under 1 to 13
+//     a task of 250 KiB of "<" made each delegated step's call 1.5 MiB, which
+//     the delegate tool refused: the step failed, and the plan with it.
+const ContextRules = 14
 
 // The versions of the rules whose changes the code tests for by name (ContextRules
 // lists them all).
@@ -371,6 +384,14 @@ const (
 	// (MarksKBRequests): the split chunk sets it rides on came amid the builds
 	// of rules 12, whose earlier ones refuse it.
 	rulesKBKeyMark = 13
+	// rulesHandoffNote is the version that cuts a handoff's note to
+	// MaxHandoffNote in the task of the member it hands the conversation to
+	// (team.go's handedOff): older rules put it there whole.
+	rulesHandoffNote = 14
+	// rulesStepWithin is the version that bounds a plan step's delegate call by
+	// MaxHandOverArguments (planexec.go's stepDelegation): older rules made it
+	// whole, past the delegate tool's bound when the task was large.
+	rulesStepWithin = 14
 )
 
 // MarksRemembered reports whether a node recording new tasks under decision

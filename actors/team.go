@@ -76,6 +76,12 @@ const (
 	// the team's state as rendered into prompts: a member's answer shows there as
 	// whole as the team received it.
 	TeamHandOverBytes = 256 << 10
+	// MaxHandoffNote bounds, in bytes, from decision rules 14, the note of a
+	// handoff ("HANDOFF: <member>: <note>") as the task of the member it hands
+	// the conversation to carries it: a longer one is cut, with a note (the
+	// whole is the last line of the answer that handed over, in the team's
+	// state).
+	MaxHandoffNote = 1 << 10
 	// teamBy is the writer of the team's own entries of its state.
 	teamBy = "team"
 )
@@ -849,6 +855,9 @@ func (r *teamRun) handedOff(w *teamWant, cause string) {
 	default:
 		r.record(cause, messages.TeamSectionGlobal, messages.TeamOpAppend, "handoffs", fmt.Sprintf("%s → %s: %s", w.member, to, cut(oneLine(note), 300)), w.member)
 		r.chain = append(r.chain, to)
+		if r.rules >= rulesHandoffNote {
+			note = cut(note, MaxHandoffNote)
+		}
 		r.want(teamWant{id: "handoff-" + strconv.Itoa(len(r.chain)), member: to, purpose: "handoff", round: len(r.chain),
 			note: fmt.Sprintf("%s handed the conversation to you: %s", w.member, note), cause: cause})
 	}
