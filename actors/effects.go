@@ -365,11 +365,13 @@ func NewLocalEffects(cfg LocalEffectsConfig) *LocalEffects {
 					rep.Model = resp.Model
 				}
 				if err != nil {
-					rep.Error = err.Error()
+					rep.Error = modelError(err.Error())
 				}
 				return rep
 			},
-			failed:   func(err error) messages.EffectReply { return messages.EffectReply{Model: name, Error: err.Error()} },
+			failed: func(err error) messages.EffectReply {
+				return messages.EffectReply{Model: name, Error: modelError(err.Error())}
+			},
 			panicked: func(r any) error { return fmt.Errorf("model %s panicked: %v", name, r) },
 		}
 		e.model.withTimeoutCause()
@@ -1070,4 +1072,21 @@ func (e EffectsByKind) Cancel(key messages.EffectKey) {
 	if e.Tools != e.Model {
 		e.Tools.Cancel(key)
 	}
+}
+
+// MaxModelError bounds, in bytes, the error of a model call as its reply carries
+// it (EffectReply.Error): a longer one is its head and a note (tools.Truncate). The
+// reply is recorded in the session's events and read from there by the task's
+// failure, a team's re-dispatch note and a parent's delegate result, where a
+// model a program brings (or a chain of providers, their errors joined) could
+// put megabytes. A tool's error is bounded alike, by its MaxOutput.
+const MaxModelError = 64 << 10
+
+// modelError is msg within MaxModelError bytes.
+func modelError(msg string) string {
+	const note = 128 // room for tools.Truncate's note
+	if len(msg) <= MaxModelError {
+		return msg
+	}
+	return tools.Truncate(msg, MaxModelError-note)
 }

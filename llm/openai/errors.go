@@ -357,7 +357,7 @@ func (c caller) apiError(status int, header http.Header, body []byte, sdkErr err
 	msg := ""
 	var e *sdk.Error
 	if errors.As(sdkErr, &e) && e.Message != "" {
-		msg = c.hide(e.Message)
+		msg = c.quote(e.Message)
 	} else {
 		msg = c.errorMessage(body)
 	}

@@ -194,3 +194,16 @@ func TestAnswerThatIsNotJSONSaysWhatCame(t *testing.T) {
 		t.Fatalf("+json: %+v %v", r, err)
 	}
 }
+
+// An HTTP error's message is quoted as any other (redacted, then clipped to some
+// 300 bytes): one the SDK parsed from a body of 60 KiB came whole into the error,
+// and so into the session's events, where the same body read by this client's
+// own parser (a shape the SDK does not know) was clipped.
+func TestHTTPErrorMessageIsClipped(t *testing.T) {
+	srv := openaitest.NewServer(t, openaitest.Sequence(openaitest.Error(400, strings.Repeat("é", 30<<10))))
+	err := generate(t, newModel(t, srv))
+	msg := apiError(t, err).Message
+	if len(msg) > 400 || !strings.HasPrefix(msg, "éé") || !strings.HasSuffix(msg, "…") || len(err.Error()) > 1<<10 {
+		t.Fatalf("message of %d bytes, error of %d: %.40q", len(msg), len(err.Error()), msg)
+	}
+}
