@@ -1894,12 +1894,22 @@ func (n *Node) cancelSubmitted(ctx context.Context, sessionID, task, reason stri
 	if !n.sharded() {
 		return n.cancelTask(ctx, sessionID, task, reason)
 	}
-	c, err := n.ingress.AdmitCancel(sessionID, reason)
+	c, err := n.namedCancel(sessionID, task, reason)
 	if err != nil {
 		return err
 	}
-	c.TaskID = task
 	return n.sendCancel(ctx, c)
+}
+
+// namedCancel admits a cancellation of task (its ID) in sessionID, for
+// cancelSubmitted and cancelFollowed, which name the task they cancel.
+func (n *Node) namedCancel(sessionID, task, reason string) (messages.CancelRequest, error) {
+	c, err := n.ingress.AdmitCancel(sessionID, reason)
+	if err != nil {
+		return c, err
+	}
+	c.TaskID = task
+	return c, nil
 }
 
 // maxCancelFollow bounds how long cancelFollowed follows the session's log for
@@ -1925,11 +1935,10 @@ func (n *Node) cancelFollowed(ctx context.Context, sessionID, task, reason strin
 	if !n.sharded() {
 		return n.cancelTask(ctx, sessionID, task, reason)
 	}
-	c, err := n.ingress.AdmitCancel(sessionID, reason)
+	c, err := n.namedCancel(sessionID, task, reason)
 	if err != nil {
 		return err
 	}
-	c.TaskID = task
 	var status string
 	var waits bool
 	_, err = n.folds.with(ctx, n.log, sessionID, func(st *actors.SessionState) error {
