@@ -64,7 +64,8 @@ func (ns *Namespace) History(ctx context.Context, id string) ([]Change, error) {
 				continue
 			}
 			c := Change{Seq: e.Seq, At: time.UnixMicro(e.TS).UTC(), Type: e.Type, Related: slices.Clone(t.related)}
-			c.Reason, c.Key = eff.reason, clientKey(eff.key)
+			c.Reason = eff.reason
+			c.Key, _ = ClientKey(eff.key)
 			if m := st.mems[id]; m != nil {
 				cp := copyMemory(m)
 				c.Memory = &cp

@@ -52,14 +52,14 @@ func splitRequestKey(key string) (client, digest, unmarked string, ok bool) {
 	return client, digest, unmarked, true
 }
 
-// clientKey returns the client's key of key, made by RequestKey or
-// RequestPartKey, and key itself when it carries no request's digest: what a
-// memory's history shows, the key its client sent.
-func clientKey(key string) string {
+// ClientKey returns the key its client sent of key, made by RequestKey or
+// RequestPartKey, and true; key itself and false when it carries no request's
+// digest: what a memory's history, and a reader of a namespace's events, shows.
+func ClientKey(key string) (string, bool) {
 	if client, _, _, ok := splitRequestKey(key); ok {
-		return client
+		return client, true
 	}
-	return key
+	return key, false
 }
 
 // noteRequest records, for a key made by RequestKey (or RequestPartKey), the request its client's key

@@ -19,6 +19,7 @@ import (
 
 	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/internal/cliflags"
+	"github.com/troupe-run/troupe/memory"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
 )
@@ -575,7 +576,13 @@ func summary(p messages.Payload) string {
 		return fmt.Sprintf("document %s removed (%s)", clip(p.Source), clip(p.Reason))
 	case *messages.MemoryRemembered:
 		// A turn's write after task that wrote nothing: its reason and the
-		// turn's key, which no memory's history lists.
+		// turn's key, which no memory's history lists. Or an Add under a
+		// client's key whose every memory was stored already: the record of
+		// the key's request, shown under the key the client sent (as a
+		// memory's history shows it), not with its request's digest.
+		if client, ok := memory.ClientKey(p.Key); ok {
+			return fmt.Sprintf("%s (the request of key %s)", clip(p.Reason), clip(client))
+		}
 		return fmt.Sprintf("%s (%s)", clip(p.Reason), clip(p.Key))
 	}
 	return ""

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/troupe-run/troupe/eventlog/sqlite"
+	"github.com/troupe-run/troupe/memory"
 	"github.com/troupe-run/troupe/messages"
 )
 
@@ -55,5 +56,39 @@ func TestReplayReadsAMemoryStreamWithARememberedMark(t *testing.T) {
 	code, out, errs = replay(t, "stats", "--data", dir, "--json")
 	if code != 0 || !strings.Contains(out, `"op": "remembered"`) {
 		t.Fatalf("stats: %d\n%s\n%s", code, out, errs)
+	}
+}
+
+// A memory.remembered of an Add under a client's key whose every memory was
+// stored already shows the key the client sent, as the record of its request,
+// not the key with its request's digest (memory.RequestKey) that the event holds.
+func TestReplayShowsAKeysRequestMarkUnderTheClientsKey(t *testing.T) {
+	dir := t.TempDir()
+	id := "memory/user:alice"
+	lg, err := sqlite.Open(context.Background(), sqlite.Config{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reason := "added nothing: every memory of the request is stored already"
+	for i, p := range []messages.Payload{
+		&messages.MemoryAdded{Key: memory.RequestKey("http/k1/user:alice", "d1"), Reason: "added", Memory: messages.MemoryRecord{MemoryID: "m1", Tier: "semantic", Content: "Alice likes tea."}},
+		&messages.MemoryRemembered{Key: memory.RequestKey("http/k2/user:alice", "d2"), Reason: reason},
+	} {
+		e, err := messages.NewEnvelope(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.SessionID, e.Seq, e.Actor = id, uint64(i+1), "memory"
+		e.ID, e.TS = id+"/"+string(rune('1'+i)), int64(1_000_000+i)
+		if err := lg.Append(context.Background(), []messages.Envelope{e}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lg.Close()
+	for _, args := range [][]string{{"show", id, "--data", dir}, {"show", id, "--data", dir, "--json"}} {
+		code, out, errs := replay(t, args...)
+		if code != 0 || !strings.Contains(out, reason+" (the request of key http/k2/user:alice)") || strings.Contains(out, "#request=") {
+			t.Fatalf("%v: %d\n%s\n%s", args, code, out, errs)
+		}
 	}
 }

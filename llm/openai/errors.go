@@ -16,11 +16,11 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	sdk "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
+	"github.com/troupe-run/troupe/internal/textclip"
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/redact"
 )
@@ -455,17 +455,11 @@ func (c caller) hide(s string) string { return redact.New(c.apiKey).String(s) }
 // a secret across the cut would keep its head, which no redaction recognizes.
 func (c caller) quote(s string) string { return clip(c.hide(s)) }
 
-// clip shortens a message to a log-friendly length on a rune boundary.
+// clip shortens a message to a log-friendly length (textclip.Head: 300 bytes, cut
+// between characters), each run of bytes that are not UTF-8 replaced by U+FFFD
+// first: a provider's message with a stray byte keeps its text.
 func clip(s string) string {
-	const max = 300
-	if len(s) <= max {
-		return s
-	}
-	s = s[:max]
-	for !utf8.ValidString(s) {
-		s = s[:len(s)-1]
-	}
-	return s + "…"
+	return textclip.Head(strings.ToValidUTF8(s, "\uFFFD"), 300)
 }
 
 // retryAfter reads a provider's retry hint: retry-after-ms, then Retry-After (seconds

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 func TestRetryAfterParsing(t *testing.T) {
@@ -46,5 +47,20 @@ func TestErrorMessageIsClipped(t *testing.T) {
 	got := caller{}.errorMessage([]byte(long))
 	if len(got) > 310 || !strings.HasSuffix(got, "…") || !strings.HasPrefix(got, "éé") {
 		t.Fatalf("%d bytes: %q", len(got), got)
+	}
+}
+
+// A provider's message with a byte that is not UTF-8 keeps its text: the clip cut
+// everything from the first such byte, so "a\xffbad request..." became "a…".
+func TestErrorMessageWithInvalidUTF8KeepsItsText(t *testing.T) {
+	body := "a\xff" + strings.Repeat("the model is overloaded ", 20) + "\xc3"
+	got := caller{}.errorMessage([]byte(body))
+	if !utf8.ValidString(got) || len(got) > 300+len("…") || !strings.HasSuffix(got, "…") ||
+		!strings.HasPrefix(got, "a\uFFFDthe model is overloaded the model") {
+		t.Fatalf("%d bytes: %q", len(got), got)
+	}
+	short := caller{}.errorMessage([]byte("bad \xfe\xff byte"))
+	if short != "bad \uFFFD byte" {
+		t.Fatalf("short: %q", short)
 	}
 }
