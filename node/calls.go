@@ -174,7 +174,17 @@ func (n *Node) RunTaskEach(ctx context.Context, t Task, each func(messages.Envel
 			return r, err
 		}
 	}
+	// The node stopping leaves the task to resume (on the node started again, or
+	// on the sessions' next owners): a caller whose context ends as the node stops
+	// (its listeners shut, its MCP sessions close) does not cancel it. The select
+	// below picks at random among ends ready together: stopping is asked first.
+	stopped := func() (messages.TaskResult, error) {
+		return res, errors.New("node: the node is stopping; the task resumes when the node serves again")
+	}
 	cancel := func() (messages.TaskResult, error) {
+		if n.closing() {
+			return stopped()
+		}
 		if t.TaskID != "" || errors.Is(context.Cause(ctx), ErrCallerGone) {
 			return res, context.Cause(ctx) // a named task is not its caller's alone
 		}
@@ -192,7 +202,7 @@ func (n *Node) RunTaskEach(ctx context.Context, t Task, each func(messages.Envel
 		case <-ctx.Done():
 			return cancel()
 		case <-n.stopping:
-			return res, errors.New("node: the node is stopping; the task resumes when the node serves again")
+			return stopped()
 		case e, ok := <-live:
 			if !ok {
 				live = nil // fell behind: read the log
@@ -221,7 +231,7 @@ func (n *Node) RunTaskEach(ctx context.Context, t Task, each func(messages.Envel
 		case <-ctx.Done():
 			return cancel()
 		case <-n.stopping:
-			return res, errors.New("node: the node is stopping; the task resumes when the node serves again")
+			return stopped()
 		case <-tick.C:
 		}
 	}
