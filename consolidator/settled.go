@@ -1,8 +1,10 @@
 package consolidator
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
+	"slices"
 	"strconv"
 )
 
@@ -69,17 +71,8 @@ func (pl *planner) state(id string) (uint64, string) {
 
 // itemOf is the item of the memory id (nil when there is none).
 func (pl *planner) itemOf(id string) *item {
-	lo, hi := 0, len(pl.items)
-	for lo < hi {
-		mid := (lo + hi) / 2
-		if pl.items[mid].m.ID < id {
-			lo = mid + 1
-		} else {
-			hi = mid
-		}
-	}
-	if lo < len(pl.items) && pl.items[lo].m.ID == id {
-		return pl.items[lo]
+	if i, ok := slices.BinarySearchFunc(pl.items, id, func(it *item, id string) int { return cmp.Compare(it.m.ID, id) }); ok {
+		return pl.items[i]
 	}
 	return nil
 }
