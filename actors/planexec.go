@@ -188,6 +188,9 @@ func (r *planRun) fold(f fold, e messages.Envelope, p messages.Payload) {
 				if why := unwholeWork(f.t.rules, p); why != "" && errMsg == "" {
 					// A cut answer is no result: the step failed, and is re-planned.
 					errMsg = "its answer was not whole: " + why + ": " + textclip.Head(p.Message.Content, 300)
+				} else if errMsg == "" && f.t.rules >= rulesPlanEmpty && strings.TrimSpace(p.Message.Content) == "" {
+					// Nor is an empty one (rules 15; older rules took the white space).
+					errMsg = "its answer was empty: no text and no tool calls"
 				}
 				r.finish(s, e.ID, p.Message.Content, errMsg)
 			}
@@ -229,6 +232,11 @@ func (r *planRun) onAnswer(f fold, e messages.Envelope, purpose string, p *messa
 				r.end("", tf.Reason, tf.Error, e.ID)
 				return
 			}
+		}
+		if f.t.rules >= rulesPlanEmpty && strings.TrimSpace(p.Message.Content) == "" {
+			// As the loop's empty final answer (rules 15; older rules completed with it).
+			r.end("", messages.ReasonEmptyAnswer, emptyAnswerError(p.Message.Content), e.ID)
+			return
 		}
 		r.end(p.Message.Content, "", "", e.ID)
 		return

@@ -26,7 +26,9 @@ import (
 //     row (the answer is asked for again once, with what was wrong), its note
 //     saying the answer was not judged;
 //   - completed with a draft written at the task's last model call, which cannot
-//     be critiqued (max steps bounds the critic's calls too), its note saying so;
+//     be critiqued (max steps bounds the critic's calls too), its note saying so,
+//     and with the draft whose verdict could not be read at the last model call
+//     (rules 15), its note saying it was not judged;
 //   - completed with the latest draft when the max steps cut a revision short, its
 //     note saying the critic did not pass it;
 //   - failed as the loop fails (max steps, a model error), or with reason
@@ -115,7 +117,7 @@ func (r *reflectionRun) fold(f fold, e messages.Envelope, p messages.Payload) {
 			r.modelErr = p.Error
 			return
 		}
-		v, err := parseVerdict(p.Message.Content)
+		v, err := parseVerdict(f.t.rules, p.Message.Content)
 		if why := unwholeWork(f.t.rules, p); why != "" {
 			err = errors.New(why)
 		}
@@ -157,6 +159,12 @@ func (r *reflectionRun) decide(v *view) *Decision {
 		case r.end != "":
 			return completeNoted(v, out, r.end, r.verdictID)
 		case r.retry:
+			if max := v.a.maxSteps(v.t); v.t.rules >= rulesRetryAtLimit && v.t.Steps >= max {
+				// No model call is left to ask the verdict again: the draft there is
+				// beats no answer (rules 15; older rules failed the task with max_steps).
+				return completeNoted(v, out, fmt.Sprintf("reflection: the critic's verdict could not be read (%s), and the task used its %d model calls: "+
+					"the answer was not judged", r.badErr, max), r.verdictID)
+			}
 			return v.model(PurposeCritique, r.verdictID)
 		}
 		return nil // the critique is in flight

@@ -170,7 +170,7 @@ func (r *reflexionRun) fold(f fold, e messages.Envelope, p messages.Payload) {
 				r.evalErr = p.Error
 				return
 			}
-			v, err := parseVerdict(p.Message.Content)
+			v, err := parseVerdict(f.t.rules, p.Message.Content)
 			if why := unwholeWork(f.t.rules, p); why != "" {
 				err = errors.New(why)
 			}
@@ -191,7 +191,7 @@ func (r *reflexionRun) fold(f fold, e messages.Envelope, p messages.Payload) {
 				return
 			}
 			var l lesson
-			body := jsonBody(p.Message.Content)
+			body := jsonBody(f.t.rules, p.Message.Content)
 			if err := json.Unmarshal([]byte(body), &l); err != nil || body == "" {
 				r.lessonErr = "it is not a JSON object"
 				return

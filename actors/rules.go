@@ -249,7 +249,23 @@ import (
 //     in its middle past it (planexec.go's stepDelegation), where under 1 to 13
 //     a task of 250 KiB of "<" made each delegated step's call 1.5 MiB, which
 //     the delegate tool refused: the step failed, and the plan with it.
-const ContextRules = 14
+//   - 15: a plan_execute task's answer call answered with no text (nothing but
+//     white space) ends the task failed (empty_answer), as a final answer of
+//     the loop does from 9, and a goal step its loop answered with no text
+//     fails (re-planned), as one with a cut answer does from 4: under 1 to 14
+//     the task completed with the white space, and the step finished with it as
+//     its result, which the answer call was given. And a critic's or
+//     evaluator's verdict, or a lesson, whose whole answer is one JSON object is
+//     read as it is, and a fence's content is taken only when it is JSON
+//     (verdict.go's jsonBody): under 1 to 14 the first "```" anywhere in the
+//     answer was taken for a fence, so a verdict whose issue or suggestion
+//     quoted a fenced snippet ("wrap it in ```go … ```") could not be read,
+//     twice, and the draft was given unjudged. And a reflection whose critic's
+//     verdict could not be read at the task's last model call completes with
+//     the draft, noted as not judged, where under 1 to 14 the verdict's retry
+//     was refused by the max steps and the task failed (max_steps, "without a
+//     final answer"), its draft lost.
+const ContextRules = 15
 
 // The versions of the rules whose changes the code tests for by name (ContextRules
 // lists them all).
@@ -392,6 +408,20 @@ const (
 	// MaxHandOverArguments (planexec.go's stepDelegation): older rules made it
 	// whole, past the delegate tool's bound when the task was large.
 	rulesStepWithin = 14
+	// rulesPlanEmpty is the version whose plan_execute answer call with no text
+	// fails its task (empty_answer), and whose goal step answered with no text
+	// fails (re-planned): older rules took the white space as the task's answer
+	// and as the step's result.
+	rulesPlanEmpty = 15
+	// rulesJSONBody is the version that reads a verdict or a lesson whose whole
+	// answer is one JSON object as it is, and a fence's content only when it is
+	// JSON (jsonBody): older rules took the first "```" anywhere, inside the
+	// object's strings too, for a fence.
+	rulesJSONBody = 15
+	// rulesRetryAtLimit is the version whose reflection completes with the draft
+	// whose verdict could not be read when no model call is left to ask it again:
+	// older rules failed the task with max_steps.
+	rulesRetryAtLimit = 15
 )
 
 // MarksRemembered reports whether a node recording new tasks under decision

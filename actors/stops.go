@@ -457,14 +457,19 @@ func unwholeAnswer(t *taskState) *messages.TaskFailed {
 	}
 	f := unwholeFailure(t.rules, &t.reply)
 	if f == nil && t.rules >= rulesEmptyAnswer && len(t.reply.Message.ToolCalls) == 0 && strings.TrimSpace(t.reply.Message.Content) == "" {
-		f = &messages.TaskFailed{Reason: messages.ReasonEmptyAnswer,
-			Error: fmt.Sprintf("the model's final answer is empty: no text and no tool calls (%d characters of white space); "+
-				"the task has no answer (the reply is in the session's model.responded event)", utf8.RuneCountInString(t.reply.Message.Content))}
+		f = &messages.TaskFailed{Reason: messages.ReasonEmptyAnswer, Error: emptyAnswerError(t.reply.Message.Content)}
 	}
 	if f != nil {
 		f.Steps, f.Usage = t.Steps, t.Usage
 	}
 	return f
+}
+
+// emptyAnswerError is the error of a task whose final answer is content, nothing
+// but white space (messages.ReasonEmptyAnswer).
+func emptyAnswerError(content string) string {
+	return fmt.Sprintf("the model's final answer is empty: no text and no tool calls (%d characters of white space); "+
+		"the task has no answer (the reply is in the session's model.responded event)", utf8.RuneCountInString(content))
 }
 
 // unwholeFailure returns the failure, without its steps and usage, that a final

@@ -37,12 +37,13 @@ const verdictFormat = "Answer with one JSON object and nothing else (a ```json f
 	`{"verdict": "pass"} when the answer can be given to the user as it is, or` + "\n" +
 	`{"verdict": "revise", "issues": [{"issue": "what is wrong", "suggestion": "how to fix it"}]} with each problem that matters.`
 
-// parseVerdict reads a model's verdict: the JSON object alone, in a ``` fence
-// (```json or bare), or the text from its first '{' to its last '}'. A verdict
-// other than pass or revise, a revise without issues, or an issue without text is
-// an error that says so, for the model to read on a retry.
-func parseVerdict(text string) (verdict, error) {
-	body := jsonBody(text)
+// parseVerdict reads a model's verdict under decision rules: the JSON object
+// alone, in a ``` fence (```json or bare), or the text from its first '{' to its
+// last '}' (jsonBody). A verdict other than pass or revise, a revise without
+// issues, or an issue without text is an error that says so, for the model to
+// read on a retry.
+func parseVerdict(rules int, text string) (verdict, error) {
+	body := jsonBody(rules, text)
 	if body == "" {
 		return verdict{}, errors.New("no JSON object found")
 	}
@@ -78,23 +79,49 @@ func parseVerdict(text string) (verdict, error) {
 	return v, nil
 }
 
-// jsonBody returns the JSON object a model's answer holds ("" for none): inside
-// its first ``` fence when it has one, else the whole answer when it is an object,
-// else the text from the first '{' to the last '}'.
-func jsonBody(text string) string {
+// jsonBody returns the JSON object a model's answer holds ("" for none) under
+// decision rules: from rules 15 (rulesJSONBody), the whole answer when it is an
+// object, else inside its first ``` fence when that holds JSON, else the text
+// from the first '{' to the last '}'. Under older rules the first "```" was
+// taken for a fence wherever it stood, inside the object's strings too (an
+// issue's suggestion quoting a fenced snippet), and the object was not read.
+func jsonBody(rules int, text string) string {
 	text = strings.TrimSpace(text)
+	if rules >= rulesJSONBody {
+		if strings.HasPrefix(text, "{") && json.Valid([]byte(text)) {
+			return text
+		}
+		if body, ok := fenced(text); ok && json.Valid([]byte(body)) {
+			return body
+		}
+		return braceSpan(text)
+	}
+	if body, ok := fenced(text); ok {
+		return body
+	}
+	if strings.HasPrefix(text, "{") && json.Valid([]byte(text)) {
+		return text
+	}
+	return braceSpan(text)
+}
+
+// fenced returns the content of text's first ``` fence (its language's line left
+// out), and whether it has one.
+func fenced(text string) (string, bool) {
 	if i := strings.Index(text, "```"); i >= 0 {
 		rest := text[i+3:]
 		if nl := strings.IndexByte(rest, '\n'); nl >= 0 && !strings.ContainsAny(rest[:nl], "{") {
 			rest = rest[nl+1:] // the fence's language ("json") and its line
 		}
 		if j := strings.Index(rest, "```"); j >= 0 {
-			return strings.TrimSpace(rest[:j])
+			return strings.TrimSpace(rest[:j]), true
 		}
 	}
-	if strings.HasPrefix(text, "{") && json.Valid([]byte(text)) {
-		return text
-	}
+	return "", false
+}
+
+// braceSpan returns text from its first '{' to its last '}', "" when it has none.
+func braceSpan(text string) string {
 	i, j := strings.IndexByte(text, '{'), strings.LastIndexByte(text, '}')
 	if i < 0 || j < i {
 		return ""

@@ -22,15 +22,37 @@ func TestParseVerdict(t *testing.T) {
 		{`{"verdict": "pass"`, "", "no JSON object found", 0},
 		{`{"verdict": 1}`, "", "not a verdict object", 0},
 	} {
-		v, err := parseVerdict(c.text)
-		if c.err != "" {
-			if err == nil || !strings.Contains(err.Error(), c.err) {
-				t.Errorf("%q: err %v, want %q", c.text, err, c.err)
+		for _, rules := range []int{rulesJSONBody - 1, ContextRules} {
+			v, err := parseVerdict(rules, c.text)
+			if c.err != "" {
+				if err == nil || !strings.Contains(err.Error(), c.err) {
+					t.Errorf("rules %d, %q: err %v, want %q", rules, c.text, err, c.err)
+				}
+				continue
 			}
-			continue
+			if err != nil || v.Verdict != c.want || len(v.Issues) != c.issues {
+				t.Errorf("rules %d, %q: %+v %v", rules, c.text, v, err)
+			}
 		}
-		if err != nil || v.Verdict != c.want || len(v.Issues) != c.issues {
-			t.Errorf("%q: %+v %v", c.text, v, err)
+	}
+}
+
+// A verdict whose issue quotes a fenced snippet is read from rules 15: the whole
+// answer is the object, or a fence holds no JSON. Under 14 the first "```",
+// inside the object's strings or around a snippet before it, was taken for the
+// verdict's fence, and the verdict could not be read.
+func TestParseVerdictQuotingAFence(t *testing.T) {
+	for _, text := range []string{
+		"{\"verdict\": \"revise\", \"issues\": [{\"issue\": \"the snippet is not fenced\", \"suggestion\": \"wrap it in ```go ... ``` fences\"}]}",
+		"My verdict:\n{\"verdict\": \"revise\", \"issues\": [{\"issue\": \"use a fence: ```sh\\nmake\\n```\"}]}",
+		"The draft quotes\n```python\nprint(17 * 23)\n```\nwhich is right.\n{\"verdict\": \"pass\"}",
+	} {
+		v, err := parseVerdict(ContextRules, text)
+		if err != nil || (v.Verdict == VerdictRevise) != strings.Contains(text, "revise") {
+			t.Errorf("%q: %+v %v", text, v, err)
+		}
+		if _, err := parseVerdict(rulesJSONBody-1, text); err == nil {
+			t.Errorf("%q: read under rules %d, which could not", text, rulesJSONBody-1)
 		}
 	}
 }
