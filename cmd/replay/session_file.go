@@ -339,6 +339,14 @@ func scanExport(r io.Reader, batch func(events []messages.Envelope) error) (h ex
 		if err != nil {
 			return h, nil, fmt.Errorf("%w: line %d: %w", ErrBadExport, line, err)
 		}
+		// The payload as a node writes it (json.Marshal of a json.RawMessage:
+		// compact), whatever the spacing of a file another tool rewrote: the
+		// analytics of the ClickHouse log read payloads with visitParamExtract*,
+		// which finds no field whose value follows a space (export writes
+		// payloads compact, so that its files are imported as they are).
+		if e.Payload, err = json.Marshal(e.Payload); err != nil {
+			return h, nil, fmt.Errorf("%w: line %d: %w", ErrBadExport, line, err)
+		}
 		p, err := e.Decode()
 		if err != nil {
 			return h, nil, fmt.Errorf("%w: line %d: %w", ErrBadExport, line, err)

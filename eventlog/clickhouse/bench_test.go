@@ -142,3 +142,65 @@ func benchAppend(b *testing.B, l eventlog.Log, appenders int) {
 		b.ReportMetric(float64(payload)/float64(calls), "payload-B/event")
 	}
 }
+
+// BenchmarkReadNPages measures the read of a whole session in pages bounded by
+// bytes, as replay export and the node's GET of a session's events read it: one
+// operation reads the session (5,000 events) page after page. "uniform" holds
+// events of 10 KB; "jump", a thousand events of a few bytes, then 10 KB ones.
+//
+//	TROUPE_TEST_CLICKHOUSE=127.0.0.1:9000 go test ./eventlog/clickhouse -run '^$' -bench ReadNPages -count 5
+func BenchmarkReadNPages(b *testing.B) {
+	const (
+		events   = 5000
+		size     = 10 << 10
+		pageSize = 1 << 20
+	)
+	for _, c := range []struct {
+		name  string
+		small int // the events of a few bytes at the session's start
+	}{{"uniform", 0}, {"jump", 1000}} {
+		b.Run(c.name, func(b *testing.B) {
+			l, _ := openLog(b, clickhouse.Config{})
+			ctx := testCtx(b, 10*time.Minute)
+			var batch []messages.Envelope
+			for seq := uint64(1); seq <= events; seq++ {
+				input := "s"
+				if int(seq) > c.small {
+					input = fmt.Sprintf("%0*d", size, seq)
+				}
+				e, err := messages.NewEnvelope(&messages.TaskSubmitted{Input: input})
+				if err != nil {
+					b.Fatal(err)
+				}
+				e.ID, e.SessionID, e.Seq, e.TS, e.Actor = fmt.Sprintf("read/%d", seq), "read", seq, int64(seq), "session"
+				e.CorrelationID = "read/1"
+				if batch = append(batch, e); len(batch) == 250 {
+					if err := l.Append(ctx, batch); err != nil {
+						b.Fatal(err)
+					}
+					batch = nil
+				}
+			}
+			b.ResetTimer()
+			var pages, bytes int
+			for range b.N {
+				for from := uint64(1); ; {
+					page, err := l.ReadN(ctx, "read", from, 0, pageSize)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if len(page) == 0 {
+						break
+					}
+					pages++
+					for _, e := range page {
+						bytes += len(e.Payload)
+					}
+					from = page[len(page)-1].Seq + 1
+				}
+			}
+			b.ReportMetric(float64(pages)/float64(b.N), "pages/op")
+			b.SetBytes(int64(bytes / b.N))
+		})
+	}
+}

@@ -309,6 +309,32 @@ const readQuery = readColumns + readOrder
 const readWindowQuery = readColumns + `
 	AND seq <= (SELECT max(seq) FROM (SELECT seq FROM events WHERE session_id = ? AND seq >= ? ORDER BY seq LIMIT %d))` + readOrder
 
+// readBytesWindowQuery is readWindowQuery for a page bounded by bytes: of the
+// rows of readWindowQuery's window, it ends at the seq of the row that brings
+// their payload, in order, to the bytes the page still lacks (the argument
+// after readQuery's), or at the last row if they fall short of it. The window's
+// LIMIT is sized by an estimate of the bytes per row (page.window), which alone
+// did not bound what a window transfers: after a session's events grew from
+// 10 bytes to 200 KB, a window of a page of 1 MiB read 1,000 rows of 200 KB.
+// The sizes are payload_size (schema 17), not the payloads, so that the bound
+// costs little. Parts written before schema 17 do not store it: there the
+// bound reads the payloads of the window's rows (it is computed from them),
+// until a merge writes those parts anew, which is why the window is bounded
+// first by the scalar subquery that reads the seq column only (without it the
+// subquery reads the rest of the session there, ClickHouse 18.16 reading all
+// the rows of a LIMIT before it sorts them). The sum counts every row, copies
+// and stale owners' too: a window may end short of the page, never beyond it,
+// and ReadN then reads the next. Arrays, not window functions, which 18.16
+// lacks; the rows are sorted by seq in the array, whatever order they reach
+// groupArray in. An empty window's bound is 0 (the array's default): it reads
+// no row. Its arguments are readQuery's, the bytes, then the session and the
+// seq twice.
+const readBytesWindowQuery = readColumns + `
+	AND seq <= (SELECT seqs[greatest(least(arrayCount(x -> x < ?, arrayCumSum(sizes)) + 1, length(seqs)), 1)]
+	FROM (SELECT arrayMap(r -> tupleElement(r, 1), rs) AS seqs, arrayMap(r -> tupleElement(r, 2), rs) AS sizes
+	FROM (SELECT arraySort(groupArray((seq, payload_size))) AS rs FROM events WHERE session_id = ? AND seq >= ?
+	AND seq <= (SELECT max(seq) FROM (SELECT seq FROM events WHERE session_id = ? AND seq >= ? ORDER BY seq LIMIT %d)))))` + readOrder
+
 const (
 	readColumns = `SELECT seq, epoch, id, type, version, causation_id, correlation_id, ts, actor, payload,
 	(seq, epoch) IN (SELECT seq, epoch FROM fenced_events WHERE session_id = ?)
@@ -377,6 +403,9 @@ func (r *rowSizes) set(session string, perRow int) {
 // A bounded page is read in windows of seqs (readWindowQuery), each sized by
 // the events the page still lacks and by the payload per row read so far: a
 // page of a long session reads about that page, not the rest of the session.
+// The window of a page bounded by bytes also ends where the stored sizes of
+// its rows' payloads reach the bytes the page lacks (readBytesWindowQuery), so
+// that events larger than the estimate do not make it read many pages' bytes.
 // Events that fenced_events lists at the end of what was read are returned
 // only once a later event that Read returns too is found (staleTail): a page
 // that would end with them reads on until one comes, which it leaves out, or
@@ -410,7 +439,15 @@ func (l *Log) ReadN(ctx context.Context, sessionID string, fromSeq uint64, n, ma
 	for {
 		window = p.window(&s, window)
 		before := len(p.events)
-		w, err := l.readRows(ctx, qctx, &s, &p, fmt.Sprintf(readWindowQuery, window), sessionID, sessionID, from, sessionID, from)
+		var (
+			w   windowRead
+			err error
+		)
+		if maxBytes > 0 {
+			w, err = l.readRows(ctx, qctx, &s, &p, fmt.Sprintf(readBytesWindowQuery, window), sessionID, sessionID, from, p.lacks(), sessionID, from, sessionID, from)
+		} else {
+			w, err = l.readRows(ctx, qctx, &s, &p, fmt.Sprintf(readWindowQuery, window), sessionID, sessionID, from, sessionID, from)
+		}
 		switch {
 		case err != nil:
 			return nil, err
@@ -599,6 +636,13 @@ func (p *page) window(s *sessionRows, last int) int {
 		}
 	}
 	return min(max(k, 2*last, 1), maxWindow)
+}
+
+// lacks returns the payload bytes a page bounded by bytes lacks, counting its
+// pending events: the next window reads up to the row that reaches them (at
+// least one row, when the pending events reach them already).
+func (p *page) lacks() uint64 {
+	return uint64(max(p.maxBytes-p.bytes-p.pendingSize, 0))
 }
 
 // checkStored says what is wrong with a stored event, if anything.

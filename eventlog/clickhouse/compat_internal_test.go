@@ -535,8 +535,13 @@ func TestDumpStatements(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.at("read a page bounded by bytes")
-	r.expect("AND seq >= ", 5) // the first window, of firstWindow seqs
+	r.expect("AND seq >= ", 5) // the window reaches the session's end short of the bound
 	if _, err := l.ReadN(ctx, sid, 1, 0, 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	r.at("read a page that its first event fills")
+	r.expect("AND seq >= ", 1) // the window ends at the row that reaches the bound
+	if _, err := l.ReadN(ctx, sid, 1, 0, 1); err != nil {
 		t.Fatal(err)
 	}
 

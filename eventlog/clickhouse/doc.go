@@ -9,7 +9,8 @@
 // Config.MaxBatchBytes) and by time (Config.FlushInterval), and writes each group
 // with one INSERT. Data leaves through Read (one session's events from a seq, in
 // seq order, byte for byte as appended), ReadN (a page of them, read in windows
-// of seqs so that it costs about that page: eventlog.PageReader) and Sessions
+// of seqs so that it costs about that page, a page bounded by bytes ending
+// where the stored payload sizes reach its bound: eventlog.PageReader) and Sessions
 // (one summary per session).
 //
 // # When Append returns

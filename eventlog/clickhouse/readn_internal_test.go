@@ -205,11 +205,12 @@ func seqs(events []messages.Envelope) []uint64 {
 }
 
 // rowCounting is a connection that records how many rows each read of a
-// session's events (readColumns) returned, read or not.
+// session's events (readColumns) returned, read or not, and their payload.
 type rowCounting struct {
 	driver.Conn
 	mu      sync.Mutex
 	queries []int // rows of each read
+	bytes   []int // payload bytes of each read
 }
 
 func (c *rowCounting) Query(ctx context.Context, query string, args ...any) (driver.Rows, error) {
@@ -218,6 +219,19 @@ func (c *rowCounting) Query(ctx context.Context, query string, args ...any) (dri
 		return rows, err
 	}
 	return &countedRows{Rows: rows, c: c}, nil
+}
+
+// mostBytes returns the most payload bytes one read returned since the last
+// call of most or mostBytes, and forgets the reads.
+func (c *rowCounting) mostBytes() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	most := 0
+	for _, n := range c.bytes {
+		most = max(most, n)
+	}
+	c.queries, c.bytes = nil, nil
+	return most
 }
 
 // Close leaves the connection to the Log that opened it.
@@ -233,31 +247,47 @@ func (c *rowCounting) most() (most, rows, reads int) {
 		rows += n
 	}
 	reads = len(c.queries)
-	c.queries = nil
+	c.queries, c.bytes = nil, nil
 	return most, rows, reads
 }
 
 type countedRows struct {
 	driver.Rows
-	c *rowCounting
-	n int
+	c        *rowCounting
+	n, bytes int
 }
 
 func (r *countedRows) Next() bool {
 	ok := r.Rows.Next()
 	if ok {
 		r.n++
+		r.bytes += r.payload()
 	}
 	return ok
 }
 
+// payload returns the size of the current row's payload (readColumns' tenth
+// column), scanned apart from the caller's Scan, which may follow.
+func (r *countedRows) payload() int {
+	var (
+		seq, epoch                                      uint64
+		id, typ, causation, correlation, actor, payload string
+		version, ts                                     int64
+		listed                                          uint8
+	)
+	if err := r.Rows.Scan(&seq, &epoch, &id, &typ, &version, &causation, &correlation, &ts, &actor, &payload, &listed); err != nil {
+		return 0
+	}
+	return len(payload)
+}
+
 // Close counts the rows the caller left: clickhouse-go reads them too.
 func (r *countedRows) Close() error {
-	for r.Rows.Next() {
-		r.n++
+	for r.Next() {
 	}
 	r.c.mu.Lock()
 	r.c.queries = append(r.c.queries, r.n)
+	r.c.bytes = append(r.c.bytes, r.bytes)
 	r.c.mu.Unlock()
 	return r.Rows.Close()
 }
@@ -383,4 +413,79 @@ func TestReadNReportsTwoEventsAtTheSeqThatEndsAPage(t *testing.T) {
 			}
 		}
 	}
+}
+
+// A page bounded by bytes transfers about that many bytes, whatever the sizes
+// of the events before it: after a jump in the size of a session's events (a
+// thousand events of a few bytes, then events of 200 KB), no query of a page
+// returns more than the page's bound and the one event that crosses it, and
+// the pages read one after the other are Read's events; also from parts
+// written before schema 17, which compute payload_size from the payload.
+func TestReadNBoundsTheBytesOfAPageAfterEventsGrow(t *testing.T) {
+	addr, db := fencingDatabase(t, "readnjump")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	w := openNodes(t, ctx, addr, db, 1)[0]
+	const (
+		small, large = 1100, 60
+		largeSize    = 200 << 10
+	)
+	var events []messages.Envelope
+	for seq := uint64(1); seq <= small+large; seq++ {
+		input := "s"
+		if seq > small {
+			input = strings.Repeat("L", largeSize)
+		}
+		events = append(events, streamEvent(t, "jump", seq, &messages.TaskSubmitted{Input: input}))
+	}
+	for i := 0; i < len(events); i += 20 {
+		if err := w.Append(ctx, events[i:min(i+20, len(events))]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	conn := &rowCounting{Conn: w.conn}
+	l := start(w.cfg, conn)
+	t.Cleanup(func() { _ = l.Close() })
+	whole, err := l.Read(ctx, "jump", 1)
+	if err != nil || len(whole) != len(events) {
+		t.Fatalf("Read: %d events, %v; want %d", len(whole), err, len(events))
+	}
+	biggest := 0
+	for _, e := range whole {
+		biggest = max(biggest, len(e.Payload))
+	}
+	check := func(stored string) {
+		t.Helper()
+		for _, maxBytes := range []int{64 << 10, 1 << 20} {
+			conn.mostBytes()
+			var all []messages.Envelope
+			for from := uint64(1); ; {
+				page, err := l.ReadN(ctx, "jump", from, 0, maxBytes)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(page) == 0 {
+					break
+				}
+				all = append(all, page...)
+				from = page[len(page)-1].Seq + 1
+			}
+			if !reflect.DeepEqual(all, whole) {
+				t.Errorf("%s: pages of %d bytes: %d events, not Read's %d", stored, maxBytes, len(all), len(whole))
+			}
+			if most := conn.mostBytes(); most > maxBytes+biggest {
+				t.Errorf("%s: pages of %d bytes: a query transferred %d bytes of payload (%.1f pages); want at most the page and one event, %d",
+					stored, maxBytes, most, float64(most)/float64(maxBytes), maxBytes+biggest)
+			}
+		}
+	}
+	check("payload_size stored")
+	// As parts written before schema 17, which do not hold payload_size: it is
+	// computed from the payload.
+	for _, stmt := range []string{"ALTER TABLE events DROP COLUMN payload_size", "ALTER TABLE events ADD COLUMN payload_size UInt64 MATERIALIZED length(payload)"} {
+		if err := w.conn.Exec(ctx, stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check("payload_size computed")
 }

@@ -36,7 +36,7 @@ var schemaFS embed.FS
 
 // SchemaVersion is the schema version this build writes: the number of the last
 // file in schema/.
-const SchemaVersion = 16
+const SchemaVersion = 17
 
 // Migration is one numbered schema file.
 type Migration struct {

@@ -1,0 +1,13 @@
+-- The size of each event's payload in bytes, stored beside it, so that a page
+-- of a session bounded by bytes (ReadN) finds where it ends by reading this
+-- column of the rows ahead rather than their payloads: the window of seqs a
+-- page reads ends at the row that brings the payload to the page's bound,
+-- whatever the sizes of the events read before.
+--
+-- MATERIALIZED: every INSERT computes it, whatever its column list (older builds
+-- write beside this one and never name it), and SELECT * leaves it out. The
+-- parts written before this version do not hold it: a read computes it from
+-- the payload there, until a merge writes those parts anew (OPTIMIZE TABLE
+-- events FINAL writes them all at once). 18.16 and current releases add such a
+-- column without rewriting a part.
+ALTER TABLE events ADD COLUMN payload_size UInt64 MATERIALIZED length(payload);
