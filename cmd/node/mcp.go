@@ -131,8 +131,9 @@ func serveMCP(ctx context.Context, cfg node.Config, served mcp.ServedConfig, att
 	// node serve's: a signal (ctx) closes the node first (Node.Close: the calls in
 	// flight answer within the handoff grace and are recorded, a run_task's task is
 	// left to resume, its caller told so), and only then ends Run and the session.
-	// Run under ctx, the signal ended Run before Close began, and the session's end
-	// cancelled the client's task.
+	// Run under ctx, the signal ended Run before Close began (Node.Close says why
+	// not), and the node went on with the task in flight, its next calls made,
+	// until it ended.
 	live := context.WithoutCancel(ctx)
 	started, err := n.Start(live)
 	if err != nil {
