@@ -602,7 +602,9 @@ func (n *Node) openMemory() error {
 		refused: "memory: the vector store refused a memory's vector: it is left out of the store (searches by keyword find it), and the collection's other vectors are written"})
 	cfg.VectorTrouble, cfg.VectorParked = vs.trouble(cfg.VectorTrouble), vs.parked(cfg.VectorParked)
 	cfg.Consolidate = func(ctx context.Context, ns *memory.Namespace, key string) (string, error) {
-		rep, err := n.Consolidate(ctx, ns.Name(), key)
+		// The memory tool runs on the namespace's owner (memorytool.go): a
+		// command sent from its handler would wait behind itself.
+		rep, err := n.consolidateLocal(ctx, ns.Name(), key)
 		if err != nil {
 			return "", err
 		}
@@ -673,10 +675,49 @@ func (h heldNamespace) Release() { h.release() }
 // Consolidate runs the consolidator on a namespace now, under key (a run asked
 // again with the same key applies nothing twice): through the background actor of
 // the namespace when Config.Consolidation is set, else directly, with the node's
-// model for distillation.
+// model for distillation. On a sharded node it runs on the namespace's owner, as
+// the namespace's other operations do (memoryroute.go): the command travels to
+// the owner of the stream's partition, in order with the namespace's other
+// commands, which runs it and answers its report. Run here, it ran beside the
+// owner's own consolidator, both planning from the same memories.
 func (n *Node) Consolidate(ctx context.Context, namespace, key string) (consolidator.Report, error) {
 	if n.memories == nil {
 		return consolidator.Report{}, errors.New("node: no memory configured")
+	}
+	if !n.memoryRouted() {
+		return n.consolidateLocal(ctx, namespace, key)
+	}
+	if err := memory.CheckNamespace(namespace); err != nil {
+		return consolidator.Report{}, fmt.Errorf("%w: %w", memory.ErrInvalid, err)
+	}
+	res, err := n.memoryExecWithin(ctx, namespace, memoryConsolidate, key, struct{}{}, consolidateTimeout)
+	if err != nil {
+		return consolidator.Report{}, err
+	}
+	var ans consolidateAnswer
+	if err := json.Unmarshal(res, &ans); err != nil {
+		return consolidator.Report{}, fmt.Errorf("node: the answer of the consolidation of %s by its owner: %w", namespace, err)
+	}
+	switch {
+	case ans.Error != "":
+		return consolidator.Report{}, errors.New(ans.Error)
+	case ans.Report == nil:
+		return consolidator.Report{}, fmt.Errorf("node: the owner of %s answered its consolidation without a report", namespace)
+	}
+	return *ans.Report, nil
+}
+
+// consolidateTimeout bounds the wait for the owner of a namespace to answer a
+// consolidation: a run asks the model to distil and to judge conflicts.
+const consolidateTimeout = 5 * time.Minute
+
+// consolidateLocal is Consolidate on this node's memories: on a sharded node, on
+// the owner of the namespace's stream only (the command of Consolidate, the
+// memory tool's consolidate, which runs on the owner), else refused with the
+// partition and its owner's name.
+func (n *Node) consolidateLocal(ctx context.Context, namespace, key string) (consolidator.Report, error) {
+	if !n.ownsKey(memory.Stream(namespace)) {
+		return consolidator.Report{}, n.notOwnedError(namespace)
 	}
 	if n.consolidation != nil {
 		return n.consolidation.Consolidate(ctx, namespace, key)
@@ -690,6 +731,19 @@ func (n *Node) Consolidate(ctx context.Context, namespace, key string) (consolid
 		return consolidator.Report{}, err
 	}
 	return c.Run(ctx, ns, key)
+}
+
+// notOwnedError says that this sharded node does not own namespace: the
+// partition of troupe.tasks its stream falls on, which its owner holds.
+func (n *Node) notOwnedError(namespace string) error {
+	n.own.mu.Lock()
+	total := n.own.total
+	n.own.mu.Unlock()
+	where := "no partition of troupe.tasks is assigned to it yet"
+	if total > 0 {
+		where = fmt.Sprintf("its stream %s falls on partition %d of %d of troupe.tasks, which another node owns", memory.Stream(namespace), n.cfg.Bus.Partition(memory.Stream(namespace), total), total)
+	}
+	return fmt.Errorf("node %s does not own namespace %s (%s): it is consolidated by its owner: %w", n.cfg.NodeID, namespace, where, consolidator.ErrNotOwned)
 }
 
 // distiller is the model the consolidator distils and judges conflicts with: the

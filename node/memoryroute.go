@@ -10,6 +10,7 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill/message"
 
+	"github.com/troupe-run/troupe/consolidator"
 	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/memory"
 	"github.com/troupe-run/troupe/messages"
@@ -37,7 +38,17 @@ const (
 	// args: []memory.Input → {}: would an add under the key write, or is the key
 	// used for other memories (key_reused)? Nothing is written.
 	memoryCheckKey = "check_key"
+	// args: {} → consolidateAnswer: a consolidation run under the command's key
+	// (Node.Consolidate)
+	memoryConsolidate = "consolidate"
 )
+
+// consolidateAnswer is the answer of a consolidate command: the run's report, or
+// the error it failed with.
+type consolidateAnswer struct {
+	Report *consolidator.Report `json:"report,omitempty"`
+	Error  string               `json:"error,omitempty"`
+}
 
 // memoryTimeout bounds the wait for a namespace's owner to answer a command.
 const memoryTimeout = 30 * time.Second
@@ -251,6 +262,21 @@ func (n *Node) memoryLocal(ctx context.Context, c messages.MemoryCommand, max in
 			return nil, err
 		}
 		out = ans
+	case memoryConsolidate:
+		rep, err := n.consolidateLocal(ctx, c.Namespace, c.Key)
+		switch {
+		case err != nil && ctx.Err() != nil:
+			// Not answered: the namespace's next owner runs it, under the same key.
+			return nil, fmt.Errorf("%w: consolidation of %s cut off on its owner (%w): %w", errStopping, c.Namespace, context.Cause(ctx), err)
+		case errors.Is(err, eventlog.ErrFenced), errors.Is(err, consolidator.ErrNotOwned):
+			return nil, err // not answered: its owner runs it (handleMemoryCommand)
+		case errors.Is(err, memory.ErrInvalid):
+			return nil, err
+		case err != nil:
+			out = consolidateAnswer{Error: err.Error()} // as the run's error would be, run here
+		default:
+			out = consolidateAnswer{Report: &rep}
+		}
 	case memoryToolCall:
 		return n.runMemoryTool(ctx, c)
 	case memoryRemember:

@@ -1151,6 +1151,8 @@ type walker struct {
 	field    string // the path of the first problem
 	// number reads a JSON number (ArgumentParser.number; roundedNumber for Check).
 	number func(json.Number) any
+	// schemaFacts answers what the schemas of null properties allow (facts).
+	schemaFacts *schemaFacts
 }
 
 func (w *walker) fail(path, format string, args ...any) {
@@ -1220,12 +1222,12 @@ func (w *walker) walk(v any, s *jsonschema.Schema, path string, depth int) any {
 		}
 		for _, k := range slices.Sorted(maps.Keys(x)) {
 			ps, known := s.Properties[k]
-			if x[k] == nil && known && w.p.rules == ArgumentsExact && !w.p.matchesNothing(ps, 0) && !w.p.allowsNull(ps, 0) {
+			if x[k] == nil && known && w.p.rules == ArgumentsExact && !w.facts().matchesNothing(ps, 0) && !w.facts().allowsNull(ps, 0) {
 				if !slices.Contains(s.Required, k) {
 					delete(x, k) // null for an optional field: as if absent
 					continue
 				}
-				if types := w.p.unionTypes(ps, 0); len(types) > 0 {
+				if types := w.facts().unionTypes(ps, 0); len(types) > 0 {
 					// Said as a plain type's refusal is ("must be a string, not
 					// null"), which the validator does not say of a union.
 					w.fail(join(path, k), "%s must be %s, not null", name(join(path, k)), wantTypes(types))
@@ -1295,17 +1297,65 @@ func (w *walker) walk(v any, s *jsonschema.Schema, path string, depth int) any {
 	return v
 }
 
+// schemaFacts answers what a property's schema allows (allowsNull,
+// matchesNothing, unionTypes) for one walk of a value, each schema's answer
+// computed once at each depth it is reached at: the answers depend on nothing
+// else (the schema does not change during the walk). Computed anew at each
+// reach, branches that share a $ref level after level ({"anyOf": [{"$ref":
+// "#/$defs/A1"}, {"$ref": "#/$defs/A1"}]}, A1 alike, and so on) made the work
+// double at each level: 2^16 schemas looked at for 16 levels, which the
+// schema's bound on applications (maxSchemaApplications) lets through, for each
+// null the walk looks at. Memoized, the work grows with the schema's size.
+type schemaFacts struct {
+	p       *ArgumentParser
+	null    map[factKey]bool
+	nothing map[factKey]bool
+	types   map[factKey][]string
+	// steps counts the schemas looked at (an answer not memoized yet).
+	steps int
+}
+
+// factKey is a schema as a fact of it is asked: the schema (a node of the
+// parser's tree, or one deref made) and the depth it is reached at.
+type factKey struct {
+	s     *jsonschema.Schema
+	depth int
+}
+
+func newSchemaFacts(p *ArgumentParser) *schemaFacts {
+	return &schemaFacts{p: p, null: map[factKey]bool{}, nothing: map[factKey]bool{}, types: map[factKey][]string{}}
+}
+
+// facts returns the walk's schemaFacts, made at its first use.
+func (w *walker) facts() *schemaFacts {
+	if w.schemaFacts == nil {
+		w.schemaFacts = newSchemaFacts(w.p)
+	}
+	return w.schemaFacts
+}
+
 // allowsNull reports whether s lets a value be null: false when s, its local
 // $ref followed, matches nothing, has types without "null", an enum without
 // null, a const other than null, anyOf or oneOf branches none of which allows
 // null, or an allOf branch that does not. Any other schema allows it, as JSON
 // Schema says (one without a type takes any value). depth bounds the branches
 // followed (maxRefHops).
-func (p *ArgumentParser) allowsNull(s *jsonschema.Schema, depth int) bool {
+func (f *schemaFacts) allowsNull(s *jsonschema.Schema, depth int) bool {
 	if s == nil || depth > maxRefHops {
 		return true
 	}
-	s = p.deref(s)
+	key := factKey{s, depth}
+	if v, ok := f.null[key]; ok {
+		return v
+	}
+	f.steps++
+	v := f.allowsNullOnce(s, depth)
+	f.null[key] = v
+	return v
+}
+
+func (f *schemaFacts) allowsNullOnce(s *jsonschema.Schema, depth int) bool {
+	s = f.p.deref(s)
 	switch {
 	case never(s):
 		return false
@@ -1317,13 +1367,13 @@ func (p *ArgumentParser) allowsNull(s *jsonschema.Schema, depth int) bool {
 		return false
 	}
 	some := func(list []*jsonschema.Schema) bool {
-		return len(list) == 0 || slices.ContainsFunc(list, func(b *jsonschema.Schema) bool { return p.allowsNull(b, depth+1) })
+		return len(list) == 0 || slices.ContainsFunc(list, func(b *jsonschema.Schema) bool { return f.allowsNull(b, depth+1) })
 	}
 	if !some(s.AnyOf) || !some(s.OneOf) {
 		return false
 	}
 	for _, b := range s.AllOf {
-		if !p.allowsNull(b, depth+1) {
+		if !f.allowsNull(b, depth+1) {
 			return false
 		}
 	}
@@ -1336,20 +1386,31 @@ func (p *ArgumentParser) allowsNull(s *jsonschema.Schema, depth int) bool {
 // whose schema matches nothing is refused (the property is not allowed), not
 // taken as the property's absence. depth bounds the branches followed
 // (maxRefHops).
-func (p *ArgumentParser) matchesNothing(s *jsonschema.Schema, depth int) bool {
+func (f *schemaFacts) matchesNothing(s *jsonschema.Schema, depth int) bool {
 	if s == nil || depth > maxRefHops {
 		return false
 	}
+	key := factKey{s, depth}
+	if v, ok := f.nothing[key]; ok {
+		return v
+	}
+	f.steps++
+	v := f.matchesNothingOnce(s, depth)
+	f.nothing[key] = v
+	return v
+}
+
+func (f *schemaFacts) matchesNothingOnce(s *jsonschema.Schema, depth int) bool {
 	if never(s) {
 		return true
 	}
 	if s.Ref != "" {
 		// The target alone: the keywords beside the $ref take nothing away.
-		if t := p.deref(&jsonschema.Schema{Ref: s.Ref}); t.Ref == "" && p.matchesNothing(t, depth+1) {
+		if t := f.p.deref(&jsonschema.Schema{Ref: s.Ref}); t.Ref == "" && f.matchesNothing(t, depth+1) {
 			return true
 		}
 	}
-	nothing := func(b *jsonschema.Schema) bool { return p.matchesNothing(b, depth+1) }
+	nothing := func(b *jsonschema.Schema) bool { return f.matchesNothing(b, depth+1) }
 	something := func(b *jsonschema.Schema) bool { return !nothing(b) }
 	return slices.ContainsFunc(s.AllOf, nothing) ||
 		len(s.AnyOf) > 0 && !slices.ContainsFunc(s.AnyOf, something) ||
@@ -1360,12 +1421,24 @@ func (p *ArgumentParser) matchesNothing(s *jsonschema.Schema, depth int) bool {
 // followed, has no type of its own and every branch of its anyOf or oneOf has
 // types (followed the same way): ["string", "integer"] for {"anyOf":
 // [{"type": "string"}, {"type": "integer"}]}. Nil otherwise: a type of its own,
-// an enum or a const is said by the walker's own refusal.
-func (p *ArgumentParser) unionTypes(s *jsonschema.Schema, depth int) []string {
+// an enum or a const is said by the walker's own refusal. The slice returned is
+// shared: not to be changed.
+func (f *schemaFacts) unionTypes(s *jsonschema.Schema, depth int) []string {
 	if s == nil || depth > maxRefHops {
 		return nil
 	}
-	s = p.deref(s)
+	key := factKey{s, depth}
+	if v, ok := f.types[key]; ok {
+		return v
+	}
+	f.steps++
+	v := f.unionTypesOnce(s, depth)
+	f.types[key] = v
+	return v
+}
+
+func (f *schemaFacts) unionTypesOnce(s *jsonschema.Schema, depth int) []string {
+	s = f.p.deref(s)
 	if len(schemaTypes(s)) > 0 || len(s.Enum) > 0 || s.Const != nil {
 		return nil
 	}
@@ -1375,9 +1448,9 @@ func (p *ArgumentParser) unionTypes(s *jsonschema.Schema, depth int) []string {
 	}
 	var out []string
 	for _, b := range branches {
-		ts := schemaTypes(p.deref(b))
+		ts := schemaTypes(f.p.deref(b))
 		if len(ts) == 0 {
-			ts = p.unionTypes(b, depth+1)
+			ts = f.unionTypes(b, depth+1)
 		}
 		if len(ts) == 0 {
 			return nil

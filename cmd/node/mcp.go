@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 	"time"
 
@@ -126,14 +127,28 @@ func serveMCP(ctx context.Context, cfg node.Config, served mcp.ServedConfig, att
 	}
 	defer n.Close()
 	attach(n)
-	stopNode, err := n.Start(ctx)
+	// The node runs, and the MCP session is served, until the node is closed, as
+	// node serve's: a signal (ctx) closes the node first (Node.Close: the calls in
+	// flight answer within the handoff grace and are recorded, a run_task's task is
+	// left to resume, its caller told so), and only then ends Run and the session.
+	// Run under ctx, the signal ended Run before Close began (Node.Close says why
+	// not), and the node went on with the task in flight, its next calls made,
+	// until it ended.
+	live := context.WithoutCancel(ctx)
+	started, err := n.Start(live)
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)
 		return 1
 	}
-	defer stopNode()
-	srvCtx, cancel := context.WithCancel(ctx)
+	srvCtx, cancel := context.WithCancel(live)
 	defer cancel()
+	stopNode := sync.OnceFunc(started) // by the signal, or at the end of the session
+	defer stopNode()
+	defer context.AfterFunc(ctx, func() {
+		cfg.Logger.Info("shutting down")
+		stopNode()
+		cancel()
+	})()
 	// run asked for SIGPIPE (askForSIGPIPE): a write to the closed stdout of a
 	// client gone fails with EPIPE.
 	srv := newMCPServer(n, cfg, served)
