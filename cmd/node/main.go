@@ -210,6 +210,11 @@ flags:
                          (TROUPE_MAX_SESSIONS, "max_sessions", default 10000): past it the least recently used idle ones
                          are stopped before their idle timeout; a session with a
                          running task never is, so with all busy the node runs more
+  --decision-rules N     record new tasks under version N of the decision rules
+                         (TROUPE_DECISION_RULES, "decision_rules", default the build's
+                         own): during a rolling upgrade, pin it to the newest version of
+                         the oldest build still running, so that any node can go on
+                         with the tasks
   --secret-key-file F    the key that seals the secrets the node keeps in its event log
                          (A2A push configs' tokens): 64 hex digits (openssl rand -hex 32)
                          or base64 (TROUPE_SECRET_KEY_FILE, "secret_key_file"; the key
@@ -226,6 +231,10 @@ flags:
                          64 bytes
   --stream auto|on|off   node run: print the model's answers as they stream (auto: when
                          stdout is a terminal; TROUPE_STREAM, default auto)
+  --log-format F         format of the log lines on stderr: text, one key=value line
+                         each, or json, one object a line with time, level, msg and
+                         the line's fields, redacted alike (TROUPE_LOG_FORMAT,
+                         "log_format", default text)
   -v                     log at debug level
 
 node mcp [flags] serves the agent's tools and run_task to one MCP client on stdin and

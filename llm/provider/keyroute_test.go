@@ -257,3 +257,19 @@ func TestFallbackTakesThePrimaryTimeoutOnly(t *testing.T) {
 		t.Fatal("a fallback was sent to the primary's host")
 	}
 }
+
+// A fallback (or an agent's model) whose provider's variable is unset is refused
+// with an error naming that variable alone: LLM_API_KEY is not its to use, so an
+// error that offered it ("neither DEEPSEEK_API_KEY nor LLM_API_KEY holds an API
+// key") sent the user to set a variable that changed nothing.
+func TestFallbackWithoutItsKeyNamesOnlyItsVariable(t *testing.T) {
+	for _, env := range []func(string) string{envOf(), envOf("LLM_API_KEY", "generic-key-0123456789abcdef")} {
+		_, _, _, err := provider.FallbackFromSpec(deadline(t), "deepseek", env)
+		if err == nil {
+			t.Fatal("fallback deepseek without DEEPSEEK_API_KEY: no error")
+		}
+		if msg := err.Error(); !strings.Contains(msg, "DEEPSEEK_API_KEY") || strings.Contains(msg, "LLM_API_KEY") {
+			t.Errorf("fallback deepseek without DEEPSEEK_API_KEY: %q: want DEEPSEEK_API_KEY named, and not LLM_API_KEY", msg)
+		}
+	}
+}

@@ -136,6 +136,11 @@ func resolveFallback(ctx context.Context, spec string, env func(string) string) 
 		}
 		return ""
 	}
+	if p.KeyEnv != "" && strings.TrimSpace(own(p.KeyEnv)) == "" {
+		// Detect's error would offer LLM_API_KEY too, which is not a fallback's to use.
+		return Resolved{}, fmt.Errorf("llm/provider: provider %q is configured but %s holds no API key: set it (a fallback or an agent's model takes its provider's own key variable only)",
+			p.Name, p.KeyEnv)
+	}
 	cfg := DefaultConfig()
 	cfg.Provider, cfg.Model, cfg.DisableProbe = p.Name, model, true
 	return Detect(ctx, cfg, own, nil)
