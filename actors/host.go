@@ -127,9 +127,10 @@ type hosted struct {
 	forwarded int
 	// idle is the session's place in SessionHost.idle; nil when it is busy.
 	idle *list.Element
-	// shared is what the actor's incarnations share, made with it (one
-	// allocation for both).
-	shared incarnations
+	// shared is what the actor's incarnations share, and mailbox the actor's
+	// mailbox (sessionMailbox), made with it (one allocation for all three).
+	shared  incarnations
+	mailbox stoppedAnswering
 }
 
 // NewSessionHostProps returns the props of a SessionHost, to spawn from the root
@@ -432,7 +433,7 @@ func (h *SessionHost) spawn(ctx actor.Context, id string, unread bool, end *give
 			deps.spawned(a)
 		}
 		return a
-	}, actor.WithDispatcher(h.dispatcher), actor.WithMailbox(sessionMailbox(ctx.ActorSystem(), id, shared)))
+	}, actor.WithDispatcher(h.dispatcher), actor.WithMailbox(s.sessionMailbox(ctx.ActorSystem())))
 	pid := ctx.Spawn(props)
 	if len(h.started) >= maxStarted {
 		clear(h.started)
@@ -444,7 +445,7 @@ func (h *SessionHost) spawn(ctx actor.Context, id string, unread bool, end *give
 	return s
 }
 
-// sessionMailbox returns the mailbox of session id's actor: protoactor's unbounded
+// sessionMailbox returns the mailbox of session s's actor: protoactor's unbounded
 // one (sessionQueue), seeing the actor's lifecycle (stoppedAnswering):
 //
 //   - A Stop posted to the actor ends stop, which ends a write the actor retries in
@@ -465,10 +466,12 @@ func (h *SessionHost) spawn(ctx actor.Context, id string, unread bool, end *give
 //   - The request the actor failed on (it panicked) is answered ErrSessionFailed as
 //     the failure reaches the supervisor: the actor answers it no more, whether it is
 //     restarted or stopped.
-func sessionMailbox(system *actor.ActorSystem, id string, shared *incarnations) actor.MailboxProducer {
-	return func() actor.Mailbox {
-		return &stoppedAnswering{system: system, session: id, stop: &shared.stop, gaveUp: &shared.gaveUp}
-	}
+//
+// The mailbox is s.mailbox: the props it is given to spawn the actor once, and
+// protoactor makes a mailbox once per spawn (restarts keep it).
+func (s *hosted) sessionMailbox(system *actor.ActorSystem) actor.MailboxProducer {
+	s.mailbox = stoppedAnswering{system: system, session: s.id, stop: &s.shared.stop, gaveUp: &s.shared.gaveUp}
+	return func() actor.Mailbox { return &s.mailbox }
 }
 
 // stoppedAnswering is a session actor's mailbox (sessionMailbox). It is also the

@@ -98,7 +98,7 @@ type view struct {
 }
 
 // task returns the task's submission.
-func (v *view) task() messages.TaskSubmitted { return v.t.Spec }
+func (v *view) task() messages.TaskSubmitted { return *v.t.Spec }
 
 // cause returns the ID of the task's latest event, the cause of a decision that
 // follows from the state as a whole.

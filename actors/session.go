@@ -373,13 +373,22 @@ type SessionActor struct {
 	id    string
 	deps  *SessionDeps
 	state *SessionState
-	// republish makes recover publish the session's latest task's events again
-	// (SetOwnership.Republish).
-	republish bool
 	// publishedBefore is the time before which the session's events were all
 	// published by its partition's previous owner (SetOwnership.PublishedBefore):
 	// recover republishes nothing of a session whose events are all older.
 	publishedBefore int64
+	// snapSeq is the seq of the session's fold snapshot, as far as this
+	// incarnation knows.
+	snapSeq uint64
+	// unstored is the new task that step records, while submit or claim steps it:
+	// step stores the configuration it names first (storeConfig).
+	unstored messages.Payload
+	// The flags below are kept together, in one word (the actor fits a smaller
+	// size class).
+	//
+	// republish makes recover publish the session's latest task's events again
+	// (SetOwnership.Republish).
+	republish bool
 	// unread is set while the session has not read its log: it was started for a
 	// task (SubmitTask.New, or any with a ClaimingStore), and its state is that of a
 	// session with no events until claim proves it or the log refuses the claim.
@@ -391,16 +400,10 @@ type SessionActor struct {
 	claiming, claimRetried bool
 	// undurable is set while the state may hold events the log does not (a step
 	// or a load that has not ended well): such a state saves no fold snapshot.
-	// snapSeq is the seq of the session's fold snapshot, as far as this
-	// incarnation knows.
 	undurable bool
-	snapSeq   uint64
 	// storingConfig is set while storeConfig appends: a configuration's stream
 	// that holds another event at its position is left as it is.
 	storingConfig bool
-	// unstored is the new task that step records, while submit or claim steps it:
-	// step stores the configuration it names first (storeConfig).
-	unstored messages.Payload
 	// newTask is set while an idle session (no task running, no effect in flight)
 	// appends the batch that records a new task: a log that is full (eventlog.ErrFull)
 	// at the first attempt then refuses the task (errNotRecorded) instead of having

@@ -339,9 +339,13 @@ type callState struct {
 }
 
 type taskState struct {
-	ID    string // the TaskSubmitted event ID; the correlation ID of the task's events
-	Seq   uint64
-	Spec  messages.TaskSubmitted
+	ID  string // the TaskSubmitted event ID; the correlation ID of the task's events
+	Seq uint64
+	// Spec is the task's payload as folded, and reply its latest model call's
+	// answer (noReply before the first): both are the payloads the fold was given,
+	// never written through, so that a task's state does not hold copies of them
+	// (it fits a smaller size class).
+	Spec  *messages.TaskSubmitted
 	phase phase
 	Steps int
 	Usage messages.Usage
@@ -356,7 +360,7 @@ type taskState struct {
 	modelID  string // event ID of the pending ModelRequested
 	model    messages.ModelRequested
 	modelSeq uint64 // the seq of the pending ModelRequested's key, of this session (effectKeyOf)
-	reply    messages.ModelResponded
+	reply    *messages.ModelResponded
 	replyID  string
 	calls    []*callState
 	// run is the paradigm's state of the task (nil for the loop alone); pending
@@ -386,6 +390,9 @@ type taskState struct {
 	// once (rostered).
 	delegate *messages.ToolSpec
 }
+
+// noReply is a task's reply before its first model call is answered.
+var noReply messages.ModelResponded
 
 // SessionState is a session folded from its events. The zero value is not usable:
 // start from NewSessionState.
@@ -653,7 +660,7 @@ func (s *SessionState) applyLoop(e messages.Envelope, p messages.Payload) error 
 	t := s.active
 	switch p := p.(type) {
 	case *messages.TaskSubmitted:
-		nt := &taskState{ID: e.ID, Seq: e.Seq, Spec: *p, phase: phaseQueued, Status: messages.StatusRunning, rules: s.taskRules(e.ID, p)}
+		nt := &taskState{ID: e.ID, Seq: e.Seq, Spec: p, reply: &noReply, phase: phaseQueued, Status: messages.StatusRunning, rules: s.taskRules(e.ID, p)}
 		s.foldConfig(nt, p)
 		s.tasks = append(s.tasks, nt)
 		if s.active == nil {
@@ -678,7 +685,7 @@ func (s *SessionState) applyLoop(e messages.Envelope, p messages.Payload) error 
 		if t == nil || t.phase != phaseAwaitModel || p.Key != t.model.Key {
 			return nil // a stale or duplicate answer
 		}
-		t.phase, t.reply, t.replyID = phaseGotReply, *p, e.ID
+		t.phase, t.reply, t.replyID = phaseGotReply, p, e.ID
 		t.Usage = t.Usage.Add(p.Usage)
 		if p.Error == "" {
 			s.history = append(s.history, p.Message)
@@ -865,7 +872,7 @@ func (s *SessionState) activate(t *taskState) {
 		// Its planner's agents, its team's members, its critic's rubric: as it
 		// recorded them (rules 10: roster.go).
 		a = t.rostered(a)
-		t.run = a.Paradigm.begin(t.Spec)
+		t.run = a.Paradigm.begin(*t.Spec)
 	}
 	t.start = len(s.history)
 	if s.history == nil {
@@ -1057,7 +1064,7 @@ func (s *SessionState) decideLoop(a *Agent, t *taskState, nextSeq uint64, nowUS 
 			Context: report,
 		}, t.ID)
 	case phaseGotReply:
-		r := t.reply
+		r := *t.reply
 		if r.Error != "" {
 			return d(&messages.TaskFailed{Reason: messages.ReasonModelError, Error: r.Error, Steps: t.Steps, Usage: t.Usage}, t.replyID)
 		}

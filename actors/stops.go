@@ -455,7 +455,7 @@ func unwholeAnswer(t *taskState) *messages.TaskFailed {
 	if t.rules < rulesWhole {
 		return nil
 	}
-	f := unwholeFailure(t.rules, &t.reply)
+	f := unwholeFailure(t.rules, t.reply)
 	if f == nil && t.rules >= rulesEmptyAnswer && len(t.reply.Message.ToolCalls) == 0 && strings.TrimSpace(t.reply.Message.Content) == "" {
 		f = &messages.TaskFailed{Reason: messages.ReasonEmptyAnswer, Error: emptyAnswerError(t.reply.Message.Content)}
 	}

@@ -86,11 +86,11 @@ const (
 
 // watcher is one Watch. Its fields are guarded by Hub.mu.
 type watcher struct {
-	remote bool // reads the bus (handle), not the node's sessions (deliver)
 	// last is the seq of the last event handed to a remote watcher: the bus may carry
 	// a session's events again (a new owner publishes the latest task of the sessions
 	// it takes over: actors.SetOwnership.Republish), and the copies are skipped.
 	last   uint64
+	remote bool // reads the bus (handle), not the node's sessions (deliver)
 	deltas bool // also gets the session's model.delta envelopes (deliverDeltas)
 	// What a watcher of deltas has been handed (deltas.go): the seq of its last
 	// event, the model calls whose model.requested it has and not their
@@ -101,12 +101,13 @@ type watcher struct {
 	answered []string // the keys of the calls last answered (answeredKept)
 	// hold is a model.responded waiting for its call's last deltas, and the events
 	// after it (deltas.go); nil when none waits.
-	hold *deltaHold
+	hold    *deltaHold
+	ch      chan messages.Envelope
+	backlog []messages.Envelope
 	// busDeltas: the watcher holds a user of the cluster's delta feed; announced: its
-	// node tells the session's owner that it watches (clusterDeltas).
+	// node tells the session's owner that it watches (clusterDeltas). The flags are
+	// kept together (a watcher fits a smaller size class).
 	busDeltas, announced bool
-	ch                   chan messages.Envelope
-	backlog              []messages.Envelope
 	feeding              bool          // a goroutine feeds backlog into ch
 	gone                 bool          // disconnected: ch is closed, or is once the feeder returns
 	stop                 chan struct{} // made with the first feeder, closed when gone, to stop it
