@@ -111,16 +111,17 @@ func jsonBody(rules int, text, field string) string {
 	return braceSpan(text)
 }
 
-// lastObjectTries bounds the '{' objectWith tries, from the last '}' back, for
-// an object that ends there: each try reads the text from it to the end, so the
-// bound keeps a long answer full of braces to a few reads of it.
-const lastObjectTries = 32
+// objectTries bounds the fences objectWith reads, and the '{' it tries, from the
+// last '}' back, for an object that ends there: each may read the answer's rest
+// (a fence's language line runs to the next newline), so the bound keeps a long
+// answer full of fences or braces to a few reads of it.
+const objectTries = 32
 
 // objectWith returns the first JSON object in text holding key field: a ```
 // fence's whole content, in the fences' order; else the object that starts at
 // text's first '{'; else the one that ends at its last '}'.
 func objectWith(text, field string) (string, bool) {
-	for rest := text; ; {
+	for rest, tries := text, 0; tries < objectTries; tries++ {
 		body, after, ok := nextFence(rest)
 		if !ok {
 			break
@@ -138,7 +139,7 @@ func objectWith(text, field string) (string, bool) {
 	if json.NewDecoder(strings.NewReader(text[i:j+1])).Decode(&first) == nil && hasField(string(first), field) {
 		return string(first), true
 	}
-	for k, tries := j, 0; tries < lastObjectTries; tries++ {
+	for k, tries := j, 0; tries < objectTries; tries++ {
 		if k = strings.LastIndexByte(text[:k], '{'); k < i {
 			break
 		}

@@ -84,14 +84,19 @@ func TestParseVerdictAfterQuotedCode(t *testing.T) {
 	}
 }
 
-// The verdict reader reads a long answer full of braces a bounded number of
-// times: 100,000 nested objects, each a try for an object ending at the last '}',
-// which would read the answer's rest 100,000 times; and an answer of invalid
+// The verdict reader reads a long answer full of braces or fences a bounded
+// number of times: 100,000 nested objects, each a try for an object ending at the
+// last '}', and 200,000 fences on one line, each one's language line running to
+// the answer's end, would each read the answer's rest; and an answer of invalid
 // UTF-8 around a verdict, read as encoding/json reads it.
 func TestParseVerdictLongAndInvalidText(t *testing.T) {
 	deep := strings.Repeat(`{"a": [`, 100_000) + "}"
 	if _, err := parseVerdict(ContextRules, deep); err == nil {
 		t.Error("a deep answer read as a verdict")
+	}
+	fences := strings.Repeat("```a``` ", 200_000) + `{"verdict": "pass"}`
+	if v, err := parseVerdict(ContextRules, fences); err != nil || v.Verdict != VerdictPass {
+		t.Errorf("after 200,000 fences: %+v %v", v, err)
 	}
 	v, err := parseVerdict(ContextRules, "\xff\xfe {\"verdict\": \"revise\", \"issues\": [{\"issue\": \"bad \xff byte\"}]} \xff")
 	if err != nil || v.Verdict != VerdictRevise || v.Issues[0].Issue != "bad \uFFFD byte" {
