@@ -267,7 +267,11 @@ import (
 //     verdict could not be read at the task's last model call completes with
 //     the draft, noted as not judged, where under 1 to 14 the verdict's retry
 //     was refused by the max steps and the task failed (max_steps, "without a
-//     final answer"), its draft lost.
+//     final answer"), its draft lost. And a reflection whose token or cost
+//     budget is spent before its draft's critique, its verdict's retry, or the
+//     end of a revision completes with the draft, noted (not critiqued, not
+//     judged, not passed), as at the max steps, where under 1 to 14 the task
+//     failed with token_budget or cost_budget and its draft was lost.
 const ContextRules = 15
 
 // The versions of the rules whose changes the code tests for by name (ContextRules
@@ -427,6 +431,11 @@ const (
 	// whose verdict could not be read when no model call is left to ask it again:
 	// older rules failed the task with max_steps.
 	rulesRetryAtLimit = 15
+	// rulesDraftPastBudget is the version whose reflection completes with its
+	// draft when the task's token or cost budget is spent before the draft's
+	// critique, its verdict's retry, or the end of a revision: older rules failed
+	// the task with the budget's reason, "without a final answer", the draft lost.
+	rulesDraftPastBudget = 15
 )
 
 // MarksRemembered reports whether a node recording new tasks under decision
