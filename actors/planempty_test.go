@@ -54,3 +54,18 @@ func TestPlanExecuteEmptyGoalStepIsReplanned(t *testing.T) {
 		t.Fatal("under rules 14 the empty step finishes: the events must diverge")
 	}
 }
+
+// An answer call answered with tool calls and no text fails the same way (rules
+// 15), its error saying so rather than "no tool calls": the call offers none.
+func TestPlanExecuteEmptyAnswerWithToolCalls(t *testing.T) {
+	model := &recordingModel{Model: script(t, text(calcPlan),
+		calls(messages.ToolCall{ID: "c1", Name: "calculator", Arguments: `{"expression": "2+3"}`}))}
+	h, agent := planHarness(t, model, actors.PlanExecute{}, tools.Calculator{})
+	h.submit("calls", "task-calls", "What is 2+3?")
+	events := h.wait("calls")
+	f := failure(t, events)
+	if f.Reason != messages.ReasonEmptyAnswer || !strings.Contains(f.Error, "no text, and 1 tool calls, which that call does not take") {
+		t.Fatalf("failure %+v; want empty_answer naming the tool calls", f)
+	}
+	verifyDeterministic(t, agent, events)
+}

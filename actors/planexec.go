@@ -235,7 +235,13 @@ func (r *planRun) onAnswer(f fold, e messages.Envelope, purpose string, p *messa
 		}
 		if f.t.rules >= rulesPlanEmpty && strings.TrimSpace(p.Message.Content) == "" {
 			// As the loop's empty final answer (rules 15; older rules completed with it).
-			r.end("", messages.ReasonEmptyAnswer, emptyAnswerError(p.Message.Content), e.ID)
+			msg := emptyAnswerError(p.Message.Content)
+			if n := len(p.Message.ToolCalls); n > 0 {
+				// The answer call offers no tools: calls are no answer.
+				msg = fmt.Sprintf("the model's answer to the plan's answer call is empty: no text, and %d tool calls, which that call does not take; "+
+					"the task has no answer (the reply is in the session's model.responded event)", n)
+			}
+			r.end("", messages.ReasonEmptyAnswer, msg, e.ID)
 			return
 		}
 		r.end(p.Message.Content, "", "", e.ID)

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/messages"
@@ -28,9 +29,11 @@ import (
 //   - completed with a draft written at the task's last model call, which cannot
 //     be critiqued (max steps bounds the critic's calls too), its note saying so,
 //     and with the draft whose verdict could not be read at the last model call
-//     (rules 15), its note saying it was not judged;
-//   - completed with the latest draft when the max steps cut a revision short, its
-//     note saying the critic did not pass it;
+//     (rules 15), its note saying it was not judged; so too, from rules 15, when
+//     the task's token or cost budget is spent (a draft whose tokens reach it is
+//     kept, as a final answer is);
+//   - completed with the latest draft when the max steps cut a revision short, or
+//     from rules 15 its budget, its note saying the critic did not pass it;
 //   - failed as the loop fails (max steps, a model error), or with reason
 //     model_error when the critic's model call fails.
 type Reflection struct {
@@ -151,6 +154,10 @@ func (r *reflectionRun) decide(v *view) *Decision {
 			// A revision the max steps cut short: the draft there is beats no answer.
 			return completeNoted(v, r.draft, fmt.Sprintf("reflection: the revision did not end within the task's %d model calls; "+
 				"the answer is the draft of round %d, which the critic did not pass", v.a.maxSteps(v.t), r.round), d.CausationID)
+		} else if failed && r.draftID != "" && v.t.rules >= rulesDraftPastBudget && budgetReason(f.Reason) {
+			// So does one its budget cut short (rules 15; older rules failed the task).
+			return completeNoted(v, r.draft, fmt.Sprintf("reflection: the revision stopped at the task's %s; "+
+				"the answer is the draft of round %d, which the critic did not pass", budgetName(f.Reason), r.round), d.CausationID)
 		}
 		return d
 	}
@@ -165,6 +172,11 @@ func (r *reflectionRun) decide(v *view) *Decision {
 				return completeNoted(v, out, fmt.Sprintf("reflection: the critic's verdict could not be read (%s), and the task used its %d model calls: "+
 					"the answer was not judged", r.badErr, max), r.verdictID)
 			}
+			if f := v.a.overBudget(v.t); f != nil && v.t.rules >= rulesDraftPastBudget {
+				// Nor when its budget is spent (rules 15; older rules failed the task).
+				return completeNoted(v, out, fmt.Sprintf("reflection: the critic's verdict could not be read (%s), and the task spent its %s: "+
+					"the answer was not judged", r.badErr, budgetName(f.Reason)), r.verdictID)
+			}
 			return v.model(PurposeCritique, r.verdictID)
 		}
 		return nil // the critique is in flight
@@ -172,8 +184,22 @@ func (r *reflectionRun) decide(v *view) *Decision {
 	if max := v.a.maxSteps(v.t); v.t.Steps >= max {
 		return completeNoted(v, out, fmt.Sprintf("reflection: the answer was not critiqued: the task used its %d model calls", max), replyID)
 	}
+	if f := v.a.overBudget(v.t); f != nil && v.t.rules >= rulesDraftPastBudget {
+		// A draft whose tokens reached the budget is kept, as a final answer is
+		// (rules 15; older rules failed the task with the budget's reason).
+		return completeNoted(v, out, fmt.Sprintf("reflection: the answer was not critiqued: the task spent its %s", budgetName(f.Reason)), replyID)
+	}
 	return v.model(PurposeCritique, replyID)
 }
+
+// budgetReason reports whether a task failed with reason because it spent its
+// token or cost budget.
+func budgetReason(reason string) bool {
+	return reason == messages.ReasonTokenBudget || reason == messages.ReasonCostBudget
+}
+
+// budgetName names the budget a task spent for a note: "token budget", "cost budget".
+func budgetName(reason string) string { return strings.ReplaceAll(reason, "_", " ") }
 
 // completeNoted is v.complete with a note on the answer.
 func completeNoted(v *view, output, note, cause string) *Decision {

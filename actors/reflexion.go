@@ -191,7 +191,7 @@ func (r *reflexionRun) fold(f fold, e messages.Envelope, p messages.Payload) {
 				return
 			}
 			var l lesson
-			body := jsonBody(f.t.rules, p.Message.Content)
+			body := jsonBody(f.t.rules, p.Message.Content, "what_went_wrong")
 			if err := json.Unmarshal([]byte(body), &l); err != nil || body == "" {
 				r.lessonErr = "it is not a JSON object"
 				return

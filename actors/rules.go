@@ -256,15 +256,22 @@ import (
 //     the task completed with the white space, and the step finished with it as
 //     its result, which the answer call was given. And a critic's or
 //     evaluator's verdict, or a lesson, whose whole answer is one JSON object is
-//     read as it is, and a fence's content is taken only when it is JSON
-//     (verdict.go's jsonBody): under 1 to 14 the first "```" anywhere in the
-//     answer was taken for a fence, so a verdict whose issue or suggestion
-//     quoted a fenced snippet ("wrap it in ```go … ```") could not be read,
-//     twice, and the draft was given unjudged. And a reflection whose critic's
+//     read as it is, else the first object holding the field read ("verdict")
+//     that is a fence's whole content, in any of its fences, or that starts at
+//     its first '{' or ends at its last '}' (verdict.go's jsonBody): under 1 to
+//     14 the first "```" anywhere in the answer was taken for a fence, so a
+//     verdict whose issue or suggestion quoted a fenced snippet ("wrap it in
+//     ```go … ```"), or that came after code the critic quoted (a fence of it,
+//     or braces in the prose), could not be read, twice, and the draft was given
+//     unjudged. And a reflection whose critic's
 //     verdict could not be read at the task's last model call completes with
 //     the draft, noted as not judged, where under 1 to 14 the verdict's retry
 //     was refused by the max steps and the task failed (max_steps, "without a
-//     final answer"), its draft lost.
+//     final answer"), its draft lost. And a reflection whose token or cost
+//     budget is spent before its draft's critique, its verdict's retry, or the
+//     end of a revision completes with the draft, noted (not critiqued, not
+//     judged, not passed), as at the max steps, where under 1 to 14 the task
+//     failed with token_budget or cost_budget and its draft was lost.
 const ContextRules = 15
 
 // The versions of the rules whose changes the code tests for by name (ContextRules
@@ -414,14 +421,21 @@ const (
 	// and as the step's result.
 	rulesPlanEmpty = 15
 	// rulesJSONBody is the version that reads a verdict or a lesson whose whole
-	// answer is one JSON object as it is, and a fence's content only when it is
-	// JSON (jsonBody): older rules took the first "```" anywhere, inside the
-	// object's strings too, for a fence.
+	// answer is one JSON object as it is, else the first object holding its field
+	// in a fence, at the first '{' or ending at the last '}' (jsonBody): older
+	// rules took the first "```" anywhere, inside the object's strings too, for a
+	// fence, and the text from the first '{' for the object, code quoted before
+	// it too.
 	rulesJSONBody = 15
 	// rulesRetryAtLimit is the version whose reflection completes with the draft
 	// whose verdict could not be read when no model call is left to ask it again:
 	// older rules failed the task with max_steps.
 	rulesRetryAtLimit = 15
+	// rulesDraftPastBudget is the version whose reflection completes with its
+	// draft when the task's token or cost budget is spent before the draft's
+	// critique, its verdict's retry, or the end of a revision: older rules failed
+	// the task with the budget's reason, "without a final answer", the draft lost.
+	rulesDraftPastBudget = 15
 )
 
 // MarksRemembered reports whether a node recording new tasks under decision

@@ -38,12 +38,11 @@ const verdictFormat = "Answer with one JSON object and nothing else (a ```json f
 	`{"verdict": "revise", "issues": [{"issue": "what is wrong", "suggestion": "how to fix it"}]} with each problem that matters.`
 
 // parseVerdict reads a model's verdict under decision rules: the JSON object
-// alone, in a ``` fence (```json or bare), or the text from its first '{' to its
-// last '}' (jsonBody). A verdict other than pass or revise, a revise without
+// alone, in a ``` fence (```json or bare), or among the answer's text (jsonBody). A verdict other than pass or revise, a revise without
 // issues, or an issue without text is an error that says so, for the model to
 // read on a retry.
 func parseVerdict(rules int, text string) (verdict, error) {
-	body := jsonBody(rules, text)
+	body := jsonBody(rules, text, "verdict")
 	if body == "" {
 		return verdict{}, errors.New("no JSON object found")
 	}
@@ -80,16 +79,23 @@ func parseVerdict(rules int, text string) (verdict, error) {
 }
 
 // jsonBody returns the JSON object a model's answer holds ("" for none) under
-// decision rules: from rules 15 (rulesJSONBody), the whole answer when it is an
-// object, else inside its first ``` fence when that holds JSON, else the text
-// from the first '{' to the last '}'. Under older rules the first "```" was
-// taken for a fence wherever it stood, inside the object's strings too (an
-// issue's suggestion quoting a fenced snippet), and the object was not read.
-func jsonBody(rules int, text string) string {
+// decision rules, field the key the object is read for ("verdict"). From rules 15
+// (rulesJSONBody) it is the whole answer when that is an object; else the first
+// object with field that is a ``` fence's whole content, or that starts at the
+// answer's first '{', or that ends at its last '}' (the answer's braces before it
+// quote code); else, to say what is wrong with it, its first fence's content when
+// that is JSON, or the text from its first '{' to its last '}'. Under older rules
+// the first "```" was taken for a fence wherever it stood, inside the object's
+// strings too (an issue's suggestion quoting a fenced snippet), and the object
+// was not read; nor was one after a fence or braces of code.
+func jsonBody(rules int, text, field string) string {
 	text = strings.TrimSpace(text)
 	if rules >= rulesJSONBody {
 		if strings.HasPrefix(text, "{") && json.Valid([]byte(text)) {
 			return text
+		}
+		if body, ok := objectWith(text, field); ok {
+			return body
 		}
 		if body, ok := fenced(text); ok && json.Valid([]byte(body)) {
 			return body
@@ -105,19 +111,75 @@ func jsonBody(rules int, text string) string {
 	return braceSpan(text)
 }
 
+// objectTries bounds the fences objectWith reads, and the '{' it tries, from the
+// last '}' back, for an object that ends there: each may read the answer's rest
+// (a fence's language line runs to the next newline), so the bound keeps a long
+// answer full of fences or braces to a few reads of it.
+const objectTries = 32
+
+// objectWith returns the first JSON object in text holding key field: a ```
+// fence's whole content, in the fences' order; else the object that starts at
+// text's first '{'; else the one that ends at its last '}'.
+func objectWith(text, field string) (string, bool) {
+	for rest, tries := text, 0; tries < objectTries; tries++ {
+		body, after, ok := nextFence(rest)
+		if !ok {
+			break
+		}
+		if strings.HasPrefix(body, "{") && json.Valid([]byte(body)) && hasField(body, field) {
+			return body, true
+		}
+		rest = after
+	}
+	i, j := strings.IndexByte(text, '{'), strings.LastIndexByte(text, '}')
+	if i < 0 || j < i {
+		return "", false
+	}
+	var first json.RawMessage
+	if json.NewDecoder(strings.NewReader(text[i:j+1])).Decode(&first) == nil && hasField(string(first), field) {
+		return string(first), true
+	}
+	for k, tries := j, 0; tries < objectTries; tries++ {
+		if k = strings.LastIndexByte(text[:k], '{'); k < i {
+			break
+		}
+		if body := text[k : j+1]; json.Valid([]byte(body)) {
+			return body, hasField(body, field) // the outermost: an inner one's span ends in its closers
+		}
+	}
+	return "", false
+}
+
+// hasField reports whether the JSON object obj has key field.
+func hasField(obj, field string) bool {
+	var m map[string]json.RawMessage
+	if json.Unmarshal([]byte(obj), &m) != nil {
+		return false
+	}
+	_, ok := m[field]
+	return ok
+}
+
 // fenced returns the content of text's first ``` fence (its language's line left
 // out), and whether it has one.
 func fenced(text string) (string, bool) {
+	body, _, ok := nextFence(text)
+	return body, ok
+}
+
+// nextFence returns the content of text's first ``` fence (its language's line
+// left out), the text after the fence, and whether it has one.
+func nextFence(text string) (body, after string, ok bool) {
 	if i := strings.Index(text, "```"); i >= 0 {
 		rest := text[i+3:]
 		if nl := strings.IndexByte(rest, '\n'); nl >= 0 && !strings.ContainsAny(rest[:nl], "{") {
 			rest = rest[nl+1:] // the fence's language ("json") and its line
 		}
 		if j := strings.Index(rest, "```"); j >= 0 {
-			return strings.TrimSpace(rest[:j]), true
+			return strings.TrimSpace(rest[:j]), rest[j+3:], true
 		}
 	}
-	return "", false
+	return "", "", false
 }
 
 // braceSpan returns text from its first '{' to its last '}', "" when it has none.

@@ -56,3 +56,50 @@ func TestParseVerdictQuotingAFence(t *testing.T) {
 		}
 	}
 }
+
+// A verdict after code the critic quotes from the draft is read from rules 15:
+// after a fence of code, in a fence of its own, or after braces of code in the
+// prose. Under 14, and before the reader looked past the first fence and the
+// first '{', the code was taken for the verdict, which could not be read.
+func TestParseVerdictAfterQuotedCode(t *testing.T) {
+	for _, text := range []string{
+		"The draft's code:\n```go\nfunc main() { fmt.Println(42) }\n```\nis right.\n```json\n{\"verdict\": \"pass\"}\n```",
+		"The draft's code:\n```go\nfunc main() { fmt.Println(42) }\n```\nprints 41.\n{\"verdict\": \"revise\", \"issues\": [{\"issue\": \"it prints 41\"}]}",
+		"In `if x { return }` the braces match.\n{\"verdict\": \"revise\", \"issues\": [{\"issue\": \"x is never set\", \"suggestion\": \"set it: `x := f()`\"}]}",
+		"The config it gives:\n```json\n{\"port\": 8080}\n```\nis what the task asked.\n{\"verdict\": \"pass\"}",
+		"{\"verdict\": \"pass\"}\nThe answer is right; a note: {it could be shorter}.",
+	} {
+		v, err := parseVerdict(ContextRules, text)
+		if err != nil || (v.Verdict == VerdictRevise) != strings.Contains(text, "revise") {
+			t.Errorf("%q: %+v %v", text, v, err)
+		}
+		if _, err := parseVerdict(rulesJSONBody-1, text); err == nil && !strings.HasPrefix(text, "{") {
+			t.Errorf("%q: read under rules %d, which could not", text, rulesJSONBody-1)
+		}
+	}
+	// A lesson followed by prose with braces is the lesson alone.
+	lesson := "{\"what_went_wrong\": \"w\", \"do_instead\": \"d\"}"
+	if got := jsonBody(ContextRules, lesson+"\nUse it as {this}.", "what_went_wrong"); got != lesson {
+		t.Errorf("the lesson's body: %q", got)
+	}
+}
+
+// The verdict reader reads a long answer full of braces or fences a bounded
+// number of times: 100,000 nested objects, each a try for an object ending at the
+// last '}', and 200,000 fences on one line, each one's language line running to
+// the answer's end, would each read the answer's rest; and an answer of invalid
+// UTF-8 around a verdict, read as encoding/json reads it.
+func TestParseVerdictLongAndInvalidText(t *testing.T) {
+	deep := strings.Repeat(`{"a": [`, 100_000) + "}"
+	if _, err := parseVerdict(ContextRules, deep); err == nil {
+		t.Error("a deep answer read as a verdict")
+	}
+	fences := strings.Repeat("```a``` ", 200_000) + `{"verdict": "pass"}`
+	if v, err := parseVerdict(ContextRules, fences); err != nil || v.Verdict != VerdictPass {
+		t.Errorf("after 200,000 fences: %+v %v", v, err)
+	}
+	v, err := parseVerdict(ContextRules, "\xff\xfe {\"verdict\": \"revise\", \"issues\": [{\"issue\": \"bad \xff byte\"}]} \xff")
+	if err != nil || v.Verdict != VerdictRevise || v.Issues[0].Issue != "bad \uFFFD byte" {
+		t.Errorf("invalid UTF-8: %+v %v", v, err)
+	}
+}

@@ -98,3 +98,22 @@ func TestReflectionUnreadableVerdictAtTheLastCall(t *testing.T) {
 		t.Fatalf("under rules 14 the task fails with max_steps: %+v", div)
 	}
 }
+
+// A critic's verdict after the code it quotes from the draft, a fence of Go
+// whose braces come before the verdict's own, is read (rules 15): the loop
+// revises, and the critic passes the revision. Under 14 the quoted code was
+// taken for the verdict, which could not be read.
+func TestReflectionVerdictAfterQuotedCodeIsRead(t *testing.T) {
+	critique := "The draft's code:\n```go\nfunc main() { fmt.Println(41) }\n```\nprints 41.\n" +
+		`{"verdict": "revise", "issues": [{"issue": "it prints 41", "suggestion": "print 42"}]}`
+	events, _, agent := reflecting(t, actors.Reflection{}, nil,
+		text("func main() { fmt.Println(41) }"), text(critique), text("func main() { fmt.Println(42) }"), text(pass))
+	done := completion(t, events)
+	if done.Output != "func main() { fmt.Println(42) }" || !strings.Contains(done.Note, "passed the answer in round 2") {
+		t.Fatalf("completion %+v", done)
+	}
+	verifyDeterministic(t, agent, events)
+	if div := underOlderRules(t, agent, events, 14); div == nil {
+		t.Fatal("under rules 14 the verdict is unreadable: the events must diverge")
+	}
+}
