@@ -263,6 +263,11 @@ func normalizeFact(f Fact) Fact {
 // findJSON returns the first JSON object or array in a model's answer: inside a code
 // fence if there is one, after any leading prose, and without whatever follows it.
 func findJSON(answer string) (json.RawMessage, error) {
+	// An answer that is JSON whole is read whole: a fence quoted inside one of its
+	// strings ("wrap it in ```{…}```") is not the answer's fence.
+	if whole := strings.TrimSpace(answer); whole != "" && (whole[0] == '{' || whole[0] == '[') && json.Valid([]byte(whole)) {
+		return json.RawMessage(whole), nil
+	}
 	text := answer
 	if i := strings.Index(text, "```"); i >= 0 {
 		rest := text[i+3:]

@@ -75,6 +75,12 @@ func TestExtractFactsReadsModelAnswers(t *testing.T) {
 			want: []memory.Fact{{Content: "User moved to Berlin last month", Importance: 0.8, Tier: memory.Episodic},
 				{Content: "User is vegetarian", Importance: 0.9, Tier: memory.Semantic}},
 		},
+		// A fence quoted inside a fact is not the answer's fence: the fact names the
+		// fenced code and the object around it is the answer.
+		"a fact quoting a fence": {
+			answer: "{\"facts\": [{\"content\": \"User wants config shown as ```{\\\"port\\\": 80}``` blocks\", \"importance\": 0.7, \"tier\": \"semantic\"}]}",
+			want:   []memory.Fact{{Content: "User wants config shown as ```{\"port\": 80}``` blocks", Importance: 0.7, Tier: memory.Semantic}},
+		},
 		"fenced with prose around": {
 			answer: "Here you go:\n```json\n{\"facts\": [{\"content\": \"User is vegetarian\", \"importance\": \"0.9\"}]}\n```\nAnything else?",
 			want:   []memory.Fact{{Content: "User is vegetarian", Importance: 0.9, Tier: memory.Semantic}},
@@ -194,6 +200,10 @@ func TestDecideFactWithModel(t *testing.T) {
 		"update by short id": {
 			answer: `{"event": "UPDATE", "id": "1", "text": "Likes cheese, cheddar above all", "reason": "more precise"}`,
 			want:   memory.Decision{Event: memory.EventUpdate, TargetID: "m_cheese", Content: "Likes cheese, cheddar above all", Reason: "more precise"},
+		},
+		"update whose text quotes a fence": {
+			answer: "{\"event\": \"UPDATE\", \"id\": \"1\", \"text\": \"Likes cheese; wants recipes as ```[steps]``` lists\", \"reason\": \"more precise\"}",
+			want:   memory.Decision{Event: memory.EventUpdate, TargetID: "m_cheese", Content: "Likes cheese; wants recipes as ```[steps]``` lists", Reason: "more precise"},
 		},
 		"update by memory id, numeric id, no text, in a fence": {
 			answer: "```\n{\"event\": \"update\", \"id\": \"m_cheese\"}\n```",
