@@ -312,7 +312,9 @@ const readWindowQuery = readColumns + `
 // readBytesWindowQuery is readWindowQuery for a page bounded by bytes: of the
 // rows of readWindowQuery's window, it ends at the seq of the row that brings
 // their payload, in order, to the bytes the page still lacks (the argument
-// after readQuery's), or at the last row if they fall short of it. The window's
+// after readQuery's; twice the payload of the last window's rows when those
+// added no event to the page, as ReadN doubles the seqs of such a window), or
+// at the last row if they fall short of it. The window's
 // LIMIT is sized by an estimate of the bytes per row (page.window), which alone
 // did not bound what a window transfers: after a session's events grew from
 // 10 bytes to 200 KB, a window of a page of 1 MiB read 1,000 rows of 200 KB.
@@ -435,16 +437,22 @@ func (l *Log) ReadN(ctx context.Context, sessionID string, fromSeq uint64, n, ma
 	var (
 		from   = fromSeq
 		window int
+		// reach is the payload of the rows of the last window when it added
+		// no event to the page (0 when it did): the next window's rows reach
+		// twice that, as its seqs are twice the last window's, so that a run
+		// of rows Read hides, or of fenced events pending while the page's
+		// bytes are reached, is read in a few windows, not one a seq.
+		reach int
 	)
 	for {
 		window = p.window(&s, window)
-		before := len(p.events)
+		before, read := len(p.events), s.bytes
 		var (
 			w   windowRead
 			err error
 		)
 		if maxBytes > 0 {
-			w, err = l.readRows(ctx, qctx, &s, &p, fmt.Sprintf(readBytesWindowQuery, window), sessionID, sessionID, from, p.lacks(), sessionID, from, sessionID, from)
+			w, err = l.readRows(ctx, qctx, &s, &p, fmt.Sprintf(readBytesWindowQuery, window), sessionID, sessionID, from, max(p.lacks(), uint64(2*reach)), sessionID, from, sessionID, from)
 		} else {
 			w, err = l.readRows(ctx, qctx, &s, &p, fmt.Sprintf(readWindowQuery, window), sessionID, sessionID, from, sessionID, from)
 		}
@@ -459,7 +467,9 @@ func (l *Log) ReadN(ctx context.Context, sessionID string, fromSeq uint64, n, ma
 			return p.events, nil
 		}
 		if len(p.events) > before {
-			window = 0 // the page grew: size the next window afresh
+			window, reach = 0, 0 // the page grew: size the next window afresh
+		} else {
+			reach = s.bytes - read
 		}
 		from = s.seq + 1
 	}

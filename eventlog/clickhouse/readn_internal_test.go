@@ -489,3 +489,88 @@ func TestReadNBoundsTheBytesOfAPageAfterEventsGrow(t *testing.T) {
 	}
 	check("payload_size computed")
 }
+
+// A page whose pending fenced events reach its byte bound reads on, until an
+// event Read returns follows them or the session ends, in windows that grow as
+// the windows of a page that found no event do: a run of a stale owner's
+// fenced events, or of its hidden ones, costs a few queries, not one a seq.
+func TestReadNReadsARunOfFencedOrHiddenRowsInFewQueries(t *testing.T) {
+	addr, db := fencingDatabase(t, "readnrun")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	w := openNodes(t, ctx, addr, db, 1)[0]
+	const run = 300
+	// fenced: two events of owner 1, then a batch of owner 1 that fenced_events
+	// lists, then an event of owner 2 (Read returns the batch).
+	// hidden: two events of owner 2, then rows of owner 1 that Read hides
+	// (an epoch below that of an event before them), then one of owner 2.
+	fenced := []rowSpec{{seq: 1, epoch: 1, size: 100}, {seq: 2, epoch: 1, size: 100}}
+	hidden := []rowSpec{{seq: 1, epoch: 2, size: 100}, {seq: 2, epoch: 2, size: 100}}
+	for seq := uint64(3); seq < 3+run; seq++ {
+		fenced = append(fenced, rowSpec{seq: seq, epoch: 1, size: 100, fenced: true})
+		hidden = append(hidden, rowSpec{seq: seq, epoch: 1, id: fmt.Sprintf("stale/%d", seq), size: 100})
+	}
+	fenced = append(fenced, rowSpec{seq: 3 + run, epoch: 2, size: 100})
+	hidden = append(hidden, rowSpec{seq: 3 + run, epoch: 2, size: 100})
+	insertRows(t, ctx, w, "fenced", fenced)
+	insertRows(t, ctx, w, "hidden", hidden)
+	conn := &rowCounting{Conn: w.conn}
+	l := start(w.cfg, conn)
+	t.Cleanup(func() { _ = l.Close() })
+	for _, c := range []struct {
+		session  string
+		maxBytes int
+		want     []uint64
+	}{
+		{"fenced", 250, []uint64{1, 2, 3}},       // the batch's first event fills the page
+		{"hidden", 250, []uint64{1, 2, 3 + run}}, // the rows between are hidden
+	} {
+		conn.most()
+		page, err := l.ReadN(ctx, c.session, 1, 0, c.maxBytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _, reads := conn.most()
+		if !reflect.DeepEqual(seqs(page), c.want) {
+			t.Errorf("%s: ReadN(from 1, %d bytes) = seqs %v, want %v", c.session, c.maxBytes, seqs(page), c.want)
+		}
+		if reads > 20 {
+			t.Errorf("%s: ReadN(from 1, %d bytes) ran %d queries over a run of %d rows; want a few, the windows growing", c.session, c.maxBytes, reads, run)
+		}
+	}
+}
+
+// The window of a page bounded by bytes ends at the row whose payload reaches
+// the bound, exactly at it or past it, and a page smaller than its first event
+// holds that event: no query returns a row after it.
+func TestReadNEndsItsWindowAtTheRowThatReachesTheBound(t *testing.T) {
+	addr, db := fencingDatabase(t, "readnexact")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	w := openNodes(t, ctx, addr, db, 1)[0]
+	var rows []rowSpec
+	for seq := uint64(1); seq <= 6; seq++ {
+		rows = append(rows, rowSpec{seq: seq, epoch: 1, size: 100})
+	}
+	insertRows(t, ctx, w, "exact", rows)
+	conn := &rowCounting{Conn: w.conn}
+	l := start(w.cfg, conn)
+	t.Cleanup(func() { _ = l.Close() })
+	whole, err := l.Read(ctx, "exact", 1)
+	if err != nil || len(whole) != 6 {
+		t.Fatalf("Read: %d events, %v; want 6", len(whole), err)
+	}
+	size := len(whole[0].Payload)
+	for _, c := range []struct {
+		maxBytes, want int
+	}{{1, 1}, {size - 1, 1}, {size, 1}, {size + 1, 2}, {2 * size, 2}, {2*size + 1, 3}, {6 * size, 6}, {6*size + 1, 6}} {
+		l.rowSizes.set("exact", 0) // the first window of 64 seqs, as for a session not read lately
+		conn.most()
+		page, err := l.ReadN(ctx, "exact", 1, 0, c.maxBytes)
+		most, _, _ := conn.most()
+		if err != nil || len(page) != c.want || most != c.want {
+			t.Errorf("ReadN(from 1, %d bytes; events of %d) = %d events, %v, a query of %d rows; want %d events, no row after them",
+				c.maxBytes, size, len(page), err, most, c.want)
+		}
+	}
+}
