@@ -146,7 +146,9 @@ type ToolUsage struct {
 }
 
 // SessionUsage is the sessions of one agent: how many, how they ended, how long and
-// how many steps they took (duration: first to last event).
+// how many steps they took (duration: first to last event; of a fork, from its
+// session.forked event, since the events before it are its parent's, copied with
+// their times, and so are the steps).
 type SessionUsage struct {
 	Agent         string  `json:"agent"`
 	Sessions      int64   `json:"sessions"`

@@ -146,7 +146,10 @@
 //     embedder, whose vectors only blur BM25). A single list keeps its order, so
 //     ModeVector and ModeBM25 rank as their one list does.
 //   - FusionRRF is reciprocal rank fusion, k = 60: a chunk scores the sum over the
-//     lists that rank it of 1/(60 + rank).
+//     lists that rank it of 1/(60 + rank). A search of one list (ModeVector or
+//     ModeBM25 without multi-query or HyDE) has nothing to fuse: its hits keep the
+//     scores FusionConvex gives them (a cosine, a share of the query), whatever
+//     the fusion.
 //   - FusionWeightedRRF weights each BM25 vote by the same share of the query, at
 //     most 1 (this was the default before FusionConvex).
 //

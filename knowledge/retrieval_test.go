@@ -70,14 +70,15 @@ func ids(hits []knowledge.Hit) []string {
 	return out
 }
 
-// fused is the fusion of the hits of single-list searches: a single list's hit
-// scores its vote, weight/(RRFK + rank), and the fusion sums each chunk's votes,
-// best first, ties by chunk ID.
+// fused is the reciprocal rank fusion of the hits of single-list searches (each
+// in its list's order: a single list keeps its scores, whatever the fusion): a
+// hit's vote is 1/(60 + rank), and the fusion sums each chunk's votes, best
+// first, ties by chunk ID.
 func fused(lists ...[]knowledge.Hit) []string {
 	score := map[string]float64{}
 	for _, l := range lists {
-		for _, h := range l {
-			score[h.ChunkID] += h.Score
+		for i, h := range l {
+			score[h.ChunkID] += 1 / float64(60+i+1)
 		}
 	}
 	out := slices.Collect(maps.Keys(score))
@@ -304,6 +305,10 @@ func TestAskExtractiveFallback(t *testing.T) {
 
 // A BM25 hit's vote weighs the share of the query it matches: a chunk holding every
 // query term votes fully, one holding a single common word of the query a fraction.
+// A hybrid search shows the weight as the difference of a chunk's score under rrf
+// and under wrrf, (1 − weight)/(60 + its BM25 rank): the vector votes are the
+// same under both. A BM25 search alone (one list) fuses nothing: it scores as
+// convex fusion does, by that share.
 func TestKeywordVoteWeighsQueryCoverage(t *testing.T) {
 	f := newFixture(t)
 	b := f.base(t, "docs")
@@ -312,17 +317,27 @@ func TestKeywordVoteWeighsQueryCoverage(t *testing.T) {
 	for i := range 6 {
 		addText(t, b, fmt.Sprintf("filler%d.md", i), fmt.Sprintf("Filler note %d about staging and lunch.", i))
 	}
-	hits := search(t, b, knowledge.Query{Text: "rotate staging certificate renewal", Mode: knowledge.ModeBM25, Limit: 10,
-		Fusion: knowledge.FusionWeightedRRF}).Hits
+	const q = "rotate staging certificate renewal"
+	hits := search(t, b, knowledge.Query{Text: q, Mode: knowledge.ModeBM25, Limit: 10, Fusion: knowledge.FusionWeightedRRF}).Hits
 	if len(hits) < 2 || hits[0].Source != "all.md" {
 		t.Fatalf("hits %v", sources(hits))
 	}
-	if full := 1.0 / (knowledge.RRFK + 1); hits[0].Score < 0.9*full || hits[0].Score > full {
-		t.Errorf("the chunk holding every term scores %v, want nearly a full vote %v", hits[0].Score, full)
+	score := func(f knowledge.Fusion) map[string]float64 {
+		out := map[string]float64{}
+		for _, h := range search(t, b, knowledge.Query{Text: q, Mode: knowledge.ModeHybrid, Limit: 10, Fusion: f}).Hits {
+			out[h.Source] = h.Score
+		}
+		return out
 	}
-	for _, h := range hits[1:] {
-		if full := 1.0 / float64(knowledge.RRFK+2); h.Score > full/3 {
-			t.Errorf("%s matches one common word and scores %v, more than a third of a full vote %v", h.Source, h.Score, full)
+	rrf, wrrf := score(knowledge.FusionRRF), score(knowledge.FusionWeightedRRF)
+	for rank, h := range hits {
+		vote := 1.0 / float64(knowledge.RRFK+rank+1)
+		weight := 1 - (rrf[h.Source]-wrrf[h.Source])/vote
+		switch {
+		case rank == 0 && (weight < 0.9 || weight > 1+1e-9):
+			t.Errorf("the chunk holding every term votes %.3f of a full vote, want nearly all of it", weight)
+		case rank > 0 && weight > 1.0/3:
+			t.Errorf("%s matches one common word and votes %.3f of a full vote, more than a third", h.Source, weight)
 		}
 	}
 	// Convex fusion scores BM25 by the same share, on its own scale: near 1 for
@@ -331,6 +346,11 @@ func TestKeywordVoteWeighsQueryCoverage(t *testing.T) {
 		Fusion: knowledge.FusionConvex}).Hits
 	if !slices.Equal(ids(convex), ids(hits)) || convex[0].Score < 0.9 || convex[0].Score > 1.2 {
 		t.Fatalf("convex: hits %v, the first scoring %v: want BM25's order and nearly 1", sources(convex), convex[0].Score)
+	}
+	for i, h := range hits {
+		if h.Score != convex[i].Score {
+			t.Errorf("%s scores %v searched alone under wrrf, %v under convex: one list keeps its scores", h.Source, h.Score, convex[i].Score)
+		}
 	}
 	for _, h := range convex[1:] {
 		if h.Score > 1.0/3 {
@@ -376,7 +396,8 @@ func TestConvexFusion(t *testing.T) {
 // does, so a score says how near a passage is: a query on cakes that shares one
 // word with a passage on ports scores it low. Before, the cosines were min-max
 // normalised over the candidates: every vector search's best hit scored 1 and its
-// pool's worst 0, whatever the query.
+// pool's worst 0, whatever the query. A single list has nothing to fuse, so rank
+// fusion (rrf, wrrf) keeps the cosines too: it scored the hits 1/61, 1/62, ….
 func TestVectorSearchScoresAreCosines(t *testing.T) {
 	f := newFixture(t)
 	b := f.base(t, "docs")
@@ -397,15 +418,17 @@ func TestVectorSearchScoresAreCosines(t *testing.T) {
 		}
 		return dot / math.Sqrt(na*nb)
 	}
-	for _, q := range []string{"which port does the node listen on", "a chocolate cake recipe with port wine"} {
-		res := search(t, b, knowledge.Query{Text: q, Mode: knowledge.ModeVector, Limit: 3})
-		if len(res.Hits) == 0 || res.Hits[0].Source != "ports.md" {
-			t.Fatalf("%q: hits %v, want ports.md first", q, sources(res.Hits))
-		}
-		for _, h := range res.Hits {
-			chunks, _ := b.Chunks(h.Source)
-			if want := cos(embed(q), embed(chunks[0].Content)); math.Abs(h.Score-want) > 1e-6 {
-				t.Errorf("%q: %s scores %.4f, its cosine is %.4f", q, h.Source, h.Score, want)
+	for _, fusion := range []knowledge.Fusion{"", knowledge.FusionConvex, knowledge.FusionRRF, knowledge.FusionWeightedRRF} {
+		for _, q := range []string{"which port does the node listen on", "a chocolate cake recipe with port wine"} {
+			res := search(t, b, knowledge.Query{Text: q, Mode: knowledge.ModeVector, Limit: 3, Fusion: fusion})
+			if len(res.Hits) == 0 || res.Hits[0].Source != "ports.md" {
+				t.Fatalf("fusion %q, %q: hits %v, want ports.md first", fusion, q, sources(res.Hits))
+			}
+			for _, h := range res.Hits {
+				chunks, _ := b.Chunks(h.Source)
+				if want := cos(embed(q), embed(chunks[0].Content)); math.Abs(h.Score-want) > 1e-6 {
+					t.Errorf("fusion %q, %q: %s scores %.4f, its cosine is %.4f", fusion, q, h.Source, h.Score, want)
+				}
 			}
 		}
 	}

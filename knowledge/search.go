@@ -84,6 +84,8 @@ type Query struct {
 	Pool int `json:"pool,omitempty"`
 	// Fusion is how a hybrid search (and the lists of MultiQuery and HyDE) is
 	// fused: FusionConvex, FusionRRF or FusionWeightedRRF; "" is Config.Fusion.
+	// A search of one list (ModeVector or ModeBM25 without MultiQuery and HyDE)
+	// fuses nothing: its hits keep their scores whatever the fusion.
 	Fusion Fusion `json:"fusion,omitempty"`
 	// Alpha is the vector share of FusionConvex, in (0, 1]; 0 is Config.Alpha.
 	Alpha float64 `json:"alpha,omitempty"`
@@ -144,8 +146,9 @@ type Hit struct {
 	// Score is the chunk's fused score over the lists searched: with
 	// FusionConvex, Alpha × its normalised vector score + (1 − Alpha) × its BM25
 	// score over the query's weight; with FusionRRF and FusionWeightedRRF, the
-	// sum of weight/(60 + rank) (see the package documentation). Or what
-	// Config.Rerank made of it.
+	// sum of weight/(60 + rank) (see the package documentation); a search of one
+	// list, whatever its fusion, scores as FusionConvex does (a vector search's hit
+	// its cosine to the query). Or what Config.Rerank made of it.
 	Score float64 `json:"score"`
 	// Start and End are byte offsets of the chunk in the source's Markdown.
 	Start int `json:"start"`
@@ -377,10 +380,13 @@ func (b *Base) pool(ctx context.Context, q Query, queries []string, qvecs [][]fl
 		}
 	}
 	var fused []fusedID
-	switch q.Fusion {
-	case FusionRRF, FusionWeightedRRF:
+	switch {
+	case (q.Fusion == FusionRRF || q.Fusion == FusionWeightedRRF) && len(vecLists)+len(kwLists) > 1:
 		fused = fuse(append(vecLists, kwLists...))
 	default:
+		// One list has nothing to fuse: it keeps its order and its scores (a
+		// vector search its cosines, a BM25 search its share of the query),
+		// whatever the fusion; rank fusion would score its hits 1/61, 1/62, …
 		fused = b.fuseConvex(q, vecLists, vecQueries, kwLists, kwTexts)
 	}
 	hits := b.hits(fused)

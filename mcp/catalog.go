@@ -2,6 +2,8 @@ package mcp
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"net/url"
 	"reflect"
@@ -14,11 +16,77 @@ import (
 	"github.com/yosida95/uritemplate/v3"
 )
 
+// The marks of a Source's errors (a Read's, a Get's, a Complete's) that tell the
+// server the code of the JSON-RPC error its client gets (rpcError): the MCP
+// specification answers a resource not found (SEP-2164), a prompt unknown and a
+// required argument missing with Invalid params (-32602). Any other error is an
+// internal error (-32603); the go-sdk alone sends a Go error with code 0, no
+// JSON-RPC code.
+var (
+	// ErrNotFound marks the error of a resource or prompt that is not there (a
+	// skill's file, a skill): Invalid params, with the URI in the error's data for
+	// a resource, as sdk.ResourceNotFoundError has it.
+	ErrNotFound = errors.New("not found")
+	// ErrInvalidParams marks the refusal of a request's parameters (a path out of
+	// a skill's folder, a missing argument): Invalid params.
+	ErrInvalidParams = errors.New("invalid params")
+)
+
+// markedError is err marked with one of the marks above, its message err's.
+type markedError struct{ err, mark error }
+
+func (e markedError) Error() string   { return e.err.Error() }
+func (e markedError) Unwrap() []error { return []error{e.err, e.mark} }
+
+// mark returns err marked with mark (ErrNotFound, ErrInvalidParams), its message
+// unchanged; nil stays nil.
+func mark(err, mark error) error {
+	if err == nil {
+		return nil
+	}
+	return markedError{err, mark}
+}
+
+// rpcError is the JSON-RPC error a request answers for err, an error of a Source
+// or of the server's own checks, with the code the MCP specification gives it:
+// Invalid params (-32602) for one marked ErrNotFound (with {"uri": uri} as its
+// data when uri is not empty) or ErrInvalidParams; the code of a JSON-RPC error
+// (a proxied server's answer, sdk.ResourceNotFoundError), Invalid params for its
+// legacy resource not found (-32002); Internal error (-32603)
+// for any other, a JSON-RPC error of code 0 included. Its message is err's, the
+// node's secrets redacted.
+func (s *Server) rpcError(err error, uri string) error {
+	var w *jsonrpc.Error
+	e := &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
+	switch {
+	case errors.Is(err, ErrNotFound):
+		e.Code = jsonrpc.CodeInvalidParams
+		if uri != "" {
+			e.Data, _ = json.Marshal(map[string]string{"uri": uri})
+		}
+	case errors.Is(err, ErrInvalidParams):
+		e.Code = jsonrpc.CodeInvalidParams
+	case errors.As(err, &w) && w.Code == codeLegacyResourceNotFound:
+		e.Code, e.Data = jsonrpc.CodeInvalidParams, w.Data
+	case errors.As(err, &w) && w.Code != 0:
+		e.Code, e.Data = w.Code, w.Data
+	}
+	return s.redactErr(e)
+}
+
+// codeLegacyResourceNotFound is the code of a resource not found before SEP-2164
+// (the 2025-11-25 specification's), which a proxied server may still answer: the
+// node answers its clients Invalid params in its place.
+const codeLegacyResourceNotFound = -32002
+
 // Resource is a resource the server offers: what resources/list says of it, and
 // how to read it.
 type Resource struct {
 	sdk.Resource
-	// Read returns the resource's contents (text, or a blob) now.
+	// Read returns the resource's contents (text, or a blob) now. Its error
+	// answers the client (rpcError): one marked ErrNotFound or ErrInvalidParams
+	// as Invalid params, a JSON-RPC error with its code, any other as an internal
+	// error.
 	Read func(ctx context.Context, uri string) ([]*sdk.ResourceContents, error)
 	// Watch, when set, asks the source to tell of changes to uri (on) or to stop
 	// (not on): the first session's resources/subscribe to uri turns it on, and it
@@ -249,7 +317,7 @@ func (s *Server) readResource(ctx context.Context, req *sdk.ReadResourceRequest)
 	}
 	contents, err := read(ctx)
 	if err != nil {
-		return nil, s.redactErr(err)
+		return nil, s.rpcError(err, uri)
 	}
 	// The contents leave the node: its secrets are redacted (an MCP server's
 	// resource that shows its environment).
@@ -277,7 +345,7 @@ func (s *Server) subscribe(ctx context.Context, req *sdk.SubscribeRequest) error
 	// Recorded first (and bounded: maxSubscriptions), so that a node that resumes
 	// the session subscribes it again.
 	if err := s.recordSubscribe(ctx, req.Session.ID(), uri); err != nil {
-		return err
+		return s.rpcError(err, "")
 	}
 	s.subMu.Lock()
 	defer s.subMu.Unlock()
@@ -300,7 +368,7 @@ func (s *Server) subscribe(ctx context.Context, req *sdk.SubscribeRequest) error
 			if uerr := s.recordUnsubscribe(context.WithoutCancel(ctx), req.Session.ID(), uri); uerr != nil {
 				s.opts.Logger.Warn("mcp server: a failed subscription stays recorded", "session", req.Session.ID(), "uri", uri, "err", uerr)
 			}
-			return fmt.Errorf("subscribe to %s: %w", uri, err)
+			return s.rpcError(fmt.Errorf("subscribe to %s: %w", uri, err), uri)
 		}
 	}
 	if s.subs[uri] == nil {
@@ -338,7 +406,7 @@ func (s *Server) forgetOnEnd(ss *sdk.ServerSession) {
 // to the URI, its source's Watch is turned off.
 func (s *Server) unsubscribe(ctx context.Context, req *sdk.UnsubscribeRequest) error {
 	if err := s.recordUnsubscribe(ctx, req.Session.ID(), req.Params.URI); err != nil {
-		return err
+		return s.rpcError(err, "")
 	}
 	s.subMu.Lock()
 	defer s.subMu.Unlock()
@@ -394,7 +462,7 @@ func (s *Server) getPrompt(name string) sdk.PromptHandler {
 		p, ok := s.offered.prompts[name]
 		s.mu.Unlock()
 		if !ok {
-			return nil, fmt.Errorf("no prompt is named %q", name)
+			return nil, s.rpcError(mark(fmt.Errorf("no prompt is named %q", name), ErrNotFound), "")
 		}
 		args := req.Params.Arguments
 		if args == nil {
@@ -407,11 +475,11 @@ func (s *Server) getPrompt(name string) sdk.PromptHandler {
 			}
 		}
 		if len(missing) > 0 {
-			return nil, fmt.Errorf("prompt %s: missing required arguments: %s", name, strings.Join(missing, ", "))
+			return nil, s.rpcError(mark(fmt.Errorf("prompt %s: missing required arguments: %s", name, strings.Join(missing, ", ")), ErrInvalidParams), "")
 		}
 		res, err := p.Get(context.WithValue(ctx, servingKey{}, s), args)
 		if err != nil {
-			return nil, s.redactErr(err)
+			return nil, s.rpcError(err, "")
 		}
 		// The messages leave the node: its secrets are redacted.
 		return s.redactPrompt(res), nil
@@ -464,7 +532,7 @@ func (s *Server) complete(ctx context.Context, req *sdk.CompleteRequest) (*sdk.C
 	p, ok := s.offered.prompts[req.Params.Ref.Name]
 	s.mu.Unlock()
 	if !ok {
-		return nil, fmt.Errorf("no prompt is named %q", req.Params.Ref.Name)
+		return nil, s.rpcError(mark(fmt.Errorf("no prompt is named %q", req.Params.Ref.Name), ErrNotFound), "")
 	}
 	if p.Complete != nil {
 		return s.completed(p.Complete(ctx, req.Params))
@@ -488,7 +556,7 @@ func (s *Server) complete(ctx context.Context, req *sdk.CompleteRequest) (*sdk.C
 // MCP server).
 func (s *Server) completed(res *sdk.CompleteResult, err error) (*sdk.CompleteResult, error) {
 	if err != nil {
-		return nil, s.redactErr(err)
+		return nil, s.rpcError(err, "")
 	}
 	if res == nil {
 		res = &sdk.CompleteResult{}

@@ -2,7 +2,9 @@ package mcp
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"mime"
 	"net/url"
 	"path"
@@ -47,7 +49,7 @@ func (s skillSource) Offer() Catalog {
 			Get: func(_ context.Context, args map[string]string) (*sdk.GetPromptResult, error) {
 				body, _, err := s.set.Body(name)
 				if err != nil {
-					return nil, err
+					return nil, skillError(err)
 				}
 				text := strings.TrimSpace(body)
 				if task := strings.TrimSpace(args["task"]); task != "" {
@@ -80,7 +82,7 @@ func (s skillSource) Offer() Catalog {
 		Read: func(_ context.Context, uri string, vars map[string]string) ([]*sdk.ResourceContents, error) {
 			p, err := url.PathUnescape(vars["path"])
 			if err != nil {
-				return nil, fmt.Errorf("%s: %w", uri, err)
+				return nil, mark(fmt.Errorf("%s: %w", uri, err), ErrInvalidParams)
 			}
 			return s.read(uri, vars["skill"], p)
 		},
@@ -90,17 +92,30 @@ func (s skillSource) Offer() Catalog {
 
 func (s skillSource) read(uri, name, p string) ([]*sdk.ResourceContents, error) {
 	if p == skills.FileName {
-		return nil, fmt.Errorf("%s: a skill's %s is its prompt (prompts/get %s)", uri, skills.FileName, name)
+		return nil, mark(fmt.Errorf("%s: a skill's %s is its prompt (prompts/get %s)", uri, skills.FileName, name), ErrInvalidParams)
 	}
 	b, err := s.set.ReadBytes(name, p, MaxSkillResourceBytes)
 	if err != nil {
-		return nil, err
+		return nil, skillError(err)
 	}
 	mt := mimeOf(p, b)
 	if utf8.Valid(b) && !strings.HasPrefix(mt, "image/") && !strings.HasPrefix(mt, "audio/") && !strings.HasPrefix(mt, "video/") {
 		return TextContents(uri, mt, string(b)), nil
 	}
 	return BlobContents(uri, mt, b), nil
+}
+
+// skillError marks an error of the skills' set for the client: a skill or a file
+// that is not there ErrNotFound, a path that names no file of the skill's folder
+// ErrInvalidParams; any other (an unreadable file) stays an internal error.
+func skillError(err error) error {
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return mark(err, ErrNotFound)
+	case errors.Is(err, fs.ErrInvalid):
+		return mark(err, ErrInvalidParams)
+	}
+	return err
 }
 
 // SkillURI is the URI of the file at p (slash-separated, relative to the skill's

@@ -24,6 +24,13 @@ const deduped = `(SELECT session_id, seq, e_type AS type, e_ts AS ts, e_payload 
 	ANY LEFT JOIN ` + taskAgents + ` AS task_agents USING session_id
 	WHERE (session_id, seq, e_epoch) NOT IN (` + staleRows + `))`
 
+// forkSeqs is, per fork, the seq of its session.forked event (fork_at; 0 for a
+// session that is no fork, as the join leaves it): the events before it are its
+// parent's, copied with their times, and a fork's steps and duration count from
+// it (eventlog.SessionUsage). A fork of a fork holds its parent's event too,
+// before its own: the last one is its own.
+const forkSeqs = `(SELECT session_id, max(seq) AS fork_at FROM events WHERE type = 'session.forked' GROUP BY session_id)`
+
 // taskAgents is, per session, the seqs of its tasks (task.submitted, as Read
 // returns them) and their agents ("default" for a task that named none), as two
 // arrays in the same order: ClickHouse 18.16 has no join on an inequality, which
@@ -129,13 +136,16 @@ func (l *Log) Report(ctx context.Context, f eventlog.StatsFilter) (*eventlog.Sta
 		return nil, err
 	}
 	// A session is running while it has more tasks than ends (eventlog.SessionStatus).
+	// A fork's steps and duration count from its session.forked event (forkSeqs).
 	err = query(`SELECT agent, count(), countIf(status = 'task.completed' AND n_tasks <= n_ended),
 			countIf(status = 'task.failed' AND n_tasks <= n_ended),
 			avg(steps), quantileExact(0.5)(duration), quantileExact(0.95)(duration)
 		FROM (SELECT session_id, argMin(agent, seq) AS agent, argMaxIf(type, seq, type LIKE 'task.%') AS status,
 		             countIf(type = 'task.submitted') AS n_tasks, countIf(type IN ('task.completed', 'task.failed')) AS n_ended,
-		             countIf(type = 'model.requested') AS steps, max(ts) - min(ts) AS duration
-		      FROM `+deduped+` WHERE `+notNotes+` GROUP BY session_id)
+		             countIf(type = 'model.requested' AND seq > fork_at) AS steps,
+		             max(ts) - if(countIf(seq >= fork_at) = 0, min(ts), minIf(ts, seq >= fork_at)) AS duration
+		      FROM `+deduped+` AS d ANY LEFT JOIN `+forkSeqs+` AS forks USING session_id
+		      WHERE `+notNotes+` GROUP BY session_id)
 		WHERE `+agentCond+` GROUP BY agent`,
 		func(scan func(...any) error) error {
 			var a eventlog.SessionUsage

@@ -36,7 +36,7 @@ var schemaFS embed.FS
 
 // SchemaVersion is the schema version this build writes: the number of the last
 // file in schema/.
-const SchemaVersion = 17
+const SchemaVersion = 18
 
 // Migration is one numbered schema file.
 type Migration struct {

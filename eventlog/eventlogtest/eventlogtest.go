@@ -79,6 +79,7 @@ func Run(t *testing.T, f Features, newLog func(t *testing.T) eventlog.Log) {
 		{"SessionsParent", s.testSessionsParent},
 		{"LargePayload", s.testLargePayload},
 		{"AnalyticsSkipsNotesStreams", s.testAnalyticsSkipsNotesStreams},
+		{"AnalyticsCountsAForkFromItsFork", s.testAnalyticsCountsAForkFromItsFork},
 		{"Close", s.testClose},
 		{"CanceledContext", s.testCanceledContext},
 		{"FencingRefusesStaleOwner", s.testFencingRefusesStaleOwner},
@@ -1080,6 +1081,70 @@ func firstDifference(got, want []messages.Envelope) string {
 		return fmt.Sprintf("\nfirst difference at index %d: payload of %d bytes, want %d", i, len(gp), len(wp))
 	}
 	return ""
+}
+
+// A fork (replay fork) copies its parent's first events with their times, then
+// records session.forked at the time it was made: Analytics counts its duration
+// and steps from that event, not from its parent's first event. Counted from the
+// copies, a fork made five minutes after its parent lasted five minutes.
+func (s *suite) testAnalyticsCountsAForkFromItsFork(t *testing.T) {
+	l := s.newLog(t)
+	a, ok := l.(eventlog.Analytics)
+	if !ok {
+		t.Skip("the log has no analytics")
+	}
+	parent := newSession("fork-parent", 1_000_000)
+	events := parent.task(t, completed()) // 8 events 1 ms apart: 7 ms, 2 steps
+	s.append(t, l, events...)
+	const madeUS = 294_000_000 // the fork is made 293 s after its parent began
+	fork := newSession("fork-child", madeUS-4*1000)
+	var forked []messages.Envelope
+	for _, e := range events[:3] { // task.submitted, model.requested, model.responded
+		e.ID = fmt.Sprintf("%s/%d", fork.id, e.Seq)
+		e.SessionID, e.CorrelationID = fork.id, fork.id+"/1"
+		if e.Seq > 1 {
+			e.CausationID = fmt.Sprintf("%s/%d", fork.id, e.Seq-1)
+		}
+		forked = append(forked, e)
+	}
+	fork.seq = 3
+	forked = append(forked, fork.next(t, &messages.SessionForked{ParentID: parent.id, AtSeq: 3}))
+	usage := messages.Usage{PromptTokens: 120, CompletionTokens: 30}
+	call := messages.ToolCall{ID: "call_2", Name: "calculator", Arguments: `{"expression":"2 + 2"}`}
+	forked = append(forked,
+		fork.next(t, &messages.ToolCallRequested{Key: fork.id + "/t/call_2", CallID: "call_2", Tool: "calculator", Arguments: call.Arguments, Step: 1}),
+		fork.next(t, &messages.ToolCallCompleted{Key: fork.id + "/t/call_2", CallID: "call_2", Tool: "calculator", Result: "4", LatencyUS: 20}),
+		fork.next(t, &messages.ModelRequested{Key: fork.id + "/m2", Model: "offline", Step: 2, Messages: 4, PromptHash: "aa"}),
+		fork.next(t, &messages.ModelResponded{Key: fork.id + "/m2", Model: "offline", Message: messages.ChatMessage{Role: messages.RoleAssistant, ToolCalls: []messages.ToolCall{call}}, Usage: usage, LatencyUS: 500}),
+		fork.next(t, &messages.ModelRequested{Key: fork.id + "/m3", Model: "offline", Step: 3, Messages: 6, PromptHash: "bb"}),
+		fork.next(t, &messages.ModelResponded{Key: fork.id + "/m3", Model: "offline", Message: messages.ChatMessage{Role: messages.RoleAssistant, Content: "4"}, Usage: usage, LatencyUS: 400}),
+		fork.next(t, &messages.ToolCallRequested{Key: fork.id + "/t/call_3", CallID: "call_3", Tool: "clock", Arguments: `{}`, Step: 3}),
+		fork.next(t, completed()), // seq 12: 8 ms after the fork, 2 steps of its own
+	)
+	s.append(t, l, forked...)
+	s.wantRead(t, l, fork.id, 1, forked)
+	var (
+		got      []eventlog.SessionUsage
+		deadline = time.Now().Add(s.f.VisibilityTimeout)
+	)
+	for {
+		st, err := a.Report(s.ctx(t), eventlog.StatsFilter{})
+		if err != nil {
+			t.Fatalf("Report: %v", err)
+		}
+		got = st.Sessions
+		if len(got) == 1 && got[0].Sessions == 2 && got[0].Completed == 2 {
+			break
+		}
+		if !time.Now().Before(deadline) {
+			t.Fatalf("Report's sessions = %+v, want two completed sessions of agent default", got)
+		}
+		pause(t, 20*time.Millisecond)
+	}
+	if g := got[0]; g.P95DurationUS != 8000 || g.P50DurationUS > 8000 || g.AvgSteps != 2 {
+		t.Errorf("Report's sessions = %+v: want durations of 7 ms (the parent) and 8 ms (the fork, from its session.forked event), not %d µs from its parent's first event, and 2 steps each",
+			got, 12*1000+madeUS-4*1000-1_001_000)
+	}
 }
 
 // A notes stream (eventlog.NotesStreamPrefix) holds an agent's notes, and a

@@ -127,13 +127,18 @@ func (l *Log) Report(ctx context.Context, f eventlog.StatsFilter) (*eventlog.Sta
 	// as the ClickHouse log counts it: its agent is that of its first event there
 	// (eventsWithAgent), its status that of its latest task.* event there, running
 	// while more tasks were submitted there than ended; its steps and duration are
-	// those of the range.
+	// those of the range, and of a fork those from its session.forked event on (the
+	// events before it are its parent's, copied with their times: counted, a fork
+	// made minutes after its parent lasted those minutes).
 	err = q(`SELECT agent, status, steps, duration FROM
 		(SELECT substr(min(printf('%020d', e.seq) || e.agent), 21) AS agent,
 		        CASE WHEN sum(e.type = 'task.submitted') <= sum(e.type IN ('task.completed', 'task.failed'))
 		             THEN COALESCE(substr(max(CASE WHEN e.type LIKE 'task.%' THEN printf('%020d', e.seq) || e.type END), 21), '') ELSE '' END AS status,
-		        sum(e.type = 'model.requested') AS steps, max(e.ts) - min(e.ts) AS duration
-		 FROM `+eventsWithAgent("1", false)+` WHERE e.ts >= ? AND `+eventNotNotes+` GROUP BY e.session_id)
+		        sum(e.type = 'model.requested' AND e.seq > COALESCE(f.at, 0)) AS steps,
+		        max(e.ts) - COALESCE(min(CASE WHEN e.seq >= COALESCE(f.at, 0) THEN e.ts END), min(e.ts)) AS duration
+		 FROM `+eventsWithAgent("1", false)+`
+		 LEFT JOIN (SELECT session_id, max(seq) AS at FROM events WHERE type = 'session.forked' GROUP BY session_id) f ON f.session_id = e.session_id
+		 WHERE e.ts >= ? AND `+eventNotNotes+` GROUP BY e.session_id)
 		WHERE ? = '' OR agent = ?`,
 		func(scan func(...any) error) error {
 			var agent, status string

@@ -30,7 +30,7 @@ func (s *Set) RunScript(ctx context.Context, name, path string, args []string) (
 	}
 	k, ok := s.Get(name)
 	if !ok {
-		return "", fmt.Errorf("no skill is named %q; %s", name, s.names(name))
+		return "", noSkill(name, s.names(name))
 	}
 	rel, err := confine(path)
 	if err != nil {

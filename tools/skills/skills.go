@@ -459,7 +459,7 @@ func (s *Set) listing(width int) string {
 func (s *Set) Body(name string) (body string, files []string, err error) {
 	k, ok := s.Get(name)
 	if !ok {
-		return "", nil, fmt.Errorf("no skill is named %q; %s", name, s.names(name))
+		return "", nil, noSkill(name, s.names(name))
 	}
 	root, err := openFolder(k)
 	if err != nil {
@@ -508,7 +508,7 @@ func (s *Set) Body(name string) (body string, files []string, err error) {
 func (s *Set) ReadFile(name, path string) (string, error) {
 	k, ok := s.Get(name)
 	if !ok {
-		return "", fmt.Errorf("no skill is named %q; %s", name, s.names(name))
+		return "", noSkill(name, s.names(name))
 	}
 	rel, err := confine(path)
 	if err != nil {
@@ -522,9 +522,9 @@ func (s *Set) ReadFile(name, path string) (string, error) {
 	f, info, err := openRegular(root, rel)
 	switch {
 	case errors.Is(err, errNotRegular):
-		return "", fmt.Errorf("skill %s: %q is not a regular file", name, path)
+		return "", lookupError{fmt.Sprintf("skill %s: %q is not a regular file", name, path), fs.ErrInvalid}
 	case errors.Is(err, fs.ErrNotExist):
-		return "", fmt.Errorf("skill %s has no file %q", name, path)
+		return "", lookupError{fmt.Sprintf("skill %s has no file %q", name, path), fs.ErrNotExist}
 	case err != nil:
 		return "", fmt.Errorf("skill %s: %q: %w", name, path, stripRoot(err))
 	}
@@ -540,15 +540,33 @@ func (s *Set) ReadFile(name, path string) (string, error) {
 	return cut(string(trimPartialRune(b)), info.Size()), nil
 }
 
+// lookupError is the refusal of a skill or a file that is not there (kind
+// fs.ErrNotExist) or of a path that names no file of a skill's folder (kind
+// fs.ErrInvalid): errors.Is tells them apart from a failure to read (the MCP
+// server answers a client's resources/read with the code each one has).
+type lookupError struct {
+	msg  string
+	kind error
+}
+
+func (e lookupError) Error() string { return e.msg }
+func (e lookupError) Unwrap() error { return e.kind }
+
+// noSkill is the refusal of a skill name that the set does not have; names is
+// s.names(name).
+func noSkill(name, names string) error {
+	return lookupError{fmt.Sprintf("no skill is named %q; %s", name, names), fs.ErrNotExist}
+}
+
 // confine checks a model-given path relative to a skill's folder.
 func confine(path string) (string, error) {
 	switch {
 	case strings.TrimSpace(path) == "":
-		return "", errors.New("the path is empty: give a file of the skill's folder, e.g. references/guide.md")
+		return "", lookupError{"the path is empty: give a file of the skill's folder, e.g. references/guide.md", fs.ErrInvalid}
 	case filepath.IsAbs(path) || strings.HasPrefix(path, "/") || strings.HasPrefix(path, `\`):
-		return "", fmt.Errorf("the path %q is absolute: give it relative to the skill's folder", path)
+		return "", lookupError{fmt.Sprintf("the path %q is absolute: give it relative to the skill's folder", path), fs.ErrInvalid}
 	case slices.Contains(strings.FieldsFunc(path, func(r rune) bool { return r == '/' || r == '\\' }), ".."):
-		return "", fmt.Errorf("the path %q leaves the skill's folder: \"..\" is not allowed", path)
+		return "", lookupError{fmt.Sprintf("the path %q leaves the skill's folder: \"..\" is not allowed", path), fs.ErrInvalid}
 	}
 	return filepath.Clean(path), nil
 }
@@ -628,11 +646,14 @@ func (l *limitedBuffer) String() string {
 // ReadBytes is the file at path (relative to the skill's folder) of skill name, whole
 // and as bytes (text or binary), for a client that shows it as it is (the MCP
 // server's skill:// resources). The path is confined like ReadFile's; a file larger
-// than max bytes is refused.
+// than max bytes is refused. A skill or a file that is not there is refused with an
+// error that answers errors.Is(err, fs.ErrNotExist), a path that names no file of
+// the folder (empty, absolute, leaving it, a directory) with one answering
+// fs.ErrInvalid, as ReadFile's and Body's.
 func (s *Set) ReadBytes(name, path string, max int64) ([]byte, error) {
 	k, ok := s.Get(name)
 	if !ok {
-		return nil, fmt.Errorf("no skill is named %q; %s", name, s.names(name))
+		return nil, noSkill(name, s.names(name))
 	}
 	rel, err := confine(path)
 	if err != nil {
@@ -646,9 +667,9 @@ func (s *Set) ReadBytes(name, path string, max int64) ([]byte, error) {
 	f, info, err := openRegular(root, rel)
 	switch {
 	case errors.Is(err, errNotRegular):
-		return nil, fmt.Errorf("skill %s: %q is not a regular file", name, path)
+		return nil, lookupError{fmt.Sprintf("skill %s: %q is not a regular file", name, path), fs.ErrInvalid}
 	case errors.Is(err, fs.ErrNotExist):
-		return nil, fmt.Errorf("skill %s has no file %q", name, path)
+		return nil, lookupError{fmt.Sprintf("skill %s has no file %q", name, path), fs.ErrNotExist}
 	case err != nil:
 		return nil, fmt.Errorf("skill %s: %q: %w", name, path, stripRoot(err))
 	}
