@@ -89,9 +89,7 @@ type watcher struct {
 	// last is the seq of the last event handed to a remote watcher: the bus may carry
 	// a session's events again (a new owner publishes the latest task of the sessions
 	// it takes over: actors.SetOwnership.Republish), and the copies are skipped.
-	last   uint64
-	remote bool // reads the bus (handle), not the node's sessions (deliver)
-	deltas bool // also gets the session's model.delta envelopes (deliverDeltas)
+	last uint64
 	// What a watcher of deltas has been handed (deltas.go): the seq of its last
 	// event, the model calls whose model.requested it has and not their
 	// model.responded, and the deltas that came before their call's model.requested.
@@ -104,13 +102,16 @@ type watcher struct {
 	hold    *deltaHold
 	ch      chan messages.Envelope
 	backlog []messages.Envelope
+	stop    chan struct{} // made with the first feeder, closed when gone, to stop it
+	// The flags below are kept together, in one word (a watcher fits the 128-byte
+	// size class).
+	remote bool // reads the bus (handle), not the node's sessions (deliver)
+	deltas bool // also gets the session's model.delta envelopes (deliverDeltas)
 	// busDeltas: the watcher holds a user of the cluster's delta feed; announced: its
-	// node tells the session's owner that it watches (clusterDeltas). The flags are
-	// kept together (a watcher fits a smaller size class).
+	// node tells the session's owner that it watches (clusterDeltas).
 	busDeltas, announced bool
-	feeding              bool          // a goroutine feeds backlog into ch
-	gone                 bool          // disconnected: ch is closed, or is once the feeder returns
-	stop                 chan struct{} // made with the first feeder, closed when gone, to stop it
+	feeding              bool // a goroutine feeds backlog into ch
+	gone                 bool // disconnected: ch is closed, or is once the feeder returns
 }
 
 // newHub makes a hub. With sub (a shared bus), watchers of sessions for which isLocal
