@@ -23,6 +23,7 @@ import (
 
 	"github.com/troupe-run/troupe/actors"
 	"github.com/troupe-run/troupe/eventlog"
+	"github.com/troupe-run/troupe/internal/jsonesc"
 	"github.com/troupe-run/troupe/internal/ssekeepalive"
 	"github.com/troupe-run/troupe/messages"
 )
@@ -40,7 +41,7 @@ const maxBody = 2 << 20
 //	GET  /v1/sessions/{id}             status, output, error, calls waiting for approval
 //	GET  /v1/sessions/{id}/events      the session's events in seq order
 //	GET  /v1/sessions/{id}/stream      the same as Server-Sent Events, live, with model.delta increments
-//	POST /v1/sessions/{id}/cancel      cancel the running task
+//	POST /v1/sessions/{id}/cancel      cancel the running task, or {"task_id"} a queued one
 //	POST /v1/sessions/{id}/approvals/{call}  answer a call's approval {"approve", "reason"}
 //	GET  /v1/approvals                 the calls waiting for approval (approvals.go)
 //	GET  /v1/stats                     the figures of replay stats (?since, agent; stats.go)
@@ -938,17 +939,33 @@ func (n *Node) cancel(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no session %s", QuoteHead(id))
 		return
 	}
+	b, ok := readCancelBody(w, r)
+	if !ok {
+		return
+	}
 	// The task running as the request came: one handled after it ended (sent
 	// twice, or many at once) does not cancel the task queued behind it.
 	var running string
 	if st.Status == messages.StatusRunning {
 		running = st.TaskID
 	}
-	err = n.cancelTask(r.Context(), id, running, "cancelled through the HTTP API")
+	reason := "cancelled through the HTTP API"
+	if b.TaskID != "" {
+		// The task the body names, running or waiting its turn: never another.
+		running = b.TaskID
+	}
+	if b.Reason != "" {
+		reason = b.Reason
+	}
+	err = n.cancelTask(r.Context(), id, running, reason)
 	answerLate(w) // as postTask's
 	switch {
+	case errors.Is(err, actors.ErrNoRunningTask) && b.TaskID != "":
+		writeError(w, http.StatusConflict, "session %s has no task %s running or waiting its turn (it ended, or is unknown)", id, QuoteHead(b.TaskID))
 	case errors.Is(err, actors.ErrNoRunningTask):
 		writeError(w, http.StatusConflict, "session %s has no running task", id)
+	case errors.Is(err, ErrBadTask):
+		writeError(w, http.StatusBadRequest, "%v", err)
 	case errors.Is(err, actors.ErrSessionFailed):
 		writeError(w, http.StatusInternalServerError, "%v", err)
 	case err != nil:
@@ -956,6 +973,74 @@ func (n *Node) cancel(w http.ResponseWriter, r *http.Request) {
 	default:
 		writeJSON(w, http.StatusAccepted, map[string]string{"session_id": id, "status": "cancelling"})
 	}
+}
+
+// cancelBody is the optional body of POST /v1/sessions/{id}/cancel: the task to
+// cancel (its task_id, as the task's 202 and GET /v1/sessions/{id} name it, or
+// its task.submitted event's ID), running or waiting its turn behind the running
+// one, and the reason recorded as its error. Without a body, or with an empty
+// task_id, the request cancels the task running as it came.
+type cancelBody struct {
+	TaskID string `json:"task_id,omitempty"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// cancelMaxBody bounds a cancellation's body, as an approval's.
+const cancelMaxBody = approvalMaxBody
+
+// readCancelBody reads a cancellation's optional body. A body that is there must
+// be a JSON cancelBody, read as strictly as an approval's: one that named a task
+// and were ignored would cancel the running task instead. It answers the
+// request itself (4xx) and returns false when the body is refused.
+func readCancelBody(w http.ResponseWriter, r *http.Request) (cancelBody, bool) {
+	var b cancelBody
+	if r.ContentLength > cancelMaxBody {
+		writeError(w, http.StatusRequestEntityTooLarge, "request body of %d bytes is larger than %d: a cancellation is {\"task_id\", \"reason\"}", r.ContentLength, cancelMaxBody)
+		return b, false
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, cancelMaxBody))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		var netErr net.Error
+		switch {
+		case errors.As(err, &tooLarge):
+			writeError(w, http.StatusRequestEntityTooLarge, "request body is larger than %d bytes: a cancellation is {\"task_id\", \"reason\"}", cancelMaxBody)
+		case errors.As(err, &netErr) && netErr.Timeout():
+			writeError(w, http.StatusRequestTimeout, "the request body was not sent in time")
+		default:
+			writeError(w, http.StatusBadRequest, "reading the request body: %v", err)
+		}
+		return b, false
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		return b, true
+	}
+	const want = `want {"task_id": "…", "reason": "…"}, each optional, or no body`
+	if err := checkJSONContentType(r.Header.Get("Content-Type")); err != nil {
+		writeError(w, http.StatusUnsupportedMediaType, "%v", err)
+		return b, false
+	}
+	if !utf8.Valid(body) {
+		writeError(w, http.StatusBadRequest, "the body is not valid UTF-8 (byte %d): JSON is sent in UTF-8", messages.InvalidUTF8At(body))
+		return b, false
+	}
+	if at := jsonesc.LoneSurrogateAt(body); at >= 0 && json.Valid(body) {
+		writeError(w, http.StatusBadRequest, "%s; %s", loneSurrogateError(body, at), want)
+		return b, false
+	}
+	if err := decodeStrict(body, &b); err != nil {
+		writeError(w, http.StatusBadRequest, "%v; %s", err, want)
+		return b, false
+	}
+	if err := checkKeys(body, []string{"task_id", "reason"}, false); err != nil {
+		writeError(w, http.StatusBadRequest, "%v; %s", err, want)
+		return b, false
+	}
+	if len(b.TaskID) > maxCancelTaskID {
+		writeError(w, http.StatusBadRequest, "task_id: %d bytes, want at most %d", len(b.TaskID), maxCancelTaskID)
+		return b, false
+	}
+	return b, true
 }
 
 // stream sends a session's events as Server-Sent Events: first those in the log after

@@ -97,7 +97,7 @@ func (n *Node) operation(r Route, m string) map[string]any {
 		op["parameters"] = params
 	}
 	if r.Doc.Body != nil && m != "GET" && m != "DELETE" {
-		op["requestBody"] = map[string]any{"required": true, "content": content(r.Doc.Body)}
+		op["requestBody"] = map[string]any{"required": !r.Doc.Body.Optional, "content": content(r.Doc.Body)}
 	}
 	responses := map[string]any{}
 	for _, resp := range r.Doc.Responses {

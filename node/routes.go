@@ -82,6 +82,8 @@ type Body struct {
 	// Schema is a JSON Schema (a Schema) or a Go value whose type gives it (by its
 	// JSON encoding, as schemaOf derives it); nil: any content.
 	Schema any
+	// Optional marks a body the request may leave out.
+	Optional bool
 }
 
 // Schema is a JSON Schema written out.
@@ -159,10 +161,11 @@ func (n *Node) apiRoutes() []Route {
 			Summary: "A session's events as Server-Sent Events, from Last-Event-ID (a seq) on, then live",
 			Responses: []Response{{http.StatusOK, "the event stream (id: seq, event: type, data: the event)",
 				&Body{ContentType: "text/event-stream", Schema: Schema{"type": "string"}}}, sessionGone}}},
-		{Method: "POST", Path: "/v1/sessions/{id}/cancel", Handler: http.HandlerFunc(n.cancel), Doc: RouteDoc{
-			Summary: "Cancel the session's running task",
+		{Method: "POST", Path: "/v1/sessions/{id}/cancel", Handler: http.HandlerFunc(n.cancel), MaxBody: cancelMaxBody, Doc: RouteDoc{
+			Summary: "Cancel the session's running task, or the task the body names (task_id), running or waiting its turn",
+			Body:    &Body{Schema: cancelBody{}, Optional: true},
 			Responses: []Response{accepted("the task is being cancelled", Schema{"type": "object", "properties": Schema{
-				"session_id": Schema{"type": "string"}, "status": Schema{"type": "string"}}}), sessionGone, conflict("the session has no running task"), sessionFailed}}},
+				"session_id": Schema{"type": "string"}, "status": Schema{"type": "string"}}}), sessionGone, conflict("the session has no running task, or none the body names running or waiting"), sessionFailed}}},
 		{Method: "POST", Path: "/v1/sessions/{id}/approvals/{call}", Handler: http.HandlerFunc(n.postApproval), MaxBody: approvalMaxBody, Doc: RouteDoc{
 			Summary: "Approve or reject a tool call waiting for approval",
 			Body:    jsonBody(approvalBody{}),
