@@ -35,7 +35,7 @@ SELECT
     minState(ts) AS started_us,
     maxState(ts) AS updated_us
 FROM events
-WHERE session_id = ?
+PREWHERE session_id = ?
 GROUP BY session_id`
 
 // DeleteEvents implements eventlog.Compacting with mutations (ALTER TABLE …

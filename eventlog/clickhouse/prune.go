@@ -27,7 +27,7 @@ var pruneTables = []struct{ table, column string }{
 // first two parameters) whose last event is stamped before the third parameter,
 // at most the fourth parameter of them.
 const dueStreamsQuery = `SELECT session_id FROM events
-WHERE session_id >= ? AND session_id < ?
+PREWHERE session_id >= ? AND session_id < ?
 GROUP BY session_id HAVING max(ts) < ? ORDER BY session_id LIMIT ?`
 
 // PruneBusStreams implements eventlog.Pruner.
@@ -110,7 +110,7 @@ func (l *Log) PruneListed(ctx context.Context, streams []eventlog.StreamBound) (
 	}
 	in := strings.TrimSuffix(strings.Repeat("?, ", len(ids)), ", ")
 	qctx, cancel := context.WithTimeout(ctx, l.cfg.QueryTimeout)
-	rows, err := l.conn.Query(qctx, "SELECT session_id, max(ts) FROM events WHERE session_id IN ("+in+") GROUP BY session_id", ids...)
+	rows, err := l.conn.Query(qctx, "SELECT session_id, max(ts) FROM events PREWHERE session_id IN ("+in+") GROUP BY session_id", ids...)
 	if err != nil {
 		cancel()
 		return 0, l.readErr(ctx, fmt.Sprintf("prune %d listed streams: find those due", len(streams)), err)
