@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -36,6 +37,34 @@ import (
 // sent on at all, it is answered so, for its caller to ask again. A node that dies
 // mid-run (kill -9) answers nothing: its caller's wait ends, and a run asked again
 // under the same key applies nothing twice.
+
+// consolidates tells a command that runs a consolidation: Node.Consolidate's, or a
+// call of the memory tool's consolidate (the tool's op, or its action expanded as a
+// tool of its own, <name>_consolidate).
+func consolidates(c messages.MemoryCommand) bool {
+	switch c.Action {
+	case memoryConsolidate:
+		return true
+	case memoryToolCall:
+		var a memoryToolArgs
+		if json.Unmarshal(c.Args, &a) != nil {
+			return false
+		}
+		return isConsolidateCall(a.Tool, a.Arguments)
+	}
+	return false
+}
+
+// isConsolidateCall tells a call of the memory tool named tool that consolidates.
+func isConsolidateCall(tool, arguments string) bool {
+	if strings.HasSuffix(tool, "_consolidate") {
+		return true
+	}
+	var outer struct {
+		Op string `json:"op"`
+	}
+	return json.Unmarshal([]byte(arguments), &outer) == nil && outer.Op == "consolidate"
+}
 
 // consolidationsAside are the consolidations this node runs for commands.
 type consolidationsAside struct {
@@ -116,6 +145,21 @@ func (n *Node) sendOn(c messages.MemoryCommand) error {
 // tells a run cut off on this node (it stops, or no longer owns the namespace).
 func (n *Node) consolidateAnswer(ctx context.Context, c messages.MemoryCommand) (rep messages.MemoryReply, cut bool) {
 	rep = messages.MemoryReply{ID: c.ID}
+	if c.Action == memoryToolCall {
+		res, err := n.runMemoryTool(ctx, c)
+		switch {
+		case err != nil && (errors.Is(err, errStopping) || errors.Is(err, eventlog.ErrFenced)):
+			rep.Error = fmt.Sprintf("the memory tool's consolidate of %s was cut off on node %s, which owned it: %v", c.Namespace, n.cfg.NodeID, err)
+			return rep, true
+		case errors.Is(err, memory.ErrInvalid):
+			rep.Error, rep.Kind = err.Error(), "invalid"
+		case err != nil:
+			rep.Error = err.Error()
+		default:
+			rep.Result = res
+		}
+		return rep, false
+	}
 	res, err := n.consolidateLocal(ctx, c.Namespace, c.Key)
 	var out consolidateAnswer
 	switch {

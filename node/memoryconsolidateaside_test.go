@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -194,5 +195,108 @@ func TestMemoryClusterConsolidateCutOffGoesOnToTheNextOwner(t *testing.T) {
 		}
 	case <-time.After(110 * time.Second):
 		t.Fatal("the consolidation was never answered once its owner stopped")
+	}
+}
+
+// consolidatingAgent calls the memory tool's consolidate on the namespace its task
+// names, then answers.
+type consolidatingAgent struct{}
+
+func (consolidatingAgent) Name() string { return "consolidating-agent" }
+
+func (consolidatingAgent) Generate(ctx context.Context, r llm.Request) (llm.Response, error) {
+	ns := ""
+	for _, m := range r.Messages {
+		if m.Role == messages.RoleUser {
+			ns = m.Content
+		}
+	}
+	msg := messages.ChatMessage{Role: messages.RoleAssistant}
+	if r.Step == 1 {
+		msg.ToolCalls = []messages.ToolCall{memoryCall("c1", "consolidate", `{"namespace":"`+ns+`"}`)}
+	} else {
+		msg.Content = "consolidated"
+	}
+	return llm.Response{Message: msg}, nil
+}
+
+// The memory tool's consolidate, called by a session on node A for a namespace of
+// node B's, runs on B beside its tasks handler too: the commands behind it on its
+// partition go on while B's model distils. Before, it ran in B's handler, and the
+// 64th write behind it waited for the model.
+func TestMemoryClusterToolConsolidateLetsItsPartitionGoOn(t *testing.T) {
+	gate := newDistilGate()
+	var released sync.Once
+	release := func() { released.Do(func() { close(gate.release) }) }
+	t.Cleanup(release)
+	k := newKafkaEnv(t)
+	group := uniqueGroup(t)
+	shared := sharedLog(t)
+	var allowed []string
+	for i := range 100 {
+		allowed = append(allowed, fmt.Sprintf("team:%d", i))
+	}
+	withTool := func(model llm.Model) func(*node.Config) {
+		return func(c *node.Config) {
+			c.Model = model
+			c.MemoryTool = &memory.ToolConfig{Namespace: "agent:cluster", Namespaces: allowed}
+		}
+	}
+	a := startMemoryClusterNode(t, k, group, shared, "a", withTool(consolidatingAgent{}))
+	b := startMemoryClusterNode(t, k, group, shared, "b", withTool(gate))
+	waitPartitionsSplit(t, a.n, b.n)
+	ns := namespaceOn(t, b, "team:")
+	part := kafka.PartitionOf(memory.Stream(ns), memoryClusterPartitions)
+	other := ""
+	for i := range 10000 {
+		if cand := fmt.Sprintf("agent:beside%d", i); kafka.PartitionOf(memory.Stream(cand), memoryClusterPartitions) == part {
+			other = cand
+			break
+		}
+	}
+	session := ""
+	for i := range 100 {
+		if id := fmt.Sprintf("tidy-%d", i); a.parts.owns(kafka.PartitionOf(id, memoryClusterPartitions)) {
+			session = id
+			break
+		}
+	}
+	a.mustPost(t, `[{"namespace":"`+ns+`","tier":"episodic","content":"the blue kettle in the kitchen whistled loudly this morning"},
+		{"namespace":"`+ns+`","tier":"episodic","content":"the blue kettle in the kitchen whistled loudly this evening"},
+		{"namespace":"`+ns+`","tier":"episodic","content":"the blue kettle in the kitchen whistled loudly this afternoon"}]`)
+	if _, err := a.n.Submit(context.Background(), node.Task{Input: ns, SessionID: session}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-gate.called:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the owner's consolidation never asked the model")
+	}
+	// The model answers in 20 s at the latest: a write that waited for it
+	// waited behind the consolidation.
+	timer := time.AfterFunc(20*time.Second, release)
+	defer timer.Stop()
+	writes := kafka.NodeTasksInFlight + 16
+	for i := range writes {
+		code, _, msg := a.post(t, fmt.Sprintf(`{"namespace":%q,"tier":"semantic","content":"fact %d of the namespace beside"}`, other, i))
+		if code != http.StatusCreated {
+			t.Fatalf("write %d to %s: %d %s", i, other, code, msg)
+		}
+		select {
+		case <-gate.release:
+			t.Fatalf("write %d of %d to %s, on the partition of %s (%d), waited for the consolidation's model", i+1, writes, other, ns, part)
+		default:
+		}
+	}
+	release()
+	waitCompleted(t, a.n, []string{session}, 60*time.Second)
+	events, err := shared.Read(context.Background(), session, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range events {
+		if e.Type == messages.TypeToolCallCompleted && strings.Contains(string(e.Payload), `"call_id":"c1"`) && strings.Contains(string(e.Payload), `"error"`) {
+			t.Errorf("the consolidate call's result: %s", e.Payload)
+		}
 	}
 }
