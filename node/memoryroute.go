@@ -380,6 +380,10 @@ func (n *Node) handleMemoryCommand(msg *message.Message) error {
 	if forwarded, err := n.forward(msg, nil, c.SessionID, nil); forwarded || err != nil {
 		return err
 	}
+	if consolidates(c) && n.memories != nil && n.ownsKey(memory.Stream(c.Namespace)) {
+		// It may take minutes: run beside the handler (consolidateaside.go).
+		return n.consolidateAside(c)
+	}
 	rep := messages.MemoryReply{ID: c.ID}
 	ctx := msg.Context()
 	if n.tracing.on() {

@@ -807,10 +807,11 @@ type Node struct {
 	memories   *memory.Memories
 	ownVectors io.Closer // the embedded vector index the node opened for memories
 	memRouter  memoryRouter
-	kbUploads  kbUploads          // parts of uploads to knowledge bases this node owns (knowledgeroute.go)
-	memHost    *actors.MemoryHost // the namespaces' actors
-	memKeys    requestKeys        // the requests of the memory API's recent Idempotency-Keys
-	kbKeys     requestKeys        // the requests of the knowledge API's recent Idempotency-Keys
+	aside      consolidationsAside // consolidations run for commands (consolidateaside.go)
+	kbUploads  kbUploads           // parts of uploads to knowledge bases this node owns (knowledgeroute.go)
+	memHost    *actors.MemoryHost  // the namespaces' actors
+	memKeys    requestKeys         // the requests of the memory API's recent Idempotency-Keys
+	kbKeys     requestKeys         // the requests of the knowledge API's recent Idempotency-Keys
 	// memTools are the memory tool's tools by agent ("" for the default agent and
 	// every agent without a namespace of its own) and name (Config.MemoryTool), as
 	// this node performs them for the namespaces it owns.
@@ -2084,6 +2085,11 @@ func (n *Node) Close() error {
 		// The node's actors are waited for within StopTimeout as a whole.
 		stopCtx, stopCancel := context.WithTimeout(context.Background(), n.cfg.StopTimeout)
 		defer stopCancel()
+		// The consolidations run for commands, cut off as the node began to stop,
+		// answer so before the consolidator and the memories they use close.
+		if err := n.aside.close(stopCtx); err != nil {
+			n.cfg.Logger.Warn("node closing with consolidations still running; closing the memories under them", "node", n.cfg.NodeID, "err", err)
+		}
 		if n.system != nil {
 			if n.host != nil {
 				n.closeSessions(stopCtx)

@@ -40,10 +40,21 @@ import (
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signalContext()
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr, options{})
 	stop()
 	os.Exit(code)
+}
+
+// signalContext is the context a command runs under: SIGINT or SIGTERM ends it,
+// and the command stops cleanly (a node hands its sessions over, its calls in
+// flight given their grace). A second signal meanwhile ends the process at once,
+// the signals' default action restored once the first came: a user who presses
+// Ctrl-C again, or a supervisor that signals again, asks not to wait.
+func signalContext() (context.Context, context.CancelFunc) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	context.AfterFunc(ctx, stop)
+	return ctx, stop
 }
 
 // options lets tests add tools and wrap the model of a real node process.

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -106,4 +107,72 @@ func sum(m map[string]int) int {
 		n += v
 	}
 	return n
+}
+
+// A second SIGTERM (or Ctrl-C) while `node mcp` stops, its model call in flight
+// given the handoff grace, ends the process at once, as the signal's default
+// action does: the user (or a supervisor) asked twice. Before, the first signal
+// kept the signals caught until the process ended, and the second was ignored: the
+// process went on through the grace.
+func TestNodeMCPSecondSigtermQuitsAtOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts and stops node processes")
+	}
+	clearLLMEnv(t)
+	dir := t.TempDir()
+	modelLog := filepath.Join(dir, "model.txt")
+	// The model call takes a minute: the stop waits the handoff grace for it.
+	cmd := exec.Command(os.Args[0], "mcp", "--model", "offline", "--data", filepath.Join(dir, "data"))
+	cmd.Env = append(os.Environ(), "TROUPE_CRASH_CHILD=1", "TROUPE_MODEL_LOG="+modelLog, "TROUPE_MODEL_DELAY=1m")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stdin.Close()
+	cmd.Stdout = io.Discard
+	stderr := &syncBuffer{}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	defer func() {
+		_ = cmd.Process.Kill()
+		<-exited
+	}()
+	for _, line := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"run_task","arguments":{"input":"a long one","session_id":"mcp-twice-1"}}}`,
+	} {
+		if _, err := io.WriteString(stdin, line+"\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, 20*time.Second, "the task's model call", func() bool {
+		b, _ := os.ReadFile(modelLog)
+		return len(b) > 0
+	})
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, "the stop to begin", func() bool { return strings.Contains(stderr.String(), "shutting down") })
+	select {
+	case <-exited:
+		t.Fatalf("the node exited within its grace, before the second signal: the test proves nothing\n%s", tail(stderr.String(), 4000))
+	default:
+	}
+	second := time.Now()
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-exited:
+		if took := time.Since(second); took > 2*time.Second {
+			t.Errorf("the node exited %v after the second SIGTERM; want at once", took)
+		}
+	case <-time.After(2 * time.Second):
+		t.Errorf("the node still runs 2 s after a second SIGTERM: it went on through its grace\n%s", tail(stderr.String(), 4000))
+	}
 }
