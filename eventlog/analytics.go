@@ -124,6 +124,9 @@ func (s Stats) MarshalJSON() ([]byte, error) {
 }
 
 // ModelUsage is the tokens and cost of one model for one agent on one UTC day.
+// A fork's calls are those after its session.forked event: the ones before it
+// are its parent's, copied, and counted under the parent only (so are a fork's
+// tool calls, ToolUsage, and memory operations, MemoryOps).
 type ModelUsage struct {
 	Day              string  `json:"day"` // YYYY-MM-DD, UTC
 	Agent            string  `json:"agent"`

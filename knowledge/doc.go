@@ -149,7 +149,8 @@
 //     lists that rank it of 1/(60 + rank). A search of one list (ModeVector or
 //     ModeBM25 without multi-query or HyDE) has nothing to fuse: its hits keep the
 //     scores FusionConvex gives them (a cosine, a share of the query), whatever
-//     the fusion.
+//     the fusion. A ModeHybrid search is two lists, also when one of them is
+//     empty (no keyword hit): rank fusion scores it as any other.
 //   - FusionWeightedRRF weights each BM25 vote by the same share of the query, at
 //     most 1 (this was the default before FusionConvex).
 //

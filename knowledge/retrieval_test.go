@@ -433,3 +433,26 @@ func TestVectorSearchScoresAreCosines(t *testing.T) {
 		}
 	}
 }
+
+// A hybrid search is two lists, the vector one and the keyword one, also when
+// one of them is empty (a query none of whose words is in the knowledge base):
+// under rank fusion its hits score 1/(60 + rank) as those of any hybrid search,
+// not their cosines, so that the scores of two queries are on one scale. Only a
+// search of one list (ModeVector, ModeBM25) keeps its scores whatever the fusion.
+func TestHybridSearchWithoutKeywordHitsIsRankFused(t *testing.T) {
+	f := newFixture(t)
+	b := f.base(t, "docs")
+	addText(t, b, "ports.md", "# Ports\n\nThe node listens for HTTP on port 8080.\n")
+	addText(t, b, "backups.md", "# Backups\n\nStop the node and copy the data directory.\n")
+	for _, fusion := range []knowledge.Fusion{knowledge.FusionRRF, knowledge.FusionWeightedRRF} {
+		res := search(t, b, knowledge.Query{Text: "zzqx wvut", Limit: 3, Fusion: fusion})
+		if len(res.Hits) != 2 {
+			t.Fatalf("fusion %q: hits %v, want both chunks from the vector list", fusion, sources(res.Hits))
+		}
+		for i, h := range res.Hits {
+			if want := 1 / float64(61+i); math.Abs(h.Score-want) > 1e-9 {
+				t.Errorf("fusion %q: hit %d (%s) scores %.5f, want 1/%d", fusion, i+1, h.Source, h.Score, 61+i)
+			}
+		}
+	}
+}

@@ -74,9 +74,47 @@ func (s *Server) rpcError(err error, uri string) error {
 	return s.redactErr(e)
 }
 
+// legacyNotFound answers a resources/read or resources/subscribe of a resource
+// not found with the code of the client's protocol version: Invalid params
+// (-32602, with {"uri": …} in data) from 2026-07-28 on (SEP-2164 made it a MUST),
+// and the legacy -32002 to a client of an earlier version, whose specification
+// (2024-11-05 to 2025-11-25) gives it that code and which may test for it. The
+// refusal is the go-sdk's (sdk.ResourceNotFoundError, of a URI no resource or
+// template matches) or rpcError's; the go-sdk itself answers -32602 to every
+// version (MCPGODEBUG=customresnotfounderrcode=1 makes it -32002 to all). It is
+// told from other refusals of the parameters by the URI in its data (a proxied
+// server's names its own). A request of no known version is answered as the
+// current one.
+func legacyNotFound(next sdk.MethodHandler) sdk.MethodHandler {
+	return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
+		res, err := next(ctx, method, req)
+		if err == nil || (method != "resources/read" && method != "resources/subscribe") {
+			return res, err
+		}
+		v, ok := req.(interface{ ProtocolVersion() string })
+		var e *jsonrpc.Error
+		if !ok || v.ProtocolVersion() == "" || v.ProtocolVersion() >= protocolSEP2164 ||
+			!errors.As(err, &e) || e.Code != jsonrpc.CodeInvalidParams || len(e.Data) == 0 {
+			return res, err
+		}
+		var data struct {
+			URI *string `json:"uri"`
+		}
+		if json.Unmarshal(e.Data, &data) != nil || data.URI == nil {
+			return res, err // another refusal of the request's parameters (no URI in data)
+		}
+		return res, &jsonrpc.Error{Code: codeLegacyResourceNotFound, Message: e.Message, Data: e.Data}
+	}
+}
+
+// protocolSEP2164 is the first protocol version whose resource not found is
+// Invalid params (-32602) rather than -32002.
+const protocolSEP2164 = "2026-07-28"
+
 // codeLegacyResourceNotFound is the code of a resource not found before SEP-2164
 // (the 2025-11-25 specification's), which a proxied server may still answer: the
-// node answers its clients Invalid params in its place.
+// node answers its clients Invalid params in its place, and legacyNotFound the
+// legacy code again to a client of a version before 2026-07-28.
 const codeLegacyResourceNotFound = -32002
 
 // Resource is a resource the server offers: what resources/list says of it, and

@@ -263,7 +263,7 @@ func NewServer(n Node, opts ServerOptions) *Server {
 	}
 	s.closed, s.closeCtx = context.WithCancel(context.Background())
 	s.srv = sdk.NewServer(&sdk.Implementation{Name: "troupe", Title: "Troupe node", Version: version()}, sopts)
-	s.srv.AddReceivingMiddleware(s.recoverPanics, s.trackLive, s.recordLevel, s.recordLife)
+	s.srv.AddReceivingMiddleware(s.recoverPanics, s.trackLive, s.recordLevel, s.recordLife, legacyNotFound)
 	s.srv.AddTool(&sdk.Tool{Name: RunTask, Title: "Run a task on the Troupe agent",
 		Description: "Run a task on the node's agent and answer with its final output. Give session_id (from an earlier answer's _meta " +
 			SessionIDMeta + ") to go on with a conversation. A failed task is an error with the reason. A task goes on when its call is " +

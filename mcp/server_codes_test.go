@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"testing"
@@ -46,10 +47,49 @@ func TestServerRefusalsHaveTheSpecificationsCodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := nodetest.Start(t, node.Config{})
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	_, cs := sdkSession(ctx, t, mcp.NewServer(n, mcp.ServerOptions{Sources: []mcp.Source{mcp.SkillSource(set), served.Source()}}))
+	srv := mcp.NewServer(n, mcp.ServerOptions{Sources: []mcp.Source{mcp.SkillSource(set), served.Source()}})
+	// A resource not found is -32602 to a client of 2026-07-28 (SEP-2164) and
+	// -32002 to a client of an earlier version, whose specification gives it that
+	// code; every other refusal has the same code in every version.
+	for _, conn := range []struct {
+		over, version string
+		notFound      int64
+	}{
+		{"stdio", "2026-07-28", jsonrpc.CodeInvalidParams},
+		{"stdio", "2025-11-25", -32002},
+		{"http", "2025-06-18", -32002},
+		{"http", "", -32002}, // the go-sdk client's latest, over Streamable HTTP a session of 2025-11-25
+	} {
+		t.Run(conn.over+" "+conn.version, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			var tr sdk.Transport
+			if conn.over == "http" {
+				hs := httptest.NewServer(srv.Handler())
+				defer hs.Close()
+				tr = &sdk.StreamableClientTransport{Endpoint: hs.URL}
+			} else {
+				st, ct := sdk.NewInMemoryTransports()
+				served := make(chan error, 1)
+				go func() { served <- srv.Serve(ctx, st) }()
+				defer func() { cancel(); <-served }()
+				tr = ct
+			}
+			cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx, tr,
+				&sdk.ClientSessionOptions{ProtocolVersion: conn.version})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cs.Close()
+			refusals(ctx, t, cs, conn.notFound)
+		})
+	}
+}
 
+// refusals checks the codes of the refusals of cs's requests, notFound that of
+// a resource not found.
+func refusals(ctx context.Context, t *testing.T, cs *sdk.ClientSession, notFound int64) {
+	t.Helper()
 	read := func(uri string) error {
 		_, err := cs.ReadResource(ctx, &sdk.ReadResourceParams{URI: uri})
 		return err
@@ -60,9 +100,9 @@ func TestServerRefusalsHaveTheSpecificationsCodes(t *testing.T) {
 		code    int64
 		dataURI string
 	}{
-		{"an unknown URI", read("notes://nothing"), jsonrpc.CodeInvalidParams, "notes://nothing"},
-		{"a skill's file that is not there", read("skill://pdf/nope.md"), jsonrpc.CodeInvalidParams, "skill://pdf/nope.md"},
-		{"a skill that is not there", read("skill://nosuch/x.md"), jsonrpc.CodeInvalidParams, "skill://nosuch/x.md"},
+		{"an unknown URI", read("notes://nothing"), notFound, "notes://nothing"},
+		{"a skill's file that is not there", read("skill://pdf/nope.md"), notFound, "skill://pdf/nope.md"},
+		{"a skill that is not there", read("skill://nosuch/x.md"), notFound, "skill://nosuch/x.md"},
 		{"a path out of the skill's folder", read("skill://pdf/../x"), jsonrpc.CodeInvalidParams, ""},
 		{"a skill's SKILL.md", read("skill://pdf/SKILL.md"), jsonrpc.CodeInvalidParams, ""},
 		{"a resource whose file is gone", read("notes://gone"), jsonrpc.CodeInternalError, ""},
@@ -97,6 +137,15 @@ func TestServerRefusalsHaveTheSpecificationsCodes(t *testing.T) {
 			if json.Unmarshal(e.Data, &data) != nil || data.URI != c.dataURI {
 				t.Errorf("%s: data %s, want the URI %s", c.label, e.Data, c.dataURI)
 			}
+		}
+	}
+	// Before 2026-07-28 resources/subscribe is answered; from then on the go-sdk's
+	// Subscribe opens subscriptions/listen and returns without its answer (the
+	// server's is the same refusal, -32602 with the URI).
+	if notFound != jsonrpc.CodeInvalidParams {
+		var e *jsonrpc.Error
+		if err := cs.Subscribe(ctx, &sdk.SubscribeParams{URI: "notes://nothing"}); !errors.As(err, &e) || e.Code != notFound {
+			t.Errorf("a subscription to an unknown URI: %v, want code %d", err, notFound)
 		}
 	}
 }

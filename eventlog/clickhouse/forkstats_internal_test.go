@@ -2,6 +2,7 @@ package clickhouse
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -52,5 +53,49 @@ func TestForkOutcomesCountFromTheFork(t *testing.T) {
 	}
 	if steps != 1 || p50 != 4000 || p95 != 4000 {
 		t.Errorf("session_outcomes: %v steps, durations p50 %d µs, p95 %d µs; want 1 step and 4 ms each", steps, p50, p95)
+	}
+}
+
+// TestForkUsageCountsTheForksOwnCalls: model_usage, tool_usage and memory_ops
+// count a fork's own model calls, tool calls and memory operations, those after
+// its session.forked event, as Report does (the conformance suite's
+// AnalyticsCountsAForksOwnCalls): those before it are its parent's, copied, and
+// counted they gave a fork its parent's tokens and cost.
+func TestForkUsageCountsTheForksOwnCalls(t *testing.T) {
+	addr, db := fencingDatabase(t, "forkusage")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	l := openNodes(t, ctx, addr, db, 1)[0]
+	ev := func(id string, seq uint64, ts int64, p messages.Payload) messages.Envelope {
+		e := sessionEvent(t, seq, id+"/1", p)
+		e.ID, e.SessionID, e.TS = fmt.Sprintf("%s/%d", id, seq), id, ts+int64(seq)*1000
+		return e
+	}
+	// The parent's calls; a fork copies them with their times.
+	calls := func(id string) []messages.Envelope {
+		return []messages.Envelope{
+			ev(id, 1, 1_000_000, &messages.TaskSubmitted{Input: "x", Agent: "arithmetic"}),
+			ev(id, 2, 1_000_000, &messages.ModelResponded{Key: id + "/2", Model: "offline", Usage: messages.Usage{PromptTokens: 100, CostUSD: 0.25}}),
+			ev(id, 3, 1_000_000, &messages.ToolCallCompleted{Key: id + "/3", CallID: "c", Tool: "calculator", Result: "4"}),
+			ev(id, 4, 1_000_000, &messages.MemoryRemembered{Key: id + "/4", Reason: "remembered"}),
+		}
+	}
+	parent := append(calls("p"), ev("p", 5, 1_000_000, &messages.TaskCompleted{Output: "z"}))
+	fork := append(calls("f"),
+		ev("f", 5, 294_000_000, &messages.SessionForked{ParentID: "p", AtSeq: 4}),
+		ev("f", 6, 294_000_000, &messages.ModelResponded{Key: "f/6", Model: "offline", Usage: messages.Usage{PromptTokens: 7, CostUSD: 0.5}}),
+		ev("f", 7, 294_000_000, &messages.TaskCompleted{Output: "z"}))
+	if err := l.Append(ctx, append(parent, fork...)); err != nil {
+		t.Fatal(err)
+	}
+	var got string
+	if err := l.conn.QueryRow(ctx, `SELECT concat(
+			(SELECT concat(toString(sum(calls)), ' model calls, ', toString(sum(prompt_tokens)), ' prompt tokens, $', toString(sum(cost_usd))) FROM model_usage),
+			'; ', (SELECT toString(sum(calls)) FROM tool_usage), ' tool calls; ',
+			(SELECT toString(sum(operations)) FROM memory_ops), ' memory operations')`).Scan(&got); err != nil {
+		t.Fatal(err)
+	}
+	if want := "2 model calls, 107 prompt tokens, $0.75; 1 tool calls; 1 memory operations"; got != want {
+		t.Errorf("model_usage, tool_usage, memory_ops: %s; want %s (the fork's own calls, not its parent's again)", got, want)
 	}
 }

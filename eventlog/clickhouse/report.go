@@ -27,9 +27,15 @@ const deduped = `(SELECT session_id, seq, e_type AS type, e_ts AS ts, e_payload 
 // forkSeqs is, per fork, the seq of its session.forked event (fork_at; 0 for a
 // session that is no fork, as the join leaves it): the events before it are its
 // parent's, copied with their times, and a fork's steps and duration count from
-// it (eventlog.SessionUsage). A fork of a fork holds its parent's event too,
-// before its own: the last one is its own.
+// it (eventlog.SessionUsage), and so do its model calls, tool calls and memory
+// operations (ownCalls). A fork of a fork holds its parent's event too, before
+// its own: the last one is its own.
 const forkSeqs = `(SELECT session_id, max(seq) AS fork_at FROM events WHERE type = 'session.forked' GROUP BY session_id)`
+
+// ownEvents is deduped with, per event, its session's fork_at (forkSeqs), for
+// a condition seq > fork_at: the events a session made itself, not those a
+// fork copied from its parent.
+const ownEvents = deduped + ` AS d ANY LEFT JOIN ` + forkSeqs + ` AS forks USING session_id`
 
 // taskAgents is, per session, the seqs of its tasks (task.submitted, as Read
 // returns them) and their agents ("default" for a task that named none), as two
@@ -96,11 +102,13 @@ func (l *Log) Report(ctx context.Context, f eventlog.StatsFilter) (*eventlog.Sta
 		}
 		return rows.Err()
 	}
+	// A fork's calls and memory operations are those after its session.forked
+	// event (ownEvents): its parent's, copied, are its parent's.
 	err := query(`SELECT toString(toDate(toDateTime(intDiv(ts, 1000000)))) AS day, agent,
 			visitParamExtractString(payload, 'model') AS model, count(),
 			sum(visitParamExtractInt(payload, 'prompt_tokens')), sum(visitParamExtractInt(payload, 'completion_tokens')),
 			sum(visitParamExtractInt(payload, 'cached_tokens')), sum(visitParamExtractFloat(payload, 'cost_usd'))
-		FROM `+deduped+` WHERE type = 'model.responded' AND `+agentCond+`
+		FROM `+ownEvents+` WHERE type = 'model.responded' AND seq > fork_at AND `+agentCond+`
 		GROUP BY day, agent, model`,
 		func(scan func(...any) error) error {
 			var m eventlog.ModelUsage
@@ -119,7 +127,7 @@ func (l *Log) Report(ctx context.Context, f eventlog.StatsFilter) (*eventlog.Sta
 			countIf(visitParamExtractString(payload, 'error') != ''),
 			quantileExact(0.5)(visitParamExtractInt(payload, 'latency_us')),
 			quantileExact(0.95)(visitParamExtractInt(payload, 'latency_us'))
-		FROM `+deduped+` WHERE type = 'tool.completed' AND `+agentCond+`
+		FROM `+ownEvents+` WHERE type = 'tool.completed' AND seq > fork_at AND `+agentCond+`
 		GROUP BY tool`,
 		func(scan func(...any) error) error {
 			var t eventlog.ToolUsage
@@ -144,7 +152,7 @@ func (l *Log) Report(ctx context.Context, f eventlog.StatsFilter) (*eventlog.Sta
 		             countIf(type = 'task.submitted') AS n_tasks, countIf(type IN ('task.completed', 'task.failed')) AS n_ended,
 		             countIf(type = 'model.requested' AND seq > fork_at) AS steps,
 		             max(ts) - if(countIf(seq >= fork_at) = 0, min(ts), minIf(ts, seq >= fork_at)) AS duration
-		      FROM `+deduped+` AS d ANY LEFT JOIN `+forkSeqs+` AS forks USING session_id
+		      FROM `+ownEvents+`
 		      WHERE `+notNotes+` GROUP BY session_id)
 		WHERE `+agentCond+` GROUP BY agent`,
 		func(scan func(...any) error) error {
@@ -162,7 +170,7 @@ func (l *Log) Report(ctx context.Context, f eventlog.StatsFilter) (*eventlog.Sta
 		return nil, err
 	}
 	err = query(`SELECT visitParamExtractString(payload, 'tier') AS tier, substring(type, 8) AS op, count()
-		FROM `+deduped+` WHERE type LIKE 'memory.%' AND `+agentCond+` GROUP BY tier, op`,
+		FROM `+ownEvents+` WHERE type LIKE 'memory.%' AND seq > fork_at AND `+agentCond+` GROUP BY tier, op`,
 		func(scan func(...any) error) error {
 			var m eventlog.MemoryOps
 			var n uint64

@@ -80,6 +80,7 @@ func Run(t *testing.T, f Features, newLog func(t *testing.T) eventlog.Log) {
 		{"LargePayload", s.testLargePayload},
 		{"AnalyticsSkipsNotesStreams", s.testAnalyticsSkipsNotesStreams},
 		{"AnalyticsCountsAForkFromItsFork", s.testAnalyticsCountsAForkFromItsFork},
+		{"AnalyticsCountsAForksOwnCalls", s.testAnalyticsCountsAForksOwnCalls},
 		{"Close", s.testClose},
 		{"CanceledContext", s.testCanceledContext},
 		{"FencingRefusesStaleOwner", s.testFencingRefusesStaleOwner},
@@ -1144,6 +1145,77 @@ func (s *suite) testAnalyticsCountsAForkFromItsFork(t *testing.T) {
 	if g := got[0]; g.P95DurationUS != 8000 || g.P50DurationUS > 8000 || g.AvgSteps != 2 {
 		t.Errorf("Report's sessions = %+v: want durations of 7 ms (the parent) and 8 ms (the fork, from its session.forked event), not %d µs from its parent's first event, and 2 steps each",
 			got, 12*1000+madeUS-4*1000-1_001_000)
+	}
+}
+
+// A fork's events before its session.forked event are its parent's model calls,
+// tool calls and memory operations, copied, not made again: Analytics charges
+// the fork with those after it only, so that a fork's tokens and cost are its
+// own and the parent's are not counted twice.
+func (s *suite) testAnalyticsCountsAForksOwnCalls(t *testing.T) {
+	l := s.newLog(t)
+	a, ok := l.(eventlog.Analytics)
+	if !ok {
+		t.Skip("the log has no analytics")
+	}
+	parent := newSession("calls-parent", 1_000_000)
+	events := parent.task(t, nil) // a model call of 120 prompt tokens, a tool call, another model call
+	events = append(events,
+		parent.next(t, &messages.MemoryRemembered{Key: parent.id + "/8/remember", Reason: "remembered: 1 fact"}),
+		parent.next(t, completed()))
+	s.append(t, l, events...)
+	fork := newSession("calls-fork", 60_000_000)
+	var forked []messages.Envelope
+	for _, e := range events[:8] { // up to the memory write, a model call of 120 prompt tokens
+		e.ID = fmt.Sprintf("%s/%d", fork.id, e.Seq)
+		e.SessionID, e.CorrelationID = fork.id, fork.id+"/1"
+		if e.Seq > 1 {
+			e.CausationID = fmt.Sprintf("%s/%d", fork.id, e.Seq-1)
+		}
+		forked = append(forked, e)
+	}
+	fork.seq = 8
+	forked = append(forked,
+		fork.next(t, &messages.SessionForked{ParentID: parent.id, AtSeq: 8}),
+		fork.next(t, &messages.ModelRequested{Key: fork.id + "/m3", Model: "offline", Step: 3, Messages: 6, PromptHash: "cc"}),
+		fork.next(t, &messages.ModelResponded{Key: fork.id + "/m3", Model: "offline", Message: messages.ChatMessage{Role: messages.RoleAssistant, Content: "144"},
+			Usage: messages.Usage{PromptTokens: 7, CompletionTokens: 1, CostUSD: 0.5}, LatencyUS: 400}),
+		fork.next(t, completed()),
+	)
+	s.append(t, l, forked...)
+	s.wantRead(t, l, fork.id, 1, forked)
+	var (
+		st       *eventlog.Stats
+		err      error
+		deadline = time.Now().Add(s.f.VisibilityTimeout)
+	)
+	for {
+		st, err = a.Report(s.ctx(t), eventlog.StatsFilter{})
+		if err != nil {
+			t.Fatalf("Report: %v", err)
+		}
+		if len(st.Sessions) == 1 && st.Sessions[0].Completed == 2 {
+			break
+		}
+		if !time.Now().Before(deadline) {
+			t.Fatalf("Report's sessions = %+v, want two completed sessions of agent default", st.Sessions)
+		}
+		pause(t, 20*time.Millisecond)
+	}
+	var calls, prompt int64
+	var cost float64
+	for _, m := range st.Models {
+		calls, prompt, cost = calls+m.Calls, prompt+m.PromptTokens, cost+m.CostUSD
+	}
+	if calls != 3 || prompt != 247 || cost < 0.5008 || cost > 0.5009 {
+		t.Errorf("Report's models = %+v: %d calls, %d prompt tokens, $%g; want 3 calls (the parent's 2, the fork's own 1), 247 prompt tokens and $0.50084, not the parent's calls again",
+			st.Models, calls, prompt, cost)
+	}
+	if len(st.Tools) != 1 || st.Tools[0].Calls != 1 {
+		t.Errorf("Report's tools = %+v; want the parent's 1 calculator call, not its copy in the fork", st.Tools)
+	}
+	if len(st.Memory) != 1 || st.Memory[0].Count != 1 {
+		t.Errorf("Report's memory = %+v; want the parent's 1 memory.remembered, not its copy in the fork", st.Memory)
 	}
 }
 

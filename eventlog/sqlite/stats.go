@@ -37,6 +37,18 @@ func eventsWithAgent(cond string, payload bool) string {
 	FROM events WHERE type = 'task.submitted' OR ` + cond + `)) e`
 }
 
+// forks is, per fork, the seq of its session.forked event (at; a fork of a fork
+// holds its parent's too, before its own: the last one is its own), joined to
+// eventsWithAgent as f. A fork's events before it are its parent's, copied with
+// their times: its model calls, tool calls and memory operations, steps and
+// duration count from it (ownEvent), and a session that is no fork, which the
+// LEFT JOIN leaves without one, from its first event.
+const forks = ` LEFT JOIN (SELECT session_id, max(seq) AS at FROM events WHERE type = 'session.forked' GROUP BY session_id) f ON f.session_id = e.session_id`
+
+// ownEvent keeps the events a session made itself: of a fork, those after its
+// session.forked event (forks).
+const ownEvent = `e.seq > COALESCE(f.at, 0)`
+
 // eventNotNotes keeps the events of sessions, not the notes streams, the memory namespaces, the knowledge bases, the A2A push configs nor the dashboard's sign-ins
 // (eventlog.IsSession).
 var eventNotNotes = eventlog.NotPrefixed("substr", "e.session_id")
@@ -65,14 +77,15 @@ func (l *Log) Report(ctx context.Context, f eventlog.StatsFilter) (*eventlog.Sta
 		}
 		return rows.Err()
 	}
-	// The calls are charged to the agent of their own task (eventsWithAgent).
-	eventWhere := `e.ts >= ? AND (? = '' OR e.agent = ?)`
+	// The calls are charged to the agent of their own task (eventsWithAgent), and
+	// a fork with its own calls only, not its parent's that it copied (ownEvent).
+	eventWhere := ownEvent + ` AND e.ts >= ? AND (? = '' OR e.agent = ?)`
 	err := q(`SELECT date(e.ts / 1000000, 'unixepoch'), e.agent, COALESCE(`+payloadField("e", "$.model")+`, ''),
 			count(*), total(`+payloadField("e", "$.usage.prompt_tokens")+`),
 			total(`+payloadField("e", "$.usage.completion_tokens")+`),
 			total(`+payloadField("e", "$.usage.cached_tokens")+`),
 			total(`+payloadField("e", "$.usage.cost_usd")+`)
-		FROM `+eventsWithAgent("type = 'model.responded'", true)+` WHERE e.type = 'model.responded' AND `+eventWhere+` GROUP BY 1, 2, 3`,
+		FROM `+eventsWithAgent("type = 'model.responded'", true)+forks+` WHERE e.type = 'model.responded' AND `+eventWhere+` GROUP BY 1, 2, 3`,
 		func(scan func(...any) error) error {
 			var m eventlog.ModelUsage
 			var p, c, k float64
@@ -90,7 +103,7 @@ func (l *Log) Report(ctx context.Context, f eventlog.StatsFilter) (*eventlog.Sta
 	tools := map[string]*eventlog.ToolUsage{}
 	err = q(`SELECT COALESCE(`+payloadField("e", "$.tool")+`, ''), COALESCE(`+payloadField("e", "$.latency_us")+`, 0),
 			COALESCE(`+payloadField("e", "$.error")+`, '') != ''
-		FROM `+eventsWithAgent("type = 'tool.completed'", true)+` WHERE e.type = 'tool.completed' AND `+eventWhere,
+		FROM `+eventsWithAgent("type = 'tool.completed'", true)+forks+` WHERE e.type = 'tool.completed' AND `+eventWhere,
 		func(scan func(...any) error) error {
 			var name string
 			var us int64
@@ -134,10 +147,9 @@ func (l *Log) Report(ctx context.Context, f eventlog.StatsFilter) (*eventlog.Sta
 		(SELECT substr(min(printf('%020d', e.seq) || e.agent), 21) AS agent,
 		        CASE WHEN sum(e.type = 'task.submitted') <= sum(e.type IN ('task.completed', 'task.failed'))
 		             THEN COALESCE(substr(max(CASE WHEN e.type LIKE 'task.%' THEN printf('%020d', e.seq) || e.type END), 21), '') ELSE '' END AS status,
-		        sum(e.type = 'model.requested' AND e.seq > COALESCE(f.at, 0)) AS steps,
+		        sum(e.type = 'model.requested' AND `+ownEvent+`) AS steps,
 		        max(e.ts) - COALESCE(min(CASE WHEN e.seq >= COALESCE(f.at, 0) THEN e.ts END), min(e.ts)) AS duration
-		 FROM `+eventsWithAgent("1", false)+`
-		 LEFT JOIN (SELECT session_id, max(seq) AS at FROM events WHERE type = 'session.forked' GROUP BY session_id) f ON f.session_id = e.session_id
+		 FROM `+eventsWithAgent("1", false)+forks+`
 		 WHERE e.ts >= ? AND `+eventNotNotes+` GROUP BY e.session_id)
 		WHERE ? = '' OR agent = ?`,
 		func(scan func(...any) error) error {
@@ -177,7 +189,7 @@ func (l *Log) Report(ctx context.Context, f eventlog.StatsFilter) (*eventlog.Sta
 	// A memory write names its tier in its memory (memory.tier), a clear at the
 	// top: ClickHouse's visitParamExtractString finds either.
 	err = q(`SELECT COALESCE(`+payloadField("e", "$.memory.tier")+`, `+payloadField("e", "$.tier")+`, ''), substr(e.type, 8), count(*)
-		FROM `+eventsWithAgent("type LIKE 'memory.%'", true)+` WHERE e.type LIKE 'memory.%' AND `+eventWhere+` GROUP BY 1, 2`,
+		FROM `+eventsWithAgent("type LIKE 'memory.%'", true)+forks+` WHERE e.type LIKE 'memory.%' AND `+eventWhere+` GROUP BY 1, 2`,
 		func(scan func(...any) error) error {
 			var m eventlog.MemoryOps
 			if err := scan(&m.Tier, &m.Op, &m.Count); err != nil {
