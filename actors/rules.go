@@ -425,7 +425,8 @@ const (
 	// in a fence, at the first '{' or ending at the last '}' (jsonBody): older
 	// rules took the first "```" anywhere, inside the object's strings too, for a
 	// fence, and the text from the first '{' for the object, code quoted before
-	// it too.
+	// it too. A team's routing answer and a debate judge's verdict are read so
+	// too (teamJSON).
 	rulesJSONBody = 15
 	// rulesRetryAtLimit is the version whose reflection completes with the draft
 	// whose verdict could not be read when no model call is left to ask it again:

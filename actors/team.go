@@ -509,7 +509,7 @@ func (r *teamRun) routed(p *messages.ModelResponded, rules int, cause string) {
 		Member string `json:"member"`
 		Reason string `json:"reason"`
 	}
-	if err := firstJSON(p.Message.Content, &ans); err != nil {
+	if err := teamJSON(rules, p.Message.Content, "member", &ans); err != nil {
 		r.dispatch(fb, fmt.Sprintf("the fallback: the model's routing answer is no JSON object with a member (%s): %q", err, cut(oneLine(p.Message.Content), 200)), cause)
 		return
 	}
@@ -794,7 +794,7 @@ func (r *teamRun) judged(j *teamWant, cause string) {
 		Feedback string `json:"feedback"`
 		Reason   string `json:"reason"`
 	}
-	err := firstJSON(j.result, &v)
+	err := teamJSON(r.rules, j.result, "verdict", &v)
 	v.Winner, _ = r.team.memberNamed(r.rules, v.Winner)
 	proposals := map[string]*teamWant{}
 	for _, w := range r.wants {
@@ -1131,9 +1131,21 @@ func teamValueWithin(rules int, value string, n int) string {
 // teamValueEscaper escapes what would read as markup in a value of the team's state.
 var teamValueEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
 
-// firstJSON decodes the first JSON object in s (a model may wrap it in prose or a
-// code fence) into v.
-func firstJSON(s string, v any) error {
+// teamJSON decodes into v the JSON object a routing answer or a judge's verdict
+// holds (a model may wrap it in prose or a code fence), field the key it is read
+// for ("member", "verdict"). From rules 15 (rulesJSONBody) it is the object
+// jsonBody finds, as a critic's verdict is: the first holding field that is a
+// fence's whole content, or that starts at the answer's first '{', or ends at its
+// last '}', so braces in the prose before it (set notation, a proposal's code the
+// judge quotes) are not taken for it. Older rules read the text from the first '{'.
+func teamJSON(rules int, s, field string, v any) error {
+	if rules >= rulesJSONBody {
+		body := jsonBody(rules, s, field)
+		if body == "" {
+			return errors.New("no JSON object")
+		}
+		return json.NewDecoder(strings.NewReader(body)).Decode(v)
+	}
 	i := strings.IndexByte(s, '{')
 	if i < 0 {
 		return errors.New("no JSON object")

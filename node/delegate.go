@@ -706,9 +706,28 @@ func childOutcome(agent, childID string, p messages.Payload, bound answerBound) 
 	case *messages.TaskCompleted:
 		return bound.cut(p.Output, childID), nil
 	case *messages.TaskFailed:
-		return "", fmt.Errorf("sub-agent %s failed (%s) in child session %s: %s", agent, p.Reason, childID, p.Error)
+		return "", errors.New(cutError(fmt.Sprintf("sub-agent %s failed (%s) in child session %s: %s", agent, p.Reason, childID, p.Error), childID, bound.bytes))
 	}
 	return "", fmt.Errorf("delegate: child session %s: unexpected %T", childID, p)
+}
+
+// cutError returns the error of a delegate call whose child failed, msg, or, past
+// bound bytes (the bound of the child's answer), its head and a note that says it
+// was cut and where the whole of it is: at most bound bytes. A child's error may be
+// far longer than any answer (a model error is kept up to actors.MaxModelError, a
+// provider's error page), and it goes into the parent's conversation as an answer
+// would.
+func cutError(msg, childID string, bound int) string {
+	if len(msg) <= bound {
+		return msg
+	}
+	note := fmt.Sprintf("\n[cut: the sub-agent's error is %d bytes, more than %d; the whole of it is in child session %s]",
+		len(msg), bound, childID)
+	cut := max(bound-len(note), 0)
+	for cut > 0 && !utf8.RuneStart(msg[cut]) { // not inside a character
+		cut--
+	}
+	return msg[:cut] + note
 }
 
 // cutResult returns a child's answer, or, past bound bytes, its head and a note
