@@ -437,6 +437,14 @@ const (
 	// critique, its verdict's retry, or the end of a revision: older rules failed
 	// the task with the budget's reason, "without a final answer", the draft lost.
 	rulesDraftPastBudget = 15
+	// rulesTeamAnswerOrder is the version whose team records the answers of the
+	// members it runs at once (a fan-out's branches, a debate round's proposals),
+	// and the facts they share, once all of them are in, in the team's order
+	// (team.go's answered): older rules recorded each as it came, so the state the
+	// next member is handed (its facts under one key) followed the order the
+	// members finished in, and two runs of one task gave that member's model
+	// different prompts.
+	rulesTeamAnswerOrder = 15
 )
 
 // MarksRemembered reports whether a node recording new tasks under decision

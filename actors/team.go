@@ -392,6 +392,8 @@ type teamWant struct {
 	done      bool
 	result    string
 	err       string
+	// answeredIn is the ID of the event that recorded the call's answer.
+	answeredIn string
 }
 
 // teamEnd is how a team's task ends: an answer, or a failure with its reason.
@@ -534,7 +536,10 @@ func (r *teamRun) answered(w *teamWant, cause string) {
 		r.judged(w, cause)
 		return
 	}
-	r.recordAnswer(w, cause)
+	w.answeredIn = cause
+	if !r.answersInOrder(w) {
+		r.recordAnswer(w, cause)
+	}
 	switch w.purpose {
 	case "work":
 		if w.err != "" {
@@ -566,6 +571,7 @@ func (r *teamRun) answered(w *teamWant, cause string) {
 				return
 			}
 		}
+		r.recordAnswersOf(func(o *teamWant) bool { return o.purpose == "branch" })
 		var answers []string
 		ok := 0
 		for _, o := range r.wants {
@@ -605,6 +611,7 @@ func (r *teamRun) answered(w *teamWant, cause string) {
 				}
 			}
 		}
+		r.recordAnswersOf(func(o *teamWant) bool { return o.purpose == "propose" && o.round == w.round })
 		if ok == 0 {
 			r.failWith(messages.ReasonMemberFailed, fmt.Sprintf("round %d: every proposer failed", w.round), cause)
 			return
@@ -612,6 +619,28 @@ func (r *teamRun) answered(w *teamWant, cause string) {
 		r.want(teamWant{id: "judge-" + strconv.Itoa(w.round), member: cfg.Judge, purpose: "judge", round: w.round, cause: cause})
 	case "handoff":
 		r.handedOff(w, cause)
+	}
+}
+
+// answersInOrder reports whether w is the call of a member the team runs beside
+// others (a fan-out's branch, a debate round's proposal) whose answer is recorded
+// once all of theirs are in, in the team's order (recordAnswersOf): from decision
+// rules 15 (rulesTeamAnswerOrder). So the state the next member is handed (the
+// facts the members share under one key, in the order they were recorded) is
+// the same whichever finished first, as is the prompt of its model; older rules
+// recorded each answer as it came.
+func (r *teamRun) answersInOrder(w *teamWant) bool {
+	return r.rules >= rulesTeamAnswerOrder && (w.purpose == "branch" || w.purpose == "propose")
+}
+
+// recordAnswersOf records, in the team's order, the answers of the calls of, all
+// of them answered, whose recording waited for the others' (answersInOrder), each
+// caused by the event that recorded it.
+func (r *teamRun) recordAnswersOf(of func(*teamWant) bool) {
+	for _, o := range r.wants {
+		if of(o) && r.answersInOrder(o) {
+			r.recordAnswer(o, o.answeredIn)
+		}
 	}
 }
 

@@ -452,7 +452,9 @@ func TestTeamFanOutResumesAfterAKillWithoutRepeatingAFinishedBranch(t *testing.T
 		if before, err = lg.Read(ctx, "s", 1); err != nil {
 			t.Fatal(err)
 		}
-		if n := strings.Count(types(before), string(messages.TypeTeamStateUpdated)); n == 2 {
+		// Their answers are recorded; the team records them in its state once c's is
+		// in too (from rules 15: rulesTeamAnswerOrder).
+		if n := strings.Count(types(before), string(messages.TypeToolCallCompleted)); n == 2 {
 			break
 		}
 		if time.Now().After(deadline) {

@@ -217,12 +217,7 @@ func (p *parentEnds) answerLate(ctx context.Context, c lateCall) {
 		return
 	}
 	m := &actors.LateAnswer{SessionID: c.parent, Key: c.key.String(), Usage: end.usage}
-	switch {
-	case end.failed != nil:
-		m.Error = fmt.Sprintf("sub-agent failed (%s) in child session %s: %s", end.failed.Reason, childID, end.failed.Error)
-	default:
-		m.Output = cutResult(end.output, childID, MaxDelegateResult)
-	}
+	m.Output, m.Error = lateOutcome(childID, end)
 	res, err := p.n.system.Root.RequestFuture(p.n.host, m, p.n.cfg.SubmitTimeout).Result()
 	if err == nil {
 		err, _ = res.(error)
@@ -239,6 +234,17 @@ func (p *parentEnds) answerLate(ctx context.Context, c lateCall) {
 		p.n.cfg.Logger.Warn("delegate: record a sub-agent's end on its failed parent's task; its spend is not in the parent's figures",
 			"parent", c.parent, "session", childID, "err", err)
 	}
+}
+
+// lateOutcome is the late answer of a delegate call whose child ended as end: its
+// answer, or its error, each cut to MaxDelegateResult with a note naming the
+// child session, which holds it whole (as a call answered in time is, childOutcome:
+// a child's error may be a provider's error page of 60 KiB).
+func lateOutcome(childID string, end childFigures) (output, errText string) {
+	if end.failed != nil {
+		return "", cutError(fmt.Sprintf("sub-agent failed (%s) in child session %s: %s", end.failed.Reason, childID, end.failed.Error), childID, MaxDelegateResult)
+	}
+	return cutResult(end.output, childID, MaxDelegateResult), ""
 }
 
 // childFigures is a child's end, as its parent's late answer records it.

@@ -122,8 +122,10 @@ func TestTeamFanOutSurvivesARestart(t *testing.T) {
 	cfg1 := config(first)
 	cfg1.HandoffGrace = heldCallGrace // slow's second model call never answers on the first node
 	n1, stop1 := startWithTask(t, cfg1, node.Task{Input: "tally", SessionID: "team", Agent: "panel"})
-	waitFor(t, 10*time.Second, "the fast branch's answer in the team's state, the slow one's second model call", func() bool {
-		return first.callsOf("slow") >= 2 && len(payloads[*messages.TeamStateUpdated](t, readAll(t, n1.Log(), "team"))) > 0
+	// The fast branch's answer is recorded (the team's state takes it once the
+	// slow one's is in too: decision rules 15).
+	waitFor(t, 10*time.Second, "the fast branch's answer, the slow one's second model call", func() bool {
+		return first.callsOf("slow") >= 2 && len(payloads[*messages.ToolCallCompleted](t, readAll(t, n1.Log(), "team"))) > 0
 	})
 	stop1() // as a kill: nothing records the calls in flight
 

@@ -50,7 +50,8 @@ teams:
 
 	first := startChildWith(t, dir, script, records, modelLog, []string{"TROUPE_AGENT_DELAYS=slow=30s"}, "--agents", agents)
 	id := first.post(t, `{"input":"record","session_id":"team","agent":"panel"}`)
-	// Kill once the team recorded the answers of two branches.
+	// Kill once the team recorded the answers of two branches (its state takes
+	// them once the third's is in too: decision rules 15).
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		lg, err := sqlite.Open(context.Background(), sqlite.Config{Dir: filepath.Join(dir, "data"), ReadOnly: true})
@@ -62,7 +63,7 @@ teams:
 		if err != nil {
 			t.Fatal(err)
 		}
-		if strings.Count(typesOf(events), string(messages.TypeTeamStateUpdated)) >= 2 {
+		if strings.Count(typesOf(events), string(messages.TypeToolCallCompleted)) >= 2 {
 			break
 		}
 		if time.Now().After(deadline) {
