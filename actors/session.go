@@ -136,6 +136,11 @@ type SessionDeps struct {
 	// flight), as the idle timeout would; never a busy one. With every session busy a
 	// new one starts anyway: the bound is soft.
 	MaxLiveSessions int
+	// MaxQueuedTasks bounds the tasks that wait their turn behind a session's
+	// running one (0: no bound): a new task past it is refused (ErrQueueFull)
+	// and nothing is recorded; a task recorded before (its ID seen) is still
+	// answered as such.
+	MaxQueuedTasks int
 	// OnSessionEvicted is called for each idle session passivated to keep within
 	// MaxLiveSessions; OnSessionsOverLimit for each session started past it because
 	// the others were busy (nil: none).
@@ -332,6 +337,11 @@ type ResumeSession struct {
 type SessionResumed struct {
 	SessionID string
 }
+
+// ErrQueueFull answers SubmitTask of a new task when SessionDeps.MaxQueuedTasks
+// tasks wait their turn in its session already: nothing is recorded, and the
+// task may be sent again once some have run.
+var ErrQueueFull = errors.New("actors: too many tasks wait their turn in the session")
 
 // ErrNoRunningTask answers CancelTask on an idle session.
 var ErrNoRunningTask = errors.New("actors: the session has no running task")
@@ -1089,6 +1099,10 @@ func (a *SessionActor) submit(ctx actor.Context, m *SubmitTask) {
 	// refused there, before anything is written.
 	if e.Type != messages.TypeTaskSubmitted {
 		m.answer(ctx, fmt.Errorf("actors: session %s: expected %s, got %s", a.id, messages.TypeTaskSubmitted, e.Type))
+		return
+	}
+	if limit := a.deps.MaxQueuedTasks; limit > 0 && a.state.Active() != "" && a.state.QueuedTasks() >= limit {
+		m.answer(ctx, fmt.Errorf("%w: session %s has %d tasks waiting behind the running one, at most %d: send task %s again once some have run", ErrQueueFull, a.id, a.state.QueuedTasks(), limit, e.ID))
 		return
 	}
 	e.Seq = a.state.LastSeq + 1

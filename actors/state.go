@@ -1364,6 +1364,28 @@ func (s *SessionState) TaskSeq(id string) (uint64, bool) {
 	return 0, false
 }
 
+// QueuedTasks returns how many tasks wait their turn behind the running one.
+func (s *SessionState) QueuedTasks() int {
+	n := 0
+	for _, t := range s.tasks[s.unqueued:] {
+		if t.phase == phaseQueued && t != s.active {
+			n++
+		}
+	}
+	return n
+}
+
+// TaskNamed returns the ID of the task whose name (TaskName) or ID is name, the
+// latest such; false when the session has none.
+func (s *SessionState) TaskNamed(name string) (string, bool) {
+	for i := len(s.tasks) - 1; i >= 0; i-- {
+		if t := s.tasks[i]; t.ID == name || t.Spec.TaskID == name {
+			return t.ID, true
+		}
+	}
+	return "", false
+}
+
 // Task returns the outcome of the task whose ID is id.
 func (s *SessionState) Task(id string) (status, output, errMsg string, ok bool) {
 	for _, t := range s.tasks {

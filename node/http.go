@@ -311,6 +311,10 @@ func (n *Node) postTask(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case errors.Is(err, ErrBadTask):
 		writeError(w, http.StatusBadRequest, "%v", err)
+	case errors.Is(err, actors.ErrQueueFull):
+		// Nothing was recorded: the queue drains as its tasks run.
+		w.Header().Set("Retry-After", strconv.Itoa(queueFullRetryAfter))
+		writeError(w, http.StatusTooManyRequests, "the task was not accepted: %v", err)
 	case errors.Is(err, actors.ErrSessionFailed):
 		writeError(w, http.StatusInternalServerError, "the task was not accepted: %v", err)
 	case err != nil:
@@ -319,6 +323,10 @@ func (n *Node) postTask(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusAccepted, sub)
 	}
 }
+
+// queueFullRetryAfter is the Retry-After, in seconds, of a task refused because
+// its session's queue is full (actors.ErrQueueFull).
+const queueFullRetryAfter = 5
 
 // headerIdempotencyKey is the request's Idempotency-Key header, "" when it has
 // none. A request that carries the header asks to be acted on once however often it
@@ -929,18 +937,24 @@ func (n *Node) cancel(w http.ResponseWriter, r *http.Request) {
 		notASession(w, id)
 		return
 	}
-	st, ok, err := n.Status(r.Context(), id)
+	st, known, err := n.Status(r.Context(), id)
 	switch {
 	case err != nil:
 		// Not "no session": a client told so stops trying, and the task runs on.
 		writeError(w, http.StatusServiceUnavailable, "session %s: %v; the cancellation was not recorded: send it again", id, err)
 		return
-	case !ok:
+	case !known && !n.sharded():
 		writeError(w, http.StatusNotFound, "no session %s", QuoteHead(id))
 		return
 	}
 	b, ok := readCancelBody(w, r)
 	if !ok {
+		return
+	}
+	if !known && b.TaskID == "" {
+		// A sharded node's cancellation naming a task goes on: the task may be
+		// on its way to its owner, not recorded yet (cancelNamed).
+		writeError(w, http.StatusNotFound, "no session %s", QuoteHead(id))
 		return
 	}
 	// The task running as the request came: one handled after it ended (sent
@@ -949,15 +963,13 @@ func (n *Node) cancel(w http.ResponseWriter, r *http.Request) {
 	if st.Status == messages.StatusRunning {
 		running = st.TaskID
 	}
-	reason := "cancelled through the HTTP API"
+	reason := cmp.Or(b.Reason, "cancelled through the HTTP API")
 	if b.TaskID != "" {
 		// The task the body names, running or waiting its turn: never another.
-		running = b.TaskID
+		err = n.cancelNamed(r.Context(), id, b.TaskID, reason)
+	} else {
+		err = n.cancelTask(r.Context(), id, running, reason)
 	}
-	if b.Reason != "" {
-		reason = b.Reason
-	}
-	err = n.cancelTask(r.Context(), id, running, reason)
 	answerLate(w) // as postTask's
 	switch {
 	case errors.Is(err, actors.ErrNoRunningTask) && b.TaskID != "":

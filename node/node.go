@@ -51,6 +51,9 @@ const DefaultSystemPrompt = "You are a helpful agent running on Troupe. Use the 
 // takes about 8 KB), and it sets the size of maps that never shrink.
 const DefaultMaxLiveSessions = 10_000
 
+// DefaultMaxQueuedTasks is the default of Config.MaxQueuedTasks.
+const DefaultMaxQueuedTasks = 1000
+
 // DefaultToolTimeout and DefaultModelTimeout are the defaults of Config.ToolTimeout
 // and Config.ModelTimeout; the default of Config.EffectReissue is the longer of the
 // two timeouts plus DefaultReissueMargin.
@@ -248,6 +251,12 @@ type Config struct {
 	// Sessions with a running task are never passivated, so with all of them busy the
 	// node runs more (troupe_sessions_over_limit_total counts those starts).
 	MaxLiveSessions int
+	// MaxQueuedTasks bounds the tasks waiting their turn behind a session's
+	// running one (default DefaultMaxQueuedTasks; negative: no bound). Each is
+	// held in its session's state; a new task past it is refused without being
+	// recorded: 429 with Retry-After over HTTP, an error over MCP, A2A and Go, a
+	// rejected result (messages.ReasonRejected) for a task of troupe.tasks.
+	MaxQueuedTasks int
 	// Secrets (API keys, tokens) are replaced by "[REDACTED]" wherever they would
 	// enter an event; strings shaped like keys and bearer tokens always are (package
 	// redact). cmd/node passes every key variable of the environment.
@@ -457,6 +466,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.MaxLiveSessions == 0 {
 		c.MaxLiveSessions = DefaultMaxLiveSessions
+	}
+	if c.MaxQueuedTasks == 0 {
+		c.MaxQueuedTasks = DefaultMaxQueuedTasks
 	}
 	if c.ToolTimeout <= 0 {
 		c.ToolTimeout = DefaultToolTimeout
@@ -1158,6 +1170,17 @@ func (n *Node) handleTask(msg *message.Message) error {
 		}
 		return fmt.Errorf("%w: task %s for session %s: the session's actor panicked on it %d times in a row: %w",
 			errPermanent, env.ID, env.SessionID, panicsBeforePoison, err)
+	}
+	if failed && errors.Is(err, actors.ErrQueueFull) {
+		// Its session holds MaxQueuedTasks tasks waiting already: retried, the
+		// task would hold its partition, every other session's on it, until the
+		// queue drained. Its client is told, as for a task refused as bad, and
+		// sends it again.
+		refusal := fmt.Errorf("%w: %w", ErrBadTask, err)
+		if err := n.rejectTask(msg, arrival, refusal); err != nil {
+			return err // retried
+		}
+		return fmt.Errorf("%w: task %s for session %s: %w", errPermanent, env.ID, env.SessionID, refusal)
 	}
 	if failed {
 		if errors.Is(err, actors.ErrNotOwner) || errors.Is(err, actors.ErrSessionFailed) || errors.Is(err, eventlog.ErrFull) {
@@ -1913,6 +1936,58 @@ func (n *Node) namedCancel(sessionID, task, reason string) (messages.CancelReque
 	return c, nil
 }
 
+// cancelNamed is cancelTask of the task a client names (its task_id or its ID),
+// for POST /v1/sessions/{id}/cancel with a body. On a sharded node, which cannot
+// know every task its session's owner holds, it refuses what the session's log
+// shows the task cannot be cancelled (cancelRefused: it ended) and otherwise
+// publishes the cancellation naming it, as cancelSubmitted does, whatever the
+// log shows running: a task published and not yet recorded (a client that
+// cancels just after its 202, the first task of a new session among them) is
+// cancelled when its owner reads the cancellation after it, and one its owner
+// does not hold (an unknown ID, another session's task) is dropped there.
+func (n *Node) cancelNamed(ctx context.Context, sessionID, task, reason string) error {
+	if !n.sharded() {
+		return n.cancelTask(ctx, sessionID, task, reason)
+	}
+	c, err := n.namedCancel(sessionID, task, reason)
+	if err != nil {
+		return err
+	}
+	if err := n.cancelRefused(ctx, sessionID, task); err != nil {
+		return err
+	}
+	return n.sendCancel(ctx, c)
+}
+
+// cancelRefused says, from the session's log, whether a cancellation of the task
+// named name (its task_id or ID) would cancel nothing: ErrNoRunningTask when the
+// task ended, or waits its turn under decision rules older than 10, where it is
+// not cancelled (SessionState.QueuedTask); nil when it runs, waits its turn, or
+// is not in the log (yet).
+func (n *Node) cancelRefused(ctx context.Context, sessionID, name string) error {
+	var status, task string
+	var waits bool
+	_, err := n.folds.with(ctx, n.log, sessionID, func(st *actors.SessionState) error {
+		id, ok := st.TaskNamed(name)
+		if !ok {
+			return nil
+		}
+		task = id
+		status, _, _, _ = st.Task(id)
+		waits = status == messages.StatusRunning && st.Active() != id && st.QueuedTask(id) == ""
+		return nil
+	})
+	switch {
+	case err != nil && !errors.Is(err, ErrUnknownSession):
+		return err
+	case status == messages.StatusCompleted || status == messages.StatusFailed:
+		return fmt.Errorf("%w: task %s %s", actors.ErrNoRunningTask, task, status)
+	case waits:
+		return fmt.Errorf("%w: task %s waits its turn, recorded under decision rules older than 10, which do not end a waiting task", actors.ErrNoRunningTask, task)
+	}
+	return nil
+}
+
 // maxCancelFollow bounds how long cancelFollowed follows the session's log for
 // the end of the task it cancelled (at most Config.SubmitTimeout): an A2A
 // client's tasks/cancel waits that long for its answer.
@@ -1940,21 +2015,8 @@ func (n *Node) cancelFollowed(ctx context.Context, sessionID, task, reason strin
 	if err != nil {
 		return err
 	}
-	var status string
-	var waits bool
-	_, err = n.folds.with(ctx, n.log, sessionID, func(st *actors.SessionState) error {
-		s, _, _, ok := st.Task(task)
-		status = s
-		waits = ok && s == messages.StatusRunning && st.Active() != task && st.QueuedTask(task) == ""
-		return nil
-	})
-	switch {
-	case err != nil && !errors.Is(err, ErrUnknownSession):
+	if err := n.cancelRefused(ctx, sessionID, task); err != nil {
 		return err
-	case status == messages.StatusCompleted || status == messages.StatusFailed:
-		return fmt.Errorf("%w: task %s %s", actors.ErrNoRunningTask, task, status)
-	case waits:
-		return fmt.Errorf("%w: task %s waits its turn, recorded under decision rules older than 10, which do not end a waiting task", actors.ErrNoRunningTask, task)
 	}
 	live, stop := n.Watch(sessionID)
 	defer stop()

@@ -130,9 +130,11 @@ func (n *Node) apiRoutes() []Route {
 	sessionGone := notFound("no such session")
 	routes := []Route{
 		{Method: "POST", Path: "/v1/tasks", Handler: http.HandlerFunc(n.postTask), MaxBody: maxBody, Doc: RouteDoc{
-			Summary:   "Submit a task; it runs in its session (a new one unless session_id is given); Idempotency-Key makes the same request sent again the same task, run once",
-			Body:      jsonBody(taskSchema()),
-			Responses: []Response{accepted("the task is accepted: its session, and its task ID (its task_id, else the ID the node gave it), which its result carries", Schema{"type": "object", "properties": Schema{"session_id": Schema{"type": "string"}, "task_id": Schema{"type": "string"}}}), {http.StatusUnsupportedMediaType, "the body is not application/json", jsonBody(apiError{})}, unavailable("the task was not accepted"), sessionFailed}}},
+			Summary: "Submit a task; it runs in its session (a new one unless session_id is given); Idempotency-Key makes the same request sent again the same task, run once",
+			Body:    jsonBody(taskSchema()),
+			Responses: []Response{accepted("the task is accepted: its session, and its task ID (its task_id, else the ID the node gave it), which its result carries", Schema{"type": "object", "properties": Schema{"session_id": Schema{"type": "string"}, "task_id": Schema{"type": "string"}}}), {http.StatusUnsupportedMediaType, "the body is not application/json", jsonBody(apiError{})},
+				{http.StatusTooManyRequests, "the session has MaxQueuedTasks tasks waiting their turn: nothing was recorded; send it again after Retry-After seconds", jsonBody(apiError{})},
+				unavailable("the task was not accepted"), sessionFailed}}},
 		{Method: "GET", Path: "/v1/sessions", Handler: http.HandlerFunc(n.listSessions), Doc: RouteDoc{
 			Summary: "List sessions, the latest first",
 			Query: []Param{intp("limit", "at most this many, 1 to 10000 (default 100)"), str("status", "only the agents' sessions with this status (no other stream)"),

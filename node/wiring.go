@@ -286,7 +286,7 @@ func (n *Node) newSessionHost(agents actors.Agents, effects actors.Effects) erro
 	n.metrics.Registry.MustRegister(evicted, overLimit)
 	deps := actors.SessionDeps{
 		Store: store, Configs: n.log, Publisher: n.outbox, Effects: effects, Clock: cfg.Clock,
-		MaxLiveSessions: cfg.MaxLiveSessions, OnSessionEvicted: evicted.Inc, OnSessionsOverLimit: overLimit.Inc,
+		MaxLiveSessions: cfg.MaxLiveSessions, MaxQueuedTasks: max(cfg.MaxQueuedTasks, 0), OnSessionEvicted: evicted.Inc, OnSessionsOverLimit: overLimit.Inc,
 		MaxParallelTools: cfg.parallelTools(), IdleTimeout: cfg.IdleTimeout, Logger: cfg.Logger,
 		Redactor: n.redactor, Stopping: n.sessionsStop, Routable: n.routable,
 		Agent: agents.Default, Named: agents.Named, Rules: agents.Rules,
