@@ -1,0 +1,119 @@
+package node_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/troupe-run/troupe/kafka"
+	"github.com/troupe-run/troupe/llm"
+	"github.com/troupe-run/troupe/node"
+	"github.com/troupe-run/troupe/tools"
+)
+
+// stuckDistiller holds the consolidator's calls until released, whatever their
+// context says (a provider's call that does not end when its request is
+// cancelled), and passes the sessions' calls on to session, counting them.
+type stuckDistiller struct {
+	session  llm.Model
+	calls    atomic.Int32 // the sessions'
+	called   chan struct{}
+	release  chan struct{}
+	once     sync.Once
+	released sync.Once
+}
+
+func (m *stuckDistiller) Name() string { return "stuck" }
+
+func (m *stuckDistiller) Generate(ctx context.Context, req llm.Request) (llm.Response, error) {
+	for _, msg := range req.Messages {
+		if strings.Contains(msg.Content, "kettle") && len(req.Tools) == 0 {
+			m.once.Do(func() { close(m.called) })
+			<-m.release
+			return llm.Response{}, ctx.Err()
+		}
+	}
+	m.calls.Add(1)
+	return m.session.Generate(ctx, req)
+}
+
+// A consolidation run for a command, stuck in a model call that ignores its
+// context, does not hold up the drain of the sessions of a node that stops: they
+// issue no new effect once Close began, and the call they have in flight gets the
+// grace to answer. Before, Close waited for the run first, up to StopTimeout: the
+// sessions went on meanwhile as if nothing stopped (here the next model call of the
+// task, performed once more by the session's next owner), and were then stopped
+// with no grace left.
+func TestMemoryClusterStuckConsolidationDoesNotHoldTheDrain(t *testing.T) {
+	model := &stuckDistiller{session: payScript(t), called: make(chan struct{}), release: make(chan struct{})}
+	t.Cleanup(func() { model.released.Do(func() { close(model.release) }) })
+	pay := newBlockingPay()
+	t.Cleanup(func() {
+		select {
+		case <-pay.release:
+		default:
+			close(pay.release)
+		}
+	})
+	k := newKafkaEnv(t)
+	group := uniqueGroup(t)
+	shared := sharedLog(t)
+	a := startMemoryClusterNode(t, k, group, shared, "a")
+	b := startMemoryClusterNode(t, k, group, shared, "b", func(cfg *node.Config) {
+		cfg.Model = model
+		cfg.Tools = []tools.Tool{pay.tool(t)}
+		cfg.StopTimeout = 6 * time.Second
+		cfg.HandoffGrace = time.Minute
+	})
+	waitPartitionsSplit(t, a.n, b.n)
+	ns := namespaceOn(t, b, "user:")
+	a.mustPost(t, `[{"namespace":"`+ns+`","tier":"episodic","content":"the blue kettle in the kitchen whistled loudly this morning"},
+		{"namespace":"`+ns+`","tier":"episodic","content":"the blue kettle in the kitchen whistled loudly this evening"},
+		{"namespace":"`+ns+`","tier":"episodic","content":"the blue kettle in the kitchen whistled loudly this afternoon"}]`)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+		defer cancel()
+		_, _ = a.n.Consolidate(ctx, ns, "cli/stuck")
+	}()
+	select {
+	case <-model.called:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the owner's consolidation never asked the model")
+	}
+	session := ""
+	for i := range 1000 {
+		if id := fmt.Sprintf("drain-%d", i); b.parts.owns(kafka.PartitionOf(id, memoryClusterPartitions)) {
+			session = id
+			break
+		}
+	}
+	if _, err := b.n.Submit(context.Background(), node.Task{Input: "pay 7", SessionID: session}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-pay.entered:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the tool was never called")
+	}
+	before := model.calls.Load()
+	stopped := make(chan struct{})
+	go func() { b.stop(); close(stopped) }()
+	// The call answers while the node stops, well within its grace.
+	time.Sleep(500 * time.Millisecond)
+	close(pay.release)
+	select {
+	case <-stopped:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the node did not stop")
+	}
+	if after := model.calls.Load(); after != before {
+		t.Errorf("the stopping node's session made %d model calls after Close began, want none (it drains)", after-before)
+	}
+	if got := recordedToolResults(readAll(t, shared, session)); got != 1 {
+		t.Errorf("the log records %d results of the call in flight as the node stopped, want 1", got)
+	}
+}
