@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 
@@ -34,7 +35,9 @@ import (
 // the namespace moves to another node (its writes fenced), sends its command on to
 // the namespace's next owner, which runs it under the same key and answers the
 // caller, who still waits, as a command left unacknowledged would have reached it;
-// sent on at all, it is answered so, for its caller to ask again. A node that dies
+// sent on at all, it is answered so, for its caller to ask again. A run whose write
+// is fenced while the node still owns the partition (its lease being taken) is not
+// sent on, to come back here at once, but runs again here after taskResendPause. A node that dies
 // mid-run (kill -9) answers nothing: its caller's wait ends, and a run asked again
 // under the same key applies nothing twice.
 
@@ -95,11 +98,12 @@ func (n *Node) consolidateAside(c messages.MemoryCommand) error {
 	r.mu.Unlock()
 	go func() {
 		defer r.wg.Done()
-		defer func() {
+		done := sync.OnceFunc(func() {
 			r.mu.Lock()
 			delete(r.running, c.ID)
 			r.mu.Unlock()
-		}()
+		})
+		defer done()
 		// Nobody waits longer than consolidateTimeout for the answer; the node's
 		// Close cuts the run off.
 		ctx, cancel := context.WithTimeout(context.Background(), consolidateTimeout)
@@ -112,6 +116,22 @@ func (n *Node) consolidateAside(c messages.MemoryCommand) error {
 			}
 		}()
 		rep, cut := n.consolidateAnswer(ctx, c)
+		for cut && ctx.Err() == nil && n.ownsKey(c.SessionID) {
+			// Its write was fenced, yet the node still owns the stream's
+			// partition (its lease is being taken, or a newer owner fenced it
+			// and the group has not revoked it here yet): sent on, the command
+			// would come back here at once, again and again. It runs again
+			// here after a pause, as the handler's refused command was handed
+			// over again, until it runs or the partition moves.
+			select {
+			case <-ctx.Done():
+			case <-time.After(taskResendPause):
+				rep, cut = n.consolidateAnswer(ctx, c)
+			}
+		}
+		// No longer under way before it is sent on: a copy read back here
+		// meanwhile would start nothing, and nobody would answer it.
+		done()
 		if cut && ctx.Err() != context.DeadlineExceeded {
 			err := n.sendOn(c)
 			if err == nil {

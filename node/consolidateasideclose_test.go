@@ -9,8 +9,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ThreeDotsLabs/watermill/message"
+
+	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/kafka"
 	"github.com/troupe-run/troupe/llm"
+	"github.com/troupe-run/troupe/memory"
+	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
 	"github.com/troupe-run/troupe/tools"
 )
@@ -115,5 +120,99 @@ func TestMemoryClusterStuckConsolidationDoesNotHoldTheDrain(t *testing.T) {
 	}
 	if got := recordedToolResults(readAll(t, shared, session)); got != 1 {
 		t.Errorf("the log records %d results of the call in flight as the node stopped, want 1", got)
+	}
+}
+
+// fencedAppends refuses the next appends to one stream as fenced (eventlog.ErrFenced),
+// as a node's routed log does while its lease of the stream's partition is being
+// taken, or once a newer owner took it.
+type fencedAppends struct {
+	eventlog.Log
+	mu     sync.Mutex
+	stream string
+	left   int
+}
+
+// fence refuses the next times appends to stream.
+func (l *fencedAppends) fence(stream string, times int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.stream, l.left = stream, times
+}
+
+// refusing is how many appends are still to be refused.
+func (l *fencedAppends) refusing() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.left
+}
+
+func (l *fencedAppends) Append(ctx context.Context, events []messages.Envelope) error {
+	l.mu.Lock()
+	refuse := len(events) > 0 && events[0].SessionID == l.stream && l.left > 0
+	if refuse {
+		l.left--
+	}
+	l.mu.Unlock()
+	if refuse {
+		return fmt.Errorf("append to %s: %w", events[0].SessionID, eventlog.ErrFenced)
+	}
+	return l.Log.Append(ctx, events)
+}
+
+// resends counts the consolidate commands a node publishes on troupe.tasks.
+type resends struct {
+	message.Publisher
+	n atomic.Int32
+}
+
+func (p *resends) Publish(topic string, msgs ...*message.Message) error {
+	for _, m := range msgs {
+		if topic == messages.TopicTasks && m.Metadata.Get(messages.MetaType) == messages.TypeMemoryCommand &&
+			strings.Contains(string(m.Payload), `"consolidate"`) {
+			p.n.Add(1)
+		}
+	}
+	return p.Publisher.Publish(topic, msgs...)
+}
+
+// A consolidation run for a command whose write is fenced while the node still owns
+// the stream's partition (its lease being taken) runs again on this node after a
+// pause, and answers its caller once it ran. Before, the run sent its command on
+// to troupe.tasks each time, for the partition's owner: itself, which read it back
+// at once and ran it again, a loop as fast as the broker, one record a turn.
+func TestMemoryClusterConsolidateFencedOnItsOwnerIsNotSentToItself(t *testing.T) {
+	k := newKafkaEnv(t)
+	group := uniqueGroup(t)
+	shared := sharedLog(t)
+	var fenced *fencedAppends
+	var sent *resends
+	a := startMemoryClusterNode(t, k, group, shared, "a")
+	b := startMemoryClusterNode(t, k, group, shared, "b", func(cfg *node.Config) {
+		fenced = &fencedAppends{Log: cfg.Log}
+		cfg.Log = fenced
+		sent = &resends{Publisher: cfg.Bus.Publisher}
+		cfg.Bus.Publisher = sent
+	})
+	waitPartitionsSplit(t, a.n, b.n)
+	ns := namespaceOn(t, b, "user:")
+	a.mustPost(t, `[{"namespace":"`+ns+`","tier":"episodic","content":"the blue kettle in the kitchen whistled loudly this morning"},
+		{"namespace":"`+ns+`","tier":"episodic","content":"the blue kettle in the kitchen whistled loudly this evening"},
+		{"namespace":"`+ns+`","tier":"episodic","content":"the blue kettle in the kitchen whistled loudly this afternoon"}]`)
+	fenced.fence(memory.Stream(ns), 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rep, err := a.n.Consolidate(ctx, ns, "cli/fenced")
+	if err != nil {
+		t.Fatalf("the consolidation, fenced three times on its owner: %v", err)
+	}
+	if rep.Namespace != ns {
+		t.Errorf("the report: %+v", rep)
+	}
+	if left := fenced.refusing(); left > 0 {
+		t.Fatalf("the run was fenced %d times, want 3 (it never wrote?)", 3-left)
+	}
+	if got := sent.n.Load(); got != 0 {
+		t.Errorf("the owner sent the consolidate command on to troupe.tasks %d times, its own partition, want none", got)
 	}
 }
