@@ -1,6 +1,7 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -69,17 +70,25 @@ func isConsolidateCall(tool, arguments string) bool {
 	return json.Unmarshal([]byte(arguments), &outer) == nil && outer.Op == "consolidate"
 }
 
+// maxConsolidationsAside bounds the consolidations a node runs for commands at
+// once: each holds its namespace in memory and asks the model, for minutes. A
+// command past it waits in the tasks handler for a run to end, as every
+// consolidate command did before they ran beside it.
+const maxConsolidationsAside = 16
+
 // consolidationsAside are the consolidations this node runs for commands.
 type consolidationsAside struct {
 	mu      sync.Mutex
 	running map[string]bool // by command ID
 	closed  bool
 	wg      sync.WaitGroup
+	max     int           // at once (0: maxConsolidationsAside)
+	slots   chan struct{} // one value per run under way
 }
 
 // consolidateAside starts the consolidation command c asks for and returns: its
 // message is acknowledged, and the run publishes its answer when it ends.
-func (n *Node) consolidateAside(c messages.MemoryCommand) error {
+func (n *Node) consolidateAside(ctx context.Context, c messages.MemoryCommand) error {
 	r := &n.aside
 	r.mu.Lock()
 	if r.closed {
@@ -92,12 +101,33 @@ func (n *Node) consolidateAside(c messages.MemoryCommand) error {
 	}
 	if r.running == nil {
 		r.running = map[string]bool{}
+		r.slots = make(chan struct{}, cmp.Or(r.max, maxConsolidationsAside))
 	}
 	r.running[c.ID] = true
 	r.wg.Add(1)
+	slots := r.slots
 	r.mu.Unlock()
+	// Past the bound, the command waits here for a run to end: its message stays
+	// unacknowledged, and the bus holds the partition's later ones back, as
+	// before; not past the node's stop nor its message's (the partition given up).
+	var refused error
+	select {
+	case slots <- struct{}{}:
+	case <-n.stopping:
+		refused = fmt.Errorf("%w: memory command consolidate on %s", errStopping, c.Namespace)
+	case <-ctx.Done():
+		refused = fmt.Errorf("%w: memory command consolidate on %s, waiting for a run to end: %w", errNotOwner, c.Namespace, ctx.Err())
+	}
+	if refused != nil {
+		r.mu.Lock()
+		delete(r.running, c.ID)
+		r.mu.Unlock()
+		r.wg.Done()
+		return refused
+	}
 	go func() {
 		defer r.wg.Done()
+		defer func() { <-slots }()
 		done := sync.OnceFunc(func() {
 			r.mu.Lock()
 			delete(r.running, c.ID)

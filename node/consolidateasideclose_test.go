@@ -216,3 +216,95 @@ func TestMemoryClusterConsolidateFencedOnItsOwnerIsNotSentToItself(t *testing.T)
 		t.Errorf("the owner sent the consolidate command on to troupe.tasks %d times, its own partition, want none", got)
 	}
 }
+
+// inFlightGate holds every call until released, counting those it holds at once.
+type inFlightGate struct {
+	mu           sync.Mutex
+	now, most    int
+	called       chan struct{}
+	release      chan struct{}
+	once, closed sync.Once
+}
+
+func (m *inFlightGate) Name() string { return "gate" }
+
+func (m *inFlightGate) Generate(ctx context.Context, _ llm.Request) (llm.Response, error) {
+	m.mu.Lock()
+	m.now++
+	m.most = max(m.most, m.now)
+	m.mu.Unlock()
+	defer func() {
+		m.mu.Lock()
+		m.now--
+		m.mu.Unlock()
+	}()
+	m.once.Do(func() { close(m.called) })
+	select {
+	case <-m.release:
+	case <-ctx.Done():
+		return llm.Response{}, ctx.Err()
+	}
+	return llm.Response{Message: messages.ChatMessage{Role: "assistant", Content: "NONE"}}, nil
+}
+
+func (m *inFlightGate) mostAtOnce() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.most
+}
+
+// The consolidations an owner runs for commands, beside its tasks handler, are
+// bounded: past the bound a command waits for a run to end, and is run then.
+// Before, every command started its run at once, as many runs (goroutines,
+// namespaces held in memory, model calls) as commands came.
+func TestMemoryClusterConsolidationsAsideAreBounded(t *testing.T) {
+	gate := &inFlightGate{called: make(chan struct{}), release: make(chan struct{})}
+	release := func() { gate.closed.Do(func() { close(gate.release) }) }
+	t.Cleanup(release)
+	k := newKafkaEnv(t)
+	group := uniqueGroup(t)
+	shared := sharedLog(t)
+	a := startMemoryClusterNode(t, k, group, shared, "a")
+	b := startMemoryClusterNode(t, k, group, shared, "b", func(cfg *node.Config) { cfg.Model = gate })
+	b.n.LimitConsolidationsAside(1)
+	waitPartitionsSplit(t, a.n, b.n)
+	var namespaces []string
+	for i := 0; len(namespaces) < 3 && i < 1000; i++ {
+		if ns := fmt.Sprintf("user:bound%d", i); b.parts.owns(kafka.PartitionOf(memory.Stream(ns), memoryClusterPartitions)) {
+			namespaces = append(namespaces, ns)
+		}
+	}
+	errs := make(chan error, len(namespaces))
+	for _, ns := range namespaces {
+		a.mustPost(t, `[{"namespace":"`+ns+`","tier":"episodic","content":"the blue kettle in the kitchen whistled loudly this morning"},
+			{"namespace":"`+ns+`","tier":"episodic","content":"the blue kettle in the kitchen whistled loudly this evening"},
+			{"namespace":"`+ns+`","tier":"episodic","content":"the blue kettle in the kitchen whistled loudly this afternoon"}]`)
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+			defer cancel()
+			_, err := a.n.Consolidate(ctx, ns, "cli/bound")
+			errs <- err
+		}()
+	}
+	select {
+	case <-gate.called:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the owner's consolidations never asked the model")
+	}
+	// The other commands reach the owner meanwhile; past the bound they wait.
+	time.Sleep(2 * time.Second)
+	if most := gate.mostAtOnce(); most != 1 {
+		t.Errorf("%d consolidations asked the model at once, want 1 (the bound)", most)
+	}
+	release()
+	for range namespaces {
+		select {
+		case err := <-errs:
+			if err != nil {
+				t.Errorf("a consolidation past the bound: %v", err)
+			}
+		case <-time.After(60 * time.Second):
+			t.Fatal("a consolidation past the bound was never answered")
+		}
+	}
+}
