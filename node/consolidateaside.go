@@ -1,12 +1,14 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 
@@ -34,7 +36,9 @@ import (
 // the namespace moves to another node (its writes fenced), sends its command on to
 // the namespace's next owner, which runs it under the same key and answers the
 // caller, who still waits, as a command left unacknowledged would have reached it;
-// sent on at all, it is answered so, for its caller to ask again. A node that dies
+// sent on at all, it is answered so, for its caller to ask again. A run whose write
+// is fenced while the node still owns the partition (its lease being taken) is not
+// sent on, to come back here at once, but runs again here after taskResendPause. A node that dies
 // mid-run (kill -9) answers nothing: its caller's wait ends, and a run asked again
 // under the same key applies nothing twice.
 
@@ -66,17 +70,25 @@ func isConsolidateCall(tool, arguments string) bool {
 	return json.Unmarshal([]byte(arguments), &outer) == nil && outer.Op == "consolidate"
 }
 
+// maxConsolidationsAside bounds the consolidations a node runs for commands at
+// once: each holds its namespace in memory and asks the model, for minutes. A
+// command past it waits in the tasks handler for a run to end, as every
+// consolidate command did before they ran beside it.
+const maxConsolidationsAside = 16
+
 // consolidationsAside are the consolidations this node runs for commands.
 type consolidationsAside struct {
 	mu      sync.Mutex
 	running map[string]bool // by command ID
 	closed  bool
 	wg      sync.WaitGroup
+	max     int           // at once (0: maxConsolidationsAside)
+	slots   chan struct{} // one value per run under way
 }
 
 // consolidateAside starts the consolidation command c asks for and returns: its
 // message is acknowledged, and the run publishes its answer when it ends.
-func (n *Node) consolidateAside(c messages.MemoryCommand) error {
+func (n *Node) consolidateAside(ctx context.Context, c messages.MemoryCommand) error {
 	r := &n.aside
 	r.mu.Lock()
 	if r.closed {
@@ -89,17 +101,39 @@ func (n *Node) consolidateAside(c messages.MemoryCommand) error {
 	}
 	if r.running == nil {
 		r.running = map[string]bool{}
+		r.slots = make(chan struct{}, cmp.Or(r.max, maxConsolidationsAside))
 	}
 	r.running[c.ID] = true
 	r.wg.Add(1)
+	slots := r.slots
 	r.mu.Unlock()
+	// Past the bound, the command waits here for a run to end: its message stays
+	// unacknowledged, and the bus holds the partition's later ones back, as
+	// before; not past the node's stop nor its message's (the partition given up).
+	var refused error
+	select {
+	case slots <- struct{}{}:
+	case <-n.stopping:
+		refused = fmt.Errorf("%w: memory command consolidate on %s", errStopping, c.Namespace)
+	case <-ctx.Done():
+		refused = fmt.Errorf("%w: memory command consolidate on %s, waiting for a run to end: %w", errNotOwner, c.Namespace, ctx.Err())
+	}
+	if refused != nil {
+		r.mu.Lock()
+		delete(r.running, c.ID)
+		r.mu.Unlock()
+		r.wg.Done()
+		return refused
+	}
 	go func() {
 		defer r.wg.Done()
-		defer func() {
+		defer func() { <-slots }()
+		done := sync.OnceFunc(func() {
 			r.mu.Lock()
 			delete(r.running, c.ID)
 			r.mu.Unlock()
-		}()
+		})
+		defer done()
 		// Nobody waits longer than consolidateTimeout for the answer; the node's
 		// Close cuts the run off.
 		ctx, cancel := context.WithTimeout(context.Background(), consolidateTimeout)
@@ -112,6 +146,22 @@ func (n *Node) consolidateAside(c messages.MemoryCommand) error {
 			}
 		}()
 		rep, cut := n.consolidateAnswer(ctx, c)
+		for cut && ctx.Err() == nil && n.ownsKey(c.SessionID) {
+			// Its write was fenced, yet the node still owns the stream's
+			// partition (its lease is being taken, or a newer owner fenced it
+			// and the group has not revoked it here yet): sent on, the command
+			// would come back here at once, again and again. It runs again
+			// here after a pause, as the handler's refused command was handed
+			// over again, until it runs or the partition moves.
+			select {
+			case <-ctx.Done():
+			case <-time.After(taskResendPause):
+				rep, cut = n.consolidateAnswer(ctx, c)
+			}
+		}
+		// No longer under way before it is sent on: a copy read back here
+		// meanwhile would start nothing, and nobody would answer it.
+		done()
 		if cut && ctx.Err() != context.DeadlineExceeded {
 			err := n.sendOn(c)
 			if err == nil {

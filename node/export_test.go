@@ -32,3 +32,11 @@ func ShortenMemoryWait(t interface{ Cleanup(func()) }, d time.Duration) {
 func (n *Node) RecoverWriteAfterTask(ctx context.Context) {
 	n.afterTask.recoverPending(ctx, func(string) bool { return true })
 }
+
+// LimitConsolidationsAside sets how many consolidations the node runs for commands
+// at once (maxConsolidationsAside), before it runs any.
+func (n *Node) LimitConsolidationsAside(max int) {
+	n.aside.mu.Lock()
+	defer n.aside.mu.Unlock()
+	n.aside.max = max
+}

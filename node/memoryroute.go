@@ -382,7 +382,7 @@ func (n *Node) handleMemoryCommand(msg *message.Message) error {
 	}
 	if consolidates(c) && n.memories != nil && n.ownsKey(memory.Stream(c.Namespace)) {
 		// It may take minutes: run beside the handler (consolidateaside.go).
-		return n.consolidateAside(c)
+		return n.consolidateAside(msg.Context(), c)
 	}
 	rep := messages.MemoryReply{ID: c.ID}
 	ctx := msg.Context()

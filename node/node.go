@@ -2147,25 +2147,28 @@ func (n *Node) Close() error {
 		// The node's actors are waited for within StopTimeout as a whole.
 		stopCtx, stopCancel := context.WithTimeout(context.Background(), n.cfg.StopTimeout)
 		defer stopCancel()
+		if n.system != nil && n.host != nil {
+			n.closeSessions(stopCtx)
+			close(n.sessionsStop)
+			// Not PoisonFuture: its future gives up after protoactor's fixed
+			// 10 s, and the bus and the log were closed under a session still
+			// handling a message (an append attempt to a slow log, which
+			// IOTimeout bounds, the fold of a long history).
+			if err := actors.AwaitStop(stopCtx, n.system, n.host, n.system.Root.Poison); err != nil {
+				n.cfg.Logger.Warn("node closing with session actors still handling a message past StopTimeout; closing the bus and the log under them",
+					"node", n.cfg.NodeID, "stop_timeout", n.cfg.StopTimeout, "err", err)
+			}
+			n.hostStopped.Store(true)
+		}
 		// The consolidations run for commands, cut off as the node began to stop,
-		// answer so before the consolidator and the memories they use close.
+		// answer so before the consolidator and the memories they use close. Waited
+		// for after the sessions: a run stuck in a model call that ignores its
+		// context would otherwise spend StopTimeout before the sessions drain, and
+		// they would go on issuing effects meanwhile, then get no grace at all.
 		if err := n.aside.close(stopCtx); err != nil {
 			n.cfg.Logger.Warn("node closing with consolidations still running; closing the memories under them", "node", n.cfg.NodeID, "err", err)
 		}
 		if n.system != nil {
-			if n.host != nil {
-				n.closeSessions(stopCtx)
-				close(n.sessionsStop)
-				// Not PoisonFuture: its future gives up after protoactor's fixed
-				// 10 s, and the bus and the log were closed under a session still
-				// handling a message (an append attempt to a slow log, which
-				// IOTimeout bounds, the fold of a long history).
-				if err := actors.AwaitStop(stopCtx, n.system, n.host, n.system.Root.Poison); err != nil {
-					n.cfg.Logger.Warn("node closing with session actors still handling a message past StopTimeout; closing the bus and the log under them",
-						"node", n.cfg.NodeID, "stop_timeout", n.cfg.StopTimeout, "err", err)
-				}
-				n.hostStopped.Store(true)
-			}
 			// The consolidator's actors run on the node's system: stopped before it
 			// shuts down, each finishes its message (a run cut short would be
 			// resumed at the next start, but need not be).
