@@ -937,6 +937,12 @@ func (n *Node) cancel(w http.ResponseWriter, r *http.Request) {
 		notASession(w, id)
 		return
 	}
+	// A Content-Length over the bound is refused before anything is looked up or
+	// read, as an approval's is: a client that sends it slowly learns at once.
+	if r.ContentLength > cancelMaxBody {
+		writeError(w, http.StatusRequestEntityTooLarge, "request body of %d bytes is larger than %d: a cancellation is {\"task_id\", \"reason\"}", r.ContentLength, cancelMaxBody)
+		return
+	}
 	st, known, err := n.Status(r.Context(), id)
 	switch {
 	case err != nil:

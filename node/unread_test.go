@@ -55,7 +55,7 @@ func TestRefusalsDoNotWaitForTheBody(t *testing.T) {
 		{"method", "POST /v1/stats HTTP/1.1\r\nHost: node\r\nContent-Type: application/json\r\n" + auth + cl, http.StatusMethodNotAllowed},
 		{"content type", "POST /v1/tasks HTTP/1.1\r\nHost: node\r\nContent-Type: text/plain\r\n" + auth + cl, http.StatusUnsupportedMediaType},
 		{"too large", "POST /v1/tasks HTTP/1.1\r\nHost: node\r\nContent-Type: application/json\r\n" + auth + "Content-Length: 3145728\r\n", http.StatusRequestEntityTooLarge},
-		{"too large, a route without a bound of its own", "POST /v1/sessions/s1/cancel HTTP/1.1\r\nHost: node\r\nContent-Type: application/json\r\n" + auth + cl, http.StatusRequestEntityTooLarge},
+		{"cancel too large", "POST /v1/sessions/s1/cancel HTTP/1.1\r\nHost: node\r\nContent-Type: application/json\r\n" + auth + cl, http.StatusRequestEntityTooLarge},
 		{"a2a no token", "POST /a2a HTTP/1.1\r\nHost: node\r\nContent-Type: application/json\r\n" + cl, http.StatusUnauthorized},
 		{"a2a too large", "POST /a2a HTTP/1.1\r\nHost: node\r\nContent-Type: application/json\r\n" + auth + "Content-Length: 3145728\r\n", http.StatusRequestEntityTooLarge},
 		// The routes with a bound of their own under 256 KiB check Content-Length
