@@ -27,6 +27,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/troupe-run/troupe/actors"
 	"github.com/troupe-run/troupe/internal/ssekeepalive"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
@@ -513,6 +514,10 @@ func (s *Server) runTask(ctx context.Context, req *sdk.CallToolRequest) (*sdk.Ca
 	switch {
 	case errors.Is(err, node.ErrBadTask):
 		return errorResult(err.Error()), nil
+	case errors.Is(err, actors.ErrQueueFull):
+		// Nothing was recorded: the same call made again once the session's
+		// waiting tasks have run is taken (node.Config.MaxQueuedTasks).
+		return errorResult(fmt.Sprintf("%s: the task was not taken: the queue of session %s is full (too many tasks wait their turn behind its running one): call %s again later, once some have run", RunTask, task.SessionID, RunTask)), nil
 	case err != nil && ctx.Err() != nil:
 		return nil, err
 	case err != nil:

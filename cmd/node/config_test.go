@@ -45,6 +45,9 @@ func TestConfigFileRejectsBadValues(t *testing.T) {
 		{"max_sessions negative", `{"max_sessions": -5}`, []string{"max_sessions", "-5", "1 to 10000000"}},
 		{"max_sessions huge", `{"max_sessions": 100000000}`, []string{"max_sessions", "100000000", "1 to 10000000"}},
 		{"max_sessions wrong type", `{"max_sessions": "many"}`, []string{"max_sessions", "string", "1 to 10000000"}},
+		{"max_queued_tasks negative", `{"max_queued_tasks": -5}`, []string{"max_queued_tasks", "-5", "1 to 1000000", "-1 for no bound", "default, 1000"}},
+		{"max_queued_tasks huge", `{"max_queued_tasks": 2000000}`, []string{"max_queued_tasks", "2000000", "1 to 1000000"}},
+		{"max_queued_tasks wrong type", `{"max_queued_tasks": "many"}`, []string{"max_queued_tasks", "string", "1 to 1000000"}},
 		{"data blank", `{"data": "  "}`, []string{"data", `"  "`, "directory"}},
 		{"http without port", `{"http": "localhost"}`, []string{"http", `"localhost"`, "host:port"}},
 		{"http bad port", `{"http": "127.0.0.1:99999"}`, []string{"http", "99999", "0 to 65535"}},
@@ -133,7 +136,7 @@ func TestConfigFileAcceptsGoodValues(t *testing.T) {
 		"clickhouse": "", "clickhouse_database": "troupe_test", "clickhouse_max_conns": 16, "kafka": "", "group": "troupe-a.1",
 		"topic_prefix": "test.", "roles": "all", "node_id": "node-1.host_a", "topics_file": "",
 		"reply_topics_create": "replies.,client.", "reply_topics_max": 10,
-		"system_prompt": "Be brief.", "max_steps": 12, "max_sessions": 500,
+		"system_prompt": "Be brief.", "max_steps": 12, "max_sessions": 500, "max_queued_tasks": -1,
 		"gateway": {"prices": {"offline": {"prompt": 0.15, "completion": 0.6, "cached": 0.075}},
 			"concurrency": {"offline": 8}, "quotas": [{"scope": "agent:*", "tokens": 100000, "window": "1h"}],
 			"cache_ttl": "10m", "semantic_cache": {"threshold": 0.95, "ttl": "1h"}},
@@ -167,6 +170,33 @@ func TestMaxSessionsIsValidated(t *testing.T) {
 	if code := run(context.Background(), []string{"serve", "--data", dir}, &bytes.Buffer{}, &stderr, options{}); code != 2 ||
 		!strings.Contains(stderr.String(), "TROUPE_MAX_SESSIONS") {
 		t.Errorf("TROUPE_MAX_SESSIONS=lots: exit %d, stderr %q", code, stderr.String())
+	}
+}
+
+// --max-queued-tasks (and TROUPE_MAX_QUEUED_TASKS) must be a count from 1 to
+// 1 000 000, or -1 for no bound, as the file's max_queued_tasks.
+func TestMaxQueuedTasksIsValidated(t *testing.T) {
+	clearLLMEnv(t)
+	dir := t.TempDir()
+	t.Setenv("TROUPE_MAX_QUEUED_TASKS", "")
+	for _, v := range []string{"0", "-2", "many", "2000000"} {
+		var stderr bytes.Buffer
+		code := run(context.Background(), []string{"run", "--data", dir, "--model", "offline", "--max-queued-tasks", v, "1+1"}, &bytes.Buffer{}, &stderr, options{})
+		if code != 2 || !strings.Contains(stderr.String(), "max-queued-tasks") {
+			t.Errorf("--max-queued-tasks %s: exit %d, stderr %q; want 2 naming the flag", v, code, stderr.String())
+		}
+	}
+	for _, v := range []string{"-1", "1", "1000000"} {
+		var out, stderr bytes.Buffer
+		if code := run(context.Background(), []string{"run", "--data", dir, "--model", "offline", "--max-queued-tasks", v, "1+1"}, &out, &stderr, options{}); code != 0 {
+			t.Errorf("--max-queued-tasks %s: exit %d\n%s%s", v, code, out.String(), stderr.String())
+		}
+	}
+	t.Setenv("TROUPE_MAX_QUEUED_TASKS", "lots")
+	var stderr bytes.Buffer
+	if code := run(context.Background(), []string{"run", "--data", dir, "--model", "offline", "1+1"}, &bytes.Buffer{}, &stderr, options{}); code != 2 ||
+		!strings.Contains(stderr.String(), "TROUPE_MAX_QUEUED_TASKS") {
+		t.Errorf("TROUPE_MAX_QUEUED_TASKS=lots: exit %d, stderr %q", code, stderr.String())
 	}
 }
 

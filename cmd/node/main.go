@@ -221,6 +221,10 @@ flags:
                          (TROUPE_MAX_SESSIONS, "max_sessions", default 10000): past it the least recently used idle ones
                          are stopped before their idle timeout; a session with a
                          running task never is, so with all busy the node runs more
+  --max-queued-tasks N   let at most N tasks wait their turn behind a session's running
+                         one, 1 to 1000000, or -1 for no bound (TROUPE_MAX_QUEUED_TASKS,
+                         "max_queued_tasks", default 1000): one more is refused, not
+                         recorded (429 over HTTP, a rejected result on troupe.tasks)
   --decision-rules N     record new tasks under version N of the decision rules
                          (TROUPE_DECISION_RULES, "decision_rules", default the build's
                          own): during a rolling upgrade, pin it to the newest version of
@@ -499,6 +503,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 			return 2
 		}
 	}
+	maxQueued := fs.Int("max-queued-tasks", cmp.Or(fc.MaxQueuedTasks, node.DefaultMaxQueuedTasks), "tasks waiting their turn in a session at most (-1: no bound)")
+	if v := os.Getenv("TROUPE_MAX_QUEUED_TASKS"); v != "" {
+		if err := fs.Set("max-queued-tasks", v); err != nil {
+			fmt.Fprintln(stderr, "error: TROUPE_MAX_QUEUED_TASKS:", err)
+			return 2
+		}
+	}
 	decisionRules := fs.Int("decision-rules", fc.DecisionRules, "record new tasks under this version of the decision rules (default: the build's own; pin it to the oldest build's during a rolling upgrade)")
 	if v := os.Getenv("TROUPE_DECISION_RULES"); v != "" {
 		if err := fs.Set("decision-rules", v); err != nil {
@@ -593,6 +604,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 	}
 	if *maxSessions < 1 || *maxSessions > nodeconfig.MaxMaxSessions {
 		fmt.Fprintf(stderr, "error: --max-sessions %d is out of range: want 1 to %d\n", *maxSessions, nodeconfig.MaxMaxSessions)
+		return 2
+	}
+	if *maxQueued != -1 && (*maxQueued < 1 || *maxQueued > nodeconfig.MaxMaxQueuedTasks) {
+		fmt.Fprintf(stderr, "error: --max-queued-tasks %d is out of range: want 1 to %d, or -1 for no bound\n", *maxQueued, nodeconfig.MaxMaxQueuedTasks)
 		return 2
 	}
 	if cmd == "run" {
@@ -780,7 +795,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 		return 2
 	}
 	cfg := node.Config{DataDir: *data, Model: model, Fallbacks: fallback, Gateway: gw, Logger: logger, Secrets: secrets, Redactor: red,
-		IdleTimeout: idle, MaxLiveSessions: *maxSessions, StreamUnwatched: *streamUnwatched,
+		IdleTimeout: idle, MaxLiveSessions: *maxSessions, MaxQueuedTasks: *maxQueued, StreamUnwatched: *streamUnwatched,
 		ModelTimeout: modelTimeout, ToolTimeout: toolTimeout, EffectReissue: effectReissue, DecisionRules: *decisionRules}
 	if err := actors.CheckRecordRules(cfg.DecisionRules); err != nil {
 		fmt.Fprintln(stderr, "error: --decision-rules:", err)

@@ -62,6 +62,7 @@ type File struct {
 	ToolTimeout        string          `json:"tool_timeout"`   // ParseCallTimeout
 	EffectReissue      string          `json:"effect_reissue"` // ParseEffectReissue, CheckEffectReissue
 	MaxSessions        int             `json:"max_sessions"`
+	MaxQueuedTasks     int             `json:"max_queued_tasks"` // node.Config.MaxQueuedTasks; -1: no bound
 	Gateway            GatewayFile     `json:"gateway"`
 	LLM                json.RawMessage `json:"llm"`
 	SkillsDir          string          `json:"skills_dir"`
@@ -459,6 +460,10 @@ const (
 	maxQuotaWindow = 8784 * time.Hour // 366 days
 )
 
+// MaxMaxQueuedTasks bounds max_queued_tasks (and --max-queued-tasks), the tasks
+// waiting their turn in a session, each held in its session's state.
+const MaxMaxQueuedTasks = 1_000_000
+
 // MaxClickHouseConns bounds clickhouse_max_conns (and --clickhouse-max-conns), the
 // node's connections to ClickHouse (clickhouse.Config.MaxOpenConns).
 const MaxClickHouseConns = 1000
@@ -467,6 +472,7 @@ const MaxClickHouseConns = 1000
 var fieldRanges = map[string]string{
 	"max_steps":            fmt.Sprintf("1 to %d (0 or absent: the node's default)", maxMaxSteps),
 	"max_sessions":         fmt.Sprintf("1 to %d (0 or absent: the node's default, %d)", MaxMaxSessions, node.DefaultMaxLiveSessions),
+	"max_queued_tasks":     fmt.Sprintf("1 to %d, or -1 for no bound (0 or absent: the node's default, %d)", MaxMaxQueuedTasks, node.DefaultMaxQueuedTasks),
 	"clickhouse_max_conns": fmt.Sprintf("1 to %d (0 or absent: the default, %d)", MaxClickHouseConns, clickhouse.DefaultMaxOpenConns),
 }
 
@@ -585,6 +591,9 @@ func (fc File) Validate() error {
 	errs = append(errs, fc.validateContext()...)
 	if fc.MaxSessions < 0 || fc.MaxSessions > MaxMaxSessions {
 		bad("max_sessions", "%d is out of range: want %s", fc.MaxSessions, fieldRanges["max_sessions"])
+	}
+	if fc.MaxQueuedTasks < -1 || fc.MaxQueuedTasks > MaxMaxQueuedTasks {
+		bad("max_queued_tasks", "%d is out of range: want %s", fc.MaxQueuedTasks, fieldRanges["max_queued_tasks"])
 	}
 	errs = append(errs, fc.Gateway.validate()...)
 	if fc.SkillsDir != "" && strings.TrimSpace(fc.SkillsDir) == "" || strings.ContainsRune(fc.SkillsDir, 0) {

@@ -114,3 +114,34 @@ func TestLoadNamesTheLineOfADecodingError(t *testing.T) {
 		}
 	}
 }
+
+// max_queued_tasks takes 1 to 1,000,000, -1 for no bound, and 0 or nothing for
+// the node's default: another value is refused, naming the field, the value and
+// the range; a string says what is wanted.
+func TestMaxQueuedTasksIsRanged(t *testing.T) {
+	for body, want := range map[string]string{
+		`{}`:                            "",
+		`{"max_queued_tasks": 0}`:       "",
+		`{"max_queued_tasks": 1}`:       "",
+		`{"max_queued_tasks": 1000000}`: "",
+		`{"max_queued_tasks": -1}`:      "",
+		`{"max_queued_tasks": -2}`:      "max_queued_tasks: -2 is out of range: want 1 to 1000000, or -1 for no bound (0 or absent: the node's default, 1000)",
+		`{"max_queued_tasks": 1000001}`: "max_queued_tasks: 1000001 is out of range",
+		`{"max_queued_tasks": "many"}`:  "max_queued_tasks: got string, want an integer from 1 to 1000000, or -1 for no bound",
+	} {
+		path := filepath.Join(t.TempDir(), "troupe.json")
+		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		fc, err := Load(path)
+		if err == nil {
+			err = fc.Validate()
+		}
+		switch {
+		case want == "" && err != nil:
+			t.Errorf("%s: %v", body, err)
+		case want != "" && (err == nil || !strings.Contains(err.Error(), want)):
+			t.Errorf("%s: %v; want %q", body, err, want)
+		}
+	}
+}
