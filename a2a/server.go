@@ -17,6 +17,7 @@ import (
 	"maps"
 	"mime"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -187,6 +188,20 @@ type Executor struct {
 	// found its task.submitted (TaskStore.submittedSeq): an answer to a task in
 	// input-required reads its session from there on (answer).
 	tasks *TaskStore
+	// refused holds, by task ID, why the session refused a task Dedupe claimed
+	// before its execution (sdk.TaskID → error): the SDK answers the execution's
+	// error of a stored task with the task, failed, and no reason, and Dedupe
+	// answers the reason instead (refusal).
+	refused sync.Map
+}
+
+// refusal takes the reason the session refused task id, if it did.
+func (e *Executor) refusal(id sdk.TaskID) (error, bool) {
+	err, ok := e.refused.LoadAndDelete(id)
+	if !ok {
+		return nil, false
+	}
+	return err.(error), true
 }
 
 // NewExecutor returns the executor of agent ("" or "default": the node's default
@@ -265,7 +280,11 @@ func (e *Executor) Execute(ctx context.Context, rc *a2asrv.RequestContext, q eve
 		}
 		envID = sub.EnvelopeID
 		if err := e.backend.SubmitTask(ctx, sub); err != nil {
-			return fmt.Errorf("a2a: the task was not accepted: %w", err)
+			err = fmt.Errorf("%w: the session did not take the task: %w (nothing was recorded: send the message again, with the same messageId, later)", sdk.ErrInternalError, err)
+			if claimed {
+				e.refused.Store(rc.TaskID, err)
+			}
+			return err
 		}
 		if err := q.Write(ctx, sdk.NewSubmittedTask(rc, rc.Message)); err != nil {
 			return err
@@ -968,6 +987,7 @@ func (d *Dedupe) prepare(ctx context.Context, p *sdk.MessageSendParams) (sdk.Tas
 		return id, true, nil
 	}
 	p.Message.TaskID = id
+	d.exec.refused.Delete(id) // a refusal of an earlier sending its client never heard
 	return "", false, nil
 }
 
@@ -999,6 +1019,11 @@ func (d *Dedupe) OnSendMessage(ctx context.Context, p *sdk.MessageSendParams) (s
 			res, err = d.RequestHandler.OnSendMessage(ctx, p)
 			return err
 		})
+	}
+	if t, ok := res.(*sdk.Task); ok && err == nil && t.Status.State == sdk.TaskStateFailed {
+		if refused, ok := d.exec.refusal(t.ID); ok {
+			res, err = nil, refused
+		}
 	}
 	if err != nil && p != nil && p.Message != nil {
 		d.store.release(p.Message.TaskID)
@@ -1144,6 +1169,11 @@ func (d *Dedupe) OnSendMessageStream(ctx context.Context, p *sdk.MessageSendPara
 		return func(yield func(sdk.Event, error) bool) {
 			first := true
 			for ev, err := range d.RequestHandler.OnSendMessageStream(ctx, p) {
+				if t, ok := ev.(*sdk.Task); ok && first && err == nil && t.Status.State == sdk.TaskStateFailed {
+					if refused, ok := d.exec.refusal(t.ID); ok {
+						ev, err = nil, refused
+					}
+				}
 				if first && err != nil && p != nil && p.Message != nil {
 					d.store.release(p.Message.TaskID)
 				}
