@@ -223,9 +223,15 @@ func (r *reflectionRun) prompt(v *view, purpose string) llm.Request {
 		{Role: messages.RoleUser, Content: user + "\n\nThe answer to review:\n" + draft},
 	}
 	if r.bad != "" && replyID == r.draftID {
+		bad, badErr := r.bad, r.badErr
+		if v.t.rules >= rulesVerdictQuote {
+			// An unreadable verdict may be huge: its head and tail say what it was,
+			// as a planner's refused answer is quoted.
+			bad, badErr = clipMiddle(bad, planQuoteBytes), clipMiddle(badErr, planProblemBytes)
+		}
 		msgs = append(msgs,
-			messages.ChatMessage{Role: messages.RoleAssistant, Content: r.bad},
-			messages.ChatMessage{Role: messages.RoleUser, Content: "I cannot read that as a verdict: " + r.badErr + ". Answer with the JSON object only."})
+			messages.ChatMessage{Role: messages.RoleAssistant, Content: bad},
+			messages.ChatMessage{Role: messages.RoleUser, Content: "I cannot read that as a verdict: " + badErr + ". Answer with the JSON object only."})
 	}
 	return llm.Request{Messages: msgs, Models: r.cfg.CriticModels}
 }

@@ -271,7 +271,10 @@ import (
 //     budget is spent before its draft's critique, its verdict's retry, or the
 //     end of a revision completes with the draft, noted (not critiqued, not
 //     judged, not passed), as at the max steps, where under 1 to 14 the task
-//     failed with token_budget or cost_budget and its draft was lost.
+//     failed with token_budget or cost_budget and its draft was lost. And a
+//     critic's retry quotes its unreadable verdict clipped to its head and
+//     tail, as a planner's retry does from 6: under 1 to 14 it was quoted whole
+//     (a 1 MiB answer sent back to the critic whole).
 const ContextRules = 15
 
 // The versions of the rules whose changes the code tests for by name (ContextRules
@@ -437,6 +440,11 @@ const (
 	// critique, its verdict's retry, or the end of a revision: older rules failed
 	// the task with the budget's reason, "without a final answer", the draft lost.
 	rulesDraftPastBudget = 15
+	// rulesVerdictQuote is the version whose critic's retry quotes its unreadable
+	// verdict clipped (its head and tail, planQuoteBytes at most; why it could not
+	// be read, planProblemBytes), as a planner's retry does from 6: older rules
+	// quoted both whole.
+	rulesVerdictQuote = 15
 	// rulesTeamAnswerOrder is the version whose team records the answers of the
 	// members it runs at once (a fan-out's branches, a debate round's proposals),
 	// and the facts they share, once all of them are in, in the team's order

@@ -117,3 +117,27 @@ func TestReflectionVerdictAfterQuotedCodeIsRead(t *testing.T) {
 		t.Fatal("under rules 14 the verdict is unreadable: the events must diverge")
 	}
 }
+
+// A critic's unreadable verdict is quoted in its retry clipped to its head and
+// tail (rules 15), as a planner's refused answer is: under 14 a 200 KB answer was
+// sent back to the critic whole.
+func TestReflectionRetryQuotesAnUnreadableVerdictClipped(t *testing.T) {
+	huge := "Looks fine to me! " + strings.Repeat("x", 200_000) + " THE END"
+	events, model, agent := reflecting(t, actors.Reflection{}, nil, text("42 km"), text(huge), text(pass))
+	done := completion(t, events)
+	if done.Output != "42 km" || !strings.Contains(done.Note, "passed") {
+		t.Fatalf("completion: %+v", done)
+	}
+	crit := model.requests(actors.PurposeCritique)
+	if len(crit) != 2 || len(crit[1].Messages) != 4 {
+		t.Fatalf("the retry: %d critique requests", len(crit))
+	}
+	quoted := crit[1].Messages[2].Content
+	if len(quoted) > 5000 || !strings.HasPrefix(quoted, "Looks fine to me!") || !strings.HasSuffix(quoted, "THE END") {
+		t.Fatalf("the retry quotes %d bytes (head %.40q, tail %q); want the answer's head and tail, clipped", len(quoted), quoted, quoted[max(0, len(quoted)-20):])
+	}
+	verifyDeterministic(t, agent, events)
+	if div := underOlderRules(t, agent, events, 14); div == nil {
+		t.Fatal("under rules 14 the retry quotes the answer whole: the events must diverge")
+	}
+}
