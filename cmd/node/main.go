@@ -51,10 +51,28 @@ func main() {
 // flight given their grace). A second signal meanwhile ends the process at once,
 // the signals' default action restored once the first came: a user who presses
 // Ctrl-C again, or a supervisor that signals again, asks not to wait.
+//
+// The default action is restored before the context ends, so that nothing the
+// first signal sets going (the "shutting down" line, the node's stop) comes
+// before a second signal would end the process: restored after it, as a
+// function run once the context ended, a second signal sent as the stop began
+// was still caught, and ignored.
 func signalContext() (context.Context, context.CancelFunc) {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	context.AfterFunc(ctx, stop)
-	return ctx, stop
+	ctx, cancel := context.WithCancel(context.Background())
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		select {
+		case <-sigs:
+		case <-ctx.Done():
+		}
+		signal.Stop(sigs) // the last relay of these signals: their default action again
+		cancel()
+	}()
+	return ctx, func() {
+		signal.Stop(sigs)
+		cancel()
+	}
 }
 
 // options lets tests add tools and wrap the model of a real node process.
