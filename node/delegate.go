@@ -721,13 +721,8 @@ func cutError(msg, childID string, bound int) string {
 	if len(msg) <= bound {
 		return msg
 	}
-	note := fmt.Sprintf("\n[cut: the sub-agent's error is %d bytes, more than %d; the whole of it is in child session %s]",
-		len(msg), bound, childID)
-	cut := max(bound-len(note), 0)
-	for cut > 0 && !utf8.RuneStart(msg[cut]) { // not inside a character
-		cut--
-	}
-	return msg[:cut] + note
+	return cutWithNote(msg, bound, fmt.Sprintf("\n[cut: the sub-agent's error is %d bytes, more than %d; the whole of it is in child session %s]",
+		len(msg), bound, childID))
 }
 
 // cutResult returns a child's answer, or, past bound bytes, its head and a note
@@ -736,13 +731,18 @@ func cutResult(out, childID string, bound int) string {
 	if len(out) <= bound {
 		return out
 	}
-	note := fmt.Sprintf("\n[cut: the sub-agent's answer is %d bytes, more than %d; the whole of it is the result of child session %s]",
-		len(out), bound, childID)
+	return cutWithNote(out, bound, fmt.Sprintf("\n[cut: the sub-agent's answer is %d bytes, more than %d; the whole of it is the result of child session %s]",
+		len(out), bound, childID))
+}
+
+// cutWithNote returns the head of s, cut between characters, and note after it:
+// at most bound bytes in all.
+func cutWithNote(s string, bound int, note string) string {
 	cut := max(bound-len(note), 0)
-	for cut > 0 && !utf8.RuneStart(out[cut]) { // not inside a character
+	for cut > 0 && !utf8.RuneStart(s[cut]) { // not inside a character
 		cut--
 	}
-	return out[:cut] + note
+	return s[:cut] + note
 }
 
 // cutMemberAnswer returns a team's member's answer out, past bound bytes, cut in
