@@ -484,6 +484,56 @@ type approvalBody struct {
 	Reason  string `json:"reason"`
 }
 
+// readSmallBody reads the body of a request whose JSON object is small (an
+// approval, a cancellation), at most bound bytes; what names the object's shape in
+// the 413. It answers the request itself (413, 408, 400) and returns false when
+// the body could not be read whole.
+func readSmallBody(w http.ResponseWriter, r *http.Request, bound int64, what string) ([]byte, bool) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, bound))
+	if err == nil {
+		return body, true
+	}
+	var tooLarge *http.MaxBytesError
+	var netErr net.Error
+	switch {
+	case errors.As(err, &tooLarge):
+		writeError(w, http.StatusRequestEntityTooLarge, "request body is larger than %d bytes: %s", bound, what)
+	case errors.As(err, &netErr) && netErr.Timeout():
+		writeError(w, http.StatusRequestTimeout, "the request body was not sent in time")
+	default:
+		writeError(w, http.StatusBadRequest, "reading the request body: %v", err)
+	}
+	return nil, false
+}
+
+// decodeSmallBody decodes body into v as strictly as an approval is read: UTF-8,
+// no lone surrogate escape, no unknown, duplicate or miscased member (of names).
+// (encoding/json takes the last of two members, matched without regard to case,
+// so {"approve": false, "Approve": true} would approve the call.) want says the
+// shape expected, after each 400. It answers the request itself
+// and returns false when the body is refused.
+func decodeSmallBody(w http.ResponseWriter, body []byte, v any, names []string, want string) bool {
+	if !utf8.Valid(body) {
+		// encoding/json would read each bad byte as U+FFFD: the text recorded
+		// would be another than the one sent (as a task's, or a Kafka answer's).
+		writeError(w, http.StatusBadRequest, "the body is not valid UTF-8 (byte %d): JSON is sent in UTF-8", messages.InvalidUTF8At(body))
+		return false
+	}
+	if at := jsonesc.LoneSurrogateAt(body); at >= 0 && json.Valid(body) {
+		writeError(w, http.StatusBadRequest, "%s; %s", loneSurrogateError(body, at), want)
+		return false
+	}
+	if err := decodeStrict(body, v); err != nil {
+		writeError(w, http.StatusBadRequest, "%v; %s", err, want)
+		return false
+	}
+	if err := checkKeys(body, names, false); err != nil {
+		writeError(w, http.StatusBadRequest, "%v; %s", err, want)
+		return false
+	}
+	return true
+}
+
 func (n *Node) postApproval(w http.ResponseWriter, r *http.Request) {
 	id, call := r.PathValue("id"), r.PathValue("call")
 	if !eventlog.IsSession(id) {
@@ -501,37 +551,12 @@ func (n *Node) postApproval(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusRequestEntityTooLarge, "request body of %d bytes is larger than %d: an approval is {\"approve\", \"reason\"}", r.ContentLength, approvalMaxBody)
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, approvalMaxBody))
-	if err != nil {
-		var tooLarge *http.MaxBytesError
-		var netErr net.Error
-		switch {
-		case errors.As(err, &tooLarge):
-			writeError(w, http.StatusRequestEntityTooLarge, "request body is larger than %d bytes: an approval is {\"approve\", \"reason\"}", approvalMaxBody)
-		case errors.As(err, &netErr) && netErr.Timeout():
-			writeError(w, http.StatusRequestTimeout, "the request body was not sent in time")
-		default:
-			writeError(w, http.StatusBadRequest, "reading the request body: %v", err)
-		}
-		return
-	}
-	if !utf8.Valid(body) {
-		// encoding/json would read each bad byte as U+FFFD: the reason recorded
-		// would be another text than the one sent (as a task's, or a Kafka answer's).
-		writeError(w, http.StatusBadRequest, "the body is not valid UTF-8 (byte %d): JSON is sent in UTF-8", messages.InvalidUTF8At(body))
-		return
-	}
-	if at := jsonesc.LoneSurrogateAt(body); at >= 0 && json.Valid(body) {
-		writeError(w, http.StatusBadRequest, "%s; want {\"approve\": true|false, \"reason\": \"…\"}", loneSurrogateError(body, at))
+	body, ok := readSmallBody(w, r, approvalMaxBody, `an approval is {"approve", "reason"}`)
+	if !ok {
 		return
 	}
 	var b approvalBody
-	if err := decodeStrict(body, &b); err != nil {
-		writeError(w, http.StatusBadRequest, "%v; want {\"approve\": true|false, \"reason\": \"…\"}", err)
-		return
-	}
-	if err := approvalKeys(body); err != nil {
-		writeError(w, http.StatusBadRequest, "%v; want {\"approve\": true|false, \"reason\": \"…\"}", err)
+	if !decodeSmallBody(w, body, &b, []string{"approve", "reason"}, `want {"approve": true|false, "reason": "…"}`) {
 		return
 	}
 	if b.Approve == nil {
@@ -595,14 +620,6 @@ func verdictOf(approve bool) string {
 		return "approved"
 	}
 	return "rejected"
-}
-
-// approvalKeys refuses an approval body (a JSON object decodeStrict took) whose
-// keys are not spelled exactly, or come twice, as a task body's (taskKeys):
-// encoding/json takes the last of them, matched without regard to case, so
-// {"approve": false, "Approve": true} would approve the call.
-func approvalKeys(body []byte) error {
-	return checkKeys(body, []string{"approve", "reason"}, false)
 }
 
 // answerFields are the JSON names of messages.ApprovalAnswer's fields.

@@ -23,7 +23,6 @@ import (
 
 	"github.com/troupe-run/troupe/actors"
 	"github.com/troupe-run/troupe/eventlog"
-	"github.com/troupe-run/troupe/internal/jsonesc"
 	"github.com/troupe-run/troupe/internal/ssekeepalive"
 	"github.com/troupe-run/troupe/messages"
 )
@@ -1012,46 +1011,18 @@ const cancelMaxBody = approvalMaxBody
 // request itself (4xx) and returns false when the body is refused.
 func readCancelBody(w http.ResponseWriter, r *http.Request) (cancelBody, bool) {
 	var b cancelBody
-	if r.ContentLength > cancelMaxBody {
-		writeError(w, http.StatusRequestEntityTooLarge, "request body of %d bytes is larger than %d: a cancellation is {\"task_id\", \"reason\"}", r.ContentLength, cancelMaxBody)
-		return b, false
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, cancelMaxBody))
-	if err != nil {
-		var tooLarge *http.MaxBytesError
-		var netErr net.Error
-		switch {
-		case errors.As(err, &tooLarge):
-			writeError(w, http.StatusRequestEntityTooLarge, "request body is larger than %d bytes: a cancellation is {\"task_id\", \"reason\"}", cancelMaxBody)
-		case errors.As(err, &netErr) && netErr.Timeout():
-			writeError(w, http.StatusRequestTimeout, "the request body was not sent in time")
-		default:
-			writeError(w, http.StatusBadRequest, "reading the request body: %v", err)
-		}
+	body, ok := readSmallBody(w, r, cancelMaxBody, `a cancellation is {"task_id", "reason"}`)
+	if !ok {
 		return b, false
 	}
 	if len(bytes.TrimSpace(body)) == 0 {
 		return b, true
 	}
-	const want = `want {"task_id": "…", "reason": "…"}, each optional, or no body`
 	if err := checkJSONContentType(r.Header.Get("Content-Type")); err != nil {
 		writeError(w, http.StatusUnsupportedMediaType, "%v", err)
 		return b, false
 	}
-	if !utf8.Valid(body) {
-		writeError(w, http.StatusBadRequest, "the body is not valid UTF-8 (byte %d): JSON is sent in UTF-8", messages.InvalidUTF8At(body))
-		return b, false
-	}
-	if at := jsonesc.LoneSurrogateAt(body); at >= 0 && json.Valid(body) {
-		writeError(w, http.StatusBadRequest, "%s; %s", loneSurrogateError(body, at), want)
-		return b, false
-	}
-	if err := decodeStrict(body, &b); err != nil {
-		writeError(w, http.StatusBadRequest, "%v; %s", err, want)
-		return b, false
-	}
-	if err := checkKeys(body, []string{"task_id", "reason"}, false); err != nil {
-		writeError(w, http.StatusBadRequest, "%v; %s", err, want)
+	if !decodeSmallBody(w, body, &b, []string{"task_id", "reason"}, `want {"task_id": "…", "reason": "…"}, each optional, or no body`) {
 		return b, false
 	}
 	if len(b.TaskID) > maxCancelTaskID {
