@@ -1949,14 +1949,22 @@ func (n *Node) cancelNamed(ctx context.Context, sessionID, task, reason string) 
 	if !n.sharded() {
 		return n.cancelTask(ctx, sessionID, task, reason)
 	}
-	c, err := n.namedCancel(sessionID, task, reason)
+	c, err := n.admittedCancel(ctx, sessionID, task, reason)
 	if err != nil {
 		return err
 	}
-	if err := n.cancelRefused(ctx, sessionID, task); err != nil {
-		return err
-	}
 	return n.sendCancel(ctx, c)
+}
+
+// admittedCancel is the cancellation naming task that a sharded node publishes
+// (namedCancel), unless the session's log shows the task cannot be cancelled
+// (cancelRefused).
+func (n *Node) admittedCancel(ctx context.Context, sessionID, task, reason string) (messages.CancelRequest, error) {
+	c, err := n.namedCancel(sessionID, task, reason)
+	if err != nil {
+		return c, err
+	}
+	return c, n.cancelRefused(ctx, sessionID, task)
 }
 
 // cancelRefused says, from the session's log, whether a cancellation of the task
@@ -2011,11 +2019,8 @@ func (n *Node) cancelFollowed(ctx context.Context, sessionID, task, reason strin
 	if !n.sharded() {
 		return n.cancelTask(ctx, sessionID, task, reason)
 	}
-	c, err := n.namedCancel(sessionID, task, reason)
+	c, err := n.admittedCancel(ctx, sessionID, task, reason)
 	if err != nil {
-		return err
-	}
-	if err := n.cancelRefused(ctx, sessionID, task); err != nil {
 		return err
 	}
 	live, stop := n.Watch(sessionID)
