@@ -1334,6 +1334,20 @@ func (w *walker) facts() *schemaFacts {
 	return w.schemaFacts
 }
 
+// memoFact is fact of s at depth, once(s, depth) the first time it is asked for
+// in this walk: each schema's answer at each depth is worked out once (steps
+// counts those).
+func memoFact[T any](f *schemaFacts, memo map[factKey]T, s *jsonschema.Schema, depth int, once func(*jsonschema.Schema, int) T) T {
+	key := factKey{s, depth}
+	if v, ok := memo[key]; ok {
+		return v
+	}
+	f.steps++
+	v := once(s, depth)
+	memo[key] = v
+	return v
+}
+
 // allowsNull reports whether s lets a value be null: false when s, its local
 // $ref followed, matches nothing, has types without "null", an enum without
 // null, a const other than null, anyOf or oneOf branches none of which allows
@@ -1344,14 +1358,7 @@ func (f *schemaFacts) allowsNull(s *jsonschema.Schema, depth int) bool {
 	if s == nil || depth > maxRefHops {
 		return true
 	}
-	key := factKey{s, depth}
-	if v, ok := f.null[key]; ok {
-		return v
-	}
-	f.steps++
-	v := f.allowsNullOnce(s, depth)
-	f.null[key] = v
-	return v
+	return memoFact(f, f.null, s, depth, f.allowsNullOnce)
 }
 
 func (f *schemaFacts) allowsNullOnce(s *jsonschema.Schema, depth int) bool {
@@ -1390,14 +1397,7 @@ func (f *schemaFacts) matchesNothing(s *jsonschema.Schema, depth int) bool {
 	if s == nil || depth > maxRefHops {
 		return false
 	}
-	key := factKey{s, depth}
-	if v, ok := f.nothing[key]; ok {
-		return v
-	}
-	f.steps++
-	v := f.matchesNothingOnce(s, depth)
-	f.nothing[key] = v
-	return v
+	return memoFact(f, f.nothing, s, depth, f.matchesNothingOnce)
 }
 
 func (f *schemaFacts) matchesNothingOnce(s *jsonschema.Schema, depth int) bool {
@@ -1427,14 +1427,7 @@ func (f *schemaFacts) unionTypes(s *jsonschema.Schema, depth int) []string {
 	if s == nil || depth > maxRefHops {
 		return nil
 	}
-	key := factKey{s, depth}
-	if v, ok := f.types[key]; ok {
-		return v
-	}
-	f.steps++
-	v := f.unionTypesOnce(s, depth)
-	f.types[key] = v
-	return v
+	return memoFact(f, f.types, s, depth, f.unionTypesOnce)
 }
 
 func (f *schemaFacts) unionTypesOnce(s *jsonschema.Schema, depth int) []string {
