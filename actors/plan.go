@@ -72,9 +72,17 @@ var (
 	jsonFence     = regexp.MustCompile("(?s)```(?:json|JSON)?\\s*\n(.*?)```")
 )
 
-// planText returns the JSON of a planner's answer: the content of its first ```json
-// fence when it has one, else the text from its first '{' to its last '}'.
-func planText(answer string) string {
+// planText returns the JSON of a planner's answer under decision rules: from
+// rules 15 (rulesJSONBody) the object holding "steps" as a verdict's is read
+// (jsonBody: the whole answer, a fence's, or the one that starts at the first
+// '{' or ends at the last '}'); under older rules the content of its first
+// ```json fence when it has one, else the text from its first '{' to its last
+// '}', so that braces in the prose before the plan ("the {{s1}} syntax") made
+// it unreadable and cost a retry.
+func planText(rules int, answer string) string {
+	if rules >= rulesJSONBody {
+		return jsonBody(rules, answer, "steps")
+	}
 	if m := jsonFence.FindStringSubmatch(answer); m != nil {
 		return strings.TrimSpace(m[1])
 	}
@@ -85,11 +93,11 @@ func planText(answer string) string {
 	return answer[i : j+1]
 }
 
-// parsePlan reads and checks a planner's answer. The error says what is wrong in
-// words the planner can act on; it goes back to it.
-func parsePlan(answer string, lim planLimits) (plan, error) {
+// parsePlan reads and checks a planner's answer under decision rules (planText).
+// The error says what is wrong in words the planner can act on; it goes back to it.
+func parsePlan(rules int, answer string, lim planLimits) (plan, error) {
 	var p plan
-	text := planText(answer)
+	text := planText(rules, answer)
 	dec := json.NewDecoder(strings.NewReader(text))
 	if err := dec.Decode(&p); err != nil {
 		return plan{}, fmt.Errorf("it is not a JSON object of the plan's shape: %v", err)

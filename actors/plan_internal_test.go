@@ -34,7 +34,7 @@ func TestParsePlanRefusesWithAReason(t *testing.T) {
 		`{"steps": [{"id": "a", "tool": "calculator", "args": {"expression": "{{b}}"}}, {"id": "b", "goal": "y"}]}`: "quote {{b}}, which is not among its deps",
 		`{"steps": [{"id": "a", "goal": "x"}]} and more`:                                                            "",
 	} {
-		_, err := parsePlan(answer, lim)
+		_, err := parsePlan(ContextRules, answer, lim)
 		switch {
 		case want == "" && err != nil:
 			t.Errorf("%s: %v", answer, err)
@@ -45,11 +45,11 @@ func TestParsePlanRefusesWithAReason(t *testing.T) {
 	// A revised plan keeps the finished steps as they ran and counts only new ones.
 	lim.kept = []planStep{{ID: "a", Tool: "calculator", Args: []byte(`{"expression":"1"}`)}}
 	lim.maxNew = 1
-	p, err := parsePlan(`{"steps": [{"id": "a", "goal": "changed"}, {"id": "b", "goal": "y", "deps": ["a"]}]}`, lim)
+	p, err := parsePlan(ContextRules, `{"steps": [{"id": "a", "goal": "changed"}, {"id": "b", "goal": "y", "deps": ["a"]}]}`, lim)
 	if err != nil || len(p.Steps) != 2 || p.Steps[0].Tool != "calculator" || p.Steps[1].Deps[0] != "a" {
 		t.Fatalf("revised plan: %+v %v", p, err)
 	}
-	if _, err := parsePlan(`{"steps": [{"id": "b", "goal": "y"}, {"id": "c", "goal": "z"}]}`, lim); err == nil || !strings.Contains(err.Error(), "adds 2 steps") {
+	if _, err := parsePlan(ContextRules, `{"steps": [{"id": "b", "goal": "y"}, {"id": "c", "goal": "z"}]}`, lim); err == nil || !strings.Contains(err.Error(), "adds 2 steps") {
 		t.Fatalf("the total limit: %v", err)
 	}
 }

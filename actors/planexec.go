@@ -261,7 +261,7 @@ func (r *planRun) onAnswer(f fold, e messages.Envelope, purpose string, p *messa
 			lim.kept = append(lim.kept, s.planStep)
 		}
 	}
-	pl, err := parsePlan(p.Message.Content, lim)
+	pl, err := parsePlan(f.t.rules, p.Message.Content, lim)
 	if why := unwholeWork(f.t.rules, p); why != "" {
 		err = errors.New(why)
 	} else if f.t.rules >= rulesWhole && strings.TrimSpace(p.Message.Content) == "" {

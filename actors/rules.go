@@ -263,7 +263,11 @@ import (
 //     verdict whose issue or suggestion quoted a fenced snippet ("wrap it in
 //     ```go … ```"), or that came after code the critic quoted (a fence of it,
 //     or braces in the prose), could not be read, twice, and the draft was given
-//     unjudged. And a reflection whose critic's
+//     unjudged. A planner's plan is read so too, the object holding "steps"
+//     (plan.go's planText): under 1 to 14 it was its first ```json fence's
+//     content, else the text from its first '{' to its last '}', so braces in
+//     the prose before the plan made it unreadable and the planner was asked
+//     again. And a reflection whose critic's
 //     verdict could not be read at the task's last model call completes with
 //     the draft, noted as not judged, where under 1 to 14 the verdict's retry
 //     was refused by the max steps and the task failed (max_steps, "without a
@@ -429,7 +433,7 @@ const (
 	// rules took the first "```" anywhere, inside the object's strings too, for a
 	// fence, and the text from the first '{' for the object, code quoted before
 	// it too. A team's routing answer and a debate judge's verdict are read so
-	// too (teamJSON).
+	// too (teamJSON), and a planner's plan (planText).
 	rulesJSONBody = 15
 	// rulesRetryAtLimit is the version whose reflection completes with the draft
 	// whose verdict could not be read when no model call is left to ask it again:

@@ -346,6 +346,12 @@ var ErrQueueFull = errors.New("actors: too many tasks wait their turn in the ses
 // ErrNoRunningTask answers CancelTask on an idle session.
 var ErrNoRunningTask = errors.New("actors: the session has no running task")
 
+// ErrTaskCancelled answers CancelTask naming a task that ended cancelled: a
+// cancellation sent again after its answer was lost. It is an ErrNoRunningTask
+// (nothing is recorded), which a caller that named the task may answer as it
+// answered the first.
+var ErrTaskCancelled = fmt.Errorf("%w: the task was cancelled", ErrNoRunningTask)
+
 // Drain asks a session to issue no more effects and to answer with *Drained once none
 // of its effects is in flight: results that arrive meanwhile are recorded, and effects
 // decided meanwhile are recorded as requested, for the session's next owner to issue.
@@ -1132,7 +1138,7 @@ func (a *SessionActor) submit(ctx actor.Context, m *SubmitTask) {
 func (a *SessionActor) cancel(ctx actor.Context, m *CancelTask) {
 	task := a.cancelled(m)
 	if task == "" {
-		ctx.Respond(ErrNoRunningTask)
+		ctx.Respond(a.notCancelled(m))
 		return
 	}
 	// A task whose deadline passed before its wake-up came fails at it first, as
@@ -1144,7 +1150,7 @@ func (a *SessionActor) cancel(ctx actor.Context, m *CancelTask) {
 		return
 	}
 	if a.cancelled(m) != task {
-		ctx.Respond(ErrNoRunningTask)
+		ctx.Respond(a.notCancelled(m))
 		return
 	}
 	reason := m.Reason
@@ -1166,6 +1172,15 @@ func (a *SessionActor) cancel(ctx actor.Context, m *CancelTask) {
 		return
 	}
 	ctx.Respond(&TaskAccepted{SessionID: a.id, Seq: e.Seq})
+}
+
+// notCancelled is the answer to m when it cancels nothing: ErrTaskCancelled
+// when m names a task that ended cancelled, else ErrNoRunningTask.
+func (a *SessionActor) notCancelled(m *CancelTask) error {
+	if m.TaskID == "" {
+		return ErrNoRunningTask
+	}
+	return a.state.CancelledTask(m.TaskID)
 }
 
 // cancelled returns the ID of the task m cancels: the running one when m names

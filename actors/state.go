@@ -1386,6 +1386,18 @@ func (s *SessionState) TaskNamed(name string) (string, bool) {
 	return "", false
 }
 
+// CancelledTask says why a cancellation of the task named name (its name or
+// ID, as TaskNamed finds it) cancels nothing: ErrTaskCancelled, wrapped, when
+// the task ended cancelled; ErrNoRunningTask otherwise.
+func (s *SessionState) CancelledTask(name string) error {
+	if id, ok := s.TaskNamed(name); ok && s.TaskReason(id) == messages.ReasonCancelled {
+		if t := s.endedTask(id); t != nil && t.Status == messages.StatusFailed {
+			return fmt.Errorf("%w: task %s", ErrTaskCancelled, id)
+		}
+	}
+	return ErrNoRunningTask
+}
+
 // Task returns the outcome of the task whose ID is id.
 func (s *SessionState) Task(id string) (status, output, errMsg string, ok bool) {
 	for _, t := range s.tasks {

@@ -44,17 +44,15 @@ import (
 
 // consolidates tells a command that runs a consolidation: Node.Consolidate's, or a
 // call of the memory tool's consolidate (the tool's op, or its action expanded as a
-// tool of its own, <name>_consolidate).
-func consolidates(c messages.MemoryCommand) bool {
+// tool of its own, <name>_consolidate). call is the memory tool call c carries
+// (toolCallArgs), decoded once by the caller, which runs it with these arguments;
+// the zero memoryToolArgs for any other command.
+func consolidates(c messages.MemoryCommand, call memoryToolArgs) bool {
 	switch c.Action {
 	case memoryConsolidate:
 		return true
 	case memoryToolCall:
-		var a memoryToolArgs
-		if json.Unmarshal(c.Args, &a) != nil {
-			return false
-		}
-		return isConsolidateCall(a.Tool, a.Arguments)
+		return isConsolidateCall(call.Tool, call.Arguments)
 	}
 	return false
 }
@@ -87,8 +85,9 @@ type consolidationsAside struct {
 }
 
 // consolidateAside starts the consolidation command c asks for and returns: its
-// message is acknowledged, and the run publishes its answer when it ends.
-func (n *Node) consolidateAside(ctx context.Context, c messages.MemoryCommand) error {
+// message is acknowledged, and the run publishes its answer when it ends. call is
+// the memory tool call c carries, decoded (consolidates).
+func (n *Node) consolidateAside(ctx context.Context, c messages.MemoryCommand, call memoryToolArgs) error {
 	r := &n.aside
 	r.mu.Lock()
 	if r.closed {
@@ -145,7 +144,7 @@ func (n *Node) consolidateAside(ctx context.Context, c messages.MemoryCommand) e
 			case <-ctx.Done():
 			}
 		}()
-		rep, cut := n.consolidateAnswer(ctx, c)
+		rep, cut := n.consolidateAnswer(ctx, c, call)
 		for cut && ctx.Err() == nil && n.ownsKey(c.SessionID) {
 			// Its write was fenced, yet the node still owns the stream's
 			// partition (its lease is being taken, or a newer owner fenced it
@@ -156,7 +155,7 @@ func (n *Node) consolidateAside(ctx context.Context, c messages.MemoryCommand) e
 			select {
 			case <-ctx.Done():
 			case <-time.After(taskResendPause):
-				rep, cut = n.consolidateAnswer(ctx, c)
+				rep, cut = n.consolidateAnswer(ctx, c, call)
 			}
 		}
 		// No longer under way before it is sent on: a copy read back here
@@ -191,12 +190,13 @@ func (n *Node) sendOn(c messages.MemoryCommand) error {
 	return n.pub.Publish(messages.TopicTasks, msg)
 }
 
-// consolidateAnswer runs the consolidation c asks for and returns its answer; cut
-// tells a run cut off on this node (it stops, or no longer owns the namespace).
-func (n *Node) consolidateAnswer(ctx context.Context, c messages.MemoryCommand) (rep messages.MemoryReply, cut bool) {
+// consolidateAnswer runs the consolidation c asks for (call: the memory tool call
+// it carries, decoded) and returns its answer; cut tells a run cut off on this
+// node (it stops, or no longer owns the namespace).
+func (n *Node) consolidateAnswer(ctx context.Context, c messages.MemoryCommand, call memoryToolArgs) (rep messages.MemoryReply, cut bool) {
 	rep = messages.MemoryReply{ID: c.ID}
 	if c.Action == memoryToolCall {
-		res, err := n.runMemoryTool(ctx, c)
+		res, err := n.runMemoryTool(ctx, c.Key, call)
 		switch {
 		case err != nil && (errors.Is(err, errStopping) || errors.Is(err, eventlog.ErrFenced)):
 			rep.Error = fmt.Sprintf("the memory tool's consolidate of %s was cut off on node %s, which owned it: %v", c.Namespace, n.cfg.NodeID, err)

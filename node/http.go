@@ -977,6 +977,11 @@ func (n *Node) cancel(w http.ResponseWriter, r *http.Request) {
 	}
 	answerLate(w) // as postTask's
 	switch {
+	case errors.Is(err, actors.ErrTaskCancelled) && b.TaskID != "":
+		// The task the body names ended cancelled: this cancellation sent again
+		// (its 202 lost) is answered as it was. Without a task_id, a request
+		// handled after the task ended is not known to be the one that ended it.
+		writeJSON(w, http.StatusAccepted, map[string]string{"session_id": id, "status": "cancelling"})
 	case errors.Is(err, actors.ErrNoRunningTask) && b.TaskID != "":
 		writeError(w, http.StatusConflict, "session %s has no task %s running or waiting its turn (it ended, or is unknown)", id, QuoteHead(b.TaskID))
 	case errors.Is(err, actors.ErrNoRunningTask):

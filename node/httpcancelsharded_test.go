@@ -25,7 +25,8 @@ import (
 // here the first of a new session published just before, gets its cancellation
 // published naming it, which its owner reads after it (before, 404: the task ran
 // with nothing to cancel it). Another session's task is sent to this session's
-// owner, which does not hold it: nothing tells the client it exists.
+// owner, which does not hold it: nothing tells the client it exists. A task that
+// ended cancelled is answered 202, as the cancellation that ended it was.
 func TestShardedHTTPCancelByTaskIDGoesToTheOwner(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -123,4 +124,18 @@ func TestShardedHTTPCancelByTaskIDGoesToTheOwner(t *testing.T) {
 		t.Fatalf("cancel of another session's task: %d %s, want 202 as for any task not in the log", code, body)
 	}
 	wantCancel("s-http-cancel-new", "held-2")
+	// The held task, cancelled on its owner: the cancellation sent again (its
+	// 202 lost) is answered as it was, and nothing is published.
+	if err := owner.Cancel(ctx, "s-http-cancel", "no longer needed"); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := post("s-http-cancel", `{"task_id":"held-2"}`); code != http.StatusAccepted {
+		t.Fatalf("cancel of a task that ended cancelled: %d %s, want 202", code, body)
+	}
+	if msg := published(); msg != nil {
+		t.Fatalf("a cancellation of a task that ended cancelled was published: %s", msg.Payload)
+	}
+	if code, body := post("s-http-cancel", `{"task_id":"done-1"}`); code != http.StatusConflict {
+		t.Fatalf("cancel of a task that completed: %d %s, want 409", code, body)
+	}
 }

@@ -278,7 +278,11 @@ func (n *Node) memoryLocal(ctx context.Context, c messages.MemoryCommand, max in
 			out = consolidateAnswer{Report: &rep}
 		}
 	case memoryToolCall:
-		return n.runMemoryTool(ctx, c)
+		call, err := toolCallArgs(c)
+		if err != nil {
+			return nil, err
+		}
+		return n.runMemoryTool(ctx, c.Key, call)
 	case memoryRemember:
 		return n.rememberLocal(ctx, c) // memoryagent.go
 	case notesToolCall:
@@ -380,9 +384,15 @@ func (n *Node) handleMemoryCommand(msg *message.Message) error {
 	if forwarded, err := n.forward(msg, nil, c.SessionID, nil); forwarded || err != nil {
 		return err
 	}
-	if consolidates(c) && n.memories != nil && n.ownsKey(memory.Stream(c.Namespace)) {
+	// A memory tool call's arguments are read once, for consolidates and to run it.
+	var call memoryToolArgs
+	var callErr error
+	if c.Action == memoryToolCall {
+		call, callErr = toolCallArgs(c)
+	}
+	if consolidates(c, call) && n.memories != nil && n.ownsKey(memory.Stream(c.Namespace)) {
 		// It may take minutes: run beside the handler (consolidateaside.go).
-		return n.consolidateAside(msg.Context(), c)
+		return n.consolidateAside(msg.Context(), c, call)
 	}
 	rep := messages.MemoryReply{ID: c.ID}
 	ctx := msg.Context()
@@ -394,7 +404,16 @@ func (n *Node) handleMemoryCommand(msg *message.Message) error {
 	if n.memories == nil && !isKBAction(c.Action) && c.Action != notesToolCall {
 		rep.Error = "the node that owns the namespace has no memory configured"
 	} else {
-		res, err := n.memoryLocal(ctx, c, memoryMessageMax-1<<10)
+		var res json.RawMessage
+		var err error
+		switch {
+		case c.Action != memoryToolCall:
+			res, err = n.memoryLocal(ctx, c, memoryMessageMax-1<<10)
+		case callErr != nil:
+			err = callErr
+		default:
+			res, err = n.runMemoryTool(ctx, c.Key, call)
+		}
 		switch {
 		case errors.Is(err, memory.ErrKeyReused):
 			rep.Error, rep.Kind = err.Error(), "key_reused"

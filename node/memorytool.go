@@ -30,6 +30,16 @@ type memoryToolArgs struct {
 	Agent string `json:"agent,omitempty"`
 }
 
+// toolCallArgs decodes the memory tool call command c carries (Action
+// memoryToolCall); an error wraps memory.ErrInvalid.
+func toolCallArgs(c messages.MemoryCommand) (memoryToolArgs, error) {
+	var a memoryToolArgs
+	if err := json.Unmarshal(c.Args, &a); err != nil {
+		return memoryToolArgs{}, fmt.Errorf("%w: %v", memory.ErrInvalid, err)
+	}
+	return a, nil
+}
+
 // memoryToolAnswer is the result of a routed memory tool call: its text, or its
 // error (Invalid: the arguments' fault, for the model to read).
 type memoryToolAnswer struct {
@@ -100,11 +110,8 @@ func (t *routedMemoryTool) target(arguments string) (string, bool) {
 }
 
 // runMemoryTool performs a routed memory tool call on this node's memory tool.
-func (n *Node) runMemoryTool(ctx context.Context, c messages.MemoryCommand) (json.RawMessage, error) {
-	var a memoryToolArgs
-	if err := json.Unmarshal(c.Args, &a); err != nil {
-		return nil, fmt.Errorf("%w: %v", memory.ErrInvalid, err)
-	}
+// a is the call's arguments (toolCallArgs), key its key.
+func (n *Node) runMemoryTool(ctx context.Context, key string, a memoryToolArgs) (json.RawMessage, error) {
 	// The agent's own tool when it has one (a namespace of its own), else the node's.
 	own, ok := n.memTools[a.Agent]
 	if !ok {
@@ -114,7 +121,7 @@ func (n *Node) runMemoryTool(ctx context.Context, c messages.MemoryCommand) (jso
 	if t == nil {
 		return nil, fmt.Errorf("%w: this node has no memory tool %q for agent %q (every node should run the same agents file)", memory.ErrInvalid, a.Tool, cmp.Or(a.Agent, "default"))
 	}
-	return runRoutedTool(ctx, t, a.Tool, c.Key, a.Arguments)
+	return runRoutedTool(ctx, t, a.Tool, key, a.Arguments)
 }
 
 // runRoutedTool performs a routed tool call (a memory or notes tool's, on the owner

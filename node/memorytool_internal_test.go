@@ -30,7 +30,7 @@ func TestRoutedMemoryToolCallRunsAsItsAgent(t *testing.T) {
 	} {
 		args, _ := json.Marshal(memoryToolArgs{Tool: "memory", Agent: c.agent,
 			Arguments: `{"op":"add","args":{"content":"` + c.content + `"}}`})
-		res, err := n.runMemoryTool(ctx, messages.MemoryCommand{Namespace: c.ns, Action: memoryToolCall, Key: "k-" + c.content, Args: args})
+		res, err := n.memoryLocal(ctx, messages.MemoryCommand{Namespace: c.ns, Action: memoryToolCall, Key: "k-" + c.content, Args: args}, 0)
 		var ans memoryToolAnswer
 		if err != nil || json.Unmarshal(res, &ans) != nil || ans.Error != "" || ans.Invalid != nil {
 			t.Fatalf("agent %q: %s %v", c.agent, res, err)
@@ -48,7 +48,7 @@ func TestRoutedMemoryToolCallRunsAsItsAgent(t *testing.T) {
 		}
 	}
 	args, _ := json.Marshal(memoryToolArgs{Tool: "memory_add", Agent: "a", Arguments: `{}`})
-	if _, err := n.runMemoryTool(ctx, messages.MemoryCommand{Action: memoryToolCall, Args: args}); err == nil || !strings.Contains(err.Error(), `no memory tool "memory_add" for agent "a"`) {
+	if _, err := n.memoryLocal(ctx, messages.MemoryCommand{Action: memoryToolCall, Args: args}, 0); err == nil || !strings.Contains(err.Error(), `no memory tool "memory_add" for agent "a"`) {
 		t.Errorf("a call of a tool the agent does not have: %v", err)
 	}
 }

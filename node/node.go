@@ -1969,12 +1969,13 @@ func (n *Node) admittedCancel(ctx context.Context, sessionID, task, reason strin
 
 // cancelRefused says, from the session's log, whether a cancellation of the task
 // named name (its task_id or ID) would cancel nothing: ErrNoRunningTask when the
-// task ended, or waits its turn under decision rules older than 10, where it is
+// task ended (actors.ErrTaskCancelled, one, when it ended cancelled), or waits its turn under decision rules older than 10, where it is
 // not cancelled (SessionState.QueuedTask); nil when it runs, waits its turn, or
 // is not in the log (yet).
 func (n *Node) cancelRefused(ctx context.Context, sessionID, name string) error {
 	var status, task string
 	var waits bool
+	var ended error
 	_, err := n.folds.with(ctx, n.log, sessionID, func(st *actors.SessionState) error {
 		id, ok := st.TaskNamed(name)
 		if !ok {
@@ -1983,11 +1984,14 @@ func (n *Node) cancelRefused(ctx context.Context, sessionID, name string) error 
 		task = id
 		status, _, _, _ = st.Task(id)
 		waits = status == messages.StatusRunning && st.Active() != id && st.QueuedTask(id) == ""
+		ended = st.CancelledTask(id)
 		return nil
 	})
 	switch {
 	case err != nil && !errors.Is(err, ErrUnknownSession):
 		return err
+	case errors.Is(ended, actors.ErrTaskCancelled):
+		return ended
 	case status == messages.StatusCompleted || status == messages.StatusFailed:
 		return fmt.Errorf("%w: task %s %s", actors.ErrNoRunningTask, task, status)
 	case waits:

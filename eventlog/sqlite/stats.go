@@ -25,33 +25,79 @@ var taskSeqAgent = `CASE WHEN type = 'task.submitted' THEN printf('%020d', seq) 
 // report the same figures. Window functions over the primary key's order find each
 // event's task in one pass over the session, where a lookup per event would scan
 // back over the session's events to its task.
+//
+// Its at column is, of a fork, the seq of its session.forked event (a fork of a
+// fork holds its parent's too, before its own: the last one is its own); NULL for
+// a session that is no fork. A fork's events before it are its parent's, copied
+// with their times: its model calls, tool calls and memory operations, steps and
+// duration count from it (ownEvent), and those of a session that is no fork from
+// its first event. The same pass finds it: a subquery joined to each query
+// scanned the events once more.
 func eventsWithAgent(cond string, payload bool) string {
 	cols := "session_id, seq, type, ts"
 	if payload {
 		cols += ", payload"
 	}
-	return `(SELECT ` + cols + `, CASE WHEN task IS NULL THEN '' ELSE COALESCE(NULLIF(substr(task, 21), ''), 'default') END AS agent
+	return `(SELECT ` + cols + `, CASE WHEN task IS NULL THEN '' ELSE COALESCE(NULLIF(substr(task, 21), ''), 'default') END AS agent, at
 	FROM (SELECT ` + cols + `, COALESCE(
 		max(` + taskSeqAgent + `) OVER (PARTITION BY session_id ORDER BY seq ROWS UNBOUNDED PRECEDING),
-		min(` + taskSeqAgent + `) OVER (PARTITION BY session_id)) AS task
-	FROM events WHERE type = 'task.submitted' OR ` + cond + `)) e`
+		min(` + taskSeqAgent + `) OVER (PARTITION BY session_id)) AS task,
+		max(CASE WHEN type = 'session.forked' THEN seq END) OVER (PARTITION BY session_id) AS at
+	FROM events WHERE type IN ('task.submitted', 'session.forked') OR ` + cond + `)) e`
 }
 
-// forks is, per fork, the seq of its session.forked event (at; a fork of a fork
-// holds its parent's too, before its own: the last one is its own), joined to
-// eventsWithAgent as f. A fork's events before it are its parent's, copied with
-// their times: its model calls, tool calls and memory operations, steps and
-// duration count from it (ownEvent), and a session that is no fork, which the
-// LEFT JOIN leaves without one, from its first event.
-const forks = ` LEFT JOIN (SELECT session_id, max(seq) AS at FROM events WHERE type = 'session.forked' GROUP BY session_id) f ON f.session_id = e.session_id`
-
 // ownEvent keeps the events a session made itself: of a fork, those after its
-// session.forked event (forks).
-const ownEvent = `e.seq > COALESCE(f.at, 0)`
+// session.forked event (eventsWithAgent's at).
+const ownEvent = `e.seq > COALESCE(e.at, 0)`
 
 // eventNotNotes keeps the events of sessions, not the notes streams, the memory namespaces, the knowledge bases, the A2A push configs nor the dashboard's sign-ins
 // (eventlog.IsSession).
 var eventNotNotes = eventlog.NotPrefixed("substr", "e.session_id")
+
+// Report's queries, each given the range's start (µs) and the agent ("": all)
+// twice. Each reads the events in one pass (eventsWithAgent).
+var (
+	// eventWhere charges the calls to the agent of their own task
+	// (eventsWithAgent), and a fork with its own calls only, not its parent's
+	// that it copied (ownEvent).
+	eventWhere = ownEvent + ` AND e.ts >= ? AND (? = '' OR e.agent = ?)`
+
+	// reportModels is the model calls by day, agent and model.
+	reportModels = `SELECT date(e.ts / 1000000, 'unixepoch'), e.agent, COALESCE(` + payloadField("e", "$.model") + `, ''),
+			count(*), total(` + payloadField("e", "$.usage.prompt_tokens") + `),
+			total(` + payloadField("e", "$.usage.completion_tokens") + `),
+			total(` + payloadField("e", "$.usage.cached_tokens") + `),
+			total(` + payloadField("e", "$.usage.cost_usd") + `)
+		FROM ` + eventsWithAgent("type = 'model.responded'", true) + ` WHERE e.type = 'model.responded' AND ` + eventWhere + ` GROUP BY 1, 2, 3`
+
+	// reportTools is each tool call: its tool, latency and failure.
+	reportTools = `SELECT COALESCE(` + payloadField("e", "$.tool") + `, ''), COALESCE(` + payloadField("e", "$.latency_us") + `, 0),
+			COALESCE(` + payloadField("e", "$.error") + `, '') != ''
+		FROM ` + eventsWithAgent("type = 'tool.completed'", true) + ` WHERE e.type = 'tool.completed' AND ` + eventWhere
+
+	// reportSessions is each session of the range: one with events in it, counted from those events,
+	// as the ClickHouse log counts it: its agent is that of its first event there
+	// (eventsWithAgent), its status that of its latest task.* event there, running
+	// while more tasks were submitted there than ended; its steps and duration are
+	// those of the range, and of a fork those from its session.forked event on (the
+	// events before it are its parent's, copied with their times: counted, a fork
+	// made minutes after its parent lasted those minutes).
+	reportSessions = `SELECT agent, status, steps, duration FROM
+		(SELECT substr(min(printf('%020d', e.seq) || e.agent), 21) AS agent,
+		        CASE WHEN sum(e.type = 'task.submitted') <= sum(e.type IN ('task.completed', 'task.failed'))
+		             THEN COALESCE(substr(max(CASE WHEN e.type LIKE 'task.%' THEN printf('%020d', e.seq) || e.type END), 21), '') ELSE '' END AS status,
+		        sum(e.type = 'model.requested' AND ` + ownEvent + `) AS steps,
+		        max(e.ts) - COALESCE(min(CASE WHEN e.seq >= COALESCE(e.at, 0) THEN e.ts END), min(e.ts)) AS duration
+		 FROM ` + eventsWithAgent("1", false) + `
+		 WHERE e.ts >= ? AND ` + eventNotNotes + ` GROUP BY e.session_id)
+		WHERE ? = '' OR agent = ?`
+
+	// reportMemory is the memory operations by tier and op. A memory write names
+	// its tier in its memory (memory.tier), a clear at the top: ClickHouse's
+	// visitParamExtractString finds either.
+	reportMemory = `SELECT COALESCE(` + payloadField("e", "$.memory.tier") + `, ` + payloadField("e", "$.tier") + `, ''), substr(e.type, 8), count(*)
+		FROM ` + eventsWithAgent("type LIKE 'memory.%'", true) + ` WHERE e.type LIKE 'memory.%' AND ` + eventWhere + ` GROUP BY 1, 2`
+)
 
 // Report implements eventlog.Analytics with SQL over the events table (JSON payloads
 // read with json_extract, payloadField); quantiles are computed from the fetched latencies.
@@ -77,15 +123,7 @@ func (l *Log) Report(ctx context.Context, f eventlog.StatsFilter) (*eventlog.Sta
 		}
 		return rows.Err()
 	}
-	// The calls are charged to the agent of their own task (eventsWithAgent), and
-	// a fork with its own calls only, not its parent's that it copied (ownEvent).
-	eventWhere := ownEvent + ` AND e.ts >= ? AND (? = '' OR e.agent = ?)`
-	err := q(`SELECT date(e.ts / 1000000, 'unixepoch'), e.agent, COALESCE(`+payloadField("e", "$.model")+`, ''),
-			count(*), total(`+payloadField("e", "$.usage.prompt_tokens")+`),
-			total(`+payloadField("e", "$.usage.completion_tokens")+`),
-			total(`+payloadField("e", "$.usage.cached_tokens")+`),
-			total(`+payloadField("e", "$.usage.cost_usd")+`)
-		FROM `+eventsWithAgent("type = 'model.responded'", true)+forks+` WHERE e.type = 'model.responded' AND `+eventWhere+` GROUP BY 1, 2, 3`,
+	err := q(reportModels,
 		func(scan func(...any) error) error {
 			var m eventlog.ModelUsage
 			var p, c, k float64
@@ -101,9 +139,7 @@ func (l *Log) Report(ctx context.Context, f eventlog.StatsFilter) (*eventlog.Sta
 	}
 	lat := map[string][]int64{}
 	tools := map[string]*eventlog.ToolUsage{}
-	err = q(`SELECT COALESCE(`+payloadField("e", "$.tool")+`, ''), COALESCE(`+payloadField("e", "$.latency_us")+`, 0),
-			COALESCE(`+payloadField("e", "$.error")+`, '') != ''
-		FROM `+eventsWithAgent("type = 'tool.completed'", true)+forks+` WHERE e.type = 'tool.completed' AND `+eventWhere,
+	err = q(reportTools,
 		func(scan func(...any) error) error {
 			var name string
 			var us int64
@@ -136,22 +172,7 @@ func (l *Log) Report(ctx context.Context, f eventlog.StatsFilter) (*eventlog.Sta
 	agents := map[string]*eventlog.SessionUsage{}
 	durations := map[string][]int64{}
 	steps := map[string]int64{}
-	// A session of the range is one with events in it, counted from those events,
-	// as the ClickHouse log counts it: its agent is that of its first event there
-	// (eventsWithAgent), its status that of its latest task.* event there, running
-	// while more tasks were submitted there than ended; its steps and duration are
-	// those of the range, and of a fork those from its session.forked event on (the
-	// events before it are its parent's, copied with their times: counted, a fork
-	// made minutes after its parent lasted those minutes).
-	err = q(`SELECT agent, status, steps, duration FROM
-		(SELECT substr(min(printf('%020d', e.seq) || e.agent), 21) AS agent,
-		        CASE WHEN sum(e.type = 'task.submitted') <= sum(e.type IN ('task.completed', 'task.failed'))
-		             THEN COALESCE(substr(max(CASE WHEN e.type LIKE 'task.%' THEN printf('%020d', e.seq) || e.type END), 21), '') ELSE '' END AS status,
-		        sum(e.type = 'model.requested' AND `+ownEvent+`) AS steps,
-		        max(e.ts) - COALESCE(min(CASE WHEN e.seq >= COALESCE(f.at, 0) THEN e.ts END), min(e.ts)) AS duration
-		 FROM `+eventsWithAgent("1", false)+forks+`
-		 WHERE e.ts >= ? AND `+eventNotNotes+` GROUP BY e.session_id)
-		WHERE ? = '' OR agent = ?`,
+	err = q(reportSessions,
 		func(scan func(...any) error) error {
 			var agent, status string
 			var st, dur int64
@@ -186,10 +207,7 @@ func (l *Log) Report(ctx context.Context, f eventlog.StatsFilter) (*eventlog.Sta
 		a.AvgSteps = float64(steps[name]) / float64(a.Sessions)
 		s.Sessions = append(s.Sessions, *a)
 	}
-	// A memory write names its tier in its memory (memory.tier), a clear at the
-	// top: ClickHouse's visitParamExtractString finds either.
-	err = q(`SELECT COALESCE(`+payloadField("e", "$.memory.tier")+`, `+payloadField("e", "$.tier")+`, ''), substr(e.type, 8), count(*)
-		FROM `+eventsWithAgent("type LIKE 'memory.%'", true)+forks+` WHERE e.type LIKE 'memory.%' AND `+eventWhere+` GROUP BY 1, 2`,
+	err = q(reportMemory,
 		func(scan func(...any) error) error {
 			var m eventlog.MemoryOps
 			if err := scan(&m.Tier, &m.Op, &m.Count); err != nil {
