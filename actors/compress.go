@@ -898,11 +898,12 @@ func (s *SessionState) compressedParts(a *Agent) (parts []sentPart, state string
 // facts extract keeps are a State item, after the conversation.
 func (s *SessionState) appendConversation(a *Agent, items []pctx.Item, start int) []pctx.Item {
 	if a.Context.Compression.Strategy == "" {
-		return s.appendTurns(items, start, 0)
+		return s.appendTurns(items, start, 0, a.Context.pairsAnswers())
 	}
 	parts, state := s.compressedParts(a)
 	first := len(items)
 	group, answering := "", map[string]bool{}
+	question := "" // the group of an earlier task's input whose answer is the next part
 	for k := range parts {
 		p := &parts[k]
 		if p.index < 0 {
@@ -927,6 +928,10 @@ func (s *SessionState) appendConversation(a *Agent, items []pctx.Item, start int
 		case i == start:
 			it.ID, it.Kind, it.Section, it.Pinned, it.Relevance = "task", pctx.KindTask, pctx.SectionTask, true, 1
 			group = ""
+		case question != "":
+			it.Group, question, group = question, "", ""
+		case a.Context.pairsAnswers() && s.answerPair(i, start) && k+1 < len(parts) && parts[k+1].index == i+1:
+			it.Group, question, group = it.ID, it.ID, ""
 		case len(m.ToolCalls) > 0:
 			group = it.ID
 			clear(answering)

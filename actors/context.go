@@ -147,6 +147,10 @@ func (e *PromptFitError) Error() string {
 		"%s, or widen the window (context.window)", what, e.Window, e.Reserved, fix)
 }
 
+// pairsAnswers reports whether o's contexts keep an earlier task's input and the
+// answer that follows it together (answerPair, rulesAnswerPairs).
+func (o ContextOptions) pairsAnswers() bool { return o.rules == 0 || o.rules >= rulesAnswerPairs }
+
 // options returns the builder's options of o.
 func (o ContextOptions) options() pctx.Options {
 	return pctx.Options{Window: o.Window, ReservedOutput: o.ReservedOutput, HistoryTurns: o.Compression.historyTurns(o.HistoryTurns),
@@ -488,7 +492,7 @@ func (s *SessionState) buildLoopContext(a *Agent, older bool) ([]messages.ChatMe
 		}
 	}
 	if from > 0 {
-		items = s.appendTurns(items, start, from)
+		items = s.appendTurns(items, start, from, a.Context.pairsAnswers())
 	} else {
 		items = s.appendConversation(a, items, start)
 	}
@@ -536,18 +540,20 @@ func (s *SessionState) loopItem(id string) (pctx.Item, bool) {
 
 // appendTurns appends the conversation's messages as items: the one at start (the
 // task's input) pinned, the others turns, grouped and the latest group after start
-// pinned.
+// pinned. With pairs, an earlier task's input and the answer that follows it
+// directly are a group too (answerPair).
 //
 // Only the messages from from on are appended (and the task's input when it comes
 // before them): from is 0, or the start of a message that begins no group's results
 // (olderTurns).
-func (s *SessionState) appendTurns(items []pctx.Item, start, from int) []pctx.Item {
+func (s *SessionState) appendTurns(items []pctx.Item, start, from int, pairs bool) []pctx.Item {
 	first := len(items)
 	if start < from && start < len(s.history) {
 		items = append(items, pctx.Item{ID: "task", Kind: pctx.KindTask, Section: pctx.SectionTask, Pinned: true, Pos: start,
 			Message: &s.history[start], Tokens: s.turnTokens(start), Relevance: 1})
 	}
 	group, calls := "", []messages.ToolCall(nil) // the group going on, and the calls its results answer
+	question := ""                               // the group of an earlier task's input whose answer is next
 	for i := from; i < len(s.history); i++ {
 		m := s.history[i]
 		it := pctx.Item{ID: s.turnID(i), Kind: pctx.KindTurn, Section: pctx.SectionContext, Pos: i,
@@ -556,6 +562,10 @@ func (s *SessionState) appendTurns(items []pctx.Item, start, from int) []pctx.It
 		case i == start:
 			it.ID, it.Kind, it.Section, it.Pinned, it.Relevance = "task", pctx.KindTask, pctx.SectionTask, true, 1
 			group = ""
+		case question != "":
+			it.Group, question, group = question, "", ""
+		case pairs && s.answerPair(i, start):
+			it.Group, question, group = it.ID, it.ID, ""
 		case len(m.ToolCalls) > 0:
 			group, calls = it.ID, m.ToolCalls
 			it.Group = group
@@ -577,6 +587,20 @@ func (s *SessionState) appendTurns(items []pctx.Item, start, from int) []pctx.It
 		}
 	}
 	return items
+}
+
+// answerPair reports whether the message at i is an earlier task's input (before
+// the running task's, start) whose answer follows it directly: an assistant message
+// without tool calls, also before start. The two go or stay together (rules
+// rulesAnswerPairs), so that no prompt sends an answer without the question it
+// answers: a run of answers after the system message tells the model nothing of
+// what they answer, and a chat template that wants the roles to alternate refuses it.
+func (s *SessionState) answerPair(i, start int) bool {
+	if i+1 >= start || i+1 >= len(s.history) || s.history[i].Role != messages.RoleUser {
+		return false
+	}
+	next := s.history[i+1]
+	return next.Role == messages.RoleAssistant && len(next.ToolCalls) == 0
 }
 
 // olderTurns returns how many of the conversation's first messages the history
@@ -616,6 +640,9 @@ func (s *SessionState) olderTurns(a *Agent, start int) int {
 	}
 	for from > 0 && s.history[from].Role == messages.RoleTool {
 		from--
+	}
+	if from > 0 && a.Context.pairsAnswers() && s.answerPair(from-1, start) {
+		from-- // an answer goes with its question
 	}
 	return max(from, 0)
 }

@@ -192,6 +192,11 @@ type LocalEffects struct {
 
 var _ Effects = (*LocalEffects)(nil)
 
+// modelGrace is how long a model call cancelled at its timeout has to answer
+// itself, with what it spent, before the timeout answers it (performer.grace): a
+// model's client returns at once when its context ends.
+const modelGrace = 250 * time.Millisecond
+
 // performer performs one kind of effect: its calls, their bound and their queue.
 type performer struct {
 	e       *LocalEffects // whose performer it is
@@ -209,6 +214,12 @@ type performer struct {
 	// timedOut is the error of a call that ran past the timeout; timeoutCause says
 	// after how long (made once: every call of the performer has the same timeout).
 	timedOut, timeoutCause error
+	// grace, when set, is how long a call cancelled at its timeout has to answer
+	// itself (its reply says what it spent: a model call that timed out after its
+	// request went out was billed its prompt) before the timeout answers it
+	// instead, as it answers at once a call of a performer without one. At most
+	// the timeout, so that no later call's deadline waits for it.
+	grace time.Duration
 	// oldest and newest end the list of the running calls, in the order they
 	// started; with one timeout for every call, that is the order of their
 	// deadlines. timer, made by the first call, fires at the oldest one's deadline
@@ -260,9 +271,18 @@ func (p *performer) ended(f *flight) {
 
 // withTimeoutCause sets p.timeoutCause from p.timedOut and p.timeout.
 func (p *performer) withTimeoutCause() *performer {
-	p.timeoutCause = fmt.Errorf("%w after %s", p.timedOut, p.timeout)
+	p.timeoutCause = deadlineError{fmt.Errorf("%w after %s", p.timedOut, p.timeout)}
 	return p
 }
+
+// deadlineError is the cause of a call's context that ended at its timeout: its
+// error, which is also context.DeadlineExceeded, as the cause of a context that
+// ended at its deadline would be, so that the code under the call (a model's
+// client counting what a timed-out request spent) knows it for one.
+type deadlineError struct{ err error }
+
+func (d deadlineError) Error() string   { return d.err.Error() }
+func (d deadlineError) Unwrap() []error { return []error{d.err, context.DeadlineExceeded} }
 
 // flight is one key's performance: queued, running, or done (and remembered).
 type flight struct {
@@ -284,6 +304,7 @@ type flight struct {
 	// and nextRun (performer.run).
 	running          bool
 	done             bool
+	overdue          bool // cancelled at its timeout, given its performer's grace to answer
 	prevRun, nextRun *flight
 	rep              messages.EffectReply
 	size             int // approximate memory of the remembered answer
@@ -373,6 +394,7 @@ func NewLocalEffects(cfg LocalEffectsConfig) *LocalEffects {
 				return messages.EffectReply{Model: name, Error: modelError(err.Error())}
 			},
 			panicked: func(r any) error { return fmt.Errorf("model %s panicked: %v", name, r) },
+			grace:    min(cfg.ModelTimeout, modelGrace),
 		}
 		e.model.withTimeoutCause()
 	}
@@ -697,38 +719,69 @@ func (c *callContext) run() {
 	rep := p.e.run(call, p, f.req)
 	if cause := context.Cause(c.Context); cause != nil && rep.Error != "" {
 		// The call failed because its context ended (the timeout, Cancel, Close):
-		// say why, whichever of the call and the timer answers first.
-		rep = p.failed(cause)
+		// say why, whichever of the call and the timer answers first, with what the
+		// call says it spent.
+		failed := p.failed(cause)
+		failed.Usage = rep.Usage
+		rep = failed
 	}
 	f.req = messages.EffectRequest{}
 	p.e.answer(f, rep)
 }
 
-// expire answers p's calls past their deadline with their timeout, as the end of
-// their context (the call itself is abandoned if it ignores it), then arms p's timer
-// for the oldest call still running. p's timer calls it.
+// expire ends p's calls past their deadline with their timeout, as the end of
+// their context, and answers them with it: at once, or, when p has a grace, once
+// the grace has passed and the call has not answered itself (the call is abandoned
+// if it ignores its context). Then it arms p's timer for the next deadline. p's
+// timer calls it.
 func (e *LocalEffects) expire(p *performer) {
 	type expired struct {
 		f      *flight
 		cancel context.CancelCauseFunc
+		answer bool
 	}
 	var due []expired
 	e.mu.Lock()
 	now := time.Now()
 	p.armed = false
-	for f := p.oldest; f != nil; f = p.oldest {
-		if left := f.began.Add(p.timeout).Sub(now); left > 0 {
-			p.timer.Reset(left)
-			p.armed = true
-			break
+	var next time.Time // the earliest deadline still ahead
+	ahead := func(t time.Time) {
+		if next.IsZero() || t.Before(next) {
+			next = t
 		}
-		p.ended(f)
-		due = append(due, expired{f, f.cancel})
+	}
+	for f := p.oldest; f != nil; {
+		later := f.nextRun
+		deadline := f.began.Add(p.timeout)
+		if f.overdue {
+			deadline = deadline.Add(p.grace)
+		}
+		switch {
+		case deadline.After(now):
+			ahead(deadline)
+			if !f.overdue {
+				later = nil // the calls after it started later: none is due
+			}
+		case p.grace > 0 && !f.overdue:
+			f.overdue = true
+			due = append(due, expired{f: f, cancel: f.cancel})
+			ahead(deadline.Add(p.grace))
+		default:
+			p.ended(f)
+			due = append(due, expired{f: f, cancel: f.cancel, answer: true})
+		}
+		f = later
+	}
+	if !next.IsZero() {
+		p.timer.Reset(next.Sub(now))
+		p.armed = true
 	}
 	e.mu.Unlock()
 	for _, d := range due {
 		d.cancel(p.timeoutCause)
-		e.answer(d.f, p.failed(p.timeoutCause))
+		if d.answer {
+			e.answer(d.f, p.failed(p.timeoutCause))
+		}
 	}
 }
 

@@ -279,7 +279,16 @@ import (
 //     critic's retry quotes its unreadable verdict clipped to its head and
 //     tail, as a planner's retry does from 6: under 1 to 14 it was quoted whole
 //     (a 1 MiB answer sent back to the critic whole).
-const ContextRules = 15
+//   - 16: an earlier task's input and the answer that follows it directly (an
+//     assistant message without tool calls) go or stay together in a context
+//     (context.go's answerPair), as a tool call and its results do: under 1 to
+//     15 a question too large for what was left of the budget was dropped and
+//     its short answer kept, so that a session of long questions sent the
+//     system message, then its answers in a row without a question, which
+//     tells the model nothing of what they answer and which a chat template
+//     that wants the roles to alternate refuses. Prompts are version 15's but
+//     for that.
+const ContextRules = 16
 
 // The versions of the rules whose changes the code tests for by name (ContextRules
 // lists them all).
@@ -457,6 +466,10 @@ const (
 	// members finished in, and two runs of one task gave that member's model
 	// different prompts.
 	rulesTeamAnswerOrder = 15
+	// rulesAnswerPairs is the version whose contexts keep an earlier task's input
+	// and the answer that follows it together (answerPair): older rules could
+	// send the answer alone.
+	rulesAnswerPairs = 16
 )
 
 // MarksRemembered reports whether a node recording new tasks under decision

@@ -186,17 +186,19 @@ func (m *Model) Generate(ctx context.Context, req llm.Request) (llm.Response, er
 	return llm.Response{Message: msg, Usage: usage(cc.Usage), FinishReason: llm.AbnormalFinish(cc.Choices[0].FinishReason)}, nil
 }
 
-// timedOutSpend is what a whole (not streamed) call that failed spent (llm.Model):
-// when the request went out whole and the call timed out (Config.Timeout or the
-// caller's deadline) before an HTTP error came, the provider took the prompt and
-// bills it, answer or not, though it reported nothing: its prompt, estimated
-// (llm.EstimateTokens), as a stream that stalled is (estimatedUsage). Nothing for
-// any other failure.
+// timedOutSpend is what a whole call that failed spent (llm.Model), or a stream
+// that failed before its first chunk: when the request went out whole and the
+// call timed out (Config.Timeout or the caller's deadline, or a cause of the
+// caller's context that is context.DeadlineExceeded: a timer's) before an HTTP
+// error came, the provider took the prompt and bills it, answer or not, though it
+// reported nothing: its prompt, estimated (llm.EstimateTokens), as a stream that
+// stalled is (estimatedUsage). Nothing for any other failure.
 func timedOutSpend(req llm.Request, parent, call context.Context, x *exchange) llm.Response {
 	x.mu.Lock()
 	wrote, status := x.wrote, x.status
 	x.mu.Unlock()
-	timedOut := context.Cause(call) == errCallTimeout || errors.Is(parent.Err(), context.DeadlineExceeded)
+	timedOut := context.Cause(call) == errCallTimeout || errors.Is(parent.Err(), context.DeadlineExceeded) ||
+		errors.Is(context.Cause(parent), context.DeadlineExceeded)
 	if !wrote || status >= 400 || !timedOut {
 		return llm.Response{}
 	}

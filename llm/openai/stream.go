@@ -52,7 +52,9 @@ var _ Streamer = (*Model)(nil)
 // delivered belong to no answer: a retry streams again from the start. An error from
 // onDelta stops the stream and is returned (wrapped) as is. A failure returns what
 // the call spent (llm.Model): the usage the provider reported, or, when it began
-// answering and reported none, an estimate of the prompt and of what it streamed.
+// answering and reported none, an estimate of the prompt and of what it streamed,
+// or, when it timed out before its first chunk, its request sent, an estimate of
+// the prompt (timedOutSpend).
 func (m *Model) Stream(ctx context.Context, req llm.Request, onDelta func(Delta) error) (llm.Response, error) {
 	const op = "stream"
 	if err := ctx.Err(); err != nil {
@@ -93,7 +95,7 @@ func (m *Model) Stream(ctx context.Context, req llm.Request, onDelta func(Delta)
 		err = send()
 	}
 	if err != nil {
-		return llm.Response{}, m.who.classify(op, ctx, call, x, err)
+		return timedOutSpend(req, ctx, call, x), m.who.classify(op, ctx, call, x, err)
 	}
 	if raw == nil || raw.Body == nil {
 		return llm.Response{}, m.who.errorf(op, "%w: no response body", ErrMalformedResponse)
@@ -213,11 +215,16 @@ func (m *Model) Stream(ctx context.Context, req llm.Request, onDelta func(Delta)
 	// A failed call returns the usage the provider reported before it failed
 	// (llm.Model): a stream cut after its usage chunk, an answer refused.
 	spent := llm.Response{Usage: usage(u)}
-	if !reported && began {
+	switch {
+	case !reported && began:
 		// The provider took the prompt and began answering, then stalled or was
 		// cut before its usage chunk: it bills what it took and streamed all the
 		// same, so the failure says so, estimated (llm.EstimateTokens).
 		spent.Usage = estimatedUsage(req, acc.ChatCompletion)
+	case !reported:
+		// It timed out before its first chunk, its request sent: the provider
+		// took the prompt, as of a whole call that timed out (timedOutSpend).
+		spent = timedOutSpend(req, ctx, call, x)
 	}
 	cc := acc.ChatCompletion
 	// An answer whose every choice finished is whole, though the stream closed (or
