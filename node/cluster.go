@@ -330,6 +330,8 @@ func (n *Node) Revoked() {
 	if d.stopping > 0 {
 		abandoned = append(abandoned, fmt.Sprintf("%d of %d session actors still stopping", d.stopping, d.sessions))
 	}
+	// Their tasks run on the partitions' next owners now (troupe_tasks_running).
+	n.metrics.sessions.handedOver()
 	n.cfg.Logger.Info("partitions revoked; sessions handed over", "node", n.cfg.NodeID, "sessions", d.sessions,
 		"effects_abandoned_sessions", d.late, "took", time.Since(start).Round(time.Millisecond))
 	if !n.handOver(held, deadline) {

@@ -217,6 +217,19 @@ func (m *sessionMetrics) recovered(_ string, events []messages.Envelope) {
 	}
 }
 
+// handedOver forgets the running tasks: the node handed every session over
+// (Node.Revoked), and a task of theirs ends on the partitions' next owner, which
+// counts it running meanwhile (recovered). One whose session comes back here is
+// counted again as its session folds.
+func (m *sessionMetrics) handedOver() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for task, a := range m.taskAgent {
+		a.running.Dec()
+		delete(m.taskAgent, task)
+	}
+}
+
 func (m *sessionMetrics) submitted(e *messages.Envelope) {
 	raw, _ := jsonField(e.Payload, "agent")
 	m.mu.Lock()

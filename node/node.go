@@ -1008,6 +1008,9 @@ var errPermanent = errors.New("permanent failure")
 // CancelRequest to handleCancel), forwards it when it was read from a partition
 // other than its session's, and otherwise hands the task to its session.
 func (n *Node) handleTask(msg *message.Message) error {
+	// Every reader of the record below (the ingress, the readers of commands, the
+	// refusals that answer a task's client) reads its JSON after any byte order mark.
+	msg.Payload = trimByteOrderMark(msg.Payload)
 	if repeated := msg.Metadata.Get(messages.MetaRepeatedHeaders); repeated != "" {
 		// A record that gives a header different values (kcat -H type=task.submitted
 		// -H type=task.cancel) reaches the node with the last one only: run as it,
