@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/messages"
@@ -134,8 +135,27 @@ func (lr *lineReader) next() ([]byte, error) {
 		}
 		lr.line++
 		line = bytes.TrimSuffix(line, []byte("\n"))
-		return bytes.TrimSuffix(line, []byte("\r")), nil
+		line = bytes.TrimSuffix(line, []byte("\r"))
+		if !utf8.Valid(line) {
+			// A node writes UTF-8 only; another byte would be stored as it is
+			// and read back as another text (U+FFFD), so it is refused.
+			return nil, fmt.Errorf("line %d is not UTF-8 (at byte %d): an export is UTF-8 text", lr.line, invalidUTF8At(line))
+		}
+		return line, nil
 	}
+}
+
+// invalidUTF8At returns the offset of the first byte of b that starts no UTF-8
+// character, or -1 when b is UTF-8.
+func invalidUTF8At(b []byte) int {
+	for i := 0; i < len(b); {
+		r, size := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && size == 1 {
+			return i
+		}
+		i += size
+	}
+	return -1
 }
 
 // readExport parses and fully validates an export: the header, every envelope and its
