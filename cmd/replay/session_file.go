@@ -315,6 +315,9 @@ func scanExport(r io.Reader, batch func(events []messages.Envelope) error) (h ex
 		return h, nil, fmt.Errorf("%w: export format version %d is newer than this build reads (%d)", ErrBadExport, h.Version, exportVersion)
 	case h.Version < 1:
 		return h, nil, fmt.Errorf("%w: export format version %d is invalid", ErrBadExport, h.Version)
+	case h.Events < 1:
+		// An export holds a session, which has one event at least.
+		return h, nil, fmt.Errorf("%w: line 1: %d events: an export holds one at least", ErrBadExport, h.Events)
 	case h.Configs < 0 || h.Configs > 0 && h.Version < 2:
 		return h, nil, fmt.Errorf("%w: line 1: %d configurations in an export of version %d", ErrBadExport, h.Configs, h.Version)
 	case h.SessionID == "":
@@ -396,9 +399,6 @@ func scanExport(r io.Reader, batch func(events []messages.Envelope) error) (h ex
 	}
 	if events != h.Events || len(configs) != h.Configs {
 		return h, nil, fmt.Errorf("%w: the header promises %d events and %d configurations, the file has %d and %d (truncated?)", ErrBadExport, h.Events, h.Configs, events, len(configs))
-	}
-	if events == 0 {
-		return h, nil, fmt.Errorf("%w: no events", ErrBadExport)
 	}
 	return h, configs, nil
 }
