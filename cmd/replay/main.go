@@ -554,6 +554,11 @@ func summary(p messages.Payload) string {
 		return "completed: " + clip(p.Output) + spentBy(p.SubAgentsUsage, "its sub-agents")
 	case *messages.TaskFailed:
 		return fmt.Sprintf("failed (%s): %s", p.Reason, clip(p.Error)) + spentBy(p.SubAgentsUsage, "its sub-agents")
+	case *messages.SessionForked:
+		if p.ShiftUS != 0 {
+			return fmt.Sprintf("forked from %s at seq %d (its deadlines moved by %s)", clip(p.ParentID), p.AtSeq, time.Duration(p.ShiftUS)*time.Microsecond)
+		}
+		return fmt.Sprintf("forked from %s at seq %d", clip(p.ParentID), p.AtSeq)
 	case *messages.TeamStateUpdated:
 		return fmt.Sprintf("team state %s %s.%s by %s: %s", p.Op, p.Section, p.Key, p.By, clip(p.Value))
 	case *messages.KBDocumentIngested:
