@@ -372,6 +372,10 @@ func scanExport(r io.Reader, batch func(events []messages.Envelope) error) (h ex
 		if e.Payload, err = json.Marshal(e.Payload); err != nil {
 			return h, nil, fmt.Errorf("%w: line %d: %w", ErrBadExport, line, err)
 		}
+		if string(e.Payload) == "null" {
+			// Decoded, it is an event with no field set: a node records an object.
+			return h, nil, fmt.Errorf("%w: line %d: a %s event whose payload is null", ErrBadExport, line, e.Type)
+		}
 		p, err := e.Decode()
 		if err != nil {
 			return h, nil, fmt.Errorf("%w: line %d: %w", ErrBadExport, line, err)
