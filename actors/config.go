@@ -51,8 +51,10 @@ func (a *Agent) configOf(rules int) messages.AgentConfig {
 	return c
 }
 
-// configDigest returns the SHA-256 of c's JSON, hex-encoded.
-func configDigest(c *messages.AgentConfig) string {
+// ConfigDigest returns the SHA-256 of c's JSON, hex-encoded: the digest a task
+// records (messages.TaskSubmitted.ConfigDigest) and its configuration's stream is
+// named by (messages.ConfigStream).
+func ConfigDigest(c *messages.AgentConfig) string {
 	b, err := json.Marshal(c)
 	if err != nil { // strings and integers: it cannot fail
 		return ""
@@ -195,7 +197,7 @@ func (s *SessionState) memoDigest(key, name string, rules int) string {
 	d := ""
 	if a, ok := s.agents.For(name); ok {
 		c := a.configOf(rules)
-		d = configDigest(&c)
+		d = ConfigDigest(&c)
 	}
 	if s.digests == nil {
 		s.digests = map[string]string{}
@@ -274,7 +276,7 @@ func (s *SessionState) restoreSecrets(c *messages.AgentConfig, digest string) (*
 			}
 		}
 		filled.SystemPrompt = b.String()
-		if configDigest(&filled) == digest {
+		if ConfigDigest(&filled) == digest {
 			return &filled, true
 		}
 		i := 0
@@ -476,7 +478,7 @@ func liveConfigs(as *Agents) map[string]bool {
 	if as.recordRules() >= rulesRoster && supportedRules(rulesRoster-1) {
 		for _, a := range append([]Agent{as.Default}, slices.Collect(maps.Values(as.Named))...) {
 			c := a.configOf(rulesRoster - 1)
-			out[configDigest(&c)] = true
+			out[ConfigDigest(&c)] = true
 		}
 	}
 	return out

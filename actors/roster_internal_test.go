@@ -24,7 +24,7 @@ func TestRosterRecordedFromRules10(t *testing.T) {
 		if a.Name == "lead" && len(now.Roster) != 2 || a.Name == "critic" && now.CriticPrompt != DefaultCriticPrompt {
 			t.Errorf("%s under rules 10 records %+v", a.Name, now)
 		}
-		if !live[configDigest(&old)] || !live[configDigest(&now)] {
+		if !live[ConfigDigest(&old)] || !live[ConfigDigest(&now)] {
 			t.Errorf("%s: the live digests lack a form: %v", a.Name, live)
 		}
 	}

@@ -963,7 +963,7 @@ func (a *SessionActor) storeConfig(task messages.Payload) error {
 		return nil
 	}
 	c := ag.configOf(rulesOf(p))
-	if configDigest(&c) != p.ConfigDigest {
+	if ConfigDigest(&c) != p.ConfigDigest {
 		return nil // not this node's configuration: stampConfig set none such
 	}
 	e, err := messages.ConfigRecordedEvent(p.ConfigDigest, c, a.deps.Clock.Now().UnixMicro())

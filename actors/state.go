@@ -132,10 +132,10 @@ type Agents struct {
 func (as Agents) withDigests() Agents {
 	as.digests = make(map[string]string, 1+len(as.Named))
 	c := as.Default.configOf(as.recordRules())
-	as.digests[""] = configDigest(&c)
+	as.digests[""] = ConfigDigest(&c)
 	for name, a := range as.Named {
 		c := a.configOf(as.recordRules())
-		as.digests[name] = configDigest(&c)
+		as.digests[name] = ConfigDigest(&c)
 	}
 	return as
 }

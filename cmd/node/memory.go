@@ -253,7 +253,7 @@ func memoryCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		}
 		fmt.Fprintf(stdout, "memory %s in %s\n", printable(ans.ID), ans.Namespace)
 		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "SEQ\tAT\tCHANGE\tREASON\tCONTENT")
+		fmt.Fprintln(tw, "SEQ\tAT\tCHANGE\tREASON\tCONTENT\tBY")
 		for _, c := range ans.History {
 			content := ""
 			if c.Memory != nil {
@@ -264,7 +264,13 @@ func memoryCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 				reason += " [" + strings.Join(c.Related, ", ") + "]"
 			}
 			reason = oneLine(reason, 200)
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", c.Seq, c.At.UTC().Format(time.RFC3339), c.Type, reason, content)
+			// BY: the key the change was made under, the session's event, the
+			// client's request or the consolidation run ("-" for none).
+			by := "-"
+			if c.Key != "" {
+				by = oneLine(c.Key, 80)
+			}
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", c.Seq, c.At.UTC().Format(time.RFC3339), c.Type, reason, content, by)
 		}
 		_ = tw.Flush()
 	}

@@ -978,7 +978,8 @@ func planImport(ctx context.Context, src func() (io.ReadCloser, error), unfinish
 // then its events as src's export is read again, a batch at a time, and the
 // events parking its tasks (the session is never in the log with them
 // running), through a sessionWriter: in one append when the session is within
-// bound, else a batch at a time, its first event last. An append that fails
+// bound, the configurations with it (a refused append writes none of them),
+// else a batch at a time after them, its first event last. An append that fails
 // part way leaves the session without its first event, which no node resumes,
 // and which the same import completes.
 func (plan *importPlan) write(ctx context.Context, log eventlog.Log, src func() (io.ReadCloser, error), bound appendBound) error {
@@ -993,11 +994,20 @@ func (plan *importPlan) write(ctx context.Context, log eventlog.Log, src func() 
 	if len(existing) > 0 && existing[0].Seq == 1 {
 		return fmt.Errorf("session %s already exists in this log; fork it instead, or import into another log", id)
 	}
-	// One the log holds already is left as it is (the same event, or the first
-	// of a digest's).
-	for _, c := range plan.configs {
-		if err := log.Append(ctx, []messages.Envelope{c}); err != nil && !errors.Is(err, eventlog.ErrSeqConflict) {
-			return err
+	w := &sessionWriter{log: log, whole: bound.fits(plan.events+len(plan.parked), plan.bytes+messages.PayloadBytes(plan.parked))}
+	if w.whole {
+		// In the session's one append, before its events: all of it is
+		// written or none, the configurations too when the log refuses the
+		// session (an event ID taken). One the log holds already is left as
+		// it is (the same ID at the same seq: a no-op).
+		w.held = append(w.held, plan.configs...)
+	} else {
+		// One the log holds already is left as it is (the same event, or the
+		// first of a digest's).
+		for _, c := range plan.configs {
+			if err := log.Append(ctx, []messages.Envelope{c}); err != nil && !errors.Is(err, eventlog.ErrSeqConflict) {
+				return err
+			}
 		}
 	}
 	f, err := src()
@@ -1005,7 +1015,6 @@ func (plan *importPlan) write(ctx context.Context, log eventlog.Log, src func() 
 		return err
 	}
 	defer f.Close()
-	w := &sessionWriter{log: log, whole: bound.fits(plan.events+len(plan.parked), plan.bytes+messages.PayloadBytes(plan.parked))}
 	read := 0
 	_, _, err = scanExport(ctxReader{ctx: ctx, r: f}, func(batch []messages.Envelope) error {
 		if batch[0].SessionID != id || read+len(batch) > plan.events {

@@ -138,12 +138,14 @@ func TestVerifyASessionWhoseConfigurationChangedSince(t *testing.T) {
 // An export's configurations are read back as written, and one that is not the
 // one event of its digest's stream is refused, the whole file with it.
 func TestExportCarriesConfigurations(t *testing.T) {
-	task, err := messages.NewEnvelope(&messages.TaskSubmitted{Input: "hi", Rules: 7, ConfigDigest: strings.Repeat("ab", 32)})
+	cfg := messages.AgentConfig{SystemPrompt: "You file."}
+	digest := actors.ConfigDigest(&cfg)
+	task, err := messages.NewEnvelope(&messages.TaskSubmitted{Input: "hi", Rules: 7, ConfigDigest: digest})
 	if err != nil {
 		t.Fatal(err)
 	}
 	task.ID, task.SessionID, task.Seq, task.TS = "s/1", "s", 1, 1
-	good, err := messages.ConfigRecordedEvent(strings.Repeat("ab", 32), messages.AgentConfig{SystemPrompt: "You file."}, 2)
+	good, err := messages.ConfigRecordedEvent(digest, cfg, 2)
 	if err != nil {
 		t.Fatal(err)
 	}

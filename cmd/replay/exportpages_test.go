@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/troupe-run/troupe/actors"
 	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/eventlog/clickhouse"
 	"github.com/troupe-run/troupe/eventlog/clickhouse/chtest"
@@ -103,7 +104,10 @@ type pagedSession struct {
 func newPagedSession(t *testing.T) pagedSession {
 	t.Helper()
 	const session, n = "paged", 2600
-	digestA, digestB, digestLost, digestLate := strings.Repeat("cd", 32), strings.Repeat("ab", 32), strings.Repeat("ef", 32), strings.Repeat("12", 32)
+	// Each configuration under its own digest (import checks it); digestLost
+	// names one no stream holds.
+	cfgA, cfgB, cfgLate := messages.AgentConfig{SystemPrompt: "You are A."}, messages.AgentConfig{SystemPrompt: "You are B."}, messages.AgentConfig{SystemPrompt: "You are late."}
+	digestA, digestB, digestLost, digestLate := actors.ConfigDigest(&cfgA), actors.ConfigDigest(&cfgB), strings.Repeat("ef", 32), actors.ConfigDigest(&cfgLate)
 	event := func(seq uint64, p *messages.TaskSubmitted) messages.Envelope {
 		e, err := messages.NewEnvelope(p)
 		if err != nil {
@@ -130,14 +134,26 @@ func newPagedSession(t *testing.T) pagedSession {
 		}
 		events = append(events, event(seq, p))
 	}
+	named := []struct {
+		digest string
+		config messages.AgentConfig
+	}{{digestA, cfgA}, {digestB, cfgB}}
+	if digestB < digestA { // digest order
+		named[0], named[1] = named[1], named[0]
+	}
 	var configs []messages.Envelope
-	for _, d := range []string{digestB, digestA, digestLate} { // digest order
-		c, err := messages.ConfigRecordedEvent(d, messages.AgentConfig{SystemPrompt: "You are " + d[:2] + "."}, 5)
+	for _, n := range named {
+		c, err := messages.ConfigRecordedEvent(n.digest, n.config, 5)
 		if err != nil {
 			t.Fatal(err)
 		}
 		configs = append(configs, c)
 	}
+	late, err := messages.ConfigRecordedEvent(digestLate, cfgLate, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	configs = append(configs, late)
 	var want bytes.Buffer
 	if err := writeExport(&want, events, configs[:2]...); err != nil {
 		t.Fatal(err)

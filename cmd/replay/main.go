@@ -554,6 +554,11 @@ func summary(p messages.Payload) string {
 		return "completed: " + clip(p.Output) + spentBy(p.SubAgentsUsage, "its sub-agents")
 	case *messages.TaskFailed:
 		return fmt.Sprintf("failed (%s): %s", p.Reason, clip(p.Error)) + spentBy(p.SubAgentsUsage, "its sub-agents")
+	case *messages.SessionForked:
+		if p.ShiftUS != 0 {
+			return fmt.Sprintf("forked from %s at seq %d (its deadlines moved by %s)", clip(p.ParentID), p.AtSeq, time.Duration(p.ShiftUS)*time.Microsecond)
+		}
+		return fmt.Sprintf("forked from %s at seq %d", clip(p.ParentID), p.AtSeq)
 	case *messages.TeamStateUpdated:
 		return fmt.Sprintf("team state %s %s.%s by %s: %s", p.Op, p.Section, p.Key, p.By, clip(p.Value))
 	case *messages.KBDocumentIngested:
@@ -574,6 +579,40 @@ func summary(p messages.Payload) string {
 			clip(p.Source), clip(p.Reason), p.Bytes, len(p.Chunks), tokens, p.Embedder)
 	case *messages.KBDocumentRemoved:
 		return fmt.Sprintf("document %s removed (%s)", clip(p.Source), clip(p.Reason))
+	case *messages.MemoryAdded:
+		return fmt.Sprintf("added %s: %s", memoryRecord(p.Memory, clip), memoryWhy(p.Reason, p.Key, clip))
+	case *messages.MemoryUpdated:
+		return fmt.Sprintf("updated %s: %s", memoryRecord(p.Memory, clip), memoryWhy(p.Reason, p.Key, clip))
+	case *messages.MemoryForgotten:
+		return fmt.Sprintf("forgot %s: %s", clip(strings.Join(p.MemoryIDs, ", ")), memoryWhy(p.Reason, p.Key, clip))
+	case *messages.MemoryMerged:
+		return fmt.Sprintf("merged %s into %s: %s", clip(strings.Join(p.Merged, ", ")), p.Memory.MemoryID, memoryWhy(p.Reason, p.Key, clip))
+	case *messages.MemoryPromoted:
+		return fmt.Sprintf("promoted %s from %s to %s: %s", p.Memory.MemoryID, p.From, p.Memory.Tier, memoryWhy(p.Reason, p.Key, clip))
+	case *messages.MemoryDistilled:
+		var from []string
+		for _, s := range p.Memory.Sources {
+			if s.Kind == "memory" {
+				from = append(from, s.ID)
+			}
+		}
+		return fmt.Sprintf("distilled %s into %s: %s", clip(strings.Join(from, ", ")), memoryRecord(p.Memory, clip), memoryWhy(p.Reason, p.Key, clip))
+	case *messages.MemoryInvalidated:
+		by := ""
+		if p.By != "" {
+			by = " by " + p.By
+		}
+		return fmt.Sprintf("invalidated %s%s: %s", p.MemoryID, by, memoryWhy(p.Reason, p.Key, clip))
+	case *messages.MemoryCleared:
+		tier := "every tier"
+		if p.Tier != "" {
+			tier = "the " + p.Tier + " tier"
+		}
+		return fmt.Sprintf("cleared %s: %s", tier, memoryWhy(p.Reason, p.Key, clip))
+	case *messages.MemoryBlockSet:
+		return fmt.Sprintf("core block %s set: %s: %s", clip(p.Label), clip(p.Value), memoryWhy(p.Reason, p.Key, clip))
+	case *messages.MemoryBlockDeleted:
+		return fmt.Sprintf("core block %s deleted: %s", clip(p.Label), memoryWhy(p.Reason, p.Key, clip))
 	case *messages.MemoryRemembered:
 		// A turn's write after task that wrote nothing: its reason and the
 		// turn's key, which no memory's history lists. Or an Add under a
@@ -586,6 +625,22 @@ func summary(p messages.Payload) string {
 		return fmt.Sprintf("%s (%s)", clip(p.Reason), clip(p.Key))
 	}
 	return ""
+}
+
+// memoryRecord names a memory as a change left it: its ID, tier and content.
+func memoryRecord(m messages.MemoryRecord, clip func(string) string) string {
+	return fmt.Sprintf("%s (%s): %s", m.MemoryID, m.Tier, clip(m.Content))
+}
+
+// memoryWhy says why a memory changed and under which key (the session's event,
+// the client's request or the consolidation run that made the change), the key
+// as a memory's history shows it: a client's, without its request's digest.
+func memoryWhy(reason, key string, clip func(string) string) string {
+	if key == "" {
+		return clip(reason)
+	}
+	key, _ = memory.ClientKey(key)
+	return fmt.Sprintf("%s (%s)", clip(reason), clip(key))
 }
 
 // linkChildren names, on each delegate call of the timeline, the child session it

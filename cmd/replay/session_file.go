@@ -10,10 +10,13 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"unicode/utf8"
 
+	"github.com/troupe-run/troupe/actors"
 	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
+	"github.com/troupe-run/troupe/redact"
 )
 
 // The export format: JSON lines. The first line is a header; each further line is one
@@ -134,8 +137,27 @@ func (lr *lineReader) next() ([]byte, error) {
 		}
 		lr.line++
 		line = bytes.TrimSuffix(line, []byte("\n"))
-		return bytes.TrimSuffix(line, []byte("\r")), nil
+		line = bytes.TrimSuffix(line, []byte("\r"))
+		if !utf8.Valid(line) {
+			// A node writes UTF-8 only; another byte would be stored as it is
+			// and read back as another text (U+FFFD), so it is refused.
+			return nil, fmt.Errorf("line %d is not UTF-8 (at byte %d): an export is UTF-8 text", lr.line, invalidUTF8At(line))
+		}
+		return line, nil
 	}
+}
+
+// invalidUTF8At returns the offset of the first byte of b that starts no UTF-8
+// character, or -1 when b is UTF-8.
+func invalidUTF8At(b []byte) int {
+	for i := 0; i < len(b); {
+		r, size := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && size == 1 {
+			return i
+		}
+		i += size
+	}
+	return -1
 }
 
 // readExport parses and fully validates an export: the header, every envelope and its
@@ -293,6 +315,9 @@ func scanExport(r io.Reader, batch func(events []messages.Envelope) error) (h ex
 		return h, nil, fmt.Errorf("%w: export format version %d is newer than this build reads (%d)", ErrBadExport, h.Version, exportVersion)
 	case h.Version < 1:
 		return h, nil, fmt.Errorf("%w: export format version %d is invalid", ErrBadExport, h.Version)
+	case h.Events < 1:
+		// An export holds a session, which has one event at least.
+		return h, nil, fmt.Errorf("%w: line 1: %d events: an export holds one at least", ErrBadExport, h.Events)
 	case h.Configs < 0 || h.Configs > 0 && h.Version < 2:
 		return h, nil, fmt.Errorf("%w: line 1: %d configurations in an export of version %d", ErrBadExport, h.Configs, h.Version)
 	case h.SessionID == "":
@@ -347,6 +372,10 @@ func scanExport(r io.Reader, batch func(events []messages.Envelope) error) (h ex
 		if e.Payload, err = json.Marshal(e.Payload); err != nil {
 			return h, nil, fmt.Errorf("%w: line %d: %w", ErrBadExport, line, err)
 		}
+		if string(e.Payload) == "null" {
+			// Decoded, it is an event with no field set: a node records an object.
+			return h, nil, fmt.Errorf("%w: line %d: a %s event whose payload is null", ErrBadExport, line, e.Type)
+		}
 		p, err := e.Decode()
 		if err != nil {
 			return h, nil, fmt.Errorf("%w: line %d: %w", ErrBadExport, line, err)
@@ -375,9 +404,6 @@ func scanExport(r io.Reader, batch func(events []messages.Envelope) error) (h ex
 	if events != h.Events || len(configs) != h.Configs {
 		return h, nil, fmt.Errorf("%w: the header promises %d events and %d configurations, the file has %d and %d (truncated?)", ErrBadExport, h.Events, h.Configs, events, len(configs))
 	}
-	if events == 0 {
-		return h, nil, fmt.Errorf("%w: no events", ErrBadExport)
-	}
 	return h, configs, nil
 }
 
@@ -392,6 +418,10 @@ func checkConfigEvent(e messages.Envelope, p messages.Payload) error {
 		return fmt.Errorf("the configuration %q in stream %q", c.Digest, e.SessionID)
 	case e.Seq != 1 || e.ID != e.SessionID+"/1":
 		return fmt.Errorf("the configuration %s at seq %d, ID %q: want seq 1, ID %s/1", c.Digest, e.Seq, e.ID, e.SessionID)
+	case !bytes.Contains(e.Payload, []byte(redact.Redacted)) && actors.ConfigDigest(&c.Config) != c.Digest:
+		// A configuration whose secrets were redacted as it was stored has
+		// another digest than its content's; any other is its digest's.
+		return fmt.Errorf("the configuration in stream %s is not the one of its digest: it was changed", e.SessionID)
 	}
 	return nil
 }

@@ -1,0 +1,69 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/troupe-run/troupe/node"
+	"github.com/troupe-run/troupe/node/nodetest"
+)
+
+// A configuration's stream holds the configuration of its digest, which every
+// session whose tasks name the digest folds. An export whose configuration was
+// changed under its digest is refused, and nothing is written: before, import
+// stored it, and a task of any session of the log that named the digest (a node
+// running that configuration later writes the same event, which the log keeps
+// once) was re-decided, forked and resumed with the changed one. A configuration
+// whose secrets were redacted as it was recorded cannot be checked against its
+// digest, and still imports.
+func TestImportRefusesAConfigurationChangedUnderItsDigest(t *testing.T) {
+	src := t.TempDir()
+	id := recordSession(t, src, "What is 12 * (7 + 5)?")
+	file := filepath.Join(t.TempDir(), "s.jsonl")
+	if code, _, errs := replay(t, "export", id, "--data", src, "--out", file); code != 0 {
+		t.Fatal(errs)
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(b, []byte(node.DefaultSystemPrompt)) {
+		t.Fatalf("the export holds no configuration with the default prompt:\n%s", b)
+	}
+	changed := bytes.Replace(b, []byte(node.DefaultSystemPrompt), []byte("Answer every question with 42."), 1)
+	if err := os.WriteFile(file, changed, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	code, out, errs := replay(t, "import", file, "--data", dir)
+	if code != 1 || out != "" || !strings.Contains(errs, "config/") || !strings.Contains(errs, "digest") {
+		t.Errorf("import: exit %d, stdout %q, stderr %q; want exit 1 and an error naming the configuration and its digest", code, out, errs)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "events.db")); err == nil {
+		if got := readAll(t, dir); len(got) != 0 {
+			t.Errorf("the log holds %d streams after a refused import", len(got))
+		}
+	}
+
+	// A prompt with a secret: the configuration is stored redacted.
+	const secret = "sk-proj-Zq8vN3xT5rL2mK9wY4bH7cJ1dF6gA0sE"
+	src = t.TempDir()
+	n, stop := nodetest.StartWithStop(t, node.Config{DataDir: src, SystemPrompt: "Deploy with the key " + secret + " only.", Secrets: []string{secret}})
+	sid := fmt.Sprintf("rec-%d", time.Now().UnixNano())
+	nodetest.Run(t, n, sid, "What is 2 + 2?")
+	stop()
+	if code, _, errs := replay(t, "export", sid, "--data", src, "--out", file); code != 0 {
+		t.Fatal(errs)
+	}
+	if b, err = os.ReadFile(file); err != nil || !bytes.Contains(b, []byte("[REDACTED]")) || bytes.Contains(b, []byte(secret)) {
+		t.Fatalf("export of a prompt with a secret: %v\n%s", err, b)
+	}
+	if code, out, errs := replay(t, "import", file, "--data", t.TempDir()); code != 0 {
+		t.Errorf("import of a redacted configuration: exit %d, %q, %q", code, out, errs)
+	}
+}
