@@ -4,13 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"slices"
 	"strings"
 	"sync/atomic"
+	"unicode/utf8"
 
 	"github.com/troupe-run/troupe/actors"
 	"github.com/troupe-run/troupe/llm"
@@ -459,13 +458,13 @@ func (t loadTools) Call(ctx context.Context, c tools.Call) (string, error) {
 	var a struct {
 		Group string `json:"group"`
 	}
-	if err := decode(actors.ToolLoadTools, c.Arguments, `{"group": "mcp:github"}`, &a); err != nil {
+	if err := decode(t.Spec(), c.Arguments, &a); err != nil {
 		return "", err
 	}
 	v := t.d.current()
 	i := slices.IndexFunc(v.groups, func(g group) bool { return g.name == a.Group })
 	if i < 0 {
-		return "", &tools.ArgumentError{Tool: actors.ToolLoadTools, Reason: fmt.Sprintf("no group is named %q; the groups are %s", a.Group, strings.Join(v.groupNames(), ", "))}
+		return "", &tools.ArgumentError{Tool: actors.ToolLoadTools, Reason: fmt.Sprintf("no group is named %q; the groups are %s", clip(a.Group), strings.Join(v.groupNames(), ", "))}
 	}
 	return result(loadResult{Group: a.Group, Loaded: v.groups[i].tools, Note: "these tools are in your tool list now"})
 }
@@ -482,7 +481,7 @@ func (t searchTools) Call(ctx context.Context, c tools.Call) (string, error) {
 		Query string `json:"query"`
 		Limit int    `json:"limit"`
 	}
-	if err := decode(actors.ToolSearchTools, c.Arguments, `{"query": "create an issue in a repository"}`, &a); err != nil {
+	if err := decode(t.Spec(), c.Arguments, &a); err != nil {
 		return "", err
 	}
 	if strings.TrimSpace(a.Query) == "" {
@@ -544,21 +543,30 @@ func result(r loadResult) (string, error) {
 	return string(b), err
 }
 
-// decode reads a model's arguments into v: one JSON object without unknown fields.
-func decode(tool, raw, example string, v any) error {
-	if strings.TrimSpace(raw) == "" {
-		raw = "{}"
-	}
-	dec := json.NewDecoder(strings.NewReader(raw))
-	dec.DisallowUnknownFields()
-	err := dec.Decode(v)
-	if err == nil {
-		if _, e := dec.Token(); !errors.Is(e, io.EOF) {
-			err = errors.New("unexpected text after the JSON object")
-		}
-	}
+// decode reads a model's arguments for spec's schema as every tool's are read
+// (tools.ArgumentParser: a wrong type, an unknown field or a key written twice is an
+// error naming the field, "3" for an integer is 3), into v.
+func decode(spec messages.ToolSpec, raw string, v any) error {
+	p, err := tools.NewArgumentParser(spec.Name, spec.Parameters, 0)
 	if err != nil {
-		return &tools.ArgumentError{Tool: tool, Reason: strings.TrimPrefix(err.Error(), "json: ") + "; expected a JSON object such as " + example}
+		return err
+	}
+	b, err := p.ParseJSON(raw)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return &tools.ArgumentError{Tool: spec.Name, Reason: err.Error()}
 	}
 	return nil
+}
+
+// clip is s cut to at most maxQuoted runes, with "…" when cut: a name the model
+// wrote, quoted back to it in an error.
+func clip(s string) string {
+	const maxQuoted = 100
+	if utf8.RuneCountInString(s) <= maxQuoted {
+		return s
+	}
+	return string([]rune(s)[:maxQuoted]) + "…"
 }

@@ -1,0 +1,61 @@
+package disclosure_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/troupe-run/troupe/tools"
+	"github.com/troupe-run/troupe/tools/disclosure"
+)
+
+// load_tools and search_tools read their arguments as every tool's are read: a
+// wrong type or a key written twice is an error naming the field (not the
+// decoder's words about Go struct fields, nor the last of two keys taken), a
+// number written as a string is taken ("3" for the integer limit), and an unknown
+// group's name is quoted clipped, not echoed whole into the model's context.
+func TestDisclosureToolsReadArgumentsAsEveryToolDoes(t *testing.T) {
+	type none struct{}
+	echo := tools.MustFunc("echo", "Echoes a message back.", func(_ context.Context, _ none) (string, error) { return "", nil },
+		tools.WithSource("mcp:ev"))
+	byName := func(d *disclosure.Disclosure, name string) tools.Tool {
+		for _, tl := range d.Tools() {
+			if tl.Spec().Name == name {
+				return tl
+			}
+		}
+		t.Fatalf("no tool %s", name)
+		return nil
+	}
+	search, err := disclosure.New(disclosure.Search, []tools.Tool{echo})
+	if err != nil {
+		t.Fatal(err)
+	}
+	catalog, err := disclosure.New(disclosure.Catalog, []tools.Tool{echo})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, lt := byName(search, "search_tools"), byName(catalog, "load_tools")
+	ctx := context.Background()
+	for _, c := range []struct {
+		tool      tools.Tool
+		args      string
+		want, not string
+	}{
+		{st, `{"query":{"a":1}}`, `"query" must be a string`, "Go struct"},
+		{st, `{"query":"echo","limit":true}`, `"limit" must be an integer`, "Go struct"},
+		{st, `{"query":"nothing","query":"echo"}`, `the key "query" appears twice`, ""},
+		{lt, `{"group":["mcp:ev"]}`, `"group" must be a string`, "Go struct"},
+		{lt, `{"group":"nope","group":"mcp:ev"}`, `the key "group" appears twice`, ""},
+		{lt, `{"group":"` + strings.Repeat("x", 10000) + `"}`, `no group is named "xxx`, strings.Repeat("x", 1000)},
+	} {
+		out, err := c.tool.Call(ctx, tools.Call{Key: "s/1", Arguments: c.args})
+		if !errors.Is(err, tools.ErrInvalidArguments) || !strings.Contains(err.Error(), c.want) || c.not != "" && strings.Contains(err.Error(), c.not) {
+			t.Errorf("%s(%.80s): %q, %v; want an error saying %s", c.tool.Spec().Name, c.args, out, err, c.want)
+		}
+	}
+	if out, err := st.Call(ctx, tools.Call{Key: "s/2", Arguments: `{"query":"echo","limit":"3"}`}); err != nil || !strings.Contains(out, `"loaded":["echo"]`) {
+		t.Errorf(`search_tools with "limit":"3": %q, %v; want the limit taken as 3`, out, err)
+	}
+}
