@@ -458,7 +458,7 @@ func (t loadTools) Call(ctx context.Context, c tools.Call) (string, error) {
 	var a struct {
 		Group string `json:"group"`
 	}
-	if err := decode(t.Spec(), c.Arguments, &a); err != nil {
+	if err := tools.DecodeArguments(t.Spec(), c.Arguments, &a); err != nil {
 		return "", err
 	}
 	v := t.d.current()
@@ -481,7 +481,7 @@ func (t searchTools) Call(ctx context.Context, c tools.Call) (string, error) {
 		Query string `json:"query"`
 		Limit int    `json:"limit"`
 	}
-	if err := decode(t.Spec(), c.Arguments, &a); err != nil {
+	if err := tools.DecodeArguments(t.Spec(), c.Arguments, &a); err != nil {
 		return "", err
 	}
 	if strings.TrimSpace(a.Query) == "" {
@@ -541,24 +541,6 @@ func (t callTool) Call(ctx context.Context, c tools.Call) (string, error) {
 func result(r loadResult) (string, error) {
 	b, err := json.Marshal(r)
 	return string(b), err
-}
-
-// decode reads a model's arguments for spec's schema as every tool's are read
-// (tools.ArgumentParser: a wrong type, an unknown field or a key written twice is an
-// error naming the field, "3" for an integer is 3), into v.
-func decode(spec messages.ToolSpec, raw string, v any) error {
-	p, err := tools.NewArgumentParser(spec.Name, spec.Parameters, 0)
-	if err != nil {
-		return err
-	}
-	b, err := p.ParseJSON(raw)
-	if err != nil {
-		return err
-	}
-	if err := json.Unmarshal(b, v); err != nil {
-		return &tools.ArgumentError{Tool: spec.Name, Reason: err.Error()}
-	}
-	return nil
 }
 
 // clip is s cut to at most maxQuoted runes, with "…" when cut: a name the model
