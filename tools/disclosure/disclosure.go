@@ -493,7 +493,9 @@ func (t searchTools) Call(ctx context.Context, c tools.Call) (string, error) {
 	if a.Limit < 1 || a.Limit > 20 {
 		return "", &tools.ArgumentError{Tool: actors.ToolSearchTools, Reason: fmt.Sprintf(`"limit" is %d: want 1 to 20`, a.Limit)}
 	}
-	r := loadResult{Query: a.Query, Loaded: []string{}, Note: "no tool matches; try other words"}
+	// The query is quoted cut: the result is cut at the tool's output bound before
+	// it is recorded, and a long query quoted whole cut off the tools loaded.
+	r := loadResult{Query: clip(a.Query), Loaded: []string{}, Note: "no tool matches; try other words"}
 	hits, ranking := t.d.Search(ctx, a.Query, a.Limit)
 	for _, h := range hits {
 		r.Loaded = append(r.Loaded, h.Name)
@@ -543,8 +545,8 @@ func result(r loadResult) (string, error) {
 	return string(b), err
 }
 
-// clip is s cut to at most maxQuoted runes, with "…" when cut: a name the model
-// wrote, quoted back to it in an error.
+// clip is s cut to at most maxQuoted runes, with "…" when cut: a name or a query
+// the model wrote, quoted back to it.
 func clip(s string) string {
 	const maxQuoted = 100
 	if utf8.RuneCountInString(s) <= maxQuoted {

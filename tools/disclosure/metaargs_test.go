@@ -2,7 +2,9 @@ package disclosure_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -57,5 +59,37 @@ func TestDisclosureToolsReadArgumentsAsEveryToolDoes(t *testing.T) {
 	}
 	if out, err := st.Call(ctx, tools.Call{Key: "s/2", Arguments: `{"query":"echo","limit":"3"}`}); err != nil || !strings.Contains(out, `"loaded":["echo"]`) {
 		t.Errorf(`search_tools with "limit":"3": %q, %v; want the limit taken as 3`, out, err)
+	}
+}
+
+// search_tools quotes a long query back cut, so that its result stays small: the
+// result is cut at the tool's output bound (64 KiB) before it is recorded, and a
+// query echoed whole past it cut off the tools loaded, which the model then never
+// read and the session never folded (the result no longer parsed).
+func TestSearchToolsResultQuotesALongQueryCut(t *testing.T) {
+	type none struct{}
+	echo := tools.MustFunc("echo", "Echoes a message back.", func(_ context.Context, _ none) (string, error) { return "", nil },
+		tools.WithSource("mcp:ev"))
+	d, err := disclosure.New(disclosure.Search, []tools.Tool{echo})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st tools.Tool
+	for _, tl := range d.Tools() {
+		if tl.Spec().Name == "search_tools" {
+			st = tl
+		}
+	}
+	query := strings.Repeat("echo a message back ", 5000) // 100 KB
+	out, err := st.Call(context.Background(), tools.Call{Key: "s/1", Arguments: `{"query":"` + query + `"}`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r struct {
+		Query  string   `json:"query"`
+		Loaded []string `json:"loaded"`
+	}
+	if err := json.Unmarshal([]byte(out), &r); err != nil || len(out) > 2048 || !slices.Contains(r.Loaded, "echo") || !strings.HasSuffix(r.Query, "…") {
+		t.Fatalf("search_tools for a 100 KB query answered %d bytes (%v): %.300s", len(out), err, out)
 	}
 }
