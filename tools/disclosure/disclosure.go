@@ -448,6 +448,12 @@ func (loadTools) Source() string   { return "builtin" }
 func (searchTools) Source() string { return "builtin" }
 func (callTool) Source() string    { return "builtin" }
 
+// Limits lets load_tools' result name every tool of a group whole: the node cuts a
+// result at its tool's MaxOutput before it records it, and cut it would no longer
+// parse, so the session would load none of the group (actors.ParseToolLoad). A group
+// is at most an MCP server's tools: 1000 by default, of names of up to 64 bytes.
+func (loadTools) Limits() tools.CallLimits { return tools.CallLimits{MaxOutput: 1 << 20} }
+
 func (loadTools) Spec() messages.ToolSpec {
 	return messages.ToolSpec{Name: actors.ToolLoadTools,
 		Description: "Adds the tools of a group listed in the system prompt to your tool list, for the rest of the session.",

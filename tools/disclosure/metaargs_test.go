@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -91,5 +92,38 @@ func TestSearchToolsResultQuotesALongQueryCut(t *testing.T) {
 	}
 	if err := json.Unmarshal([]byte(out), &r); err != nil || len(out) > 2048 || !slices.Contains(r.Loaded, "echo") || !strings.HasSuffix(r.Query, "…") {
 		t.Fatalf("search_tools for a 100 KB query answered %d bytes (%v): %.300s", len(out), err, out)
+	}
+}
+
+// load_tools' result names every tool of the group whole, under the output bound
+// the node cuts results at before it records them: a group of 1000 tools (an MCP
+// server's most) with long names passed the default 64 KiB, and a result cut there
+// no longer parsed, so the session loaded none of the group.
+func TestLoadToolsResultOfALargeGroupIsNotCut(t *testing.T) {
+	type none struct{}
+	var ts []tools.Tool
+	for i := range 1000 {
+		name := fmt.Sprintf("big__%s_%04d", strings.Repeat("t", 54), i)
+		ts = append(ts, tools.MustFunc(name, "A tool.", func(_ context.Context, _ none) (string, error) { return "", nil }, tools.WithSource("mcp:big")))
+	}
+	d, err := disclosure.New(disclosure.Catalog, ts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lt tools.Tool
+	for _, tl := range d.Tools() {
+		if tl.Spec().Name == "load_tools" {
+			lt = tl
+		}
+	}
+	out, err := tools.CallLimited(context.Background(), lt, "load_tools", tools.Call{Key: "s/1", Arguments: `{"group":"mcp:big"}`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r struct {
+		Loaded []string `json:"loaded"`
+	}
+	if err := json.Unmarshal([]byte(out), &r); err != nil || len(r.Loaded) != 1000 {
+		t.Fatalf("load_tools of 1000 tools answered %d bytes, %d tools (%v): …%s", len(out), len(r.Loaded), err, out[max(0, len(out)-120):])
 	}
 }
