@@ -314,6 +314,11 @@ type server struct {
 	skipped  []string
 	offer    remoteOffer // its resources, templates and prompts, for a Server (proxy.go)
 	stderr   *lineLogger // a stdio server's stderr, of its last connection
+	// noticed counts the list_changed notifications of the server (askRefresh),
+	// listedUpTo how many of them the last listing to end covers (the count when
+	// it began), and listed closes when listedUpTo grows (awaitListing).
+	noticed, listedUpTo uint64
+	listed              chan struct{}
 }
 
 func (s *server) status() ServerStatus {
@@ -428,6 +433,8 @@ func (s *server) connect(ctx context.Context) (*sdk.ClientSession, error) {
 // serve waits for the session to end, listing the server's offer again when it says
 // it changed. It returns why the session ended.
 func (s *server) serve(ctx context.Context, cs *sdk.ClientSession) error {
+	// The calls waiting for a listing wait no more once the connection ended.
+	defer func() { s.listedTo(s.noticedCount()) }()
 	ended := make(chan error, 1)
 	go func() { ended <- cs.Wait() }()
 	// A list_changed within RelistInterval of the last listing's start waits
@@ -476,10 +483,79 @@ func (s *server) serve(ctx context.Context, cs *sdk.ClientSession) error {
 	}
 }
 
+// listChangedMethods are the notifications after which the server's offer is
+// listed again.
+var listChangedMethods = map[string]bool{
+	"notifications/tools/list_changed":     true,
+	"notifications/prompts/list_changed":   true,
+	"notifications/resources/list_changed": true,
+}
+
+// askRefresh counts a list_changed of the server and asks its connection's loop
+// to list its offer again.
 func (s *server) askRefresh() {
+	s.mu.Lock()
+	s.noticed++
+	s.mu.Unlock()
 	select {
 	case s.refresh <- struct{}{}:
 	default:
+	}
+}
+
+// noticedCount returns how many list_changed notifications the server sent.
+func (s *server) noticedCount() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.noticed
+}
+
+// listedTo records that a listing (or a connection) ended that covers the first
+// n notifications, waking the calls that wait for them (awaitListing).
+func (s *server) listedTo(n uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if n > s.listedUpTo {
+		s.listedUpTo = n
+		if s.listed != nil {
+			close(s.listed)
+			s.listed = nil
+		}
+	}
+}
+
+// awaitListing waits, when the server sent a list_changed since the count
+// before (a call that changed the server's tools says so before it answers), until
+// a listing that covers it has ended, so that the call's result reaches the agent
+// with the new list in the catalog; at most the listing's own bound (RelistInterval,
+// then ConnectTimeout), or until ctx ends or the connection does.
+func (s *server) awaitListing(ctx context.Context, before uint64) {
+	bound := time.NewTimer(s.c.cfg.RelistInterval + s.c.cfg.ConnectTimeout)
+	defer bound.Stop()
+	s.mu.Lock()
+	target := s.noticed
+	s.mu.Unlock()
+	if target <= before {
+		return
+	}
+	for {
+		s.mu.Lock()
+		if s.listedUpTo >= target {
+			s.mu.Unlock()
+			return
+		}
+		if s.listed == nil {
+			s.listed = make(chan struct{})
+		}
+		listed := s.listed
+		s.mu.Unlock()
+		select {
+		case <-listed:
+		case <-ctx.Done():
+			return
+		case <-bound.C:
+			return
+		}
 	}
 }
 
@@ -636,7 +712,8 @@ func (s *server) transport() sdk.Transport {
 		// end waiting on it once the server exited.
 		cmd.WaitDelay = time.Second
 		ownGroup(cmd)
-		return &stdioTransport{cmd: cmd, terminate: 2 * time.Second, log: s.c.cfg.Logger.With("mcp_server", s.name), sent: &s.sent, taskOnly: &s.taskOnly}
+		return &stdioTransport{cmd: cmd, terminate: 2 * time.Second, log: s.c.cfg.Logger.With("mcp_server", s.name), sent: &s.sent, taskOnly: &s.taskOnly,
+			listChanged: s.askRefresh}
 	}
 	var rt http.RoundTripper = boundedBodies{base: http.DefaultTransport, taskOnly: &s.taskOnly}
 	if len(s.cfg.Headers) > 0 {
@@ -663,9 +740,13 @@ type stdioConn struct {
 	sent *sentKeys // the keys of the tool calls written whole; nil: none kept
 	// taskOnly notes the task-only tools of the answers to tools/list (nil: none).
 	taskOnly *taskOnlyTools
-	once     sync.Once
-	err      error
-	aborted  atomic.Bool
+	// listChanged is called with each list_changed notification read (nil: not
+	// called): here, before the answer that follows it is read, where the SDK's
+	// handler of the notification runs apart from the answers.
+	listChanged func()
+	once        sync.Once
+	err         error
+	aborted     atomic.Bool
 }
 
 // Write writes msg, and closes the connection when the write is still blocked
@@ -710,9 +791,12 @@ func (c *stdioConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 }
 
 // Read reads the next message, noting the task-only tools of a tools/list's
-// answer.
+// answer and the list_changed notifications.
 func (c *stdioConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	msg, err := c.Connection.Read(ctx)
+	if req, ok := msg.(*jsonrpc.Request); ok && c.listChanged != nil && listChangedMethods[req.Method] {
+		c.listChanged()
+	}
 	if resp, ok := msg.(*jsonrpc.Response); ok && c.taskOnly != nil && len(resp.Result) > 0 &&
 		bytes.Contains(resp.Result, []byte(`"tools"`)) {
 		c.taskOnly.note(resp.Result)

@@ -33,6 +33,9 @@ type stdioTransport struct {
 	log       *slog.Logger
 	sent      *sentKeys // the keys of the tool calls written whole (stdioConn)
 	taskOnly  *taskOnlyTools
+	// listChanged is called with each list_changed notification as it is read,
+	// before the messages after it (stdioConn.Read); nil: not called.
+	listChanged func()
 }
 
 func (t *stdioTransport) Connect(ctx context.Context) (sdk.Connection, error) {
@@ -56,7 +59,7 @@ func (t *stdioTransport) Connect(ctx context.Context) (sdk.Connection, error) {
 		stopGroup(t.cmd)
 		return nil, err
 	}
-	return &stdioConn{Connection: conn, cmd: t.cmd, sent: t.sent, taskOnly: t.taskOnly}, nil
+	return &stdioConn{Connection: conn, cmd: t.cmd, sent: t.sent, taskOnly: t.taskOnly, listChanged: t.listChanged}, nil
 }
 
 // serverStdin is a stdio server's stdin. Closing it ends the server as the MCP

@@ -43,6 +43,9 @@ const (
 // list lists the server's tools, resources and prompts on cs and makes them the
 // server's tools in the catalog.
 func (s *server) list(ctx context.Context, cs *sdk.ClientSession) error {
+	// The notifications before this listing are covered when it ends, well or
+	// not (a failed listing keeps the last list: waiting longer would not help).
+	defer s.listedTo(s.noticedCount())
 	caps := &sdk.ServerCapabilities{}
 	if r := cs.InitializeResult(); r != nil && r.Capabilities != nil {
 		caps = r.Capabilities
@@ -441,11 +444,17 @@ func (t *remoteTool) Call(ctx context.Context, c tools.Call) (string, error) {
 		}
 	}
 	var res *sdk.CallToolResult
+	noticed := t.srv.noticedCount()
 	err = t.srv.doOnce(ctx, func(cs *sdk.ClientSession) error {
 		var err error
 		res, err = cs.CallTool(ctx, params)
 		return err
 	}, sent)
+	if err == nil {
+		// A tool that changed the server's tools (a toolset it enabled) said so
+		// before it answered: its result comes with the new list in the catalog.
+		t.srv.awaitListing(ctx, noticed)
+	}
 	if err != nil {
 		return "", fmt.Errorf("mcp server %q, tool %q: %w", t.srv.name, t.remote, err)
 	}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/troupe-run/troupe/messages"
 )
 
 // ArgumentError says what was wrong with a tool's arguments, in words a model can act
@@ -78,4 +80,23 @@ func jsonKind(kind string) string {
 		return "array"
 	}
 	return "number"
+}
+
+// DecodeArguments reads a model's arguments raw for spec's schema as every tool's
+// are read (ArgumentParser: a wrong type, an unknown field or a key written twice is
+// an *ArgumentError naming the field; "3" for an integer is 3; empty text is {}),
+// into v: for a tool that decodes its own arguments into a Go value.
+func DecodeArguments(spec messages.ToolSpec, raw string, v any) error {
+	p, err := NewArgumentParser(spec.Name, spec.Parameters, 0)
+	if err != nil {
+		return err
+	}
+	b, err := p.ParseJSON(raw)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return &ArgumentError{Tool: spec.Name, Reason: unfitReason(err)}
+	}
+	return nil
 }

@@ -3,9 +3,13 @@ package tools
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
+	"math"
+	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -153,7 +157,7 @@ func Func[A, R any](name, description string, fn func(context.Context, A) (R, er
 	t.call = func(ctx context.Context, tool string, raw []byte) (string, error) {
 		var args A
 		if err := json.Unmarshal(raw, &args); err != nil {
-			return "", &ArgumentError{Tool: tool, Reason: "the arguments do not fit the function: " + strings.TrimPrefix(err.Error(), "json: ")}
+			return "", &ArgumentError{Tool: tool, Reason: unfitReason(err)}
 		}
 		r, err := fn(ctx, args)
 		if err != nil {
@@ -316,4 +320,25 @@ func loneInJSONString(written, parsed any, path string, depth int) (string, stri
 		}
 	}
 	return "", "", false
+}
+
+// unfitReason says why the checked arguments did not decode into the function's
+// argument type. An integer outside its Go type's range (an int64 or uint64 field's
+// schema has no bounds: 1e19 passes as an integer) is named with the range, as a
+// schema's minimum and maximum are said; anything else in the decoder's words.
+func unfitReason(err error) string {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) && te.Field != "" && te.Type != nil && strings.HasPrefix(te.Value, "number ") {
+		var lo, hi string
+		switch bits := te.Type.Bits; te.Type.Kind() {
+		case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+			lo, hi = strconv.FormatInt(math.MinInt64>>(64-bits()), 10), strconv.FormatInt(math.MaxInt64>>(64-bits()), 10)
+		case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+			lo, hi = "0", strconv.FormatUint(math.MaxUint64>>(64-bits()), 10)
+		}
+		if hi != "" {
+			return fmt.Sprintf("%q must be an integer from %s to %s, not %s", te.Field, lo, hi, strings.TrimPrefix(te.Value, "number "))
+		}
+	}
+	return "the arguments do not fit the function: " + strings.TrimPrefix(err.Error(), "json: ")
 }

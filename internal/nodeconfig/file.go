@@ -624,6 +624,16 @@ func (fc File) Validate() error {
 	if err := tools.ValidateChains(fc.Chains); err != nil {
 		bad("chains", "%w", err)
 	}
+	for _, c := range fc.Chains {
+		// "<server>__<tool>" is the server's: the catalog would drop its tool of
+		// that name for the chain's, saying nothing.
+		if server, tool, ok := strings.Cut(c.Name, mcp.Separator); ok && tool != "" {
+			if _, configured := fc.MCPServers[server]; configured {
+				bad("chains", "chain %q: the name is MCP server %q's to give a tool (\"%s%s<tool>\", mcp_servers), and the chain would hide its tool of that name: name the chain otherwise",
+					c.Name, server, server, mcp.Separator)
+			}
+		}
+	}
 	errs = append(errs, fc.Memory.validate()...)
 	errs = append(errs, fc.Knowledge.validate()...)
 	errs = append(errs, fc.validateHTTP()...)

@@ -4,13 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"slices"
 	"strings"
 	"sync/atomic"
+	"unicode/utf8"
 
 	"github.com/troupe-run/troupe/actors"
 	"github.com/troupe-run/troupe/llm"
@@ -449,6 +448,12 @@ func (loadTools) Source() string   { return "builtin" }
 func (searchTools) Source() string { return "builtin" }
 func (callTool) Source() string    { return "builtin" }
 
+// Limits lets load_tools' result name every tool of a group whole: the node cuts a
+// result at its tool's MaxOutput before it records it, and cut it would no longer
+// parse, so the session would load none of the group (actors.ParseToolLoad). A group
+// is at most an MCP server's tools: 1000 by default, of names of up to 64 bytes.
+func (loadTools) Limits() tools.CallLimits { return tools.CallLimits{MaxOutput: 1 << 20} }
+
 func (loadTools) Spec() messages.ToolSpec {
 	return messages.ToolSpec{Name: actors.ToolLoadTools,
 		Description: "Adds the tools of a group listed in the system prompt to your tool list, for the rest of the session.",
@@ -459,13 +464,13 @@ func (t loadTools) Call(ctx context.Context, c tools.Call) (string, error) {
 	var a struct {
 		Group string `json:"group"`
 	}
-	if err := decode(actors.ToolLoadTools, c.Arguments, `{"group": "mcp:github"}`, &a); err != nil {
+	if err := tools.DecodeArguments(t.Spec(), c.Arguments, &a); err != nil {
 		return "", err
 	}
 	v := t.d.current()
 	i := slices.IndexFunc(v.groups, func(g group) bool { return g.name == a.Group })
 	if i < 0 {
-		return "", &tools.ArgumentError{Tool: actors.ToolLoadTools, Reason: fmt.Sprintf("no group is named %q; the groups are %s", a.Group, strings.Join(v.groupNames(), ", "))}
+		return "", &tools.ArgumentError{Tool: actors.ToolLoadTools, Reason: fmt.Sprintf("no group is named %q; the groups are %s", clip(a.Group), strings.Join(v.groupNames(), ", "))}
 	}
 	return result(loadResult{Group: a.Group, Loaded: v.groups[i].tools, Note: "these tools are in your tool list now"})
 }
@@ -482,7 +487,7 @@ func (t searchTools) Call(ctx context.Context, c tools.Call) (string, error) {
 		Query string `json:"query"`
 		Limit int    `json:"limit"`
 	}
-	if err := decode(actors.ToolSearchTools, c.Arguments, `{"query": "create an issue in a repository"}`, &a); err != nil {
+	if err := tools.DecodeArguments(t.Spec(), c.Arguments, &a); err != nil {
 		return "", err
 	}
 	if strings.TrimSpace(a.Query) == "" {
@@ -494,7 +499,9 @@ func (t searchTools) Call(ctx context.Context, c tools.Call) (string, error) {
 	if a.Limit < 1 || a.Limit > 20 {
 		return "", &tools.ArgumentError{Tool: actors.ToolSearchTools, Reason: fmt.Sprintf(`"limit" is %d: want 1 to 20`, a.Limit)}
 	}
-	r := loadResult{Query: a.Query, Loaded: []string{}, Note: "no tool matches; try other words"}
+	// The query is quoted cut: the result is cut at the tool's output bound before
+	// it is recorded, and a long query quoted whole cut off the tools loaded.
+	r := loadResult{Query: clip(a.Query), Loaded: []string{}, Note: "no tool matches; try other words"}
 	hits, ranking := t.d.Search(ctx, a.Query, a.Limit)
 	for _, h := range hits {
 		r.Loaded = append(r.Loaded, h.Name)
@@ -544,21 +551,12 @@ func result(r loadResult) (string, error) {
 	return string(b), err
 }
 
-// decode reads a model's arguments into v: one JSON object without unknown fields.
-func decode(tool, raw, example string, v any) error {
-	if strings.TrimSpace(raw) == "" {
-		raw = "{}"
+// clip is s cut to at most maxQuoted runes, with "…" when cut: a name or a query
+// the model wrote, quoted back to it.
+func clip(s string) string {
+	const maxQuoted = 100
+	if utf8.RuneCountInString(s) <= maxQuoted {
+		return s
 	}
-	dec := json.NewDecoder(strings.NewReader(raw))
-	dec.DisallowUnknownFields()
-	err := dec.Decode(v)
-	if err == nil {
-		if _, e := dec.Token(); !errors.Is(e, io.EOF) {
-			err = errors.New("unexpected text after the JSON object")
-		}
-	}
-	if err != nil {
-		return &tools.ArgumentError{Tool: tool, Reason: strings.TrimPrefix(err.Error(), "json: ") + "; expected a JSON object such as " + example}
-	}
-	return nil
+	return string([]rune(s)[:maxQuoted]) + "…"
 }

@@ -3,9 +3,7 @@ package skills
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"strings"
 
 	"github.com/troupe-run/troupe/messages"
@@ -54,7 +52,7 @@ func (t loadSkill) Call(ctx context.Context, c tools.Call) (string, error) {
 	var a struct {
 		Name string `json:"name"`
 	}
-	if err := decode(ToolLoadSkill, c.Arguments, `{"name": "pdf-forms"}`, &a); err != nil {
+	if err := tools.DecodeArguments(t.Spec(), c.Arguments, &a); err != nil {
 		return "", err
 	}
 	if a.Name == "" {
@@ -87,7 +85,7 @@ func (t readSkillFile) Call(ctx context.Context, c tools.Call) (string, error) {
 		Skill string `json:"skill"`
 		Path  string `json:"path"`
 	}
-	if err := decode(ToolReadFile, c.Arguments, `{"skill": "pdf-forms", "path": "references/fields.md"}`, &a); err != nil {
+	if err := tools.DecodeArguments(t.Spec(), c.Arguments, &a); err != nil {
 		return "", err
 	}
 	if a.Skill == "" {
@@ -110,30 +108,11 @@ func (t runSkillScript) Call(ctx context.Context, c tools.Call) (string, error) 
 		Script string   `json:"script"`
 		Args   []string `json:"args"`
 	}
-	if err := decode(ToolRunScript, c.Arguments, `{"skill": "pdf-forms", "script": "scripts/fill.py", "args": ["form.pdf"]}`, &a); err != nil {
+	if err := tools.DecodeArguments(t.Spec(), c.Arguments, &a); err != nil {
 		return "", err
 	}
 	if a.Skill == "" {
 		return "", &tools.ArgumentError{Tool: ToolRunScript, Reason: `"skill" is required`}
 	}
 	return t.s.RunScript(ctx, a.Skill, a.Script, a.Args)
-}
-
-// decode reads a model's arguments into v: one JSON object without unknown fields.
-func decode(tool, raw, example string, v any) error {
-	if strings.TrimSpace(raw) == "" {
-		raw = "{}"
-	}
-	d := json.NewDecoder(strings.NewReader(raw))
-	d.DisallowUnknownFields()
-	err := d.Decode(v)
-	if err == nil {
-		if _, e := d.Token(); !errors.Is(e, io.EOF) {
-			err = errors.New("unexpected text after the JSON object")
-		}
-	}
-	if err != nil {
-		return &tools.ArgumentError{Tool: tool, Reason: strings.TrimPrefix(err.Error(), "json: ") + "; expected a JSON object such as " + example}
-	}
-	return nil
 }
