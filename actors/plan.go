@@ -75,13 +75,29 @@ var (
 // planText returns the JSON of a planner's answer under decision rules: from
 // rules 15 (rulesJSONBody) the object holding "steps" as a verdict's is read
 // (jsonBody: the whole answer, a fence's, or the one that starts at the first
-// '{' or ends at the last '}'); under older rules the content of its first
+// '{' or ends at the last '}'), and when that is no plan (isPlanObject) the
+// first ```json fence's content as under 14, else the first object that is one
+// (planObject); under older rules the content of its first
 // ```json fence when it has one, else the text from its first '{' to its last
 // '}', so that braces in the prose before the plan ("the {{s1}} syntax") made
 // it unreadable and cost a retry.
 func planText(rules int, answer string) string {
 	if rules >= rulesJSONBody {
-		return jsonBody(rules, answer, "steps")
+		body := jsonBody(rules, answer, "steps")
+		if isPlanObject(body) {
+			return body
+		}
+		// jsonBody takes a "```" in the prose for a fence, and tries the
+		// objectTries innermost '{' before the last '}' only: a plan of more
+		// objects than that after prose holding braces ("{{s1}}"), or fenced
+		// after prose naming a "```", is found here.
+		if m := jsonFence.FindStringSubmatch(answer); m != nil && isPlanObject(strings.TrimSpace(m[1])) {
+			return strings.TrimSpace(m[1])
+		}
+		if plan, ok := planObject(answer); ok {
+			return plan
+		}
+		return body
 	}
 	if m := jsonFence.FindStringSubmatch(answer); m != nil {
 		return strings.TrimSpace(m[1])
@@ -91,6 +107,48 @@ func planText(rules int, answer string) string {
 		return strings.TrimSpace(answer)
 	}
 	return answer[i : j+1]
+}
+
+// isPlanObject reports whether text is a JSON object whose "steps" is a
+// non-empty array: a plan, not an example's {"steps": []}.
+func isPlanObject(text string) bool {
+	if !strings.HasPrefix(text, "{") {
+		return false
+	}
+	var p struct {
+		Steps []json.RawMessage `json:"steps"`
+	}
+	return json.Unmarshal([]byte(text), &p) == nil && len(p.Steps) > 0
+}
+
+// planObject returns the first JSON object in answer that is a plan
+// (isPlanObject), trying the '{' that open a key ('{' then '"', spaces
+// between), objectTries of them at most: prose braces ("{{s1}}") cost no
+// read, and an object read whole that is no plan is stepped over.
+func planObject(answer string) (string, bool) {
+	for at, tries := 0, 0; tries < objectTries; {
+		i := strings.IndexByte(answer[at:], '{')
+		if i < 0 {
+			break
+		}
+		at += i
+		if rest := strings.TrimLeft(answer[at+1:], " \t\r\n"); !strings.HasPrefix(rest, `"`) {
+			at++
+			continue
+		}
+		tries++
+		var obj json.RawMessage
+		dec := json.NewDecoder(strings.NewReader(answer[at:]))
+		if dec.Decode(&obj) != nil {
+			at++
+			continue
+		}
+		if isPlanObject(string(obj)) {
+			return string(obj), true
+		}
+		at += int(dec.InputOffset())
+	}
+	return "", false
 }
 
 // parsePlan reads and checks a planner's answer under decision rules (planText).
