@@ -73,16 +73,16 @@ var (
 )
 
 // planText returns the JSON of a planner's answer under decision rules: from
-// rules 15 (rulesJSONBody) the object holding "steps" as a verdict's is read
+// rules 16 (rulesPlanJSONBody) the object holding "steps" as a verdict's is read
 // (jsonBody: the whole answer, a fence's, or the one that starts at the first
 // '{' or ends at the last '}'), and when that is no plan (isPlanObject) the
-// first ```json fence's content as under 14, else the first object that is one
+// first ```json fence's content as under 15, else the first object that is one
 // (planObject); under older rules the content of its first
 // ```json fence when it has one, else the text from its first '{' to its last
 // '}', so that braces in the prose before the plan ("the {{s1}} syntax") made
 // it unreadable and cost a retry.
 func planText(rules int, answer string) string {
-	if rules >= rulesJSONBody {
+	if rules >= rulesPlanJSONBody {
 		body := jsonBody(rules, answer, "steps")
 		if isPlanObject(body) {
 			return body

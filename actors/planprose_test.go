@@ -10,10 +10,10 @@ import (
 )
 
 // A planner's plan after prose holding braces (how a later step quotes an
-// earlier one's result) is read as a verdict is (rules 15): the object holding
-// "steps". Under 14 the text from the first '{' to the last '}' was taken for
+// earlier one's result) is read as a verdict is (rules 16): the object holding
+// "steps". Under 15 the text from the first '{' to the last '}' was taken for
 // the plan, which is no JSON: the planner was asked again, a model call for
-// nothing, and a task recorded under 14 refolds so.
+// nothing, and a task recorded under 15 refolds so.
 func TestPlanAfterProseWithBracesIsRead(t *testing.T) {
 	answer := "A later step would quote s1's result as {{s1}}; this task needs one step.\n" + calcPlan
 	model := &recordingModel{Model: script(t, text(answer), text("2+3 is 5"))}
@@ -27,7 +27,7 @@ func TestPlanAfterProseWithBracesIsRead(t *testing.T) {
 		t.Fatalf("model calls %v, steps %v; want the plan read at once", model, steps)
 	}
 	verifyDeterministic(t, agent, events)
-	if div := underOlderRules(t, agent, events, 14); div == nil || !strings.Contains(div.Actual, "model.requested") {
-		t.Fatalf("under rules 14 the plan is not read and the planner is asked again: %+v", div)
+	if div := underOlderRules(t, agent, events, 15); div == nil || !strings.Contains(div.Actual, "model.requested") {
+		t.Fatalf("under rules 15 the plan is not read and the planner is asked again: %+v", div)
 	}
 }

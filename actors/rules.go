@@ -263,11 +263,7 @@ import (
 //     verdict whose issue or suggestion quoted a fenced snippet ("wrap it in
 //     ```go … ```"), or that came after code the critic quoted (a fence of it,
 //     or braces in the prose), could not be read, twice, and the draft was given
-//     unjudged. A planner's plan is read so too, the object holding "steps"
-//     (plan.go's planText): under 1 to 14 it was its first ```json fence's
-//     content, else the text from its first '{' to its last '}', so braces in
-//     the prose before the plan made it unreadable and the planner was asked
-//     again. And a reflection whose critic's
+//     unjudged. And a reflection whose critic's
 //     verdict could not be read at the task's last model call completes with
 //     the draft, noted as not judged, where under 1 to 14 the verdict's retry
 //     was refused by the max steps and the task failed (max_steps, "without a
@@ -287,7 +283,11 @@ import (
 //     system message, then its answers in a row without a question, which
 //     tells the model nothing of what they answer and which a chat template
 //     that wants the roles to alternate refuses. Prompts are version 15's but
-//     for that.
+//     for that. And a planner's plan is read as a verdict is, the object
+//     holding a non-empty "steps" (plan.go's planText): under 1 to 15 it was
+//     its first ```json fence's content, else the text from its first '{' to
+//     its last '}', so braces in the prose before the plan made it unreadable
+//     and the planner was asked again.
 const ContextRules = 16
 
 // The versions of the rules whose changes the code tests for by name (ContextRules
@@ -442,7 +442,7 @@ const (
 	// rules took the first "```" anywhere, inside the object's strings too, for a
 	// fence, and the text from the first '{' for the object, code quoted before
 	// it too. A team's routing answer and a debate judge's verdict are read so
-	// too (teamJSON), and a planner's plan (planText).
+	// too (teamJSON).
 	rulesJSONBody = 15
 	// rulesRetryAtLimit is the version whose reflection completes with the draft
 	// whose verdict could not be read when no model call is left to ask it again:
@@ -470,6 +470,11 @@ const (
 	// and the answer that follows it together (answerPair): older rules could
 	// send the answer alone.
 	rulesAnswerPairs = 16
+	// rulesPlanJSONBody is the version whose planner's plan is read as a verdict
+	// is (jsonBody), the object holding a non-empty "steps" (planText): older
+	// rules took its first ```json fence, else the text from its first '{' to its
+	// last '}'.
+	rulesPlanJSONBody = 16
 )
 
 // MarksRemembered reports whether a node recording new tasks under decision
