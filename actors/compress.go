@@ -898,12 +898,12 @@ func (s *SessionState) compressedParts(a *Agent) (parts []sentPart, state string
 // facts extract keeps are a State item, after the conversation.
 func (s *SessionState) appendConversation(a *Agent, items []pctx.Item, start int) []pctx.Item {
 	if a.Context.Compression.Strategy == "" {
-		return s.appendTurns(items, start, 0, a.Context.pairsAnswers())
+		return s.appendTurns(items, start, 0, a.Context.pairing())
 	}
 	parts, state := s.compressedParts(a)
 	first := len(items)
 	group, answering := "", map[string]bool{}
-	question := "" // the group of an earlier task's input whose answer is the next part
+	question, answer := "", -1 // the group of an earlier task's input, and the index of its answer to come
 	for k := range parts {
 		p := &parts[k]
 		if p.index < 0 {
@@ -928,10 +928,10 @@ func (s *SessionState) appendConversation(a *Agent, items []pctx.Item, start int
 		case i == start:
 			it.ID, it.Kind, it.Section, it.Pinned, it.Relevance = "task", pctx.KindTask, pctx.SectionTask, true, 1
 			group = ""
-		case question != "":
-			it.Group, question, group = question, "", ""
-		case a.Context.pairsAnswers() && s.answerPair(i, start) && k+1 < len(parts) && parts[k+1].index == i+1:
-			it.Group, question, group = it.ID, it.ID, ""
+		case i == answer:
+			it.Group, question, answer, group = question, "", -1, ""
+		case a.Context.pairing() != noPairs && answerPart(parts[k+1:], s.answerOf(i, start, a.Context.pairing())):
+			it.Group, question, answer, group = it.ID, it.ID, s.answerOf(i, start, a.Context.pairing()), ""
 		case len(m.ToolCalls) > 0:
 			group = it.ID
 			clear(answering)
@@ -960,6 +960,20 @@ func (s *SessionState) appendConversation(a *Agent, items []pctx.Item, start int
 		items = append(items, pctx.Item{ID: "state/facts", Kind: pctx.KindState, Section: pctx.SectionState, Text: state, Relevance: 1})
 	}
 	return items
+}
+
+// answerPart reports whether the answer at index j of the history (answerOf) is
+// among parts, the parts after its question: the question's group then holds it.
+func answerPart(parts []sentPart, j int) bool {
+	for _, p := range parts {
+		if p.index == j {
+			return true
+		}
+		if p.index > j {
+			break
+		}
+	}
+	return false
 }
 
 // sentMessage returns history[i] as compression sends it: a large tool result the

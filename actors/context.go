@@ -147,9 +147,28 @@ func (e *PromptFitError) Error() string {
 		"%s, or widen the window (context.window)", what, e.Window, e.Reserved, fix)
 }
 
-// pairsAnswers reports whether o's contexts keep an earlier task's input and the
-// answer that follows it together (answerPair, rulesAnswerPairs).
-func (o ContextOptions) pairsAnswers() bool { return o.rules == 0 || o.rules >= rulesAnswerPairs }
+// pairing is how a context ties an earlier task's input to its answer (answerOf).
+type pairing uint8
+
+const (
+	noPairs     pairing = iota // not at all (rules before rulesAnswerPairs)
+	directPairs                // to the answer that follows it directly (rulesAnswerPairs)
+	// exchangePairs ties it to the answer that ends its exchange, after the tool
+	// calls and results between them (rulesExchangeAnswers).
+	exchangePairs
+)
+
+// pairing returns how o's contexts keep an earlier task's input and its answer
+// together.
+func (o ContextOptions) pairing() pairing {
+	switch {
+	case o.rules == 0 || o.rules >= rulesExchangeAnswers:
+		return exchangePairs
+	case o.rules >= rulesAnswerPairs:
+		return directPairs
+	}
+	return noPairs
+}
 
 // options returns the builder's options of o.
 func (o ContextOptions) options() pctx.Options {
@@ -492,7 +511,7 @@ func (s *SessionState) buildLoopContext(a *Agent, older bool) ([]messages.ChatMe
 		}
 	}
 	if from > 0 {
-		items = s.appendTurns(items, start, from, a.Context.pairsAnswers())
+		items = s.appendTurns(items, start, from, a.Context.pairing())
 	} else {
 		items = s.appendConversation(a, items, start)
 	}
@@ -540,20 +559,20 @@ func (s *SessionState) loopItem(id string) (pctx.Item, bool) {
 
 // appendTurns appends the conversation's messages as items: the one at start (the
 // task's input) pinned, the others turns, grouped and the latest group after start
-// pinned. With pairs, an earlier task's input and the answer that follows it
-// directly are a group too (answerPair).
+// pinned. An earlier task's input and its answer are a group too, as pairs says
+// (answerOf).
 //
 // Only the messages from from on are appended (and the task's input when it comes
 // before them): from is 0, or the start of a message that begins no group's results
 // (olderTurns).
-func (s *SessionState) appendTurns(items []pctx.Item, start, from int, pairs bool) []pctx.Item {
+func (s *SessionState) appendTurns(items []pctx.Item, start, from int, pairs pairing) []pctx.Item {
 	first := len(items)
 	if start < from && start < len(s.history) {
 		items = append(items, pctx.Item{ID: "task", Kind: pctx.KindTask, Section: pctx.SectionTask, Pinned: true, Pos: start,
 			Message: &s.history[start], Tokens: s.turnTokens(start), Relevance: 1})
 	}
 	group, calls := "", []messages.ToolCall(nil) // the group going on, and the calls its results answer
-	question := ""                               // the group of an earlier task's input whose answer is next
+	question, answer := "", -1                   // the group of an earlier task's input, and its answer to come
 	for i := from; i < len(s.history); i++ {
 		m := s.history[i]
 		it := pctx.Item{ID: s.turnID(i), Kind: pctx.KindTurn, Section: pctx.SectionContext, Pos: i,
@@ -562,10 +581,10 @@ func (s *SessionState) appendTurns(items []pctx.Item, start, from int, pairs boo
 		case i == start:
 			it.ID, it.Kind, it.Section, it.Pinned, it.Relevance = "task", pctx.KindTask, pctx.SectionTask, true, 1
 			group = ""
-		case question != "":
-			it.Group, question, group = question, "", ""
-		case pairs && s.answerPair(i, start):
-			it.Group, question, group = it.ID, it.ID, ""
+		case i == answer:
+			it.Group, question, answer, group = question, "", -1, ""
+		case pairs != noPairs && s.answerOf(i, start, pairs) > i:
+			it.Group, question, answer, group = it.ID, it.ID, s.answerOf(i, start, pairs), ""
 		case len(m.ToolCalls) > 0:
 			group, calls = it.ID, m.ToolCalls
 			it.Group = group
@@ -589,18 +608,30 @@ func (s *SessionState) appendTurns(items []pctx.Item, start, from int, pairs boo
 	return items
 }
 
-// answerPair reports whether the message at i is an earlier task's input (before
-// the running task's, start) whose answer follows it directly: an assistant message
-// without tool calls, also before start. The two go or stay together (rules
-// rulesAnswerPairs), so that no prompt sends an answer without the question it
-// answers: a run of answers after the system message tells the model nothing of
-// what they answer, and a chat template that wants the roles to alternate refuses it.
-func (s *SessionState) answerPair(i, start int) bool {
+// answerOf returns the index of the answer of the message at i when it is an
+// earlier task's input (a user message before the running task's, start), else
+// -1. Its answer is an assistant message without tool calls, also before start:
+// with directPairs the message that follows it directly (rulesAnswerPairs); with
+// exchangePairs the last of the messages that follow it up to the next user
+// message (rulesExchangeAnswers), after the tool calls and results of its
+// exchange, which stay groups of their own. The two go or stay together, so that
+// no prompt sends an answer without the question it answers: a run of answers
+// after the system message tells the model nothing of what they answer, and a
+// chat template that wants the roles to alternate refuses it.
+func (s *SessionState) answerOf(i, start int, pairs pairing) int {
 	if i+1 >= start || i+1 >= len(s.history) || s.history[i].Role != messages.RoleUser {
-		return false
+		return -1
 	}
-	next := s.history[i+1]
-	return next.Role == messages.RoleAssistant && len(next.ToolCalls) == 0
+	j := i + 1
+	if pairs == exchangePairs {
+		for j+1 < start && j+1 < len(s.history) && s.history[j+1].Role != messages.RoleUser {
+			j++
+		}
+	}
+	if a := s.history[j]; a.Role != messages.RoleAssistant || len(a.ToolCalls) > 0 {
+		return -1
+	}
+	return j
 }
 
 // olderTurns returns how many of the conversation's first messages the history
@@ -641,8 +672,16 @@ func (s *SessionState) olderTurns(a *Agent, start int) int {
 	for from > 0 && s.history[from].Role == messages.RoleTool {
 		from--
 	}
-	if from > 0 && a.Context.pairsAnswers() && s.answerPair(from-1, start) {
-		from-- // an answer goes with its question
+	if pairs := a.Context.pairing(); from > 0 && pairs != noPairs {
+		// An answer goes with its question: from steps back to the input of the
+		// earlier task whose answer is at or after it.
+		q := from - 1
+		for q > 0 && pairs == exchangePairs && s.history[q].Role != messages.RoleUser {
+			q--
+		}
+		if s.answerOf(q, start, pairs) >= from {
+			from = q
+		}
 	}
 	return max(from, 0)
 }

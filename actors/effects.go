@@ -717,10 +717,12 @@ func (c *callContext) run() {
 		}
 	}
 	rep := p.e.run(call, p, f.req)
-	if cause := context.Cause(c.Context); cause != nil && rep.Error != "" {
+	if cause := context.Cause(c.Context); cause != nil && (rep.Error != "" || errors.Is(cause, context.DeadlineExceeded)) {
 		// The call failed because its context ended (the timeout, Cancel, Close):
 		// say why, whichever of the call and the timer answers first, with what the
-		// call says it spent.
+		// call says it spent. An answer that came after the timeout cut the call
+		// (within its grace) is no answer either: the call timed out, as it would
+		// have had the timer answered first.
 		failed := p.failed(cause)
 		failed.Usage = rep.Usage
 		rep = failed

@@ -288,7 +288,14 @@ import (
 //     its first ```json fence's content, else the text from its first '{' to
 //     its last '}', so braces in the prose before the plan made it unreadable
 //     and the planner was asked again.
-const ContextRules = 16
+//   - 17: an earlier task's input and the answer that ends its exchange go or
+//     stay together in a context, after tool calls and their results too
+//     (context.go's answerOf; the calls and results between them stay groups of
+//     their own): under 16 only an answer that followed its question directly
+//     was tied to it, so that an earlier task that called tools, its question
+//     too large for what was left of the budget, still sent its answer (and its
+//     calls) without its question. Prompts are version 16's but for that.
+const ContextRules = 17
 
 // The versions of the rules whose changes the code tests for by name (ContextRules
 // lists them all).
@@ -475,6 +482,12 @@ const (
 	// rules took its first ```json fence, else the text from its first '{' to its
 	// last '}'.
 	rulesPlanJSONBody = 16
+	// rulesExchangeAnswers is the version whose contexts keep an earlier task's
+	// input together with the answer that ends its exchange, after its tool calls
+	// and their results (answerOf): version 16 tied it only to an answer that
+	// follows it directly, so an earlier task that called tools could still send
+	// its answer without its question.
+	rulesExchangeAnswers = 17
 )
 
 // MarksRemembered reports whether a node recording new tasks under decision

@@ -161,9 +161,10 @@ type Ingress struct {
 	// agents are the names of the agents a task may name besides "default"
 	// (Config.Agents).
 	agents []string
-	// unpriced, when set, is called for a task with a cost budget on a node whose
-	// gateway has no price table (Config.warnUnpricedTask).
-	unpriced func()
+	// unpriced, when set, is called with its agent's name for a task with a cost
+	// budget on a node whose gateway has no price table, or no price for a model of
+	// some agent (Config.unpricedModels).
+	unpriced func(agent string)
 	// topicPrefix is the bus's prefix of topic names (Bus.TopicPrefix), which a
 	// reply_topic takes too.
 	topicPrefix string
@@ -342,7 +343,7 @@ func (in *Ingress) admitTask(t Task, a Arrival, c *child) (messages.Envelope, *m
 		return messages.Envelope{}, nil, err
 	}
 	if t.MaxCostUSD > 0 && c == nil && in.unpriced != nil {
-		in.unpriced()
+		in.unpriced(t.Agent)
 	}
 	if t.TaskID != "" {
 		if a.IdempotencyKey != "" {

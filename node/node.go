@@ -908,10 +908,29 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	n.ingress = newIngress(n.redactor, cfg.Clock, cfg.IDs)
 	if len(cfg.Gateway.Prices) == 0 {
 		var once sync.Once
-		n.ingress.unpriced = func() {
+		n.ingress.unpriced = func(string) {
 			once.Do(func() {
 				cfg.Logger.Warn("a task sets a cost budget (max_cost_usd), but this node's gateway has no price table (\"prices\"): " +
 					"the model calls it performs cost 0, and reach no cost budget")
+			})
+		}
+	} else if missing := cfg.unpricedModels(); len(missing) > 0 {
+		// Read only from here on: each agent's warning is given once.
+		onces := make(map[string]*sync.Once, len(missing))
+		for agent := range missing {
+			onces[agent] = new(sync.Once)
+		}
+		n.ingress.unpriced = func(agent string) {
+			if agent == "default" {
+				agent = ""
+			}
+			once := onces[agent]
+			if once == nil {
+				return
+			}
+			once.Do(func() {
+				cfg.Logger.Warn("a task sets a cost budget (max_cost_usd), but this node's price table (\"prices\") has no price for its "+
+					unpricedNames(missing[agent])+": the calls to it cost 0, and count nothing toward the budget", "agent", cmp.Or(agent, "default"))
 			})
 		}
 	}
@@ -1544,9 +1563,22 @@ const MaxDeadline = 30 * 24 * time.Hour
 const MaxTokenBudget = 100_000_000
 
 // warnUnpricedCosts logs that a cost budget is configured while the gateway has no
-// price table: every model call then costs 0, and no cost budget is ever reached.
+// price table: every model call then costs 0, and no cost budget is ever reached;
+// or while the table has no price for a model its agent's calls go to
+// (unpricedModels): those calls cost 0, and count nothing toward the budget.
 func (c Config) warnUnpricedCosts() {
 	if len(c.Gateway.Prices) > 0 {
+		missing := c.unpricedModels()
+		for _, a := range c.Agents {
+			if names := missing[a.Name]; a.MaxCostUSD > 0 && len(names) > 0 {
+				c.Logger.Warn("agent " + a.Name + " has a cost budget (max_cost_usd), but the price table (\"prices\") has no price for its " +
+					unpricedNames(names) + ": the calls to it cost 0, and count nothing toward the budget")
+			}
+		}
+		if names := missing[""]; c.MaxCostUSD > 0 && len(names) > 0 {
+			c.Logger.Warn("the default agent has a cost budget (max_cost_usd), but the price table (\"prices\") has no price for its " +
+				unpricedNames(names) + ": the calls to it cost 0, and count nothing toward the budget")
+		}
 		return
 	}
 	for _, a := range c.Agents {
@@ -1557,6 +1589,55 @@ func (c Config) warnUnpricedCosts() {
 	if c.MaxCostUSD > 0 {
 		c.Logger.Warn("the default agent has a cost budget (max_cost_usd), but the gateway has no price table (\"prices\"): its model calls cost 0, and the budget is never reached")
 	}
+}
+
+// unpricedModels returns, by agent name ("" for the default agent), the names of
+// the models its calls go to (its chain of models, else the node's; its critic's;
+// its summaries'; a team's, its members' too) that the gateway's price table has
+// no price for, in the order they come; an agent whose models all have one is
+// left out. The gateway prices a call by its model's name (gateway.Pricing):
+// these calls cost 0.
+func (c Config) unpricedModels() map[string][]string {
+	out := map[string][]string{}
+	add := func(agent string, models ...llm.Model) {
+		for _, m := range models {
+			if m == nil {
+				continue
+			}
+			if _, ok := c.Gateway.Prices[m.Name()]; !ok && !slices.Contains(out[agent], m.Name()) {
+				out[agent] = append(out[agent], m.Name())
+			}
+		}
+	}
+	own := func(agent string, a NamedAgent) {
+		if a.Model != nil {
+			add(agent, append([]llm.Model{a.Model}, a.Fallbacks...)...)
+		} else {
+			add(agent, append([]llm.Model{c.Model}, c.Fallbacks...)...)
+		}
+		add(agent, a.CriticModel, a.SummaryModel)
+	}
+	add("", append([]llm.Model{c.Model}, c.Fallbacks...)...)
+	for _, a := range c.Agents {
+		own(a.Name, a)
+		if a.Team == nil {
+			continue
+		}
+		for _, m := range a.Team.Members {
+			if i := slices.IndexFunc(c.Agents, func(b NamedAgent) bool { return b.Name == m.Name }); i >= 0 {
+				own(a.Name, c.Agents[i])
+			}
+		}
+	}
+	return out
+}
+
+// unpricedNames says "model NAME" or "models NAME, NAME" of names.
+func unpricedNames(names []string) string {
+	if len(names) == 1 {
+		return "model " + names[0]
+	}
+	return "models " + strings.Join(names, ", ")
 }
 
 // warnQuotasOfNoAgent logs each gateway quota of an agent the node does not have

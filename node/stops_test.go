@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -284,6 +285,41 @@ func TestCostBudgetWithoutPricesIsLogged(t *testing.T) {
 		}
 	}
 	if c := strings.Count(logs.String(), "a task sets a cost budget (max_cost_usd), but this node's gateway has no price table"); c != 1 {
+		t.Errorf("%d warnings for tasks with a cost budget, want 1: %s", c, logs.String())
+	}
+}
+
+// A node whose price table lacks the price of a model that a cost budget's calls go
+// to says so, naming the model, at start for an agent's budget and once for a
+// task's: those calls cost 0, and the budget may never be reached (it said
+// nothing: only a node without any price table warned).
+func TestCostBudgetOfAnUnpricedModelIsLogged(t *testing.T) {
+	cfg, _ := stopsConfig(t)
+	var logs syncBuffer
+	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	dear, err := llm.NewScripted(llm.Script{Name: "dear", Steps: []llm.ScriptStep{{Content: "ok"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Gateway.Prices = map[string]gateway.Price{"dear": {Prompt: 1, Completion: 1}}
+	cfg.MaxCostUSD = 1
+	cfg.Agents = append(cfg.Agents, node.NamedAgent{Name: "capped", MaxCostUSD: 1}, node.NamedAgent{Name: "paid", Model: dear, MaxCostUSD: 1})
+	n := nodetest.Start(t, cfg)
+	for _, who := range []string{"agent capped", "the default agent"} {
+		if !regexp.MustCompile(who + ` has a cost budget \(max_cost_usd\), but the price table \S+ has no price for its model scripted:`).MatchString(logs.String()) {
+			t.Errorf("no warning at start naming the unpriced model of %s's budget: %s", who, logs.String())
+		}
+	}
+	if strings.Contains(logs.String(), "agent paid has a cost budget") {
+		t.Errorf("a warning for an agent whose model has a price: %s", logs.String())
+	}
+	for i := range 2 {
+		res, err := n.RunTask(context.Background(), node.Task{Input: "1+1?", SessionID: fmt.Sprint("unpriced-", i), MaxCostUSD: 0.01})
+		if err != nil || res.Status != messages.StatusFailed {
+			t.Fatalf("RunTask: %+v %v, want it run to a stop", res, err)
+		}
+	}
+	if c := len(regexp.MustCompile(`a task sets a cost budget \(max_cost_usd\), but this node's price table \S+ has no price for its model scripted:`).FindAllString(logs.String(), -1)); c != 1 {
 		t.Errorf("%d warnings for tasks with a cost budget, want 1: %s", c, logs.String())
 	}
 }
