@@ -16,7 +16,6 @@ import (
 	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
-	"github.com/troupe-run/troupe/redact"
 )
 
 // The export format: JSON lines. The first line is a header; each further line is one
@@ -418,9 +417,11 @@ func checkConfigEvent(e messages.Envelope, p messages.Payload) error {
 		return fmt.Errorf("the configuration %q in stream %q", c.Digest, e.SessionID)
 	case e.Seq != 1 || e.ID != e.SessionID+"/1":
 		return fmt.Errorf("the configuration %s at seq %d, ID %q: want seq 1, ID %s/1", c.Digest, e.Seq, e.ID, e.SessionID)
-	case !bytes.Contains(e.Payload, []byte(redact.Redacted)) && actors.ConfigDigest(&c.Config) != c.Digest:
-		// A configuration whose secrets were redacted as it was stored has
-		// another digest than its content's; any other is its digest's.
+	case !actors.ConfigOfDigest(&c.Config, c.Digest):
+		// A configuration whose prompt's secrets were redacted as it was
+		// stored has another digest than its content's, and runs only once
+		// they are put back; any other is its digest's, whatever else of the
+		// event says "[REDACTED]".
 		return fmt.Errorf("the configuration in stream %s is not the one of its digest: it was changed", e.SessionID)
 	}
 	return nil
