@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -328,6 +329,7 @@ func scanExport(r io.Reader, batch func(events []messages.Envelope) error) (h ex
 		events  int                 // the session's events read
 		pending []messages.Envelope // those not yet given to batch
 		size    int                 // pending's payload
+		ids     = eventIDs{session: h.SessionID}
 	)
 	flush := func() error {
 		if len(pending) == 0 {
@@ -379,6 +381,11 @@ func scanExport(r io.Reader, batch func(events []messages.Envelope) error) (h ex
 		if err != nil {
 			return h, nil, fmt.Errorf("%w: line %d: %w", ErrBadExport, line, err)
 		}
+		if err := ids.add(e); err != nil {
+			// The log refuses it: a session written in batches would be
+			// refused part way, its configurations and first batches written.
+			return h, nil, fmt.Errorf("%w: line %d: %w", ErrBadExport, line, err)
+		}
 		if events == h.Events && h.Configs > 0 {
 			if err := checkConfigEvent(e, p); err != nil {
 				return h, nil, fmt.Errorf("%w: line %d: %w", ErrBadExport, line, err)
@@ -404,6 +411,45 @@ func scanExport(r io.Reader, batch func(events []messages.Envelope) error) (h ex
 		return h, nil, fmt.Errorf("%w: the header promises %d events and %d configurations, the file has %d and %d (truncated?)", ErrBadExport, h.Events, h.Configs, events, len(configs))
 	}
 	return h, configs, nil
+}
+
+// eventIDs finds an event ID an export gives twice (IDs are unique in a log),
+// holding little for a session of any length: a node names most of a session's
+// events by their position, "<session>/<seq>", so it keeps a bit for each event
+// named so (at its seq) and the other IDs whole.
+type eventIDs struct {
+	session string
+	byPos   []bool            // byPos[seq-1]: the session's event at seq is named by its position
+	other   map[string]string // the other IDs, to where they were given
+}
+
+// add adds e's ID, read after the events added before, and fails if one of
+// them has it.
+func (s *eventIDs) add(e messages.Envelope) error {
+	where := func(e messages.Envelope) string { return fmt.Sprintf("the event at %s seq %d", e.SessionID, e.Seq) }
+	if at, ok := s.other[e.ID]; ok {
+		return fmt.Errorf("event ID %q is given twice: %s has it, and %s", e.ID, at, where(e))
+	}
+	k, positional := uint64(0), false
+	if rest, ok := strings.CutPrefix(e.ID, s.session+"/"); ok {
+		n, err := strconv.ParseUint(rest, 10, 64)
+		k, positional = n, err == nil && n > 0 && strconv.FormatUint(n, 10) == rest
+	}
+	if positional && k <= uint64(len(s.byPos)) && s.byPos[k-1] {
+		return fmt.Errorf("event ID %q is given twice: the event at %s seq %d has it, and %s", e.ID, s.session, k, where(e))
+	}
+	if positional && e.SessionID == s.session && k == e.Seq {
+		for uint64(len(s.byPos)) < k {
+			s.byPos = append(s.byPos, false)
+		}
+		s.byPos[k-1] = true
+		return nil
+	}
+	if s.other == nil {
+		s.other = map[string]string{}
+	}
+	s.other[e.ID] = where(e)
+	return nil
 }
 
 // checkConfigEvent checks an export's event of a configuration's stream, whose
