@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -303,6 +304,9 @@ func scanExport(r io.Reader, batch func(events []messages.Envelope) error) (h ex
 		return h, nil, fmt.Errorf("%w: %w", ErrBadExport, err)
 	}
 	first = bytes.TrimPrefix(first, []byte("\ufeff")) // a byte order mark
+	if err := checkKeys(first, headerKeys); err != nil {
+		return h, nil, fmt.Errorf("%w: line 1 is not an export header: %w", ErrBadExport, err)
+	}
 	d := json.NewDecoder(bytes.NewReader(first))
 	d.DisallowUnknownFields()
 	if err := d.Decode(&h); err != nil {
@@ -361,6 +365,9 @@ func scanExport(r io.Reader, batch func(events []messages.Envelope) error) (h ex
 			}
 			return h, nil, fmt.Errorf("%w: line %d: more lines than the header's %d events and %d configurations", ErrBadExport, line, h.Events, h.Configs)
 		}
+		if err := checkKeys(b, envelopeKeys); err != nil {
+			return h, nil, fmt.Errorf("%w: line %d is not an event envelope: %w", ErrBadExport, line, err)
+		}
 		e, err := messages.Unmarshal(b)
 		if err != nil {
 			return h, nil, fmt.Errorf("%w: line %d: %w", ErrBadExport, line, err)
@@ -411,6 +418,46 @@ func scanExport(r io.Reader, batch func(events []messages.Envelope) error) (h ex
 		return h, nil, fmt.Errorf("%w: the header promises %d events and %d configurations, the file has %d and %d (truncated?)", ErrBadExport, h.Events, h.Configs, events, len(configs))
 	}
 	return h, configs, nil
+}
+
+// The keys of an export's header and of an event's envelope, as export writes
+// them (messages.AppendEnvelope).
+var (
+	headerKeys   = []string{"format", "version", "session_id", "events", "configs"}
+	envelopeKeys = []string{"id", "session_id", "seq", "type", "v", "causation_id", "correlation_id", "ts", "actor", "payload"}
+)
+
+// checkKeys checks that line is a JSON object whose keys are among keys, as
+// written there, each once. encoding/json takes a key in any case ("Seq" for
+// "seq") and, given twice, the last value: a file read by another tool (which
+// may take the first, or no other case) would say another thing than what
+// import reads from it, or hold a field import drops. A line that is no JSON
+// object is left to the decoding that follows, which says what is wrong with it.
+func checkKeys(line []byte, keys []string) error {
+	d := json.NewDecoder(bytes.NewReader(line))
+	if t, err := d.Token(); err != nil || t != json.Delim('{') {
+		return nil
+	}
+	seen := make(map[string]bool, len(keys))
+	for d.More() {
+		t, err := d.Token()
+		if err != nil {
+			return nil
+		}
+		key, _ := t.(string)
+		switch {
+		case seen[key]:
+			return fmt.Errorf("key %q is given twice", key)
+		case !slices.Contains(keys, key):
+			return fmt.Errorf("unknown key %q (the keys are %s, in lower case)", key, strings.Join(keys, ", "))
+		}
+		seen[key] = true
+		var skip json.RawMessage
+		if err := d.Decode(&skip); err != nil {
+			return nil
+		}
+	}
+	return nil
 }
 
 // eventIDs finds an event ID an export gives twice (IDs are unique in a log),
