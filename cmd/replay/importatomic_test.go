@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/troupe-run/troupe/eventlog"
+	"github.com/troupe-run/troupe/messages"
 )
 
 // An import the log refuses (an event ID the file gives twice, or one another
@@ -119,5 +120,37 @@ func TestImportRefusesAnEventIDGivenTwice(t *testing.T) {
 			left = append(left, i.ID)
 		}
 		t.Errorf("%s given %s: read as sound; written in batches: %v, and the log holds %v", name, twice, err, left)
+	}
+}
+
+// A session past the bound of one append whose event the log refuses part way
+// (an ID another session of the log holds) is left without its first event, as
+// a failed write leaves it; but importing the file again is refused again, and
+// the error says so rather than tell the user to do it.
+func TestImportRefusedPartWaySaysItCannotComplete(t *testing.T) {
+	ctx := context.Background()
+	_, id, events := recordLongSession(t)
+	_, src := writeExportFile(t, events)
+	plan, err := planImport(ctx, src, unfinishedRefuse, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := openFailing(t, t.TempDir(), id, 0)
+	// Another session holds the ID of an event of the session's second page.
+	taken := events[exportPageMax+5]
+	other := taken
+	other.SessionID, other.Seq, other.CausationID, other.CorrelationID = "other", 1, "", ""
+	if err := log.Append(ctx, []messages.Envelope{other}); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		err = plan.write(ctx, log, src, pageBound())
+		if !errors.Is(err, eventlog.ErrSeqConflict) || !strings.Contains(err.Error(), "but not its first") {
+			t.Fatalf("import refused part way: %v", err)
+		}
+		if strings.Contains(err.Error(), "import the file again") || !strings.Contains(err.Error(), "cannot complete") {
+			t.Errorf("import refused part way: %v; want it to say that importing the file again cannot complete the session", err)
+		}
+		checkInert(t, log.pagedLog, id)
 	}
 }
