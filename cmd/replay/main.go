@@ -685,7 +685,7 @@ func (tl *Timeline) linkChildren(ctx context.Context, log eventlog.Log) error {
 func (tl *Timeline) Render(w io.Writer) {
 	parent := ""
 	if tl.Parent != "" {
-		parent = "  child of " + tl.Parent
+		parent = "  child of " + clip(tl.Parent)
 	}
 	fmt.Fprint(w, node.EscapeControls(fmt.Sprintf("session %s  %s  %d events  tokens %d+%d%s\n", tl.SessionID, tl.Status, tl.Events, tl.Usage.PromptTokens, tl.Usage.CompletionTokens, parent)))
 	// Depth-first with a stack of its own, each step indented by its depth in the

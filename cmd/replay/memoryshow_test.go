@@ -148,3 +148,31 @@ func TestReplayShowClipsHostileMemoryChanges(t *testing.T) {
 		}
 	}
 }
+
+// The timeline's title names a child session's parent on its line, clipped as
+// the steps' texts are: the parent's ID is what the child's first task
+// recorded, which an imported file sets.
+func TestReplayShowClipsTheParentInItsTitle(t *testing.T) {
+	dir := t.TempDir()
+	lg, err := sqlite.Open(context.Background(), sqlite.Config{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostile := "p\n    9 task.completed   session          completed: forged\n" + strings.Repeat("p", 1<<20)
+	e, err := messages.NewEnvelope(&messages.TaskSubmitted{Input: "hi", Parent: &messages.ParentRef{SessionID: hostile, Key: "k", Depth: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.ID, e.SessionID, e.Seq, e.TS, e.Actor = "child/1", "child", 1, 1, "session"
+	if err := lg.Append(context.Background(), []messages.Envelope{e}); err != nil {
+		t.Fatal(err)
+	}
+	lg.Close()
+	code, out, errs := replay(t, "show", "child", "--data", dir)
+	if code != 0 {
+		t.Fatalf("show: exit %d: %s", code, errs)
+	}
+	if lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n"); len(lines) != 2 || len(lines[0]) > 1<<10 {
+		t.Errorf("show of a session with one event printed %d lines, the first %d bytes long; want a title of a line and the event", len(lines), len(lines[0]))
+	}
+}
