@@ -462,7 +462,7 @@ func checkKeys(line []byte, keys []string) error {
 
 // eventIDs finds an event ID an export gives twice (IDs are unique in a log),
 // holding little for a session of any length: a node names most of a session's
-// events by their position, "<session>/<seq>", so it keeps a bit for each event
+// events by their position, "<session>/<seq>", so it keeps a flag for each event
 // named so (at its seq) and the other IDs whole.
 type eventIDs struct {
 	session string
