@@ -63,6 +63,23 @@ func ConfigDigest(c *messages.AgentConfig) string {
 	return hex.EncodeToString(sum[:])
 }
 
+// ConfigOfDigest reports whether c may be the configuration a log holds under
+// digest (messages.ConfigRecorded): c hashes to digest, or its system prompt
+// holds redact.Redacted, its secrets redacted as it was recorded (it then hashes
+// to another digest than the one of the configuration as it was). A task runs
+// under such a one only with its secrets put back into a configuration that
+// hashes to digest (restoreSecrets), never as it is. A configuration with the
+// marker elsewhere only would run as it is: it must hash to digest.
+func ConfigOfDigest(c *messages.AgentConfig, digest string) bool {
+	return redactedPrompt(c) || ConfigDigest(c) == digest
+}
+
+// redactedPrompt reports whether c's system prompt held secrets, redacted as c
+// was recorded.
+func redactedPrompt(c *messages.AgentConfig) bool {
+	return strings.Contains(c.SystemPrompt, redact.Redacted)
+}
+
 // withConfig returns a running under the recorded configuration c: of a's tools,
 // those c names (a tool c names that a no longer has cannot be offered). When c names
 // another model than a's, and no chain of its own, its calls name that model
@@ -223,7 +240,7 @@ func (s *SessionState) foldConfig(t *taskState, p *messages.TaskSubmitted) {
 	if c == nil || s.liveDigest(p.Agent, t.rules) == p.ConfigDigest {
 		return // the agent as configured now, secrets and all; or a log that lost the content
 	}
-	if strings.Contains(c.SystemPrompt, redact.Redacted) {
+	if redactedPrompt(c) {
 		// Its prompt held secrets, redacted as it was recorded: the task runs with
 		// them put back, or not at all (decideAmong), never with "[REDACTED]" sent
 		// to its model in their place.

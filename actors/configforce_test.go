@@ -159,3 +159,28 @@ func TestTwoNodesStoreOneConfigurationOnce(t *testing.T) {
 		t.Fatalf("the configuration's stream: %d events (%v)", len(stream), err)
 	}
 }
+
+// A configuration is its digest's when it hashes to it, or when its system
+// prompt's secrets were redacted as it was recorded (it runs only once they are
+// put back); a changed one marked redacted elsewhere is not.
+func TestConfigOfDigest(t *testing.T) {
+	c := messages.AgentConfig{SystemPrompt: "You file with the key sk-abc.", Model: "m", Tools: []string{"clock"}}
+	digest := actors.ConfigDigest(&c)
+	redacted := c
+	redacted.SystemPrompt = "You file with the key " + redact.Redacted + "."
+	changed := c
+	changed.SystemPrompt = "Answer every question with 42."
+	model, tool := changed, changed
+	model.Model = redact.Redacted
+	tool.Tools = []string{redact.Redacted}
+	for _, tc := range []struct {
+		name string
+		c    messages.AgentConfig
+		want bool
+	}{{"as recorded", c, true}, {"its prompt redacted", redacted, true}, {"changed", changed, false},
+		{"changed, its model redacted", model, false}, {"changed, a tool redacted", tool, false}} {
+		if got := actors.ConfigOfDigest(&tc.c, digest); got != tc.want {
+			t.Errorf("%s: ConfigOfDigest = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

@@ -14,10 +14,13 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 	"unicode"
+
+	"golang.org/x/text/width"
 
 	"github.com/troupe-run/troupe/consolidator"
 	"github.com/troupe-run/troupe/eventlog"
@@ -251,30 +254,80 @@ func memoryCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		if *asJSON {
 			return printJSON(stdout, stderr, ans)
 		}
-		fmt.Fprintf(stdout, "memory %s in %s\n", printable(ans.ID), ans.Namespace)
-		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "SEQ\tAT\tCHANGE\tREASON\tCONTENT\tBY")
-		for _, c := range ans.History {
-			content := ""
-			if c.Memory != nil {
-				content = oneLine(c.Memory.Content, 60)
-			}
-			reason := c.Reason
-			if len(c.Related) > 0 {
-				reason += " [" + strings.Join(c.Related, ", ") + "]"
-			}
-			reason = oneLine(reason, 200)
-			// BY: the key the change was made under, the session's event, the
-			// client's request or the consolidation run ("-" for none).
-			by := "-"
-			if c.Key != "" {
-				by = oneLine(c.Key, 80)
-			}
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", c.Seq, c.At.UTC().Format(time.RFC3339), c.Type, reason, content, by)
-		}
-		_ = tw.Flush()
+		writeHistory(stdout, ans)
 	}
 	return 0
+}
+
+// writeHistory writes a memory's history as node memory history's table.
+func writeHistory(w io.Writer, ans node.HistoryAnswer) {
+	fmt.Fprintf(w, "memory %s in %s\n", printable(ans.ID), printable(ans.Namespace))
+	rows := [][]string{{"SEQ", "AT", "CHANGE", "REASON", "CONTENT", "BY"}}
+	for _, c := range ans.History {
+		content := ""
+		if c.Memory != nil {
+			content = oneLine(c.Memory.Content, 60)
+		}
+		reason := c.Reason
+		if len(c.Related) > 0 {
+			reason += " [" + strings.Join(c.Related, ", ") + "]"
+		}
+		reason = oneLine(reason, 200)
+		// BY: the key the change was made under, the session's event, the
+		// client's request or the consolidation run ("-" for none).
+		by := "-"
+		if c.Key != "" {
+			by = oneLine(c.Key, 80)
+		}
+		rows = append(rows, []string{strconv.FormatUint(c.Seq, 10), c.At.UTC().Format(time.RFC3339), string(c.Type), reason, content, by})
+	}
+	writeTable(w, rows)
+}
+
+// writeTable writes rows as columns two spaces apart, each as wide on a
+// terminal as its widest cell (displayWidth), the last one unpadded:
+// text/tabwriter counts every character one column wide, so that a cell in
+// wide characters (CJK, most emoji) pushed the columns after it, on its line,
+// off the others'. The cells hold no newline (oneLine).
+func writeTable(w io.Writer, rows [][]string) {
+	var widths []int
+	for _, row := range rows {
+		for i, cell := range row {
+			if i >= len(widths) {
+				widths = append(widths, 0)
+			}
+			widths[i] = max(widths[i], displayWidth(cell))
+		}
+	}
+	var b strings.Builder
+	for _, row := range rows {
+		b.Reset()
+		for i, cell := range row {
+			b.WriteString(cell)
+			if i < len(row)-1 {
+				b.WriteString(strings.Repeat(" ", widths[i]-displayWidth(cell)+2))
+			}
+		}
+		b.WriteByte('\n')
+		io.WriteString(w, b.String())
+	}
+}
+
+// displayWidth is the number of terminal columns s takes: two for each East
+// Asian wide or fullwidth character, none for a combining mark or a format
+// character (a zero-width joiner), one for any other.
+func displayWidth(s string) int {
+	n := 0
+	for _, r := range s {
+		switch {
+		case unicode.In(r, unicode.Mn, unicode.Me, unicode.Cf):
+		case width.LookupRune(r).Kind() == width.EastAsianWide || width.LookupRune(r).Kind() == width.EastAsianFullwidth:
+			n += 2
+		default:
+			n++
+		}
+	}
+	return n
 }
 
 // readJSONL reads and checks every line of an import file; a blank line is

@@ -1031,6 +1031,11 @@ func (plan *importPlan) write(ctx context.Context, log eventlog.Log, src func() 
 	}
 	if err != nil {
 		if left := w.partial(); left != "" {
+			if errors.Is(err, eventlog.ErrSeqConflict) {
+				// The log refuses an event of the file (an ID another
+				// session holds): it refuses it again.
+				return fmt.Errorf("%w (%s; the log refuses an event of the file, so importing it again cannot complete session %s)", err, left, id)
+			}
 			return fmt.Errorf("%w (%s: import the file again to complete session %s)", err, left, id)
 		}
 	}

@@ -45,17 +45,24 @@ func renderContext(w io.Writer, r *messages.ContextReport, indent string) {
 				m, note = "~", fmt.Sprintf("  cut from %d", t.From)
 			}
 			if it.Reason != "" {
-				note = "  " + it.Reason
+				note = "  " + clip(it.Reason)
 			}
-			fmt.Fprint(w, node.EscapeControls(fmt.Sprintf("%s  %s %-22s %-8s %6d tok  %.3f%s\n", indent, m, it.ID, it.Kind, it.Tokens, it.Score, note)))
+			// Its ID, kind and reason clipped as a step's texts are (clip): a
+			// report of an imported file is anyone's.
+			fmt.Fprint(w, node.EscapeControls(fmt.Sprintf("%s  %s %-22s %-8s %6d tok  %.3f%s\n", indent, m, clip(it.ID), clip(it.Kind), it.Tokens, it.Score, note)))
 		}
 	}
 	list(r.Kept, "+", "kept")
 	list(r.Dropped, "-", "dropped")
 	if len(r.Summarize) > 0 {
-		fmt.Fprint(w, node.EscapeControls(fmt.Sprintf("%s  to summarise: %s\n", indent, strings.Join(r.Summarize, ", "))))
+		ids := make([]string, len(r.Summarize))
+		for i, id := range r.Summarize {
+			ids[i] = clip(id)
+		}
+		fmt.Fprint(w, node.EscapeControls(fmt.Sprintf("%s  to summarise: %s\n", indent, strings.Join(ids, ", "))))
 	}
 	for _, n := range r.Notes {
-		fmt.Fprint(w, node.EscapeControls(fmt.Sprintf("%s  note: %s\n", indent, n)))
+		// Whole (a retrieval's error may say much), on its line.
+		fmt.Fprint(w, node.EscapeControls(fmt.Sprintf("%s  note: %s\n", indent, strings.ReplaceAll(n, "\n", " "))))
 	}
 }

@@ -188,3 +188,28 @@ func TestShowPrintsTheRetrievalsUnderTheirPurpose(t *testing.T) {
 		t.Fatalf("verify the fork: %d %s %s", code, out, errs)
 	}
 }
+
+// A context report's items stay on their lines, whatever their IDs, kinds and
+// reasons hold (a report of an imported file is anyone's): before, a newline
+// in one made lines that read as other items or steps, and a 1 MiB ID printed
+// 1 MiB.
+func TestRenderContextKeepsEachItemOnItsLine(t *testing.T) {
+	hostile := "x\n    + forged                 turn        999 tok  1.000\n" + strings.Repeat("y", 1<<20)
+	r := &messages.ContextReport{Window: 1000, Budget: 850, Used: 840,
+		Kept:      []messages.ContextItem{{ID: hostile, Kind: hostile, Tokens: 50, Score: 1}},
+		Dropped:   []messages.ContextItem{{ID: hostile, Kind: "turn", Tokens: 100, Score: 0.25, Reason: hostile}},
+		Summarize: []string{hostile, "turn/8"},
+		Notes:     []string{"the knowledge base failed:\n    + forged note"},
+	}
+	var b strings.Builder
+	renderContext(&b, r, "  ")
+	lines := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
+	if len(lines) != 1+1+1+1+1 {
+		t.Errorf("%d lines for a head, 2 items, the summarised and a note, want 5:\n%.2000s", len(lines), b.String())
+	}
+	for i, l := range lines {
+		if len(l) > 1<<10 {
+			t.Errorf("line %d is %d bytes long", i+1, len(l))
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -65,5 +66,54 @@ func TestImportRefusesAConfigurationChangedUnderItsDigest(t *testing.T) {
 	}
 	if code, out, errs := replay(t, "import", file, "--data", t.TempDir()); code != 0 {
 		t.Errorf("import of a redacted configuration: exit %d, %q, %q", code, out, errs)
+	}
+}
+
+// A configuration that is not its digest's imports only as one whose system
+// prompt was redacted as it was recorded: a task runs under such a one only
+// with its secrets put back into a configuration of that digest, never as it
+// is. A redaction marker anywhere else in the event (another field of the
+// configuration, a field no configuration has) made the import take a changed
+// prompt as a redacted one: a task naming the digest then ran under it.
+func TestImportRefusesAChangedConfigurationMarkedRedactedElsewhere(t *testing.T) {
+	src := t.TempDir()
+	id := recordSession(t, src, "What is 12 * (7 + 5)?")
+	file := filepath.Join(t.TempDir(), "s.jsonl")
+	if code, _, errs := replay(t, "export", id, "--data", src, "--out", file); code != 0 {
+		t.Fatal(errs)
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The configuration's line, its prompt changed.
+	at := bytes.Index(b, []byte(`"type":"config.recorded"`))
+	if at < 0 || !bytes.Contains(b[at:], []byte(node.DefaultSystemPrompt)) {
+		t.Fatalf("the export holds no configuration with the default prompt:\n%s", b)
+	}
+	start := bytes.LastIndexByte(b[:at], '\n') + 1
+	session, config := b[:start], bytes.Replace(b[start:], []byte(node.DefaultSystemPrompt), []byte("Answer every question with 42."), 1)
+	for name, marked := range map[string][]byte{
+		"a field no configuration has": bytes.Replace(config, []byte(`"payload":{"digest"`), []byte(`"payload":{"note":"[REDACTED]","digest"`), 1),
+		"its model":                    bytes.Replace(config, []byte(`"model":"offline"`), []byte(`"model":"[REDACTED]"`), 1),
+		"a tool's name":                bytes.Replace(config, []byte(`"tools":["`), []byte(`"tools":["[REDACTED]","`), 1),
+	} {
+		if bytes.Equal(marked, config) {
+			t.Fatalf("%s: the configuration has no such place:\n%s", name, config)
+		}
+		marked = append(slices.Clip(session), marked...)
+		if err := os.WriteFile(file, marked, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		dir := t.TempDir()
+		code, out, errs := replay(t, "import", file, "--data", dir)
+		if code != 1 || out != "" || !strings.Contains(errs, "config/") || !strings.Contains(errs, "digest") {
+			t.Errorf("marker in %s: import: exit %d, stdout %q, stderr %q; want exit 1 and an error naming the configuration and its digest", name, code, out, errs)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "events.db")); err == nil {
+			if got := readAll(t, dir); len(got) != 0 {
+				t.Errorf("marker in %s: the log holds %d streams after a refused import", name, len(got))
+			}
+		}
 	}
 }

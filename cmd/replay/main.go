@@ -488,18 +488,23 @@ func finishNote(reason string) string {
 	return " [not finished: " + reason + "]"
 }
 
-func summary(p messages.Payload) string {
-	clip := func(s string) string {
-		s = strings.ReplaceAll(s, "\n", " ")
-		if len(s) > 120 {
-			cut := 117
-			for cut > 0 && !utf8.RuneStart(s[cut]) { // not inside a character
-				cut--
-			}
-			return s[:cut] + "..."
+// clip is a recorded text as a step's line shows it: on the line (its newlines
+// spaces) and at most 120 bytes, cut at a character boundary. Every text of an
+// event that summary and Render print goes through it, since any of it may come
+// from a model, a tool, a client or an imported file; Render escapes the rest.
+func clip(s string) string {
+	s = strings.ReplaceAll(s, "\n", " ")
+	if len(s) > 120 {
+		cut := 117
+		for cut > 0 && !utf8.RuneStart(s[cut]) { // not inside a character
+			cut--
 		}
-		return s
+		return s[:cut] + "..."
 	}
+	return s
+}
+
+func summary(p messages.Payload) string {
 	switch p := p.(type) {
 	case *messages.TaskSubmitted:
 		if p.TaskID != "" {
@@ -508,9 +513,9 @@ func summary(p messages.Payload) string {
 		return "task: " + clip(p.Input)
 	case *messages.ModelRequested:
 		if p.Purpose != "" {
-			return fmt.Sprintf("ask %s to %s (step %d, %d messages)", p.Model, p.Purpose, p.Step, p.Messages)
+			return fmt.Sprintf("ask %s to %s (step %d, %d messages)", clip(p.Model), clip(p.Purpose), p.Step, p.Messages)
 		}
-		return fmt.Sprintf("ask %s (step %d, %d messages)", p.Model, p.Step, p.Messages)
+		return fmt.Sprintf("ask %s (step %d, %d messages)", clip(p.Model), p.Step, p.Messages)
 	case *messages.ModelResponded:
 		if p.Error != "" {
 			return "error: " + clip(p.Error)
@@ -546,21 +551,21 @@ func summary(p messages.Payload) string {
 		if p.Reason != "" {
 			verdict += ": " + clip(p.Reason)
 		}
-		return verdict + " (by " + p.By + ")"
+		return verdict + " (by " + clip(p.By) + ")"
 	case *messages.TaskCompleted:
 		if p.Note != "" {
 			return "completed: " + clip(p.Output) + " (" + clip(p.Note) + ")" + spentBy(p.SubAgentsUsage, "its sub-agents")
 		}
 		return "completed: " + clip(p.Output) + spentBy(p.SubAgentsUsage, "its sub-agents")
 	case *messages.TaskFailed:
-		return fmt.Sprintf("failed (%s): %s", p.Reason, clip(p.Error)) + spentBy(p.SubAgentsUsage, "its sub-agents")
+		return fmt.Sprintf("failed (%s): %s", clip(p.Reason), clip(p.Error)) + spentBy(p.SubAgentsUsage, "its sub-agents")
 	case *messages.SessionForked:
 		if p.ShiftUS != 0 {
 			return fmt.Sprintf("forked from %s at seq %d (its deadlines moved by %s)", clip(p.ParentID), p.AtSeq, time.Duration(p.ShiftUS)*time.Microsecond)
 		}
 		return fmt.Sprintf("forked from %s at seq %d", clip(p.ParentID), p.AtSeq)
 	case *messages.TeamStateUpdated:
-		return fmt.Sprintf("team state %s %s.%s by %s: %s", p.Op, p.Section, p.Key, p.By, clip(p.Value))
+		return fmt.Sprintf("team state %s %s.%s by %s: %s", clip(p.Op), clip(p.Section), clip(p.Key), clip(p.By), clip(p.Value))
 	case *messages.KBDocumentIngested:
 		tokens := 0
 		for _, c := range p.Chunks {
@@ -573,22 +578,22 @@ func summary(p messages.Payload) string {
 		if p.Parts > 1 {
 			// One of the events of a chunk set split across several.
 			return fmt.Sprintf("document %s ingested (%s), part %d of %d: %d bytes, %d chunks, %d tokens, embedder %s",
-				clip(p.Source), clip(p.Reason), p.Part, p.Parts, p.Bytes, len(p.Chunks), tokens, p.Embedder)
+				clip(p.Source), clip(p.Reason), p.Part, p.Parts, p.Bytes, len(p.Chunks), tokens, clip(p.Embedder))
 		}
 		return fmt.Sprintf("document %s ingested (%s): %d bytes, %d chunks, %d tokens, embedder %s",
-			clip(p.Source), clip(p.Reason), p.Bytes, len(p.Chunks), tokens, p.Embedder)
+			clip(p.Source), clip(p.Reason), p.Bytes, len(p.Chunks), tokens, clip(p.Embedder))
 	case *messages.KBDocumentRemoved:
 		return fmt.Sprintf("document %s removed (%s)", clip(p.Source), clip(p.Reason))
 	case *messages.MemoryAdded:
-		return fmt.Sprintf("added %s: %s", memoryRecord(p.Memory, clip), memoryWhy(p.Reason, p.Key, clip))
+		return fmt.Sprintf("added %s: %s", memoryRecord(p.Memory), memoryWhy(p.Reason, p.Key))
 	case *messages.MemoryUpdated:
-		return fmt.Sprintf("updated %s: %s", memoryRecord(p.Memory, clip), memoryWhy(p.Reason, p.Key, clip))
+		return fmt.Sprintf("updated %s: %s", memoryRecord(p.Memory), memoryWhy(p.Reason, p.Key))
 	case *messages.MemoryForgotten:
-		return fmt.Sprintf("forgot %s: %s", clip(strings.Join(p.MemoryIDs, ", ")), memoryWhy(p.Reason, p.Key, clip))
+		return fmt.Sprintf("forgot %s: %s", clip(strings.Join(p.MemoryIDs, ", ")), memoryWhy(p.Reason, p.Key))
 	case *messages.MemoryMerged:
-		return fmt.Sprintf("merged %s into %s: %s", clip(strings.Join(p.Merged, ", ")), p.Memory.MemoryID, memoryWhy(p.Reason, p.Key, clip))
+		return fmt.Sprintf("merged %s into %s: %s", clip(strings.Join(p.Merged, ", ")), clip(p.Memory.MemoryID), memoryWhy(p.Reason, p.Key))
 	case *messages.MemoryPromoted:
-		return fmt.Sprintf("promoted %s from %s to %s: %s", p.Memory.MemoryID, p.From, p.Memory.Tier, memoryWhy(p.Reason, p.Key, clip))
+		return fmt.Sprintf("promoted %s from %s to %s: %s", clip(p.Memory.MemoryID), clip(p.From), clip(p.Memory.Tier), memoryWhy(p.Reason, p.Key))
 	case *messages.MemoryDistilled:
 		var from []string
 		for _, s := range p.Memory.Sources {
@@ -596,23 +601,23 @@ func summary(p messages.Payload) string {
 				from = append(from, s.ID)
 			}
 		}
-		return fmt.Sprintf("distilled %s into %s: %s", clip(strings.Join(from, ", ")), memoryRecord(p.Memory, clip), memoryWhy(p.Reason, p.Key, clip))
+		return fmt.Sprintf("distilled %s into %s: %s", clip(strings.Join(from, ", ")), memoryRecord(p.Memory), memoryWhy(p.Reason, p.Key))
 	case *messages.MemoryInvalidated:
 		by := ""
 		if p.By != "" {
-			by = " by " + p.By
+			by = " by " + clip(p.By)
 		}
-		return fmt.Sprintf("invalidated %s%s: %s", p.MemoryID, by, memoryWhy(p.Reason, p.Key, clip))
+		return fmt.Sprintf("invalidated %s%s: %s", clip(p.MemoryID), by, memoryWhy(p.Reason, p.Key))
 	case *messages.MemoryCleared:
 		tier := "every tier"
 		if p.Tier != "" {
-			tier = "the " + p.Tier + " tier"
+			tier = "the " + clip(p.Tier) + " tier"
 		}
-		return fmt.Sprintf("cleared %s: %s", tier, memoryWhy(p.Reason, p.Key, clip))
+		return fmt.Sprintf("cleared %s: %s", tier, memoryWhy(p.Reason, p.Key))
 	case *messages.MemoryBlockSet:
-		return fmt.Sprintf("core block %s set: %s: %s", clip(p.Label), clip(p.Value), memoryWhy(p.Reason, p.Key, clip))
+		return fmt.Sprintf("core block %s set: %s: %s", clip(p.Label), clip(p.Value), memoryWhy(p.Reason, p.Key))
 	case *messages.MemoryBlockDeleted:
-		return fmt.Sprintf("core block %s deleted: %s", clip(p.Label), memoryWhy(p.Reason, p.Key, clip))
+		return fmt.Sprintf("core block %s deleted: %s", clip(p.Label), memoryWhy(p.Reason, p.Key))
 	case *messages.MemoryRemembered:
 		// A turn's write after task that wrote nothing: its reason and the
 		// turn's key, which no memory's history lists. Or an Add under a
@@ -628,14 +633,14 @@ func summary(p messages.Payload) string {
 }
 
 // memoryRecord names a memory as a change left it: its ID, tier and content.
-func memoryRecord(m messages.MemoryRecord, clip func(string) string) string {
-	return fmt.Sprintf("%s (%s): %s", m.MemoryID, m.Tier, clip(m.Content))
+func memoryRecord(m messages.MemoryRecord) string {
+	return fmt.Sprintf("%s (%s): %s", clip(m.MemoryID), clip(m.Tier), clip(m.Content))
 }
 
 // memoryWhy says why a memory changed and under which key (the session's event,
 // the client's request or the consolidation run that made the change), the key
 // as a memory's history shows it: a client's, without its request's digest.
-func memoryWhy(reason, key string, clip func(string) string) string {
+func memoryWhy(reason, key string) string {
 	if key == "" {
 		return clip(reason)
 	}
@@ -680,7 +685,7 @@ func (tl *Timeline) linkChildren(ctx context.Context, log eventlog.Log) error {
 func (tl *Timeline) Render(w io.Writer) {
 	parent := ""
 	if tl.Parent != "" {
-		parent = "  child of " + tl.Parent
+		parent = "  child of " + clip(tl.Parent)
 	}
 	fmt.Fprint(w, node.EscapeControls(fmt.Sprintf("session %s  %s  %d events  tokens %d+%d%s\n", tl.SessionID, tl.Status, tl.Events, tl.Usage.PromptTokens, tl.Usage.CompletionTokens, parent)))
 	// Depth-first with a stack of its own, each step indented by its depth in the
@@ -706,7 +711,7 @@ func (tl *Timeline) Render(w io.Writer) {
 		if s.Tokens != nil {
 			extra += fmt.Sprintf("  %d+%d tokens", s.Tokens.PromptTokens, s.Tokens.CompletionTokens)
 		}
-		fmt.Fprint(w, node.EscapeControls(fmt.Sprintf("%5d %s%-16s %-18s %s%s\n", s.Seq, strings.Repeat("  ", depth), s.Type, s.Actor, s.Summary, extra)))
+		fmt.Fprint(w, node.EscapeControls(fmt.Sprintf("%5d %s%-16s %-18s %s%s\n", s.Seq, strings.Repeat("  ", depth), s.Type, clip(s.Actor), s.Summary, extra)))
 		if s.Context != nil {
 			renderContext(w, s.Context, "      "+strings.Repeat("  ", depth+1))
 		}

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -81,5 +83,96 @@ func TestReplayShowExplainsEachMemoryChange(t *testing.T) {
 		if strings.Contains(out, "#request=") {
 			t.Errorf("%v: a key with its request's digest:\n%s", args, out)
 		}
+	}
+}
+
+// What replay show prints of a memory change stays on its step's line, of a
+// bounded length, and cannot act on the terminal, whatever the change's text
+// holds: every field is clipped as a task's input is, where a memory's ID, its
+// tier, what invalidated it, and a step's actor, were printed whole (a newline
+// in one forged timeline lines, a 1 MiB one printed 1 MiB).
+func TestReplayShowClipsHostileMemoryChanges(t *testing.T) {
+	dir := t.TempDir()
+	id := "memory/user:mallory"
+	lg, err := sqlite.Open(context.Background(), sqlite.Config{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostile := "\x1b[2J\x1b]0;owned\a\n    99 task.completed   session          completed: forged\r\n" + strings.Repeat("長", 1<<20/3)
+	rec := messages.MemoryRecord{MemoryID: hostile, Tier: hostile, Content: hostile, Sources: []messages.MemorySource{{Kind: "memory", ID: hostile}}}
+	events := []messages.Payload{
+		&messages.MemoryAdded{Key: hostile, Reason: hostile, Memory: rec},
+		&messages.MemoryUpdated{Key: hostile, Reason: hostile, Memory: rec},
+		&messages.MemoryForgotten{Key: hostile, Reason: hostile, MemoryIDs: []string{hostile, hostile}},
+		&messages.MemoryMerged{Key: hostile, Reason: hostile, Merged: []string{hostile}, Memory: rec},
+		&messages.MemoryPromoted{Key: hostile, Reason: hostile, From: hostile, Memory: rec},
+		&messages.MemoryDistilled{Key: hostile, Reason: hostile, Memory: rec},
+		&messages.MemoryInvalidated{Key: hostile, Reason: hostile, MemoryID: hostile, By: hostile, AtUS: 1},
+		&messages.MemoryCleared{Key: hostile, Reason: hostile, Tier: hostile},
+		&messages.MemoryBlockSet{Key: hostile, Reason: hostile, Label: hostile, Value: hostile, Limit: 2000},
+		&messages.MemoryBlockDeleted{Key: hostile, Reason: hostile, Label: hostile},
+		&messages.MemoryRemembered{Key: hostile, Reason: hostile},
+	}
+	for i, p := range events {
+		e, err := messages.NewEnvelope(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.SessionID, e.Seq, e.Actor = id, uint64(i+1), "memory"
+		if i == len(events)-1 {
+			e.Actor = hostile
+		}
+		e.ID, e.TS = fmt.Sprintf("%s/%d", id, i+1), int64(1_000_000+i)
+		if err := lg.Append(context.Background(), []messages.Envelope{e}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lg.Close()
+	code, out, errs := replay(t, "show", id, "--data", dir)
+	if code != 0 {
+		t.Fatalf("show: exit %d: %s", code, errs)
+	}
+	if strings.ContainsAny(out, "\x1b\a\r") {
+		t.Errorf("show printed a terminal control")
+	}
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	if len(lines) != 1+len(events) {
+		t.Errorf("show printed %d lines for %d changes, want one each and a header", len(lines), len(events))
+	}
+	for i, l := range lines {
+		if len(l) > 4<<10 {
+			t.Errorf("line %d is %d bytes long: %.200q...", i+1, len(l), l)
+		}
+		if strings.Contains(l, "forged") && !strings.HasPrefix(strings.TrimSpace(l), strconv.Itoa(i)+" ") {
+			t.Errorf("line %d is not the step of its seq: %.200q", i+1, l)
+		}
+	}
+}
+
+// The timeline's title names a child session's parent on its line, clipped as
+// the steps' texts are: the parent's ID is what the child's first task
+// recorded, which an imported file sets.
+func TestReplayShowClipsTheParentInItsTitle(t *testing.T) {
+	dir := t.TempDir()
+	lg, err := sqlite.Open(context.Background(), sqlite.Config{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostile := "p\n    9 task.completed   session          completed: forged\n" + strings.Repeat("p", 1<<20)
+	e, err := messages.NewEnvelope(&messages.TaskSubmitted{Input: "hi", Parent: &messages.ParentRef{SessionID: hostile, Key: "k", Depth: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.ID, e.SessionID, e.Seq, e.TS, e.Actor = "child/1", "child", 1, 1, "session"
+	if err := lg.Append(context.Background(), []messages.Envelope{e}); err != nil {
+		t.Fatal(err)
+	}
+	lg.Close()
+	code, out, errs := replay(t, "show", "child", "--data", dir)
+	if code != 0 {
+		t.Fatalf("show: exit %d: %s", code, errs)
+	}
+	if lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n"); len(lines) != 2 || len(lines[0]) > 1<<10 {
+		t.Errorf("show of a session with one event printed %d lines, the first %d bytes long; want a title of a line and the event", len(lines), len(lines[0]))
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -16,7 +18,6 @@ import (
 	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
-	"github.com/troupe-run/troupe/redact"
 )
 
 // The export format: JSON lines. The first line is a header; each further line is one
@@ -303,6 +304,9 @@ func scanExport(r io.Reader, batch func(events []messages.Envelope) error) (h ex
 		return h, nil, fmt.Errorf("%w: %w", ErrBadExport, err)
 	}
 	first = bytes.TrimPrefix(first, []byte("\ufeff")) // a byte order mark
+	if err := checkKeys(first, headerKeys); err != nil {
+		return h, nil, fmt.Errorf("%w: line 1 is not an export header: %w", ErrBadExport, err)
+	}
 	d := json.NewDecoder(bytes.NewReader(first))
 	d.DisallowUnknownFields()
 	if err := d.Decode(&h); err != nil {
@@ -329,6 +333,7 @@ func scanExport(r io.Reader, batch func(events []messages.Envelope) error) (h ex
 		events  int                 // the session's events read
 		pending []messages.Envelope // those not yet given to batch
 		size    int                 // pending's payload
+		ids     = eventIDs{session: h.SessionID}
 	)
 	flush := func() error {
 		if len(pending) == 0 {
@@ -360,6 +365,9 @@ func scanExport(r io.Reader, batch func(events []messages.Envelope) error) (h ex
 			}
 			return h, nil, fmt.Errorf("%w: line %d: more lines than the header's %d events and %d configurations", ErrBadExport, line, h.Events, h.Configs)
 		}
+		if err := checkKeys(b, envelopeKeys); err != nil {
+			return h, nil, fmt.Errorf("%w: line %d is not an event envelope: %w", ErrBadExport, line, err)
+		}
 		e, err := messages.Unmarshal(b)
 		if err != nil {
 			return h, nil, fmt.Errorf("%w: line %d: %w", ErrBadExport, line, err)
@@ -378,6 +386,11 @@ func scanExport(r io.Reader, batch func(events []messages.Envelope) error) (h ex
 		}
 		p, err := e.Decode()
 		if err != nil {
+			return h, nil, fmt.Errorf("%w: line %d: %w", ErrBadExport, line, err)
+		}
+		if err := ids.add(e); err != nil {
+			// The log refuses it: a session written in batches would be
+			// refused part way, its configurations and first batches written.
 			return h, nil, fmt.Errorf("%w: line %d: %w", ErrBadExport, line, err)
 		}
 		if events == h.Events && h.Configs > 0 {
@@ -407,6 +420,85 @@ func scanExport(r io.Reader, batch func(events []messages.Envelope) error) (h ex
 	return h, configs, nil
 }
 
+// The keys of an export's header and of an event's envelope, as export writes
+// them (messages.AppendEnvelope).
+var (
+	headerKeys   = []string{"format", "version", "session_id", "events", "configs"}
+	envelopeKeys = []string{"id", "session_id", "seq", "type", "v", "causation_id", "correlation_id", "ts", "actor", "payload"}
+)
+
+// checkKeys checks that line is a JSON object whose keys are among keys, as
+// written there, each once. encoding/json takes a key in any case ("Seq" for
+// "seq") and, given twice, the last value: a file read by another tool (which
+// may take the first, or no other case) would say another thing than what
+// import reads from it, or hold a field import drops. A line that is no JSON
+// object is left to the decoding that follows, which says what is wrong with it.
+func checkKeys(line []byte, keys []string) error {
+	d := json.NewDecoder(bytes.NewReader(line))
+	if t, err := d.Token(); err != nil || t != json.Delim('{') {
+		return nil
+	}
+	seen := make(map[string]bool, len(keys))
+	for d.More() {
+		t, err := d.Token()
+		if err != nil {
+			return nil
+		}
+		key, _ := t.(string)
+		switch {
+		case seen[key]:
+			return fmt.Errorf("key %q is given twice", key)
+		case !slices.Contains(keys, key):
+			return fmt.Errorf("unknown key %q (the keys are %s, in lower case)", key, strings.Join(keys, ", "))
+		}
+		seen[key] = true
+		var skip json.RawMessage
+		if err := d.Decode(&skip); err != nil {
+			return nil
+		}
+	}
+	return nil
+}
+
+// eventIDs finds an event ID an export gives twice (IDs are unique in a log),
+// holding little for a session of any length: a node names most of a session's
+// events by their position, "<session>/<seq>", so it keeps a flag for each event
+// named so (at its seq) and the other IDs whole.
+type eventIDs struct {
+	session string
+	byPos   []bool            // byPos[seq-1]: the session's event at seq is named by its position
+	other   map[string]string // the other IDs, to where they were given
+}
+
+// add adds e's ID, read after the events added before, and fails if one of
+// them has it.
+func (s *eventIDs) add(e messages.Envelope) error {
+	where := func(e messages.Envelope) string { return fmt.Sprintf("the event at %s seq %d", e.SessionID, e.Seq) }
+	if at, ok := s.other[e.ID]; ok {
+		return fmt.Errorf("event ID %q is given twice: %s has it, and %s", e.ID, at, where(e))
+	}
+	k, positional := uint64(0), false
+	if rest, ok := strings.CutPrefix(e.ID, s.session+"/"); ok {
+		n, err := strconv.ParseUint(rest, 10, 64)
+		k, positional = n, err == nil && n > 0 && strconv.FormatUint(n, 10) == rest
+	}
+	if positional && k <= uint64(len(s.byPos)) && s.byPos[k-1] {
+		return fmt.Errorf("event ID %q is given twice: the event at %s seq %d has it, and %s", e.ID, s.session, k, where(e))
+	}
+	if positional && e.SessionID == s.session && k == e.Seq {
+		for uint64(len(s.byPos)) < k {
+			s.byPos = append(s.byPos, false)
+		}
+		s.byPos[k-1] = true
+		return nil
+	}
+	if s.other == nil {
+		s.other = map[string]string{}
+	}
+	s.other[e.ID] = where(e)
+	return nil
+}
+
 // checkConfigEvent checks an export's event of a configuration's stream, whose
 // payload is p: the one event, at seq 1, of the stream of the digest it holds.
 func checkConfigEvent(e messages.Envelope, p messages.Payload) error {
@@ -418,9 +510,11 @@ func checkConfigEvent(e messages.Envelope, p messages.Payload) error {
 		return fmt.Errorf("the configuration %q in stream %q", c.Digest, e.SessionID)
 	case e.Seq != 1 || e.ID != e.SessionID+"/1":
 		return fmt.Errorf("the configuration %s at seq %d, ID %q: want seq 1, ID %s/1", c.Digest, e.Seq, e.ID, e.SessionID)
-	case !bytes.Contains(e.Payload, []byte(redact.Redacted)) && actors.ConfigDigest(&c.Config) != c.Digest:
-		// A configuration whose secrets were redacted as it was stored has
-		// another digest than its content's; any other is its digest's.
+	case !actors.ConfigOfDigest(&c.Config, c.Digest):
+		// A configuration whose prompt's secrets were redacted as it was
+		// stored has another digest than its content's, and runs only once
+		// they are put back; any other is its digest's, whatever else of the
+		// event says "[REDACTED]".
 		return fmt.Errorf("the configuration in stream %s is not the one of its digest: it was changed", e.SessionID)
 	}
 	return nil
