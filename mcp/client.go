@@ -387,11 +387,20 @@ func (s *server) connect(ctx context.Context) (*sdk.ClientSession, error) {
 	cctx, cancel := context.WithTimeoutCause(ctx, s.c.cfg.ConnectTimeout,
 		fmt.Errorf("the server did not connect and list its tools within %s", s.c.cfg.ConnectTimeout))
 	defer cancel()
+	// A stdio connection counts a list_changed as it reads it (stdioConn.Read),
+	// before the answer after it; the SDK's handler of the same notification,
+	// run apart from the answers, counts it only on the other transports: counted
+	// twice, it was listed twice, and a call that saw both counts waited for the
+	// second listing, RelistInterval after the first.
+	askRefresh := s.askRefresh
+	if s.cfg.Stdio() {
+		askRefresh = func() {}
+	}
 	opts := &sdk.ClientOptions{
 		Capabilities:               &sdk.ClientCapabilities{},
-		ToolListChangedHandler:     func(context.Context, *sdk.ToolListChangedRequest) { s.askRefresh() },
-		PromptListChangedHandler:   func(context.Context, *sdk.PromptListChangedRequest) { s.askRefresh() },
-		ResourceListChangedHandler: func(context.Context, *sdk.ResourceListChangedRequest) { s.askRefresh() },
+		ToolListChangedHandler:     func(context.Context, *sdk.ToolListChangedRequest) { askRefresh() },
+		PromptListChangedHandler:   func(context.Context, *sdk.PromptListChangedRequest) { askRefresh() },
+		ResourceListChangedHandler: func(context.Context, *sdk.ResourceListChangedRequest) { askRefresh() },
 		ResourceUpdatedHandler: func(ctx context.Context, req *sdk.ResourceUpdatedNotificationRequest) {
 			if req.Params != nil {
 				s.c.tellUpdated(ctx, req.Params.URI)
