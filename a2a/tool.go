@@ -354,11 +354,12 @@ func fetchCard(ctx context.Context, hc *http.Client, rawURL string) (*sdk.AgentC
 // Call implements tools.Tool: it sends the message and returns the agent's answer
 // and the context to continue in, or what went wrong in words the model reads.
 func (t *Tool) Call(ctx context.Context, c tools.Call) (string, error) {
+	// Read as every tool's arguments are (tools.ArgumentParser, for the tool's
+	// schema): a key written twice, a key in another case, text after the object
+	// or a value past its maxLength is refused naming the field, not taken.
 	var a toolArgs
-	dec := json.NewDecoder(strings.NewReader(c.Arguments))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&a); err != nil {
-		return "", fmt.Errorf("%w: %v (want {\"message\": \"...\", \"context_id\": \"...\", \"task_id\": \"...\"})", tools.ErrInvalidArguments, err)
+	if err := tools.DecodeArguments(t.Spec(), c.Arguments, &a); err != nil {
+		return "", err
 	}
 	if a.TaskID != "" && a.ContextID == "" {
 		return "", fmt.Errorf("%w: task_id %q needs the context_id the same answer gave", tools.ErrInvalidArguments, a.TaskID)

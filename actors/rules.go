@@ -287,7 +287,13 @@ import (
 //     holding a non-empty "steps" (plan.go's planText): under 1 to 15 it was
 //     its first ```json fence's content, else the text from its first '{' to
 //     its last '}', so braces in the prose before the plan made it unreadable
-//     and the planner was asked again.
+//     and the planner was asked again. And a call refused for the length of its
+//     arguments (over its tool's max_arguments, 1 MiB by default) is kept in
+//     the conversation with their head and tail, as a JSON object
+//     {"refused_arguments": "…"} (state.go's cutRefusedArguments): under 1 to
+//     15 they stayed whole in every later prompt, where no cut shortens a
+//     call's arguments, and the task failed with context_overflow at its next
+//     model call.
 //   - 17: an earlier task's input and the answer that ends its exchange go or
 //     stay together in a context, after tool calls and their results too
 //     (context.go's answerOf; the calls and results between them stay groups of
@@ -482,6 +488,10 @@ const (
 	// rules took its first ```json fence, else the text from its first '{' to its
 	// last '}'.
 	rulesPlanJSONBody = 16
+	// rulesRefusedArgumentsCut is the version whose conversation keeps a call
+	// refused for the length of its arguments with their head and tail
+	// (cutRefusedArguments): older rules kept them whole in every later prompt.
+	rulesRefusedArgumentsCut = 16
 	// rulesExchangeAnswers is the version whose contexts keep an earlier task's
 	// input together with the answer that ends its exchange, after its tool calls
 	// and their results (answerOf): version 16 tied it only to an answer that

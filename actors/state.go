@@ -5,11 +5,14 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
 
+	"github.com/troupe-run/troupe/internal/textclip"
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/tools"
@@ -737,6 +740,9 @@ func (s *SessionState) applyLoop(e messages.Envelope, p messages.Payload) error 
 			all = all && c.done
 		}
 		if all {
+			if t.rules >= rulesRefusedArgumentsCut {
+				s.cutRefusedArguments(t.calls)
+			}
 			for _, c := range t.calls {
 				s.history = append(s.history, toolMessage(c.result))
 			}
@@ -855,6 +861,58 @@ func (s *SessionState) effectKeyOf(e messages.Envelope, text string) (messages.E
 		return k, fmt.Errorf("actors: session %s: event %d requests an effect keyed %s, of another session", s.SessionID, e.Seq, text)
 	}
 	return k, nil
+}
+
+// refusedForLength matches the error of a call whose arguments were refused
+// unread for their length (tools.CallLimited, tools.ArgumentParser), as recorded:
+// the tool's name, the arguments' length in bytes and the limit.
+var refusedForLength = regexp.MustCompile(`^[^\n]*: invalid arguments: the arguments are (\d+) bytes long; the limit is \d+$`)
+
+// The head and tail of a refused call's arguments its reply keeps in the
+// conversation (cutRefusedArguments).
+const (
+	refusedArgumentsHead = 1 << 10
+	refusedArgumentsTail = 256
+)
+
+// cutRefusedArguments replaces, in the reply whose calls are calls (the latest
+// message of the conversation), the arguments of each call refused for their
+// length with a JSON object holding their head and tail, {"refused_arguments":
+// "…"} (rules rulesRefusedArgumentsCut). Whole, they stayed in every later
+// prompt, where a cut never shortens a call's arguments (they would no longer be
+// JSON): a reply of 1 MB of arguments refused as too long made every request
+// after it larger than the window, and the task failed with context_overflow
+// rather than let the model try again shorter. A call is cut only when its
+// error gives its arguments' very length. The reply's event keeps them whole.
+func (s *SessionState) cutRefusedArguments(calls []*callState) {
+	last := len(s.history) - 1
+	if last < 0 || len(s.history[last].ToolCalls) != len(calls) {
+		return
+	}
+	m := &s.history[last]
+	var cut []messages.ToolCall
+	for i, c := range calls {
+		tc := m.ToolCalls[i]
+		if tc.ID != c.req.CallID || len(tc.Arguments) <= refusedArgumentsHead+refusedArgumentsTail {
+			continue
+		}
+		g := refusedForLength.FindStringSubmatch(c.result.Error)
+		if g == nil || g[1] != strconv.Itoa(len(tc.Arguments)) {
+			continue
+		}
+		if cut == nil {
+			cut = slices.Clone(m.ToolCalls) // the reply's own calls are the event's
+		}
+		b, _ := json.Marshal(map[string]string{"refused_arguments": textclip.Middle(tc.Arguments, refusedArgumentsHead, refusedArgumentsTail, " of these arguments")})
+		cut[i].Arguments = string(b)
+	}
+	if cut == nil {
+		return
+	}
+	m.ToolCalls = cut
+	if last < len(s.ctx.turns) {
+		s.ctx.turns[last] = 0 // its tokens are counted again
+	}
 }
 
 func toolMessage(r messages.ToolCallCompleted) messages.ChatMessage {

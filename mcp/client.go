@@ -387,11 +387,21 @@ func (s *server) connect(ctx context.Context) (*sdk.ClientSession, error) {
 	cctx, cancel := context.WithTimeoutCause(ctx, s.c.cfg.ConnectTimeout,
 		fmt.Errorf("the server did not connect and list its tools within %s", s.c.cfg.ConnectTimeout))
 	defer cancel()
+	// A stdio or HTTP connection counts a list_changed as it reads it
+	// (stdioConn.Read, boundedEvents), before the answer after it; the SDK's
+	// handler of the same notification, run apart from the answers, counts it
+	// only on a Transport of the configuration's: counted twice, it was listed
+	// twice, and a call that saw both counts waited for the second listing,
+	// RelistInterval after the first.
+	askRefresh := s.askRefresh
+	if s.cfg.Transport == nil {
+		askRefresh = func() {}
+	}
 	opts := &sdk.ClientOptions{
 		Capabilities:               &sdk.ClientCapabilities{},
-		ToolListChangedHandler:     func(context.Context, *sdk.ToolListChangedRequest) { s.askRefresh() },
-		PromptListChangedHandler:   func(context.Context, *sdk.PromptListChangedRequest) { s.askRefresh() },
-		ResourceListChangedHandler: func(context.Context, *sdk.ResourceListChangedRequest) { s.askRefresh() },
+		ToolListChangedHandler:     func(context.Context, *sdk.ToolListChangedRequest) { askRefresh() },
+		PromptListChangedHandler:   func(context.Context, *sdk.PromptListChangedRequest) { askRefresh() },
+		ResourceListChangedHandler: func(context.Context, *sdk.ResourceListChangedRequest) { askRefresh() },
 		ResourceUpdatedHandler: func(ctx context.Context, req *sdk.ResourceUpdatedNotificationRequest) {
 			if req.Params != nil {
 				s.c.tellUpdated(ctx, req.Params.URI)
@@ -489,6 +499,18 @@ var listChangedMethods = map[string]bool{
 	"notifications/tools/list_changed":     true,
 	"notifications/prompts/list_changed":   true,
 	"notifications/resources/list_changed": true,
+}
+
+// notified is the method of the JSON-RPC notification msg ("": msg is none).
+func notified(msg []byte) string {
+	var n struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+	}
+	if json.Unmarshal(msg, &n) != nil || n.ID != nil {
+		return ""
+	}
+	return n.Method
 }
 
 // askRefresh counts a list_changed of the server and asks its connection's loop
@@ -715,7 +737,7 @@ func (s *server) transport() sdk.Transport {
 		return &stdioTransport{cmd: cmd, terminate: 2 * time.Second, log: s.c.cfg.Logger.With("mcp_server", s.name), sent: &s.sent, taskOnly: &s.taskOnly,
 			listChanged: s.askRefresh}
 	}
-	var rt http.RoundTripper = boundedBodies{base: http.DefaultTransport, taskOnly: &s.taskOnly}
+	var rt http.RoundTripper = boundedBodies{base: http.DefaultTransport, taskOnly: &s.taskOnly, listChanged: s.askRefresh}
 	if len(s.cfg.Headers) > 0 {
 		u, _ := url.Parse(s.cfg.URL) // valid (Validate)
 		rt = headerTransport{base: rt, headers: s.cfg.Headers, scheme: u.Scheme, host: u.Host}
@@ -901,6 +923,10 @@ type boundedBodies struct {
 	base http.RoundTripper
 	// taskOnly, when set, notes the task-only tools of the answers to tools/list.
 	taskOnly *taskOnlyTools
+	// listChanged, when set, is called with each list_changed notification of a
+	// stream as its event is read, before the events after it (a call's answer
+	// after it on the call's stream) are handed on.
+	listChanged func()
 }
 
 func (t boundedBodies) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -916,7 +942,8 @@ func (t boundedBodies) RoundTrip(r *http.Request) (*http.Response, error) {
 	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	switch {
 	case mt == "text/event-stream":
-		resp.Body = &boundedEvents{body: resp.Body, r: bufio.NewReaderSize(resp.Body, 64<<10), id: id, lineStart: true, taskOnly: taskOnly}
+		resp.Body = &boundedEvents{body: resp.Body, r: bufio.NewReaderSize(resp.Body, 64<<10), id: id, lineStart: true, taskOnly: taskOnly,
+			listChanged: t.listChanged}
 	case id != nil && resp.StatusCode/100 == 2:
 		data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes+1))
 		_ = resp.Body.Close()
@@ -984,6 +1011,8 @@ type boundedEvents struct {
 	out       []byte
 	err       error
 	taskOnly  *taskOnlyTools // notes the events of a tools/list's stream (nil: none)
+	// listChanged is called with each list_changed notification (nil: not called).
+	listChanged func()
 }
 
 func (b *boundedEvents) Read(p []byte) (int, error) {
@@ -1024,6 +1053,9 @@ func (b *boundedEvents) take(chunk []byte, complete bool) {
 	if blank {
 		if b.taskOnly != nil {
 			b.taskOnly.noteEvent(b.ev)
+		}
+		if b.listChanged != nil && bytes.Contains(b.ev, []byte("list_changed")) && listChangedMethods[notified(eventData(b.ev))] {
+			b.listChanged()
 		}
 		b.out, b.ev = b.ev, nil
 	}

@@ -52,9 +52,9 @@
 // per ClientConfig.RelistInterval, 1 s: the notifications of a server that sends
 // them without pause are followed by one listing at the interval's end), rebuilds
 // the catalog, and closes the channel of Changed, which the MCP server below follows.
-// A tool call during which a stdio server sent one (read before the answer after
-// it) returns once that listing has ended, so the agent's next request offers the
-// tools the call added.
+// A tool call during which a stdio server sent one, or an HTTP server sent one on
+// the call's own event stream (read before the answer after it), returns once that
+// listing has ended, so the agent's next request offers the tools the call added.
 //
 // A server that is down at start, whose process died, or whose HTTP endpoint went
 // away, is reconnected with backoff (ClientConfig.MinBackoff doubling up to

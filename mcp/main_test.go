@@ -129,6 +129,11 @@ func hostileServer() {
 		case "ping":
 			reply(map[string]any{})
 		case "tools/list":
+			if path := os.Getenv("TROUPE_MCP_TEST_LISTS"); path != "" { // the listings answered
+				f, _ := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+				fmt.Fprintln(f, "tools/list")
+				f.Close()
+			}
 			reply(map[string]any{"tools": toolList()})
 		case "tools/call":
 			switch req.Params.Name {

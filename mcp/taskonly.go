@@ -84,6 +84,12 @@ func (k *taskOnlyTools) noteEvent(ev []byte) {
 	if !bytes.Contains(ev, []byte(`"tools"`)) {
 		return
 	}
+	k.noteMessage(eventData(ev))
+}
+
+// eventData is the data of an event of a stream: its data lines, joined as the
+// SSE format joins them.
+func eventData(ev []byte) []byte {
 	var data []byte
 	for line := range bytes.Lines(ev) {
 		line = bytes.TrimRight(line, "\r\n")
@@ -94,7 +100,7 @@ func (k *taskOnlyTools) noteEvent(ev []byte) {
 			data = append(data, bytes.TrimPrefix(rest, []byte(" "))...)
 		}
 	}
-	k.noteMessage(data)
+	return data
 }
 
 func (k *taskOnlyTools) required(name string) bool {

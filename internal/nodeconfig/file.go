@@ -18,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/troupe-run/troupe/a2a"
 	"github.com/troupe-run/troupe/actors"
 	"github.com/troupe-run/troupe/eventlog/clickhouse"
 	"github.com/troupe-run/troupe/kafka"
@@ -632,6 +633,14 @@ func (fc File) Validate() error {
 				bad("chains", "chain %q: the name is MCP server %q's to give a tool (\"%s%s<tool>\", mcp_servers), and the chain would hide its tool of that name: name the chain otherwise",
 					c.Name, server, server, mcp.Separator)
 			}
+		}
+	}
+	// The remote A2A agents' tools are a2a__<name>: a server named a2a would give
+	// its tools names of theirs, and one named like an agent would be hidden.
+	if server, _, _ := strings.Cut(a2a.ToolPrefix, mcp.Separator); len(fc.A2AAgents) > 0 {
+		if _, configured := fc.MCPServers[server]; configured {
+			bad("mcp_servers", "the server name %q gives its tools the names of the remote A2A agents' (\"%s<name>\", a2a_agents), and a tool named like one would be hidden: name the server otherwise",
+				server, a2a.ToolPrefix)
 		}
 	}
 	errs = append(errs, fc.Memory.validate()...)
