@@ -14,11 +14,11 @@ import (
 // A reply whose call's arguments (1 MiB and more) are refused as too long kept
 // them whole in the conversation, where no cut shortens a call's arguments: the
 // next request was larger than any window, and the task failed with
-// context_overflow instead of letting the model try again shorter. From rules 16
+// context_overflow instead of letting the model try again shorter. From rules 17
 // the conversation keeps their head and tail as a JSON object; the reply's event
 // keeps them whole.
 func TestRefusedLongArgumentsAreKeptCut(t *testing.T) {
-	for _, rules := range []int{actors.ContextRules, 16, 15} {
+	for _, rules := range []int{actors.ContextRules, 17, 16} {
 		refusedLongArguments(t, rules)
 	}
 }
@@ -53,7 +53,7 @@ func refusedLongArguments(t *testing.T, rules int) {
 		t.Fatal("the reply's event lost its arguments")
 	}
 	dec := st.Decide(agent, seq+1, 0)
-	if rules < 16 {
+	if rules < 17 {
 		if f, ok := dec.Payload.(*messages.TaskFailed); !ok || f.Reason != messages.ReasonContextOverflow {
 			t.Fatalf("under rules %d: %T %+v, want context_overflow as recorded", rules, dec.Payload, dec.Payload)
 		}

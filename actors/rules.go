@@ -287,20 +287,20 @@ import (
 //     holding a non-empty "steps" (plan.go's planText): under 1 to 15 it was
 //     its first ```json fence's content, else the text from its first '{' to
 //     its last '}', so braces in the prose before the plan made it unreadable
-//     and the planner was asked again. And a call refused for the length of its
-//     arguments (over its tool's max_arguments, 1 MiB by default) is kept in
-//     the conversation with their head and tail, as a JSON object
-//     {"refused_arguments": "…"} (state.go's cutRefusedArguments): under 1 to
-//     15 they stayed whole in every later prompt, where no cut shortens a
-//     call's arguments, and the task failed with context_overflow at its next
-//     model call.
+//     and the planner was asked again.
 //   - 17: an earlier task's input and the answer that ends its exchange go or
 //     stay together in a context, after tool calls and their results too
 //     (context.go's answerOf; the calls and results between them stay groups of
 //     their own): under 16 only an answer that followed its question directly
 //     was tied to it, so that an earlier task that called tools, its question
 //     too large for what was left of the budget, still sent its answer (and its
-//     calls) without its question. Prompts are version 16's but for that.
+//     calls) without its question. Prompts are version 16's but for that. And
+//     a call refused for the length of its arguments (over its tool's
+//     max_arguments, 1 MiB by default) is kept in the conversation with their
+//     head and tail, as a JSON object {"refused_arguments": "…"} (state.go's
+//     cutRefusedArguments): under 1 to 16 they stayed whole in every later
+//     prompt, where no cut shortens a call's arguments, and the task failed
+//     with context_overflow at its next model call.
 const ContextRules = 17
 
 // The versions of the rules whose changes the code tests for by name (ContextRules
@@ -491,7 +491,7 @@ const (
 	// rulesRefusedArgumentsCut is the version whose conversation keeps a call
 	// refused for the length of its arguments with their head and tail
 	// (cutRefusedArguments): older rules kept them whole in every later prompt.
-	rulesRefusedArgumentsCut = 16
+	rulesRefusedArgumentsCut = 17
 	// rulesExchangeAnswers is the version whose contexts keep an earlier task's
 	// input together with the answer that ends its exchange, after its tool calls
 	// and their results (answerOf): version 16 tied it only to an answer that
