@@ -55,3 +55,40 @@ func hasNote(notes []string, part string) bool {
 	}
 	return false
 }
+
+// A hybrid search none of whose words (common words aside) the knowledge base
+// holds is ranked by its vector half alone, min-max normalised over the
+// candidates: its best hit scores Alpha (0.5, 0.2 with the offline hashing
+// embedder) and its worst 0 whether or not any answers the query, as a
+// question in another language does when its best hit is the answer. The
+// scores cannot say that nothing matched; a note does, so that a user or an
+// agent reading the hits knows that no word of the query was found and, with
+// the hashing embedder, that the ranking is hash collisions.
+func TestHybridSearchWithoutAWordOfTheQuerySaysSo(t *testing.T) {
+	f := newFixture(t)
+	b := f.base(t, "docs")
+	addText(t, b, "ports.md", "# Ports\n\nThe node listens for HTTP on port 8080.\n")
+	addText(t, b, "backups.md", "# Backups\n\nStop the node and copy the data directory.\n")
+	for _, text := range []string{"zzqx wvut florp", "the of and", "?! ... ;"} {
+		for _, fusion := range []knowledge.Fusion{knowledge.FusionConvex, knowledge.FusionRRF} {
+			res := search(t, b, knowledge.Query{Text: text, Fusion: fusion})
+			if len(res.Hits) > 0 && !hasNote(res.Notes, "no word of the query") {
+				t.Errorf("%q, fusion %q: hits %v scored %v, notes %q: want a note that no word of the query is in the knowledge base",
+					text, fusion, sources(res.Hits), scores(res.Hits), res.Notes)
+			}
+		}
+	}
+	// A query that shares a word has no such note.
+	res := search(t, b, knowledge.Query{Text: "copy the data"})
+	if hasNote(res.Notes, "no word of the query") {
+		t.Errorf("a matching query: notes %q", res.Notes)
+	}
+}
+
+func scores(hits []knowledge.Hit) []float64 {
+	var out []float64
+	for _, h := range hits {
+		out = append(out, h.Score)
+	}
+	return out
+}

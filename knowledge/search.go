@@ -385,6 +385,9 @@ func (b *Base) pool(ctx context.Context, q Query, queries []string, qvecs [][]fl
 			kwLists, kwTexts = append(kwLists, l), append(kwTexts, text)
 		}
 	}
+	if q.Mode == ModeHybrid && len(vecLists) > 0 && len(kwLists) > 0 && !slices.ContainsFunc(kwLists, func(l rankedList) bool { return len(l.ids) > 0 }) {
+		notes = append(notes, b.noWordNote(q))
+	}
 	var fused []fusedID
 	switch {
 	case (q.Fusion == FusionRRF || q.Fusion == FusionWeightedRRF) && len(vecLists)+len(kwLists) > 1:
@@ -397,6 +400,21 @@ func (b *Base) pool(ctx context.Context, q Query, queries []string, qvecs [][]fl
 	}
 	hits := b.hits(fused)
 	return hits, notes, nil
+}
+
+// noWordNote says that a hybrid search found no word of its query (common words
+// aside): its vector half alone ranked the hits, and under FusionConvex its
+// min-max normalisation gives the best Alpha and the worst 0 whether or not any
+// answers the query, so the scores cannot say that nothing matched.
+func (b *Base) noWordNote(q Query) string {
+	const head = "no word of the query is in the knowledge base (common words do not count): "
+	if _, lexical := b.cfg.QueryEmbedder.(llm.HashingEmbedder); lexical {
+		return head + "the hits are ranked by the offline hashing embedder's vectors alone, which without a shared word are near by hash collisions, so none of them is known to match the query"
+	}
+	if q.Fusion == FusionConvex {
+		return head + fmt.Sprintf("the hits are ranked by meaning alone, and their scores rank them against each other (the best scores %g, the vector share, the worst 0), not how well any matches the query", q.Alpha)
+	}
+	return head + "the hits are ranked by meaning alone, and their scores rank them against each other, not how well any matches the query"
 }
 
 // bm25Alone ends a note on a missing vector list: what a search of mode m did
