@@ -92,3 +92,29 @@ func scores(hits []knowledge.Hit) []float64 {
 	}
 	return out
 }
+
+// With the offline hashing embedder a query vector is near a passage by the
+// words they share, and by hash collisions: a hybrid search none of whose words
+// (common words aside) the knowledge base holds has only collisions to rank, so
+// it finds nothing, and says why, rather than answering passages that do not
+// match (which a session would take as the task's evidence). With a semantic
+// embedder such a search answers (a question in another language finds its
+// answer by meaning), with its note.
+func TestHybridSearchWithTheHashingEmbedderAndNoWordFindsNothing(t *testing.T) {
+	f := newFixture(t, func(c *knowledge.Config) { c.Embedder = llm.HashingEmbedder{} })
+	b := f.base(t, "docs")
+	addText(t, b, "ports.md", "# Ports\n\nThe node listens for HTTP on port 8080.\n")
+	addText(t, b, "backups.md", "# Backups\n\nStop the node and copy the data directory.\n")
+	for _, text := range []string{"zzqx wvut florp", "the of and"} {
+		for _, fusion := range []knowledge.Fusion{knowledge.FusionConvex, knowledge.FusionRRF, knowledge.FusionWeightedRRF} {
+			res := search(t, b, knowledge.Query{Text: text, Fusion: fusion})
+			if len(res.Hits) != 0 || !hasNote(res.Notes, "no word of the query") {
+				t.Errorf("%q, fusion %q: hits %v scored %v, notes %q: want none, and a note saying why", text, fusion, sources(res.Hits), scores(res.Hits), res.Notes)
+			}
+		}
+	}
+	res := search(t, b, knowledge.Query{Text: "copy the data"})
+	if len(res.Hits) == 0 || res.Hits[0].Source != "backups.md" || len(res.Notes) != 0 {
+		t.Errorf("a matching query: hits %v, notes %q", sources(res.Hits), res.Notes)
+	}
+}

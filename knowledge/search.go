@@ -386,7 +386,11 @@ func (b *Base) pool(ctx context.Context, q Query, queries []string, qvecs [][]fl
 		}
 	}
 	if q.Mode == ModeHybrid && len(vecLists) > 0 && len(kwLists) > 0 && !slices.ContainsFunc(kwLists, func(l rankedList) bool { return len(l.ids) > 0 }) {
-		notes = append(notes, b.noWordNote(q))
+		note, lexical := b.noWordNote(q)
+		notes = append(notes, note)
+		if lexical {
+			return []Hit{}, notes, nil
+		}
 	}
 	var fused []fusedID
 	switch {
@@ -405,16 +409,19 @@ func (b *Base) pool(ctx context.Context, q Query, queries []string, qvecs [][]fl
 // noWordNote says that a hybrid search found no word of its query (common words
 // aside): its vector half alone ranked the hits, and under FusionConvex its
 // min-max normalisation gives the best Alpha and the worst 0 whether or not any
-// answers the query, so the scores cannot say that nothing matched.
-func (b *Base) noWordNote(q Query) string {
+// answers the query, so the scores cannot say that nothing matched. lexical is
+// true when the query embedder is the offline llm.HashingEmbedder, whose vectors
+// without a shared word are near by hash collisions only: the search then
+// finds nothing.
+func (b *Base) noWordNote(q Query) (note string, lexical bool) {
 	const head = "no word of the query is in the knowledge base (common words do not count): "
 	if _, lexical := b.cfg.QueryEmbedder.(llm.HashingEmbedder); lexical {
-		return head + "the hits are ranked by the offline hashing embedder's vectors alone, which without a shared word are near by hash collisions, so none of them is known to match the query"
+		return head + "nothing matches it (the offline hashing embedder's vectors find words, not meaning)", true
 	}
 	if q.Fusion == FusionConvex {
-		return head + fmt.Sprintf("the hits are ranked by meaning alone, and their scores rank them against each other (the best scores %g, the vector share, the worst 0), not how well any matches the query", q.Alpha)
+		return head + fmt.Sprintf("the hits are ranked by meaning alone, and their scores rank them against each other (the best scores %g, the vector share, the worst 0), not how well any matches the query", q.Alpha), false
 	}
-	return head + "the hits are ranked by meaning alone, and their scores rank them against each other, not how well any matches the query"
+	return head + "the hits are ranked by meaning alone, and their scores rank them against each other, not how well any matches the query", false
 }
 
 // bm25Alone ends a note on a missing vector list: what a search of mode m did

@@ -15,10 +15,11 @@ import (
 	"github.com/troupe-run/troupe/vectorstore"
 )
 
-// The rag tool's search tells the model what the search's notes say: a query
-// none of whose words the knowledge base holds still gets the passages its
-// vector half ranks (with the offline hashing embedder, by hash collisions), and
-// without the note the model reads them as the base's answer to the query.
+// The rag tool's search tells the model what the search's notes say: that no
+// word of its query is in the knowledge base (with a semantic embedder the
+// passages its vector half ranks come all the same, and without the note the
+// model reads them as the base's answer to the query), that the search ran
+// without its vector half.
 func TestRAGToolSearchPassesTheSearchNotes(t *testing.T) {
 	ctx := context.Background()
 	lg, err := sqlite.Open(ctx, sqlite.Config{Dir: t.TempDir()})
@@ -62,9 +63,6 @@ func TestRAGToolSearchPassesTheSearchNotes(t *testing.T) {
 	}
 	const note = "no word of the query is in the knowledge base"
 	text := call("zzqx wvut florp", "text")
-	if !strings.Contains(text, "[ports.md > # Ports]") && !strings.Contains(text, "[backups.md > # Backups]") {
-		t.Fatalf("text: no passage: %s", text)
-	}
 	if !strings.Contains(text, note) {
 		t.Errorf("text: the search's note is missing: %s", text)
 	}
@@ -72,8 +70,8 @@ func TestRAGToolSearchPassesTheSearchNotes(t *testing.T) {
 	if err := json.Unmarshal([]byte(call("zzqx wvut florp", "json")), &res); err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Hits) == 0 || len(res.Notes) == 0 || !strings.Contains(res.Notes[0], note) {
-		t.Errorf("json: hits %d, notes %q: want the note beside the hits", len(res.Hits), res.Notes)
+	if len(res.Notes) == 0 || !strings.Contains(res.Notes[0], note) {
+		t.Errorf("json: hits %d, notes %q: want the note", len(res.Hits), res.Notes)
 	}
 	if out := call("copy the data", "text"); strings.Contains(out, "Note") {
 		t.Errorf("a query that matches: %s", out)
