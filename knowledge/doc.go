@@ -150,7 +150,10 @@
 //     ModeBM25 without multi-query or HyDE) has nothing to fuse: its hits keep the
 //     scores FusionConvex gives them (a cosine, a share of the query), whatever
 //     the fusion. A ModeHybrid search is two lists, also when one of them is
-//     empty (no keyword hit): rank fusion scores it as any other.
+//     empty (no keyword hit): rank fusion scores it as any other, and a note
+//     says that no word of the query was found (with the offline hashing
+//     embedder, whose vectors then meet by hash collisions only, it finds
+//     nothing).
 //   - FusionWeightedRRF weights each BM25 vote by the same share of the query, at
 //     most 1 (this was the default before FusionConvex).
 //

@@ -121,12 +121,12 @@ func (b *Base) AddText(ctx context.Context, source, markdown, key string) (AddRe
 	body := []byte(markdown)
 	return b.ingest(ctx, source, body, key, formatText, func() (string, error) {
 		if !utf8.Valid(body) {
-			return "", fmt.Errorf("knowledge: %q: the content is not valid UTF-8: %w", source, rag.ErrMalformed)
+			return "", fmt.Errorf("%q: the content is not valid UTF-8: %w", source, rag.ErrMalformed)
 		}
 		// As a file's text (rag.Convert): a NUL is binary content, and the words
 		// around it would be indexed as letters no query finds.
 		if i := strings.IndexByte(markdown, 0); i >= 0 {
-			return "", fmt.Errorf("knowledge: %q: the content holds a NUL byte (at byte %d): send text: %w", source, i, rag.ErrUnsupported)
+			return "", fmt.Errorf("%q: the content holds a NUL byte (at byte %d): send text: %w", source, i, rag.ErrUnsupported)
 		}
 		return strings.ReplaceAll(strings.ReplaceAll(markdown, "\r\n", "\n"), "\r", "\n"), nil
 	})

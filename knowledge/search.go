@@ -269,19 +269,17 @@ func (b *Base) Search(ctx context.Context, q Query) (SearchResult, error) {
 	if hydeVec != nil {
 		qvecs = append(qvecs, hydeVec)
 	}
-	pool, note, err := b.pool(ctx, q, queries, qvecs)
+	pool, notes, err := b.pool(ctx, q, queries, qvecs)
 	if errors.Is(err, ErrDimension) && q.Mode == ModeHybrid {
 		// As when the embedder fails: the BM25 half answers, and says so.
 		res.Notes = append(res.Notes, "the query's vectors are not of the knowledge base's dimension, so the search ranked by BM25 alone, without the vector half: "+err.Error())
 		q.Mode = ModeBM25
-		pool, note, err = b.pool(ctx, q, queries, nil)
+		pool, notes, err = b.pool(ctx, q, queries, nil)
 	}
 	if err != nil {
 		return SearchResult{}, err
 	}
-	if note != "" {
-		res.Notes = append(res.Notes, note)
-	}
+	res.Notes = append(res.Notes, notes...)
 	if b.cfg.Rerank != nil && len(pool) > 0 {
 		pool, err = b.rerank(ctx, q.Text, pool)
 		if err != nil {
@@ -305,8 +303,10 @@ func (b *Base) Search(ctx context.Context, q Query) (SearchResult, error) {
 // The vector lists come from the vector store while it holds the fold's vectors;
 // while it lags (it failed, or a sync has not caught up) or when it fails the
 // search, they come from the fold's own vectors, searched exhaustively in memory,
-// and note says so.
-func (b *Base) pool(ctx context.Context, q Query, queries []string, qvecs [][]float32) (_ []Hit, note string, _ error) {
+// and a note says so. A search by vector of a knowledge base whose chunks have
+// no vector (its passage embedder gave zero vectors), or of a query without one,
+// has no vector list: a hybrid search ranks by BM25 alone, and a note says so.
+func (b *Base) pool(ctx context.Context, q Query, queries []string, qvecs [][]float32) (_ []Hit, notes []string, _ error) {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
 	k := q.Pool * q.Limit
@@ -330,7 +330,7 @@ func (b *Base) pool(ctx context.Context, q Query, queries []string, qvecs [][]fl
 			if len(v) != dim {
 				// The node's embedder changed model, not the request: an embedder
 				// fault (Search answers a hybrid search by BM25).
-				return nil, "", fmt.Errorf("%w: the query embedder gives %d dimensions, the knowledge base's vectors have %d: search with the embedder it was ingested with",
+				return nil, nil, fmt.Errorf("%w: the query embedder gives %d dimensions, the knowledge base's vectors have %d: search with the embedder it was ingested with",
 					ErrDimension, len(v), dim)
 			}
 			var ids []string
@@ -338,7 +338,7 @@ func (b *Base) pool(ctx context.Context, q Query, queries []string, qvecs [][]fl
 				hits, err := b.cfg.Vectors.Search(ctx, b.coll, vectorstore.Query{Vector: v, K: k})
 				switch {
 				case err != nil && ctx.Err() != nil:
-					return nil, "", fmt.Errorf("knowledge: searching %s: %w", b.coll, err)
+					return nil, nil, fmt.Errorf("knowledge: searching %s: %w", b.coll, err)
 				case err != nil:
 					lag = fmt.Errorf("searching %s: %w", b.coll, err)
 					b.searchFailed(lag)
@@ -357,11 +357,17 @@ func (b *Base) pool(ctx context.Context, q Query, queries []string, qvecs [][]fl
 			}
 			vecLists, vecQueries = append(vecLists, l), append(vecQueries, v)
 		}
-		if lag != nil && len(vecLists) > 0 {
-			note = fmt.Sprintf("the vector store lags (%v): the vector lists were searched in the knowledge base's %d chunk vectors in memory, exhaustively", lag, len(b.st.chunks))
-		} else if len(b.parked) > 0 && len(vecLists) > 0 {
+		switch {
+		case len(b.st.chunks) == 0:
+		case len(vecLists) == 0 && dim == 0:
+			notes = append(notes, "the knowledge base's chunks have no vectors (its embedder gave none), so the search"+bm25Alone(q.Mode))
+		case len(vecLists) == 0:
+			notes = append(notes, "the query has no vector (its embedder found nothing in it), so the search"+bm25Alone(q.Mode))
+		case lag != nil:
+			notes = append(notes, fmt.Sprintf("the vector store lags (%v): the vector lists were searched in the knowledge base's %d chunk vectors in memory, exhaustively", lag, len(b.st.chunks)))
+		case len(b.parked) > 0:
 			first := slices.Min(slices.Collect(maps.Keys(b.parked)))
-			note = fmt.Sprintf("the vector store refused the vectors of %d chunks (scored in memory beside its hits): %v", len(b.parked), b.parked[first])
+			notes = append(notes, fmt.Sprintf("the vector store refused the vectors of %d chunks (scored in memory beside its hits): %v", len(b.parked), b.parked[first]))
 		}
 	}
 	var kwTexts []string // the texts searched, beside kwLists
@@ -379,6 +385,13 @@ func (b *Base) pool(ctx context.Context, q Query, queries []string, qvecs [][]fl
 			kwLists, kwTexts = append(kwLists, l), append(kwTexts, text)
 		}
 	}
+	if q.Mode == ModeHybrid && len(vecLists) > 0 && len(kwLists) > 0 && !slices.ContainsFunc(kwLists, func(l rankedList) bool { return len(l.ids) > 0 }) {
+		note, lexical := b.noWordNote(q)
+		notes = append(notes, note)
+		if lexical {
+			return []Hit{}, notes, nil
+		}
+	}
 	var fused []fusedID
 	switch {
 	case (q.Fusion == FusionRRF || q.Fusion == FusionWeightedRRF) && len(vecLists)+len(kwLists) > 1:
@@ -390,7 +403,34 @@ func (b *Base) pool(ctx context.Context, q Query, queries []string, qvecs [][]fl
 		fused = b.fuseConvex(q, vecLists, vecQueries, kwLists, kwTexts)
 	}
 	hits := b.hits(fused)
-	return hits, note, nil
+	return hits, notes, nil
+}
+
+// noWordNote says that a hybrid search found no word of its query (common words
+// aside): its vector half alone ranked the hits, and under FusionConvex its
+// min-max normalisation gives the best Alpha and the worst 0 whether or not any
+// answers the query, so the scores cannot say that nothing matched. lexical is
+// true when the query embedder is the offline llm.HashingEmbedder, whose vectors
+// without a shared word are near by hash collisions only: the search then
+// finds nothing.
+func (b *Base) noWordNote(q Query) (note string, lexical bool) {
+	const head = "no word of the query is in the knowledge base (common words do not count): "
+	if _, lexical := b.cfg.QueryEmbedder.(llm.HashingEmbedder); lexical {
+		return head + "nothing matches it (the offline hashing embedder's vectors find words, not meaning)", true
+	}
+	if q.Fusion == FusionConvex {
+		return head + fmt.Sprintf("the hits are ranked by meaning alone, and their scores rank them against each other (the best scores %g, the vector share, the worst 0), not how well any matches the query", q.Alpha), false
+	}
+	return head + "the hits are ranked by meaning alone, and their scores rank them against each other, not how well any matches the query", false
+}
+
+// bm25Alone ends a note on a missing vector list: what a search of mode m did
+// without it.
+func bm25Alone(m Mode) string {
+	if m == ModeVector {
+		return " found nothing by vector"
+	}
+	return " ranked by BM25 alone, without the vector half"
 }
 
 // withParked returns the IDs of the store's hits for query vector v, with the

@@ -2,6 +2,7 @@ package knowledge_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/troupe-run/troupe/pipelines/rag"
@@ -24,5 +25,17 @@ func TestTextWithANULIsRefusedAsAFileIs(t *testing.T) {
 	}
 	if n := len(events(t, f.log, "docs")); n != 0 {
 		t.Errorf("%d events after only bad input", n)
+	}
+}
+
+// A refused text's error names the package once: "knowledge: knowledge: …" was
+// what the HTTP API answered for a text with a NUL byte or not UTF-8.
+func TestARefusedTextSaysKnowledgeOnce(t *testing.T) {
+	b := newFixture(t).base(t, "docs")
+	for _, text := range []string{"Os\x00lo", "caf\xe9"} {
+		_, err := b.AddText(testCtx(t), "city.md", text, "")
+		if err == nil || strings.Count(err.Error(), "knowledge:") != 1 {
+			t.Errorf("%q: %v; want one \"knowledge:\"", text, err)
+		}
 	}
 }

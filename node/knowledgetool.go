@@ -249,12 +249,15 @@ func (t *ragTool) search(ctx context.Context, a ragSearchArgs) (string, error) {
 	}
 	if a.Format == "json" {
 		return fitKBHits(res.Hits, t.maxOutput, func(hits []knowledge.Hit, omitted int) string {
-			out, _ := json.Marshal(KBHitsJSON{KB: b.Name(), Query: a.Query, Hits: hits, Omitted: omitted}) // strings, numbers: it cannot fail
+			out, _ := json.Marshal(KBHitsJSON{KB: b.Name(), Query: a.Query, Hits: hits, Omitted: omitted, Notes: res.Notes}) // strings, numbers: it cannot fail
 			return string(out)
 		}), nil
 	}
 	return fitKBHits(res.Hits, t.maxOutput, func(hits []knowledge.Hit, omitted int) string {
 		out := FormatKBHits(b.Name(), a.Query, hits)
+		for _, n := range res.Notes {
+			out += "\nNote on this search: " + n + "\n"
+		}
 		if omitted > 0 {
 			out += fmt.Sprintf("\n[%d more passages left out: the answer is kept under %d bytes; search with a lower limit or a narrower query]\n", omitted, t.maxOutput)
 		}
@@ -308,6 +311,9 @@ type KBHitsJSON struct {
 	// limit (the best come first; when the best alone is over it, its content is
 	// cut, ending with " …").
 	Omitted int `json:"omitted,omitempty"`
+	// Notes say what the search could not do as asked, and what its scores do
+	// not say (knowledge.SearchResult.Notes).
+	Notes []string `json:"notes,omitempty"`
 }
 
 func (t *ragTool) ask(ctx context.Context, a ragAskArgs) (string, error) {

@@ -1,0 +1,120 @@
+package knowledge_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/troupe-run/troupe/knowledge"
+	"github.com/troupe-run/troupe/llm"
+)
+
+// zeroEmbedder gives every text a zero vector: the chunks it embeds have none.
+type zeroEmbedder struct{ dim int }
+
+func (e zeroEmbedder) Embed(_ context.Context, texts []string) ([][]float32, error) {
+	out := make([][]float32, len(texts))
+	for i := range out {
+		out[i] = make([]float32, e.dim)
+	}
+	return out, nil
+}
+
+// A hybrid search of a knowledge base whose chunks have no vector (its passage
+// embedder found no direction in them) has no vector half: it ranks by BM25
+// alone, as when the query embedder fails, and says so, so that a user or an
+// agent does not read a keyword ranking as a hybrid one.
+func TestHybridSearchOfABaseWithoutVectorsSaysSo(t *testing.T) {
+	f := newFixture(t, func(c *knowledge.Config) {
+		c.Embedder, c.QueryEmbedder = zeroEmbedder{dim: 8}, llm.HashingEmbedder{}
+	})
+	b := f.base(t, "docs")
+	addText(t, b, "backups.md", "# Backups\n\nStop the node and copy the data directory.\n")
+	addText(t, b, "ports.md", "# Ports\n\nThe node listens for HTTP on port 8080.\n")
+	for _, fusion := range []knowledge.Fusion{knowledge.FusionConvex, knowledge.FusionRRF} {
+		res := search(t, b, knowledge.Query{Text: "copy the data", Fusion: fusion})
+		if len(res.Hits) == 0 || res.Hits[0].Source != "backups.md" {
+			t.Fatalf("fusion %q: hits %v, want backups.md first", fusion, sources(res.Hits))
+		}
+		if !hasNote(res.Notes, "BM25 alone") || !hasNote(res.Notes, "no vectors") {
+			t.Errorf("fusion %q: notes %q, want one saying the chunks have no vectors and the search ranked by BM25 alone", fusion, res.Notes)
+		}
+	}
+	// A vector search has no list at all, and says why too.
+	res := search(t, b, knowledge.Query{Text: "copy the data", Mode: knowledge.ModeVector})
+	if len(res.Hits) != 0 || !hasNote(res.Notes, "no vectors") {
+		t.Errorf("vector search: hits %v, notes %q: want none, and a note saying the chunks have no vectors", sources(res.Hits), res.Notes)
+	}
+}
+
+func hasNote(notes []string, part string) bool {
+	for _, n := range notes {
+		if strings.Contains(n, part) {
+			return true
+		}
+	}
+	return false
+}
+
+// A hybrid search none of whose words (common words aside) the knowledge base
+// holds is ranked by its vector half alone, min-max normalised over the
+// candidates: its best hit scores Alpha (0.5, 0.2 with the offline hashing
+// embedder) and its worst 0 whether or not any answers the query, as a
+// question in another language does when its best hit is the answer. The
+// scores cannot say that nothing matched; a note does, so that a user or an
+// agent reading the hits knows that no word of the query was found and, with
+// the hashing embedder, that the ranking is hash collisions.
+func TestHybridSearchWithoutAWordOfTheQuerySaysSo(t *testing.T) {
+	f := newFixture(t)
+	b := f.base(t, "docs")
+	addText(t, b, "ports.md", "# Ports\n\nThe node listens for HTTP on port 8080.\n")
+	addText(t, b, "backups.md", "# Backups\n\nStop the node and copy the data directory.\n")
+	for _, text := range []string{"zzqx wvut florp", "the of and", "?! ... ;"} {
+		for _, fusion := range []knowledge.Fusion{knowledge.FusionConvex, knowledge.FusionRRF} {
+			res := search(t, b, knowledge.Query{Text: text, Fusion: fusion})
+			if len(res.Hits) > 0 && !hasNote(res.Notes, "no word of the query") {
+				t.Errorf("%q, fusion %q: hits %v scored %v, notes %q: want a note that no word of the query is in the knowledge base",
+					text, fusion, sources(res.Hits), scores(res.Hits), res.Notes)
+			}
+		}
+	}
+	// A query that shares a word has no such note.
+	res := search(t, b, knowledge.Query{Text: "copy the data"})
+	if hasNote(res.Notes, "no word of the query") {
+		t.Errorf("a matching query: notes %q", res.Notes)
+	}
+}
+
+func scores(hits []knowledge.Hit) []float64 {
+	var out []float64
+	for _, h := range hits {
+		out = append(out, h.Score)
+	}
+	return out
+}
+
+// With the offline hashing embedder a query vector is near a passage by the
+// words they share, and by hash collisions: a hybrid search none of whose words
+// (common words aside) the knowledge base holds has only collisions to rank, so
+// it finds nothing, and says why, rather than answering passages that do not
+// match (which a session would take as the task's evidence). With a semantic
+// embedder such a search answers (a question in another language finds its
+// answer by meaning), with its note.
+func TestHybridSearchWithTheHashingEmbedderAndNoWordFindsNothing(t *testing.T) {
+	f := newFixture(t, func(c *knowledge.Config) { c.Embedder = llm.HashingEmbedder{} })
+	b := f.base(t, "docs")
+	addText(t, b, "ports.md", "# Ports\n\nThe node listens for HTTP on port 8080.\n")
+	addText(t, b, "backups.md", "# Backups\n\nStop the node and copy the data directory.\n")
+	for _, text := range []string{"zzqx wvut florp", "the of and"} {
+		for _, fusion := range []knowledge.Fusion{knowledge.FusionConvex, knowledge.FusionRRF, knowledge.FusionWeightedRRF} {
+			res := search(t, b, knowledge.Query{Text: text, Fusion: fusion})
+			if len(res.Hits) != 0 || !hasNote(res.Notes, "no word of the query") {
+				t.Errorf("%q, fusion %q: hits %v scored %v, notes %q: want none, and a note saying why", text, fusion, sources(res.Hits), scores(res.Hits), res.Notes)
+			}
+		}
+	}
+	res := search(t, b, knowledge.Query{Text: "copy the data"})
+	if len(res.Hits) == 0 || res.Hits[0].Source != "backups.md" || len(res.Notes) != 0 {
+		t.Errorf("a matching query: hits %v, notes %q", sources(res.Hits), res.Notes)
+	}
+}
