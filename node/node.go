@@ -1010,7 +1010,7 @@ var errPermanent = errors.New("permanent failure")
 func (n *Node) handleTask(msg *message.Message) error {
 	// Every reader of the record below (the ingress, the readers of commands, the
 	// refusals that answer a task's client) reads its JSON after any byte order mark.
-	msg.Payload = trimByteOrderMark(msg.Payload)
+	msg.Payload = messages.TrimByteOrderMark(msg.Payload)
 	if repeated := msg.Metadata.Get(messages.MetaRepeatedHeaders); repeated != "" {
 		// A record that gives a header different values (kcat -H type=task.submitted
 		// -H type=task.cancel) reaches the node with the last one only: run as it,

@@ -280,7 +280,7 @@ func scanExport(r io.Reader, batch func(events []messages.Envelope) error) (h ex
 	if err != nil {
 		return h, nil, fmt.Errorf("%w: %w", ErrBadExport, err)
 	}
-	first = bytes.TrimPrefix(first, []byte("\ufeff")) // a byte order mark
+	first = messages.TrimByteOrderMark(first)
 	d := json.NewDecoder(bytes.NewReader(first))
 	d.DisallowUnknownFields()
 	if err := d.Decode(&h); err != nil {
