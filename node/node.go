@@ -1150,7 +1150,12 @@ func (n *Node) handleTask(msg *message.Message) error {
 	}
 	if acc, ok := res.(*actors.TaskAccepted); ok && acc.Duplicate {
 		// Its ID is recorded: a redelivery, or another task under a reused ID.
-		return n.checkRedelivery(msg.Context(), env)
+		named, err := n.checkRedelivery(msg.Context(), env)
+		if err != nil || named.ID == "" {
+			return err
+		}
+		// Or a named task sent again: its client may wait for its result.
+		return n.answerResent(msg, env, named, arrival.SentAt)
 	}
 	err, failed := res.(error)
 	// The log refused the task's append as taking what another event holds: its
