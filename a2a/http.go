@@ -469,6 +469,7 @@ func (s *Server) guard(next http.Handler) http.Handler {
 			writeRPCError(w, http.StatusBadRequest, nil, -32700, "reading the request body: "+err.Error())
 			return
 		}
+		body = messages.TrimByteOrderMark(body)
 		if !utf8.Valid(body) {
 			// encoding/json would read each bad byte as U+FFFD: a message would
 			// run as another text than the one sent.

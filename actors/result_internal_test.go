@@ -19,7 +19,7 @@ func TestEncodeResultFitsOneBusMessage(t *testing.T) {
 		"escaped":          {SessionID: "s", Status: messages.StatusCompleted, Output: strings.Repeat("<&>", 400_000)},
 		"error and note":   {SessionID: "s", Status: messages.StatusFailed, Error: strings.Repeat("e", 900_000), Note: strings.Repeat("n", 900_000)},
 	} {
-		b, err := encodeResult(r)
+		b, err := EncodeResult(r)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -40,7 +40,7 @@ func TestEncodeResultFitsOneBusMessage(t *testing.T) {
 		}
 	}
 	small := messages.TaskResult{SessionID: "s", Status: messages.StatusCompleted, Output: "144"}
-	b, err := encodeResult(small)
+	b, err := EncodeResult(small)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1793,7 +1793,7 @@ func (a *SessionActor) publish(batch []messages.Envelope) {
 			continue
 		}
 		status, output, errMsg, _ := a.state.Task(e.CorrelationID)
-		r, err := encodeResult(messages.TaskResult{SessionID: a.id, TaskID: a.state.TaskName(e.CorrelationID), Status: status, Output: output, Error: errMsg, Reason: a.state.TaskReason(e.CorrelationID),
+		r, err := EncodeResult(messages.TaskResult{SessionID: a.id, TaskID: a.state.TaskName(e.CorrelationID), Status: status, Output: output, Error: errMsg, Reason: a.state.TaskReason(e.CorrelationID),
 			Note: a.state.TaskNote(e.CorrelationID)})
 		if err != nil {
 			continue
@@ -1822,11 +1822,11 @@ func (a *SessionActor) publish(batch []messages.Envelope) {
 	}
 }
 
-// encodeResult encodes a task's result for the bus: whole when it fits one bus
+// EncodeResult encodes a task's result for the bus: whole when it fits one bus
 // message (messages.BusMessageMax), else with its output, error and note cut, each
 // at a UTF-8 boundary and by the share the encoding is over, until it fits, and
 // Truncated set.
-func encodeResult(r messages.TaskResult) ([]byte, error) {
+func EncodeResult(r messages.TaskResult) ([]byte, error) {
 	b, err := json.Marshal(r)
 	if err != nil || len(b) <= messages.BusMessageMax {
 		return b, err

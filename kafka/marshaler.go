@@ -141,7 +141,8 @@ func (h *recordHeaders) record(topic string, msg *message.Message, keyName strin
 // values set by different tools) are not listed. So does a keyed record whose
 // header KeyMetadata (session_id) names another value than its key (a producer's
 // own session_id header): its metadata entry holds the header's, but the record
-// is placed, and its client meant it, by its key.
+// is placed, and its client meant it, by its key. A header without a value (null,
+// or empty) is read as absent.
 func (m DefaultMarshaler) Unmarshal(rec kafkago.Message) (*message.Message, error) {
 	msg := message.NewMessage("", rec.Value) // its UUID is set below
 	md := msg.Metadata
@@ -162,6 +163,13 @@ func (m DefaultMarshaler) Unmarshal(rec kafkago.Message) (*message.Message, erro
 	for _, h := range rec.Headers {
 		value := all[at : at+len(h.Value)]
 		at += len(h.Value)
+		if value == "" {
+			// A header without a value (null: confluent-kafka writes a header given
+			// None so; kafka-go reads a null and an empty value alike) says nothing,
+			// and is read as absent: a session_id header of "" beside a record's key
+			// made a keyed task one of no session, refused with no result.
+			continue
+		}
 		if h.Key == HeaderUUID {
 			repeated = repeated || hasID && id != value
 			id, hasID = value, true
@@ -204,6 +212,9 @@ func repeatedHeaders(rec kafkago.Message, keyName string) string {
 	differ := map[string]bool{}
 	keyDiffers := false
 	for _, h := range headers {
+		if len(h.Value) == 0 {
+			continue // read as absent (Unmarshal)
+		}
 		if v, ok := first[h.Key]; !ok {
 			first[h.Key] = string(h.Value)
 		} else if v != string(h.Value) && (h.Key == HeaderUUID || messages.DecidingHeader(h.Key)) {
@@ -219,7 +230,7 @@ func repeatedHeaders(rec kafkago.Message, keyName string) string {
 		b.WriteString(messages.QuoteHead(string(rec.Key)))
 	}
 	for _, h := range headers {
-		if !differ[h.Key] {
+		if !differ[h.Key] || len(h.Value) == 0 {
 			continue
 		}
 		if b.Len() > 0 {

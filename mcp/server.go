@@ -865,7 +865,7 @@ func (s *Server) Handler() http.Handler {
 				return
 			}
 
-			r.Body = io.NopCloser(bytes.NewReader(body))
+			r.Body = io.NopCloser(bytes.NewReader(messages.TrimByteOrderMark(body)))
 		}
 		if r.Method == http.MethodGet {
 			// The server's stream of notifications ends at CloseStreams, so that an

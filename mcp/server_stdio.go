@@ -12,6 +12,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/troupe-run/troupe/messages"
 )
 
 // The SDK's stdio transport ends the session at the first line that is not a
@@ -222,7 +224,7 @@ func (t *lineTransport) filter(pw *io.PipeWriter, closed <-chan struct{}) {
 		line, tooLong, id, err := readLine(br, t.max)
 		if tooLong {
 			t.answer(id, codeInvalidRequest, fmt.Sprintf("invalid request: the message is larger than %d bytes, the most this server takes", t.max))
-		} else if line = bytes.TrimSpace(line); len(line) > 0 {
+		} else if line = bytes.TrimSpace(messages.TrimByteOrderMark(line)); len(line) > 0 {
 			if code, msg, id := st.check(line); code != 0 {
 				t.answer(id, code, msg)
 			} else if line = t.dropOpen(line); len(line) > 0 {

@@ -69,7 +69,7 @@ func surrogateError(b []byte, at int) error {
 func DecodeInputs(body []byte) ([]Input, error) {
 	// The byte order mark some editors begin a file with (a body sent from one),
 	// as node memory import reads a file.
-	body = bytes.TrimSpace(bytes.TrimPrefix(body, []byte("\ufeff")))
+	body = bytes.TrimSpace(messages.TrimByteOrderMark(body))
 	if len(body) == 0 {
 		return nil, fmt.Errorf("%w: empty body: want a memory object or an array of them", ErrInvalid)
 	}

@@ -513,6 +513,7 @@ func readSmallBody(w http.ResponseWriter, r *http.Request, bound int64, what str
 // shape expected, after each 400. It answers the request itself
 // and returns false when the body is refused.
 func decodeSmallBody(w http.ResponseWriter, body []byte, v any, names []string, want string) bool {
+	body = messages.TrimByteOrderMark(body)
 	if !utf8.Valid(body) {
 		// encoding/json would read each bad byte as U+FFFD: the text recorded
 		// would be another than the one sent (as a task's, or a Kafka answer's).

@@ -29,22 +29,23 @@ const idTakenPage = 512
 // troupe_bus_poisoned_total). Nothing is sent to the task's reply_topic: a
 // result there would carry the task_id of the task that holds the ID, which
 // runs, and a client matching results by task_id would take it for that
-// task's.
-func (n *Node) checkRedelivery(ctx context.Context, env messages.Envelope) error {
+// task's. named is the recorded task.submitted event of a named task sent again
+// (the third case above); zero otherwise.
+func (n *Node) checkRedelivery(ctx context.Context, env messages.Envelope) (named messages.Envelope, err error) {
 	this, err := env.Decode()
 	if err != nil {
-		return nil // the session decoded it; not reached
+		return named, nil // the session decoded it; not reached
 	}
 	task, ok := this.(*messages.TaskSubmitted)
 	if !ok {
-		return nil
+		return named, nil
 	}
 	recorded, found, err := n.recordedEvent(ctx, env.SessionID, env.ID)
 	if err != nil {
-		return fmt.Errorf("task %s for session %s: read the session for the task recorded under its ID: %w", env.ID, env.SessionID, err) // retried
+		return named, fmt.Errorf("task %s for session %s: read the session for the task recorded under its ID: %w", env.ID, env.SessionID, err) // retried
 	}
 	if !found {
-		return nil
+		return named, nil
 	}
 	var differs []string
 	if recorded.Type != messages.TypeTaskSubmitted {
@@ -55,16 +56,16 @@ func (n *Node) checkRedelivery(ctx context.Context, env messages.Envelope) error
 			if d := taskDifferences(rec, task); len(d) > 0 {
 				n.cfg.Logger.Warn("a named task sent again with another body: the same task, its first body runs", "task", env.ID, "session", env.SessionID, "task_id", task.TaskID, "differs", strings.Join(d, "; "))
 			}
-			return nil
+			return recorded, nil
 		}
 		differs = taskDifferences(rec, task)
 	}
 	if len(differs) == 0 {
-		return nil
+		return named, nil
 	}
 	reason := fmt.Sprintf("task %s for session %s: its ID (a record's _watermill_message_uuid header names its task) is that of the session's event at seq %d, and the task differs from what was recorded under it (%s): a record read again repeats its task, another task takes another ID (or none: the node then derives one from the record)",
 		env.ID, env.SessionID, recorded.Seq, strings.Join(differs, "; "))
-	return fmt.Errorf("%w: %s", errPermanent, reason)
+	return named, fmt.Errorf("%w: %s", errPermanent, reason)
 }
 
 // recordedEvent finds the event of session whose ID is id, reading the session a

@@ -1,7 +1,6 @@
 package node
 
 import (
-	"bytes"
 	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
@@ -130,19 +129,6 @@ func hashUUID(kind string, parts ...[]byte) string {
 	return x[:8] + "-" + x[8:12] + "-" + x[12:16] + "-" + x[16:20] + "-" + x[20:]
 }
 
-// byteOrderMark is the UTF-8 byte order mark (U+FEFF) that editors and Windows
-// tools write before a file's text.
-var byteOrderMark = []byte("\ufeff")
-
-// trimByteOrderMark is body without a leading byte order mark: a task or command
-// sent from a file saved with one (kcat -P -l task.json) is read as its JSON, which
-// RFC 8259 lets a reader do and POST /v1/memories does (memory.DecodeInputs);
-// refused, it was "malformed JSON: invalid character 'ï'", a character its sender
-// never wrote, and a record of the tasks topic got no result.
-func trimByteOrderMark(body []byte) []byte {
-	return bytes.TrimPrefix(body, byteOrderMark)
-}
-
 // arrivalOf is the Arrival of a message of the tasks topic.
 func arrivalOf(msg *message.Message) Arrival {
 	return Arrival{Source: SourceBus, Payload: msg.Payload, MessageID: msg.UUID, Key: msg.Metadata.Get(messages.MetaSessionID)}
@@ -218,7 +204,7 @@ func (in *Ingress) decode(a Arrival) (env messages.Envelope, task *messages.Task
 		// "unexpected end of JSON input" would not say which part was wrong.
 		return messages.Envelope{}, nil, "", fmt.Errorf("%w: the record has no value (empty, or null: a tombstone): a task is a JSON object such as {\"input\":\"…\"}", ErrBadTask)
 	}
-	a.Payload = trimByteOrderMark(a.Payload)
+	a.Payload = messages.TrimByteOrderMark(a.Payload)
 	if !utf8.Valid(a.Payload) {
 		// encoding/json would read each bad byte as U+FFFD: the task would run on
 		// text other than the one sent (Latin-1 from a producer, say).

@@ -21,6 +21,7 @@ import (
 	"github.com/troupe-run/troupe/internal/jsonesc"
 	"github.com/troupe-run/troupe/knowledge"
 	"github.com/troupe-run/troupe/llm"
+	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/pipelines/rag"
 	"github.com/troupe-run/troupe/vectorstore"
 )
@@ -393,6 +394,7 @@ func (n *Node) postKBDocument(w http.ResponseWriter, r *http.Request) {
 			bodyError(w, err)
 			return
 		}
+		raw = messages.TrimByteOrderMark(raw)
 		if !utf8.Valid(raw) {
 			writeError(w, http.StatusBadRequest, "%s; nothing was written", errJSONNotUTF8(raw))
 			return
@@ -650,6 +652,7 @@ func (n *Node) askKB(w http.ResponseWriter, r *http.Request) {
 		bodyError(w, err)
 		return
 	}
+	raw = messages.TrimByteOrderMark(raw)
 	if !utf8.Valid(raw) {
 		writeError(w, http.StatusBadRequest, "%s", errJSONNotUTF8(raw))
 		return

@@ -1029,7 +1029,7 @@ var errPermanent = errors.New("permanent failure")
 func (n *Node) handleTask(msg *message.Message) error {
 	// Every reader of the record below (the ingress, the readers of commands, the
 	// refusals that answer a task's client) reads its JSON after any byte order mark.
-	msg.Payload = trimByteOrderMark(msg.Payload)
+	msg.Payload = messages.TrimByteOrderMark(msg.Payload)
 	if repeated := msg.Metadata.Get(messages.MetaRepeatedHeaders); repeated != "" {
 		// A record that gives a header different values (kcat -H type=task.submitted
 		// -H type=task.cancel) reaches the node with the last one only: run as it,
@@ -1169,7 +1169,12 @@ func (n *Node) handleTask(msg *message.Message) error {
 	}
 	if acc, ok := res.(*actors.TaskAccepted); ok && acc.Duplicate {
 		// Its ID is recorded: a redelivery, or another task under a reused ID.
-		return n.checkRedelivery(msg.Context(), env)
+		named, err := n.checkRedelivery(msg.Context(), env)
+		if err != nil || named.ID == "" {
+			return err
+		}
+		// Or a named task sent again: its client may wait for its result.
+		return n.answerResent(msg, env, named, arrival.SentAt)
 	}
 	err, failed := res.(error)
 	// The log refused the task's append as taking what another event holds: its

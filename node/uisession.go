@@ -487,6 +487,7 @@ func (g *gate) login(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
+	body = messages.TrimByteOrderMark(body)
 	var b loginBody
 	if err := decodeStrict(body, &b); err != nil {
 		writeError(w, http.StatusBadRequest, "want {\"token\": \"...\"}: %v", err)

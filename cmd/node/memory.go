@@ -28,6 +28,7 @@ import (
 	"github.com/troupe-run/troupe/internal/nodeconfig"
 	"github.com/troupe-run/troupe/llm/provider"
 	"github.com/troupe-run/troupe/memory"
+	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
 )
 
@@ -352,7 +353,7 @@ func readJSONL(path string) ([]memory.Input, []int, error) {
 		line++
 		b := sc.Bytes()
 		if line == 1 {
-			b = bytes.TrimPrefix(b, []byte("\ufeff")) // the byte order mark some editors write
+			b = messages.TrimByteOrderMark(b) // the byte order mark some editors write
 		}
 		b = bytes.TrimSpace(b)
 		if len(b) == 0 {

@@ -303,7 +303,7 @@ func scanExport(r io.Reader, batch func(events []messages.Envelope) error) (h ex
 	if err != nil {
 		return h, nil, fmt.Errorf("%w: %w", ErrBadExport, err)
 	}
-	first = bytes.TrimPrefix(first, []byte("\ufeff")) // a byte order mark
+	first = messages.TrimByteOrderMark(first)
 	if err := checkKeys(first, headerKeys); err != nil {
 		return h, nil, fmt.Errorf("%w: line 1 is not an export header: %w", ErrBadExport, err)
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/troupe-run/troupe/llm/gateway"
 	"github.com/troupe-run/troupe/llm/provider"
 	"github.com/troupe-run/troupe/mcp"
+	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
 	"github.com/troupe-run/troupe/tools"
 	"github.com/troupe-run/troupe/tools/disclosure"
@@ -226,7 +227,8 @@ func readFile(path string) ([]byte, error) {
 	if len(b) > MaxFileSize {
 		return nil, fmt.Errorf("%s is larger than %d bytes, the most a configuration file may hold", path, MaxFileSize)
 	}
-	return b, nil
+	// An editor may save the file with a byte order mark before its JSON.
+	return messages.TrimByteOrderMark(b), nil
 }
 
 func clip(b []byte) string {

@@ -145,3 +145,20 @@ func TestMaxQueuedTasksIsRanged(t *testing.T) {
 		}
 	}
 }
+
+// A configuration file an editor saved with a byte order mark before its JSON
+// is read as its JSON, as every JSON a user sends is (messages.TrimByteOrderMark);
+// it was refused as "want a JSON object ({...}), not \ufeff{...".
+func TestLoadAfterAByteOrderMark(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "troupe.json")
+	if err := os.WriteFile(path, []byte("\ufeff{\"max_queued_tasks\": 7}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fc, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fc.MaxQueuedTasks != 7 {
+		t.Fatalf("max_queued_tasks %d, want 7", fc.MaxQueuedTasks)
+	}
+}

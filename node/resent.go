@@ -1,0 +1,68 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+
+	"github.com/troupe-run/troupe/actors"
+	"github.com/troupe-run/troupe/messages"
+)
+
+// answerResent publishes again the result of a named task (messages.TaskSubmitted.TaskID)
+// of the tasks topic sent again after it ended: the same task, recorded and run
+// once (recorded is its task.submitted event), whose client sent it again
+// because it lost the result (it read troupe.results from its end, say) and
+// waits for one. POST /v1/tasks answers the same task sent again with the task;
+// here its result goes again to troupe.results and to its reply topic, once for
+// each record that sends it again, under an ID of that record: a client resending
+// in a loop gets a result for each record and no more. Only a record written
+// (sentAt, RecordTimer; unknown: zero) after the task was recorded is one sent
+// again: the record that carried the task, read again after a rebalance or a
+// restart, publishes nothing again (its result was published as the task ended,
+// and a clean handover publishes nothing again). A task that still runs or waits
+// its turn publishes its result as it ends, as it would have.
+func (n *Node) answerResent(msg *message.Message, env, recorded messages.Envelope, sentAt time.Time) error {
+	if !sentAt.IsZero() && sentAt.UnixMicro() <= recorded.TS {
+		return nil
+	}
+	var (
+		res   messages.TaskResult
+		reply string
+	)
+	_, err := n.folds.with(msg.Context(), n.log, env.SessionID, func(st *actors.SessionState) error {
+		status, out, errMsg, ok := st.Task(env.ID)
+		if !ok || status != messages.StatusCompleted && status != messages.StatusFailed {
+			return nil
+		}
+		res = messages.TaskResult{SessionID: env.SessionID, TaskID: st.TaskName(env.ID), Status: status, Output: out, Error: errMsg,
+			Reason: st.TaskReason(env.ID), Note: st.TaskNote(env.ID)}
+		reply = st.ReplyTopic(env.ID)
+		return nil
+	})
+	if errors.Is(err, ErrUnknownSession) || err == nil && res.Status == "" {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("task %s for session %s: read the session for the result of the task sent again: %w", env.ID, env.SessionID, err) // retried
+	}
+	b, err := actors.EncodeResult(res)
+	if err != nil {
+		return nil
+	}
+	out := message.NewMessage(hashUUID("resent-result", []byte(msg.UUID), []byte(env.ID)), b)
+	out.Metadata.Set(messages.MetaSessionID, env.SessionID)
+	if reply != "" && n.outbox != nil && n.outbox.HasReaders(reply) {
+		if err := n.outbox.Publish(reply, out.Copy()); err != nil {
+			n.cfg.Logger.Warn("publish the result of a task sent again to its reply topic", "session", env.SessionID, "topic", reply, "err", err)
+		}
+	}
+	if n.outbox == nil || n.outbox.HasReaders(messages.TopicResults) {
+		if err := n.pub.Publish(messages.TopicResults, out); err != nil {
+			return fmt.Errorf("task %s for session %s: publish the result of the task sent again on %s: %w", env.ID, env.SessionID, messages.TopicResults, err) // retried
+		}
+	}
+	return nil
+}
