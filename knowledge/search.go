@@ -410,12 +410,12 @@ func (b *Base) pool(ctx context.Context, q Query, queries []string, qvecs [][]fl
 // aside): its vector half alone ranked the hits, and under FusionConvex its
 // min-max normalisation gives the best Alpha and the worst 0 whether or not any
 // answers the query, so the scores cannot say that nothing matched. lexical is
-// true when the query embedder is the offline llm.HashingEmbedder, whose vectors
-// without a shared word are near by hash collisions only: the search then
-// finds nothing.
+// true when the embedders are lexical (llm.IsLexical: the offline
+// llm.HashingEmbedder, bare or wrapped), whose vectors without a shared word are
+// near by hash collisions only: the search then finds nothing.
 func (b *Base) noWordNote(q Query) (note string, lexical bool) {
 	const head = "no word of the query is in the knowledge base (common words do not count): "
-	if _, lexical := b.cfg.QueryEmbedder.(llm.HashingEmbedder); lexical {
+	if b.cfg.lexical {
 		return head + "nothing matches it (the offline hashing embedder's vectors find words, not meaning)", true
 	}
 	if q.Fusion == FusionConvex {
