@@ -159,3 +159,30 @@ func TestHybridSearchWithAWrappedHashingEmbedderAndNoWordFindsNothing(t *testing
 		t.Error("IsLexical: want the hashing embedder lexical and a wrapped other embedder not")
 	}
 }
+
+// With the hashing embedder a hybrid search that found no word of its query
+// still has the words of HyDE's hypothetical answer: a question in another
+// language whose hypothetical answer shares words with a passage finds it by
+// them (as a rewrite of multi-query would, by BM25), while the query's own
+// vectors, near by hash collisions only, rank nothing. An answer that shares no
+// word either finds nothing.
+func TestHybridSearchWithTheHashingEmbedderAndNoWordKeepsHyDE(t *testing.T) {
+	for _, tc := range []struct {
+		passage string
+		want    []string
+	}{
+		{"Stop the node, then copy its data directory somewhere safe.", []string{"backups.md"}},
+		{"Qwzzy plorf snarg.", nil},
+	} {
+		model := scripted(t, "unused rewrite", tc.passage)
+		f := newFixture(t, func(c *knowledge.Config) { c.Model, c.Embedder = model, llm.HashingEmbedder{} })
+		b := f.base(t, "docs")
+		addText(t, b, "ports.md", "# Ports\n\nThe node listens for HTTP on port 8080.\n")
+		addText(t, b, "backups.md", "# Backups\n\nStop the node and copy the data directory.\n")
+		res := search(t, b, knowledge.Query{Text: "comment sauvegarder ?", HyDE: true})
+		if got := sources(res.Hits); res.HyDE != tc.passage || len(got) == 0 && tc.want != nil || len(got) > 0 && (tc.want == nil || got[0] != tc.want[0]) ||
+			!hasNote(res.Notes, "no word of the query") {
+			t.Errorf("HyDE %q: hits %v scored %v, notes %q: want %v first, and the note", res.HyDE, got, scores(res.Hits), res.Notes, tc.want)
+		}
+	}
+}
