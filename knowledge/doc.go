@@ -153,7 +153,8 @@
 //     empty (no keyword hit): rank fusion scores it as any other, and a note
 //     says that no word of the query was found (with the offline hashing
 //     embedder, whose vectors then meet by hash collisions only, it finds
-//     nothing).
+//     nothing, unless HyDE's hypothetical answer shares a word with the base:
+//     its vector alone then ranks).
 //   - FusionWeightedRRF weights each BM25 vote by the same share of the query, at
 //     most 1 (this was the default before FusionConvex).
 //

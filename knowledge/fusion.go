@@ -32,7 +32,8 @@ const (
 	// DefaultAlpha is the vector share of FusionConvex.
 	DefaultAlpha = 0.5
 	// DefaultHashingAlpha is the vector share of FusionConvex when both embedders
-	// are the offline llm.HashingEmbedder: its vectors find the query's words, as
+	// are lexical (llm.IsLexical: the offline llm.HashingEmbedder, bare or
+	// wrapped): its vectors find the query's words, as
 	// BM25 does but blurred by hash collisions, so that at 0.5 a passage sharing no
 	// word with the query could rank first by collisions alone. On
 	// testdata/quality-hard.json hybrid nDCG@10 is 0.744 at 0.5, below BM25 alone

@@ -172,8 +172,9 @@ type Config struct {
 	Rerank func(ctx context.Context, query string, hits []Hit) ([]Hit, error)
 	// Fusion is how hybrid searches fuse their lists when the Query does not say
 	// (default FusionConvex); Alpha is FusionConvex's vector share, in (0, 1]
-	// (default DefaultAlpha; DefaultHashingAlpha with the offline hashing
-	// embedder).
+	// (default DefaultAlpha; DefaultHashingAlpha when both embedders are
+	// lexical, llm.IsLexical: the offline hashing embedder, bare or wrapped by an
+	// embedder that passes Lexical on).
 	Fusion Fusion
 	Alpha  float64
 	// Chunk says how documents are cut (pipelines/rag defaults: 512 tokens,
@@ -236,6 +237,8 @@ type Config struct {
 	KeepsRequest func(key string) bool
 
 	offline bool // Model was the offline model: no language model
+	// lexical: both embedders' vectors find words, not meaning (llm.IsLexical).
+	lexical bool
 }
 
 // noModel says why there is no language model.
@@ -279,15 +282,16 @@ func (c *Config) setDefaults() {
 	if c.QueryEmbedder == nil {
 		c.QueryEmbedder = c.Embedder
 	}
+	// One property decides both the default vector share and what a search that
+	// found no word of its query answers, whoever wraps the embedders.
+	c.lexical = llm.IsLexical(c.Embedder) && llm.IsLexical(c.QueryEmbedder)
 	c.Fusion, _ = ParseFusion(string(c.Fusion)) // Validate said it parses
 	if c.Fusion == "" {
 		c.Fusion = DefaultFusion
 	}
 	if c.Alpha == 0 {
 		c.Alpha = DefaultAlpha
-		_, lexical := c.Embedder.(llm.HashingEmbedder)
-		_, lexicalQuery := c.QueryEmbedder.(llm.HashingEmbedder)
-		if lexical && lexicalQuery {
+		if c.lexical {
 			c.Alpha = DefaultHashingAlpha
 		}
 	}

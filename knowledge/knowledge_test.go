@@ -29,7 +29,11 @@ func testCtx(t testing.TB) context.Context {
 	return ctx
 }
 
-// countingEmbedder counts the Embed calls and the texts embedded.
+// countingEmbedder counts the Embed calls and the texts embedded. It does not
+// pass on llm.IsLexical: the fixture's hashing vectors stand for a semantic
+// embedder's (DefaultAlpha; a hybrid search that found no word of its query
+// answers what its vectors rank), as a test that wants the offline embedder's
+// ways sets llm.HashingEmbedder itself.
 type countingEmbedder struct {
 	llm.Embedder
 	calls, texts atomic.Int64

@@ -2,6 +2,7 @@ package knowledge_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
@@ -116,5 +117,72 @@ func TestHybridSearchWithTheHashingEmbedderAndNoWordFindsNothing(t *testing.T) {
 	res := search(t, b, knowledge.Query{Text: "copy the data"})
 	if len(res.Hits) == 0 || res.Hits[0].Source != "backups.md" || len(res.Notes) != 0 {
 		t.Errorf("a matching query: hits %v, notes %q", sources(res.Hits), res.Notes)
+	}
+}
+
+// lexicalWrapper wraps an embedder as a cache, a metric or a recorder does, and
+// passes on whether it is lexical.
+type lexicalWrapper struct{ llm.Embedder }
+
+func (w lexicalWrapper) Lexical() bool { return llm.IsLexical(w.Embedder) }
+
+// Whether the embedders are lexical is a property they state (llm.IsLexical), not
+// their type: the hashing embedder behind a pointer, or wrapped by an embedder
+// that passes the question on, is the hashing embedder, and a hybrid search that
+// found no word of its query finds nothing with it as with it bare (a type
+// assertion on llm.HashingEmbedder took both for a semantic embedder and
+// answered passages near by hash collisions), with the hashing vector share.
+func TestHybridSearchWithAWrappedHashingEmbedderAndNoWordFindsNothing(t *testing.T) {
+	open := func(emb llm.Embedder) *knowledge.Base {
+		b := newFixture(t, func(c *knowledge.Config) { c.Embedder = emb }).base(t, "docs")
+		addText(t, b, "ports.md", "# Ports\n\nThe node listens for HTTP on port 8080.\n")
+		addText(t, b, "backups.md", "# Backups\n\nStop the node and copy the data directory.\n")
+		return b
+	}
+	const matching = "copy the data directory of the node"
+	bare := scores(search(t, open(llm.HashingEmbedder{}), knowledge.Query{Text: matching}).Hits)
+	for name, emb := range map[string]llm.Embedder{
+		"pointer": &llm.HashingEmbedder{},
+		"wrapped": lexicalWrapper{llm.HashingEmbedder{}},
+	} {
+		b := open(emb)
+		res := search(t, b, knowledge.Query{Text: "zzqx wvut florp"})
+		if len(res.Hits) != 0 || !hasNote(res.Notes, "no word of the query") {
+			t.Errorf("%s: hits %v scored %v, notes %q: want none, and a note saying why", name, sources(res.Hits), scores(res.Hits), res.Notes)
+		}
+		// A matching query scores as with the bare embedder: the same vector share.
+		if got := scores(search(t, b, knowledge.Query{Text: matching}).Hits); !slices.Equal(got, bare) {
+			t.Errorf("%s: a matching query scored %v, with the bare hashing embedder %v", name, got, bare)
+		}
+	}
+	if !llm.IsLexical(llm.HashingEmbedder{}) || llm.IsLexical(lexicalWrapper{zeroEmbedder{dim: 8}}) {
+		t.Error("IsLexical: want the hashing embedder lexical and a wrapped other embedder not")
+	}
+}
+
+// With the hashing embedder a hybrid search that found no word of its query
+// still has the words of HyDE's hypothetical answer: a question in another
+// language whose hypothetical answer shares words with a passage finds it by
+// them (as a rewrite of multi-query would, by BM25), while the query's own
+// vectors, near by hash collisions only, rank nothing. An answer that shares no
+// word either finds nothing.
+func TestHybridSearchWithTheHashingEmbedderAndNoWordKeepsHyDE(t *testing.T) {
+	for _, tc := range []struct {
+		passage string
+		want    []string
+	}{
+		{"Stop the node, then copy its data directory somewhere safe.", []string{"backups.md"}},
+		{"Qwzzy plorf snarg.", nil},
+	} {
+		model := scripted(t, "unused rewrite", tc.passage)
+		f := newFixture(t, func(c *knowledge.Config) { c.Model, c.Embedder = model, llm.HashingEmbedder{} })
+		b := f.base(t, "docs")
+		addText(t, b, "ports.md", "# Ports\n\nThe node listens for HTTP on port 8080.\n")
+		addText(t, b, "backups.md", "# Backups\n\nStop the node and copy the data directory.\n")
+		res := search(t, b, knowledge.Query{Text: "comment sauvegarder ?", HyDE: true})
+		if got := sources(res.Hits); res.HyDE != tc.passage || len(got) == 0 && tc.want != nil || len(got) > 0 && (tc.want == nil || got[0] != tc.want[0]) ||
+			!hasNote(res.Notes, "no word of the query") {
+			t.Errorf("HyDE %q: hits %v scored %v, notes %q: want %v first, and the note", res.HyDE, got, scores(res.Hits), res.Notes, tc.want)
+		}
 	}
 }

@@ -269,12 +269,12 @@ func (b *Base) Search(ctx context.Context, q Query) (SearchResult, error) {
 	if hydeVec != nil {
 		qvecs = append(qvecs, hydeVec)
 	}
-	pool, notes, err := b.pool(ctx, q, queries, qvecs)
+	pool, notes, err := b.pool(ctx, q, queries, qvecs, res.HyDE)
 	if errors.Is(err, ErrDimension) && q.Mode == ModeHybrid {
 		// As when the embedder fails: the BM25 half answers, and says so.
 		res.Notes = append(res.Notes, "the query's vectors are not of the knowledge base's dimension, so the search ranked by BM25 alone, without the vector half: "+err.Error())
 		q.Mode = ModeBM25
-		pool, notes, err = b.pool(ctx, q, queries, nil)
+		pool, notes, err = b.pool(ctx, q, queries, nil, "")
 	}
 	if err != nil {
 		return SearchResult{}, err
@@ -306,13 +306,15 @@ func (b *Base) Search(ctx context.Context, q Query) (SearchResult, error) {
 // and a note says so. A search by vector of a knowledge base whose chunks have
 // no vector (its passage embedder gave zero vectors), or of a query without one,
 // has no vector list: a hybrid search ranks by BM25 alone, and a note says so.
-func (b *Base) pool(ctx context.Context, q Query, queries []string, qvecs [][]float32) (_ []Hit, notes []string, _ error) {
+// hyde is HyDE's hypothetical passage, whose vector is the last of qvecs, or "".
+func (b *Base) pool(ctx context.Context, q Query, queries []string, qvecs [][]float32, hyde string) (_ []Hit, notes []string, _ error) {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
 	k := q.Pool * q.Limit
 	var (
 		vecLists, kwLists []rankedList
 		vecQueries        [][]float32 // the vectors searched, beside vecLists
+		hydeList          = -1        // the index in vecLists of HyDE's vector's list
 	)
 	if q.Mode != ModeBM25 {
 		dim, _ := b.st.dim("")
@@ -323,7 +325,7 @@ func (b *Base) pool(ctx context.Context, q Query, queries []string, qvecs [][]fl
 				lag = errors.New("its vectors are not all written yet")
 			}
 		}
-		for _, v := range qvecs {
+		for i, v := range qvecs {
 			if len(v) == 0 || dim == 0 {
 				continue
 			}
@@ -354,6 +356,9 @@ func (b *Base) pool(ctx context.Context, q Query, queries []string, qvecs [][]fl
 				if b.st.chunks[id] != nil { // the store may hold a chunk replaced since
 					l.add(id, 1)
 				}
+			}
+			if hyde != "" && i == len(qvecs)-1 {
+				hydeList = len(vecLists)
 			}
 			vecLists, vecQueries = append(vecLists, l), append(vecQueries, v)
 		}
@@ -387,10 +392,17 @@ func (b *Base) pool(ctx context.Context, q Query, queries []string, qvecs [][]fl
 	}
 	if q.Mode == ModeHybrid && len(vecLists) > 0 && len(kwLists) > 0 && !slices.ContainsFunc(kwLists, func(l rankedList) bool { return len(l.ids) > 0 }) {
 		note, lexical := b.noWordNote(q)
-		notes = append(notes, note)
-		if lexical {
-			return []Hit{}, notes, nil
+		switch {
+		case !lexical:
+		case hydeList >= 0 && len(b.kw.Search(hyde, 1, nil)) > 0:
+			// The query's vectors meet the passages by hash collisions only; HyDE's
+			// hypothetical answer shares words with them: its list alone ranks.
+			vecLists, vecQueries = vecLists[hydeList:hydeList+1], vecQueries[hydeList:hydeList+1]
+			note = noWordHead + "the hits are ranked by the words of HyDE's hypothetical answer alone (the offline hashing embedder's vectors find words, not meaning)"
+		default:
+			return []Hit{}, append(notes, note), nil
 		}
+		notes = append(notes, note)
 	}
 	var fused []fusedID
 	switch {
@@ -410,12 +422,13 @@ func (b *Base) pool(ctx context.Context, q Query, queries []string, qvecs [][]fl
 // aside): its vector half alone ranked the hits, and under FusionConvex its
 // min-max normalisation gives the best Alpha and the worst 0 whether or not any
 // answers the query, so the scores cannot say that nothing matched. lexical is
-// true when the query embedder is the offline llm.HashingEmbedder, whose vectors
-// without a shared word are near by hash collisions only: the search then
-// finds nothing.
+// true when the embedders are lexical (llm.IsLexical: the offline
+// llm.HashingEmbedder, bare or wrapped), whose vectors without a shared word are
+// near by hash collisions only: the search then finds nothing, unless HyDE's
+// hypothetical answer shares a word with the knowledge base (pool).
 func (b *Base) noWordNote(q Query) (note string, lexical bool) {
-	const head = "no word of the query is in the knowledge base (common words do not count): "
-	if _, lexical := b.cfg.QueryEmbedder.(llm.HashingEmbedder); lexical {
+	const head = noWordHead
+	if b.cfg.lexical {
 		return head + "nothing matches it (the offline hashing embedder's vectors find words, not meaning)", true
 	}
 	if q.Fusion == FusionConvex {
@@ -423,6 +436,9 @@ func (b *Base) noWordNote(q Query) (note string, lexical bool) {
 	}
 	return head + "the hits are ranked by meaning alone, and their scores rank them against each other, not how well any matches the query", false
 }
+
+// noWordHead begins the note of a hybrid search that found no word of its query.
+const noWordHead = "no word of the query is in the knowledge base (common words do not count): "
 
 // bm25Alone ends a note on a missing vector list: what a search of mode m did
 // without it.

@@ -20,7 +20,10 @@ type HashingEmbedder struct {
 	Dim int
 }
 
-var _ Embedder = HashingEmbedder{}
+var _ LexicalEmbedder = HashingEmbedder{}
+
+// Lexical implements LexicalEmbedder: the vectors find words, not meaning.
+func (HashingEmbedder) Lexical() bool { return true }
 
 // Embed implements Embedder.
 func (h HashingEmbedder) Embed(ctx context.Context, texts []string) ([][]float32, error) {

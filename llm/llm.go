@@ -182,6 +182,24 @@ type Embedder interface {
 	Embed(ctx context.Context, texts []string) ([][]float32, error)
 }
 
+// LexicalEmbedder is an Embedder that says whether its vectors find a text's
+// words rather than its meaning (HashingEmbedder's do: two texts without a shared
+// word are near by hash collisions only). It is an optional capability, found by
+// IsLexical: a wrapper of an embedder (a cache, metrics, a recorder) passes the
+// question on, so that it is taken for what it wraps.
+type LexicalEmbedder interface {
+	Embedder
+	Lexical() bool
+}
+
+// IsLexical reports whether e's vectors find words, not meaning: e is a
+// LexicalEmbedder that says so. An embedder that does not say is taken as
+// semantic.
+func IsLexical(e Embedder) bool {
+	l, ok := e.(LexicalEmbedder)
+	return ok && l.Lexical()
+}
+
 // Errors of the model layer.
 var (
 	// ErrTransient marks failures worth retrying (timeouts, 429, 5xx).
