@@ -517,7 +517,7 @@ func (s *SessionState) buildLoopContext(a *Agent, older bool) ([]messages.ChatMe
 	}
 	var notes []string
 	if t != nil {
-		items, notes = t.gather.appendItems(items)
+		items, notes = t.gather.appendItems(items, a.Context.rules)
 	}
 	items = s.appendSectionSummaries(items)
 	b := pctx.Builder{Tokenizer: contextTokens, Options: a.Context.options()}
@@ -725,7 +725,7 @@ func (s *SessionState) paradigmContext(a Agent, t *taskState, req llm.Request) (
 	}
 	var notes []string
 	if t != nil {
-		items, notes = t.gather.appendItems(items)
+		items, notes = t.gather.appendItems(items, a.Context.rules)
 	}
 	out, report, err := pctx.Builder{Tokenizer: contextTokens, Options: a.Context.options()}.BuildMessages(items)
 	if err != nil {

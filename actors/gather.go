@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/troupe-run/troupe/messages"
@@ -135,6 +136,9 @@ type gathered struct {
 	items   []pctx.Item
 	// note says what went wrong ("" when nothing did).
 	note string
+	// byMeaning says the evidence search's notes say no word of the task is in the
+	// knowledge base, so that its hits were ranked by meaning alone (evidenceItems).
+	byMeaning bool
 }
 
 // gatherState is what a task's fold keeps of its gathering.
@@ -174,6 +178,7 @@ func (s *SessionState) foldGather(e messages.Envelope, p messages.Payload) {
 			}
 			c.done = true
 			c.items, c.note = gatherItems(c.purpose, p, t.start)
+			c.byMeaning = c.purpose == PurposeEvidence && p.Error == "" && foundByMeaning(p.Result)
 		}
 	}
 }
@@ -213,14 +218,24 @@ func (g *gatherState) call(purpose string) *gathered {
 }
 
 // appendItems appends the task's gathered items, in the order of its calls,
-// and returns them with the notes on its gathering.
-func (g *gatherState) appendItems(items []pctx.Item) ([]pctx.Item, []string) {
+// and returns them with the notes on its gathering. Under rules (Agent.Context's;
+// 0: this build's) from rulesEvidenceByMeaning, each passage of an evidence search
+// that found no word of the task says it was found by meaning alone.
+func (g *gatherState) appendItems(items []pctx.Item, rules int) ([]pctx.Item, []string) {
 	var notes []string
 	for _, c := range g.calls {
 		if !c.done {
 			continue
 		}
-		items = append(items, c.items...)
+		if c.byMeaning && (rules == 0 || rules >= rulesEvidenceByMeaning) {
+			for _, it := range c.items {
+				it.Text = byMeaningLabel(it.Text)
+				it.Tokens = pctx.CountText(contextTokens, it.Text)
+				items = append(items, it)
+			}
+		} else {
+			items = append(items, c.items...)
+		}
 		if c.note != "" {
 			notes = append(notes, c.note)
 		}
@@ -306,6 +321,44 @@ func evidenceItems(result string) ([]pctx.Item, error) {
 			Text: "[" + label + "]\n" + content, Relevance: rel[i]})
 	}
 	return items, nil
+}
+
+// The rag tool's note on a hybrid search that found no word of its query
+// (knowledge/search.go's noWordNote): noWordHead begins it, and with a semantic
+// embedder it says its hits were ranked by meaningAlone (with the offline hashing
+// embedder it says they match words of HyDE's answer, or it has no hits).
+const (
+	noWordHead   = "no word of the query is in the knowledge base"
+	meaningAlone = "ranked by meaning alone"
+)
+
+// foundByMeaning reports whether the rag tool's search result says that no word
+// of its query is in the knowledge base, and that its hits were found by meaning
+// alone.
+func foundByMeaning(result string) bool {
+	var res struct {
+		Notes []string `json:"notes"`
+	}
+	if json.Unmarshal([]byte(result), &res) != nil {
+		return false
+	}
+	return slices.ContainsFunc(res.Notes, func(n string) bool {
+		return strings.HasPrefix(n, noWordHead) && strings.Contains(n, meaningAlone)
+	})
+}
+
+// byMeaningNote follows the label of a passage that an evidence search found by
+// meaning alone.
+const byMeaningNote = " (found by meaning alone: no word of the task is in the knowledge base, so this passage may not answer it)"
+
+// byMeaningLabel adds byMeaningNote to the label line of an evidence item's text
+// ("[source > heading]\ncontent").
+func byMeaningLabel(text string) string {
+	label, content, ok := strings.Cut(text, "\n")
+	if !ok {
+		return text + byMeaningNote
+	}
+	return label + byMeaningNote + "\n" + content
 }
 
 // memoryItems reads the memory tool's search: each memory a State item, its

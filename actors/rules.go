@@ -300,7 +300,12 @@ import (
 //     head and tail, as a JSON object {"refused_arguments": "…"} (state.go's
 //     cutRefusedArguments): under 1 to 16 they stayed whole in every later
 //     prompt, where no cut shortens a call's arguments, and the task failed
-//     with context_overflow at its next model call.
+//     with context_overflow at its next model call. And each passage of an
+//     agent's evidence (the rag search before its first model call) whose
+//     search notes that no word of the task is in the knowledge base, its hits
+//     ranked by meaning alone (a semantic embedder), says so after its label
+//     (gather.go's byMeaningLabel): under 1 to 16 they read as any other
+//     passage, as if they matched the task.
 const ContextRules = 17
 
 // The versions of the rules whose changes the code tests for by name (ContextRules
@@ -498,6 +503,10 @@ const (
 	// follows it directly, so an earlier task that called tools could still send
 	// its answer without its question.
 	rulesExchangeAnswers = 17
+	// rulesEvidenceByMeaning is the version whose evidence passages found by
+	// meaning alone (no word of the task in the knowledge base) say so
+	// (byMeaningLabel): older rules sent them as any other passage.
+	rulesEvidenceByMeaning = 17
 )
 
 // MarksRemembered reports whether a node recording new tasks under decision

@@ -425,7 +425,9 @@ func (b *Base) pool(ctx context.Context, q Query, queries []string, qvecs [][]fl
 // true when the embedders are lexical (llm.IsLexical: the offline
 // llm.HashingEmbedder, bare or wrapped), whose vectors without a shared word are
 // near by hash collisions only: the search then finds nothing, unless HyDE's
-// hypothetical answer shares a word with the knowledge base (pool).
+// hypothetical answer shares a word with the knowledge base (pool). An agent's
+// evidence reads noWordHead and "ranked by meaning alone" in a recorded result
+// (actors/gather.go's foundByMeaning): keep those words.
 func (b *Base) noWordNote(q Query) (note string, lexical bool) {
 	const head = noWordHead
 	if b.cfg.lexical {

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/troupe-run/troupe/internal/childproc"
 )
 
 // stdioTransport starts a stdio server in a process group of its own, and ends
@@ -47,7 +49,8 @@ func (t *stdioTransport) Connect(ctx context.Context) (sdk.Connection, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := t.cmd.Start(); err != nil {
+	// childproc: a node killed with SIGKILL takes the server with it.
+	if err := childproc.Start(t.cmd); err != nil {
 		stopGroup(t.cmd)
 		return nil, err
 	}

@@ -99,7 +99,7 @@ func (n *Node) openKnowledge() error {
 	if cfg.Vectors == nil {
 		// A projection of the streams, rebuilt from them when a base is first used:
 		// no fsync per write.
-		v, err := vectorstore.Open(vectorstore.Config{Path: KnowledgeVectorsPath(n.cfg.DataDir, n.cfg.Bus != nil, n.cfg.NodeID), NoSync: true,
+		v, err := vectorstore.Open(vectorstore.Config{Path: KnowledgeVectorsPath(n.cfg.DataDir, n.cfg.Bus != nil, n.cfg.NodeID), NoSync: true, LockWait: n.cfg.LockWait, Logger: n.cfg.Logger,
 			Index: vectorstore.IndexHNSW})
 		if err != nil {
 			return fmt.Errorf("knowledge: vectors: %w", err)

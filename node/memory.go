@@ -556,7 +556,7 @@ func (n *Node) openMemory() error {
 	if cfg.Vectors == nil {
 		// The vectors are a projection of the namespaces' events, rebuilt from them
 		// when a namespace is first used: no fsync per write.
-		v, err := vectorstore.Open(vectorstore.Config{Path: MemoryVectorsPath(n.cfg.DataDir, n.cfg.Bus != nil, n.cfg.NodeID), NoSync: true,
+		v, err := vectorstore.Open(vectorstore.Config{Path: MemoryVectorsPath(n.cfg.DataDir, n.cfg.Bus != nil, n.cfg.NodeID), NoSync: true, LockWait: n.cfg.LockWait, Logger: n.cfg.Logger,
 			Index: vectorstore.IndexHNSW})
 		if err != nil {
 			return fmt.Errorf("memory: vectors: %w", err)

@@ -76,6 +76,12 @@ const DefaultResumeConcurrency = 4
 type Config struct {
 	// DataDir holds the embedded event log (default ./.troupe).
 	DataDir string
+	// LockWait is how long New waits for a lock of DataDir (the event log's, the
+	// memory's and the knowledge's vectors') that a node in another live process
+	// holds, such as the one before it, still stopping when a supervisor restarts
+	// it; the wait is logged once. 0 fails at once with the error naming the holder
+	// (a one-off command beside a running node). DataLockWait suits a server.
+	LockWait time.Duration
 	// Log overrides the event log; when nil, a SQLite log is opened in DataDir.
 	// A node without Bus on a log that several processes may write without
 	// refusing their racing writes (eventlog.SeqRaces: ClickHouse) owns it whole

@@ -112,12 +112,16 @@ func (n *Node) wiring() wiring {
 	return wiring{roles: n.cfg.Roles, bus: n.cfg.Bus, memory: n.cfg.Memory != nil || n.cfg.Knowledge != nil || n.cfg.Notes != nil}
 }
 
+// DataLockWait is the Config.LockWait of a server: long enough for the node before
+// it to stop, short enough that a node that does not stop is reported.
+const DataLockWait = 30 * time.Second
+
 // openLog opens the embedded SQLite log in DataDir unless Config.Log gives one.
 func (n *Node) openLog(ctx context.Context) error {
 	if n.log != nil {
 		return nil
 	}
-	l, err := sqlite.Open(ctx, sqlite.Config{Dir: n.cfg.DataDir})
+	l, err := sqlite.Open(ctx, sqlite.Config{Dir: n.cfg.DataDir, LockWait: n.cfg.LockWait, Logger: n.cfg.Logger})
 	if err != nil {
 		return err
 	}

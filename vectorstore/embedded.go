@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"time"
 )
 
 // Errors of the embedded store.
@@ -49,6 +50,11 @@ type Config struct {
 	// CompactMinBytes: no compaction happens while the log is smaller than this.
 	// 0 means DefaultCompactMinBytes.
 	CompactMinBytes int64
+	// LockWait is how long Open waits for the lock file while a store in another
+	// live process holds it (a node stopping while its successor starts), before it
+	// fails with ErrLocked. The wait is logged once. 0, the default, fails at once.
+	// A holder in this process, or one that is gone, never makes Open wait.
+	LockWait time.Duration
 	// Logger receives warnings (a dropped torn record, a failed compaction). Nil
 	// discards them.
 	Logger *slog.Logger
@@ -64,6 +70,9 @@ type Config struct {
 func (c Config) Validate() error {
 	if c.CompactRatio != 0 && (math.IsNaN(c.CompactRatio) || c.CompactRatio <= 1) {
 		return fmt.Errorf("vectorstore: CompactRatio %v must be greater than 1 (or 0 for the default)", c.CompactRatio)
+	}
+	if c.LockWait < 0 {
+		return fmt.Errorf("vectorstore: LockWait %s must not be negative", c.LockWait)
 	}
 	if c.CompactMinBytes < 0 {
 		return fmt.Errorf("vectorstore: CompactMinBytes %d must not be negative", c.CompactMinBytes)
@@ -154,7 +163,7 @@ func (s *Embedded) openLog() error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("vectorstore: %w", err)
 	}
-	lock, err := lockFile(path + ".lock")
+	lock, err := lockFile(path+".lock", s.cfg.LockWait, s.cfg.Logger)
 	if err != nil {
 		return err
 	}

@@ -812,7 +812,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 		fmt.Fprintln(stderr, "error:", err)
 		return 2
 	}
-	cfg := node.Config{DataDir: *data, Model: model, Fallbacks: fallback, Gateway: gw, Logger: logger, Secrets: secrets, Redactor: red,
+	cfg := node.Config{DataDir: *data, LockWait: node.DataLockWait, Model: model, Fallbacks: fallback, Gateway: gw, Logger: logger, Secrets: secrets, Redactor: red,
 		IdleTimeout: idle, MaxLiveSessions: *maxSessions, MaxQueuedTasks: *maxQueued, StreamUnwatched: *streamUnwatched,
 		ModelTimeout: modelTimeout, ToolTimeout: toolTimeout, EffectReissue: effectReissue, DecisionRules: *decisionRules}
 	if err := actors.CheckRecordRules(cfg.DecisionRules); err != nil {
@@ -924,7 +924,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 		if cfg.Log == nil {
 			// Nodes on one host share the data directory's log; on several hosts,
 			// they share ClickHouse.
-			l, err := sqlite.Open(ctx, sqlite.Config{Dir: *data, Shared: true})
+			l, err := sqlite.Open(ctx, sqlite.Config{Dir: *data, Shared: true, LockWait: node.DataLockWait})
 			if err != nil {
 				fmt.Fprintln(stderr, "error:", err)
 				return 1

@@ -67,6 +67,12 @@ type Config struct {
 	// CloseTimeout bounds how long Close waits for queued appends to be written.
 	// Default 10s.
 	CloseTimeout time.Duration
+	// LockWait is how long Open waits for the directory's lock while a node in
+	// another live process holds it exclusively (one stopping while its successor
+	// starts), before it fails with eventlog.ErrLocked. The wait is logged once.
+	// 0, the default, fails at once. A holder that is gone never makes Open wait:
+	// the kernel released its lock when it died.
+	LockWait time.Duration
 	// Logger receives what the log cannot return to a caller, such as a failed
 	// background checkpoint. Default slog.Default().
 	Logger *slog.Logger
@@ -122,6 +128,9 @@ func (c Config) Validate() error {
 		}
 		if c.QueueSize < 0 {
 			errs = append(errs, fmt.Errorf("QueueSize is %d, want >= 0", c.QueueSize))
+		}
+		if c.LockWait < 0 {
+			errs = append(errs, fmt.Errorf("LockWait is %s, want >= 0", c.LockWait))
 		}
 		if c.CloseTimeout < 0 {
 			errs = append(errs, fmt.Errorf("CloseTimeout is %s, want >= 0", c.CloseTimeout))

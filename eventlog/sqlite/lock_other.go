@@ -3,15 +3,18 @@
 package sqlite
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"time"
 )
 
 // lockDir creates <dir>/LOCK but takes no lock, shared or exclusive: flock exists on
 // Unix only, so on other systems nothing stops two processes from opening one data
 // directory.
-func lockDir(dir string, _ bool) (*os.File, error) {
+func lockDir(_ context.Context, dir string, _ bool, _ time.Duration, _ *slog.Logger) (*os.File, error) {
 	f, err := os.OpenFile(filepath.Join(dir, lockFile), os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("eventlog/sqlite: open lock file: %w", err)

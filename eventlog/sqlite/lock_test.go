@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -104,16 +105,23 @@ func TestHelperProcess(t *testing.T) {
 	}
 	wg.Wait()
 	fmt.Println("helper: ready")
+	if hold, _ := time.ParseDuration(os.Getenv(helperEnv + "_HOLD")); hold > 0 {
+		// A node stopping: it lets the directory go after hold.
+		time.Sleep(hold)
+		_ = l.Close()
+		os.Exit(0)
+	}
 	_, _ = bufio.NewReader(os.Stdin).ReadString('\n')
 	_ = l.Close()
 }
 
 // helper says how startHelper runs TestHelperProcess.
 type helper struct {
-	events   int    // appended before it says ready, to each session
-	session  string // "helper" if empty
-	sessions int    // if > 0, appends to sessions <session>-0 to -<sessions-1> at once
-	shared   bool   // Config.Shared
+	events   int           // appended before it says ready, to each session
+	session  string        // "helper" if empty
+	sessions int           // if > 0, appends to sessions <session>-0 to -<sessions-1> at once
+	shared   bool          // Config.Shared
+	hold     time.Duration // if > 0, closes the log and exits this long after it is ready
 }
 
 // startHelper runs the test binary again as TestHelperProcess on dir, and returns
@@ -137,6 +145,9 @@ func spawnHelper(ctx context.Context, t *testing.T, dir string, h helper) (*exec
 		helperEnv+"_SESSIONS="+strconv.Itoa(h.sessions))
 	if h.shared {
 		cmd.Env = append(cmd.Env, helperEnv+"_SHARED=1")
+	}
+	if h.hold > 0 {
+		cmd.Env = append(cmd.Env, helperEnv+"_HOLD="+h.hold.String())
 	}
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -171,6 +182,35 @@ func spawnHelper(ctx context.Context, t *testing.T, dir string, h helper) (*exec
 	case <-ctx.Done():
 		t.Fatal("the helper process was not ready in time")
 		return nil, nil
+	}
+}
+
+// TestLockWaitForStoppingHolder opens a directory that a node in another process
+// holds and lets go a second later (a restart while the node before is still
+// stopping): with LockWait, Open waits for it and succeeds, logging once whom it
+// waits for.
+func TestLockWaitForStoppingHolder(t *testing.T) {
+	if os.Getenv(helperEnv) != "" {
+		t.Skip("running as the helper process")
+	}
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	cmd, err := spawnHelper(ctx, t, dir, helper{events: 1, hold: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logged bytes.Buffer
+	l, err := sqlite.Open(ctx, sqlite.Config{Dir: dir, LockWait: 30 * time.Second, Logger: slog.New(slog.NewTextHandler(&logged, nil))})
+	if err != nil {
+		t.Fatalf("Open while the holder stops = %v, want it to wait and succeed", err)
+	}
+	defer l.Close()
+	if want := fmt.Sprintf("held by pid %d", cmd.Process.Pid); strings.Count(logged.String(), want) != 1 {
+		t.Errorf("log %q does not say once %q", logged.String(), want)
+	}
+	if got, err := l.Read(ctx, "helper", 0); err != nil || len(got) != 1 {
+		t.Fatalf("Read = %d events, %v; want the holder's one", len(got), err)
 	}
 }
 

@@ -4,8 +4,10 @@ package sqlite
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -21,8 +23,10 @@ import (
 // leave the file alone. flock locks belong to the open file description, so a
 // conflicting lockDir on the same directory fails whether it comes from another
 // process or from this one. The kernel releases the lock when the process dies,
-// however it dies.
-func lockDir(dir string, shared bool) (*os.File, error) {
+// however it dies. A lock an exclusive holder in another live process keeps past
+// the short retries is waited for up to wait (logged once to log), while ctx lasts:
+// a node restarted while the one before it is still stopping.
+func lockDir(ctx context.Context, dir string, shared bool, wait time.Duration, log *slog.Logger) (*os.File, error) {
 	path := filepath.Join(dir, lockFile)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
@@ -40,6 +44,26 @@ func lockDir(dir string, shared bool) (*os.File, error) {
 		time.Sleep(lockRetryWait)
 		err = flock(f, how)
 	}
+	if errors.Is(err, syscall.EWOULDBLOCK) && wait > 0 {
+		if pid := lockHolder(path); pid > 0 && pid != os.Getpid() && alive(pid) {
+			log.Info(fmt.Sprintf("waiting for %s held by pid %d", path, pid), "wait", wait)
+			deadline := time.NewTimer(wait)
+			tick := time.NewTicker(lockPollWait)
+		poll:
+			for errors.Is(err, syscall.EWOULDBLOCK) {
+				select {
+				case <-deadline.C:
+					break poll
+				case <-ctx.Done():
+					break poll
+				case <-tick.C:
+					err = flock(f, how)
+				}
+			}
+			deadline.Stop()
+			tick.Stop()
+		}
+	}
 	if err != nil {
 		defer f.Close()
 		if !errors.Is(err, syscall.EWOULDBLOCK) {
@@ -52,10 +76,8 @@ func lockDir(dir string, shared bool) (*os.File, error) {
 				eventlog.ErrLocked, dir)
 		}
 		holder := ""
-		if b, rerr := os.ReadFile(path); rerr == nil {
-			if pid, perr := strconv.Atoi(string(bytes.TrimSpace(b))); perr == nil {
-				holder = fmt.Sprintf("pid %d", pid)
-			}
+		if pid := lockHolder(path); pid > 0 {
+			holder = fmt.Sprintf("pid %d", pid)
 		}
 		switch {
 		case shared && holder != "":
@@ -82,6 +104,28 @@ const (
 	lockRetries   = 50
 	lockRetryWait = 2 * time.Millisecond
 )
+
+// lockPollWait is how often a lock waited for is tried again.
+const lockPollWait = 50 * time.Millisecond
+
+// lockHolder is the pid an exclusive holder wrote into the lock file at path, or 0.
+func lockHolder(path string) int {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	pid, err := strconv.Atoi(string(bytes.TrimSpace(b)))
+	if err != nil {
+		return 0
+	}
+	return pid
+}
+
+// alive reports whether a process pid exists.
+func alive(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}
 
 // flock takes a lock of kind how (LOCK_EX or LOCK_SH) on f without waiting.
 func flock(f *os.File, how int) error {

@@ -121,7 +121,7 @@ func open(ctx context.Context, cfg Config, beforeGroup func([]*appendReq)) (_ *L
 	// Whether this process opens the log alone: an exclusive opener does; a shared
 	// one when nobody held the directory just before (see olderBuildSteps).
 	alone := !cfg.Shared || !lockHeld(dir)
-	if l.lock, err = lockDir(dir, cfg.Shared); err != nil {
+	if l.lock, err = lockDir(ctx, dir, cfg.Shared, cfg.LockWait, cfg.Logger); err != nil {
 		return nil, err
 	}
 	defer func() {

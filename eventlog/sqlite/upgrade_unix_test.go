@@ -51,7 +51,7 @@ func TestRollingUpgradeKeepsTheEpochIndexOfAnOlderProcess(t *testing.T) {
 	}
 	// The older process: it holds the directory as a Shared opener does, and has
 	// prepared its statement.
-	older, err := lockDir(dir, true)
+	older, err := lockDir(context.Background(), dir, true, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +120,7 @@ func TestRollingUpgradeKeepsTheIDConstraintOfAnOlderProcess(t *testing.T) {
 	defer cancel()
 	dir := t.TempDir()
 	db := schema6Log(ctx, t, dir, []messages.Envelope{idEvent(t, "s", 1, "s/1"), idEvent(t, "s", 2, "task-2")})
-	older, err := lockDir(dir, true)
+	older, err := lockDir(context.Background(), dir, true, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/troupe-run/troupe/internal/childproc"
 )
 
 // ErrScriptsDisabled answers a script run when Config.AllowScripts is off.
@@ -99,7 +101,8 @@ func run(cmd *exec.Cmd, out io.Writer) error {
 	defer pr.Close()
 	cmd.Stdout, cmd.Stderr = pw, pw
 	killGroup(cmd)
-	err = cmd.Start()
+	err = childproc.Start(cmd) // a node killed with SIGKILL takes the script with it
+
 	pw.Close()
 	if err != nil {
 		return err

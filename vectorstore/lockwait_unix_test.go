@@ -1,0 +1,97 @@
+//go:build darwin || dragonfly || freebsd || linux || netbsd || openbsd
+
+package vectorstore_test
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/troupe-run/troupe/vectorstore"
+)
+
+// lockHelperEnv tells a re-executed test binary to act as TestLockHelperProcess.
+const lockHelperEnv = "TROUPE_VECTORSTORE_LOCK_HELPER_PATH"
+
+// TestLockHelperProcess is not a test: TestLockWaitForStoppingHolder runs the test
+// binary again with lockHelperEnv set, and this function then plays a node that
+// stops: it opens the store, says "ready", and closes it a second later.
+func TestLockHelperProcess(t *testing.T) {
+	path := os.Getenv(lockHelperEnv)
+	if path == "" {
+		t.Skip("helper process of TestLockWaitForStoppingHolder")
+	}
+	s, err := vectorstore.Open(vectorstore.Config{Path: path})
+	if err != nil {
+		fmt.Println("helper: open:", err)
+		os.Exit(2)
+	}
+	fmt.Println("helper: ready")
+	time.Sleep(time.Second)
+	_ = s.Close()
+	os.Exit(0)
+}
+
+// TestLockWaitForStoppingHolder opens a store whose log another process holds and
+// lets go a second later (a node restarted while the one before is still
+// stopping): with LockWait, Open waits for it and succeeds, logging once whom it
+// waits for.
+func TestLockWaitForStoppingHolder(t *testing.T) {
+	if os.Getenv(lockHelperEnv) != "" {
+		t.Skip("running as the helper process")
+	}
+	path := filepath.Join(t.TempDir(), "v.log")
+	cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestLockHelperProcess$", "-test.count=1")
+	cmd.Env = append(os.Environ(), lockHelperEnv+"="+path)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	ready := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		var out []string
+		for sc.Scan() {
+			if sc.Text() == "helper: ready" {
+				ready <- ""
+				return
+			}
+			out = append(out, sc.Text())
+		}
+		ready <- "helper exited before it was ready: " + strings.Join(out, "\n")
+	}()
+	select {
+	case msg := <-ready:
+		if msg != "" {
+			t.Fatal(msg)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the helper process was not ready in time")
+	}
+
+	var logged bytes.Buffer
+	s, err := vectorstore.Open(vectorstore.Config{Path: path, LockWait: 30 * time.Second, Logger: slog.New(slog.NewTextHandler(&logged, nil))})
+	if err != nil {
+		t.Fatalf("Open while the holder stops = %v, want it to wait and succeed", err)
+	}
+	defer s.Close()
+	if want := fmt.Sprintf("held by pid %d", cmd.Process.Pid); strings.Count(logged.String(), want) != 1 {
+		t.Errorf("log %q does not say once %q", logged.String(), want)
+	}
+	// In this process a held lock is refused at once, whatever LockWait says.
+	start := time.Now()
+	if _, err := vectorstore.Open(vectorstore.Config{Path: path, LockWait: time.Minute}); err == nil || time.Since(start) > 30*time.Second {
+		t.Errorf("second Open in this process = %v after %s, want ErrLocked at once", err, time.Since(start))
+	}
+}
