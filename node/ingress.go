@@ -197,7 +197,12 @@ func (in *Ingress) Decode(a Arrival) (messages.Envelope, error) {
 
 // decode is Decode; task is the envelope's payload, decoded (what
 // actors.SubmitTask.Task takes, so that the session does not decode it again), and
-// named is the task's task_id (Task.TaskID), "" when it names none.
+// named is the task's task_id (Task.TaskID), "" when it names none. A named task of
+// the bus takes as its CausationID the ID of the record that carried it (its
+// _watermill_message_uuid header, or messages.RecordID; an envelope's own
+// CausationID stays, such as the one a node forwarding the record wrote): the
+// record read again (after a rebalance, a restart, a forward) has that ID, a
+// record sending the task again has another (answerResent).
 func (in *Ingress) decode(a Arrival) (env messages.Envelope, task *messages.TaskSubmitted, named string, err error) {
 	if a.Source == SourceBus && len(a.Payload) == 0 {
 		// A record without a value (null: a tombstone) or with an empty one; JSON's
@@ -220,13 +225,20 @@ func (in *Ingress) decode(a Arrival) (env messages.Envelope, task *messages.Task
 		}
 	}
 	if a.Source == SourceBus && valid && isEnvelope(a.Payload) {
-		return in.admitEnvelope(a.Payload)
+		env, task, named, err = in.admitEnvelope(a.Payload)
+		if err == nil && named != "" && env.CausationID == "" {
+			env.CausationID = a.MessageID
+		}
+		return env, task, named, err
 	}
 	t, err := decodeTask(a.Payload, valid)
 	if err != nil {
 		return messages.Envelope{}, nil, "", err
 	}
 	env, task, err = in.admitTask(t, a, nil)
+	if err == nil && a.Source == SourceBus && t.TaskID != "" {
+		env.CausationID = a.MessageID
+	}
 	return env, task, t.TaskID, err
 }
 

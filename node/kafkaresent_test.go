@@ -7,6 +7,7 @@ import (
 	kgo "github.com/segmentio/kafka-go"
 
 	"github.com/troupe-run/troupe/messages"
+	"github.com/troupe-run/troupe/node"
 )
 
 // A named task sent again after it was answered (its client lost the result,
@@ -52,15 +53,13 @@ func TestKafkaNamedTaskResentAfterItsResultGetsItAgain(t *testing.T) {
 			}
 		}
 	}
-	// A record written before the task was recorded is the one that carried it,
-	// read again (after a rebalance or a restart): its result was published as
-	// the task ended, and nothing is published again. The resend behind it, on the
-	// same partition, is answered.
-	old := task
-	old.Time = sent.Add(-time.Minute)
-	k.produce(t, old, task)
+	// A resend whose producer's clock is behind the node's, stamped before the
+	// task was recorded, is a resend all the same, and is answered.
+	behind := task
+	behind.Time = sent.Add(-time.Minute)
+	k.produce(t, behind)
 	if got := waitCount(messages.TopicResults, 4); len(got) != 4 {
-		t.Fatalf("results of the task sent four times and read again once: %d, want 4", len(got))
+		t.Fatalf("results of the task sent four times, the last by a producer whose clock is behind: %d, want 4", len(got))
 	}
 	if c := countTasks(t, n, session); c != 1 {
 		t.Fatalf("the task was recorded %d times, want once", c)
@@ -68,6 +67,46 @@ func TestKafkaNamedTaskResentAfterItsResultGetsItAgain(t *testing.T) {
 	// No more than one for each record sent again.
 	time.Sleep(time.Second)
 	if got := replyResults(t, k, messages.TopicResults, session); len(got) != 4 {
-		t.Fatalf("results of the task sent four times and read again once: %d, want 4", len(got))
+		t.Fatalf("results of the task sent four times: %d, want 4", len(got))
+	}
+}
+
+// The record that carried a named task, read again by a node that did not read it
+// before (the partition's next owner after a rebalance, or its owner restarted
+// after a kill -9, before the record's offset was committed), publishes nothing
+// again, though its producer's clock, ahead of the nodes', stamped it after the
+// task was recorded. A record is told
+// from a resend by its ID, not by its time.
+func TestKafkaNamedTaskRecordReadAgainPublishesNothingAgain(t *testing.T) {
+	k := newKafkaEnv(t)
+	log := sharedLog(t)
+	first := k.nodeWith(t, node.Config{Log: log})
+	session := "reread-" + time.Now().Format("150405.000000")
+	ahead := kgo.Message{Key: []byte(session), Value: []byte(`{"input":"echo ahead","task_id":"t-ahead"}`), Time: time.Now().Add(10 * time.Minute)}
+	k.produce(t, ahead)
+	if r, ok := waitTaskResult(t, k, session, "t-ahead", 60*time.Second); !ok || r.Output != "ahead" {
+		t.Fatalf("the task's result: %+v %v", r, ok)
+	}
+	if err := first.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Another node, of a consumer group of its own, reads the partition from its
+	// start: the record again, then a task behind it.
+	second := k.nodeWith(t, node.Config{Log: log})
+	k.produce(t, kgo.Message{Key: []byte(session), Value: []byte(`{"input":"echo behind","task_id":"t-behind"}`)})
+	if r, ok := waitTaskResult(t, k, session, "t-behind", 60*time.Second); !ok || r.Output != "behind" {
+		t.Fatalf("the task behind it: %+v %v", r, ok)
+	}
+	c := 0
+	for _, r := range replyResults(t, k, messages.TopicResults, session) {
+		if r.TaskID == "t-ahead" {
+			c++
+		}
+	}
+	if c != 1 {
+		t.Fatalf("results of t-ahead, its record read again by another node: %d, want 1", c)
+	}
+	if n := countTasks(t, second, session); n != 2 {
+		t.Fatalf("tasks recorded: %d, want 2", n)
 	}
 }

@@ -18,14 +18,24 @@ import (
 // waits for one. POST /v1/tasks answers the same task sent again with the task;
 // here its result goes again to troupe.results and to its reply topic, once for
 // each record that sends it again, under an ID of that record: a client resending
-// in a loop gets a result for each record and no more. Only a record written
-// (sentAt, RecordTimer; unknown: zero) after the task was recorded is one sent
-// again: the record that carried the task, read again after a rebalance or a
-// restart, publishes nothing again (its result was published as the task ended,
-// and a clean handover publishes nothing again). A task that still runs or waits
-// its turn publishes its result as it ends, as it would have.
+// in a loop gets a result for each record and no more. The record that carried
+// the task, read again after a rebalance or a restart (or forwarded again),
+// publishes nothing again: its result was published as the task ended, and a
+// clean handover publishes nothing again. It is told by its ID, which the task
+// recorded as its CausationID (Ingress.decode) and which a record read again
+// keeps, whatever the clocks of its producer, its broker and the nodes say. A
+// task recorded without one (from HTTP or the API, or by a version before it
+// kept it) is told by time instead: a record written (sentAt, RecordTimer)
+// after the task was recorded sends it again; one written before, or of no
+// known time (timestamp -1 or 0), publishes nothing again. That holds as far as
+// the producer's (or broker's) clock agrees with the nodes'. A task that still
+// runs or waits its turn publishes its result as it ends, as it would have.
 func (n *Node) answerResent(msg *message.Message, env, recorded messages.Envelope, sentAt time.Time) error {
-	if !sentAt.IsZero() && sentAt.UnixMicro() <= recorded.TS {
+	if recorded.CausationID != "" {
+		if recorded.CausationID == env.CausationID {
+			return nil // the record that carried it
+		}
+	} else if sentAt.IsZero() || sentAt.UnixMicro() <= recorded.TS {
 		return nil
 	}
 	var (
