@@ -837,12 +837,16 @@ func (pl *planner) clusters() {
 			for j, m := range members {
 				ids[j] = m.m.ID
 			}
-			if covered(members) {
-				continue
-			}
+			// A cluster distilled already keeps its members, as when it was
+			// proposed: left free, they gathered with the memories not yet
+			// distilled into clusters of their own (a run cut short after some
+			// of its distillations, planned again, distilled them twice).
 			taken[i] = true
 			for _, n := range ns {
 				taken[n.at] = true
+			}
+			if covered(members) {
+				continue
 			}
 			if pl.settled(Decision{Kind: Distill, IDs: ids}) {
 				continue // the model found no durable fact in them as they are
