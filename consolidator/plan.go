@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/troupe-run/troupe/memory"
 	pmem "github.com/troupe-run/troupe/pipelines/memory"
@@ -476,33 +477,64 @@ func numbersDiffer(a, b *item) bool {
 	return a.numbers() != b.numbers()
 }
 
-// numbers returns the runs of digits of the memory's content, sorted, without
-// repeats, each without leading zeros ("007" is "7"), joined by spaces.
+// numbers returns the runs of decimal digits of the memory's content, in any
+// script's digits (ASCII, full-width, Arabic-Indic, Devanagari, …: Unicode's Nd),
+// each read as its value in ASCII digits without leading zeros ("007" and "００７"
+// are "7"), sorted, without repeats, joined by spaces. Japanese input writes
+// "５月３日" in full-width digits, which an ASCII-only reading did not see: the
+// flight of May 3 merged into that of May 5.
 func (it *item) numbers() string {
 	if it.numsSet {
 		return it.nums
 	}
 	var nums []string
-	text := it.m.Content
-	for i := 0; i < len(text); {
-		if text[i] < '0' || text[i] > '9' {
-			i++
-			continue
+	var run []byte
+	flush := func() {
+		if run == nil {
+			return
 		}
-		j := i
-		for j < len(text) && text[j] >= '0' && text[j] <= '9' {
-			j++
-		}
-		n := strings.TrimLeft(text[i:j], "0")
+		n := strings.TrimLeft(string(run), "0")
 		if n == "" {
 			n = "0"
 		}
 		nums = append(nums, n)
-		i = j
+		run = nil
 	}
+	for _, r := range it.m.Content {
+		if d, ok := digitValue(r); ok {
+			run = append(run, '0'+d)
+			continue
+		}
+		flush()
+	}
+	flush()
 	slices.Sort(nums)
 	it.nums, it.numsSet = strings.Join(slices.Compact(nums), " "), true
 	return it.nums
+}
+
+// digitValue returns the value of r if it is a decimal digit of any script
+// (Unicode's Nd). Unicode encodes each script's digits as a run of ten from its
+// zero, and each range of unicode.Nd of stride 1 is such runs back to back, so a
+// digit's value is its distance from its range's start modulo 10.
+func digitValue(r rune) (byte, bool) {
+	if r >= '0' && r <= '9' {
+		return byte(r - '0'), true
+	}
+	if r < 0x80 || !unicode.Is(unicode.Nd, r) {
+		return 0, false
+	}
+	for _, rg := range unicode.Nd.R16 {
+		if lo, hi := rune(rg.Lo), rune(rg.Hi); r >= lo && r <= hi && rg.Stride == 1 {
+			return byte((r - lo) % 10), true
+		}
+	}
+	for _, rg := range unicode.Nd.R32 {
+		if lo, hi := rune(rg.Lo), rune(rg.Hi); r >= lo && r <= hi && rg.Stride == 1 {
+			return byte((r - lo) % 10), true
+		}
+	}
+	return 0, false
 }
 
 // promote is rule 3.
@@ -805,12 +837,16 @@ func (pl *planner) clusters() {
 			for j, m := range members {
 				ids[j] = m.m.ID
 			}
-			if covered(members) {
-				continue
-			}
+			// A cluster distilled already keeps its members, as when it was
+			// proposed: left free, they gathered with the memories not yet
+			// distilled into clusters of their own (a run cut short after some
+			// of its distillations, planned again, distilled them twice).
 			taken[i] = true
 			for _, n := range ns {
 				taken[n.at] = true
+			}
+			if covered(members) {
+				continue
 			}
 			if pl.settled(Decision{Kind: Distill, IDs: ids}) {
 				continue // the model found no durable fact in them as they are

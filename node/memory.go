@@ -276,7 +276,8 @@ func (n *Node) memoryWritten(ns string, count int) {
 }
 
 // SearchAnswer is the body of GET /v1/memories/search. Note, when set, says what a
-// hybrid search ranked without the vector store, and why (memory.Namespace.VectorNote).
+// hybrid search ranked without, the query's vector (the query embedder failed) or
+// the vector store, and why (memory.Namespace.SearchNoted, VectorNote).
 type SearchAnswer struct {
 	Results []SearchHit `json:"results"`
 	Note    string      `json:"note,omitempty"`

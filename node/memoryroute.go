@@ -235,15 +235,16 @@ func (n *Node) memoryLocal(ctx context.Context, c messages.MemoryCommand, max in
 		if err := json.Unmarshal(c.Args, &q); err != nil {
 			return nil, fmt.Errorf("%w: %v", memory.ErrInvalid, err)
 		}
-		results, err := n.memHost.Search(ctx, c.Namespace, q)
+		results, note, err := n.memHost.SearchNoted(ctx, c.Namespace, q)
 		if err != nil {
 			return nil, err
 		}
 		warnUnwritableTimes(n.cfg.Logger, c.Namespace, results)
 		hits := SearchHits(results)
-		var note string
-		if ns, err := n.memories.Namespace(ctx, c.Namespace); err == nil {
-			note = ns.VectorNote(q)
+		if note == "" {
+			if ns, err := n.memories.Namespace(ctx, c.Namespace); err == nil {
+				note = ns.VectorNote(q)
+			}
 		}
 		for {
 			b, err := json.Marshal(SearchAnswer{Results: hits, Note: note})
