@@ -175,6 +175,8 @@ type Server struct {
 	book    *sessionBook // the sessions' log levels, subscriptions and calls
 	events  *eventStore  // the events of the streams over Streamable HTTP
 	pending sync.Map     // the run_task calls on their way to the handler, by token (*pendingCall)
+	writers sync.Map     // the request writing each stream (streamKey → *streamWriter; server_takeover.go)
+	opens   sync.Map     // the stream each POST opened (*streamWriter → streamKey)
 
 	callsMu sync.Mutex
 	calls   map[string]map[*follower]bool // the calls under way, by their session's ID (Streamable HTTP)
@@ -880,6 +882,11 @@ func (s *Server) Handler() http.Handler {
 				}
 			}()
 			r = r.WithContext(ctx)
+		}
+		if id := r.Header.Get("Mcp-Session-Id"); id != "" && (r.Method == http.MethodPost || r.Method == http.MethodGet) {
+			var release func()
+			r, release = s.claimStream(r, id)
+			defer release()
 		}
 		pw := unnamedPrime{w, strconv.FormatInt(s.opts.ReconnectDelay.Milliseconds(), 10), http.NewResponseController(w), s.opts.WriteTimeout}
 		// What net/http writes once the handler returns (the end of a chunked

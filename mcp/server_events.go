@@ -77,6 +77,7 @@ func (s *eventStore) Open(ctx context.Context, sessionID, streamID string) error
 		c.stream = streamID
 		c.mu.Unlock()
 	}
+	opened(ctx, sessionID, streamID)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.stream(sessionID, streamID)

@@ -1,0 +1,95 @@
+package mcp
+
+import (
+	"context"
+	"net/http"
+	"time"
+)
+
+// A stream of a session over Streamable HTTP (a POST's answer, or a GET that
+// resumed one) has one writer at a time, the request that serves it; the SDK
+// answers a GET that resumes a stream still written to (Last-Event-ID) with 409
+// Conflict. A client whose connection died without the server seeing it go (a
+// network that dropped it, a proxy that lost it, a laptop that slept) resumes at
+// once, while the server writes on into the dead connection's buffers until TCP
+// gives up, minutes later; the SDKs try a resumption two or three times, seconds
+// apart, and give the call up on 409. So a GET that resumes a stream takes it
+// over: the request still writing it is ended (as a client's hang-up ends it: its
+// call goes on, its events are kept), and the GET replays what came after the
+// client's last event and follows the stream from there. Only a client that knows
+// the session's ID and an event ID of the stream can resume it.
+
+// takeoverWait bounds how long a resumption waits for the request it takes a
+// stream from to end.
+const takeoverWait = 5 * time.Second
+
+// streamKey names a stream of a session.
+type streamKey struct{ session, stream string }
+
+// streamWriter is a request that may write a stream: done is closed when it is
+// served, and cancel ends it.
+type streamWriter struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	owner  *Server
+	// session is the Mcp-Session-Id of the request.
+	session string
+}
+
+type writerKey struct{}
+
+// claimStream makes r a stream's writer for the time it is served: a POST
+// becomes the writer of the stream the SDK opens for its answer (Open), and a GET
+// that resumes a stream (Last-Event-ID) takes it over from the request that
+// writes it now, ending that one first. release, called once r is served,
+// forgets it.
+func (s *Server) claimStream(r *http.Request, session string) (*http.Request, func()) {
+	ctx, cancel := context.WithCancel(r.Context())
+	wr := &streamWriter{cancel: cancel, done: make(chan struct{}), owner: s, session: session}
+	var key *streamKey
+	if r.Method == http.MethodGet {
+		if stream, _, ok := parseEventID(r.Header.Get("Last-Event-ID")); ok {
+			k := streamKey{session, stream}
+			key = &k
+			if prev, ok := s.writers.Swap(k, wr); ok {
+				prev := prev.(*streamWriter)
+				prev.cancel()
+				t := time.NewTimer(takeoverWait)
+				select {
+				case <-prev.done:
+				case <-t.C:
+				case <-ctx.Done():
+				}
+				t.Stop()
+			}
+		}
+	}
+	r = r.WithContext(context.WithValue(ctx, writerKey{}, wr))
+	return r, func() {
+		if key != nil {
+			s.writers.CompareAndDelete(*key, wr)
+		}
+		s.forgetWriter(wr)
+		close(wr.done)
+		cancel()
+	}
+}
+
+// opened notes, from the context of the request that opens a stream (Open), that
+// it writes the stream.
+func opened(ctx context.Context, sessionID, streamID string) {
+	wr, ok := ctx.Value(writerKey{}).(*streamWriter)
+	if !ok {
+		return
+	}
+	k := streamKey{sessionID, streamID}
+	wr.owner.writers.Store(k, wr)
+	wr.owner.opens.Store(wr, k)
+}
+
+// forgetWriter forgets the stream a POST opened, unless a resumption took it.
+func (s *Server) forgetWriter(wr *streamWriter) {
+	if k, ok := s.opens.LoadAndDelete(wr); ok {
+		s.writers.CompareAndDelete(k.(streamKey), wr)
+	}
+}

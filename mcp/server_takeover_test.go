@@ -1,0 +1,87 @@
+package mcp_test
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/troupe-run/troupe/mcp"
+)
+
+// A client whose connection died unseen (the server still writes the call's
+// answer into it) resumes the call's stream at once, and gets it: the
+// resumption takes the stream over from the request that wrote it, and the call
+// goes on. Before, the SDK answered 409 Conflict until the server saw the old
+// connection gone, minutes later on a dead network, and the SDKs' clients, which
+// try a resumption two or three times, seconds apart, gave the call up.
+func TestServerHTTPResumptionTakesOverAStreamStillWritten(t *testing.T) {
+	c := &cutNode{gateNode: gateNode{started: make(chan struct{}, 1), release: make(chan struct{})}, cut: make(chan error, 1)}
+	srv := mcp.NewServer(c, mcp.ServerOptions{ProgressInterval: 50 * time.Millisecond, Logger: slog.New(&records{})})
+	hs := httptest.NewServer(srv.Handler())
+	defer hs.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp := post(ctx, t, hs.URL, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+	id := resp.Header.Get("Mcp-Session-Id")
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if id == "" {
+		t.Fatalf("initialize answered %s with no session", resp.Status)
+	}
+	post(ctx, t, hs.URL, id, `{"jsonrpc":"2.0","method":"notifications/initialized"}`).Body.Close()
+	// The call's POST, whose connection stays open: the server goes on writing to it.
+	old := post(ctx, t, hs.URL, id, `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"gate","arguments":{}}}`)
+	defer old.Body.Close()
+	var last string
+	sc := bufio.NewScanner(old.Body)
+	for last == "" && sc.Scan() {
+		last, _ = strings.CutPrefix(sc.Text(), "id: ")
+	}
+	if last == "" {
+		t.Fatalf("the call's stream carried no event ID: %v", sc.Err())
+	}
+	select {
+	case <-c.started:
+	case <-ctx.Done():
+		t.Fatal("the call never started")
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, hs.URL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Mcp-Session-Id", id)
+	req.Header.Set("MCP-Protocol-Version", "2025-11-25")
+	req.Header.Set("Last-Event-ID", last)
+	resumed, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resumed.Body.Close()
+	if resumed.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resumed.Body)
+		t.Fatalf("the resumption answered %s: %s", resumed.Status, b)
+	}
+	close(c.release)
+	rs := bufio.NewScanner(resumed.Body)
+	for rs.Scan() {
+		if line := rs.Text(); strings.HasPrefix(line, "data: ") && strings.Contains(line, `"id":7`) {
+			if !strings.Contains(line, "opened") {
+				t.Fatalf("the call answered %s", line)
+			}
+			select {
+			case err := <-c.cut:
+				t.Fatalf("the call was cut off: %v", err)
+			default:
+			}
+			return
+		}
+	}
+	t.Fatalf("the resumed stream ended without the call's answer: %v", rs.Err())
+}
