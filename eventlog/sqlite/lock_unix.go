@@ -54,6 +54,7 @@ func lockDir(ctx context.Context, dir string, shared bool, wait time.Duration, l
 				case <-deadline.C:
 					break poll
 				case <-ctx.Done():
+					err = ctx.Err()
 					break poll
 				case <-tick.C:
 					err = flock(f, how)
