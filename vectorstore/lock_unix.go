@@ -3,14 +3,14 @@
 package vectorstore
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
-	"strconv"
 	"syscall"
 	"time"
+
+	"github.com/troupe-run/troupe/internal/lockpid"
 )
 
 // lockFile opens path and takes an exclusive, non-blocking flock on it, writing this
@@ -26,9 +26,9 @@ func lockFile(path string, wait time.Duration, log *slog.Logger) (*os.File, erro
 	}
 	err = flock(f)
 	if errors.Is(err, syscall.EWOULDBLOCK) && wait > 0 {
-		if pid := lockHolder(path); pid > 0 && pid != os.Getpid() && alive(pid) {
+		if h := lockpid.Read(path); !h.This() && h.Live() {
 			if log != nil {
-				log.Info(fmt.Sprintf("waiting for %s held by pid %d", path, pid), "wait", wait)
+				log.Info(fmt.Sprintf("waiting for %s held by %s", path, h), "wait", wait)
 			}
 			for deadline := time.Now().Add(wait); errors.Is(err, syscall.EWOULDBLOCK) && time.Now().Before(deadline); {
 				time.Sleep(lockPollWait)
@@ -39,15 +39,15 @@ func lockFile(path string, wait time.Duration, log *slog.Logger) (*os.File, erro
 	if err != nil {
 		_ = f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
-			if pid := lockHolder(path); pid > 0 {
-				return nil, fmt.Errorf("%w: %s (held by pid %d)", ErrLocked, path, pid)
+			if h := lockpid.Read(path); h.PID > 0 {
+				return nil, fmt.Errorf("%w: %s (held by %s)", ErrLocked, path, h)
 			}
 			return nil, fmt.Errorf("%w: %s", ErrLocked, path)
 		}
 		return nil, fmt.Errorf("vectorstore: lock %s: %w", path, err)
 	}
 	if err := f.Truncate(0); err == nil {
-		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+		_, _ = f.WriteAt(lockpid.Stamp(), 0)
 	}
 	return f, nil
 }
@@ -63,23 +63,4 @@ func flock(f *os.File) error {
 			return err
 		}
 	}
-}
-
-// lockHolder is the pid the holder of the lock file at path wrote into it, or 0.
-func lockHolder(path string) int {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0
-	}
-	pid, err := strconv.Atoi(string(bytes.TrimSpace(b)))
-	if err != nil {
-		return 0
-	}
-	return pid
-}
-
-// alive reports whether a process pid exists.
-func alive(pid int) bool {
-	err := syscall.Kill(pid, 0)
-	return err == nil || errors.Is(err, syscall.EPERM)
 }

@@ -48,6 +48,27 @@ func TestLockWaitForStoppingHolder(t *testing.T) {
 		t.Skip("running as the helper process")
 	}
 	path := filepath.Join(t.TempDir(), "v.log")
+	cmd := startLockHelper(t, path)
+	var logged bytes.Buffer
+	s, err := vectorstore.Open(vectorstore.Config{Path: path, LockWait: 30 * time.Second, Logger: slog.New(slog.NewTextHandler(&logged, nil))})
+	if err != nil {
+		t.Fatalf("Open while the holder stops = %v, want it to wait and succeed", err)
+	}
+	defer s.Close()
+	if want := fmt.Sprintf("held by pid %d", cmd.Process.Pid); strings.Count(logged.String(), want) != 1 {
+		t.Errorf("log %q does not say once %q", logged.String(), want)
+	}
+	// In this process a held lock is refused at once, whatever LockWait says.
+	start := time.Now()
+	if _, err := vectorstore.Open(vectorstore.Config{Path: path, LockWait: time.Minute}); err == nil || time.Since(start) > 30*time.Second {
+		t.Errorf("second Open in this process = %v after %s, want ErrLocked at once", err, time.Since(start))
+	}
+}
+
+// startLockHelper runs TestLockHelperProcess on the store at path and returns once
+// it holds the store's lock.
+func startLockHelper(t *testing.T, path string) *exec.Cmd {
+	t.Helper()
 	cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestLockHelperProcess$", "-test.count=1")
 	cmd.Env = append(os.Environ(), lockHelperEnv+"="+path)
 	stdout, err := cmd.StdoutPipe()
@@ -79,19 +100,34 @@ func TestLockWaitForStoppingHolder(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatal("the helper process was not ready in time")
 	}
+	return cmd
+}
 
+// TestLockWaitForHolderInAnotherPIDNamespace opens a store whose lock a process in
+// another pid namespace (another container sharing the volume) holds, with the same
+// pid as this one, and lets go a second later: Open waits for it rather than take
+// it for a lock of its own, and the log says the pid is another namespace's.
+func TestLockWaitForHolderInAnotherPIDNamespace(t *testing.T) {
+	if os.Getenv(lockHelperEnv) != "" {
+		t.Skip("running as the helper process")
+	}
+	if _, err := os.Readlink("/proc/self/ns/pid"); err != nil {
+		t.Skip("no pid namespaces here:", err)
+	}
+	path := filepath.Join(t.TempDir(), "v.log")
+	startLockHelper(t, path)
+	// What a holder that is pid 1 of its container would write if this were pid 1 too.
+	stamp := fmt.Sprintf("%d pid:[1]\n", os.Getpid())
+	if err := os.WriteFile(path+".lock", []byte(stamp), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	var logged bytes.Buffer
 	s, err := vectorstore.Open(vectorstore.Config{Path: path, LockWait: 30 * time.Second, Logger: slog.New(slog.NewTextHandler(&logged, nil))})
 	if err != nil {
-		t.Fatalf("Open while the holder stops = %v, want it to wait and succeed", err)
+		t.Fatalf("Open while a holder in another pid namespace stops = %v, want it to wait and succeed", err)
 	}
 	defer s.Close()
-	if want := fmt.Sprintf("held by pid %d", cmd.Process.Pid); strings.Count(logged.String(), want) != 1 {
+	if want := fmt.Sprintf("held by pid %d in another pid namespace", os.Getpid()); strings.Count(logged.String(), want) != 1 {
 		t.Errorf("log %q does not say once %q", logged.String(), want)
-	}
-	// In this process a held lock is refused at once, whatever LockWait says.
-	start := time.Now()
-	if _, err := vectorstore.Open(vectorstore.Config{Path: path, LockWait: time.Minute}); err == nil || time.Since(start) > 30*time.Second {
-		t.Errorf("second Open in this process = %v after %s, want ErrLocked at once", err, time.Since(start))
 	}
 }

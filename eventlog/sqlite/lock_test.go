@@ -214,6 +214,25 @@ func TestLockWaitForStoppingHolder(t *testing.T) {
 	}
 }
 
+// TestLockWaitEndsWithItsContext cancels the context of an Open waiting for a
+// directory another process holds (a node stopped while it waits to start): Open
+// returns the context's error, not ErrLocked with its advice to stop the holder.
+func TestLockWaitEndsWithItsContext(t *testing.T) {
+	if os.Getenv(helperEnv) != "" {
+		t.Skip("running as the helper process")
+	}
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	startHelper(ctx, t, dir, 1)
+	openCtx, stop := context.WithCancel(ctx)
+	time.AfterFunc(200*time.Millisecond, stop)
+	_, err := sqlite.Open(openCtx, sqlite.Config{Dir: dir, LockWait: time.Minute})
+	if !errors.Is(err, context.Canceled) || errors.Is(err, eventlog.ErrLocked) {
+		t.Fatalf("Open whose context ends while it waits for the lock = %v, want context.Canceled", err)
+	}
+}
+
 // TestLockAcrossProcesses runs a second node as a child process on the same data
 // directory: while it lives, Open fails with ErrLocked naming the directory and the
 // child's pid. Then the child is killed with SIGKILL, mid-flight: the kernel releases

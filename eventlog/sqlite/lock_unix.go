@@ -3,18 +3,17 @@
 package sqlite
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strconv"
 	"syscall"
 	"time"
 
 	"github.com/troupe-run/troupe/eventlog"
+	"github.com/troupe-run/troupe/internal/lockpid"
 )
 
 // lockDir takes a flock on <dir>/LOCK: an exclusive one, or with shared a shared one
@@ -45,8 +44,8 @@ func lockDir(ctx context.Context, dir string, shared bool, wait time.Duration, l
 		err = flock(f, how)
 	}
 	if errors.Is(err, syscall.EWOULDBLOCK) && wait > 0 {
-		if pid := lockHolder(path); pid > 0 && pid != os.Getpid() && alive(pid) {
-			log.Info(fmt.Sprintf("waiting for %s held by pid %d", path, pid), "wait", wait)
+		if h := lockpid.Read(path); !h.This() && h.Live() {
+			log.Info(fmt.Sprintf("waiting for %s held by %s", path, h), "wait", wait)
 			deadline := time.NewTimer(wait)
 			tick := time.NewTicker(lockPollWait)
 		poll:
@@ -55,6 +54,7 @@ func lockDir(ctx context.Context, dir string, shared bool, wait time.Duration, l
 				case <-deadline.C:
 					break poll
 				case <-ctx.Done():
+					err = ctx.Err()
 					break poll
 				case <-tick.C:
 					err = flock(f, how)
@@ -76,8 +76,8 @@ func lockDir(ctx context.Context, dir string, shared bool, wait time.Duration, l
 				eventlog.ErrLocked, dir)
 		}
 		holder := ""
-		if pid := lockHolder(path); pid > 0 {
-			holder = fmt.Sprintf("pid %d", pid)
+		if h := lockpid.Read(path); h.PID > 0 {
+			holder = h.String()
 		}
 		switch {
 		case shared && holder != "":
@@ -92,7 +92,7 @@ func lockDir(ctx context.Context, dir string, shared bool, wait time.Duration, l
 	}
 	if !shared {
 		if err := f.Truncate(0); err == nil {
-			_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+			_, _ = f.WriteAt(lockpid.Stamp(), 0)
 		}
 	}
 	return f, nil
@@ -107,25 +107,6 @@ const (
 
 // lockPollWait is how often a lock waited for is tried again.
 const lockPollWait = 50 * time.Millisecond
-
-// lockHolder is the pid an exclusive holder wrote into the lock file at path, or 0.
-func lockHolder(path string) int {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0
-	}
-	pid, err := strconv.Atoi(string(bytes.TrimSpace(b)))
-	if err != nil {
-		return 0
-	}
-	return pid
-}
-
-// alive reports whether a process pid exists.
-func alive(pid int) bool {
-	err := syscall.Kill(pid, 0)
-	return err == nil || errors.Is(err, syscall.EPERM)
-}
 
 // flock takes a lock of kind how (LOCK_EX or LOCK_SH) on f without waiting.
 func flock(f *os.File, how int) error {
