@@ -40,7 +40,9 @@
 //     of a seed (the most important first) form clusters of MinCluster (3) to
 //     MaxCluster (20), unless a semantic memory already has all of them as sources
 //     (or a fact forgotten had: Forgetting), an episode merged into another
-//     counting as the one it went into.
+//     counting as the one it went into. The sources of a fact join a new cluster
+//     whole (the cluster grew) or not at all, so no episode is distilled twice
+//     into parts of two clusters.
 //
 // The cosine these rules compare is calibrated as memory search calibrates its vector
 // term: rescaled from the floor of the set compared (a tier and modality), (cos −

@@ -794,6 +794,55 @@ func (pl *planner) clusters() {
 		return false
 	}
 	for _, g := range pl.groups(func(it *item) bool { return it.tier == memory.Episodic && len(it.m.Vector) > 0 }) {
+		present := map[string]bool{}
+		for _, it := range g {
+			for _, n := range it.names() {
+				present[n] = true
+			}
+		}
+		// splits reports whether it, with these others, would split a source set
+		// it is in: a cluster distilled already joins a new one whole (the cluster
+		// grew) or not at all. A cut run planned again with a memory come since
+		// gathered part of a distilled cluster with the newcomer, and the rest
+		// with episodes the run had not reached: each was distilled a second time.
+		// A source no longer in the tier does not count.
+		splits := func(it *item, with map[string]bool) bool {
+			for _, n := range it.names() {
+				for _, set := range holding[n] {
+					for id := range set {
+						if present[id] && !with[id] {
+							return true
+						}
+					}
+				}
+			}
+			return false
+		}
+		// whole keeps of members (the seed first) those that split no source set,
+		// until none does; false if the seed does.
+		whole := func(members []*item) ([]*item, bool) {
+			for {
+				with := map[string]bool{}
+				for _, m := range members {
+					for _, n := range m.names() {
+						with[n] = true
+					}
+				}
+				kept := members[:0:0]
+				for _, m := range members {
+					if !splits(m, with) {
+						kept = append(kept, m)
+					}
+				}
+				if len(kept) == 0 || kept[0] != members[0] {
+					return nil, false
+				}
+				if len(kept) == len(members) {
+					return kept, true
+				}
+				members = kept
+			}
+		}
 		taken := make([]bool, len(g))
 		// Within a calibrated cosine of the seed (calibrate.go), as rule 2's
 		// duplicates: with an embedder whose unrelated texts score 0.8 every
@@ -822,8 +871,26 @@ func (pl *planner) clusters() {
 				continue
 			}
 			slices.SortStableFunc(ns, func(a, b peer) int { return cmp.Compare(b.cos, a.cos) })
+			keep := func() bool {
+				all := []*item{seed}
+				for _, n := range ns {
+					all = append(all, n.it)
+				}
+				kept, ok := whole(all)
+				if !ok {
+					return false
+				}
+				ns = slices.DeleteFunc(ns, func(n peer) bool { return !slices.Contains(kept, n.it) })
+				return len(ns)+1 >= pl.p.MinCluster
+			}
+			if !keep() {
+				continue
+			}
 			if len(ns) > pl.p.MaxCluster-1 {
 				ns = ns[:pl.p.MaxCluster-1]
+				if !keep() {
+					continue
+				}
 			}
 			members := []*item{seed}
 			lowest, imp := 1.0, seed.m.Importance
