@@ -24,7 +24,9 @@
 //     merged into the more important one (then the older); facts that give a
 //     functional relation different values are never merged (they are a conflict),
 //     nor texts that hold other numbers ("May 3" and "May 5", "room 214" and "room
-//     412", in any script's digits by value: "５月３日" and "５月５日" too: other
+//     412", in any script's digits by value: "５月３日" and "５月５日" too, each
+//     number read whole, its parts in order: "2026-05-03" and "2026-03-05", and
+//     fractions, superscripts and Roman numerals: "½" and "¾": other
 //     facts, however close an embedder puts them; semantic ones go to the conflict
 //     judgement instead). The namespace's Merge keeps every source and its
 //     metadata.
@@ -40,7 +42,9 @@
 //     of a seed (the most important first) form clusters of MinCluster (3) to
 //     MaxCluster (20), unless a semantic memory already has all of them as sources
 //     (or a fact forgotten had: Forgetting), an episode merged into another
-//     counting as the one it went into.
+//     counting as the one it went into. The sources of a fact join a new cluster
+//     whole (the cluster grew) or not at all, so no episode is distilled twice
+//     into parts of two clusters.
 //
 // The cosine these rules compare is calibrated as memory search calibrates its vector
 // term: rescaled from the floor of the set compared (a tier and modality), (cos −

@@ -75,3 +75,38 @@ func TestPlanReadsNumbersInEveryScriptsDigits(t *testing.T) {
 		}
 	}
 }
+
+// A number is read whole, its parts in their order: "2026-05-03" and
+// "2026-03-05" (May 3 and March 5), "3/5" and "5/3", version "1.2" and "2.1" were
+// the same runs of digits in another order, and merged. Numbers written without
+// decimal digits are numbers too: fractions (½, ¾), superscripts (m², m³), Roman
+// numerals (Ⅷ, Ⅸ). A decimal or thousands separator of either kind reads alike
+// ("3.5" and "3,5", "1,000" and "1.000"), and the same numbers in another order in
+// the sentence still merge.
+func TestPlanReadsNumbersWholeAndInEveryForm(t *testing.T) {
+	pairs := []struct {
+		a, b  string
+		merge bool
+	}{
+		{"Alice's flight is on 2026-05-03", "Alice's flight is on 2026-03-05", false},
+		{"Alice's flight is on 3/5", "Alice's flight is on 5/3", false},
+		{"The service runs version 1.2", "The service runs version 2.1", false},
+		{"Add ½ cup of sugar", "Add ¾ cup of sugar", false},
+		{"The flat is 80 m²", "The flat is 80 m³", false},
+		{"Henry Ⅷ built the palace", "Henry Ⅸ built the palace", false},
+		{"The tank holds 3.5 litres", "The tank holds 3,5 litres", true},
+		{"The car cost 1,000 euros", "The car cost 1.000 euros", true},
+		{"On 2026-05-03, room 214.", "Room 214 on 2026-05-03", true},
+		{"Alice uses gpt4", "Alice uses gpt5", false},
+	}
+	for _, p := range pairs {
+		a := withVector(mem("a", memory.Semantic, 0.5, 3*24*time.Hour), 1, 0, 0)
+		a.Content = p.a
+		b := withVector(mem("b", memory.Semantic, 0.5, 2*24*time.Hour), 0.99, 0.1, 0)
+		b.Content = p.b
+		got := consolidator.Plan(now, []memory.Memory{a, b}, only(consolidator.Policy{DuplicateThreshold: 0.92}))
+		if merged := len(got) == 1 && got[0].Kind == consolidator.Merge; merged != p.merge {
+			t.Errorf("%q and %q: %+v, want merged %v", p.a, p.b, got, p.merge)
+		}
+	}
+}

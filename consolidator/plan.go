@@ -467,7 +467,7 @@ func vectorSaysNothing(a, b *item) bool {
 }
 
 // numbersDiffer reports whether a's and b's texts hold other numbers (a date, an
-// amount, a room, a version: each run of digits, in any order, counted once). An
+// amount, a room, a version: each number (see numbers), in any order, counted once). An
 // embedder reads "the flight is on May 3" and "the flight is on May 5" nearly alike
 // (multilingual-e5-small: cosine 0.96), yet they are two facts, the newer often the
 // correction of the older: merging them kept the older (by importance, then age)
@@ -477,40 +477,74 @@ func numbersDiffer(a, b *item) bool {
 	return a.numbers() != b.numbers()
 }
 
-// numbers returns the runs of decimal digits of the memory's content, in any
-// script's digits (ASCII, full-width, Arabic-Indic, Devanagari, …: Unicode's Nd),
-// each read as its value in ASCII digits without leading zeros ("007" and "００７"
-// are "7"), sorted, without repeats, joined by spaces. Japanese input writes
-// "５月３日" in full-width digits, which an ASCII-only reading did not see: the
-// flight of May 3 merged into that of May 5.
+// numbers returns the numbers of the memory's content, sorted, without repeats,
+// joined by spaces. A number is a run of decimal digits in any script's digits
+// (ASCII, full-width, Arabic-Indic, Devanagari, …: Unicode's Nd), each read as its
+// value in ASCII digits without leading zeros ("007" and "００７" are "7"), or such
+// runs joined by one separator (numberSeparator), read in their order with "_"
+// for any separator: "2026-05-03" is "2026_5_3", "3.5" and "3,5" are "3_5". Japanese
+// input writes "５月３日" in full-width digits, which an ASCII-only reading did not
+// see: the flight of May 3 merged into that of May 5; and the runs read apart in any
+// order merged "2026-05-03" with "2026-03-05". A number written with no decimal
+// digit (a fraction ½, a superscript ², a Roman numeral Ⅷ: Unicode's No and Nl) is
+// the character itself.
 func (it *item) numbers() string {
 	if it.numsSet {
 		return it.nums
 	}
 	var nums []string
-	var run []byte
-	flush := func() {
-		if run == nil {
-			return
-		}
-		n := strings.TrimLeft(string(run), "0")
+	var num, part []byte
+	endPart := func() {
+		n := strings.TrimLeft(string(part), "0")
 		if n == "" {
 			n = "0"
 		}
-		nums = append(nums, n)
-		run = nil
+		if num != nil {
+			num = append(num, '_')
+		}
+		num = append(num, n...)
+		part = nil
+	}
+	flush := func() {
+		if part != nil {
+			endPart()
+		}
+		if num != nil {
+			nums = append(nums, string(num))
+			num = nil
+		}
 	}
 	for _, r := range it.m.Content {
 		if d, ok := digitValue(r); ok {
-			run = append(run, '0'+d)
+			part = append(part, '0'+d)
+			continue
+		}
+		if part != nil && numberSeparator(r) {
+			endPart() // the number goes on if a digit follows
 			continue
 		}
 		flush()
+		if r >= 0x80 && unicode.In(r, unicode.No, unicode.Nl) {
+			nums = append(nums, string(r))
+		}
 	}
 	flush()
 	slices.Sort(nums)
 	it.nums, it.numsSet = strings.Join(slices.Compact(nums), " "), true
 	return it.nums
+}
+
+// numberSeparator reports whether r, between two runs of digits, joins them into
+// one number: a decimal or thousands separator (. , ' and the Arabic ٫ ٬, the
+// no-break and thin spaces), or the separator of a date, a time, a fraction or a
+// range (- / :), in ASCII or full width.
+func numberSeparator(r rune) bool {
+	switch r {
+	case '.', ',', '\'', ':', '/', '-', '\u00a0', '\u2009', '\u202f', '\u066b', '\u066c',
+		'．', '，', '：', '／', '－':
+		return true
+	}
+	return false
 }
 
 // digitValue returns the value of r if it is a decimal digit of any script
@@ -794,6 +828,55 @@ func (pl *planner) clusters() {
 		return false
 	}
 	for _, g := range pl.groups(func(it *item) bool { return it.tier == memory.Episodic && len(it.m.Vector) > 0 }) {
+		present := map[string]bool{}
+		for _, it := range g {
+			for _, n := range it.names() {
+				present[n] = true
+			}
+		}
+		// splits reports whether it, with these others, would split a source set
+		// it is in: a cluster distilled already joins a new one whole (the cluster
+		// grew) or not at all. A cut run planned again with a memory come since
+		// gathered part of a distilled cluster with the newcomer, and the rest
+		// with episodes the run had not reached: each was distilled a second time.
+		// A source no longer in the tier does not count.
+		splits := func(it *item, with map[string]bool) bool {
+			for _, n := range it.names() {
+				for _, set := range holding[n] {
+					for id := range set {
+						if present[id] && !with[id] {
+							return true
+						}
+					}
+				}
+			}
+			return false
+		}
+		// whole keeps of members (the seed first) those that split no source set,
+		// until none does; false if the seed does.
+		whole := func(members []*item) ([]*item, bool) {
+			for {
+				with := map[string]bool{}
+				for _, m := range members {
+					for _, n := range m.names() {
+						with[n] = true
+					}
+				}
+				kept := members[:0:0]
+				for _, m := range members {
+					if !splits(m, with) {
+						kept = append(kept, m)
+					}
+				}
+				if len(kept) == 0 || kept[0] != members[0] {
+					return nil, false
+				}
+				if len(kept) == len(members) {
+					return kept, true
+				}
+				members = kept
+			}
+		}
 		taken := make([]bool, len(g))
 		// Within a calibrated cosine of the seed (calibrate.go), as rule 2's
 		// duplicates: with an embedder whose unrelated texts score 0.8 every
@@ -822,8 +905,26 @@ func (pl *planner) clusters() {
 				continue
 			}
 			slices.SortStableFunc(ns, func(a, b peer) int { return cmp.Compare(b.cos, a.cos) })
+			keep := func() bool {
+				all := []*item{seed}
+				for _, n := range ns {
+					all = append(all, n.it)
+				}
+				kept, ok := whole(all)
+				if !ok {
+					return false
+				}
+				ns = slices.DeleteFunc(ns, func(n peer) bool { return !slices.Contains(kept, n.it) })
+				return len(ns)+1 >= pl.p.MinCluster
+			}
+			if !keep() {
+				continue
+			}
 			if len(ns) > pl.p.MaxCluster-1 {
 				ns = ns[:pl.p.MaxCluster-1]
+				if !keep() {
+					continue
+				}
 			}
 			members := []*item{seed}
 			lowest, imp := 1.0, seed.m.Importance

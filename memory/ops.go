@@ -332,7 +332,7 @@ func (ns *Namespace) prepare(r AddRequest, now time.Time) (*Memory, error) {
 // first instant of the year 1, is a client's unset time: now.
 func checkTimestampYear(ts time.Time) error {
 	if ts.Before(time.Time{}) {
-		return fmt.Errorf("%w: timestamp %s is before the year 1 (UTC): give when the remembered thing happened, from 0001-01-01T00:00:00Z on", ErrInvalid, ts.Format(time.RFC3339))
+		return fmt.Errorf("%w: timestamp %s is before the year 1 (UTC): give when the remembered thing happened, from the year 1 on", ErrInvalid, ts.Format(time.RFC3339))
 	}
 	return nil
 }

@@ -208,6 +208,9 @@ func (in Input) Check() error {
 		if err := checkTimestampYear(ts); err != nil {
 			return err
 		}
+		if ts.IsZero() {
+			return fmt.Errorf("%w: timestamp %s is the zero time, which clients send for a time not set (.NET's DateTime.MinValue): leave timestamp out for now, or give when the remembered thing happened", ErrInvalid, in.Timestamp)
+		}
 	}
 	if len(in.Metadata) > 0 {
 		if t := bytes.TrimSpace(in.Metadata); len(t) == 0 || t[0] != '{' || !json.Valid(t) {

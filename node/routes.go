@@ -202,8 +202,8 @@ func (n *Node) apiRoutes() []Route {
 			Route{Method: "GET", Path: "/v1/memories/search", Handler: http.HandlerFunc(n.searchMemories), Doc: RouteDoc{
 				Summary: "Search a namespace's memories",
 				Query: []Param{{Name: "namespace", Description: "the namespace", Required: true}, {Name: "q", Description: "what to search for", Required: true},
-					intp("limit", "at most this many results"), str("tier", "the tier to search"), str("mode", "hybrid, vector or bm25")},
-				Responses: []Response{ok("the results; note says what a hybrid search ranked without the vector store, and why", Schema{"type": "object", "properties": Schema{"results": Schema{"type": "array", "items": Schema{"type": "object"}}, "note": Schema{"type": "string"}}}),
+					intp("limit", "at most this many results"), str("tier", "the tier to search"), str("mode", "hybrid, vector or keyword")},
+				Responses: []Response{ok("the results; note says what a hybrid search ranked without (the query's vector, when the query embedder failed, or the vector store), and why", Schema{"type": "object", "properties": Schema{"results": Schema{"type": "array", "items": Schema{"type": "object"}}, "note": Schema{"type": "string"}}}),
 					unavailable("a search by vector (mode=vector) while the vector store does not answer or refuses the namespace's vectors; the error says which")}}},
 			Route{Method: "GET", Path: "/v1/memories/{id}/history", Handler: http.HandlerFunc(n.memoryHistory), Doc: RouteDoc{
 				Summary:   "Where a memory came from and why it changed",
