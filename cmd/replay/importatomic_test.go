@@ -20,16 +20,7 @@ import (
 // session names are written in the session's own append. Before, they were
 // appended first, and stayed behind when the log refused the session.
 func TestImportTheLogRefusesWritesNoConfiguration(t *testing.T) {
-	src := t.TempDir()
-	id := recordSession(t, src, "What is 12 * (7 + 5)?")
-	file := filepath.Join(t.TempDir(), "s.jsonl")
-	if code, _, errs := replay(t, "export", id, "--data", src, "--out", file); code != 0 {
-		t.Fatal(errs)
-	}
-	b, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, _, file, b := exportedSession(t)
 	if !strings.Contains(string(b), `"config.recorded"`) {
 		t.Fatalf("the export names no configuration:\n%s", b)
 	}
@@ -65,16 +56,7 @@ func TestImportTheLogRefusesWritesNoConfiguration(t *testing.T) {
 // for good: the same import again is refused again.
 func TestImportRefusesAnEventIDGivenTwice(t *testing.T) {
 	ctx := context.Background()
-	src := t.TempDir()
-	id := recordSession(t, src, "What is 12 * (7 + 5)?")
-	file := filepath.Join(t.TempDir(), "s.jsonl")
-	if code, _, errs := replay(t, "export", id, "--data", src, "--out", file); code != 0 {
-		t.Fatal(errs)
-	}
-	b, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, id, _, b := exportedSession(t)
 	lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
 	idOf := func(line string) string {
 		var e struct{ ID string }

@@ -23,16 +23,7 @@ import (
 // whose secrets were redacted as it was recorded cannot be checked against its
 // digest, and still imports.
 func TestImportRefusesAConfigurationChangedUnderItsDigest(t *testing.T) {
-	src := t.TempDir()
-	id := recordSession(t, src, "What is 12 * (7 + 5)?")
-	file := filepath.Join(t.TempDir(), "s.jsonl")
-	if code, _, errs := replay(t, "export", id, "--data", src, "--out", file); code != 0 {
-		t.Fatal(errs)
-	}
-	b, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
+	src, _, file, b := exportedSession(t)
 	if !bytes.Contains(b, []byte(node.DefaultSystemPrompt)) {
 		t.Fatalf("the export holds no configuration with the default prompt:\n%s", b)
 	}
@@ -61,7 +52,7 @@ func TestImportRefusesAConfigurationChangedUnderItsDigest(t *testing.T) {
 	if code, _, errs := replay(t, "export", sid, "--data", src, "--out", file); code != 0 {
 		t.Fatal(errs)
 	}
-	if b, err = os.ReadFile(file); err != nil || !bytes.Contains(b, []byte("[REDACTED]")) || bytes.Contains(b, []byte(secret)) {
+	if b, err := os.ReadFile(file); err != nil || !bytes.Contains(b, []byte("[REDACTED]")) || bytes.Contains(b, []byte(secret)) {
 		t.Fatalf("export of a prompt with a secret: %v\n%s", err, b)
 	}
 	if code, out, errs := replay(t, "import", file, "--data", t.TempDir()); code != 0 {
@@ -76,16 +67,7 @@ func TestImportRefusesAConfigurationChangedUnderItsDigest(t *testing.T) {
 // configuration, a field no configuration has) made the import take a changed
 // prompt as a redacted one: a task naming the digest then ran under it.
 func TestImportRefusesAChangedConfigurationMarkedRedactedElsewhere(t *testing.T) {
-	src := t.TempDir()
-	id := recordSession(t, src, "What is 12 * (7 + 5)?")
-	file := filepath.Join(t.TempDir(), "s.jsonl")
-	if code, _, errs := replay(t, "export", id, "--data", src, "--out", file); code != 0 {
-		t.Fatal(errs)
-	}
-	b, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, _, file, b := exportedSession(t)
 	// The configuration's line, its prompt changed.
 	at := bytes.Index(b, []byte(`"type":"config.recorded"`))
 	if at < 0 || !bytes.Contains(b[at:], []byte(node.DefaultSystemPrompt)) {

@@ -14,16 +14,7 @@ import (
 // events) imported as another, and an unknown key was dropped. A byte order mark
 // and CRLF line endings are still read as the export they are.
 func TestImportRefusesKeysExportDoesNotWrite(t *testing.T) {
-	src := t.TempDir()
-	id := recordSession(t, src, "What is 12 * (7 + 5)?")
-	file := filepath.Join(t.TempDir(), "s.jsonl")
-	if code, _, errs := replay(t, "export", id, "--data", src, "--out", file); code != 0 {
-		t.Fatal(errs)
-	}
-	b, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, _, _, b := exportedSession(t)
 	lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
 	edit := func(line int, old, new string) []string {
 		out := append([]string(nil), lines...)

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"os"
-	"path/filepath"
 	"reflect"
 	"strconv"
 	"strings"
@@ -16,16 +15,7 @@ import (
 // reader then decoded as another text (U+FFFD for each bad byte), as a body or
 // an import's line that is not UTF-8 elsewhere is refused rather than repaired.
 func TestImportRefusesALineThatIsNotUTF8(t *testing.T) {
-	src := t.TempDir()
-	id := recordSession(t, src, "What is 12 * (7 + 5)?")
-	file := filepath.Join(t.TempDir(), "s.jsonl")
-	if code, _, errs := replay(t, "export", id, "--data", src, "--out", file); code != 0 {
-		t.Fatal(errs)
-	}
-	b, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, _, file, b := exportedSession(t)
 	lines := bytes.SplitAfter(b, []byte("\n"))
 	at := bytes.Index(lines[1], []byte("12 * (7"))
 	if at < 0 {

@@ -24,6 +24,23 @@ import (
 	"github.com/troupe-run/troupe/vectorstore"
 )
 
+// exportedSession records a task's session in a new data directory and exports
+// it: the directory, the session's ID, the export's path and its bytes.
+func exportedSession(t *testing.T) (src, id, file string, b []byte) {
+	t.Helper()
+	src = t.TempDir()
+	id = recordSession(t, src, "What is 12 * (7 + 5)?")
+	file = filepath.Join(t.TempDir(), "s.jsonl")
+	if code, _, errs := replay(t, "export", id, "--data", src, "--out", file); code != 0 {
+		t.Fatal(errs)
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return src, id, file, b
+}
+
 // recordSession runs one task on an embedded node in dir and returns its session ID.
 func recordSession(t *testing.T, dir, input string) string {
 	t.Helper()
