@@ -176,7 +176,6 @@ type Server struct {
 	events  *eventStore  // the events of the streams over Streamable HTTP
 	pending sync.Map     // the run_task calls on their way to the handler, by token (*pendingCall)
 	writers sync.Map     // the request writing each stream (streamKey → *streamWriter; server_takeover.go)
-	opens   sync.Map     // the stream each POST opened (*streamWriter → streamKey)
 
 	callsMu sync.Mutex
 	calls   map[string]map[*follower]bool // the calls under way, by their session's ID (Streamable HTTP)

@@ -3,6 +3,7 @@ package mcp
 import (
 	"context"
 	"net/http"
+	"sync"
 	"time"
 )
 
@@ -34,6 +35,12 @@ type streamWriter struct {
 	owner  *Server
 	// session is the Mcp-Session-Id of the request.
 	session string
+
+	mu sync.Mutex
+	// keys are the streams it was noted as writing: the one its POST opened, or
+	// its GET resumed, and those of a session it resumed (resume: the session's
+	// stream of notifications, its initialize's), all forgotten when it ends.
+	keys []streamKey
 }
 
 type writerKey struct{}
@@ -46,11 +53,10 @@ type writerKey struct{}
 func (s *Server) claimStream(r *http.Request, session string) (*http.Request, func()) {
 	ctx, cancel := context.WithCancel(r.Context())
 	wr := &streamWriter{cancel: cancel, done: make(chan struct{}), owner: s, session: session}
-	var key *streamKey
 	if r.Method == http.MethodGet {
 		if stream, _, ok := parseEventID(r.Header.Get("Last-Event-ID")); ok {
 			k := streamKey{session, stream}
-			key = &k
+			wr.keys = append(wr.keys, k)
 			if prev, ok := s.writers.Swap(k, wr); ok {
 				prev := prev.(*streamWriter)
 				prev.cancel()
@@ -66,9 +72,6 @@ func (s *Server) claimStream(r *http.Request, session string) (*http.Request, fu
 	}
 	r = r.WithContext(context.WithValue(ctx, writerKey{}, wr))
 	return r, func() {
-		if key != nil {
-			s.writers.CompareAndDelete(*key, wr)
-		}
 		s.forgetWriter(wr)
 		close(wr.done)
 		cancel()
@@ -83,13 +86,20 @@ func opened(ctx context.Context, sessionID, streamID string) {
 		return
 	}
 	k := streamKey{sessionID, streamID}
+	wr.mu.Lock()
+	wr.keys = append(wr.keys, k)
+	wr.mu.Unlock()
 	wr.owner.writers.Store(k, wr)
-	wr.owner.opens.Store(wr, k)
 }
 
-// forgetWriter forgets the stream a POST opened, unless a resumption took it.
+// forgetWriter forgets the streams wr was noted as writing, but those a
+// resumption took from it since.
 func (s *Server) forgetWriter(wr *streamWriter) {
-	if k, ok := s.opens.LoadAndDelete(wr); ok {
-		s.writers.CompareAndDelete(k.(streamKey), wr)
+	wr.mu.Lock()
+	keys := wr.keys
+	wr.keys = nil
+	wr.mu.Unlock()
+	for _, k := range keys {
+		s.writers.CompareAndDelete(k, wr)
 	}
 }
