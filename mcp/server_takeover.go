@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
 )
 
 // A stream of a session over Streamable HTTP (a POST's answer, or a GET that
@@ -35,6 +37,9 @@ type streamWriter struct {
 	owner  *Server
 	// session is the Mcp-Session-Id of the request.
 	session string
+	// user is the user its token names (auth.TokenInfo's UserID), when a
+	// handler in front of the server's checks tokens.
+	user string
 
 	mu sync.Mutex
 	// keys are the streams it was noted as writing: the one its POST opened, or
@@ -53,12 +58,13 @@ type writerKey struct{}
 func (s *Server) claimStream(r *http.Request, session string) (*http.Request, func()) {
 	ctx, cancel := context.WithCancel(r.Context())
 	wr := &streamWriter{cancel: cancel, done: make(chan struct{}), owner: s, session: session}
+	if info := auth.TokenInfoFromContext(r.Context()); info != nil {
+		wr.user = info.UserID
+	}
 	if r.Method == http.MethodGet {
 		if stream, _, ok := parseEventID(r.Header.Get("Last-Event-ID")); ok {
 			k := streamKey{session, stream}
-			wr.keys = append(wr.keys, k)
-			if prev, ok := s.writers.Swap(k, wr); ok {
-				prev := prev.(*streamWriter)
+			if prev, ok := s.takeOver(k, wr); ok {
 				prev.cancel()
 				t := time.NewTimer(takeoverWait)
 				select {
@@ -75,6 +81,31 @@ func (s *Server) claimStream(r *http.Request, session string) (*http.Request, fu
 		s.forgetWriter(wr)
 		close(wr.done)
 		cancel()
+	}
+}
+
+// takeOver makes wr the writer of stream k, and returns the request that wrote
+// it, if any. A stream of a session that belongs to a user (the SDK refuses a
+// request in it with another user's token, 403) is not taken from a request of
+// that user by one of another: it stays with its writer.
+func (s *Server) takeOver(k streamKey, wr *streamWriter) (*streamWriter, bool) {
+	for {
+		v, ok := s.writers.Load(k)
+		if !ok {
+			if _, loaded := s.writers.LoadOrStore(k, wr); loaded {
+				continue
+			}
+			wr.keys = append(wr.keys, k)
+			return nil, false
+		}
+		prev := v.(*streamWriter)
+		if prev.user != "" && prev.user != wr.user {
+			return nil, false
+		}
+		if s.writers.CompareAndSwap(k, prev, wr) {
+			wr.keys = append(wr.keys, k)
+			return prev, true
+		}
 	}
 }
 
