@@ -2,8 +2,10 @@ package mcp
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -33,8 +35,15 @@ type streamKey struct{ session, stream string }
 // served, and cancel ends it.
 type streamWriter struct {
 	cancel context.CancelFunc
-	done   chan struct{}
-	owner  *Server
+	// rc sets the request's write deadline: a takeover sets it in the past, so
+	// that a write stuck in a dead connection's full buffers fails at once
+	// rather than after ServerOptions.WriteTimeout, holding the SDK's stream
+	// meanwhile (the resumption would wait for it, and be answered 409).
+	rc *http.ResponseController
+	// taken is set once a resumption took the request's stream over.
+	taken atomic.Bool
+	done  chan struct{}
+	owner *Server
 	// session is the Mcp-Session-Id of the request.
 	session string
 	// user is the user its token names (auth.TokenInfo's UserID), when a
@@ -55,9 +64,9 @@ type writerKey struct{}
 // that resumes a stream (Last-Event-ID) takes it over from the request that
 // writes it now, ending that one first. release, called once r is served,
 // forgets it.
-func (s *Server) claimStream(r *http.Request, session string) (*http.Request, func()) {
+func (s *Server) claimStream(r *http.Request, rc *http.ResponseController, session string) (*http.Request, *streamWriter, func()) {
 	ctx, cancel := context.WithCancel(r.Context())
-	wr := &streamWriter{cancel: cancel, done: make(chan struct{}), owner: s, session: session}
+	wr := &streamWriter{cancel: cancel, rc: rc, done: make(chan struct{}), owner: s, session: session}
 	if info := auth.TokenInfoFromContext(r.Context()); info != nil {
 		wr.user = info.UserID
 	}
@@ -65,6 +74,8 @@ func (s *Server) claimStream(r *http.Request, session string) (*http.Request, fu
 		if stream, _, ok := parseEventID(r.Header.Get("Last-Event-ID")); ok {
 			k := streamKey{session, stream}
 			if prev, ok := s.takeOver(k, wr); ok {
+				prev.taken.Store(true)
+				_ = prev.rc.SetWriteDeadline(time.Unix(1, 0))
 				prev.cancel()
 				t := time.NewTimer(takeoverWait)
 				select {
@@ -77,12 +88,19 @@ func (s *Server) claimStream(r *http.Request, session string) (*http.Request, fu
 		}
 	}
 	r = r.WithContext(context.WithValue(ctx, writerKey{}, wr))
-	return r, func() {
+	return r, wr, func() {
 		s.forgetWriter(wr)
 		close(wr.done)
 		cancel()
 	}
 }
+
+// errTakenOver is the error of a write of a request whose stream a resumption
+// took over.
+var errTakenOver = errors.New("the stream was taken over by a resumption")
+
+// takenOver reports whether a resumption took wr's stream over (false for nil).
+func (wr *streamWriter) takenOver() bool { return wr != nil && wr.taken.Load() }
 
 // takeOver makes wr the writer of stream k, and returns the request that wrote
 // it, if any. A stream of a session that belongs to a user (the SDK refuses a
