@@ -130,8 +130,8 @@ func (s *Server) takeOver(k streamKey, wr *streamWriter) (*streamWriter, bool) {
 // opened notes, from the context of the request that opens a stream (Open), that
 // it writes the stream.
 func opened(ctx context.Context, sessionID, streamID string) {
-	wr, ok := ctx.Value(writerKey{}).(*streamWriter)
-	if !ok {
+	wr, _ := ctx.Value(writerKey{}).(*streamWriter)
+	if wr == nil {
 		return
 	}
 	k := streamKey{sessionID, streamID}

@@ -3,6 +3,7 @@ package mcp_test
 import (
 	"bufio"
 	"context"
+	"crypto/rand"
 	"io"
 	"log/slog"
 	"net/http"
@@ -180,4 +181,41 @@ func TestServerHTTPResumptionOfAnotherUsersStreamTakesNothingOver(t *testing.T) 
 		}
 	}
 	t.Fatalf("the owner's stream ended without the call's answer: %v", sc.Err())
+}
+
+// A request that resumes a session (the first after a restart, here a call)
+// does not write the streams the resumption opens, the session's stream of
+// notifications among them: the client's GET of that stream, opened again with
+// its last event ID, took it over from the call and cut the call's stream.
+func TestServerHTTPResumingAStreamOfNotificationsLeavesTheCallThatResumedTheSession(t *testing.T) {
+	c := &cutNode{gateNode: gateNode{started: make(chan struct{}, 1), release: make(chan struct{})}, cut: make(chan error, 1)}
+	srv := mcp.NewServer(c, mcp.ServerOptions{ProgressInterval: 50 * time.Millisecond, Logger: slog.New(&records{})})
+	hs := httptest.NewServer(srv.Handler())
+	defer hs.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	id := rand.Text() // a session of this node's before a restart
+	call := ask(ctx, t, http.DefaultClient, hs.URL, id, `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"gate","arguments":{}}}`, "")
+	defer call.Body.Close()
+	if call.StatusCode != http.StatusOK {
+		t.Fatalf("the call answered %s", call.Status)
+	}
+	select {
+	case <-c.started:
+	case <-ctx.Done():
+		t.Fatal("the call never started")
+	}
+	stream := ask(ctx, t, http.DefaultClient, hs.URL, id, "", "_3")
+	stream.Body.Close()
+	close(c.release)
+	sc := bufio.NewScanner(call.Body)
+	for sc.Scan() {
+		if line := sc.Text(); strings.HasPrefix(line, "data: ") && strings.Contains(line, `"id":7`) {
+			if !strings.Contains(line, "opened") {
+				t.Fatalf("the call answered %s", line)
+			}
+			return
+		}
+	}
+	t.Fatalf("the call's stream ended without its answer: %v", sc.Err())
 }
