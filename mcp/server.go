@@ -176,7 +176,6 @@ type Server struct {
 	events  *eventStore  // the events of the streams over Streamable HTTP
 	pending sync.Map     // the run_task calls on their way to the handler, by token (*pendingCall)
 	writers sync.Map     // the request writing each stream (streamKey → *streamWriter; server_takeover.go)
-	opens   sync.Map     // the stream each POST opened (*streamWriter → streamKey)
 
 	callsMu sync.Mutex
 	calls   map[string]map[*follower]bool // the calls under way, by their session's ID (Streamable HTTP)
@@ -883,12 +882,14 @@ func (s *Server) Handler() http.Handler {
 			}()
 			r = r.WithContext(ctx)
 		}
+		rc := http.NewResponseController(w)
+		var wr *streamWriter
 		if id := r.Header.Get("Mcp-Session-Id"); id != "" && (r.Method == http.MethodPost || r.Method == http.MethodGet) {
 			var release func()
-			r, release = s.claimStream(r, id)
+			r, wr, release = s.claimStream(r, rc, id)
 			defer release()
 		}
-		pw := unnamedPrime{w, strconv.FormatInt(s.opts.ReconnectDelay.Milliseconds(), 10), http.NewResponseController(w), s.opts.WriteTimeout}
+		pw := unnamedPrime{w, strconv.FormatInt(s.opts.ReconnectDelay.Milliseconds(), 10), rc, s.opts.WriteTimeout, wr}
 		// What net/http writes once the handler returns (the end of a chunked
 		// body) gets a deadline too.
 		defer pw.extend()
@@ -921,17 +922,36 @@ type unnamedPrime struct {
 	retry   string
 	rc      *http.ResponseController
 	timeout time.Duration
+	// wr is the request as a stream's writer (nil: it writes none): once a
+	// resumption took its stream over, its writes fail at once.
+	wr *streamWriter
 }
 
-func (w unnamedPrime) extend() { _ = w.rc.SetWriteDeadline(time.Now().Add(w.timeout)) }
+func (w unnamedPrime) extend() { w.deadline(time.Now().Add(w.timeout)) }
 
 // lift lifts the write deadline between writes: a stream idles as long as it
 // likes (over HTTP/2 a deadline that passes resets the stream even between
 // writes).
-func (w unnamedPrime) lift() { _ = w.rc.SetWriteDeadline(time.Time{}) }
+func (w unnamedPrime) lift() { w.deadline(time.Time{}) }
+
+// deadline sets the write deadline to t, or to the past once the stream was
+// taken over (checked after the deadline is set: a takeover sets its own after
+// it marks the writer, so one of the two sees the other).
+func (w unnamedPrime) deadline(t time.Time) {
+	if w.wr.takenOver() {
+		return
+	}
+	_ = w.rc.SetWriteDeadline(t)
+	if w.wr.takenOver() {
+		_ = w.rc.SetWriteDeadline(time.Unix(1, 0))
+	}
+}
 
 // write writes p a piece at a time, each under a deadline of its own.
 func (w unnamedPrime) write(p []byte) (int, error) {
+	if w.wr.takenOver() {
+		return 0, errTakenOver
+	}
 	n := 0
 	defer w.lift()
 	for {

@@ -347,10 +347,13 @@ func (s *Server) restore(h http.Handler, r *http.Request, id, version string) {
 }
 
 // post sends body to h as a POST like r (its host, and the values of its
-// context: not its cancellation, the session outlives r), in session id at
-// protocol version when given, and records the answer.
+// context: not its cancellation, the session outlives r, nor its note as a
+// stream's writer: the streams post opens, the session's stream of
+// notifications among them, are not r's to write), in session id at protocol
+// version when given, and records the answer.
 func (s *Server) post(h http.Handler, r *http.Request, id, version string, body []byte) (*recorder, error) {
-	req, err := http.NewRequestWithContext(context.WithoutCancel(r.Context()), http.MethodPost, r.URL.String(), bytes.NewReader(body))
+	ctx := context.WithValue(context.WithoutCancel(r.Context()), writerKey{}, (*streamWriter)(nil))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.URL.String(), bytes.NewReader(body))
 	if err != nil {
 		return nil, err
 	}

@@ -2,8 +2,13 @@ package mcp
 
 import (
 	"context"
+	"errors"
 	"net/http"
+	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
 )
 
 // A stream of a session over Streamable HTTP (a POST's answer, or a GET that
@@ -30,10 +35,26 @@ type streamKey struct{ session, stream string }
 // served, and cancel ends it.
 type streamWriter struct {
 	cancel context.CancelFunc
-	done   chan struct{}
-	owner  *Server
+	// rc sets the request's write deadline: a takeover sets it in the past, so
+	// that a write stuck in a dead connection's full buffers fails at once
+	// rather than after ServerOptions.WriteTimeout, holding the SDK's stream
+	// meanwhile (the resumption would wait for it, and be answered 409).
+	rc *http.ResponseController
+	// taken is set once a resumption took the request's stream over.
+	taken atomic.Bool
+	done  chan struct{}
+	owner *Server
 	// session is the Mcp-Session-Id of the request.
 	session string
+	// user is the user its token names (auth.TokenInfo's UserID), when a
+	// handler in front of the server's checks tokens.
+	user string
+
+	mu sync.Mutex
+	// keys are the streams it was noted as writing: the one its POST opened, or
+	// its GET resumed, and those of a session it resumed (resume: the session's
+	// stream of notifications, its initialize's), all forgotten when it ends.
+	keys []streamKey
 }
 
 type writerKey struct{}
@@ -43,16 +64,18 @@ type writerKey struct{}
 // that resumes a stream (Last-Event-ID) takes it over from the request that
 // writes it now, ending that one first. release, called once r is served,
 // forgets it.
-func (s *Server) claimStream(r *http.Request, session string) (*http.Request, func()) {
+func (s *Server) claimStream(r *http.Request, rc *http.ResponseController, session string) (*http.Request, *streamWriter, func()) {
 	ctx, cancel := context.WithCancel(r.Context())
-	wr := &streamWriter{cancel: cancel, done: make(chan struct{}), owner: s, session: session}
-	var key *streamKey
+	wr := &streamWriter{cancel: cancel, rc: rc, done: make(chan struct{}), owner: s, session: session}
+	if info := auth.TokenInfoFromContext(r.Context()); info != nil {
+		wr.user = info.UserID
+	}
 	if r.Method == http.MethodGet {
 		if stream, _, ok := parseEventID(r.Header.Get("Last-Event-ID")); ok {
 			k := streamKey{session, stream}
-			key = &k
-			if prev, ok := s.writers.Swap(k, wr); ok {
-				prev := prev.(*streamWriter)
+			if prev, ok := s.takeOver(k, wr); ok {
+				prev.taken.Store(true)
+				_ = prev.rc.SetWriteDeadline(time.Unix(1, 0))
 				prev.cancel()
 				t := time.NewTimer(takeoverWait)
 				select {
@@ -65,31 +88,67 @@ func (s *Server) claimStream(r *http.Request, session string) (*http.Request, fu
 		}
 	}
 	r = r.WithContext(context.WithValue(ctx, writerKey{}, wr))
-	return r, func() {
-		if key != nil {
-			s.writers.CompareAndDelete(*key, wr)
-		}
+	return r, wr, func() {
 		s.forgetWriter(wr)
 		close(wr.done)
 		cancel()
 	}
 }
 
+// errTakenOver is the error of a write of a request whose stream a resumption
+// took over.
+var errTakenOver = errors.New("the stream was taken over by a resumption")
+
+// takenOver reports whether a resumption took wr's stream over (false for nil).
+func (wr *streamWriter) takenOver() bool { return wr != nil && wr.taken.Load() }
+
+// takeOver makes wr the writer of stream k, and returns the request that wrote
+// it, if any. A stream of a session that belongs to a user (the SDK refuses a
+// request in it with another user's token, 403) is not taken from a request of
+// that user by one of another: it stays with its writer.
+func (s *Server) takeOver(k streamKey, wr *streamWriter) (*streamWriter, bool) {
+	for {
+		v, ok := s.writers.Load(k)
+		if !ok {
+			if _, loaded := s.writers.LoadOrStore(k, wr); loaded {
+				continue
+			}
+			wr.keys = append(wr.keys, k)
+			return nil, false
+		}
+		prev := v.(*streamWriter)
+		if prev.user != "" && prev.user != wr.user {
+			return nil, false
+		}
+		if s.writers.CompareAndSwap(k, prev, wr) {
+			wr.keys = append(wr.keys, k)
+			return prev, true
+		}
+	}
+}
+
 // opened notes, from the context of the request that opens a stream (Open), that
 // it writes the stream.
 func opened(ctx context.Context, sessionID, streamID string) {
-	wr, ok := ctx.Value(writerKey{}).(*streamWriter)
-	if !ok {
+	wr, _ := ctx.Value(writerKey{}).(*streamWriter)
+	if wr == nil {
 		return
 	}
 	k := streamKey{sessionID, streamID}
+	wr.mu.Lock()
+	wr.keys = append(wr.keys, k)
+	wr.mu.Unlock()
 	wr.owner.writers.Store(k, wr)
-	wr.owner.opens.Store(wr, k)
 }
 
-// forgetWriter forgets the stream a POST opened, unless a resumption took it.
+// forgetWriter forgets the streams wr was noted as writing, but those a
+// resumption took from it since.
 func (s *Server) forgetWriter(wr *streamWriter) {
-	if k, ok := s.opens.LoadAndDelete(wr); ok {
-		s.writers.CompareAndDelete(k.(streamKey), wr)
+	wr.mu.Lock()
+	keys := wr.keys
+	wr.keys = nil
+	wr.mu.Unlock()
+	for _, k := range keys {
+		s.writers.CompareAndDelete(k, wr)
 	}
 }

@@ -1,0 +1,226 @@
+package mcp
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// writersKept counts the requests the server notes as writing a stream.
+func (s *Server) writersKept() int {
+	n := 0
+	s.writers.Range(func(any, any) bool { n++; return true })
+	return n
+}
+
+// The note of which request writes each stream lasts while the request does: a
+// request in a session the server resumes (a restart, another node's session, an
+// ID a client made up) opened the resumed session's streams (its stream of
+// notifications, its initialize's) under its own name, and only the last of them
+// was forgotten when it ended, so that every session resumed grew the server's
+// memory for good.
+func TestServerHTTPStreamWritersForgottenWithTheirRequests(t *testing.T) {
+	s := NewServer(&echoNode{}, ServerOptions{})
+	hs := httptest.NewServer(s.Handler())
+	defer hs.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	send := func(id, body string) {
+		t.Helper()
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, hs.URL, bytes.NewReader([]byte(body)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Session-Id", id)
+		req.Header.Set("MCP-Protocol-Version", "2025-11-25")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("answered %s", resp.Status)
+		}
+	}
+	id := rand.Text()
+	for i := range 1000 {
+		send(id, `{"jsonrpc":"2.0","id":`+strconv.Itoa(i+1)+`,"method":"tools/list"}`)
+	}
+	for range 30 {
+		send(rand.Text(), `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
+	}
+	if n := s.writersKept(); n != 0 {
+		t.Fatalf("%d streams still noted as written once every request ended", n)
+	}
+}
+
+// stuckWriter is the response of a connection that died unseen: once stuck, a
+// write blocks until its write deadline passes, as one into a dead connection's
+// full buffers does.
+type stuckWriter struct {
+	header http.Header
+	mu     sync.Mutex
+	body   bytes.Buffer
+	stuck  bool
+	moved  chan struct{} // signalled at each change of the deadline
+	dl     time.Time
+	inside chan struct{} // closed once a write is stuck
+	once   sync.Once
+}
+
+func (w *stuckWriter) Header() http.Header { return w.header }
+func (w *stuckWriter) WriteHeader(int)     {}
+func (w *stuckWriter) Flush()              {}
+
+func (w *stuckWriter) SetWriteDeadline(t time.Time) error {
+	w.mu.Lock()
+	w.dl = t
+	w.mu.Unlock()
+	select {
+	case w.moved <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+func (w *stuckWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	if !w.stuck {
+		defer w.mu.Unlock()
+		return w.body.Write(p)
+	}
+	w.mu.Unlock()
+	w.once.Do(func() { close(w.inside) })
+	for {
+		w.mu.Lock()
+		dl := w.dl
+		w.mu.Unlock()
+		if !dl.IsZero() && !time.Now().Before(dl) {
+			return 0, os.ErrDeadlineExceeded
+		}
+		wait := time.Second
+		if !dl.IsZero() {
+			wait = min(wait, time.Until(dl))
+		}
+		select {
+		case <-w.moved:
+		case <-time.After(wait):
+		}
+	}
+}
+
+func (w *stuckWriter) text() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.body.String()
+}
+
+// heldNode's tool answers "opened" once the test releases it.
+type heldNode struct {
+	echoNode
+	started, release chan struct{}
+}
+
+func (h *heldNode) CallTool(ctx context.Context, _, _, _ string) (string, error) {
+	h.started <- struct{}{}
+	select {
+	case <-h.release:
+		return "opened", nil
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+}
+
+// A resumption takes over a stream whose request is stuck writing into a dead
+// connection (the answer, or a notification, into full buffers): the request's
+// write is ended at once, and the resumption replays the answer. The request
+// ended only when its write failed, after ServerOptions.WriteTimeout (30 s by
+// default), so that the resumption waited takeoverWait for nothing and then
+// waited on the SDK's stream, which the stuck write held, and was answered 409
+// Conflict.
+func TestServerHTTPResumptionEndsAStuckWrite(t *testing.T) {
+	c := &heldNode{started: make(chan struct{}, 1), release: make(chan struct{})}
+	s := NewServer(c, ServerOptions{WriteTimeout: 15 * time.Second})
+	h := s.Handler()
+	hs := httptest.NewServer(h)
+	defer hs.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	id := rand.Text()
+	if status, _, err := postIn(ctx, hs.URL, id, `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`); err != nil || status != http.StatusOK {
+		t.Fatalf("the session's first request answered %d, %v", status, err)
+	}
+	w := &stuckWriter{header: http.Header{}, moved: make(chan struct{}, 1), inside: make(chan struct{})}
+	req := httptest.NewRequestWithContext(ctx, http.MethodPost, hs.URL, strings.NewReader(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{}}}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Session-Id", id)
+	req.Header.Set("MCP-Protocol-Version", "2025-11-25")
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		h.ServeHTTP(w, req)
+	}()
+	select {
+	case <-c.started:
+	case <-served:
+		t.Fatalf("the call was answered before it started: %q", w.text())
+	case <-ctx.Done():
+		t.Fatal("the call never started")
+	}
+	var last string
+	for _, line := range strings.Split(w.text(), "\n") {
+		if v, ok := strings.CutPrefix(line, "id: "); ok {
+			last = v
+		}
+	}
+	if last == "" {
+		t.Fatalf("the call's stream carried no event ID: %q", w.text())
+	}
+	w.mu.Lock()
+	w.stuck = true
+	w.mu.Unlock()
+	close(c.release)
+	select {
+	case <-w.inside:
+	case <-ctx.Done():
+		t.Fatal("the call's answer was never written")
+	}
+	// Well under takeoverWait: the stuck write is ended at once.
+	gctx, gcancel := context.WithTimeout(ctx, takeoverWait-time.Second)
+	defer gcancel()
+	get, err := http.NewRequestWithContext(gctx, http.MethodGet, hs.URL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	get.Header.Set("Accept", "text/event-stream")
+	get.Header.Set("Mcp-Session-Id", id)
+	get.Header.Set("MCP-Protocol-Version", "2025-11-25")
+	get.Header.Set("Last-Event-ID", last)
+	resp, err := http.DefaultClient.Do(get)
+	if err != nil {
+		t.Fatalf("the resumption was not answered: %v", err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"id":7`) || !strings.Contains(string(body), "opened") {
+		t.Fatalf("the resumption answered %s (%v): %s", resp.Status, err, body)
+	}
+	select {
+	case <-served:
+	case <-ctx.Done():
+		t.Fatal("the request taken over was never served")
+	}
+}
