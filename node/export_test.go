@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"net/http"
 	"time"
 )
 
@@ -17,6 +18,10 @@ func ShortenAnswerWait(c *HTTPConfig, d time.Duration) { c.answerWait = d }
 // ShortenMinIdleToClose sets how long a kept-alive connection must be idle
 // before it is closed for a client waiting at the connection limit.
 func ShortenMinIdleToClose(c *HTTPConfig, d time.Duration) { c.minIdleToClose = d }
+
+// TellConnStates has the HTTP server of c call f with each state a connection
+// enters, once the server has recorded it.
+func TellConnStates(c *HTTPConfig, f func(http.ConnState)) { c.tracked = f }
 
 // ShortenMemoryWait makes a command to a namespace's owner wait d for its answer
 // instead of 30 seconds (memoryTimeout), until the test ends.

@@ -49,6 +49,9 @@ type HTTPConfig struct {
 	answerWait time.Duration
 	// minIdleToClose replaces, when set (tests), the default minIdleToClose.
 	minIdleToClose time.Duration
+	// tracked, when set (tests), is told each state a connection enters once
+	// the server has recorded it (track).
+	tracked func(http.ConnState)
 	// IdleTimeout closes a kept-alive connection that sends no next request
 	// (default 2 minutes).
 	IdleTimeout time.Duration
@@ -172,7 +175,6 @@ func (n *Node) HTTPServer() *HTTPServer {
 // track keeps the connections no request came on yet, and those kept alive idle.
 func (s *HTTPServer) track(c net.Conn, state http.ConnState) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if state == http.StateNew {
 		s.fresh[c] = struct{}{}
 	} else {
@@ -182,6 +184,10 @@ func (s *HTTPServer) track(c net.Conn, state http.ConnState) {
 		s.idle[c] = time.Now()
 	} else {
 		delete(s.idle, c)
+	}
+	s.mu.Unlock()
+	if s.cfg.tracked != nil {
+		s.cfg.tracked(state)
 	}
 }
 

@@ -214,8 +214,26 @@ func TestClientsAtTheConnectionLimitTakeIdleConnections(t *testing.T) {
 	const limit = 2
 	cfg := node.HTTPConfig{IdleTimeout: time.Hour, MaxConnections: limit}
 	node.ShortenMinIdleToClose(&cfg, 100*time.Millisecond)
+	// A client has its answer before the server records its connection idle:
+	// each request waits for that, so that the first connection went idle
+	// first on the server's clock too.
+	idle := make(chan struct{}, 16)
+	node.TellConnStates(&cfg, func(s http.ConnState) {
+		if s == http.StateIdle {
+			idle <- struct{}{}
+		}
+	})
 	_, base, _ := serveHTTP(t, node.Config{HTTP: cfg})
-	get := func(c *http.Client) bool { t.Helper(); return getHealthz(t, base, c, 20*time.Second) }
+	get := func(c *http.Client) bool {
+		t.Helper()
+		reused := getHealthz(t, base, c, 20*time.Second)
+		select {
+		case <-idle:
+		case <-time.After(20 * time.Second):
+			t.Fatal("the server did not record the connection idle")
+		}
+		return reused
+	}
 	client := func() *http.Client { return &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1}} }
 	first, second := client(), client()
 	get(first)
