@@ -64,14 +64,30 @@ func ConfigDigest(c *messages.AgentConfig) string {
 }
 
 // ConfigOfDigest reports whether c may be the configuration a log holds under
-// digest (messages.ConfigRecorded): c hashes to digest, or its system prompt
-// holds redact.Redacted, its secrets redacted as it was recorded (it then hashes
-// to another digest than the one of the configuration as it was). A task runs
-// under such a one only with its secrets put back into a configuration that
-// hashes to digest (restoreSecrets), never as it is. A configuration with the
-// marker elsewhere only would run as it is: it must hash to digest.
+// digest (messages.ConfigRecorded): c hashes to digest, or one of its texts that
+// can hold a secret holds redact.Redacted, its secrets redacted as it was recorded
+// (it then hashes to another digest than the one of the configuration as it was).
+// Those texts are its system prompt, its critic's prompt and the descriptions of
+// its roster and members: a session's actor redacts the whole event it records
+// the configuration in (SessionActor's storeConfig), so a secret in any of them
+// is recorded as the marker. A task runs under one with the marker in its system
+// prompt only with its secrets put back into a configuration that hashes to
+// digest (restoreSecrets), never as it is. A configuration with the marker in no
+// such text (its model, a tool's name, a field no configuration has) must hash to
+// digest.
 func ConfigOfDigest(c *messages.AgentConfig, digest string) bool {
-	return redactedPrompt(c) || ConfigDigest(c) == digest
+	return redactedText(c) || ConfigDigest(c) == digest
+}
+
+// redactedText reports whether one of c's texts that can hold a secret (its
+// prompts, the descriptions of its roster and members) held secrets, redacted as
+// c was recorded.
+func redactedText(c *messages.AgentConfig) bool {
+	if redactedPrompt(c) || strings.Contains(c.CriticPrompt, redact.Redacted) {
+		return true
+	}
+	described := func(a messages.RosterAgent) bool { return strings.Contains(a.Description, redact.Redacted) }
+	return slices.ContainsFunc(c.Roster, described) || slices.ContainsFunc(c.Members, described)
 }
 
 // redactedPrompt reports whether c's system prompt held secrets, redacted as c

@@ -184,3 +184,38 @@ func TestConfigOfDigest(t *testing.T) {
 		}
 	}
 }
+
+// A configuration is recorded with its whole event redacted (storeConfig): a
+// secret in its critic's prompt or in a roster's or member's description is the
+// marker there, and the configuration so recorded hashes to another digest. It
+// is still the one of its digest, as an export holds it and an import reads it;
+// one changed with the marker in no text that can hold a secret is not.
+func TestConfigOfDigestAsRecorded(t *testing.T) {
+	const key = "sk-proj-abcdefghijklmnopqrstuvwxyz0123456789"
+	base := messages.AgentConfig{SystemPrompt: "You answer.", Model: "m", Tools: []string{"clock"}}
+	critic, roster, members := base, base, base
+	critic.CriticPrompt = "Check that the call uses the key " + key + "."
+	roster.Roster = []messages.RosterAgent{{Name: "fetcher", Description: "Fetches with the key " + key + "."}}
+	members.Members = []messages.RosterAgent{{Name: "fetcher", Description: "Fetches with the key " + key + ".", Tools: []string{"http"}}}
+	for name, c := range map[string]messages.AgentConfig{"its critic's prompt": critic, "a roster's description": roster, "a member's description": members} {
+		digest := actors.ConfigDigest(&c)
+		e, err := messages.ConfigRecordedEvent(digest, c, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.Payload = redact.New().Bytes(e.Payload) // as storeConfig records it
+		recorded, ok, err := messages.RecordedConfig(digest, []messages.Envelope{e})
+		if err != nil || !ok || actors.ConfigDigest(recorded) == digest {
+			t.Fatalf("%s: the recorded configuration (%v, %v) was not redacted: %+v", name, ok, err, recorded)
+		}
+		if !actors.ConfigOfDigest(recorded, digest) {
+			t.Errorf("%s redacted as recorded: ConfigOfDigest = false, want true: %+v", name, recorded)
+		}
+		changed := *recorded
+		changed.Model = redact.Redacted
+		changed.CriticPrompt, changed.Roster, changed.Members = "", nil, nil
+		if actors.ConfigOfDigest(&changed, digest) {
+			t.Errorf("%s: a configuration changed, its model marked, is the digest's", name)
+		}
+	}
+}

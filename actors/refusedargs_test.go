@@ -80,3 +80,51 @@ func refusedLongArguments(t *testing.T, rules int) {
 		t.Fatalf("the call's arguments in the next request (%d bytes, %v): %.300s", len(kept), err, kept)
 	}
 }
+
+// A session recorded under rules 17 is cut by its recorded error's text, whatever
+// the tools of a later build say: this is the text of tools.CallLimited's and the
+// ArgumentParser's refusal for length as this build records it, and a replay of
+// such a session must cut the call as it was cut when it was recorded. A text
+// that does not give the arguments' very length leaves them whole.
+func TestRefusedArgumentsAreCutByTheirRecordedError(t *testing.T) {
+	args, _ := json.Marshal(map[string]string{"expression": strings.Repeat("1 + ", 300000) + "1"}) // 1200018 bytes
+	for _, tc := range []struct {
+		recorded string
+		cut      bool
+	}{
+		{"calculator: invalid arguments: the arguments are 1200018 bytes long; the limit is 1048576", true},
+		{"offered_as: invalid arguments: the arguments are 1200018 bytes long; the limit is 65536", true},
+		{"calculator: invalid arguments: the arguments are 1200017 bytes long; the limit is 1048576", false},
+		{"calculator: invalid arguments: the arguments are 1200018 bytes long; the limit is 1048576 at position 3", false},
+		{"calculator: the arguments are 1200018 bytes long; the limit is 1048576", false},
+	} {
+		agent := actors.Agent{Model: "m", SystemPrompt: "Be brief.", Tools: []messages.ToolSpec{tools.Calculator{}.Spec()},
+			Context: actors.ContextOptions{Window: 1 << 20, ReservedOutput: 500}}
+		st := actors.NewSessionState("s")
+		seq := uint64(0)
+		apply := func(p messages.Payload) {
+			t.Helper()
+			seq++
+			if err := st.Apply(env(t, p, "s", seq, "task-1")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		apply(&messages.TaskSubmitted{Input: "Compute it.", Rules: 17})
+		mr := st.Decide(agent, seq+1, 0).Payload.(*messages.ModelRequested)
+		apply(mr)
+		apply(&messages.ModelResponded{Key: mr.Key, Message: messages.ChatMessage{Role: messages.RoleAssistant,
+			ToolCalls: []messages.ToolCall{{ID: "c1", Name: "calculator", Arguments: string(args)}}}})
+		call := st.Decide(agent, seq+1, 0).Payload.(*messages.ToolCallRequested)
+		apply(call)
+		apply(&messages.ToolCallCompleted{Key: call.Key, CallID: call.CallID, Tool: call.Tool, Error: tc.recorded})
+		var kept string
+		for _, m := range st.Request(agent).Messages {
+			for _, c := range m.ToolCalls {
+				kept = c.Arguments
+			}
+		}
+		if cut := strings.HasPrefix(kept, `{"refused_arguments":`); cut != tc.cut || !cut && kept != string(args) {
+			t.Errorf("recorded error %q: the call's arguments in the next request are %.80s (%d bytes), want cut %v", tc.recorded, kept, len(kept), tc.cut)
+		}
+	}
+}

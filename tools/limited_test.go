@@ -47,6 +47,12 @@ func TestCallLimited(t *testing.T) {
 		if !errors.Is(err, tools.ErrInvalidArguments) {
 			t.Errorf("%v is not ErrInvalidArguments", err)
 		}
+		// Sessions record this text, and their fold reads the arguments' length in
+		// it (actors/state.go's refusedForLength): a replay cuts a refused call by
+		// it, so the text stays as it is.
+		if want := "offered_as: invalid arguments: the arguments are 13 bytes long; the limit is 10"; err.Error() != want {
+			t.Errorf("the refusal reads %q, want %q as sessions recorded it", err, want)
+		}
 		if called {
 			t.Error("the tool was called with arguments past its bound")
 		}

@@ -511,10 +511,10 @@ func checkConfigEvent(e messages.Envelope, p messages.Payload) error {
 	case e.Seq != 1 || e.ID != e.SessionID+"/1":
 		return fmt.Errorf("the configuration %s at seq %d, ID %q: want seq 1, ID %s/1", c.Digest, e.Seq, e.ID, e.SessionID)
 	case !actors.ConfigOfDigest(&c.Config, c.Digest):
-		// A configuration whose prompt's secrets were redacted as it was
-		// stored has another digest than its content's, and runs only once
-		// they are put back; any other is its digest's, whatever else of the
-		// event says "[REDACTED]".
+		// A configuration whose secrets were redacted as it was stored (in
+		// its prompts, its roster's and members' descriptions) has another
+		// digest than its content's; any other is its digest's, whatever
+		// else of the event says "[REDACTED]".
 		return fmt.Errorf("the configuration in stream %s is not the one of its digest: it was changed", e.SessionID)
 	}
 	return nil
