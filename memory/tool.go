@@ -404,6 +404,9 @@ func (t *memoryTool) add(ctx context.Context, a addArgs) (addResult, error) {
 	if err != nil {
 		return addResult{}, err
 	}
+	if err := checkGivenTimestamp(a.Timestamp, ts); err != nil {
+		return addResult{}, fault(err)
+	}
 	meta, err := metadataJSON(a.Metadata)
 	if err != nil {
 		return addResult{}, err

@@ -208,8 +208,8 @@ func (in Input) Check() error {
 		if err := checkTimestampYear(ts); err != nil {
 			return err
 		}
-		if ts.IsZero() {
-			return fmt.Errorf("%w: timestamp %s is the zero time, which clients send for a time not set (.NET's DateTime.MinValue): leave timestamp out for now, or give when the remembered thing happened", ErrInvalid, in.Timestamp)
+		if err := checkGivenTimestamp(in.Timestamp, ts); err != nil {
+			return err
 		}
 	}
 	if len(in.Metadata) > 0 {
@@ -219,6 +219,19 @@ func (in Input) Check() error {
 		if err := checkSurrogates(in.Metadata); err != nil {
 			return fmt.Errorf("metadata: %w", err)
 		}
+	}
+	return nil
+}
+
+// checkGivenTimestamp refuses a timestamp given (raw, as written, not blank) that
+// parsed (ts) to the zero time: clients send it for a time not set (.NET's
+// DateTime.MinValue), and Namespace.Add reads it as now, so the memory would be
+// dated the time of the write without a word. The year 1's later instants are
+// kept as written. POST /v1/memories, node memory add, import and the memory
+// tool's add all check it here.
+func checkGivenTimestamp(raw string, ts time.Time) error {
+	if strings.TrimSpace(raw) != "" && ts.IsZero() {
+		return fmt.Errorf("%w: timestamp %s is the zero time, which clients send for a time not set (.NET's DateTime.MinValue): leave timestamp out for now, or give when the remembered thing happened", ErrInvalid, strings.TrimSpace(raw))
 	}
 	return nil
 }
