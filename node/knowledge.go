@@ -71,7 +71,7 @@ func KnowledgeVectorsPath(dataDir string, cluster bool, nodeID string) string {
 // with its events stamped by the node's clock and, when Knowledge.Model is nil,
 // the node's model for query rewriting, HyDE and answers (none when that is the
 // offline rule-based model).
-func (n *Node) openKnowledge() error {
+func (n *Node) openKnowledge(ctx context.Context) error {
 	if n.cfg.Knowledge == nil {
 		return nil
 	}
@@ -99,7 +99,7 @@ func (n *Node) openKnowledge() error {
 	if cfg.Vectors == nil {
 		// A projection of the streams, rebuilt from them when a base is first used:
 		// no fsync per write.
-		v, err := vectorstore.Open(vectorstore.Config{Path: KnowledgeVectorsPath(n.cfg.DataDir, n.cfg.Bus != nil, n.cfg.NodeID), NoSync: true, LockWait: n.cfg.LockWait, Logger: n.cfg.Logger,
+		v, err := vectorstore.OpenContext(ctx, vectorstore.Config{Path: KnowledgeVectorsPath(n.cfg.DataDir, n.cfg.Bus != nil, n.cfg.NodeID), NoSync: true, LockWait: n.cfg.LockWait, Logger: n.cfg.Logger,
 			Index: vectorstore.IndexHNSW})
 		if err != nil {
 			return fmt.Errorf("knowledge: vectors: %w", err)

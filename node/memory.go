@@ -539,7 +539,7 @@ func vectorsPath(dataDir, dir string, cluster bool, nodeID string) string {
 
 // openMemory opens the agent memory of Config.Memory on the node's log, with its
 // text redacted as events are and its events stamped by the node's clock.
-func (n *Node) openMemory() error {
+func (n *Node) openMemory(ctx context.Context) error {
 	if n.cfg.Memory == nil {
 		return nil
 	}
@@ -557,7 +557,7 @@ func (n *Node) openMemory() error {
 	if cfg.Vectors == nil {
 		// The vectors are a projection of the namespaces' events, rebuilt from them
 		// when a namespace is first used: no fsync per write.
-		v, err := vectorstore.Open(vectorstore.Config{Path: MemoryVectorsPath(n.cfg.DataDir, n.cfg.Bus != nil, n.cfg.NodeID), NoSync: true, LockWait: n.cfg.LockWait, Logger: n.cfg.Logger,
+		v, err := vectorstore.OpenContext(ctx, vectorstore.Config{Path: MemoryVectorsPath(n.cfg.DataDir, n.cfg.Bus != nil, n.cfg.NodeID), NoSync: true, LockWait: n.cfg.LockWait, Logger: n.cfg.Logger,
 			Index: vectorstore.IndexHNSW})
 		if err != nil {
 			return fmt.Errorf("memory: vectors: %w", err)

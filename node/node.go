@@ -961,13 +961,13 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	if err := n.addNotes(); err != nil {
 		return nil, n.fail(err)
 	}
-	if err := n.openMemory(); err != nil {
+	if err := n.openMemory(ctx); err != nil {
 		return nil, n.fail(err)
 	}
 	if err := n.addMemoryTool(); err != nil {
 		return nil, n.fail(err)
 	}
-	if err := n.openKnowledge(); err != nil {
+	if err := n.openKnowledge(ctx); err != nil {
 		return nil, n.fail(err)
 	}
 	if err := n.addKnowledgeTool(); err != nil {

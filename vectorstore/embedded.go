@@ -54,6 +54,7 @@ type Config struct {
 	// live process holds it (a node stopping while its successor starts), before it
 	// fails with ErrLocked. The wait is logged once. 0, the default, fails at once.
 	// A holder in this process, or one that is gone, never makes Open wait.
+	// OpenContext's wait ends early with its context's error.
 	LockWait time.Duration
 	// Logger receives warnings (a dropped torn record, a failed compaction). Nil
 	// discards them.
@@ -132,6 +133,13 @@ var _ Store = (*Embedded)(nil)
 // a damaged record in the middle fails with ErrCorrupt and the file is not touched.
 // The log is compacted when it is much larger than its live data.
 func Open(cfg Config) (*Embedded, error) {
+	return OpenContext(context.Background(), cfg)
+}
+
+// OpenContext is Open whose wait for a lock another process holds (Config.LockWait)
+// ends when ctx does, with ctx's error: a node stopped while it waits to start stops
+// at once.
+func OpenContext(ctx context.Context, cfg Config) (*Embedded, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -140,7 +148,7 @@ func Open(cfg Config) (*Embedded, error) {
 		return s, nil
 	}
 	s.replaying = true
-	if err := s.openLog(); err != nil {
+	if err := s.openLog(ctx); err != nil {
 		s.closeFiles()
 		return nil, err
 	}
@@ -157,13 +165,13 @@ func Open(cfg Config) (*Embedded, error) {
 	return s, nil
 }
 
-func (s *Embedded) openLog() error {
+func (s *Embedded) openLog(ctx context.Context) error {
 	path := s.cfg.Path
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("vectorstore: %w", err)
 	}
-	lock, err := lockFile(path+".lock", s.cfg.LockWait, s.cfg.Logger)
+	lock, err := lockFile(ctx, path+".lock", s.cfg.LockWait, s.cfg.Logger)
 	if err != nil {
 		return err
 	}

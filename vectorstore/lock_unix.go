@@ -3,6 +3,7 @@
 package vectorstore
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -17,9 +18,9 @@ import (
 // process's pid into it. The lock is released when the file is closed or the process
 // exits, so a crash leaves no stale lock behind. A lock that another live process
 // holds (one stopping while its successor starts) is waited for up to wait, logged
-// once to log; a lock held in this process, or by a pid that is gone, is refused at
-// once.
-func lockFile(path string, wait time.Duration, log *slog.Logger) (*os.File, error) {
+// once to log, while ctx lasts (its end ends the wait with its error); a lock held in
+// this process, or by a pid that is gone, is refused at once.
+func lockFile(ctx context.Context, path string, wait time.Duration, log *slog.Logger) (*os.File, error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("vectorstore: %w", err)
@@ -30,10 +31,22 @@ func lockFile(path string, wait time.Duration, log *slog.Logger) (*os.File, erro
 			if log != nil {
 				log.Info(fmt.Sprintf("waiting for %s held by %s", path, h), "wait", wait)
 			}
-			for deadline := time.Now().Add(wait); errors.Is(err, syscall.EWOULDBLOCK) && time.Now().Before(deadline); {
-				time.Sleep(lockPollWait)
-				err = flock(f)
+			deadline := time.NewTimer(wait)
+			tick := time.NewTicker(lockPollWait)
+		poll:
+			for errors.Is(err, syscall.EWOULDBLOCK) {
+				select {
+				case <-deadline.C:
+					break poll
+				case <-ctx.Done():
+					err = ctx.Err()
+					break poll
+				case <-tick.C:
+					err = flock(f)
+				}
 			}
+			deadline.Stop()
+			tick.Stop()
 		}
 	}
 	if err != nil {

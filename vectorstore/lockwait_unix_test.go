@@ -5,6 +5,8 @@ package vectorstore_test
 import (
 	"bufio"
 	"bytes"
+	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -62,6 +64,26 @@ func TestLockWaitForStoppingHolder(t *testing.T) {
 	start := time.Now()
 	if _, err := vectorstore.Open(vectorstore.Config{Path: path, LockWait: time.Minute}); err == nil || time.Since(start) > 30*time.Second {
 		t.Errorf("second Open in this process = %v after %s, want ErrLocked at once", err, time.Since(start))
+	}
+}
+
+// TestLockWaitEndsWithItsContext cancels the context of an OpenContext waiting for
+// a log another process holds (a node stopped while it waits to start): it returns
+// the context's error at once, not ErrLocked, nor the store once the holder lets go.
+func TestLockWaitEndsWithItsContext(t *testing.T) {
+	if os.Getenv(lockHelperEnv) != "" {
+		t.Skip("running as the helper process")
+	}
+	path := filepath.Join(t.TempDir(), "v.log")
+	startLockHelper(t, path)
+	ctx, stop := context.WithCancel(t.Context())
+	time.AfterFunc(200*time.Millisecond, stop)
+	s, err := vectorstore.OpenContext(ctx, vectorstore.Config{Path: path, LockWait: time.Minute})
+	if err == nil {
+		_ = s.Close()
+	}
+	if !errors.Is(err, context.Canceled) || errors.Is(err, vectorstore.ErrLocked) {
+		t.Fatalf("OpenContext whose context ends while it waits for the lock = %v, want context.Canceled", err)
 	}
 }
 
