@@ -3,13 +3,10 @@
 package node_test
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
-	"strings"
 	"testing"
 	"time"
 
@@ -17,6 +14,7 @@ import (
 	"github.com/troupe-run/troupe/memory"
 	"github.com/troupe-run/troupe/node"
 	"github.com/troupe-run/troupe/vectorstore"
+	"github.com/troupe-run/troupe/vectorstore/vectorstoretest"
 )
 
 // vectorLockHelperEnv tells a re-executed test binary to act as
@@ -73,35 +71,5 @@ func TestNewStoppedWhileItWaitsForAVectorLock(t *testing.T) {
 // returns once it holds the store's lock.
 func startVectorLockHelper(t *testing.T, path string) {
 	t.Helper()
-	cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestVectorLockHelperProcess$", "-test.count=1")
-	cmd.Env = append(os.Environ(), vectorLockHelperEnv+"="+path)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	ready := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		var out []string
-		for sc.Scan() {
-			if sc.Text() == "helper: ready" {
-				ready <- ""
-				return
-			}
-			out = append(out, sc.Text())
-		}
-		ready <- "helper exited before it was ready: " + strings.Join(out, "\n")
-	}()
-	select {
-	case msg := <-ready:
-		if msg != "" {
-			t.Fatal(msg)
-		}
-	case <-time.After(time.Minute):
-		t.Fatal("the helper process was not ready in time")
-	}
+	vectorstoretest.StartHelperProcess(t, "TestVectorLockHelperProcess", vectorLockHelperEnv, path)
 }

@@ -3,7 +3,6 @@
 package vectorstore_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -17,6 +16,7 @@ import (
 	"time"
 
 	"github.com/troupe-run/troupe/vectorstore"
+	"github.com/troupe-run/troupe/vectorstore/vectorstoretest"
 )
 
 // lockHelperEnv tells a re-executed test binary to act as TestLockHelperProcess.
@@ -91,38 +91,7 @@ func TestLockWaitEndsWithItsContext(t *testing.T) {
 // it holds the store's lock.
 func startLockHelper(t *testing.T, path string) *exec.Cmd {
 	t.Helper()
-	cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestLockHelperProcess$", "-test.count=1")
-	cmd.Env = append(os.Environ(), lockHelperEnv+"="+path)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	ready := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		var out []string
-		for sc.Scan() {
-			if sc.Text() == "helper: ready" {
-				ready <- ""
-				return
-			}
-			out = append(out, sc.Text())
-		}
-		ready <- "helper exited before it was ready: " + strings.Join(out, "\n")
-	}()
-	select {
-	case msg := <-ready:
-		if msg != "" {
-			t.Fatal(msg)
-		}
-	case <-time.After(time.Minute):
-		t.Fatal("the helper process was not ready in time")
-	}
-	return cmd
+	return vectorstoretest.StartHelperProcess(t, "TestLockHelperProcess", lockHelperEnv, path)
 }
 
 // TestLockWaitForHolderInAnotherPIDNamespace opens a store whose lock a process in

@@ -10,6 +10,7 @@
 package vectorstoretest
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -17,6 +18,8 @@ import (
 	"maps"
 	"math"
 	"math/rand/v2"
+	"os"
+	"os/exec"
 	"slices"
 	"strings"
 	"sync"
@@ -865,4 +868,43 @@ func Clustered(rng *rand.Rand, n, dim, clusters int, spread, decay float64) (vec
 		vecs[i], cluster[i] = v, k
 	}
 	return vecs, cluster
+}
+
+// StartHelperProcess runs the test binary's test named test (a helper process)
+// with env set to value, and returns once the process prints "helper: ready"
+// (it holds what it was started to hold); it is killed when t ends.
+func StartHelperProcess(t *testing.T, test, env, value string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^"+test+"$", "-test.count=1")
+	cmd.Env = append(os.Environ(), env+"="+value)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	ready := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		var out []string
+		for sc.Scan() {
+			if sc.Text() == "helper: ready" {
+				ready <- ""
+				return
+			}
+			out = append(out, sc.Text())
+		}
+		ready <- "helper exited before it was ready: " + strings.Join(out, "\n")
+	}()
+	select {
+	case msg := <-ready:
+		if msg != "" {
+			t.Fatal(msg)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the helper process was not ready in time")
+	}
+	return cmd
 }
