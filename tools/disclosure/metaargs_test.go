@@ -51,6 +51,7 @@ func TestDisclosureToolsReadArgumentsAsEveryToolDoes(t *testing.T) {
 		{st, `{"query":"nothing","query":"echo"}`, `the key "query" appears twice`, ""},
 		{lt, `{"group":["mcp:ev"]}`, `"group" must be a string`, "Go struct"},
 		{lt, `{"group":"nope","group":"mcp:ev"}`, `the key "group" appears twice`, ""},
+		// An unknown group of 10,000 bytes is named cut, not quoted back whole.
 		{lt, `{"group":"` + strings.Repeat("x", 10000) + `"}`, `no group is named "xxx`, strings.Repeat("x", 1000)},
 	} {
 		out, err := c.tool.Call(ctx, tools.Call{Key: "s/1", Arguments: c.args})
