@@ -27,27 +27,7 @@ func lockFile(ctx context.Context, path string, wait time.Duration, log *slog.Lo
 	}
 	err = flock(f)
 	if errors.Is(err, syscall.EWOULDBLOCK) && wait > 0 {
-		if h := lockpid.Read(path); !h.This() && h.Live() {
-			if log != nil {
-				log.Info(fmt.Sprintf("waiting for %s held by %s", path, h), "wait", wait)
-			}
-			deadline := time.NewTimer(wait)
-			tick := time.NewTicker(lockPollWait)
-		poll:
-			for errors.Is(err, syscall.EWOULDBLOCK) {
-				select {
-				case <-deadline.C:
-					break poll
-				case <-ctx.Done():
-					err = ctx.Err()
-					break poll
-				case <-tick.C:
-					err = flock(f)
-				}
-			}
-			deadline.Stop()
-			tick.Stop()
-		}
+		err = lockpid.Await(ctx, path, wait, log, func() error { return flock(f) })
 	}
 	if err != nil {
 		_ = f.Close()
@@ -64,9 +44,6 @@ func lockFile(ctx context.Context, path string, wait time.Duration, log *slog.Lo
 	}
 	return f, nil
 }
-
-// lockPollWait is how often a lock waited for is tried again.
-const lockPollWait = 50 * time.Millisecond
 
 // flock takes an exclusive flock on f without waiting.
 func flock(f *os.File) error {

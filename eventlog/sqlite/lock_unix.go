@@ -44,25 +44,7 @@ func lockDir(ctx context.Context, dir string, shared bool, wait time.Duration, l
 		err = flock(f, how)
 	}
 	if errors.Is(err, syscall.EWOULDBLOCK) && wait > 0 {
-		if h := lockpid.Read(path); !h.This() && h.Live() {
-			log.Info(fmt.Sprintf("waiting for %s held by %s", path, h), "wait", wait)
-			deadline := time.NewTimer(wait)
-			tick := time.NewTicker(lockPollWait)
-		poll:
-			for errors.Is(err, syscall.EWOULDBLOCK) {
-				select {
-				case <-deadline.C:
-					break poll
-				case <-ctx.Done():
-					err = ctx.Err()
-					break poll
-				case <-tick.C:
-					err = flock(f, how)
-				}
-			}
-			deadline.Stop()
-			tick.Stop()
-		}
+		err = lockpid.Await(ctx, path, wait, log, func() error { return flock(f, how) })
 	}
 	if err != nil {
 		defer f.Close()
@@ -104,9 +86,6 @@ const (
 	lockRetries   = 50
 	lockRetryWait = 2 * time.Millisecond
 )
-
-// lockPollWait is how often a lock waited for is tried again.
-const lockPollWait = 50 * time.Millisecond
 
 // flock takes a lock of kind how (LOCK_EX or LOCK_SH) on f without waiting.
 func flock(f *os.File, how int) error {
