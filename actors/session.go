@@ -1792,9 +1792,9 @@ func (a *SessionActor) publish(batch []messages.Envelope) {
 		if !res.toResults && res.reply == "" {
 			continue
 		}
-		status, output, errMsg, _ := a.state.Task(e.CorrelationID)
-		r, err := EncodeResult(messages.TaskResult{SessionID: a.id, TaskID: a.state.TaskName(e.CorrelationID), Status: status, Output: output, Error: errMsg, Reason: a.state.TaskReason(e.CorrelationID),
-			Note: a.state.TaskNote(e.CorrelationID)})
+		tr, _ := a.state.TaskResult(e.CorrelationID)
+		tr.SessionID = a.id
+		r, err := EncodeResult(tr)
 		if err != nil {
 			continue
 		}

@@ -1456,6 +1456,17 @@ func (s *SessionState) CancelledTask(name string) error {
 	return ErrNoRunningTask
 }
 
+// TaskResult returns the task whose ID is id as its result reads it (its
+// SessionID left for the caller to set), and whether the session has the task.
+func (s *SessionState) TaskResult(id string) (messages.TaskResult, bool) {
+	status, output, errMsg, ok := s.Task(id)
+	if !ok {
+		return messages.TaskResult{}, false
+	}
+	return messages.TaskResult{TaskID: s.TaskName(id), Status: status, Output: output, Error: errMsg,
+		Reason: s.TaskReason(id), Note: s.TaskNote(id)}, true
+}
+
 // Task returns the outcome of the task whose ID is id.
 func (s *SessionState) Task(id string) (status, output, errMsg string, ok bool) {
 	for _, t := range s.tasks {

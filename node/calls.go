@@ -250,10 +250,9 @@ func (n *Node) TaskResult(ctx context.Context, sessionID, task string) (res mess
 func (n *Node) taskResult(ctx context.Context, sessionID, task string) (messages.TaskResult, error) {
 	res := messages.TaskResult{SessionID: sessionID}
 	_, err := n.folds.with(ctx, n.log, sessionID, func(st *actors.SessionState) error {
-		if status, out, errMsg, ok := st.Task(task); ok {
-			res.TaskID = st.TaskName(task)
-			res.Status, res.Output, res.Error, res.Reason = status, out, errMsg, st.TaskReason(task)
-			res.Note = st.TaskNote(task)
+		if r, ok := st.TaskResult(task); ok {
+			res = r
+			res.SessionID = sessionID
 		}
 		return nil
 	})

@@ -43,12 +43,12 @@ func (n *Node) answerResent(msg *message.Message, env, recorded messages.Envelop
 		reply string
 	)
 	_, err := n.folds.with(msg.Context(), n.log, env.SessionID, func(st *actors.SessionState) error {
-		status, out, errMsg, ok := st.Task(env.ID)
-		if !ok || status != messages.StatusCompleted && status != messages.StatusFailed {
+		r, ok := st.TaskResult(env.ID)
+		if !ok || r.Status != messages.StatusCompleted && r.Status != messages.StatusFailed {
 			return nil
 		}
-		res = messages.TaskResult{SessionID: env.SessionID, TaskID: st.TaskName(env.ID), Status: status, Output: out, Error: errMsg,
-			Reason: st.TaskReason(env.ID), Note: st.TaskNote(env.ID)}
+		res = r
+		res.SessionID = env.SessionID
 		reply = st.ReplyTopic(env.ID)
 		return nil
 	})
