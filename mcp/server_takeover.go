@@ -22,7 +22,10 @@ import (
 // over: the request still writing it is ended (as a client's hang-up ends it: its
 // call goes on, its events are kept), and the GET replays what came after the
 // client's last event and follows the stream from there. Only a client that knows
-// the session's ID and an event ID of the stream can resume it.
+// the session's ID and an event ID of the stream can resume it. A GET of the
+// session's stream of notifications without a Last-Event-ID takes that stream
+// over the same way (gotStream): only a client that knows the session's ID can
+// open it.
 
 // takeoverWait bounds how long a resumption waits for the request it takes a
 // stream from to end.
@@ -62,7 +65,8 @@ type writerKey struct{}
 // claimStream makes r a stream's writer for the time it is served: a POST
 // becomes the writer of the stream the SDK opens for its answer (Open), and a GET
 // that resumes a stream (Last-Event-ID) takes it over from the request that
-// writes it now, ending that one first. release, called once r is served,
+// writes it now, ending that one first, and so does a GET of the session's
+// stream of notifications (gotStream). release, called once r is served,
 // forgets it.
 func (s *Server) claimStream(r *http.Request, rc *http.ResponseController, session string) (*http.Request, *streamWriter, func()) {
 	ctx, cancel := context.WithCancel(r.Context())
@@ -71,7 +75,7 @@ func (s *Server) claimStream(r *http.Request, rc *http.ResponseController, sessi
 		wr.user = info.UserID
 	}
 	if r.Method == http.MethodGet {
-		if stream, _, ok := parseEventID(r.Header.Get("Last-Event-ID")); ok {
+		if stream, ok := gotStream(r); ok {
 			k := streamKey{session, stream}
 			if prev, ok := s.takeOver(k, wr); ok {
 				prev.taken.Store(true)
@@ -93,6 +97,21 @@ func (s *Server) claimStream(r *http.Request, rc *http.ResponseController, sessi
 		close(wr.done)
 		cancel()
 	}
+}
+
+// gotStream names the stream a GET asks for: the one of the event its
+// Last-Event-ID names, or without one the session's stream of notifications
+// ("", as the SDK names it). A client whose stream of notifications died unseen
+// opens it again without a Last-Event-ID (the SDKs do, after a network drop)
+// and takes it over as a resumption does: the SDK answered 409 Conflict while
+// the dead connection's GET lingered, and the client got no notifications
+// again. false: a Last-Event-ID that names no event (the SDK answers 400).
+func gotStream(r *http.Request) (string, bool) {
+	if len(r.Header.Values("Last-Event-ID")) == 0 {
+		return "", true
+	}
+	stream, _, ok := parseEventID(r.Header.Get("Last-Event-ID"))
+	return stream, ok
 }
 
 // errTakenOver is the error of a write of a request whose stream a resumption
