@@ -45,6 +45,9 @@ type streamWriter struct {
 	rc *http.ResponseController
 	// taken is set once a resumption took the request's stream over.
 	taken atomic.Bool
+	// prev is the request it took its stream from, until that one (and those
+	// before it) ended (await).
+	prev  atomic.Pointer[streamWriter]
 	done  chan struct{}
 	owner *Server
 	// session is the Mcp-Session-Id of the request.
@@ -78,16 +81,7 @@ func (s *Server) claimStream(r *http.Request, rc *http.ResponseController, sessi
 		if stream, ok := gotStream(r); ok {
 			k := streamKey{session, stream}
 			if prev, ok := s.takeOver(k, wr); ok {
-				prev.taken.Store(true)
-				_ = prev.rc.SetWriteDeadline(time.Unix(1, 0))
-				prev.cancel()
-				t := time.NewTimer(takeoverWait)
-				select {
-				case <-prev.done:
-				case <-t.C:
-				case <-ctx.Done():
-				}
-				t.Stop()
+				wr.await(ctx, prev)
 			}
 		}
 	}
@@ -114,6 +108,32 @@ func gotStream(r *http.Request) (string, bool) {
 	return stream, ok
 }
 
+// await ends prev, the request wr took its stream from, and waits, up to
+// takeoverWait, for it to end. A request that had itself taken the stream over
+// and still waited for the one it took it from (two resumptions at once) is
+// ended before it got the stream: wr waits for the one that request waited for
+// too, and so on down the line. Else the later resumption, ended with nothing to
+// wait for, reached the SDK while the request that still wrote the stream held it
+// and was answered 409 Conflict, as the earlier one was: neither got the stream.
+func (wr *streamWriter) await(ctx context.Context, prev *streamWriter) {
+	t := time.NewTimer(takeoverWait)
+	defer t.Stop()
+	for p := prev; p != nil; p = p.prev.Load() {
+		p.taken.Store(true)
+		_ = p.rc.SetWriteDeadline(time.Unix(1, 0))
+		p.cancel()
+		select {
+		case <-p.done:
+		case <-t.C:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+	// Every request before it ended: none holds the stream.
+	wr.prev.Store(nil)
+}
+
 // errTakenOver is the error of a write of a request whose stream a resumption
 // took over.
 var errTakenOver = errors.New("the stream was taken over by a resumption")
@@ -129,6 +149,7 @@ func (s *Server) takeOver(k streamKey, wr *streamWriter) (*streamWriter, bool) {
 	for {
 		v, ok := s.writers.Load(k)
 		if !ok {
+			wr.prev.Store(nil)
 			if _, loaded := s.writers.LoadOrStore(k, wr); loaded {
 				continue
 			}
@@ -137,8 +158,12 @@ func (s *Server) takeOver(k streamKey, wr *streamWriter) (*streamWriter, bool) {
 		}
 		prev := v.(*streamWriter)
 		if prev.user != "" && prev.user != wr.user {
+			wr.prev.Store(nil)
 			return nil, false
 		}
+		// Set before wr is seen as the stream's writer: a request that takes
+		// the stream from wr waits for prev too.
+		wr.prev.Store(prev)
 		if s.writers.CompareAndSwap(k, prev, wr) {
 			wr.keys = append(wr.keys, k)
 			return prev, true
