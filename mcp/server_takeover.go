@@ -22,7 +22,10 @@ import (
 // over: the request still writing it is ended (as a client's hang-up ends it: its
 // call goes on, its events are kept), and the GET replays what came after the
 // client's last event and follows the stream from there. Only a client that knows
-// the session's ID and an event ID of the stream can resume it.
+// the session's ID and an event ID of the stream can resume it. A GET of the
+// session's stream of notifications without a Last-Event-ID takes that stream
+// over the same way (gotStream): only a client that knows the session's ID can
+// open it.
 
 // takeoverWait bounds how long a resumption waits for the request it takes a
 // stream from to end.
@@ -42,6 +45,9 @@ type streamWriter struct {
 	rc *http.ResponseController
 	// taken is set once a resumption took the request's stream over.
 	taken atomic.Bool
+	// prev is the request it took its stream from, until that one (and those
+	// before it) ended (await).
+	prev  atomic.Pointer[streamWriter]
 	done  chan struct{}
 	owner *Server
 	// session is the Mcp-Session-Id of the request.
@@ -62,7 +68,8 @@ type writerKey struct{}
 // claimStream makes r a stream's writer for the time it is served: a POST
 // becomes the writer of the stream the SDK opens for its answer (Open), and a GET
 // that resumes a stream (Last-Event-ID) takes it over from the request that
-// writes it now, ending that one first. release, called once r is served,
+// writes it now, ending that one first, and so does a GET of the session's
+// stream of notifications (gotStream). release, called once r is served,
 // forgets it.
 func (s *Server) claimStream(r *http.Request, rc *http.ResponseController, session string) (*http.Request, *streamWriter, func()) {
 	ctx, cancel := context.WithCancel(r.Context())
@@ -71,19 +78,10 @@ func (s *Server) claimStream(r *http.Request, rc *http.ResponseController, sessi
 		wr.user = info.UserID
 	}
 	if r.Method == http.MethodGet {
-		if stream, _, ok := parseEventID(r.Header.Get("Last-Event-ID")); ok {
+		if stream, ok := gotStream(r); ok {
 			k := streamKey{session, stream}
 			if prev, ok := s.takeOver(k, wr); ok {
-				prev.taken.Store(true)
-				_ = prev.rc.SetWriteDeadline(time.Unix(1, 0))
-				prev.cancel()
-				t := time.NewTimer(takeoverWait)
-				select {
-				case <-prev.done:
-				case <-t.C:
-				case <-ctx.Done():
-				}
-				t.Stop()
+				wr.await(ctx, prev)
 			}
 		}
 	}
@@ -93,6 +91,47 @@ func (s *Server) claimStream(r *http.Request, rc *http.ResponseController, sessi
 		close(wr.done)
 		cancel()
 	}
+}
+
+// gotStream names the stream a GET asks for: the one of the event its
+// Last-Event-ID names, or without one the session's stream of notifications
+// ("", as the SDK names it). A client whose stream of notifications died unseen
+// opens it again without a Last-Event-ID (the SDKs do, after a network drop)
+// and takes it over as a resumption does: the SDK answered 409 Conflict while
+// the dead connection's GET lingered, and the client got no notifications
+// again. false: a Last-Event-ID that names no event (the SDK answers 400).
+func gotStream(r *http.Request) (string, bool) {
+	if len(r.Header.Values("Last-Event-ID")) == 0 {
+		return "", true
+	}
+	stream, _, ok := parseEventID(r.Header.Get("Last-Event-ID"))
+	return stream, ok
+}
+
+// await ends prev, the request wr took its stream from, and waits, up to
+// takeoverWait, for it to end. A request that had itself taken the stream over
+// and still waited for the one it took it from (two resumptions at once) is
+// ended before it got the stream: wr waits for the one that request waited for
+// too, and so on down the line. Else the later resumption, ended with nothing to
+// wait for, reached the SDK while the request that still wrote the stream held it
+// and was answered 409 Conflict, as the earlier one was: neither got the stream.
+func (wr *streamWriter) await(ctx context.Context, prev *streamWriter) {
+	t := time.NewTimer(takeoverWait)
+	defer t.Stop()
+	for p := prev; p != nil; p = p.prev.Load() {
+		p.taken.Store(true)
+		_ = p.rc.SetWriteDeadline(time.Unix(1, 0))
+		p.cancel()
+		select {
+		case <-p.done:
+		case <-t.C:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+	// Every request before it ended: none holds the stream.
+	wr.prev.Store(nil)
 }
 
 // errTakenOver is the error of a write of a request whose stream a resumption
@@ -110,6 +149,7 @@ func (s *Server) takeOver(k streamKey, wr *streamWriter) (*streamWriter, bool) {
 	for {
 		v, ok := s.writers.Load(k)
 		if !ok {
+			wr.prev.Store(nil)
 			if _, loaded := s.writers.LoadOrStore(k, wr); loaded {
 				continue
 			}
@@ -118,8 +158,12 @@ func (s *Server) takeOver(k streamKey, wr *streamWriter) (*streamWriter, bool) {
 		}
 		prev := v.(*streamWriter)
 		if prev.user != "" && prev.user != wr.user {
+			wr.prev.Store(nil)
 			return nil, false
 		}
+		// Set before wr is seen as the stream's writer: a request that takes
+		// the stream from wr waits for prev too.
+		wr.prev.Store(prev)
 		if s.writers.CompareAndSwap(k, prev, wr) {
 			wr.keys = append(wr.keys, k)
 			return prev, true

@@ -224,3 +224,111 @@ func TestServerHTTPResumptionEndsAStuckWrite(t *testing.T) {
 		t.Fatal("the request taken over was never served")
 	}
 }
+
+// Of two resumptions of one stream at once, the later gets the stream, even
+// when the request that writes it is slow to end: the earlier resumption,
+// ended while it waited for that request, had nothing left to wait for, so the
+// later one reached the SDK at once, while the stream was still held, and was
+// answered 409 Conflict, as the earlier one was.
+func TestServerHTTPLaterOfTwoResumptionsGetsTheStream(t *testing.T) {
+	s := NewServer(&echoNode{}, ServerOptions{})
+	hs := httptest.NewServer(s.Handler())
+	defer hs.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	id := rand.Text()
+	if status, _, err := postIn(ctx, hs.URL, id, `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`); err != nil || status != http.StatusOK {
+		t.Fatalf("the session's first request answered %d, %v", status, err)
+	}
+	get := func(ctx context.Context) (*http.Response, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, hs.URL, nil)
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set("Accept", "text/event-stream")
+		req.Header.Set("Mcp-Session-Id", id)
+		req.Header.Set("MCP-Protocol-Version", "2025-11-25")
+		return http.DefaultClient.Do(req)
+	}
+	// The session's stream of notifications, held by a GET that does not end
+	// when a resumption asks it to (slow: it ends when the test says so).
+	hctx, hcancel := context.WithCancel(ctx)
+	defer hcancel()
+	held, err := get(hctx)
+	if err != nil || held.StatusCode != http.StatusOK {
+		t.Fatalf("the first GET answered %v, %v", held, err)
+	}
+	defer held.Body.Close()
+	k := streamKey{id, ""}
+	v, _ := s.writers.Load(k)
+	holder, _ := v.(*streamWriter)
+	if holder == nil {
+		t.Fatal("the first GET is not noted as the stream's writer")
+	}
+	slow := &streamWriter{cancel: func() {}, rc: http.NewResponseController(httptest.NewRecorder()), done: make(chan struct{}), owner: s, session: id}
+	s.writers.Store(k, slow)
+	writerAfter := func(w any) any {
+		t.Helper()
+		for {
+			if v, _ := s.writers.Load(k); v != w {
+				return v
+			}
+			select {
+			case <-ctx.Done():
+				t.Fatal("no GET took the stream over")
+			case <-time.After(time.Millisecond):
+			}
+		}
+	}
+	type answer struct {
+		status int
+		err    error
+	}
+	ask := func() <-chan answer {
+		ch := make(chan answer, 1)
+		go func() {
+			resp, err := get(ctx)
+			if err != nil {
+				ch <- answer{0, err}
+				return
+			}
+			status := resp.StatusCode
+			if status == http.StatusOK {
+				// Its first bytes: it has the stream.
+				_, err = resp.Body.Read(make([]byte, 1))
+			}
+			resp.Body.Close()
+			ch <- answer{status, err}
+		}()
+		return ch
+	}
+	first := ask()
+	earlier := writerAfter(slow)
+	second := ask()
+	writerAfter(earlier)
+	select {
+	case <-first:
+	case <-ctx.Done():
+		t.Fatal("the earlier resumption, taken over, was not answered")
+	}
+	select {
+	case a := <-second:
+		t.Fatalf("the later resumption was answered %d (%v) while the stream was still held", a.status, a.err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	hcancel()
+	select {
+	case <-holder.done:
+	case <-ctx.Done():
+		t.Fatal("the first GET was not served")
+	}
+	close(slow.done)
+	select {
+	case a := <-second:
+		if a.status != http.StatusOK || a.err != nil {
+			t.Fatalf("the later resumption answered %d (%v), want the stream", a.status, a.err)
+		}
+	case <-ctx.Done():
+		t.Fatal("the later resumption was not answered")
+	}
+}

@@ -219,3 +219,52 @@ func TestServerHTTPResumingAStreamOfNotificationsLeavesTheCallThatResumedTheSess
 	}
 	t.Fatalf("the call's stream ended without its answer: %v", sc.Err())
 }
+
+// A client whose network dropped opens the session's stream of notifications
+// (GET, without a Last-Event-ID) again while its first GET lingers on the dead
+// connection, unseen by the server, and gets it: the new GET takes the stream
+// over and the old one ends. Before, the SDK answered 409 Conflict until the
+// server saw the old connection gone, minutes later, and the client got no
+// notifications again. Another user's GET takes nothing over.
+func TestServerHTTPStreamOfNotificationsOpenedAgainTakesItOver(t *testing.T) {
+	srv := mcp.NewServer(&gateNode{}, mcp.ServerOptions{Logger: slog.New(&records{})})
+	verify := func(_ context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
+		return &auth.TokenInfo{UserID: token, Expiration: time.Now().Add(time.Hour)}, nil
+	}
+	hs := httptest.NewServer(auth.RequireBearerToken(verify, nil)(srv.Handler()))
+	defer hs.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	alice, mallory := &http.Client{Transport: bearer("alice")}, &http.Client{Transport: bearer("mallory")}
+	resp := ask(ctx, t, alice, hs.URL, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`, "")
+	id := resp.Header.Get("Mcp-Session-Id")
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if id == "" {
+		t.Fatalf("initialize answered %s with no session", resp.Status)
+	}
+	ask(ctx, t, alice, hs.URL, id, `{"jsonrpc":"2.0","method":"notifications/initialized"}`, "").Body.Close()
+	// The first GET, whose connection stays open: the server still holds it.
+	old := ask(ctx, t, alice, hs.URL, id, "", "")
+	defer old.Body.Close()
+	if old.StatusCode != http.StatusOK {
+		t.Fatalf("the first GET answered %s", old.Status)
+	}
+	other := ask(ctx, t, mallory, hs.URL, id, "", "")
+	_, _ = io.Copy(io.Discard, other.Body)
+	other.Body.Close()
+	if other.StatusCode == http.StatusOK {
+		t.Fatal("another user's GET of the stream of notifications was answered 200")
+	}
+	again := ask(ctx, t, alice, hs.URL, id, "", "")
+	defer again.Body.Close()
+	if again.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(again.Body)
+		t.Fatalf("the GET opened again answered %s: %s", again.Status, b)
+	}
+	// The first GET ends (cut short: the server ended its request).
+	_, _ = io.Copy(io.Discard, old.Body)
+	if ctx.Err() != nil {
+		t.Fatal("the first GET did not end")
+	}
+}

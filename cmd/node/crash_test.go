@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -198,8 +199,12 @@ func startChildWith(t *testing.T, dir, script, records, modelLog string, env []s
 	for {
 		resp, err := http.Get("http://" + addr + "/healthz")
 		if err == nil {
+			b, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
-			return c
+			if !strings.Contains(string(b), "the node is starting") {
+				return c
+			}
+			err = errors.New(string(b))
 		}
 		if time.Now().After(deadline) {
 			_ = cmd.Process.Kill()

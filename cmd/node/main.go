@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"maps"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"slices"
@@ -1129,7 +1130,14 @@ func serve(ctx context.Context, cfg node.Config, served mcp.ServedConfig, attach
 		fmt.Fprintln(stderr, "error:", err)
 		return 1
 	}
+	// Until New returns (it may wait up to cfg.LockWait for the data lock the node
+	// before this one still holds), the port answers: /livez 200, /healthz and
+	// every other route 503 with the reason (node.StartingHandler). A port bound
+	// but silent would fail a liveness probe, and the orchestrator would restart
+	// the node, into the same wait.
+	handOver := serveStarting(ln, cfg)
 	n, err := node.New(ctx, cfg)
+	handOver()
 	if err != nil {
 		ln.Close()
 		fmt.Fprintln(stderr, "error:", err)
@@ -1182,6 +1190,49 @@ func serve(ctx context.Context, cfg node.Config, served mcp.ServedConfig, attach
 	cfg.Logger.Info("stopped")
 	return code
 }
+
+// serveStarting serves node.StartingHandler on ln, a TCP listener, until the
+// function it returns is called: that one stops accepting and waits (up to
+// startingHandOver) for the answers under way, and leaves ln open and accepting
+// again for the node's own server. Connections are not kept alive, so that none
+// outlives the handover.
+func serveStarting(ln net.Listener, cfg node.Config) func() {
+	tl, ok := ln.(interface{ SetDeadline(time.Time) error })
+	if !ok {
+		return func() {}
+	}
+	srv := &http.Server{Handler: node.StartingHandler(cfg), ReadHeaderTimeout: startingHandOver, WriteTimeout: startingHandOver,
+		ErrorLog: slog.NewLogLogger(cfg.Logger.With("component", "http").Handler(), slog.LevelError)}
+	srv.SetKeepAlivesEnabled(false)
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		_ = srv.Serve(pausedListener{ln, tl})
+	}()
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), startingHandOver)
+		defer cancel()
+		if srv.Shutdown(ctx) != nil {
+			_ = srv.Close()
+		}
+		<-served
+		_ = tl.SetDeadline(time.Time{})
+	}
+}
+
+// startingHandOver bounds an answer of node.StartingHandler, and how long the
+// node's own server waits for those under way before it serves.
+const startingHandOver = 2 * time.Second
+
+// pausedListener is a listener whose Close only ends the Accept under way and
+// those after it (a deadline in the past), leaving the listener open: the
+// server that closes it hands the listener over to another.
+type pausedListener struct {
+	net.Listener
+	dl interface{ SetDeadline(time.Time) error }
+}
+
+func (l pausedListener) Close() error { return l.dl.SetDeadline(time.Unix(1, 0)) }
 
 // nonEmpty returns the items of list trimmed, without the empty ones.
 func nonEmpty(list []string) []string {
