@@ -996,6 +996,9 @@ func (d *Dedupe) OnSendMessage(ctx context.Context, p *sdk.MessageSendParams) (s
 	if err := d.checkSentPush(p); err != nil {
 		return nil, err
 	}
+	if err := d.checkAnswer(ctx, p); err != nil {
+		return nil, err
+	}
 	answer := namesTask(p)
 	id, seen, err := d.prepare(ctx, p)
 	if err != nil {
@@ -1109,6 +1112,27 @@ func namesTask(p *sdk.MessageSendParams) bool {
 	return p != nil && p.Message != nil && p.Message.TaskID != ""
 }
 
+// checkAnswer refuses a message to a task in input-required that neither
+// approves nor rejects its call (parseAnswer), before the SDK runs it: the SDK
+// answers its execution's error with the task failed, and no reason, where the
+// session's call still waits, and then refuses the approval that would go on
+// with it (the task is terminal). A message to a task in another state, or to
+// no task, is the SDK's to answer.
+func (d *Dedupe) checkAnswer(ctx context.Context, p *sdk.MessageSendParams) error {
+	if !namesTask(p) {
+		return nil
+	}
+	_, _, bad := parseAnswer(p.Message)
+	if bad == nil {
+		return nil
+	}
+	task, err := d.store.Get(ctx, p.Message.TaskID)
+	if err != nil || task.Status.State != sdk.TaskStateInputRequired {
+		return nil
+	}
+	return fmt.Errorf("a2a: %w: task %s: %v", sdk.ErrInvalidParams, p.Message.TaskID, bad)
+}
+
 // whileExecuting calls send again, a little later each time, while its error says
 // that the task the message names has an execution still (the SDK's "task
 // execution is already in progress"), for 3 s at most, and returns its last error:
@@ -1139,6 +1163,9 @@ func whileExecuting(ctx context.Context, err error, send func() error) error {
 // restart), else yields the task as it is.
 func (d *Dedupe) OnSendMessageStream(ctx context.Context, p *sdk.MessageSendParams) iter.Seq2[sdk.Event, error] {
 	if err := d.checkSentPush(p); err != nil {
+		return func(yield func(sdk.Event, error) bool) { yield(nil, err) }
+	}
+	if err := d.checkAnswer(ctx, p); err != nil {
 		return func(yield func(sdk.Event, error) bool) { yield(nil, err) }
 	}
 	answer := namesTask(p)
