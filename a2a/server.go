@@ -1225,6 +1225,32 @@ func (d *Dedupe) OnSendMessageStream(ctx context.Context, p *sdk.MessageSendPara
 	}
 }
 
+// OnListTaskPushConfig implements a2asrv.RequestHandler: the configs of a task
+// the node has; of a task it does not know, TaskNotFoundError (-32001), as the
+// specification lists it and the Python SDK's servers answer, not an empty list.
+func (d *Dedupe) OnListTaskPushConfig(ctx context.Context, p *sdk.ListTaskPushConfigParams) ([]*sdk.TaskPushConfig, error) {
+	if p == nil {
+		return nil, fmt.Errorf("%w: no task", sdk.ErrInvalidParams)
+	}
+	if _, err := d.store.Get(ctx, p.TaskID); err != nil {
+		return nil, err
+	}
+	return d.RequestHandler.OnListTaskPushConfig(ctx, p)
+}
+
+// OnDeleteTaskPushConfig implements a2asrv.RequestHandler: a config of a task
+// the node has is deleted (one the task does not have: nothing to do); of a task
+// it does not know, TaskNotFoundError (-32001), as for its list.
+func (d *Dedupe) OnDeleteTaskPushConfig(ctx context.Context, p *sdk.DeleteTaskPushConfigParams) error {
+	if p == nil {
+		return fmt.Errorf("%w: no task", sdk.ErrInvalidParams)
+	}
+	if _, err := d.store.Get(ctx, p.TaskID); err != nil {
+		return err
+	}
+	return d.RequestHandler.OnDeleteTaskPushConfig(ctx, p)
+}
+
 // OnSetTaskPushConfig implements a2asrv.RequestHandler: a config is set for a task
 // the node has (live, or in its session's events), not for any ID (each config is
 // written to the log: PushStore). A config set for a task that ended is sent the
