@@ -1112,25 +1112,29 @@ func namesTask(p *sdk.MessageSendParams) bool {
 	return p != nil && p.Message != nil && p.Message.TaskID != ""
 }
 
-// checkAnswer refuses a message to a task in input-required that neither
-// approves nor rejects its call (parseAnswer), before the SDK runs it: the SDK
-// answers its execution's error with the task failed, and no reason, where the
-// session's call still waits, and then refuses the approval that would go on
-// with it (the task is terminal). A message to a task in another state, or to
-// no task, is the SDK's to answer.
+// checkAnswer refuses, before the SDK runs it, a message to a task that takes
+// none: one that runs (submitted or working: here, on another node, or resumed
+// after a restart), and one in input-required that neither approves nor rejects
+// its call (parseAnswer). The SDK answers its execution's error with the task
+// failed, and no reason, which tasks/get answers from then on, though the
+// session's task runs on or its call still waits (and an approval sent next was
+// refused as to a task that ended). A message to a task that ended, or to no
+// task, is the SDK's to answer.
 func (d *Dedupe) checkAnswer(ctx context.Context, p *sdk.MessageSendParams) error {
 	if !namesTask(p) {
 		return nil
 	}
-	_, _, bad := parseAnswer(p.Message)
-	if bad == nil {
-		return nil
-	}
 	task, err := d.store.Get(ctx, p.Message.TaskID)
-	if err != nil || task.Status.State != sdk.TaskStateInputRequired {
+	if err != nil || task.Status.State.Terminal() {
 		return nil
 	}
-	return fmt.Errorf("a2a: %w: task %s: %v", sdk.ErrInvalidParams, p.Message.TaskID, bad)
+	if st := task.Status.State; st != sdk.TaskStateInputRequired {
+		return fmt.Errorf("a2a: %w: task %s is %s; only a task in input-required takes another message", sdk.ErrInvalidParams, task.ID, st)
+	}
+	if _, _, err := parseAnswer(p.Message); err != nil {
+		return fmt.Errorf("a2a: %w: task %s: %v", sdk.ErrInvalidParams, task.ID, err)
+	}
+	return nil
 }
 
 // whileExecuting calls send again, a little later each time, while its error says

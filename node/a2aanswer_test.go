@@ -3,13 +3,16 @@ package node_test
 import (
 	"context"
 	"errors"
+	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	sdk "github.com/a2aproject/a2a-go/a2a"
 
 	"github.com/troupe-run/troupe/a2a"
+	"github.com/troupe-run/troupe/node/nodetest"
 )
 
 // A message to a task waiting for approval that is neither an approval nor a
@@ -64,5 +67,72 @@ func TestA2AUnreadableAnswerLeavesTheTaskWaiting(t *testing.T) {
 	}
 	if done := res.(*sdk.Task); done.Status.State != sdk.TaskStateCompleted || sent.Load() != 1 {
 		t.Fatalf("after approval: %s, %d emails sent", done.Status.State, sent.Load())
+	}
+}
+
+// A message to a task that runs (not waiting for input) is refused (-32602,
+// saying so), and the task runs on to its end, which tasks/get then reports: on
+// a node that resumed the task after a restart, the SDK had no execution of it,
+// ran the message as an answer, and marked the task failed (with no reason),
+// which tasks/get went on answering after the task completed.
+func TestA2AMessageToARunningTaskLeavesItRunning(t *testing.T) {
+	const answer = "the held call came back"
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	held := newHeldTool()
+	cfg := heldConfig(t, held, answer)
+	cfg.DataDir = dir
+	cfg.HandoffGrace = heldCallGrace // the held call never answers on the first node
+	url, stop := a2aNodeToStop(t, cfg)
+	client, _ := a2aClient(t, url, a2a.CardPath)
+	blocking := false
+	res, err := client.SendMessage(ctx, &sdk.MessageSendParams{Message: userMessage("hold on"), Config: &sdk.MessageSendConfig{Blocking: &blocking}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := res.(*sdk.Task)
+	held.waitStarted(t, "before the restart")
+	more := func() *sdk.Message {
+		m := userMessage("and one more thing")
+		m.TaskID, m.ContextID = task.ID, task.ContextID
+		return m
+	}
+	if _, err := client.SendMessage(ctx, &sdk.MessageSendParams{Message: more()}); !errors.Is(err, sdk.ErrInvalidParams) || !strings.Contains(err.Error(), "input-required") {
+		t.Fatalf("a message to the running task: %v, want invalid params saying it takes none", err)
+	}
+	stop()
+
+	again := newHeldTool()
+	cfg = heldConfig(t, again, answer)
+	cfg.DataDir = dir
+	second := nodetest.Start(t, cfg)
+	api := httptest.NewServer(second.Handler())
+	defer api.Close()
+	again.waitStarted(t, "again by the restarted node")
+	client, _ = a2aClient(t, api.URL, a2a.CardPath)
+	if res, err := client.SendMessage(ctx, &sdk.MessageSendParams{Message: more()}); !errors.Is(err, sdk.ErrInvalidParams) || !strings.Contains(err.Error(), "input-required") {
+		t.Fatalf("a message to the task the restarted node resumed: %+v, %v, want invalid params saying it takes none", res, err)
+	}
+	if got, err := client.GetTask(ctx, &sdk.TaskQueryParams{ID: task.ID}); err != nil || got.Status.State != sdk.TaskStateWorking {
+		t.Fatalf("tasks/get after the message: %+v, %v; want the task working", got, err)
+	}
+	close(again.release)
+	for {
+		got, err := client.GetTask(ctx, &sdk.TaskQueryParams{ID: task.ID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Status.State.Terminal() {
+			if got.Status.State != sdk.TaskStateCompleted || artifactText(t, got) != answer {
+				t.Fatalf("the task ended %s with %q, want completed with its answer", got.Status.State, artifactText(t, got))
+			}
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the task is still %s", got.Status.State)
+		case <-time.After(50 * time.Millisecond):
+		}
 	}
 }
