@@ -996,6 +996,9 @@ func (d *Dedupe) OnSendMessage(ctx context.Context, p *sdk.MessageSendParams) (s
 	if err := d.checkSentPush(p); err != nil {
 		return nil, err
 	}
+	if err := d.checkAnswer(ctx, p); err != nil {
+		return nil, err
+	}
 	answer := namesTask(p)
 	id, seen, err := d.prepare(ctx, p)
 	if err != nil {
@@ -1109,6 +1112,31 @@ func namesTask(p *sdk.MessageSendParams) bool {
 	return p != nil && p.Message != nil && p.Message.TaskID != ""
 }
 
+// checkAnswer refuses, before the SDK runs it, a message to a task that takes
+// none: one that runs (submitted or working: here, on another node, or resumed
+// after a restart), and one in input-required that neither approves nor rejects
+// its call (parseAnswer). The SDK answers its execution's error with the task
+// failed, and no reason, which tasks/get answers from then on, though the
+// session's task runs on or its call still waits (and an approval sent next was
+// refused as to a task that ended). A message to a task that ended, or to no
+// task, is the SDK's to answer.
+func (d *Dedupe) checkAnswer(ctx context.Context, p *sdk.MessageSendParams) error {
+	if !namesTask(p) {
+		return nil
+	}
+	task, err := d.store.Get(ctx, p.Message.TaskID)
+	if err != nil || task.Status.State.Terminal() {
+		return nil
+	}
+	if st := task.Status.State; st != sdk.TaskStateInputRequired {
+		return fmt.Errorf("a2a: %w: task %s is %s; only a task in input-required takes another message", sdk.ErrInvalidParams, task.ID, st)
+	}
+	if _, _, err := parseAnswer(p.Message); err != nil {
+		return fmt.Errorf("a2a: %w: task %s: %v", sdk.ErrInvalidParams, task.ID, err)
+	}
+	return nil
+}
+
 // whileExecuting calls send again, a little later each time, while its error says
 // that the task the message names has an execution still (the SDK's "task
 // execution is already in progress"), for 3 s at most, and returns its last error:
@@ -1139,6 +1167,9 @@ func whileExecuting(ctx context.Context, err error, send func() error) error {
 // restart), else yields the task as it is.
 func (d *Dedupe) OnSendMessageStream(ctx context.Context, p *sdk.MessageSendParams) iter.Seq2[sdk.Event, error] {
 	if err := d.checkSentPush(p); err != nil {
+		return func(yield func(sdk.Event, error) bool) { yield(nil, err) }
+	}
+	if err := d.checkAnswer(ctx, p); err != nil {
 		return func(yield func(sdk.Event, error) bool) { yield(nil, err) }
 	}
 	answer := namesTask(p)
@@ -1196,6 +1227,32 @@ func (d *Dedupe) OnSendMessageStream(ctx context.Context, p *sdk.MessageSendPara
 			}
 		}
 	}
+}
+
+// OnListTaskPushConfig implements a2asrv.RequestHandler: the configs of a task
+// the node has; of a task it does not know, TaskNotFoundError (-32001), as the
+// specification lists it and the Python SDK's servers answer, not an empty list.
+func (d *Dedupe) OnListTaskPushConfig(ctx context.Context, p *sdk.ListTaskPushConfigParams) ([]*sdk.TaskPushConfig, error) {
+	if p == nil {
+		return nil, fmt.Errorf("%w: no task", sdk.ErrInvalidParams)
+	}
+	if _, err := d.store.Get(ctx, p.TaskID); err != nil {
+		return nil, err
+	}
+	return d.RequestHandler.OnListTaskPushConfig(ctx, p)
+}
+
+// OnDeleteTaskPushConfig implements a2asrv.RequestHandler: a config of a task
+// the node has is deleted (one the task does not have: nothing to do); of a task
+// it does not know, TaskNotFoundError (-32001), as for its list.
+func (d *Dedupe) OnDeleteTaskPushConfig(ctx context.Context, p *sdk.DeleteTaskPushConfigParams) error {
+	if p == nil {
+		return fmt.Errorf("%w: no task", sdk.ErrInvalidParams)
+	}
+	if _, err := d.store.Get(ctx, p.TaskID); err != nil {
+		return err
+	}
+	return d.RequestHandler.OnDeleteTaskPushConfig(ctx, p)
 }
 
 // OnSetTaskPushConfig implements a2asrv.RequestHandler: a config is set for a task

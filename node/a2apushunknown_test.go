@@ -10,6 +10,7 @@ import (
 	sdk "github.com/a2aproject/a2a-go/a2a"
 
 	"github.com/troupe-run/troupe/a2a"
+	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/node"
 )
 
@@ -42,5 +43,36 @@ func TestA2APushConfigGetOfAnUnknownConfigIsNotFound(t *testing.T) {
 	get("a task with another config")
 	if _, err := client.GetTaskPushConfig(ctx, &sdk.GetTaskPushConfigParams{TaskID: sdk.TaskID(task.ContextID + "~0123456789abcdef0123456789abcdef"), ConfigID: "one"}); !errors.Is(err, sdk.ErrTaskNotFound) {
 		t.Fatalf("get of a config of an unknown task: %v, want TaskNotFoundError", err)
+	}
+}
+
+// tasks/pushNotificationConfig/list and delete of a task the node does not know
+// are TaskNotFoundError (-32001), as the specification lists them and the Python
+// SDK's servers (0.3 and 1.x) answer, not an empty list and a success: a client
+// that got a task's ID wrong hears so. Of a task it knows, list answers its
+// configs (none: an empty list) and delete of a config it does not have succeeds.
+func TestA2APushConfigListAndDeleteOfAnUnknownTaskAreNotFound(t *testing.T) {
+	_, base := a2aNode(t, node.Config{Model: a2aScript(t, llm.ScriptStep{Content: "done"})})
+	client, _ := a2aClient(t, base, a2a.CardPath)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := client.SendMessage(ctx, &sdk.MessageSendParams{Message: userMessage("hello")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := res.(*sdk.Task)
+	for _, id := range []sdk.TaskID{"nope", sdk.TaskID(task.ContextID + "~0123456789abcdef0123456789abcdef")} {
+		if got, err := client.ListTaskPushConfig(ctx, &sdk.ListTaskPushConfigParams{TaskID: id}); !errors.Is(err, sdk.ErrTaskNotFound) {
+			t.Errorf("list of the configs of unknown task %s: %+v, %v, want TaskNotFoundError", id, got, err)
+		}
+		if err := client.DeleteTaskPushConfig(ctx, &sdk.DeleteTaskPushConfigParams{TaskID: id, ConfigID: "one"}); !errors.Is(err, sdk.ErrTaskNotFound) {
+			t.Errorf("delete of a config of unknown task %s: %v, want TaskNotFoundError", id, err)
+		}
+	}
+	if got, err := client.ListTaskPushConfig(ctx, &sdk.ListTaskPushConfigParams{TaskID: task.ID}); err != nil || len(got) != 0 {
+		t.Errorf("list of a known task without configs: %+v, %v", got, err)
+	}
+	if err := client.DeleteTaskPushConfig(ctx, &sdk.DeleteTaskPushConfigParams{TaskID: task.ID, ConfigID: "one"}); err != nil {
+		t.Errorf("delete of a config a known task does not have: %v", err)
 	}
 }
