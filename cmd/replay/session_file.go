@@ -526,7 +526,9 @@ func checkConfigEvent(e messages.Envelope, p messages.Payload) error {
 // session, node.NamedTaskID), and a session.forked event at at+1, stamped ts,
 // links it to its parent. Payloads are otherwise identical, but for the times
 // the fork goes on against (pendingAt): a task unfinished at at, and an
-// approval pending there, keep the time they had left at at's event.
+// approval pending there, keep the time they had left at at's event; and a
+// fork of a sub-agent's child session records its tasks without their parent
+// (messages.TaskSubmitted.Parent): it is no child of anyone.
 func forkEvents(parent []messages.Envelope, at uint64, newID string, ts int64) ([]messages.Envelope, error) {
 	plan := newForkPlan(at)
 	if err := plan.add(parent); err != nil {
@@ -674,9 +676,9 @@ func (c *forkCopier) copy(page []messages.Envelope) ([]messages.Envelope, error)
 		if err != nil {
 			return nil, err
 		}
-		moved := false
+		changed := false // the payload, from its recorded bytes
 		for _, m := range c.moves {
-			moved = m(e, p) || moved
+			changed = m(e, p) || changed
 		}
 		switch p := p.(type) {
 		case *messages.ModelRequested:
@@ -692,13 +694,23 @@ func (c *forkCopier) copy(page []messages.Envelope) ([]messages.Envelope, error)
 			p.Key = rekey(p.Key)
 		case *messages.ApprovalResolved:
 			p.Key = rekey(p.Key)
+		case *messages.TaskSubmitted:
+			// A fork of a sub-agent's child session is no child: no call of
+			// the child's parent delegated it, nor waits for its answer (a
+			// sub-agent's task is its call's child session's, which ingress
+			// checks), and listed with that parent a node would take it for
+			// one of the parent's sub-agents. Its session.forked names where
+			// it came from; it delegates as a session of its own.
+			if p.Parent != nil {
+				p.Parent, changed = nil, true
+			}
 		}
 		ne, err := messages.NewEnvelope(p)
 		if err != nil {
 			return nil, err
 		}
 		ne.Version = e.Version
-		if !hasKey(p) && !moved {
+		if !hasKey(p) && !changed {
 			ne.Payload = e.Payload // nothing to re-derive: copy the bytes as recorded
 		}
 		ne.ID = fmt.Sprintf("%s/%d", newID, e.Seq)
