@@ -252,6 +252,42 @@ func ReadPage(ctx context.Context, l Log, sessionID string, fromSeq uint64, n in
 	return events, err
 }
 
+// EventFinding is the optional capability of a Log to find an event of a
+// session by its ID without reading the session: the SQLite log, whose IDs are
+// indexed (or derived from their position). Find it with a type assertion, or
+// call FindEvent.
+type EventFinding interface {
+	// FindEvent returns the event of session sessionID whose ID is id, exactly
+	// as Read returns it, and true; false and no error when Read returns no
+	// event with that ID in that session (none is stored, another session holds
+	// the ID, or Read hides it: a stale owner's, eventlog.Superseded).
+	FindEvent(ctx context.Context, sessionID, id string) (messages.Envelope, bool, error)
+}
+
+// FindEvent finds the event of session sessionID whose ID is id, as Read
+// returns it: through the log's FindEvent when it is an EventFinding, else
+// reading the session page events at a time until it is found.
+func FindEvent(ctx context.Context, l Log, sessionID, id string, page int) (messages.Envelope, bool, error) {
+	if f, ok := l.(EventFinding); ok {
+		return f.FindEvent(ctx, sessionID, id)
+	}
+	for from := uint64(1); ; {
+		events, err := ReadPage(ctx, l, sessionID, from, page)
+		if err != nil {
+			return messages.Envelope{}, false, err
+		}
+		for _, e := range events {
+			if e.ID == id {
+				return e, true, nil
+			}
+		}
+		if page <= 0 || len(events) < page {
+			return messages.Envelope{}, false, nil
+		}
+		from = events[len(events)-1].Seq + 1
+	}
+}
+
 // Claiming is the optional capability of a Log to append a session's first batch
 // without reading the session first: a session actor starting for a task writes
 // the task at seq 1 with what the agent decides after it, and the log refuses the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/troupe-run/troupe/messages"
@@ -78,4 +79,53 @@ func (ns *Namespace) History(ctx context.Context, id string) ([]Change, error) {
 		return nil, ns.unknown(id)
 	}
 	return out, nil
+}
+
+// ChangeSession returns the session whose event made the memory change p (a
+// memory event of a namespace's stream), and true: the one its key names, the
+// key of a session's call ("<session>/<seq>", messages.EffectKey: the memory
+// tool's) or one made from it ("<session>/<seq>/…": a consolidation the tool
+// started, the write after a task, each memory of a call that added several).
+// It returns false for a change under no key, or under one no session's event
+// made (an HTTP request's, an import's, a background consolidation run's): a
+// session ID holds no '/', and a seq is a canonical decimal, which none of
+// those keys has as its second part.
+func ChangeSession(p messages.Payload) (string, bool) {
+	var key string
+	switch p := p.(type) {
+	case *messages.MemoryAdded:
+		key = p.Key
+	case *messages.MemoryUpdated:
+		key = p.Key
+	case *messages.MemoryMerged:
+		key = p.Key
+	case *messages.MemoryPromoted:
+		key = p.Key
+	case *messages.MemoryDistilled:
+		key = p.Key
+	case *messages.MemoryInvalidated:
+		key = p.Key
+	case *messages.MemoryForgotten:
+		key = p.Key
+	case *messages.MemoryCleared:
+		key = p.Key
+	case *messages.MemoryBlockSet:
+		key = p.Key
+	case *messages.MemoryBlockDeleted:
+		key = p.Key
+	case *messages.MemoryRemembered:
+		key = p.Key
+	}
+	if _, _, _, client := splitRequestKey(key); client {
+		return "", false // a client's Idempotency-Key
+	}
+	session, rest, ok := strings.Cut(key, "/")
+	if !ok {
+		return "", false
+	}
+	seq, _, _ := strings.Cut(rest, "/")
+	if k, err := messages.ParseEffectKey(session + "/" + seq); err != nil || k.SessionID != session {
+		return "", false
+	}
+	return session, true
 }

@@ -373,6 +373,21 @@ func parseTime(field, s string) (time.Time, error) {
 	return ts, nil
 }
 
+// parseFilter reads an optional RFC 3339 time that filters memories or
+// conversations (since, until, before), refusing the zero time
+// ("0001-01-01T00:00:00Z"): clients send it for a time not set (.NET's
+// DateTime.MinValue), as add's timestamp refuses it, and read as not given it
+// would widen the filter unsaid (a forget by max_importance and before the zero
+// time forgot the matching memories of every age). The year 1's later instants
+// are kept.
+func parseFilter(field, s string) (time.Time, error) {
+	ts, err := parseTime(field, s)
+	if err == nil && strings.TrimSpace(s) != "" && ts.IsZero() {
+		return time.Time{}, invalid(field, "%s %s is the zero time, which clients send for a time not set: leave %s out, or give a time", field, strings.TrimSpace(s), field)
+	}
+	return ts, err
+}
+
 func metadataJSON(m map[string]any) (json.RawMessage, error) {
 	if m == nil {
 		return nil, nil
@@ -429,11 +444,11 @@ func (t *memoryTool) search(ctx context.Context, a searchArgs) (searchResult, er
 	if err != nil {
 		return searchResult{}, err
 	}
-	since, err := parseTime("since", a.Since)
+	since, err := parseFilter("since", a.Since)
 	if err != nil {
 		return searchResult{}, err
 	}
-	until, err := parseTime("until", a.Until)
+	until, err := parseFilter("until", a.Until)
 	if err != nil {
 		return searchResult{}, err
 	}
@@ -536,7 +551,7 @@ func (t *memoryTool) forget(ctx context.Context, a forgetArgs) (forgetResult, er
 	if err != nil {
 		return forgetResult{}, err
 	}
-	before, err := parseTime("before", a.Before)
+	before, err := parseFilter("before", a.Before)
 	if err != nil {
 		return forgetResult{}, err
 	}
@@ -679,11 +694,11 @@ func (t *memoryTool) setBlock(ctx context.Context, ns *Namespace, b Block, value
 }
 
 func (t *memoryTool) recall(ctx context.Context, a recallArgs) (recallResult, error) {
-	since, err := parseTime("since", a.Since)
+	since, err := parseFilter("since", a.Since)
 	if err != nil {
 		return recallResult{}, err
 	}
-	until, err := parseTime("until", a.Until)
+	until, err := parseFilter("until", a.Until)
 	if err != nil {
 		return recallResult{}, err
 	}

@@ -52,3 +52,36 @@ func TestToolRefusesTheZeroTime(t *testing.T) {
 		t.Fatalf("no timestamp: %v", err)
 	}
 }
+
+// The memory tool's time filters refuse the zero time as its add does, naming
+// the argument: "before" read as not given made a forget with max_importance
+// forget the matching memories of every age (where the year 1 meant none), and
+// "until" read so kept memories of every time.
+func TestToolFiltersRefuseTheZeroTime(t *testing.T) {
+	f := newWriteFixture(t, nil)
+	box := memoryTool(t, f)
+	if err := call(t, box, "k-low", "add", `{"content": "a passing remark", "importance": 0.1}`, nil); err != nil {
+		t.Fatal(err)
+	}
+	const zero = "0001-01-01T00:00:00Z"
+	for _, c := range []struct{ op, field, args string }{
+		{"search", "since", `{"query": "remark", "since": "` + zero + `"}`},
+		{"search", "until", `{"query": "remark", "until": " ` + zero + `"}`},
+		{"forget", "before", `{"before": "` + zero + `", "max_importance": 0.5, "reason": "old and minor"}`},
+		{"recall", "since", `{"query": "remark", "since": "0001-01-01T01:00:00+01:00"}`},
+		{"recall", "until", `{"query": "remark", "until": "` + zero + `"}`},
+	} {
+		err := call(t, box, "k-"+c.op+"-"+c.field, c.op, c.args, nil)
+		var ae *tools.ArgumentError
+		if !errors.As(err, &ae) || ae.Field != c.field || !strings.Contains(err.Error(), "zero time") {
+			t.Errorf("%s with %s the zero time: %v, want an invalid-arguments error naming %q and the zero time", c.op, c.field, err, c.field)
+		}
+	}
+	events, err := f.log.Read(wctx(t), memory.Stream("agent:planner"), 1)
+	if err != nil || len(events) != 1 {
+		t.Fatalf("the namespace holds %d events (%v), want the add alone: a refused forget wrote", len(events), err)
+	}
+	if err := call(t, box, "k-year-1", "search", `{"query": "remark", "since": "0001-01-01T00:00:01Z"}`, nil); err != nil {
+		t.Fatalf("a since of the year 1: %v", err)
+	}
+}

@@ -68,25 +68,11 @@ func (n *Node) checkRedelivery(ctx context.Context, env messages.Envelope) (name
 	return named, fmt.Errorf("%w: %s", errPermanent, reason)
 }
 
-// recordedEvent finds the event of session whose ID is id, reading the session a
-// page at a time until it is found.
+// recordedEvent finds the event of session whose ID is id: by its ID where the
+// log finds events so (eventlog.EventFinding: SQLite's index of IDs), else
+// reading the session idTakenPage events at a time until it is found.
 func (n *Node) recordedEvent(ctx context.Context, session, id string) (messages.Envelope, bool, error) {
-	from := uint64(1)
-	for {
-		page, err := eventlog.ReadPage(ctx, n.log, session, from, idTakenPage)
-		if err != nil {
-			return messages.Envelope{}, false, err
-		}
-		for _, e := range page {
-			if e.ID == id {
-				return e, true, nil
-			}
-		}
-		if len(page) < idTakenPage {
-			return messages.Envelope{}, false, nil
-		}
-		from = page[len(page)-1].Seq + 1
-	}
+	return eventlog.FindEvent(ctx, n.log, session, id, idTakenPage)
 }
 
 // taskDifferences lists what of the task a client sent differs between a

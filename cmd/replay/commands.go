@@ -654,12 +654,13 @@ func export(ctx context.Context, log eventlog.Log, id, out string, stdout, stder
 	var (
 		n         int
 		sessionID string
+		startUS   int64    // the session's first event's time
 		digests   []string // of the configurations the session's tasks name, sorted
 		counted   = fnv.New64a()
 	)
 	err := pages.each(ctx, 0, func(page []messages.Envelope) error {
 		if n == 0 {
-			sessionID = page[0].SessionID
+			sessionID, startUS = page[0].SessionID, page[0].TS
 		}
 		n += len(page)
 		digests = addDigests(digests, actors.NamedConfigs(page))
@@ -678,8 +679,15 @@ func export(ctx context.Context, log eventlog.Log, id, out string, stdout, stder
 		fmt.Fprintln(stderr, "error:", err)
 		return 1
 	}
+	// The memory changes the session made travel with it, so that an import
+	// explains its memories as this log does.
+	mem, err := sessionMemory(ctx, log, sessionID, startUS)
+	if err != nil {
+		fmt.Fprintln(stderr, "error:", err)
+		return 1
+	}
 	write := func(w io.Writer) error {
-		x, err := newExportWriter(w, sessionID, n, len(configs))
+		x, err := newExportWriter(w, sessionID, n, len(configs), len(mem))
 		if err != nil {
 			return err
 		}
@@ -698,6 +706,9 @@ func export(ctx context.Context, log eventlog.Log, id, out string, stdout, stder
 			return fmt.Errorf("session %s changed while it was exported: export it again", id)
 		}
 		if err := x.write(configs); err != nil {
+			return err
+		}
+		if err := x.write(mem); err != nil {
 			return err
 		}
 		return x.flush()
@@ -853,6 +864,12 @@ func importFile(ctx context.Context, st store, file, unfinished string, stdin io
 	default:
 		fmt.Fprintf(stdout, "imported session %s (%d events)\n", id, plan.events)
 	}
+	if plan.memoryRestored > 0 {
+		fmt.Fprintf(stdout, "restored %d memory changes it made, for each memory's history\n", plan.memoryRestored)
+	}
+	for _, ns := range plan.memorySkipped {
+		fmt.Fprintf(stderr, "warning: the memory changes session %s made to namespace %s are not restored: it cleared a tier of it, which would clear this log's memories of %s too\n", id, ns, ns)
+	}
 	if len(notEnded) > 0 && unfinished == unfinishedResume {
 		fmt.Fprintf(stderr, "warning: session %s is imported unfinished (%s): a node serving this log resumes it, and performs again what it requested and has no answer of here\n",
 			id, notEnded[0].describe())
@@ -911,8 +928,13 @@ type importPlan struct {
 	events   int
 	bytes    int // the events' payload
 	configs  []messages.Envelope
+	memory   []messages.Envelope // the memory changes the session made
 	notEnded []unfinishedTask
 	parked   []messages.Envelope
+	// memoryRestored counts the memory changes write appended; memorySkipped
+	// names the namespaces whose changes it left out (writeMemory).
+	memoryRestored int
+	memorySkipped  []string
 }
 
 // planImport reads the export src opens, a batch of events at a time, and
@@ -922,17 +944,17 @@ type importPlan struct {
 // An unfinished session is refused by default (unfinishedRefuse). The readings
 // stop when ctx ends.
 func planImport(ctx context.Context, src func() (io.ReadCloser, error), unfinished string, ts int64) (*importPlan, error) {
-	read := func(batch func([]messages.Envelope) error) (exportHeader, []messages.Envelope, error) {
+	read := func(batch func([]messages.Envelope) error) (exportHeader, exportTail, error) {
 		f, err := src()
 		if err != nil {
-			return exportHeader{}, nil, err
+			return exportHeader{}, exportTail{}, err
 		}
 		defer f.Close()
 		return scanExport(ctxReader{ctx: ctx, r: f}, batch)
 	}
 	var scan notEndedScan
 	size := 0
-	h, configs, err := read(func(batch []messages.Envelope) error {
+	h, tail, err := read(func(batch []messages.Envelope) error {
 		scan.add(batch)
 		size += messages.PayloadBytes(batch)
 		return nil
@@ -940,7 +962,8 @@ func planImport(ctx context.Context, src func() (io.ReadCloser, error), unfinish
 	if err != nil {
 		return nil, err
 	}
-	plan := &importPlan{id: h.SessionID, events: h.Events, bytes: size, configs: configs, notEnded: scan.tasks()}
+	configs := tail.configs
+	plan := &importPlan{id: h.SessionID, events: h.Events, bytes: size, configs: configs, memory: tail.memory, notEnded: scan.tasks()}
 	if len(plan.notEnded) == 0 {
 		return plan, nil
 	}
@@ -993,6 +1016,11 @@ func (plan *importPlan) write(ctx context.Context, log eventlog.Log, src func() 
 	// refused (eventlog.ErrSeqConflict) when its events are not those.
 	if len(existing) > 0 && existing[0].Seq == 1 {
 		return fmt.Errorf("session %s already exists in this log; fork it instead, or import into another log", id)
+	}
+	// The session's memory changes before it: an import that fails after them
+	// is made again, which finds them there (writeMemory appends none twice).
+	if plan.memoryRestored, plan.memorySkipped, err = writeMemory(ctx, log, plan.memory); err != nil {
+		return err
 	}
 	w := &sessionWriter{log: log, whole: bound.fits(plan.events+len(plan.parked), plan.bytes+messages.PayloadBytes(plan.parked))}
 	if w.whole {

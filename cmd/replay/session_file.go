@@ -25,10 +25,14 @@ import (
 // then (version 2) the events of the configurations' streams its tasks name
 // (messages.ConfigRecorded), in digest order, which an import stores beside it.
 // An export with no configuration is version 1, as builds before them wrote and read
-// it. Golden files in testdata/ pin it.
+// it. Version 3 adds, after the configurations, the memory changes the session
+// made (memory.ChangeSession), each as its namespace's stream recorded it, the
+// streams in order and each in seq order, which an import appends to the same
+// namespaces (importPlan.writeMemory); an export of a session that changed no
+// memory is of version 1 or 2 as before. Golden files in testdata/ pin it.
 const (
 	exportFormat  = "troupe.session"
-	exportVersion = 2
+	exportVersion = 3
 )
 
 type exportHeader struct {
@@ -38,6 +42,8 @@ type exportHeader struct {
 	Events    int    `json:"events"`
 	// Configs counts the configurations' events after the session's (version 2).
 	Configs int `json:"configs,omitempty"`
+	// Memory counts the memory changes after the configurations (version 3).
+	Memory int `json:"memory,omitempty"`
 }
 
 // ErrBadExport is wrapped by every error about an export file's content.
@@ -46,7 +52,7 @@ var ErrBadExport = errors.New("bad session export")
 // writeExport writes the export of a session's events and its configurations'
 // events, held whole.
 func writeExport(w io.Writer, events []messages.Envelope, configs ...messages.Envelope) error {
-	x, err := newExportWriter(w, events[0].SessionID, len(events), len(configs))
+	x, err := newExportWriter(w, events[0].SessionID, len(events), len(configs), 0)
 	if err != nil {
 		return err
 	}
@@ -68,12 +74,15 @@ type exportWriter struct {
 	buf []byte // an event's encoding, reused
 }
 
-func newExportWriter(w io.Writer, sessionID string, events, configs int) (*exportWriter, error) {
+func newExportWriter(w io.Writer, sessionID string, events, configs, memory int) (*exportWriter, error) {
 	version := 1
-	if configs > 0 {
-		version = exportVersion
+	switch {
+	case memory > 0:
+		version = 3
+	case configs > 0:
+		version = 2
 	}
-	h, err := json.Marshal(exportHeader{Format: exportFormat, Version: version, SessionID: sessionID, Events: events, Configs: configs})
+	h, err := json.Marshal(exportHeader{Format: exportFormat, Version: version, SessionID: sessionID, Events: events, Configs: configs, Memory: memory})
 	if err != nil {
 		return nil, err
 	}
@@ -172,14 +181,14 @@ func invalidUTF8At(b []byte) int {
 // or stored), or saved by an editor with a UTF-8 byte order mark and CRLF line
 // endings.
 func readExport(r io.Reader) (events, configs []messages.Envelope, err error) {
-	_, configs, err = scanExport(r, func(batch []messages.Envelope) error {
+	_, tail, err := scanExport(r, func(batch []messages.Envelope) error {
 		events = append(events, batch...)
 		return nil
 	})
 	if err != nil {
 		return nil, nil, err
 	}
-	return events, configs, nil
+	return events, tail.configs, nil
 }
 
 // importBatchMax and importBatchBytes bound a batch of scanExport: at most
@@ -278,19 +287,27 @@ func (w *sessionWriter) partial() string {
 	return fmt.Sprintf("the log holds %d of its events but not its first, so no node resumes it", w.written)
 }
 
+// exportTail is what an export holds after the session's events: the
+// configurations' events (one per configuration the session's tasks name) and
+// the memory changes the session made (version 3).
+type exportTail struct {
+	configs, memory []messages.Envelope
+}
+
 // scanExport is readExport of an export read as a stream, a line at a time:
 // it calls batch with the session's events in seq order, a batch at a time
 // (importBatchMax events, or about importBatchBytes of payload), as it
-// validates them, and returns the header and the configurations' events (one
-// per configuration the session's tasks name). It stops at the first error,
+// validates them, and returns the header and what follows the events
+// (exportTail), each memory change checked by checkMemoryEvent. It stops at the first error,
 // batch's or the file's, after the batches before it: a caller that must
 // write nothing of an unsound file reads it once to validate it, and then again.
-func scanExport(r io.Reader, batch func(events []messages.Envelope) error) (h exportHeader, configs []messages.Envelope, err error) {
+func scanExport(r io.Reader, batch func(events []messages.Envelope) error) (h exportHeader, tail exportTail, err error) {
+	var configs, mem []messages.Envelope
 	br := bufio.NewReaderSize(r, 64<<10)
 	if magic, _ := br.Peek(2); bytes.Equal(magic, []byte{0x1f, 0x8b}) {
 		zr, err := gzip.NewReader(br)
 		if err != nil {
-			return h, nil, fmt.Errorf("%w: the file is gzip'd, and its gzip header is bad: %w", ErrBadExport, err)
+			return h, exportTail{}, fmt.Errorf("%w: the file is gzip'd, and its gzip header is bad: %w", ErrBadExport, err)
 		}
 		defer zr.Close()
 		br = bufio.NewReaderSize(zr, 64<<10)
@@ -298,36 +315,38 @@ func scanExport(r io.Reader, batch func(events []messages.Envelope) error) (h ex
 	lr := &lineReader{r: br}
 	first, err := lr.next()
 	if err == io.EOF {
-		return h, nil, fmt.Errorf("%w: the file is empty", ErrBadExport)
+		return h, exportTail{}, fmt.Errorf("%w: the file is empty", ErrBadExport)
 	}
 	if err != nil {
-		return h, nil, fmt.Errorf("%w: %w", ErrBadExport, err)
+		return h, exportTail{}, fmt.Errorf("%w: %w", ErrBadExport, err)
 	}
 	first = messages.TrimByteOrderMark(first)
 	if err := checkKeys(first, headerKeys); err != nil {
-		return h, nil, fmt.Errorf("%w: line 1 is not an export header: %w", ErrBadExport, err)
+		return h, exportTail{}, fmt.Errorf("%w: line 1 is not an export header: %w", ErrBadExport, err)
 	}
 	d := json.NewDecoder(bytes.NewReader(first))
 	d.DisallowUnknownFields()
 	if err := d.Decode(&h); err != nil {
-		return h, nil, fmt.Errorf("%w: line 1 is not an export header: %v", ErrBadExport, err)
+		return h, exportTail{}, fmt.Errorf("%w: line 1 is not an export header: %v", ErrBadExport, err)
 	}
 	switch {
 	case h.Format != exportFormat:
-		return h, nil, fmt.Errorf("%w: line 1: format %q, want %q", ErrBadExport, h.Format, exportFormat)
+		return h, exportTail{}, fmt.Errorf("%w: line 1: format %q, want %q", ErrBadExport, h.Format, exportFormat)
 	case h.Version > exportVersion:
-		return h, nil, fmt.Errorf("%w: export format version %d is newer than this build reads (%d)", ErrBadExport, h.Version, exportVersion)
+		return h, exportTail{}, fmt.Errorf("%w: export format version %d is newer than this build reads (%d)", ErrBadExport, h.Version, exportVersion)
 	case h.Version < 1:
-		return h, nil, fmt.Errorf("%w: export format version %d is invalid", ErrBadExport, h.Version)
+		return h, exportTail{}, fmt.Errorf("%w: export format version %d is invalid", ErrBadExport, h.Version)
 	case h.Events < 1:
 		// An export holds a session, which has one event at least.
-		return h, nil, fmt.Errorf("%w: line 1: %d events: an export holds one at least", ErrBadExport, h.Events)
+		return h, exportTail{}, fmt.Errorf("%w: line 1: %d events: an export holds one at least", ErrBadExport, h.Events)
+	case h.Memory < 0 || h.Memory > 0 && h.Version < 3:
+		return h, exportTail{}, fmt.Errorf("%w: line 1: %d memory changes in an export of version %d", ErrBadExport, h.Memory, h.Version)
 	case h.Configs < 0 || h.Configs > 0 && h.Version < 2:
-		return h, nil, fmt.Errorf("%w: line 1: %d configurations in an export of version %d", ErrBadExport, h.Configs, h.Version)
+		return h, exportTail{}, fmt.Errorf("%w: line 1: %d configurations in an export of version %d", ErrBadExport, h.Configs, h.Version)
 	case h.SessionID == "":
-		return h, nil, fmt.Errorf("%w: the header names no session", ErrBadExport)
+		return h, exportTail{}, fmt.Errorf("%w: the header names no session", ErrBadExport)
 	case !node.ValidSessionID(h.SessionID):
-		return h, nil, fmt.Errorf("%w: line 1: session ID %q: a session ID is %s", ErrBadExport, h.SessionID, node.SessionIDRule)
+		return h, exportTail{}, fmt.Errorf("%w: line 1: session ID %q: a session ID is %s", ErrBadExport, h.SessionID, node.SessionIDRule)
 	}
 	var (
 		events  int                 // the session's events read
@@ -349,28 +368,28 @@ func scanExport(r io.Reader, batch func(events []messages.Envelope) error) (h ex
 			break
 		}
 		if err != nil {
-			return h, nil, fmt.Errorf("%w: %w", ErrBadExport, err)
+			return h, exportTail{}, fmt.Errorf("%w: %w", ErrBadExport, err)
 		}
 		line := lr.line
 		if len(bytes.TrimSpace(b)) == 0 {
 			continue
 		}
-		if events == h.Events && len(configs) == h.Configs {
+		if events == h.Events && len(configs) == h.Configs && len(mem) == h.Memory {
 			// Past what the header counts: another export (two files
 			// concatenated), or events added by hand.
 			var next exportHeader
 			if json.Unmarshal(b, &next) == nil && next.Format == exportFormat {
-				return h, nil, fmt.Errorf("%w: line %d: the header of another export (of session %q) after the %d events and %d configurations of this one: import one export per file",
+				return h, exportTail{}, fmt.Errorf("%w: line %d: the header of another export (of session %q) after the %d events and %d configurations of this one: import one export per file",
 					ErrBadExport, line, next.SessionID, h.Events, h.Configs)
 			}
-			return h, nil, fmt.Errorf("%w: line %d: more lines than the header's %d events and %d configurations", ErrBadExport, line, h.Events, h.Configs)
+			return h, exportTail{}, fmt.Errorf("%w: line %d: more lines than the header's %d events and %d configurations", ErrBadExport, line, h.Events, h.Configs)
 		}
 		if err := checkKeys(b, envelopeKeys); err != nil {
-			return h, nil, fmt.Errorf("%w: line %d is not an event envelope: %w", ErrBadExport, line, err)
+			return h, exportTail{}, fmt.Errorf("%w: line %d is not an event envelope: %w", ErrBadExport, line, err)
 		}
 		e, err := messages.Unmarshal(b)
 		if err != nil {
-			return h, nil, fmt.Errorf("%w: line %d: %w", ErrBadExport, line, err)
+			return h, exportTail{}, fmt.Errorf("%w: line %d: %w", ErrBadExport, line, err)
 		}
 		// The payload as a node writes it (json.Marshal of a json.RawMessage:
 		// compact), whatever the spacing of a file another tool rewrote: the
@@ -378,52 +397,62 @@ func scanExport(r io.Reader, batch func(events []messages.Envelope) error) (h ex
 		// which finds no field whose value follows a space (export writes
 		// payloads compact, so that its files are imported as they are).
 		if e.Payload, err = json.Marshal(e.Payload); err != nil {
-			return h, nil, fmt.Errorf("%w: line %d: %w", ErrBadExport, line, err)
+			return h, exportTail{}, fmt.Errorf("%w: line %d: %w", ErrBadExport, line, err)
 		}
 		if string(e.Payload) == "null" {
 			// Decoded, it is an event with no field set: a node records an object.
-			return h, nil, fmt.Errorf("%w: line %d: a %s event whose payload is null", ErrBadExport, line, e.Type)
+			return h, exportTail{}, fmt.Errorf("%w: line %d: a %s event whose payload is null", ErrBadExport, line, e.Type)
 		}
 		p, err := e.Decode()
 		if err != nil {
-			return h, nil, fmt.Errorf("%w: line %d: %w", ErrBadExport, line, err)
+			return h, exportTail{}, fmt.Errorf("%w: line %d: %w", ErrBadExport, line, err)
 		}
 		if err := ids.add(e); err != nil {
 			// The log refuses it: a session written in batches would be
 			// refused part way, its configurations and first batches written.
-			return h, nil, fmt.Errorf("%w: line %d: %w", ErrBadExport, line, err)
+			return h, exportTail{}, fmt.Errorf("%w: line %d: %w", ErrBadExport, line, err)
+		}
+		if events == h.Events && len(configs) == h.Configs {
+			if err := checkMemoryEvent(e, p, h.SessionID, mem); err != nil {
+				return h, exportTail{}, fmt.Errorf("%w: line %d: %w", ErrBadExport, line, err)
+			}
+			mem = append(mem, e)
+			continue
 		}
 		if events == h.Events && h.Configs > 0 {
 			if err := checkConfigEvent(e, p); err != nil {
-				return h, nil, fmt.Errorf("%w: line %d: %w", ErrBadExport, line, err)
+				return h, exportTail{}, fmt.Errorf("%w: line %d: %w", ErrBadExport, line, err)
 			}
 			configs = append(configs, e)
 			continue
 		}
 		if e.SessionID != h.SessionID {
-			return h, nil, fmt.Errorf("%w: line %d: event of session %q in an export of %q", ErrBadExport, line, e.SessionID, h.SessionID)
+			return h, exportTail{}, fmt.Errorf("%w: line %d: event of session %q in an export of %q", ErrBadExport, line, e.SessionID, h.SessionID)
 		}
 		if want := uint64(events + 1); e.Seq != want {
-			return h, nil, fmt.Errorf("%w: line %d: seq %d where %d was expected (events missing or out of order)", ErrBadExport, line, e.Seq, want)
+			return h, exportTail{}, fmt.Errorf("%w: line %d: seq %d where %d was expected (events missing or out of order)", ErrBadExport, line, e.Seq, want)
 		}
 		events++
 		pending, size = append(pending, e), size+len(e.Payload)
 		if len(pending) >= importBatchMax || size >= importBatchBytes || events == h.Events {
 			if err := flush(); err != nil {
-				return h, nil, err
+				return h, exportTail{}, err
 			}
 		}
 	}
-	if events != h.Events || len(configs) != h.Configs {
-		return h, nil, fmt.Errorf("%w: the header promises %d events and %d configurations, the file has %d and %d (truncated?)", ErrBadExport, h.Events, h.Configs, events, len(configs))
+	if (events != h.Events || len(configs) != h.Configs) && h.Memory == 0 {
+		return h, exportTail{}, fmt.Errorf("%w: the header promises %d events and %d configurations, the file has %d and %d (truncated?)", ErrBadExport, h.Events, h.Configs, events, len(configs))
 	}
-	return h, configs, nil
+	if events != h.Events || len(configs) != h.Configs || len(mem) != h.Memory {
+		return h, exportTail{}, fmt.Errorf("%w: the header promises %d events, %d configurations and %d memory changes, the file has %d, %d and %d (truncated?)", ErrBadExport, h.Events, h.Configs, h.Memory, events, len(configs), len(mem))
+	}
+	return h, exportTail{configs: configs, memory: mem}, nil
 }
 
 // The keys of an export's header and of an event's envelope, as export writes
 // them (messages.AppendEnvelope).
 var (
-	headerKeys   = []string{"format", "version", "session_id", "events", "configs"}
+	headerKeys   = []string{"format", "version", "session_id", "events", "configs", "memory"}
 	envelopeKeys = []string{"id", "session_id", "seq", "type", "v", "causation_id", "correlation_id", "ts", "actor", "payload"}
 )
 
@@ -526,7 +555,9 @@ func checkConfigEvent(e messages.Envelope, p messages.Payload) error {
 // session, node.NamedTaskID), and a session.forked event at at+1, stamped ts,
 // links it to its parent. Payloads are otherwise identical, but for the times
 // the fork goes on against (pendingAt): a task unfinished at at, and an
-// approval pending there, keep the time they had left at at's event.
+// approval pending there, keep the time they had left at at's event; and a
+// fork of a sub-agent's child session records its tasks without their parent
+// (messages.TaskSubmitted.Parent): it is no child of anyone.
 func forkEvents(parent []messages.Envelope, at uint64, newID string, ts int64) ([]messages.Envelope, error) {
 	plan := newForkPlan(at)
 	if err := plan.add(parent); err != nil {
@@ -674,9 +705,9 @@ func (c *forkCopier) copy(page []messages.Envelope) ([]messages.Envelope, error)
 		if err != nil {
 			return nil, err
 		}
-		moved := false
+		changed := false // the payload, from its recorded bytes
 		for _, m := range c.moves {
-			moved = m(e, p) || moved
+			changed = m(e, p) || changed
 		}
 		switch p := p.(type) {
 		case *messages.ModelRequested:
@@ -692,13 +723,23 @@ func (c *forkCopier) copy(page []messages.Envelope) ([]messages.Envelope, error)
 			p.Key = rekey(p.Key)
 		case *messages.ApprovalResolved:
 			p.Key = rekey(p.Key)
+		case *messages.TaskSubmitted:
+			// A fork of a sub-agent's child session is no child: no call of
+			// the child's parent delegated it, nor waits for its answer (a
+			// sub-agent's task is its call's child session's, which ingress
+			// checks), and listed with that parent a node would take it for
+			// one of the parent's sub-agents. Its session.forked names where
+			// it came from; it delegates as a session of its own.
+			if p.Parent != nil {
+				p.Parent, changed = nil, true
+			}
 		}
 		ne, err := messages.NewEnvelope(p)
 		if err != nil {
 			return nil, err
 		}
 		ne.Version = e.Version
-		if !hasKey(p) && !moved {
+		if !hasKey(p) && !changed {
 			ne.Payload = e.Payload // nothing to re-derive: copy the bytes as recorded
 		}
 		ne.ID = fmt.Sprintf("%s/%d", newID, e.Seq)

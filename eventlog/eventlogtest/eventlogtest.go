@@ -60,6 +60,7 @@ func Run(t *testing.T, f Features, newLog func(t *testing.T) eventlog.Log) {
 		{"OrderWithinBatch", s.testOrderWithinBatch},
 		{"OrderAcrossBatches", s.testOrderAcrossBatches},
 		{"UnknownSession", s.testUnknownSession},
+		{"FindEvent", s.testFindEvent},
 		{"EmptyBatch", s.testEmptyBatch},
 		{"DuplicateAlone", s.testDuplicateAlone},
 		{"DuplicateInBatch", s.testDuplicateInBatch},

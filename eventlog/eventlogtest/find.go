@@ -1,0 +1,47 @@
+package eventlogtest
+
+import (
+	"reflect"
+	"testing"
+
+	"github.com/troupe-run/troupe/eventlog"
+	"github.com/troupe-run/troupe/messages"
+)
+
+// testFindEvent checks eventlog.EventFinding, where the log has it: an event
+// named by its position's ID, or by another, is found as Read returns it; an
+// ID of no event, another session's event, or the event held at a position
+// whose derived ID names none, is not found.
+func (s *suite) testFindEvent(t *testing.T) {
+	l := s.newLog(t)
+	f, ok := l.(eventlog.EventFinding)
+	if !ok {
+		t.Skip("the log does not find events by ID")
+	}
+	a, b := newSession("s-1", 1000), newSession("s-2", 2000)
+	events := a.task(t, completed())
+	named := events[2]
+	named.ID = "task-7f3a" // not derived from its position
+	events[2] = named
+	s.append(t, l, events...)
+	s.append(t, l, b.task(t, nil)...)
+	s.wantRead(t, l, "s-1", 0, events)
+	for _, want := range []int{0, 2, len(events) - 1} {
+		got, found, err := f.FindEvent(s.ctx(t), "s-1", events[want].ID)
+		if err != nil || !found || !reflect.DeepEqual(got, events[want]) {
+			t.Errorf("FindEvent(s-1, %s) = %s, %v, %v; want %s", events[want].ID, describe([]messages.Envelope{got}), found, err, describe(events[want:want+1]))
+		}
+	}
+	for _, c := range []struct{ session, id string }{
+		{"s-1", "nothing"},
+		{"s-1", "s-1/3"},     // the position holds task-7f3a
+		{"s-1", "s-1/99"},    // past the session
+		{"s-2", "task-7f3a"}, // another session's
+		{"s-1", "s-2/1"},
+		{"nobody", "nobody/1"},
+	} {
+		if got, found, err := f.FindEvent(s.ctx(t), c.session, c.id); err != nil || found {
+			t.Errorf("FindEvent(%s, %s) = %s, %v, %v; want nothing found", c.session, c.id, describe([]messages.Envelope{got}), found, err)
+		}
+	}
+}
