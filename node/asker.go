@@ -95,7 +95,25 @@ func (a *Asker) Answer(ctx context.Context, r *messages.ApprovalRequested) error
 	if err != nil {
 		return err
 	}
-	return a.send(ctx, r, approve, strings.TrimSpace(reason), messages.ApprovedByTerminal)
+	reason, changed := terminalReason(strings.TrimSpace(reason))
+	if changed {
+		fmt.Fprintf(a.out, "  (the reason is recorded as UTF-8, bytes that are not shown as U+FFFD, and cut to %d bytes)\n", maxApprovalReason)
+	}
+	return a.send(ctx, r, approve, reason, messages.ApprovedByTerminal)
+}
+
+// terminalReason makes a reason typed on a terminal one that an answer may carry
+// (AdmitApproval): bytes that are not UTF-8 (a terminal in another encoding) read
+// as U+FFFD, and a line past maxApprovalReason cut between characters. The
+// terminal is asked once: an answer refused for its reason would leave the call
+// waiting with nobody to answer it (node run serves no API). changed says whether
+// the reason was changed.
+func terminalReason(reason string) (string, bool) {
+	valid := strings.ToValidUTF8(reason, "\uFFFD")
+	if len(valid) > maxApprovalReason {
+		valid = cutWithNote(valid, maxApprovalReason, "…")
+	}
+	return valid, valid != reason
 }
 
 // readLine reads a line of the terminal; ok is false at its end.

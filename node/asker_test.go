@@ -87,3 +87,49 @@ func TestAskerPrintsAnAnswerURLThatWorks(t *testing.T) {
 		t.Errorf("the approved tool ran %d times, want 1", sent.Load())
 	}
 }
+
+// TestAskerTakesATerminalsReasonThatIsNoValidAnswer: on a terminal, the user
+// answers y and a reason the node's bound on an answer refuses: bytes that are not
+// UTF-8 (a Latin-1 terminal's "café"), or a line longer than 4096 bytes (a terminal
+// out of canonical mode). The answer was refused ("the answer was not recorded")
+// and nothing asked again: the call waited until its approval expired (for ever
+// with no timeout), with nobody able to answer it, as node run serves no API. The
+// reason is now made valid and cut, and the user's y is taken.
+func TestAskerTakesATerminalsReasonThatIsNoValidAnswer(t *testing.T) {
+	for name, reason := range map[string]string{
+		"latin1": "caf\xe9",
+		"long":   strings.Repeat("é", 3000),
+	} {
+		t.Run(name, func(t *testing.T) {
+			model, err := llm.NewScripted(llm.Script{Name: "scripted", Steps: []llm.ScriptStep{
+				{ToolCalls: []messages.ToolCall{{ID: "call_1", Name: "send_email", Arguments: `{"to":"bob@example.com"}`}}},
+				{Content: "handled"},
+			}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var sent atomic.Int64
+			n := nodetest.Start(t, node.Config{Model: model, Tools: []tools.Tool{emailTool{&sent}},
+				Agents: []node.NamedAgent{{Name: "mailer", Tools: []string{"send_email"}, Approvals: []string{"send_email"}}}})
+			const session = "asker-reason"
+			if _, err := n.Submit(context.Background(), node.Task{Input: "mail bob", SessionID: session, Agent: "mailer"}); err != nil {
+				t.Fatal(err)
+			}
+			p := waitApproval(t, n, session)
+			var out bytes.Buffer
+			a := node.NewAsker(n, "node run", session, strings.NewReader("y\n"+reason+"\n"), true, false, &out)
+			if err := a.Answer(context.Background(), &messages.ApprovalRequested{Key: p.Key, CallID: p.Call, Tool: p.Tool, Arguments: p.Arguments}); err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(out.String(), "not recorded") {
+				t.Fatalf("the terminal's answer was refused: %q", out.String())
+			}
+			if events := waitEnded(t, n, session); events[len(events)-1].Type != messages.TypeTaskCompleted {
+				t.Errorf("the task ended with %s", events[len(events)-1].Type)
+			}
+			if sent.Load() != 1 {
+				t.Errorf("the approved tool ran %d times, want 1", sent.Load())
+			}
+		})
+	}
+}
