@@ -53,7 +53,7 @@ func TestFinishPushesPostsAnEndedTasksUnpostedEnd(t *testing.T) {
 			}
 			e.SessionID, e.Seq, e.TS, e.ID = session, uint64(i+1), at.UnixMicro()+int64(i), session+"-end"
 			if i == 0 {
-				e.ID = EnvelopeID(message)
+				e.ID = EnvelopeID(session, message)
 			}
 			events = append(events, e)
 		}
@@ -121,7 +121,7 @@ func TestFinishPushesTakesNoLease(t *testing.T) {
 		}
 		e.SessionID, e.Seq, e.TS, e.ID = "old", uint64(i+1), time.Now().Add(-time.Hour).UnixMicro()+int64(i), "old-end"
 		if i == 0 {
-			e.ID = EnvelopeID("m-old")
+			e.ID = EnvelopeID("old", "m-old")
 		}
 		events = append(events, e)
 	}

@@ -94,7 +94,7 @@ type Submission struct {
 	SessionID string // the message's contextId
 	Input     string // the text of its parts
 	// MessageID is the client's messageId, and EnvelopeID the ID of the task's
-	// task.submitted envelope, EnvelopeID(MessageID).
+	// task.submitted envelope, EnvelopeID(SessionID, MessageID).
 	MessageID, EnvelopeID string
 	// Budget is what the message's metadata asks (MessageBudget).
 	Budget Budget
@@ -174,7 +174,7 @@ func (e *Executor) submission(m *sdk.Message, session string) (Submission, error
 	if err != nil {
 		return Submission{}, err
 	}
-	return Submission{Agent: e.agent, SessionID: session, Input: messageText(m), MessageID: m.ID, EnvelopeID: EnvelopeID(m.ID), Budget: b}, nil
+	return Submission{Agent: e.agent, SessionID: session, Input: messageText(m), MessageID: m.ID, EnvelopeID: EnvelopeID(session, m.ID), Budget: b}, nil
 }
 
 // Executor runs A2A tasks as Troupe tasks of one agent (a2asrv.AgentExecutor).
@@ -212,11 +212,14 @@ func NewExecutor(b Backend, agent string) *Executor {
 
 var _ a2asrv.AgentExecutor = (*Executor)(nil)
 
-// EnvelopeID is the task.submitted envelope ID of the A2A message messageID: a
-// message sent again (the same messageId) is the same Troupe task, which its session
-// records once.
-func EnvelopeID(messageID string) string {
-	sum := sha256.Sum256([]byte(messageID))
+// EnvelopeID is the task.submitted envelope ID of the A2A message messageID in
+// context (session) contextID: a message sent again (the same messageId) is the
+// same Troupe task, which its session records once. The context is part of it:
+// a messageId is unique to its client only (clients number their messages "1",
+// "2", …), and an envelope ID is the log's, across sessions, so the same
+// messageId in another context is another task.
+func EnvelopeID(contextID, messageID string) string {
+	sum := sha256.Sum256([]byte(contextID + "\x00" + messageID))
 	return "a2a-" + hex.EncodeToString(sum[:16])
 }
 
@@ -293,7 +296,7 @@ func (e *Executor) Execute(ctx context.Context, rc *a2asrv.RequestContext, q eve
 		if _, id, ok := ParseTaskID(rc.StoredTask.ID); ok {
 			envID = id
 		} else if len(rc.StoredTask.History) > 0 {
-			envID = EnvelopeID(rc.StoredTask.History[0].ID)
+			envID = EnvelopeID(rc.StoredTask.ContextID, rc.StoredTask.History[0].ID)
 		} else {
 			return fmt.Errorf("a2a: task %s has no history", rc.StoredTask.ID)
 		}

@@ -38,8 +38,8 @@ func TestParseAnswer(t *testing.T) {
 }
 
 func TestIDsAreStableAndValidSessionIDs(t *testing.T) {
-	if EnvelopeID("m1") != EnvelopeID("m1") || EnvelopeID("m1") == EnvelopeID("m2") || ContextFor("m1") == EnvelopeID("m1") {
-		t.Fatal("IDs must be a function of the message ID, one per use")
+	if EnvelopeID("s", "m1") != EnvelopeID("s", "m1") || EnvelopeID("s", "m1") == EnvelopeID("s", "m2") || EnvelopeID("s1", "m1") == EnvelopeID("s2", "m1") || ContextFor("m1") == EnvelopeID("", "m1") {
+		t.Fatal("IDs must be a function of the context and the message ID, one per use")
 	}
 	if id := ContextFor(strings.Repeat("x", 10000)); len(id) != 36 || !strings.HasPrefix(id, "a2a-") {
 		t.Fatalf("context id %q", id)
@@ -49,7 +49,7 @@ func TestIDsAreStableAndValidSessionIDs(t *testing.T) {
 func TestTaskIDsNameTheirSessionAndEnvelope(t *testing.T) {
 	id := TaskIDFor("user:alice.1", "m1")
 	session, env, ok := ParseTaskID(id)
-	if !ok || session != "user:alice.1" || env != EnvelopeID("m1") {
+	if !ok || session != "user:alice.1" || env != EnvelopeID("user:alice.1", "m1") {
 		t.Fatalf("%s: %q %q %v", id, session, env, ok)
 	}
 	if TaskIDFor("s", "m1") == TaskIDFor("s", "m2") || TaskIDFor("s1", "m1") == TaskIDFor("s2", "m1") {

@@ -29,7 +29,7 @@ const taskIDSep = "~"
 // TaskIDFor is the ID of the A2A task that message messageID starts in context
 // (session) contextID.
 func TaskIDFor(contextID, messageID string) sdk.TaskID {
-	return sdk.TaskID(contextID + taskIDSep + strings.TrimPrefix(EnvelopeID(messageID), "a2a-"))
+	return sdk.TaskID(contextID + taskIDSep + strings.TrimPrefix(EnvelopeID(contextID, messageID), "a2a-"))
 }
 
 // ParseTaskID returns the session and the task.submitted envelope ID a task ID

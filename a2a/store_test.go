@@ -72,7 +72,7 @@ func TestTaskStoreEndedAmongListsTheRunningSessionsOnce(t *testing.T) {
 			e.SessionID, e.Seq, e.TS = session, uint64(i+1), int64(1_800_000_000_000_000+i)
 			e.ID = fmt.Sprintf("%s-%d", session, i+1)
 			if step != "" {
-				e.ID = EnvelopeID(step)
+				e.ID = EnvelopeID(session, step)
 			}
 			events = append(events, e)
 		}
@@ -145,7 +145,7 @@ func TestTaskStoreBoundsTasksThatDoNotEnd(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		e.SessionID, e.Seq, e.TS, e.ID = fmt.Sprintf("s%d", i), 1, 1_800_000_000_000_000, EnvelopeID(fmt.Sprintf("m%d", i))
+		e.SessionID, e.Seq, e.TS, e.ID = fmt.Sprintf("s%d", i), 1, 1_800_000_000_000_000, EnvelopeID(fmt.Sprintf("s%d", i), fmt.Sprintf("m%d", i))
 		if err := l.Append(ctx, []messages.Envelope{e}); err != nil {
 			t.Fatal(err)
 		}

@@ -30,7 +30,7 @@ import (
 //
 // An A2A contextId is a Troupe session ID (a message without one gets one derived
 // from its messageId), an A2A task one Troupe task of the session, submitted with
-// an envelope ID derived from the messageId (a2a.EnvelopeID): a message/send sent
+// an envelope ID derived from the context and the messageId (a2a.EnvelopeID): a message/send sent
 // again is recorded once. A pending approval is the task's input-required state; a
 // message sent to the task answers it ("approve" or "reject"). The model's tokens
 // stream (WatchDeltas) into the task's answer artifact. A task's ID names its
