@@ -57,6 +57,14 @@ type TaskChecker interface {
 	CheckTask(s Submission) error
 }
 
+// AnswerChecker is a Backend that tells, before an answer to a task in
+// input-required is taken, whether Approve would refuse its reason (too long, not
+// UTF-8): such a message is answered with InvalidParams (-32602) and the reason,
+// and the task still waits for an answer.
+type AnswerChecker interface {
+	CheckAnswerReason(reason string) error
+}
+
 // RunningTasks is a Backend that tells which task a session runs now without
 // reading its whole history (the node: from its kept fold of the session): the
 // task.submitted envelope ID RunningTask tells from the session's events, ""
@@ -1134,8 +1142,14 @@ func (d *Dedupe) checkAnswer(ctx context.Context, p *sdk.MessageSendParams) erro
 	if st := task.Status.State; st != sdk.TaskStateInputRequired {
 		return fmt.Errorf("a2a: %w: task %s is %s; only a task in input-required takes another message", sdk.ErrInvalidParams, task.ID, st)
 	}
-	if _, _, err := parseAnswer(p.Message); err != nil {
+	_, reason, err := parseAnswer(p.Message)
+	if err != nil {
 		return fmt.Errorf("a2a: %w: task %s: %v", sdk.ErrInvalidParams, task.ID, err)
+	}
+	if c, ok := d.exec.backend.(AnswerChecker); ok {
+		if err := c.CheckAnswerReason(reason); err != nil {
+			return fmt.Errorf("a2a: %w: task %s: %w", sdk.ErrInvalidParams, task.ID, err)
+		}
 	}
 	return nil
 }

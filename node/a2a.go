@@ -227,6 +227,11 @@ func (b a2aBackend) CancelTask(ctx context.Context, sessionID, envelopeID, reaso
 	return err
 }
 
+// CheckAnswerReason refuses a reason Approve would refuse (a2a.AnswerChecker).
+func (b a2aBackend) CheckAnswerReason(reason string) error { return checkApprovalReason(reason) }
+
+var _ a2a.AnswerChecker = a2aBackend{}
+
 func (b a2aBackend) Approve(ctx context.Context, sessionID, call string, approve bool, reason string) error {
 	return b.n.Approve(ctx, sessionID, call, approve, reason, messages.ApprovedByHTTP)
 }

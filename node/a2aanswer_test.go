@@ -50,6 +50,14 @@ func TestA2AUnreadableAnswerLeavesTheTaskWaiting(t *testing.T) {
 	}
 	_, err = client.SendMessage(ctx, &sdk.MessageSendParams{Message: to("what would it say?")})
 	refused("message/send", err)
+	// A reason the node refuses (over 4096 bytes) is no answer either.
+	_, err = client.SendMessage(ctx, &sdk.MessageSendParams{Message: to("approve " + strings.Repeat("x", 5000))})
+	if !errors.Is(err, sdk.ErrInvalidParams) || !strings.Contains(err.Error(), "4096") {
+		t.Fatalf("an answer with a reason of 5,000 bytes: %v, want invalid params naming the bound", err)
+	}
+	if got, err := client.GetTask(ctx, &sdk.TaskQueryParams{ID: task.ID}); err != nil || got.Status.State != sdk.TaskStateInputRequired {
+		t.Fatalf("after a reason of 5,000 bytes: %+v, %v; want the task still in input-required", got, err)
+	}
 	var streamErr error
 	for _, err := range client.SendStreamingMessage(ctx, &sdk.MessageSendParams{Message: to("maybe later")}) {
 		if err != nil {

@@ -57,12 +57,21 @@ func (in *Ingress) AdmitApproval(sessionID, call string, approve bool, reason, b
 		return bad("session_id %s: must be %s", QuoteHead(sessionID), SessionIDRule)
 	case call == "" || len(call) > maxApprovalCall || !utf8.ValidString(call):
 		return bad("call %s: want the call_id or the key of the call (as GET /v1/approvals lists it), at most %d bytes", QuoteHead(call), maxApprovalCall)
-	case len(reason) > maxApprovalReason || !utf8.ValidString(reason):
-		return bad("reason: want at most %d bytes of UTF-8", maxApprovalReason)
+	case checkApprovalReason(reason) != nil:
+		return bad("%v", checkApprovalReason(reason))
 	case !slices.Contains(answerSources, by):
 		return bad("by %s: want one of %s", QuoteHead(by), strings.Join(answerSources, ", "))
 	}
 	return messages.ApprovalAnswer{SessionID: sessionID, Call: call, Approve: approve, Reason: in.redactor.String(reason), By: by}, nil
+}
+
+// checkApprovalReason refuses the reason of an answer that is over
+// maxApprovalReason bytes or not UTF-8.
+func checkApprovalReason(reason string) error {
+	if len(reason) > maxApprovalReason || !utf8.ValidString(reason) {
+		return fmt.Errorf("reason: want at most %d bytes of UTF-8", maxApprovalReason)
+	}
+	return nil
 }
 
 // DecodeApproval reads an ApprovalAnswer from the tasks topic; one that does not
