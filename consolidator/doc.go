@@ -27,8 +27,9 @@
 //     412", in any script's digits by value: "５月３日" and "５月５日" too, each
 //     number read whole, its parts in order: "2026-05-03" and "2026-03-05", and
 //     fractions, superscripts and Roman numerals: "½" and "¾": other
-//     facts, however close an embedder puts them; semantic ones go to the conflict
-//     judgement instead). The namespace's Merge keeps every source and its
+//     facts, however close an embedder puts them), nor a text that negates and
+//     one that does not (an odd number of negations: "not", "never", "n't", …);
+//     semantic ones go to the conflict judgement instead. The namespace's Merge keeps every source and its
 //     metadata.
 //   - promotion: working memories more important than PromoteAbove (0.7) move to
 //     episodic.

@@ -184,7 +184,10 @@ type item struct {
 	// nums is the memory's numbers (numbers), once computed; numsSet says so.
 	nums    string
 	numsSet bool
-	gone    bool
+	// negated is whether the memory's content negates (negates), once computed;
+	// negSet says so.
+	negated, negSet bool
+	gone            bool
 	// invalidated is set by a conflict decision of this plan.
 	invalidated bool
 	// merged is set when a merge of this plan folds the memory into another, which
@@ -428,7 +431,7 @@ func (pl *planner) dedupe() {
 			var ids []string
 			var cos []float64
 			near.each(i, i+1, func(j int) bool { return g[j].gone }, func(j int, c float64) {
-				if it := g[j]; sc.of(c) >= pl.p.DuplicateThreshold && !numbersDiffer(k, it) && !pl.contradict(k, it) && !vectorSaysNothing(k, it) {
+				if it := g[j]; sc.of(c) >= pl.p.DuplicateThreshold && !readOtherwise(k, it) && !pl.contradict(k, it) && !vectorSaysNothing(k, it) {
 					it.gone, it.merged = true, true
 					k.absorbed = append(k.absorbed, it.names()...)
 					ids = append(ids, it.m.ID)
@@ -464,6 +467,51 @@ func vectorSaysNothing(a, b *item) bool {
 		}
 	}
 	return true
+}
+
+// readOtherwise reports whether a's and b's texts, however close their vectors,
+// say other things: they hold other numbers (numbersDiffer), or one negates what
+// the other affirms (negationDiffers). Rule 2 does not merge such a pair; among
+// facts, it goes to the conflict judgement.
+func readOtherwise(a, b *item) bool { return numbersDiffer(a, b) || negationDiffers(a, b) }
+
+// negationDiffers reports whether one of a's and b's texts negates and the other
+// does not (negates). The offline hashing embedder reads a long sentence and its
+// negation nearly alike (a fact of fifteen words and the same with "not": cosine
+// 0.95, over a floor of about 0 in a tier of unrelated facts), yet they are two
+// facts, the newer often the correction of the older: merging them folded "she is
+// not allergic to peanuts" into "she is allergic to peanuts", found by no search.
+func negationDiffers(a, b *item) bool { return a.negates() != b.negates() }
+
+// negations are the words that negate what follows them, in English and a few
+// languages whose negation is a word of its own; a word ending in "n't" negates
+// too.
+var negations = map[string]bool{
+	"not": true, "no": true, "never": true, "none": true, "nobody": true, "nothing": true,
+	"neither": true, "nor": true, "nowhere": true, "cannot": true, "without": true,
+	"nicht": true, "kein": true, "keine": true, "nie": true, "niemals": true,
+	"pas": true, "jamais": true, "aucun": true, "aucune": true,
+	"não": true, "nunca": true, "nada": true, "nadie": true, "ningún": true, "ninguna": true, "non": true,
+}
+
+// negates reports whether the memory's content holds an odd number of negations
+// (negations, or a word ending in "n't" or "n’t"): "is not", "isn't" and "is no
+// longer" negate alike, and a double negation affirms.
+func (it *item) negates() bool {
+	if it.negSet {
+		return it.negated
+	}
+	n := 0
+	for _, w := range strings.FieldsFunc(strings.ToLower(it.m.Content), func(r rune) bool {
+		return !unicode.IsLetter(r) && r != '\'' && r != '’'
+	}) {
+		w = strings.Trim(w, "'’")
+		if negations[w] || strings.HasSuffix(w, "n't") || strings.HasSuffix(w, "n’t") {
+			n++
+		}
+	}
+	it.negated, it.negSet = n%2 == 1, true
+	return it.negated
 }
 
 // numbersDiffer reports whether a's and b's texts hold other numbers (a date, an
@@ -740,7 +788,7 @@ func (pl *planner) judgements(semantic []*item, done map[[2]*item]bool) {
 			if c < pl.p.ConflictThreshold {
 				return // below the band: not close enough to judge
 			}
-			if pl.p.DuplicateThreshold >= 0 && pl.duplicateByRule2(a.m.Modality, raw, c) && !numbersDiffer(a, facts[j]) {
+			if pl.p.DuplicateThreshold >= 0 && pl.duplicateByRule2(a.m.Modality, raw, c) && !readOtherwise(a, facts[j]) {
 				return // a duplicate by rule 2's measure, which it kept for a reason of its own
 			}
 			older, newer := a, facts[j]
