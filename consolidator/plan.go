@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/troupe-run/troupe/memory"
 	pmem "github.com/troupe-run/troupe/pipelines/memory"
@@ -187,7 +188,10 @@ type item struct {
 	// negated is whether the memory's content negates (negates), once computed;
 	// negSet says so.
 	negated, negSet bool
-	gone            bool
+	// words are the memory's words (pmem.TokenizeStem, unstemmed), named those
+	// written with a capital (namesOutside), once computed.
+	words, named map[string]bool
+	gone         bool
 	// invalidated is set by a conflict decision of this plan.
 	invalidated bool
 	// merged is set when a merge of this plan folds the memory into another, which
@@ -473,7 +477,48 @@ func vectorSaysNothing(a, b *item) bool {
 // say other things: they hold other numbers (numbersDiffer), or one negates what
 // the other affirms (negationDiffers). Rule 2 does not merge such a pair; among
 // facts, it goes to the conflict judgement.
-func readOtherwise(a, b *item) bool { return numbersDiffer(a, b) || negationDiffers(a, b) }
+func readOtherwise(a, b *item) bool {
+	return numbersDiffer(a, b) || negationDiffers(a, b) || namesDiffer(a, b)
+}
+
+// namesDiffer reports whether each of a's and b's texts names someone or something
+// (a word written with a capital, no stopword) that the other has in no case: the
+// offline hashing embedder reads "… her manager is Carol from the billing team" and
+// "… is Dave …" nearly alike (cosine 0.94 in a sentence of fifteen words), yet they
+// are two facts. A text that names more than the other ("… in Lisbon") or writes a
+// word with a capital the other writes without ("Billing") is not another fact by
+// its names.
+func namesDiffer(a, b *item) bool { return a.namesOutside(b) && b.namesOutside(a) }
+
+// namesOutside reports whether it names (a word with a capital) something that o's words lack.
+func (it *item) namesOutside(o *item) bool {
+	it.readWords()
+	o.readWords()
+	for n := range it.named {
+		if !o.words[n] {
+			return true
+		}
+	}
+	return false
+}
+
+// readWords sets it.words and it.named, once.
+func (it *item) readWords() {
+	if it.words != nil {
+		return
+	}
+	it.words, it.named = map[string]bool{}, map[string]bool{}
+	for _, w := range pmem.TokenizeStem(it.m.Content, nil) {
+		it.words[w] = true
+	}
+	for _, w := range strings.FieldsFunc(it.m.Content, func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) && r != '\'' }) {
+		if r, _ := utf8.DecodeRuneInString(w); unicode.IsUpper(r) {
+			for _, n := range pmem.TokenizeStem(w, nil) {
+				it.named[n] = true
+			}
+		}
+	}
+}
 
 // negationDiffers reports whether one of a's and b's texts negates and the other
 // does not (negates). The offline hashing embedder reads a long sentence and its
