@@ -108,7 +108,8 @@ func TestPlanJudgesRelatedFactsWithACompressedEmbedder(t *testing.T) {
 // An embedder whose unrelated texts are orthogonal (the median of the tier's
 // cosines 0) has little to calibrate: with 45 pairs the prior weighs 10 parts in
 // 55, the floor is 0.09 and the plan merges about on the raw cosine, as it did
-// (here every pair, each over 0.92).
+// (here every pair, each over 0.92, but Monday's and Tuesday's meeting and Lisbon
+// and Porto: texts that name other days and places are other facts).
 func TestPlanOfAnOrthogonalEmbedderIsUnchanged(t *testing.T) {
 	mems := facts(memory.Episodic, 0)
 	got := merges(consolidator.Plan(now, mems, only(consolidator.Policy{DuplicateThreshold: 0.92})))
@@ -116,8 +117,6 @@ func TestPlanOfAnOrthogonalEmbedderIsUnchanged(t *testing.T) {
 	want := []string{
 		"merge m0b into m0a: cosine 0.94 (0.94" + floor + " with m0a", // 0.945 in float32,
 		"merge m1b into m1a: cosine 0.94 (0.94" + floor + " with m1a",
-		"merge m2b into m2a: cosine 0.93 (0.93" + floor + " with m2a",
-		"merge m3b into m3a: cosine 0.93 (0.92" + floor + " with m3a",
 		"merge m4b into m4a: cosine 0.99 (0.99" + floor + " with m4a",
 	}
 	if !slices.Equal(got, want) {

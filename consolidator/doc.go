@@ -26,10 +26,13 @@
 //     nor texts that hold other numbers ("May 3" and "May 5", "room 214" and "room
 //     412", in any script's digits by value: "５月３日" and "５月５日" too, each
 //     number read whole, its parts in order: "2026-05-03" and "2026-03-05", and
-//     fractions, superscripts and Roman numerals: "½" and "¾": other
-//     facts, however close an embedder puts them; semantic ones go to the conflict
-//     judgement instead). The namespace's Merge keeps every source and its
-//     metadata.
+//     fractions, superscripts, Roman numerals and English number words: "½" and
+//     "¾", "three" and "four": other facts, however close an embedder puts them),
+//     nor a text that negates and one that does not (an odd number of negations:
+//     "not", "never", "n't", …), nor two of which each names (a word with a
+//     capital, no stopword) what the other has in no case ("… manager is Carol"
+//     and "… is Dave"); semantic ones go to the conflict judgement instead. The
+//     namespace's Merge keeps every source and its metadata.
 //   - promotion: working memories more important than PromoteAbove (0.7) move to
 //     episodic.
 //   - conflicts: among valid semantic facts, a newer one giving another value to a

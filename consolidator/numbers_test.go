@@ -110,3 +110,36 @@ func TestPlanReadsNumbersWholeAndInEveryForm(t *testing.T) {
 		}
 	}
 }
+
+// Numbers written in words are numbers too: with the offline hashing embedder
+// "Alice told us during the onboarding call last week that she has three children
+// and two dogs at home" and "… four children …" have a cosine of 0.93 and were
+// merged over a floor of about 0, the other
+// found by no search. An English number word (zero to twenty, the tens, hundred,
+// thousand, million, billion, dozen) or ordinal (first to twelfth, twentieth,
+// thirtieth) is its value, so "three" and "3", "May third" and "May 3" are one
+// number.
+func TestPlanReadsNumbersWrittenInWords(t *testing.T) {
+	pairs := []struct {
+		a, b  string
+		merge bool
+	}{
+		{"Alice told us during the onboarding call last week that she has three children and two dogs at home",
+			"Alice told us during the onboarding call last week that she has four children and two dogs at home", false},
+		{"Alice's flight to Rome is on May third", "Alice's flight to Rome is on May fifth", false},
+		{"The contract runs for twelve months", "The contract runs for eighteen months", false},
+		{"Alice has three children", "Alice has 3 children", true},
+		{"Alice's flight to Rome is on May third", "Alice's flight to Rome is on May 3", true},
+		{"Alice has Three children", "Alice has three children!", true},
+	}
+	for _, p := range pairs {
+		a := withVector(mem("a", memory.Semantic, 0.5, 3*24*time.Hour), 1, 0, 0)
+		a.Content = p.a
+		b := withVector(mem("b", memory.Semantic, 0.5, 2*24*time.Hour), 0.99, 0.1, 0)
+		b.Content = p.b
+		got := consolidator.Plan(now, []memory.Memory{a, b}, only(consolidator.Policy{DuplicateThreshold: 0.92}))
+		if merged := len(got) == 1 && got[0].Kind == consolidator.Merge; merged != p.merge {
+			t.Errorf("%q and %q: %+v, want merged %v", p.a, p.b, got, p.merge)
+		}
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/troupe-run/troupe/memory"
 	pmem "github.com/troupe-run/troupe/pipelines/memory"
@@ -184,7 +185,13 @@ type item struct {
 	// nums is the memory's numbers (numbers), once computed; numsSet says so.
 	nums    string
 	numsSet bool
-	gone    bool
+	// negated is whether the memory's content negates (negates), once computed;
+	// negSet says so.
+	negated, negSet bool
+	// words are the memory's words (pmem.TokenizeStem, unstemmed), named those
+	// written with a capital (namesOutside), once computed.
+	words, named map[string]bool
+	gone         bool
 	// invalidated is set by a conflict decision of this plan.
 	invalidated bool
 	// merged is set when a merge of this plan folds the memory into another, which
@@ -428,7 +435,7 @@ func (pl *planner) dedupe() {
 			var ids []string
 			var cos []float64
 			near.each(i, i+1, func(j int) bool { return g[j].gone }, func(j int, c float64) {
-				if it := g[j]; sc.of(c) >= pl.p.DuplicateThreshold && !numbersDiffer(k, it) && !pl.contradict(k, it) && !vectorSaysNothing(k, it) {
+				if it := g[j]; sc.of(c) >= pl.p.DuplicateThreshold && !readOtherwise(k, it) && !pl.contradict(k, it) && !vectorSaysNothing(k, it) {
 					it.gone, it.merged = true, true
 					k.absorbed = append(k.absorbed, it.names()...)
 					ids = append(ids, it.m.ID)
@@ -466,6 +473,92 @@ func vectorSaysNothing(a, b *item) bool {
 	return true
 }
 
+// readOtherwise reports whether a's and b's texts, however close their vectors,
+// say other things: they hold other numbers (numbersDiffer), or one negates what
+// the other affirms (negationDiffers). Rule 2 does not merge such a pair; among
+// facts, it goes to the conflict judgement.
+func readOtherwise(a, b *item) bool {
+	return numbersDiffer(a, b) || negationDiffers(a, b) || namesDiffer(a, b)
+}
+
+// namesDiffer reports whether each of a's and b's texts names someone or something
+// (a word written with a capital, no stopword) that the other has in no case: the
+// offline hashing embedder reads "… her manager is Carol from the billing team" and
+// "… is Dave …" nearly alike (cosine 0.94 in a sentence of fifteen words), yet they
+// are two facts. A text that names more than the other ("… in Lisbon") or writes a
+// word with a capital the other writes without ("Billing") is not another fact by
+// its names.
+func namesDiffer(a, b *item) bool { return a.namesOutside(b) && b.namesOutside(a) }
+
+// namesOutside reports whether it names (a word with a capital) something that o's words lack.
+func (it *item) namesOutside(o *item) bool {
+	it.readWords()
+	o.readWords()
+	for n := range it.named {
+		if !o.words[n] {
+			return true
+		}
+	}
+	return false
+}
+
+// readWords sets it.words and it.named, once.
+func (it *item) readWords() {
+	if it.words != nil {
+		return
+	}
+	it.words, it.named = map[string]bool{}, map[string]bool{}
+	for _, w := range pmem.TokenizeStem(it.m.Content, nil) {
+		it.words[w] = true
+	}
+	for _, w := range strings.FieldsFunc(it.m.Content, func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) && r != '\'' }) {
+		if r, _ := utf8.DecodeRuneInString(w); unicode.IsUpper(r) {
+			for _, n := range pmem.TokenizeStem(w, nil) {
+				it.named[n] = true
+			}
+		}
+	}
+}
+
+// negationDiffers reports whether one of a's and b's texts negates and the other
+// does not (negates). The offline hashing embedder reads a long sentence and its
+// negation nearly alike (a fact of fifteen words and the same with "not": cosine
+// 0.95, over a floor of about 0 in a tier of unrelated facts), yet they are two
+// facts, the newer often the correction of the older: merging them folded "she is
+// not allergic to peanuts" into "she is allergic to peanuts", found by no search.
+func negationDiffers(a, b *item) bool { return a.negates() != b.negates() }
+
+// negations are the words that negate what follows them, in English and a few
+// languages whose negation is a word of its own; a word ending in "n't" negates
+// too.
+var negations = map[string]bool{
+	"not": true, "no": true, "never": true, "none": true, "nobody": true, "nothing": true,
+	"neither": true, "nor": true, "nowhere": true, "cannot": true, "without": true,
+	"nicht": true, "kein": true, "keine": true, "nie": true, "niemals": true,
+	"pas": true, "jamais": true, "aucun": true, "aucune": true,
+	"não": true, "nunca": true, "nada": true, "nadie": true, "ningún": true, "ninguna": true, "non": true,
+}
+
+// negates reports whether the memory's content holds an odd number of negations
+// (negations, or a word ending in "n't" or "n’t"): "is not", "isn't" and "is no
+// longer" negate alike, and a double negation affirms.
+func (it *item) negates() bool {
+	if it.negSet {
+		return it.negated
+	}
+	n := 0
+	for _, w := range strings.FieldsFunc(strings.ToLower(it.m.Content), func(r rune) bool {
+		return !unicode.IsLetter(r) && r != '\'' && r != '’'
+	}) {
+		w = strings.Trim(w, "'’")
+		if negations[w] || strings.HasSuffix(w, "n't") || strings.HasSuffix(w, "n’t") {
+			n++
+		}
+	}
+	it.negated, it.negSet = n%2 == 1, true
+	return it.negated
+}
+
 // numbersDiffer reports whether a's and b's texts hold other numbers (a date, an
 // amount, a room, a version: each number (see numbers), in any order, counted once). An
 // embedder reads "the flight is on May 3" and "the flight is on May 5" nearly alike
@@ -487,7 +580,7 @@ func numbersDiffer(a, b *item) bool {
 // see: the flight of May 3 merged into that of May 5; and the runs read apart in any
 // order merged "2026-05-03" with "2026-03-05". A number written with no decimal
 // digit (a fraction ½, a superscript ², a Roman numeral Ⅷ: Unicode's No and Nl) is
-// the character itself.
+// the character itself. An English number word (numberWords) is its value.
 func (it *item) numbers() string {
 	if it.numsSet {
 		return it.nums
@@ -529,10 +622,38 @@ func (it *item) numbers() string {
 		}
 	}
 	flush()
+	for _, w := range strings.FieldsFunc(strings.ToLower(it.m.Content), func(r rune) bool { return !unicode.IsLetter(r) }) {
+		if n, ok := numberWords[w]; ok {
+			nums = append(nums, n)
+		}
+	}
 	slices.Sort(nums)
 	it.nums, it.numsSet = strings.Join(slices.Compact(nums), " "), true
 	return it.nums
 }
+
+// numberWords are the English words of a number, each read as its value in digits
+// (as numbers reads digits): cardinals to twenty, the tens, hundred to billion and
+// dozen, ordinals to twelfth, twentieth and thirtieth. "three children" and "four
+// children" are other numbers, "three" and "3", "May third" and "May 3" one.
+var numberWords = func() map[string]string {
+	m := map[string]string{}
+	for i, w := range strings.Fields(`zero one two three four five six seven eight nine ten eleven twelve
+		thirteen fourteen fifteen sixteen seventeen eighteen nineteen twenty`) {
+		m[w] = fmt.Sprint(i)
+	}
+	for i, w := range strings.Fields(`first second third fourth fifth sixth seventh eighth ninth tenth eleventh twelfth`) {
+		m[w] = fmt.Sprint(i + 1)
+	}
+	for i, w := range strings.Fields(`thirty forty fifty sixty seventy eighty ninety`) {
+		m[w] = fmt.Sprint(30 + 10*i)
+	}
+	for w, n := range map[string]string{"twentieth": "20", "thirtieth": "30", "dozen": "12",
+		"hundred": "100", "thousand": "1000", "million": "1000000", "billion": "1000000000"} {
+		m[w] = n
+	}
+	return m
+}()
 
 // numberSeparator reports whether r, between two runs of digits, joins them into
 // one number: a decimal or thousands separator (. , ' and the Arabic ٫ ٬, the
@@ -740,7 +861,7 @@ func (pl *planner) judgements(semantic []*item, done map[[2]*item]bool) {
 			if c < pl.p.ConflictThreshold {
 				return // below the band: not close enough to judge
 			}
-			if pl.p.DuplicateThreshold >= 0 && pl.duplicateByRule2(a.m.Modality, raw, c) && !numbersDiffer(a, facts[j]) {
+			if pl.p.DuplicateThreshold >= 0 && pl.duplicateByRule2(a.m.Modality, raw, c) && !readOtherwise(a, facts[j]) {
 				return // a duplicate by rule 2's measure, which it kept for a reason of its own
 			}
 			older, newer := a, facts[j]
