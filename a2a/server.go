@@ -1129,7 +1129,16 @@ func (d *Dedupe) checkAnswer(ctx context.Context, p *sdk.MessageSendParams) erro
 		return nil
 	}
 	if st := task.Status.State; st != sdk.TaskStateInputRequired {
-		return fmt.Errorf("a2a: %w: task %s is %s; only a task in input-required takes another message", sdk.ErrInvalidParams, task.ID, st)
+		// A task this process runs is as its execution reported it last, which
+		// may be behind its session's events: they have the call waiting for
+		// approval as soon as the session records it, and tasks/get on another
+		// node over the same log answers from them (input-required) while this
+		// node's execution has yet to hear of it (over the bus, in a cluster).
+		// A client answering at once takes the SDK once the execution reported
+		// it (whileExecuting), as before this check.
+		if logged, err := d.store.logged(ctx, p.Message.TaskID); err != nil || logged.Status.State != sdk.TaskStateInputRequired {
+			return fmt.Errorf("a2a: %w: task %s is %s; only a task in input-required takes another message", sdk.ErrInvalidParams, task.ID, st)
+		}
 	}
 	if _, _, err := parseAnswer(p.Message); err != nil {
 		return fmt.Errorf("a2a: %w: task %s: %v", sdk.ErrInvalidParams, task.ID, err)
