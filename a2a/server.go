@@ -19,6 +19,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	sdk "github.com/a2aproject/a2a-go/a2a"
@@ -735,7 +736,8 @@ func (e *Executor) answer(ctx context.Context, rc *a2asrv.RequestContext, sessio
 }
 
 // parseAnswer reads an approval answer: a data part {"approve", "reason"}, or text
-// starting with approve/approved/yes/ok or reject/rejected/deny/no.
+// starting with approve/approved/yes/ok or reject/rejected/deny/no, the reason
+// after it (after a space, a newline, or in the next text part).
 func parseAnswer(m *sdk.Message) (approve bool, reason string, err error) {
 	for _, p := range m.Parts {
 		if d, ok := p.(sdk.DataPart); ok {
@@ -748,7 +750,12 @@ func parseAnswer(m *sdk.Message) (approve bool, reason string, err error) {
 		}
 	}
 	text := strings.TrimSpace(messageText(m))
-	word, rest, _ := strings.Cut(text, " ")
+	// The word ends at any space: a reason may follow on the next line, or in a
+	// text part of its own (messageText joins parts with newlines).
+	word, rest := text, ""
+	if i := strings.IndexFunc(text, unicode.IsSpace); i >= 0 {
+		word, rest = text[:i], text[i:]
+	}
 	switch strings.ToLower(strings.Trim(word, ".,:;!")) {
 	case "approve", "approved", "yes", "ok", "y":
 		return true, strings.TrimSpace(rest), nil
