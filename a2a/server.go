@@ -19,6 +19,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	sdk "github.com/a2aproject/a2a-go/a2a"
@@ -746,7 +747,8 @@ func (e *Executor) answer(ctx context.Context, rc *a2asrv.RequestContext, sessio
 }
 
 // parseAnswer reads an approval answer: a data part {"approve", "reason"}, or text
-// starting with approve/approved/yes/ok or reject/rejected/deny/no.
+// starting with approve/approved/yes/ok or reject/rejected/deny/no, the reason
+// after it (after a space, a newline, or in the next text part).
 func parseAnswer(m *sdk.Message) (approve bool, reason string, err error) {
 	for _, p := range m.Parts {
 		if d, ok := p.(sdk.DataPart); ok {
@@ -759,7 +761,12 @@ func parseAnswer(m *sdk.Message) (approve bool, reason string, err error) {
 		}
 	}
 	text := strings.TrimSpace(messageText(m))
-	word, rest, _ := strings.Cut(text, " ")
+	// The word ends at any space: a reason may follow on the next line, or in a
+	// text part of its own (messageText joins parts with newlines).
+	word, rest := text, ""
+	if i := strings.IndexFunc(text, unicode.IsSpace); i >= 0 {
+		word, rest = text[:i], text[i:]
+	}
 	switch strings.ToLower(strings.Trim(word, ".,:;!")) {
 	case "approve", "approved", "yes", "ok", "y":
 		return true, strings.TrimSpace(rest), nil
@@ -1140,7 +1147,16 @@ func (d *Dedupe) checkAnswer(ctx context.Context, p *sdk.MessageSendParams) erro
 		return nil
 	}
 	if st := task.Status.State; st != sdk.TaskStateInputRequired {
-		return fmt.Errorf("a2a: %w: task %s is %s; only a task in input-required takes another message", sdk.ErrInvalidParams, task.ID, st)
+		// A task this process runs is as its execution reported it last, which
+		// may be behind its session's events: they have the call waiting for
+		// approval as soon as the session records it, and tasks/get on another
+		// node over the same log answers from them (input-required) while this
+		// node's execution has yet to hear of it (over the bus, in a cluster).
+		// A client answering at once takes the SDK once the execution reported
+		// it (whileExecuting), as before this check.
+		if logged, err := d.store.logged(ctx, p.Message.TaskID); err != nil || logged.Status.State != sdk.TaskStateInputRequired {
+			return fmt.Errorf("a2a: %w: task %s is %s; only a task in input-required takes another message", sdk.ErrInvalidParams, task.ID, st)
+		}
 	}
 	_, reason, err := parseAnswer(p.Message)
 	if err != nil {

@@ -126,3 +126,26 @@ func TestExecutorReportsATaskOnceItsSessionTookIt(t *testing.T) {
 		t.Fatalf("the first event: %#v, want the task submitted", q.events[0])
 	}
 }
+
+// The word of a text answer ends at any space, not only at a blank: a reason
+// on the next line ("Approve.\nThe recipient is right."), or in a text part of
+// its own, as a chat client sends them, was no answer (-32602), and the call
+// waited on.
+func TestParseAnswerWordEndsAtAnySpace(t *testing.T) {
+	for _, c := range []struct {
+		parts   []sdk.Part
+		approve bool
+		reason  string
+	}{
+		{parts: []sdk.Part{sdk.TextPart{Text: "Approve.\nThe recipient is right."}}, approve: true, reason: "The recipient is right."},
+		{parts: []sdk.Part{sdk.TextPart{Text: "yes\tgo ahead"}}, approve: true, reason: "go ahead"},
+		{parts: []sdk.Part{sdk.TextPart{Text: "reject\r\nwrong recipient\n"}}, reason: "wrong recipient"},
+		{parts: []sdk.Part{sdk.TextPart{Text: "Approve."}, sdk.TextPart{Text: "looks right"}}, approve: true, reason: "looks right"},
+		{parts: []sdk.Part{sdk.TextPart{Text: "no"}, sdk.TextPart{Text: "not bob"}}, reason: "not bob"},
+	} {
+		approve, reason, err := parseAnswer(sdk.NewMessage(sdk.MessageRoleUser, c.parts...))
+		if err != nil || approve != c.approve || reason != c.reason {
+			t.Errorf("%q: %v %q %v, want %v %q", c.parts, approve, reason, err, c.approve, c.reason)
+		}
+	}
+}

@@ -346,6 +346,14 @@ func (s *TaskStore) EndedAmong(ctx context.Context, ids []sdk.TaskID) (map[sdk.T
 	return out, nil
 }
 
+// logged is task id as its session's events alone tell it, whatever this
+// process's execution of it reported last (Get): read from its task.submitted
+// on when a read found it before.
+func (s *TaskStore) logged(ctx context.Context, id sdk.TaskID) (*sdk.Task, error) {
+	task, _, err := s.rebuildFrom(ctx, id, max(s.submittedSeq(id), 1))
+	return task, err
+}
+
 // submittedSeq is the seq of task id's task.submitted event, as a read of its
 // session's events found it (liveTask.from, found); 0 when none did.
 func (s *TaskStore) submittedSeq(id sdk.TaskID) uint64 {

@@ -144,3 +144,30 @@ func TestA2AMessageToARunningTaskLeavesItRunning(t *testing.T) {
 		}
 	}
 }
+
+// An approval whose reason follows on the next line, as a chat client sends
+// what its user typed ("Approve.\nThe recipient is right."), approves the call:
+// it was no answer (-32602) and the call waited on.
+func TestA2AAnswerWithItsReasonOnTheNextLineApproves(t *testing.T) {
+	var sent atomic.Int64
+	_, base := a2aNode(t, mailer(t, &sent))
+	client, _ := a2aClient(t, base, "/a2a/mailer"+a2a.CardPath)
+	ctx := context.Background()
+	res, err := client.SendMessage(ctx, &sdk.MessageSendParams{Message: userMessage("mail bob")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := res.(*sdk.Task)
+	if task.Status.State != sdk.TaskStateInputRequired {
+		t.Fatalf("task %s: %s", task.ID, task.Status.State)
+	}
+	m := userMessage("Approve.\nThe recipient is right.\n")
+	m.TaskID, m.ContextID = task.ID, task.ContextID
+	res, err = client.SendMessage(ctx, &sdk.MessageSendParams{Message: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if done := res.(*sdk.Task); done.Status.State != sdk.TaskStateCompleted || sent.Load() != 1 {
+		t.Fatalf("after approval: %s, %d emails sent", done.Status.State, sent.Load())
+	}
+}
