@@ -51,7 +51,7 @@ func TestAnswerToATaskWhoseExecutionIsBehindItsSessionIsTaken(t *testing.T) {
 		}
 		e.SessionID, e.Seq, e.TS = session, seq, int64(1_800_000_000_000_000+seq)
 		e.ID = cmp.Or(id, fmt.Sprintf("%s-%d", session, seq))
-		e.CorrelationID = EnvelopeID("m-" + session)
+		e.CorrelationID = EnvelopeID(session, "m-"+session)
 		if err := l.Append(ctx, []messages.Envelope{e}); err != nil {
 			t.Fatal(err)
 		}
@@ -62,7 +62,7 @@ func TestAnswerToATaskWhoseExecutionIsBehindItsSessionIsTaken(t *testing.T) {
 	working := func(session string) sdk.TaskID {
 		t.Helper()
 		id := TaskIDFor(session, "m-"+session)
-		record(session, 1, &messages.TaskSubmitted{Input: "mail bob"}, EnvelopeID("m-"+session))
+		record(session, 1, &messages.TaskSubmitted{Input: "mail bob"}, EnvelopeID(session, "m-"+session))
 		if err := store.Save(ctx, &sdk.Task{ID: id, ContextID: session, Status: sdk.TaskStatus{State: sdk.TaskStateWorking}}); err != nil {
 			t.Fatal(err)
 		}
