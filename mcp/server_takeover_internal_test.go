@@ -332,3 +332,66 @@ func TestServerHTTPLaterOfTwoResumptionsGetsTheStream(t *testing.T) {
 		t.Fatal("the later resumption was not answered")
 	}
 }
+
+// A GET the SDK refuses (an Accept without text/event-stream, a protocol
+// version it does not speak: 400) takes no stream over: before, it ended the
+// GET that held the session's stream of notifications, and got no stream
+// either, so that a client's stray request, or anyone's who knew the session's
+// ID on a server without tokens, cut the client's notifications.
+func TestServerHTTPRefusedGETTakesNoStreamOver(t *testing.T) {
+	s := NewServer(&echoNode{}, ServerOptions{})
+	hs := httptest.NewServer(s.Handler())
+	defer hs.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	id := rand.Text()
+	if status, _, err := postIn(ctx, hs.URL, id, `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`); err != nil || status != http.StatusOK {
+		t.Fatalf("the session's first request answered %d, %v", status, err)
+	}
+	get := func(ctx context.Context, header, value string) (*http.Response, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, hs.URL, nil)
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set("Accept", "text/event-stream")
+		req.Header.Set("Mcp-Session-Id", id)
+		req.Header.Set("MCP-Protocol-Version", "2025-11-25")
+		if header != "" {
+			req.Header.Set(header, value)
+		}
+		return http.DefaultClient.Do(req)
+	}
+	held, err := get(ctx, "", "")
+	if err != nil || held.StatusCode != http.StatusOK {
+		t.Fatalf("the first GET answered %v, %v", held, err)
+	}
+	defer held.Body.Close()
+	k := streamKey{id, ""}
+	v, _ := s.writers.Load(k)
+	holder, _ := v.(*streamWriter)
+	if holder == nil {
+		t.Fatal("the first GET is not noted as the stream's writer")
+	}
+	for _, bad := range []struct{ header, value string }{
+		{"Accept", "application/json"},
+		{"MCP-Protocol-Version", "1999-01-01"},
+	} {
+		resp, err := get(ctx, bad.header, bad.value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest {
+			t.Fatalf("a GET with %s %q answered %s: %s, want 400", bad.header, bad.value, resp.Status, b)
+		}
+		if v, _ := s.writers.Load(k); v != holder || holder.takenOver() {
+			t.Fatalf("a GET with %s %q, refused, took the stream of notifications over", bad.header, bad.value)
+		}
+		select {
+		case <-holder.done:
+			t.Fatalf("a GET with %s %q, refused, ended the GET that held the stream of notifications", bad.header, bad.value)
+		default:
+		}
+	}
+}
