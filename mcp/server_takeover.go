@@ -86,6 +86,9 @@ func (s *Server) claimStream(r *http.Request, rc *http.ResponseController, sessi
 			if prev, ok := s.takeOver(k, wr); ok {
 				wr.await(ctx, prev)
 			}
+			if len(r.Header.Values("Last-Event-ID")) == 0 {
+				s.events.fromFirstKept(r, session)
+			}
 		}
 	}
 	r = r.WithContext(context.WithValue(ctx, writerKey{}, wr))

@@ -395,3 +395,88 @@ func TestServerHTTPRefusedGETTakesNoStreamOver(t *testing.T) {
 		}
 	}
 }
+
+// A client that opens its stream of notifications again (GET, no Last-Event-ID)
+// gets it, with what is kept of it, when the stream's first events were purged
+// (the events kept are bounded for all sessions at once) or the stream was
+// forgotten (a session keeps the events of its latest maxStreamsPerSession
+// streams: its stream of notifications, its first, goes after as many
+// requests). Before, the SDK, which replays such a GET the stream from its
+// first event, answered 400 "failed to replay events", once the takeover had
+// ended the GET that held the stream, and the client got no notifications
+// again.
+func TestServerHTTPStreamOfNotificationsOpenedAgainAfterItsEventsWentIsServed(t *testing.T) {
+	s := NewServer(&echoNode{}, ServerOptions{})
+	hs := httptest.NewServer(s.Handler())
+	defer hs.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	id := rand.Text()
+	if status, _, err := postIn(ctx, hs.URL, id, `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`); err != nil || status != http.StatusOK {
+		t.Fatalf("the session's first request answered %d, %v", status, err)
+	}
+	open := func(what string, want string) {
+		t.Helper()
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, hs.URL, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Accept", "text/event-stream")
+		req.Header.Set("Mcp-Session-Id", id)
+		req.Header.Set("MCP-Protocol-Version", "2025-11-25")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			b, _ := io.ReadAll(resp.Body)
+			t.Fatalf("the stream of notifications opened again %s answered %s: %s", what, resp.Status, b)
+		}
+		if want == "" {
+			return
+		}
+		if got := readUntil(resp.Body, want); !strings.Contains(got, want) {
+			t.Fatalf("the stream of notifications opened again %s replayed %q, want %q", what, got, want)
+		}
+	}
+	// Two notifications, kept; the first purged.
+	_ = s.events.Append(ctx, id, "", []byte(`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`))
+	_ = s.events.Append(ctx, id, "", []byte(`{"jsonrpc":"2.0","method":"notifications/prompts/list_changed"}`))
+	s.events.mu.Lock()
+	for l := s.events.sessions[id].streams[""]; l.first == 0; {
+		s.events.maxBytes = s.events.bytes - 1
+		s.events.purge(0)
+	}
+	s.events.mu.Unlock()
+	open("once its first event was purged", "id: _1\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/prompts/list_changed\"}")
+	for i := range maxStreamsPerSession {
+		if status, _, err := postIn(ctx, hs.URL, id, `{"jsonrpc":"2.0","id":`+strconv.Itoa(i+2)+`,"method":"tools/list"}`); err != nil || status != http.StatusOK {
+			t.Fatalf("request %d answered %d, %v", i+2, status, err)
+		}
+	}
+	open("once it was forgotten", "")
+}
+
+// readUntil reads r until what it read holds want, or r ends, or 5 s pass.
+func readUntil(r io.Reader, want string) string {
+	got := make(chan string, 1)
+	go func() {
+		var b strings.Builder
+		buf := make([]byte, 4096)
+		for !strings.Contains(b.String(), want) {
+			n, err := r.Read(buf)
+			b.Write(buf[:n])
+			if err != nil {
+				break
+			}
+		}
+		got <- b.String()
+	}()
+	select {
+	case s := <-got:
+		return s
+	case <-time.After(5 * time.Second):
+		return ""
+	}
+}
