@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"iter"
+	"net/http"
 	"slices"
+	"strconv"
 	"sync"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -182,6 +184,11 @@ func (s *eventStore) After(_ context.Context, sessionID, streamID string, index 
 			return nil, fmt.Errorf("mcp event store: unknown session %q", sessionID)
 		}
 		l := ss.streams[streamID]
+		if l == nil && index == -1 {
+			// A GET of the stream of notifications without a Last-Event-ID
+			// (fromFirstKept), whose stream was forgotten: from now on.
+			return nil, nil
+		}
 		if l == nil {
 			return nil, fmt.Errorf("mcp event store: stream %q of session %q: %w", streamID, sessionID, sdk.ErrEventsPurged)
 		}
@@ -203,6 +210,27 @@ func (s *eventStore) After(_ context.Context, sessionID, streamID string, index 
 			if !yield(d, nil) {
 				return
 			}
+		}
+	}
+}
+
+// fromFirstKept makes r, a GET of a session's stream of notifications without
+// a Last-Event-ID, replay what is kept of the stream: the SDK replays such a GET
+// the stream from its first event (index -1), and answered it 400 ("failed to
+// replay events") once the stream's first events were purged (maxEventBytes,
+// shared by all sessions) or the stream forgotten (the oldest of a session's
+// maxStreamsPerSession: a session's first, after 256 requests), so that a
+// client that opened its stream of notifications again (after a network drop:
+// a takeover had ended the GET that held it) got none again. r resumes the
+// stream after the last event purged, as a Last-Event-ID would, so that the
+// events keep their IDs; of a stream forgotten, After replays nothing to such
+// a GET (index -1).
+func (s *eventStore) fromFirstKept(r *http.Request, sessionID string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ss := s.sessions[sessionID]; ss != nil {
+		if l := ss.streams[""]; l != nil && l.first > 0 {
+			r.Header.Set("Last-Event-ID", "_"+strconv.Itoa(l.first-1))
 		}
 	}
 }

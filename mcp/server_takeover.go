@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // A stream of a session over Streamable HTTP (a POST's answer, or a GET that
@@ -83,6 +86,9 @@ func (s *Server) claimStream(r *http.Request, rc *http.ResponseController, sessi
 			if prev, ok := s.takeOver(k, wr); ok {
 				wr.await(ctx, prev)
 			}
+			if len(r.Header.Values("Last-Event-ID")) == 0 {
+				s.events.fromFirstKept(r, session)
+			}
 		}
 	}
 	r = r.WithContext(context.WithValue(ctx, writerKey{}, wr))
@@ -99,13 +105,39 @@ func (s *Server) claimStream(r *http.Request, rc *http.ResponseController, sessi
 // opens it again without a Last-Event-ID (the SDKs do, after a network drop)
 // and takes it over as a resumption does: the SDK answered 409 Conflict while
 // the dead connection's GET lingered, and the client got no notifications
-// again. false: a Last-Event-ID that names no event (the SDK answers 400).
+// again. false: a Last-Event-ID that names no event (the SDK answers 400), or
+// a GET the SDK refuses before it looks at the stream (servable).
 func gotStream(r *http.Request) (string, bool) {
+	if !servable(r) {
+		return "", false
+	}
 	if len(r.Header.Values("Last-Event-ID")) == 0 {
 		return "", true
 	}
 	stream, _, ok := parseEventID(r.Header.Get("Last-Event-ID"))
 	return stream, ok
+}
+
+// servable reports whether the SDK serves GET r a stream, as far as its headers
+// tell: it refuses one whose Accept does not take text/event-stream, or whose
+// MCP-Protocol-Version it does not speak, with 400, and a request it refuses
+// takes no stream over: else a client's GET sent with the wrong headers (or
+// anyone's who knows the session's ID, on a server without tokens) ended the
+// client's stream of notifications, and got no stream either.
+func servable(r *http.Request) bool {
+	if v := r.Header.Get("MCP-Protocol-Version"); v != "" && !slices.Contains(sdk.SupportedProtocolVersions(), v) {
+		return false
+	}
+	for _, value := range r.Header.Values("Accept") {
+		for item := range strings.SplitSeq(value, ",") {
+			base, _, _ := strings.Cut(item, ";")
+			switch strings.ToLower(strings.TrimSpace(base)) {
+			case "text/event-stream", "text/*", "*/*":
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // await ends prev, the request wr took its stream from, and waits, up to

@@ -332,3 +332,151 @@ func TestServerHTTPLaterOfTwoResumptionsGetsTheStream(t *testing.T) {
 		t.Fatal("the later resumption was not answered")
 	}
 }
+
+// A GET the SDK refuses (an Accept without text/event-stream, a protocol
+// version it does not speak: 400) takes no stream over: before, it ended the
+// GET that held the session's stream of notifications, and got no stream
+// either, so that a client's stray request, or anyone's who knew the session's
+// ID on a server without tokens, cut the client's notifications.
+func TestServerHTTPRefusedGETTakesNoStreamOver(t *testing.T) {
+	s := NewServer(&echoNode{}, ServerOptions{})
+	hs := httptest.NewServer(s.Handler())
+	defer hs.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	id := rand.Text()
+	if status, _, err := postIn(ctx, hs.URL, id, `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`); err != nil || status != http.StatusOK {
+		t.Fatalf("the session's first request answered %d, %v", status, err)
+	}
+	get := func(ctx context.Context, header, value string) (*http.Response, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, hs.URL, nil)
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set("Accept", "text/event-stream")
+		req.Header.Set("Mcp-Session-Id", id)
+		req.Header.Set("MCP-Protocol-Version", "2025-11-25")
+		if header != "" {
+			req.Header.Set(header, value)
+		}
+		return http.DefaultClient.Do(req)
+	}
+	held, err := get(ctx, "", "")
+	if err != nil || held.StatusCode != http.StatusOK {
+		t.Fatalf("the first GET answered %v, %v", held, err)
+	}
+	defer held.Body.Close()
+	k := streamKey{id, ""}
+	v, _ := s.writers.Load(k)
+	holder, _ := v.(*streamWriter)
+	if holder == nil {
+		t.Fatal("the first GET is not noted as the stream's writer")
+	}
+	for _, bad := range []struct{ header, value string }{
+		{"Accept", "application/json"},
+		{"MCP-Protocol-Version", "1999-01-01"},
+	} {
+		resp, err := get(ctx, bad.header, bad.value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest {
+			t.Fatalf("a GET with %s %q answered %s: %s, want 400", bad.header, bad.value, resp.Status, b)
+		}
+		if v, _ := s.writers.Load(k); v != holder || holder.takenOver() {
+			t.Fatalf("a GET with %s %q, refused, took the stream of notifications over", bad.header, bad.value)
+		}
+		select {
+		case <-holder.done:
+			t.Fatalf("a GET with %s %q, refused, ended the GET that held the stream of notifications", bad.header, bad.value)
+		default:
+		}
+	}
+}
+
+// A client that opens its stream of notifications again (GET, no Last-Event-ID)
+// gets it, with what is kept of it, when the stream's first events were purged
+// (the events kept are bounded for all sessions at once) or the stream was
+// forgotten (a session keeps the events of its latest maxStreamsPerSession
+// streams: its stream of notifications, its first, goes after as many
+// requests). Before, the SDK, which replays such a GET the stream from its
+// first event, answered 400 "failed to replay events", once the takeover had
+// ended the GET that held the stream, and the client got no notifications
+// again.
+func TestServerHTTPStreamOfNotificationsOpenedAgainAfterItsEventsWentIsServed(t *testing.T) {
+	s := NewServer(&echoNode{}, ServerOptions{})
+	hs := httptest.NewServer(s.Handler())
+	defer hs.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	id := rand.Text()
+	if status, _, err := postIn(ctx, hs.URL, id, `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`); err != nil || status != http.StatusOK {
+		t.Fatalf("the session's first request answered %d, %v", status, err)
+	}
+	open := func(what string, want string) {
+		t.Helper()
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, hs.URL, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Accept", "text/event-stream")
+		req.Header.Set("Mcp-Session-Id", id)
+		req.Header.Set("MCP-Protocol-Version", "2025-11-25")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			b, _ := io.ReadAll(resp.Body)
+			t.Fatalf("the stream of notifications opened again %s answered %s: %s", what, resp.Status, b)
+		}
+		if want == "" {
+			return
+		}
+		if got := readUntil(resp.Body, want); !strings.Contains(got, want) {
+			t.Fatalf("the stream of notifications opened again %s replayed %q, want %q", what, got, want)
+		}
+	}
+	// Two notifications, kept; the first purged.
+	_ = s.events.Append(ctx, id, "", []byte(`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`))
+	_ = s.events.Append(ctx, id, "", []byte(`{"jsonrpc":"2.0","method":"notifications/prompts/list_changed"}`))
+	s.events.mu.Lock()
+	for l := s.events.sessions[id].streams[""]; l.first == 0; {
+		s.events.maxBytes = s.events.bytes - 1
+		s.events.purge(0)
+	}
+	s.events.mu.Unlock()
+	open("once its first event was purged", "id: _1\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/prompts/list_changed\"}")
+	for i := range maxStreamsPerSession {
+		if status, _, err := postIn(ctx, hs.URL, id, `{"jsonrpc":"2.0","id":`+strconv.Itoa(i+2)+`,"method":"tools/list"}`); err != nil || status != http.StatusOK {
+			t.Fatalf("request %d answered %d, %v", i+2, status, err)
+		}
+	}
+	open("once it was forgotten", "")
+}
+
+// readUntil reads r until what it read holds want, or r ends, or 5 s pass.
+func readUntil(r io.Reader, want string) string {
+	got := make(chan string, 1)
+	go func() {
+		var b strings.Builder
+		buf := make([]byte, 4096)
+		for !strings.Contains(b.String(), want) {
+			n, err := r.Read(buf)
+			b.Write(buf[:n])
+			if err != nil {
+				break
+			}
+		}
+		got <- b.String()
+	}()
+	select {
+	case s := <-got:
+		return s
+	case <-time.After(5 * time.Second):
+		return ""
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -1192,10 +1193,13 @@ func serve(ctx context.Context, cfg node.Config, served mcp.ServedConfig, attach
 }
 
 // serveStarting serves node.StartingHandler on ln, a TCP listener, until the
-// function it returns is called: that one stops accepting and waits (up to
-// startingHandOver) for the answers under way, and leaves ln open and accepting
-// again for the node's own server. Connections are not kept alive, so that none
-// outlives the handover.
+// function it returns is called: that one stops accepting, and leaves ln open
+// and accepting again for the node's own server. The connections accepted
+// until then are served on: each answers one request (they are not kept
+// alive), within startingHandOver, and closes. The server is not shut down:
+// Shutdown closes a connection whose request it reads meanwhile without an
+// answer, and waits for those that have sent nothing yet (up to
+// startingHandOver, then closes them), while the node, ready, serves nothing.
 func serveStarting(ln net.Listener, cfg node.Config) func() {
 	tl, ok := ln.(interface{ SetDeadline(time.Time) error })
 	if !ok {
@@ -1204,35 +1208,48 @@ func serveStarting(ln net.Listener, cfg node.Config) func() {
 	srv := &http.Server{Handler: node.StartingHandler(cfg), ReadHeaderTimeout: startingHandOver, WriteTimeout: startingHandOver,
 		ErrorLog: slog.NewLogLogger(cfg.Logger.With("component", "http").Handler(), slog.LevelError)}
 	srv.SetKeepAlivesEnabled(false)
+	pl := &pausedListener{Listener: ln, dl: tl}
 	served := make(chan struct{})
 	go func() {
 		defer close(served)
-		_ = srv.Serve(pausedListener{ln, tl})
+		_ = srv.Serve(pl)
 	}()
 	return func() {
-		ctx, cancel := context.WithTimeout(context.Background(), startingHandOver)
-		defer cancel()
-		if srv.Shutdown(ctx) != nil {
-			_ = srv.Close()
-		}
+		pl.paused.Store(true)
+		_ = tl.SetDeadline(time.Unix(1, 0)) // ends the Accept under way
 		<-served
 		_ = tl.SetDeadline(time.Time{})
 	}
 }
 
-// startingHandOver bounds an answer of node.StartingHandler, and how long the
-// node's own server waits for those under way before it serves.
+// startingHandOver bounds a request and an answer of node.StartingHandler.
 const startingHandOver = 2 * time.Second
 
-// pausedListener is a listener whose Close only ends the Accept under way and
-// those after it (a deadline in the past), leaving the listener open: the
-// server that closes it hands the listener over to another.
+// pausedListener is a listener that accepts until paused, then answers Accept
+// with errHandedOver, which ends the server's Serve (a timeout would have it
+// retry); its Close leaves the listener open: the server that closes it
+// hands the listener over to another.
 type pausedListener struct {
 	net.Listener
-	dl interface{ SetDeadline(time.Time) error }
+	dl     interface{ SetDeadline(time.Time) error }
+	paused atomic.Bool
 }
 
-func (l pausedListener) Close() error { return l.dl.SetDeadline(time.Unix(1, 0)) }
+// errHandedOver ends the Serve of a server whose listener was handed over.
+var errHandedOver = errors.New("the listener was handed over to the node's server")
+
+func (l *pausedListener) Accept() (net.Conn, error) {
+	if l.paused.Load() {
+		return nil, errHandedOver
+	}
+	c, err := l.Listener.Accept()
+	if err != nil && l.paused.Load() {
+		return nil, errHandedOver
+	}
+	return c, err
+}
+
+func (l *pausedListener) Close() error { return nil }
 
 // nonEmpty returns the items of list trimmed, without the empty ones.
 func nonEmpty(list []string) []string {
