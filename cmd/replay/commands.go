@@ -867,8 +867,8 @@ func importFile(ctx context.Context, st store, file, unfinished string, stdin io
 	if plan.memoryRestored > 0 {
 		fmt.Fprintf(stdout, "restored %d memory changes it made, for each memory's history\n", plan.memoryRestored)
 	}
-	for _, ns := range plan.memorySkipped {
-		fmt.Fprintf(stderr, "warning: the memory changes session %s made to namespace %s are not restored: it cleared a tier of it, which would clear this log's memories of %s too\n", id, ns, ns)
+	for _, s := range plan.memorySkipped {
+		fmt.Fprintf(stderr, "warning: the memory changes session %s made to namespace %s are not restored: %s\n", id, s.namespace, s.why)
 	}
 	if len(notEnded) > 0 && unfinished == unfinishedResume {
 		fmt.Fprintf(stderr, "warning: session %s is imported unfinished (%s): a node serving this log resumes it, and performs again what it requested and has no answer of here\n",
@@ -934,7 +934,7 @@ type importPlan struct {
 	// memoryRestored counts the memory changes write appended; memorySkipped
 	// names the namespaces whose changes it left out (writeMemory).
 	memoryRestored int
-	memorySkipped  []string
+	memorySkipped  []skippedNamespace
 }
 
 // planImport reads the export src opens, a batch of events at a time, and

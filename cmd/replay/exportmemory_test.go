@@ -171,7 +171,7 @@ func TestImportLeavesANamespaceTheSessionClearedWhereItHoldsOthers(t *testing.T)
 		env(alone, "mem-b", 7, &messages.MemoryCleared{Key: "s/5", Reason: "clear_all by the agent"}),
 	}
 	restored, skipped, err := writeMemory(ctx, lg, changes)
-	if err != nil || restored != 1 || !reflect.DeepEqual(skipped, []string{"user:alice"}) {
+	if err != nil || restored != 1 || len(skipped) != 1 || skipped[0].namespace != "user:alice" {
 		t.Fatalf("writeMemory: %d restored, %v skipped, %v; want 1, [user:alice]", restored, skipped, err)
 	}
 	if events, err := lg.Read(ctx, held, 1); err != nil || len(events) != 1 {
@@ -179,5 +179,62 @@ func TestImportLeavesANamespaceTheSessionClearedWhereItHoldsOthers(t *testing.T)
 	}
 	if events, err := lg.Read(ctx, alone, 1); err != nil || len(events) != 1 || events[0].Seq != 1 || events[0].ID != "mem-b" {
 		t.Errorf("user:bob holds %+v (%v), want the clear at seq 1", events, err)
+	}
+}
+
+// An import leaves a namespace of this log as it is when a change the session
+// made would, appended after what the namespace holds, bring back a memory this
+// log removed since or undo a later change to a memory or a block: the fold
+// applies appended changes last. One whose changes touch nothing changed here
+// since takes them. Before, the old update put a forgotten memory back, and
+// replaced a newer value and a newer block.
+func TestImportDoesNotUndoLaterMemoryChanges(t *testing.T) {
+	ctx := context.Background()
+	lg, err := sqlite.Open(ctx, sqlite.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lg.Close()
+	env := func(stream, id string, seq uint64, ts int64, p messages.Payload) messages.Envelope {
+		e, err := messages.NewEnvelope(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.ID, e.SessionID, e.Seq, e.TS, e.Actor = id, stream, seq, ts, "memory"
+		return e
+	}
+	rec := func(id, content string) messages.MemoryRecord {
+		return messages.MemoryRecord{MemoryID: id, Tier: "semantic", Content: content}
+	}
+	forgot, newer, block, fine := memory.Stream("user:a"), memory.Stream("user:b"), memory.Stream("user:c"), memory.Stream("user:d")
+	own := []messages.Envelope{
+		env(forgot, "mem-a1", 1, 10, &messages.MemoryAdded{Key: "http/1", Memory: rec("m-a", "likes tea")}),
+		env(forgot, "mem-a2", 2, 30, &messages.MemoryForgotten{Key: "http/2", MemoryIDs: []string{"m-a"}}),
+		env(newer, "mem-b1", 1, 10, &messages.MemoryAdded{Key: "http/3", Memory: rec("m-b", "lives in Oslo")}),
+		env(newer, "mem-b2", 2, 30, &messages.MemoryUpdated{Key: "http/4", Memory: rec("m-b", "lives in Bergen")}),
+		env(block, "mem-c1", 1, 30, &messages.MemoryBlockSet{Key: "http/5", Label: "persona", Value: "terse"}),
+		env(fine, "mem-d1", 1, 10, &messages.MemoryAdded{Key: "http/6", Memory: rec("m-d", "has a cat")}),
+	}
+	if err := lg.Append(ctx, own); err != nil {
+		t.Fatal(err)
+	}
+	changes := []messages.Envelope{
+		env(forgot, "mem-s1", 4, 20, &messages.MemoryUpdated{Key: "s/3", Memory: rec("m-a", "likes green tea")}),
+		env(newer, "mem-s2", 5, 20, &messages.MemoryUpdated{Key: "s/3", Memory: rec("m-b", "lives in Trondheim")}),
+		env(block, "mem-s3", 2, 20, &messages.MemoryBlockSet{Key: "s/5", Label: "persona", Value: "chatty"}),
+		env(fine, "mem-s4", 3, 20, &messages.MemoryUpdated{Key: "s/7", Memory: rec("m-d", "has two cats")}),
+	}
+	restored, skipped, err := writeMemory(ctx, lg, changes)
+	var names []string
+	for _, s := range skipped {
+		names = append(names, s.namespace)
+	}
+	if err != nil || restored != 1 || !reflect.DeepEqual(names, []string{"user:a", "user:b", "user:c"}) {
+		t.Fatalf("writeMemory: %d restored, %v skipped, %v; want 1, [user:a user:b user:c]", restored, skipped, err)
+	}
+	for stream, want := range map[string]int{forgot: 2, newer: 2, block: 1, fine: 2} {
+		if events, err := lg.Read(ctx, stream, 1); err != nil || len(events) != want {
+			t.Errorf("%s holds %d events (%v), want %d", stream, len(events), err, want)
+		}
 	}
 }

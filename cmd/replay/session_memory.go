@@ -91,9 +91,11 @@ func checkMemoryEvent(e messages.Envelope, p messages.Payload, session string, b
 // stream here. A change the stream holds already (by its ID: an import made
 // before) is not appended again. A namespace is left as it is, and named in the
 // result (skipped), when the session cleared a tier of it (memory.cleared) and it holds
-// events of its own here: the clear would remove this log's memories too.
+// events of its own here: the clear would remove this log's memories too; and
+// when a change would bring back a memory the namespace removed here since, or
+// undo a later change to a memory or a block (memory.RestoreConflict).
 // restored counts the changes appended.
-func writeMemory(ctx context.Context, log eventlog.Log, changes []messages.Envelope) (restored int, skipped []string, err error) {
+func writeMemory(ctx context.Context, log eventlog.Log, changes []messages.Envelope) (restored int, skipped []skippedNamespace, err error) {
 	for len(changes) > 0 {
 		stream := changes[0].SessionID
 		n := 1
@@ -114,10 +116,21 @@ func writeMemory(ctx context.Context, log eventlog.Log, changes []messages.Envel
 		for _, e := range these {
 			mine[e.ID] = true
 		}
+		ns := strings.TrimPrefix(stream, memory.StreamPrefix)
 		others := slices.ContainsFunc(held, func(e messages.Envelope) bool { return !mine[e.ID] })
 		clears := slices.ContainsFunc(these, func(e messages.Envelope) bool { return e.Type == messages.TypeMemoryCleared })
 		if others && clears {
-			skipped = append(skipped, strings.TrimPrefix(stream, memory.StreamPrefix))
+			skipped = append(skipped, skippedNamespace{ns, fmt.Sprintf("it cleared a tier of it, which would clear this log's memories of %s too", ns)})
+			continue
+		}
+		// Appended, the changes are folded after what the namespace holds: one
+		// must not bring back a memory removed here since, nor undo a later change.
+		why, err := memory.RestoreConflict(ns, held, these)
+		if err != nil {
+			return restored, skipped, fmt.Errorf("reading %s: %w", stream, err)
+		}
+		if why != "" {
+			skipped = append(skipped, skippedNamespace{ns, why})
 			continue
 		}
 		seq := uint64(0)
@@ -139,4 +152,10 @@ func writeMemory(ctx context.Context, log eventlog.Log, changes []messages.Envel
 		restored += len(batch)
 	}
 	return restored, skipped, nil
+}
+
+// skippedNamespace is a namespace whose memory changes writeMemory left out,
+// and why.
+type skippedNamespace struct {
+	namespace, why string
 }
