@@ -50,3 +50,22 @@ func (s *suite) testFindEvent(t *testing.T) {
 		}
 	}
 }
+
+// wantFind checks that FindEvent of session the event id finds want, or none
+// when want is nil, where the log is an eventlog.EventFinding.
+func (s *suite) wantFind(t *testing.T, l eventlog.Log, session, id string, want *messages.Envelope) {
+	t.Helper()
+	f, ok := l.(eventlog.EventFinding)
+	if !ok {
+		return
+	}
+	got, found, err := f.FindEvent(s.ctx(t), session, id)
+	switch {
+	case err != nil:
+		t.Errorf("FindEvent(%s, %s): %v", session, id, err)
+	case want == nil && found:
+		t.Errorf("FindEvent(%s, %s) = %s; want nothing found", session, id, describe([]messages.Envelope{got}))
+	case want != nil && (!found || !reflect.DeepEqual(got, *want)):
+		t.Errorf("FindEvent(%s, %s) = %s, %v; want %s", session, id, describe([]messages.Envelope{got}), found, describe([]messages.Envelope{*want}))
+	}
+}
