@@ -2,12 +2,15 @@ package main
 
 import (
 	"context"
+	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 
+	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/eventlog/sqlite"
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/memory"
@@ -237,4 +240,73 @@ func TestImportDoesNotUndoLaterMemoryChanges(t *testing.T) {
 			t.Errorf("%s holds %d events (%v), want %d", stream, len(events), err, want)
 		}
 	}
+}
+
+// An import the log refuses (an event ID of the session that another session
+// of the log holds) writes none of the session's memory changes: they are
+// written in the session's own append. Before, they were appended first, and
+// stayed behind, changes of a session the log does not hold.
+func TestImportTheLogRefusesRestoresNoMemory(t *testing.T) {
+	ctx := context.Background()
+	_, id, file, _ := exportedSession(t)
+	open := func() (io.ReadCloser, error) { return os.Open(file) }
+	plan, err := planImport(ctx, open, unfinishedRefuse, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	events, _, err := readExport(mustOpen(t, file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	change, err := messages.NewEnvelope(&messages.MemoryAdded{Key: id + "/4", Reason: "added by the agent", Memory: messages.MemoryRecord{MemoryID: "m1", Tier: "semantic", Content: "The user likes tea."}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := memory.Stream("agent:default")
+	change.ID, change.SessionID, change.Seq, change.TS, change.Actor = "mem-1", ns, 1, events[3].TS, "memory"
+	plan.memory = []messages.Envelope{change}
+
+	for name, bound := range map[string]appendBound{"whole": {events: 1 << 20, bytes: 1 << 30}, "in batches": {events: 1, bytes: 1}} {
+		lg, err := sqlite.Open(ctx, sqlite.Config{Dir: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer lg.Close()
+		taken := events[len(events)-1]
+		if name == "whole" {
+			taken = events[1]
+		}
+		taken.SessionID, taken.Seq, taken.CausationID, taken.CorrelationID = "other", 1, "", ""
+		if err := lg.Append(ctx, []messages.Envelope{taken}); err != nil {
+			t.Fatal(err)
+		}
+		if err := plan.write(ctx, lg, open, bound); !errors.Is(err, eventlog.ErrSeqConflict) {
+			t.Fatalf("%s: import of a session whose event ID the log holds: %v; want it refused", name, err)
+		}
+		if held, err := lg.Read(ctx, ns, 1); err != nil || len(held) != 0 {
+			t.Errorf("%s: a refused import left %d memory changes in %s (%v)", name, len(held), ns, err)
+		}
+		// Into a log that takes it, the changes are restored with it.
+		clean, err := sqlite.Open(ctx, sqlite.Config{Dir: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer clean.Close()
+		if err := plan.write(ctx, clean, open, bound); err != nil || plan.memoryRestored != 1 {
+			t.Fatalf("%s: import: %v, %d memory changes restored; want 1", name, err, plan.memoryRestored)
+		}
+		if held, err := clean.Read(ctx, ns, 1); err != nil || len(held) != 1 || held[0].ID != change.ID {
+			t.Errorf("%s: the import restored %d memory changes to %s (%v), want its one", name, len(held), ns, err)
+		}
+	}
+}
+
+func mustOpen(t *testing.T, file string) io.Reader {
+	t.Helper()
+	f, err := os.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.Close() })
+	return f
 }
