@@ -310,3 +310,25 @@ func mustOpen(t *testing.T, file string) io.Reader {
 	t.Cleanup(func() { _ = f.Close() })
 	return f
 }
+
+// An export of a later format version is refused for its version, also when
+// that version adds a key to the header (as version 2 added configs and 3
+// memory): the keys were checked first, and such a file was refused as one
+// whose header holds an unknown key, which did not say that a later build
+// wrote it.
+func TestImportRefusesALaterVersionForItsVersion(t *testing.T) {
+	for _, header := range []string{
+		`{"format":"troupe.session","version":4,"session_id":"s1","events":1,"steps":3}`,
+		`{"format":"troupe.session","version":4,"session_id":"s1","events":1}`,
+	} {
+		_, _, err := readExport(strings.NewReader(header + "\n"))
+		if !errors.Is(err, ErrBadExport) || !strings.Contains(err.Error(), "export format version 4 is newer than this build reads (3)") {
+			t.Errorf("header %s: %v; want it refused as of a later version", header, err)
+		}
+	}
+	// A header of this version with an unknown key is refused for the key.
+	_, _, err := readExport(strings.NewReader(`{"format":"troupe.session","version":3,"session_id":"s1","events":1,"steps":3}` + "\n"))
+	if !errors.Is(err, ErrBadExport) || !strings.Contains(err.Error(), `unknown key "steps"`) {
+		t.Errorf("a version 3 header with an unknown key: %v", err)
+	}
+}
