@@ -867,8 +867,8 @@ func importFile(ctx context.Context, st store, file, unfinished string, stdin io
 	if plan.memoryRestored > 0 {
 		fmt.Fprintf(stdout, "restored %d memory changes it made, for each memory's history\n", plan.memoryRestored)
 	}
-	for _, ns := range plan.memorySkipped {
-		fmt.Fprintf(stderr, "warning: the memory changes session %s made to namespace %s are not restored: it cleared a tier of it, which would clear this log's memories of %s too\n", id, ns, ns)
+	for _, s := range plan.memorySkipped {
+		fmt.Fprintf(stderr, "warning: the memory changes session %s made to namespace %s are not restored: %s\n", id, s.namespace, s.why)
 	}
 	if len(notEnded) > 0 && unfinished == unfinishedResume {
 		fmt.Fprintf(stderr, "warning: session %s is imported unfinished (%s): a node serving this log resumes it, and performs again what it requested and has no answer of here\n",
@@ -934,7 +934,7 @@ type importPlan struct {
 	// memoryRestored counts the memory changes write appended; memorySkipped
 	// names the namespaces whose changes it left out (writeMemory).
 	memoryRestored int
-	memorySkipped  []string
+	memorySkipped  []skippedNamespace
 }
 
 // planImport reads the export src opens, a batch of events at a time, and
@@ -1017,18 +1017,25 @@ func (plan *importPlan) write(ctx context.Context, log eventlog.Log, src func() 
 	if len(existing) > 0 && existing[0].Seq == 1 {
 		return fmt.Errorf("session %s already exists in this log; fork it instead, or import into another log", id)
 	}
-	// The session's memory changes before it: an import that fails after them
-	// is made again, which finds them there (writeMemory appends none twice).
-	if plan.memoryRestored, plan.memorySkipped, err = writeMemory(ctx, log, plan.memory); err != nil {
+	// The session's memory changes are written with it: in its one append,
+	// or else just before its first event, after its other events (an import
+	// refused before leaves no memory change of a session the log does not
+	// hold; one that fails after them is made again, which finds them there,
+	// and planMemory appends none twice).
+	memBatches, skipped, err := planMemory(ctx, log, plan.memory)
+	if err != nil {
 		return err
 	}
-	w := &sessionWriter{log: log, whole: bound.fits(plan.events+len(plan.parked), plan.bytes+messages.PayloadBytes(plan.parked))}
+	plan.memorySkipped = skipped
+	mem := slices.Concat(memBatches...)
+	w := &sessionWriter{log: log, whole: bound.fits(plan.events+len(plan.parked)+len(mem), plan.bytes+messages.PayloadBytes(plan.parked)+messages.PayloadBytes(mem))}
 	if w.whole {
 		// In the session's one append, before its events: all of it is
-		// written or none, the configurations too when the log refuses the
-		// session (an event ID taken). One the log holds already is left as
-		// it is (the same ID at the same seq: a no-op).
+		// written or none, the configurations and the memory changes too
+		// when the log refuses the session (an event ID taken). One the log
+		// holds already is left as it is (the same ID at the same seq: a no-op).
 		w.held = append(w.held, plan.configs...)
+		w.held = append(w.held, mem...)
 	} else {
 		// One the log holds already is left as it is (the same event, or the
 		// first of a digest's).
@@ -1054,8 +1061,19 @@ func (plan *importPlan) write(ctx context.Context, log eventlog.Log, src func() 
 	if err == nil && read != plan.events {
 		err = fmt.Errorf("the file changed while it was imported: import it again")
 	}
+	if err == nil && !w.whole {
+		for _, batch := range memBatches {
+			if err = log.Append(ctx, batch); err != nil {
+				err = fmt.Errorf("restoring the session's memory changes to %s: %w", batch[0].SessionID, err)
+				break
+			}
+		}
+	}
 	if err == nil {
 		err = w.finish(ctx, plan.parked)
+	}
+	if err == nil {
+		plan.memoryRestored = len(mem)
 	}
 	if err != nil {
 		if left := w.partial(); left != "" {

@@ -321,6 +321,16 @@ func scanExport(r io.Reader, batch func(events []messages.Envelope) error) (h ex
 		return h, exportTail{}, fmt.Errorf("%w: %w", ErrBadExport, err)
 	}
 	first = messages.TrimByteOrderMark(first)
+	// A later build's export is refused for its version before its keys: the
+	// version that adds a key (configs, memory) adds it to the header, which
+	// this build would otherwise call unknown rather than say why.
+	var later struct {
+		Format  string `json:"format"`
+		Version int    `json:"version"`
+	}
+	if json.Unmarshal(first, &later) == nil && later.Format == exportFormat && later.Version > exportVersion {
+		return h, exportTail{}, fmt.Errorf("%w: export format version %d is newer than this build reads (%d)", ErrBadExport, later.Version, exportVersion)
+	}
 	if err := checkKeys(first, headerKeys); err != nil {
 		return h, exportTail{}, fmt.Errorf("%w: line 1 is not an export header: %w", ErrBadExport, err)
 	}

@@ -84,16 +84,35 @@ func checkMemoryEvent(e messages.Envelope, p messages.Payload, session string, b
 }
 
 // writeMemory appends the memory changes of an export to their namespaces'
-// streams in log, after what each holds: an import restores what the session
-// did to its memories, so that a memory's history (node memory history, replay
-// show of the namespace) explains it in this log as in the one it came from.
-// Each change keeps its ID, time and payload; its seq is the next of its
-// stream here. A change the stream holds already (by its ID: an import made
-// before) is not appended again. A namespace is left as it is, and named in the
-// result (skipped), when the session cleared a tier of it (memory.cleared) and it holds
-// events of its own here: the clear would remove this log's memories too.
-// restored counts the changes appended.
-func writeMemory(ctx context.Context, log eventlog.Log, changes []messages.Envelope) (restored int, skipped []string, err error) {
+// streams in log, after what each holds, as planMemory plans them, a
+// namespace at a time; restored counts the changes appended.
+func writeMemory(ctx context.Context, log eventlog.Log, changes []messages.Envelope) (restored int, skipped []skippedNamespace, err error) {
+	batches, skipped, err := planMemory(ctx, log, changes)
+	if err != nil {
+		return 0, skipped, err
+	}
+	for _, batch := range batches {
+		if err := log.Append(ctx, batch); err != nil {
+			return restored, skipped, fmt.Errorf("restoring the session's memory changes to %s: %w", batch[0].SessionID, err)
+		}
+		restored += len(batch)
+	}
+	return restored, skipped, nil
+}
+
+// planMemory returns the appends that restore the memory changes of an export
+// to their namespaces' streams in log, after what each holds, one per
+// namespace: an import restores what the session did to its memories, so that
+// a memory's history (node memory history, replay show of the namespace)
+// explains it in this log as in the one it came from. Each change keeps its
+// ID, time and payload; its seq is the next of its stream here. A change the
+// stream holds already (by its ID: an import made before) is not appended
+// again. A namespace is left as it is, and named in the result (skipped), when
+// the session cleared a tier of it (memory.cleared) and it holds events of its
+// own here: the clear would remove this log's memories too; and when a change
+// would bring back a memory the namespace removed here since, or undo a later
+// change to a memory or a block (memory.RestoreConflict).
+func planMemory(ctx context.Context, log eventlog.Log, changes []messages.Envelope) (batches [][]messages.Envelope, skipped []skippedNamespace, err error) {
 	for len(changes) > 0 {
 		stream := changes[0].SessionID
 		n := 1
@@ -104,7 +123,7 @@ func writeMemory(ctx context.Context, log eventlog.Log, changes []messages.Envel
 		changes = changes[n:]
 		held, err := log.Read(ctx, stream, 1)
 		if err != nil {
-			return restored, skipped, fmt.Errorf("reading %s: %w", stream, err)
+			return nil, skipped, fmt.Errorf("reading %s: %w", stream, err)
 		}
 		ids := make(map[string]bool, len(held))
 		for _, e := range held {
@@ -114,10 +133,21 @@ func writeMemory(ctx context.Context, log eventlog.Log, changes []messages.Envel
 		for _, e := range these {
 			mine[e.ID] = true
 		}
+		ns := strings.TrimPrefix(stream, memory.StreamPrefix)
 		others := slices.ContainsFunc(held, func(e messages.Envelope) bool { return !mine[e.ID] })
 		clears := slices.ContainsFunc(these, func(e messages.Envelope) bool { return e.Type == messages.TypeMemoryCleared })
 		if others && clears {
-			skipped = append(skipped, strings.TrimPrefix(stream, memory.StreamPrefix))
+			skipped = append(skipped, skippedNamespace{ns, fmt.Sprintf("it cleared a tier of it, which would clear this log's memories of %s too", ns)})
+			continue
+		}
+		// Appended, the changes are folded after what the namespace holds: one
+		// must not bring back a memory removed here since, nor undo a later change.
+		why, err := memory.RestoreConflict(ns, held, these)
+		if err != nil {
+			return nil, skipped, fmt.Errorf("reading %s: %w", stream, err)
+		}
+		if why != "" {
+			skipped = append(skipped, skippedNamespace{ns, why})
 			continue
 		}
 		seq := uint64(0)
@@ -133,10 +163,15 @@ func writeMemory(ctx context.Context, log eventlog.Log, changes []messages.Envel
 			e.Seq = seq
 			batch = append(batch, e)
 		}
-		if err := log.Append(ctx, batch); err != nil {
-			return restored, skipped, fmt.Errorf("restoring the session's memory changes to %s: %w", stream, err)
+		if len(batch) > 0 {
+			batches = append(batches, batch)
 		}
-		restored += len(batch)
 	}
-	return restored, skipped, nil
+	return batches, skipped, nil
+}
+
+// skippedNamespace is a namespace whose memory changes writeMemory left out,
+// and why.
+type skippedNamespace struct {
+	namespace, why string
 }

@@ -227,6 +227,9 @@ func (s *suite) testFencingHidesStaleWrites(t *testing.T) {
 	s.wantRead(t, l, a.id, 4, mine)
 	s.wantRead(t, l, a.id, 5, mine[1:])
 	s.wantRead(t, l, a.id, 6, nil)
+	// Found by ID as Read returns them: the new owner's at seq 4, no stale one past it.
+	s.wantFind(t, l, a.id, mine[0].ID, &mine[0])
+	s.wantFind(t, l, a.id, a.writer(t, 6, "node-a").ID, nil)
 	// The stale owner stays fenced, the new owner appends as before.
 	s.appendLeasedErr(t, f, la, eventlog.ErrFenced, a.writer(t, 8, "node-a"))
 	s.appendLeased(t, f, lb, mine...)
@@ -266,6 +269,7 @@ func (s *suite) testFencingStaleWriteFirst(t *testing.T) {
 	want := append(append(append([]messages.Envelope{}, head...), mine...), again)
 	s.wantRead(t, l, a.id, 0, want)
 	s.wantRead(t, l, a.id, 4, want[3:])
+	s.wantFind(t, l, a.id, task.ID, &again) // the new owner's, not the stale one at seq 4
 	// Delivered again: no-ops. The stale owner stays fenced.
 	s.appendLeased(t, f, lb, append(append([]messages.Envelope{}, mine...), again)...)
 	s.appendLeasedErr(t, f, la, eventlog.ErrFenced, a.writer(t, 6, "node-a"))
