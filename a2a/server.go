@@ -232,6 +232,25 @@ func EnvelopeID(contextID, messageID string) string {
 	return "a2a-" + hex.EncodeToString(sum[:16])
 }
 
+// legacyEnvelopeID is the task.submitted envelope ID the builds before
+// EnvelopeID took the context gave message messageID's task: derived from the
+// messageId alone. Those tasks keep it (their task IDs name it: ParseTaskID), and
+// a message sent again after the change finds its task under it (Dedupe.legacy).
+func legacyEnvelopeID(messageID string) string {
+	sum := sha256.Sum256([]byte(messageID))
+	return "a2a-" + hex.EncodeToString(sum[:16])
+}
+
+// EventFinder is a Backend that finds an event of a session by its ID without
+// reading the session (the node: eventlog.FindEvent): Dedupe asks it, when it
+// can, whether a message's task was recorded under its legacy envelope ID; else
+// it reads the session (TaskStore.Get).
+type EventFinder interface {
+	// FindEvent returns the event of session whose ID is id, and true; false
+	// and no error when the session has no such event.
+	FindEvent(ctx context.Context, session, id string) (messages.Envelope, bool, error)
+}
+
 // ContextFor is the context (session) ID of a message that names none: derived from
 // its message ID, so that a retried message/send lands in the same session.
 func ContextFor(messageID string) string {
@@ -995,6 +1014,9 @@ func (d *Dedupe) prepare(ctx context.Context, p *sdk.MessageSendParams) (sdk.Tas
 		return "", false, err
 	}
 	id := TaskIDFor(p.Message.ContextID, p.Message.ID)
+	if legacy, ok, err := d.legacy(ctx, p.Message.ContextID, p.Message.ID, id); err != nil || ok {
+		return legacy, ok, err
+	}
 	task := &sdk.Task{ID: id, ContextID: p.Message.ContextID, Status: sdk.TaskStatus{State: sdk.TaskStateSubmitted},
 		Metadata: map[string]any{ClaimKey: true}}
 	claimed, err := d.store.claim(ctx, task)
@@ -1007,6 +1029,42 @@ func (d *Dedupe) prepare(ctx context.Context, p *sdk.MessageSendParams) (sdk.Tas
 	p.Message.TaskID = id
 	d.exec.refused.Delete(id) // a refusal of an earlier sending its client never heard
 	return "", false, nil
+}
+
+// legacy returns the task message messageID started in session under its
+// legacy envelope ID (legacyEnvelopeID), recorded by a build before EnvelopeID
+// took the context, and true; false when the session has none, or has the task
+// under its ID id too (the new ID is looked up first). A client retrying a
+// message/send across the upgrade sent its message again to the same context:
+// it started the task a second time.
+func (d *Dedupe) legacy(ctx context.Context, session, messageID string, id sdk.TaskID) (sdk.TaskID, bool, error) {
+	envID := legacyEnvelopeID(messageID)
+	legacy := sdk.TaskID(session + taskIDSep + strings.TrimPrefix(envID, "a2a-"))
+	if legacy == id || d.store.holds(id) {
+		return "", false, nil
+	}
+	recorded := func(envID string, id sdk.TaskID) (bool, error) {
+		f, ok := d.exec.backend.(EventFinder)
+		if !ok {
+			_, err := d.store.Get(ctx, id)
+			if errors.Is(err, sdk.ErrTaskNotFound) {
+				return false, nil
+			}
+			return err == nil, err
+		}
+		ev, found, err := f.FindEvent(ctx, session, envID)
+		if err != nil {
+			return false, fmt.Errorf("a2a: session %s: %w", session, err)
+		}
+		return found && ev.Type == messages.TypeTaskSubmitted, nil
+	}
+	if ok, err := recorded(envID, legacy); err != nil || !ok {
+		return "", false, err
+	}
+	if ok, err := recorded(EnvelopeID(session, messageID), id); err != nil || ok {
+		return "", false, err
+	}
+	return legacy, true, nil
 }
 
 // OnSendMessage implements a2asrv.RequestHandler.

@@ -214,6 +214,15 @@ func (s *TaskStore) claim(ctx context.Context, task *sdk.Task) (bool, error) {
 	return true, nil
 }
 
+// holds reports whether the store holds task id (live: this process saved or
+// claimed it).
+func (s *TaskStore) holds(id sdk.TaskID) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.live[id]
+	return ok
+}
+
 // release forgets a task claimed whose execution never started (the SDK refused
 // the request), so that the message may be sent again.
 func (s *TaskStore) release(id sdk.TaskID) {

@@ -163,6 +163,14 @@ func (b a2aBackend) CheckTask(s a2a.Submission) error {
 	return b.n.ingress.checkSessionShape(t.SessionID)
 }
 
+var _ a2a.EventFinder = a2aBackend{}
+
+// FindEvent implements a2a.EventFinder: by its ID where the log finds events
+// so, else reading the session a page at a time (recordedEvent).
+func (b a2aBackend) FindEvent(ctx context.Context, session, id string) (messages.Envelope, bool, error) {
+	return b.n.recordedEvent(ctx, session, id)
+}
+
 func (b a2aBackend) Events(ctx context.Context, sessionID string, from uint64) ([]messages.Envelope, error) {
 	return b.n.log.Read(ctx, sessionID, from)
 }

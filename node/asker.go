@@ -2,7 +2,9 @@ package node
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/url"
@@ -42,9 +44,15 @@ func NewAsker(n *Node, program, session string, in io.Reader, terminal, cluster 
 		go func() {
 			// Ends with stdin (the process exits before it, most often).
 			defer close(lines)
-			sc := bufio.NewScanner(in)
-			for sc.Scan() {
-				lines <- sc.Text()
+			r := bufio.NewReader(in)
+			for {
+				line, err := readTerminalLine(r, maxTerminalLine)
+				if err == nil || (errors.Is(err, io.EOF) && line != "") {
+					lines <- line
+				}
+				if err != nil {
+					return
+				}
 			}
 		}()
 		a.lines = lines
@@ -114,6 +122,31 @@ func terminalReason(reason string) (string, bool) {
 		valid = cutWithNote(valid, maxApprovalReason, "…")
 	}
 	return valid, valid != reason
+}
+
+// maxTerminalLine bounds what of a line of the terminal an Asker keeps (the rest
+// is read and dropped): more than a reason may carry, which terminalReason cuts.
+const maxTerminalLine = 64 << 10
+
+// readTerminalLine reads a line of r, without its end ("\n" or "\r\n"), and
+// keeps at most max bytes of it, however long it is: a bufio.Scanner stopped at a
+// line over its buffer (64 KiB: a log pasted as a reason), and the terminal's
+// lines ended there, every later call rejected as if it closed. The error is
+// r's, io.EOF at its end (with the last line, if it had no end).
+func readTerminalLine(r *bufio.Reader, max int) (string, error) {
+	var line []byte
+	for {
+		frag, err := r.ReadSlice('\n')
+		if room := max - len(line); room > 0 {
+			line = append(line, frag[:min(len(frag), room)]...)
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		line = bytes.TrimSuffix(line, []byte("\n"))
+		line = bytes.TrimSuffix(line, []byte("\r"))
+		return string(line), err
+	}
 }
 
 // readLine reads a line of the terminal; ok is false at its end.

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/messages"
@@ -131,5 +132,64 @@ func TestAskerTakesATerminalsReasonThatIsNoValidAnswer(t *testing.T) {
 				t.Errorf("the approved tool ran %d times, want 1", sent.Load())
 			}
 		})
+	}
+}
+
+// TestAskerReadsOnAfterALineLongerThanTheScannersBuffer: a reason pasted on the
+// terminal longer than 64 KiB (a log, a diff) ended the terminal's lines (the
+// bufio.Scanner's token limit): the call was approved with no reason, and every
+// later call rejected, "the terminal closed before anyone answered", the user never
+// asked. The line is read whole, its reason cut as any long one, and the terminal
+// answers on.
+func TestAskerReadsOnAfterALineLongerThanTheScannersBuffer(t *testing.T) {
+	model, err := llm.NewScripted(llm.Script{Name: "scripted", Steps: []llm.ScriptStep{
+		{ToolCalls: []messages.ToolCall{{ID: "call_1", Name: "send_email", Arguments: `{"to":"bob@example.com"}`}}},
+		{ToolCalls: []messages.ToolCall{{ID: "call_2", Name: "send_email", Arguments: `{"to":"carol@example.com"}`}}},
+		{Content: "handled"},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sent atomic.Int64
+	n := nodetest.Start(t, node.Config{Model: model, Tools: []tools.Tool{emailTool{&sent}},
+		Agents: []node.NamedAgent{{Name: "mailer", Tools: []string{"send_email"}, Approvals: []string{"send_email"}}}})
+	const session = "asker-long-line"
+	if _, err := n.Submit(context.Background(), node.Task{Input: "mail bob and carol", SessionID: session, Agent: "mailer"}); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	a := node.NewAsker(n, "node run", session, strings.NewReader("y\n"+strings.Repeat("x", 70000)+"\ny\nsecond\n"), true, false, &out)
+	answered := ""
+	for range 2 {
+		var p node.PendingApproval
+		waitFor(t, 30*time.Second, "the next approval", func() bool {
+			p = waitApproval(t, n, session)
+			return p.Key != answered
+		})
+		if err := a.Answer(context.Background(), &messages.ApprovalRequested{Key: p.Key, CallID: p.Call, Tool: p.Tool, Arguments: p.Arguments}); err != nil {
+			t.Fatal(err)
+		}
+		answered = p.Key
+	}
+	events := waitEnded(t, n, session)
+	var reasons []string
+	for _, e := range events {
+		if e.Type == messages.TypeApprovalResolved {
+			p, err := e.Decode()
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := p.(*messages.ApprovalResolved)
+			if !r.Approve {
+				t.Errorf("call %s rejected: %q; the terminal said y (%q)", r.Key, r.Reason, out.String())
+			}
+			reasons = append(reasons, r.Reason)
+		}
+	}
+	if len(reasons) != 2 || !strings.HasPrefix(reasons[0], "xxxx") || len(reasons[0]) > 4096 || reasons[1] != "second" {
+		t.Errorf("the reasons recorded are %.40q; want the long line cut, then %q", reasons, "second")
+	}
+	if sent.Load() != 2 {
+		t.Errorf("the approved tool ran %d times, want 2", sent.Load())
 	}
 }

@@ -91,7 +91,7 @@ func PrintStep(w io.Writer, e messages.Envelope) (code int, done bool) {
 			verdict = "rejected"
 		}
 		if p.Reason != "" {
-			verdict += ": " + p.Reason
+			verdict += ": " + oneLine(p.Reason)
 		}
 		printf("  [%d] %s (by %s)\n", e.Seq, verdict, p.By)
 	case *messages.SessionForked:
