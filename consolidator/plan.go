@@ -185,9 +185,10 @@ type item struct {
 	// nums is the memory's numbers (numbers), once computed; numsSet says so.
 	nums    string
 	numsSet bool
-	// negated is whether the memory's content negates (negates), once computed;
-	// negSet says so.
-	negated, negSet bool
+	// negs is how many negations the memory's content holds (negations), once
+	// computed; negSet says so.
+	negs   int
+	negSet bool
 	// words are the memory's words (pmem.TokenizeStem, unstemmed), named those
 	// written with a capital (namesOutside), once computed.
 	words, named map[string]bool
@@ -474,9 +475,9 @@ func vectorSaysNothing(a, b *item) bool {
 }
 
 // readOtherwise reports whether a's and b's texts, however close their vectors,
-// say other things: they hold other numbers (numbersDiffer), or one negates what
-// the other affirms (negationDiffers). Rule 2 does not merge such a pair; among
-// facts, it goes to the conflict judgement.
+// say other things: they hold other numbers (numbersDiffer), other numbers of
+// negations (negationDiffers), or other names (namesDiffer). Rule 2 does not merge
+// such a pair; among facts, it goes to the conflict judgement.
 func readOtherwise(a, b *item) bool {
 	return numbersDiffer(a, b) || negationDiffers(a, b) || namesDiffer(a, b)
 }
@@ -520,43 +521,48 @@ func (it *item) readWords() {
 	}
 }
 
-// negationDiffers reports whether one of a's and b's texts negates and the other
-// does not (negates). The offline hashing embedder reads a long sentence and its
+// negationDiffers reports whether a's and b's texts hold other numbers of
+// negations (negations). The offline hashing embedder reads a long sentence and its
 // negation nearly alike (a fact of fifteen words and the same with "not": cosine
 // 0.95, over a floor of about 0 in a tier of unrelated facts), yet they are two
 // facts, the newer often the correction of the older: merging them folded "she is
 // not allergic to peanuts" into "she is allergic to peanuts", found by no search.
-func negationDiffers(a, b *item) bool { return a.negates() != b.negates() }
+// The counts are compared, not their parity: "he doesn't drink coffee and doesn't
+// eat meat" denies two things, not none, and Spanish "no come nada" or Portuguese
+// "não come nada" negates once in two words; read as even, each merged with the
+// text that affirms.
+func negationDiffers(a, b *item) bool { return a.negations() != b.negations() }
 
-// negations are the words that negate what follows them, in English and a few
+// negationWords are the words that negate what follows them, in English and a few
 // languages whose negation is a word of its own; a word ending in "n't" negates
-// too.
-var negations = map[string]bool{
+// too. "nor" is not among them: it goes on the negation of a "neither" or a "not"
+// before it ("neither meat nor fish" negates as "not meat or fish").
+var negationWords = map[string]bool{
 	"not": true, "no": true, "never": true, "none": true, "nobody": true, "nothing": true,
-	"neither": true, "nor": true, "nowhere": true, "cannot": true, "without": true,
+	"neither": true, "nowhere": true, "cannot": true, "without": true,
 	"nicht": true, "kein": true, "keine": true, "nie": true, "niemals": true,
 	"pas": true, "jamais": true, "aucun": true, "aucune": true,
 	"não": true, "nunca": true, "nada": true, "nadie": true, "ningún": true, "ninguna": true, "non": true,
 }
 
-// negates reports whether the memory's content holds an odd number of negations
-// (negations, or a word ending in "n't" or "n’t"): "is not", "isn't" and "is no
-// longer" negate alike, and a double negation affirms.
-func (it *item) negates() bool {
+// negations returns how many negations the memory's content holds (negationWords,
+// and words ending in "n't" or "n’t"): "is not", "isn't" and "is no longer"
+// negate alike, once.
+func (it *item) negations() int {
 	if it.negSet {
-		return it.negated
+		return it.negs
 	}
 	n := 0
 	for _, w := range strings.FieldsFunc(strings.ToLower(it.m.Content), func(r rune) bool {
 		return !unicode.IsLetter(r) && r != '\'' && r != '’'
 	}) {
 		w = strings.Trim(w, "'’")
-		if negations[w] || strings.HasSuffix(w, "n't") || strings.HasSuffix(w, "n’t") {
+		if negationWords[w] || strings.HasSuffix(w, "n't") || strings.HasSuffix(w, "n’t") {
 			n++
 		}
 	}
-	it.negated, it.negSet = n%2 == 1, true
-	return it.negated
+	it.negs, it.negSet = n, true
+	return n
 }
 
 // numbersDiffer reports whether a's and b's texts hold other numbers (a date, an
