@@ -586,7 +586,8 @@ func numbersDiffer(a, b *item) bool {
 // see: the flight of May 3 merged into that of May 5; and the runs read apart in any
 // order merged "2026-05-03" with "2026-03-05". A number written with no decimal
 // digit (a fraction ½, a superscript ², a Roman numeral Ⅷ: Unicode's No and Nl) is
-// the character itself. An English number word (numberWords) is its value.
+// the character itself. A number written in English words is its value
+// (numberWordValues): "twenty-one" is "21".
 func (it *item) numbers() string {
 	if it.numsSet {
 		return it.nums
@@ -628,38 +629,11 @@ func (it *item) numbers() string {
 		}
 	}
 	flush()
-	for _, w := range strings.FieldsFunc(strings.ToLower(it.m.Content), func(r rune) bool { return !unicode.IsLetter(r) }) {
-		if n, ok := numberWords[w]; ok {
-			nums = append(nums, n)
-		}
-	}
+	nums = append(nums, numberWordValues(it.m.Content)...)
 	slices.Sort(nums)
 	it.nums, it.numsSet = strings.Join(slices.Compact(nums), " "), true
 	return it.nums
 }
-
-// numberWords are the English words of a number, each read as its value in digits
-// (as numbers reads digits): cardinals to twenty, the tens, hundred to billion and
-// dozen, ordinals to twelfth, twentieth and thirtieth. "three children" and "four
-// children" are other numbers, "three" and "3", "May third" and "May 3" one.
-var numberWords = func() map[string]string {
-	m := map[string]string{}
-	for i, w := range strings.Fields(`zero one two three four five six seven eight nine ten eleven twelve
-		thirteen fourteen fifteen sixteen seventeen eighteen nineteen twenty`) {
-		m[w] = fmt.Sprint(i)
-	}
-	for i, w := range strings.Fields(`first second third fourth fifth sixth seventh eighth ninth tenth eleventh twelfth`) {
-		m[w] = fmt.Sprint(i + 1)
-	}
-	for i, w := range strings.Fields(`thirty forty fifty sixty seventy eighty ninety`) {
-		m[w] = fmt.Sprint(30 + 10*i)
-	}
-	for w, n := range map[string]string{"twentieth": "20", "thirtieth": "30", "dozen": "12",
-		"hundred": "100", "thousand": "1000", "million": "1000000", "billion": "1000000000"} {
-		m[w] = n
-	}
-	return m
-}()
 
 // numberSeparator reports whether r, between two runs of digits, joins them into
 // one number: a decimal or thousands separator (. , ' and the Arabic ٫ ٬, the
