@@ -533,36 +533,13 @@ func (it *item) readWords() {
 // text that affirms.
 func negationDiffers(a, b *item) bool { return a.negations() != b.negations() }
 
-// negationWords are the words that negate what follows them, in English and a few
-// languages whose negation is a word of its own; a word ending in "n't" negates
-// too. "nor" is not among them: it goes on the negation of a "neither" or a "not"
-// before it ("neither meat nor fish" negates as "not meat or fish").
-var negationWords = map[string]bool{
-	"not": true, "no": true, "never": true, "none": true, "nobody": true, "nothing": true,
-	"neither": true, "nowhere": true, "cannot": true, "without": true,
-	"nicht": true, "kein": true, "keine": true, "nie": true, "niemals": true,
-	"pas": true, "jamais": true, "aucun": true, "aucune": true,
-	"não": true, "nunca": true, "nada": true, "nadie": true, "ningún": true, "ninguna": true, "non": true,
-}
-
-// negations returns how many negations the memory's content holds (negationWords,
-// and words ending in "n't" or "n’t"): "is not", "isn't" and "is no longer"
-// negate alike, once.
+// negations returns how many negations the memory's content holds
+// (pmem.Negations), once.
 func (it *item) negations() int {
-	if it.negSet {
-		return it.negs
+	if !it.negSet {
+		it.negs, it.negSet = pmem.Negations(it.m.Content), true
 	}
-	n := 0
-	for _, w := range strings.FieldsFunc(strings.ToLower(it.m.Content), func(r rune) bool {
-		return !unicode.IsLetter(r) && r != '\'' && r != '’'
-	}) {
-		w = strings.Trim(w, "'’")
-		if negationWords[w] || strings.HasSuffix(w, "n't") || strings.HasSuffix(w, "n’t") {
-			n++
-		}
-	}
-	it.negs, it.negSet = n, true
-	return n
+	return it.negs
 }
 
 // numbersDiffer reports whether a's and b's texts hold other numbers (a date, an
@@ -576,100 +553,12 @@ func numbersDiffer(a, b *item) bool {
 	return a.numbers() != b.numbers()
 }
 
-// numbers returns the numbers of the memory's content, sorted, without repeats,
-// joined by spaces. A number is a run of decimal digits in any script's digits
-// (ASCII, full-width, Arabic-Indic, Devanagari, …: Unicode's Nd), each read as its
-// value in ASCII digits without leading zeros ("007" and "００７" are "7"), or such
-// runs joined by one separator (numberSeparator), read in their order with "_"
-// for any separator: "2026-05-03" is "2026_5_3", "3.5" and "3,5" are "3_5". Japanese
-// input writes "５月３日" in full-width digits, which an ASCII-only reading did not
-// see: the flight of May 3 merged into that of May 5; and the runs read apart in any
-// order merged "2026-05-03" with "2026-03-05". A number written with no decimal
-// digit (a fraction ½, a superscript ², a Roman numeral Ⅷ: Unicode's No and Nl) is
-// the character itself. A number written in English words is its value
-// (numberWordValues): "twenty-one" is "21".
+// numbers returns the numbers of the memory's content (pmem.Numbers), once.
 func (it *item) numbers() string {
-	if it.numsSet {
-		return it.nums
+	if !it.numsSet {
+		it.nums, it.numsSet = pmem.Numbers(it.m.Content), true
 	}
-	var nums []string
-	var num, part []byte
-	endPart := func() {
-		n := strings.TrimLeft(string(part), "0")
-		if n == "" {
-			n = "0"
-		}
-		if num != nil {
-			num = append(num, '_')
-		}
-		num = append(num, n...)
-		part = nil
-	}
-	flush := func() {
-		if part != nil {
-			endPart()
-		}
-		if num != nil {
-			nums = append(nums, string(num))
-			num = nil
-		}
-	}
-	for _, r := range it.m.Content {
-		if d, ok := digitValue(r); ok {
-			part = append(part, '0'+d)
-			continue
-		}
-		if part != nil && numberSeparator(r) {
-			endPart() // the number goes on if a digit follows
-			continue
-		}
-		flush()
-		if r >= 0x80 && unicode.In(r, unicode.No, unicode.Nl) {
-			nums = append(nums, string(r))
-		}
-	}
-	flush()
-	nums = append(nums, numberWordValues(it.m.Content)...)
-	slices.Sort(nums)
-	it.nums, it.numsSet = strings.Join(slices.Compact(nums), " "), true
 	return it.nums
-}
-
-// numberSeparator reports whether r, between two runs of digits, joins them into
-// one number: a decimal or thousands separator (. , ' and the Arabic ٫ ٬, the
-// no-break and thin spaces), or the separator of a date, a time, a fraction or a
-// range (- / :), in ASCII or full width.
-func numberSeparator(r rune) bool {
-	switch r {
-	case '.', ',', '\'', ':', '/', '-', '\u00a0', '\u2009', '\u202f', '\u066b', '\u066c',
-		'．', '，', '：', '／', '－':
-		return true
-	}
-	return false
-}
-
-// digitValue returns the value of r if it is a decimal digit of any script
-// (Unicode's Nd). Unicode encodes each script's digits as a run of ten from its
-// zero, and each range of unicode.Nd of stride 1 is such runs back to back, so a
-// digit's value is its distance from its range's start modulo 10.
-func digitValue(r rune) (byte, bool) {
-	if r >= '0' && r <= '9' {
-		return byte(r - '0'), true
-	}
-	if r < 0x80 || !unicode.Is(unicode.Nd, r) {
-		return 0, false
-	}
-	for _, rg := range unicode.Nd.R16 {
-		if lo, hi := rune(rg.Lo), rune(rg.Hi); r >= lo && r <= hi && rg.Stride == 1 {
-			return byte((r - lo) % 10), true
-		}
-	}
-	for _, rg := range unicode.Nd.R32 {
-		if lo, hi := rune(rg.Lo), rune(rg.Hi); r >= lo && r <= hi && rg.Stride == 1 {
-			return byte((r - lo) % 10), true
-		}
-	}
-	return 0, false
 }
 
 // promote is rule 3.

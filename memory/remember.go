@@ -597,9 +597,8 @@ var negations = wordList(`not no never don't doesn't didn't isn't aren't wasn't 
 //
 //  1. NONE when a neighbour has the same normalised content, or when the fact's
 //     vector and the neighbour's have a cosine similarity of at least
-//     DuplicateCosine (both must have vectors of one dimension), unless one of
-//     them negates and the other does not or they hold other numbers
-//     (saysOtherwise).
+//     DuplicateCosine (both must have vectors of one dimension), unless they hold
+//     other numbers of negations or other numbers (saysOtherwise).
 //  2. DELETE (invalidate the neighbour and add the fact) when the fact and a
 //     neighbour state a single-valued relation (lives_in, works_at, prefers, as the
 //     offline entity extractor finds them) from the same subject to different
@@ -668,20 +667,13 @@ func DecideOffline(fact Fact, neighbours []Memory) Decision {
 }
 
 // saysOtherwise reports whether a and b, however close their vectors, say other
-// things: one negates and the other does not, or they hold other numbers (digitRuns).
-// The offline hashing embedder puts a long sentence and its negation at a cosine
-// of 0.95, and the same with another phone number at 0.96: taken for near
-// duplicates, the correction was dropped before the negation rule could see it.
+// things: they hold other numbers of negations (pmem.Negations), or other numbers
+// (pmem.Numbers), as the consolidator's dedupe reads them. The offline hashing
+// embedder puts a long sentence and its negation at a cosine of 0.95, and the same
+// with another phone number at 0.96: taken for near duplicates, the correction was
+// dropped before the negation rule could see it.
 func saysOtherwise(a, b string) bool {
-	return hasNegation(a) != hasNegation(b) || digitRuns(a) != digitRuns(b)
-}
-
-// digitRuns returns the runs of digits of text (any script's), sorted, without
-// repeats, joined by spaces.
-func digitRuns(text string) string {
-	runs := strings.FieldsFunc(text, func(r rune) bool { return !unicode.IsDigit(r) })
-	slices.Sort(runs)
-	return strings.Join(slices.Compact(runs), " ")
+	return pmem.Negations(a) != pmem.Negations(b) || pmem.Numbers(a) != pmem.Numbers(b)
 }
 
 func hasNegation(text string) bool {

@@ -1,4 +1,4 @@
-package consolidator
+package memory
 
 import (
 	"strconv"
