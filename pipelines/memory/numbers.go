@@ -7,31 +7,43 @@ import (
 )
 
 // negationWords are the words that negate what follows them, in English and a few
-// languages whose negation is a word of its own; a word ending in "n't" negates
-// too. "nor" is not among them: it goes on the negation of a "neither" or a "not"
+// languages whose negation is a word of its own (each form of it: German "kein",
+// "keinen", "keinem", …); a word ending in "n't" negates too. "nor" is not among
+// them, nor "ni", "nem": each goes on the negation of a "neither" or a "not"
 // before it ("neither meat nor fish" negates as "not meat or fish").
-var negationWords = map[string]bool{
-	"not": true, "no": true, "never": true, "none": true, "nobody": true, "nothing": true,
-	"neither": true, "nowhere": true, "cannot": true, "without": true,
-	"nicht": true, "kein": true, "keine": true, "nie": true, "niemals": true,
-	"pas": true, "jamais": true, "aucun": true, "aucune": true,
-	"não": true, "nunca": true, "nada": true, "nadie": true, "ningún": true, "ninguna": true, "non": true,
-}
+var negationWords = func() map[string]bool {
+	m := map[string]bool{}
+	for _, w := range strings.Fields(`not no never none nobody nothing neither nowhere cannot without
+		nicht kein keine keinen keinem keiner keines nie niemals nichts niemand nirgends nirgendwo
+		niet geen nooit niets nergens
+		pas jamais aucun aucune rien
+		não nunca nada nadie ningún ninguno ninguna ningunos ningunas jamás tampoco nenhum nenhuma ninguém non
+		nessuno nessuna niente
+		nigdy nikt
+		не нет никогда ничего никто нигде`) {
+		m[w] = true
+	}
+	return m
+}()
+
+// apostrophes writes the apostrophes a keyboard may type as "'": the right single
+// quotation mark (’, what phones type) and the modifier letter apostrophe (ʼ).
+var apostrophes = strings.NewReplacer("’", "'", "ʼ", "'")
 
 // Negations returns how many negations text holds (negationWords, and words
-// ending in "n't" or "n’t"): "is not", "isn't" and "is no longer" negate alike,
-// once. Two texts that hold other numbers of negations say other things however
-// close an embedder puts them ("she is allergic to peanuts", "she is not …"), as
-// the consolidator's dedupe and memory.DecideOffline read them; the counts are
-// compared, not their parity: "he doesn't drink coffee and doesn't eat meat"
-// denies two things, not none, and "no come nada" negates once in two words.
+// ending in "n't", in any apostrophe): "is not", "isn't" and "is no longer"
+// negate alike, once. Two texts that hold other numbers of negations say other
+// things however close an embedder puts them ("she is allergic to peanuts", "she
+// is not …"), as the consolidator's dedupe and memory.DecideOffline read them; the
+// counts are compared, not their parity: "he doesn't drink coffee and doesn't eat
+// meat" denies two things, not none, and "no come nada" negates once in two words.
 func Negations(text string) int {
 	n := 0
-	for _, w := range strings.FieldsFunc(strings.ToLower(text), func(r rune) bool {
-		return !unicode.IsLetter(r) && r != '\'' && r != '’'
+	for _, w := range strings.FieldsFunc(apostrophes.Replace(strings.ToLower(text)), func(r rune) bool {
+		return !unicode.IsLetter(r) && r != '\''
 	}) {
-		w = strings.Trim(w, "'’")
-		if negationWords[w] || strings.HasSuffix(w, "n't") || strings.HasSuffix(w, "n’t") {
+		w = strings.Trim(w, "'")
+		if negationWords[w] || strings.HasSuffix(w, "n't") {
 			n++
 		}
 	}
