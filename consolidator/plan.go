@@ -513,7 +513,8 @@ func (it *item) readWords() {
 		it.words[w] = true
 	}
 	for _, w := range strings.FieldsFunc(it.m.Content, func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) && r != '\'' }) {
-		if r, _ := utf8.DecodeRuneInString(w); unicode.IsUpper(r) {
+		// A name in single quotes ('Phoenix') is a name: its capital is after the quote.
+		if r, _ := utf8.DecodeRuneInString(strings.TrimLeft(w, "'")); unicode.IsUpper(r) {
 			for _, n := range pmem.TokenizeStem(w, nil) {
 				it.named[n] = true
 			}
