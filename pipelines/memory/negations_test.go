@@ -32,3 +32,27 @@ func TestNegationsReadEachFormOfANegation(t *testing.T) {
 		}
 	}
 }
+
+// "No." before a number abbreviates number, and "not only … but also" adds: read
+// as negations, "Alice lives at No. 5 Baker Street" and "… at number 5 Baker
+// Street", or "Alice is not only a cook but also a painter" and "Alice is a cook
+// and also a painter", were kept apart for ever, one fact twice.
+func TestNegationsSkipNumberAndNotOnly(t *testing.T) {
+	for _, c := range []struct {
+		text string
+		want int
+	}{
+		{"Alice lives at No. 5 Baker Street", 0},
+		{"Alice lives at no.5 Baker Street", 0},
+		{"Alice is not only a cook but also a painter", 0},
+		{"Alice doesn't just cook, she also paints", 0},
+		{"Alice does not only work on Mondays", 1},
+		{"No, Alice has no car", 2},
+		{"Alice has no 5-year-old", 1},
+		{"'no' is what Alice said", 1},
+	} {
+		if got := Negations(c.text); got != c.want {
+			t.Errorf("Negations(%q) = %d, want %d", c.text, got, c.want)
+		}
+	}
+}

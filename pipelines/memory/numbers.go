@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 )
 
 // negationWords are the words that negate what follows them, in English and a few
@@ -37,17 +38,63 @@ var apostrophes = strings.NewReplacer("’", "'", "ʼ", "'")
 // is not …"), as the consolidator's dedupe and memory.DecideOffline read them; the
 // counts are compared, not their parity: "he doesn't drink coffee and doesn't eat
 // meat" denies two things, not none, and "no come nada" negates once in two words.
+//
+// Two uses of the words negate nothing: "no." before a number is the abbreviation
+// of number ("No. 5 Baker Street"), and "not only", "not just" (or "n't only", …)
+// before a "but" or an "also" adds ("not only a cook but also a painter").
 func Negations(text string) int {
-	n := 0
-	for _, w := range strings.FieldsFunc(apostrophes.Replace(strings.ToLower(text)), func(r rune) bool {
-		return !unicode.IsLetter(r) && r != '\''
-	}) {
-		w = strings.Trim(w, "'")
-		if negationWords[w] || strings.HasSuffix(w, "n't") {
-			n++
+	lower := apostrophes.Replace(strings.ToLower(text))
+	type word struct {
+		w   string
+		end int // the byte offset in lower after the word
+	}
+	var words []word
+	start := -1
+	for i, r := range lower + " " {
+		if unicode.IsLetter(r) || r == '\'' {
+			if start < 0 {
+				start = i
+			}
+			continue
+		}
+		if start >= 0 {
+			if w := strings.TrimRight(lower[start:i], "'"); strings.Trim(w, "'") != "" {
+				words = append(words, word{w: strings.TrimLeft(w, "'"), end: start + len(w)})
+			}
+			start = -1
 		}
 	}
+	n := 0
+	for i, w := range words {
+		if !negationWords[w.w] && !strings.HasSuffix(w.w, "n't") {
+			continue
+		}
+		if w.w == "no" && abbreviatesNumber(lower[w.end:]) {
+			continue
+		}
+		if (w.w == "not" || strings.HasSuffix(w.w, "n't")) && i+1 < len(words) && onlyWords[words[i+1].w] &&
+			slices.ContainsFunc(words[i+2:], func(w word) bool { return w.w == "but" || w.w == "also" }) {
+			continue
+		}
+		n++
+	}
 	return n
+}
+
+// onlyWords after a "not" add rather than negate when a "but" or an "also"
+// follows ("not only … but also").
+var onlyWords = map[string]bool{"only": true, "just": true, "merely": true, "simply": true}
+
+// abbreviatesNumber reports whether rest, the text after a "no", makes it the
+// abbreviation of number: a period, then a digit (spaces between).
+func abbreviatesNumber(rest string) bool {
+	rest, ok := strings.CutPrefix(rest, ".")
+	if !ok {
+		return false
+	}
+	rest = strings.TrimLeft(rest, " \u00a0")
+	r, _ := utf8.DecodeRuneInString(rest)
+	return unicode.IsDigit(r)
 }
 
 // Numbers returns the numbers of text, sorted, without repeats,
