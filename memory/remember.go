@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"math"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"unicode"
@@ -589,9 +588,6 @@ const DuplicateCosine = 0.95
 // has and is_a do not contradict.
 var singleValued = map[string]bool{"lives_in": true, "works_at": true, "prefers": true}
 
-// negations turn a statement into its contradiction.
-var negations = wordList(`not no never don't doesn't didn't isn't aren't wasn't weren't won't can't cannot longer anymore`)
-
 // DecideOffline is DecideFact without a model. It is a heuristic over text and
 // vectors, checked in this order over the neighbours, best first:
 //
@@ -602,10 +598,12 @@ var negations = wordList(`not no never don't doesn't didn't isn't aren't wasn't 
 //  2. DELETE (invalidate the neighbour and add the fact) when the fact and a
 //     neighbour state a single-valued relation (lives_in, works_at, prefers, as the
 //     offline entity extractor finds them) from the same subject to different
-//     objects, or when the fact holds every word of the neighbour plus a negation
-//     ("I no longer live in Paris" against "I live in Paris").
+//     objects, or when the fact holds every word of the neighbour and more
+//     negations (pmem.Negations: "I no longer live in Paris" against "I live in
+//     Paris", "… doesn't drink coffee and doesn't eat meat" against "… doesn't
+//     drink coffee and eats meat").
 //  3. UPDATE (replace the neighbour's content with the fact's) when the fact holds
-//     every word of the neighbour and more, without a negation: the richer text
+//     every word of the neighbour and more, without more negations: the richer text
 //     keeps what the old one said ("I like cheese", then "I like cheese, aged comté
 //     above all").
 //  4. ADD otherwise.
@@ -630,7 +628,7 @@ func DecideOffline(fact Fact, neighbours []Memory) Decision {
 	}
 	factRels := relationsOf(fact.Content)
 	factWords := wordSet(fact.Content)
-	factNeg := hasNegation(fact.Content)
+	factNeg := pmem.Negations(fact.Content)
 	for _, n := range neighbours {
 		if n.InvalidAt != nil {
 			continue
@@ -654,7 +652,7 @@ func DecideOffline(fact Fact, neighbours []Memory) Decision {
 		if len(nw) == 0 || !wordsWithin(nw, factWords) {
 			continue
 		}
-		if factNeg && !hasNegation(n.Content) {
+		if factNeg > pmem.Negations(n.Content) {
 			return Decision{Event: EventDelete, TargetID: n.ID, Content: fact.Content, Fact: fact,
 				Reason: "negates " + n.ID}
 		}
@@ -674,10 +672,6 @@ func DecideOffline(fact Fact, neighbours []Memory) Decision {
 // dropped before the negation rule could see it.
 func saysOtherwise(a, b string) bool {
 	return pmem.Negations(a) != pmem.Negations(b) || pmem.Numbers(a) != pmem.Numbers(b)
-}
-
-func hasNegation(text string) bool {
-	return slices.ContainsFunc(lowerWords(text), func(w string) bool { return negations[w] || strings.HasSuffix(w, "n't") })
 }
 
 func wordsWithin(a, b map[string]bool) bool {
