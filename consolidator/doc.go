@@ -27,9 +27,10 @@
 //     412", in any script's digits by value: "５月３日" and "５月５日" too, each
 //     number read whole, its parts in order: "2026-05-03" and "2026-03-05", and
 //     fractions, superscripts, Roman numerals and English number words: "½" and
-//     "¾", "three" and "four": other facts, however close an embedder puts them),
-//     nor a text that negates and one that does not (an odd number of negations:
-//     "not", "never", "n't", …), nor two of which each names (a word with a
+//     "¾", "three" and "four", "twenty-one" and "twenty-two": other facts, however close an embedder puts them),
+//     nor texts that hold other numbers of negations ("not", "never", "n't", …:
+//     "doesn't drink coffee and doesn't eat meat" is not "drinks coffee and eats
+//     meat"), nor two of which each names (a word with a
 //     capital, no stopword) what the other has in no case ("… manager is Carol"
 //     and "… is Dave"); semantic ones go to the conflict judgement instead. The
 //     namespace's Merge keeps every source and its metadata.

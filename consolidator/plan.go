@@ -185,9 +185,10 @@ type item struct {
 	// nums is the memory's numbers (numbers), once computed; numsSet says so.
 	nums    string
 	numsSet bool
-	// negated is whether the memory's content negates (negates), once computed;
-	// negSet says so.
-	negated, negSet bool
+	// negs is how many negations the memory's content holds (negations), once
+	// computed; negSet says so.
+	negs   int
+	negSet bool
 	// words are the memory's words (pmem.TokenizeStem, unstemmed), named those
 	// written with a capital (namesOutside), once computed.
 	words, named map[string]bool
@@ -474,9 +475,9 @@ func vectorSaysNothing(a, b *item) bool {
 }
 
 // readOtherwise reports whether a's and b's texts, however close their vectors,
-// say other things: they hold other numbers (numbersDiffer), or one negates what
-// the other affirms (negationDiffers). Rule 2 does not merge such a pair; among
-// facts, it goes to the conflict judgement.
+// say other things: they hold other numbers (numbersDiffer), other numbers of
+// negations (negationDiffers), or other names (namesDiffer). Rule 2 does not merge
+// such a pair; among facts, it goes to the conflict judgement.
 func readOtherwise(a, b *item) bool {
 	return numbersDiffer(a, b) || negationDiffers(a, b) || namesDiffer(a, b)
 }
@@ -512,7 +513,8 @@ func (it *item) readWords() {
 		it.words[w] = true
 	}
 	for _, w := range strings.FieldsFunc(it.m.Content, func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) && r != '\'' }) {
-		if r, _ := utf8.DecodeRuneInString(w); unicode.IsUpper(r) {
+		// A name in single quotes ('Phoenix') is a name: its capital is after the quote.
+		if r, _ := utf8.DecodeRuneInString(strings.TrimLeft(w, "'")); unicode.IsUpper(r) {
 			for _, n := range pmem.TokenizeStem(w, nil) {
 				it.named[n] = true
 			}
@@ -520,43 +522,25 @@ func (it *item) readWords() {
 	}
 }
 
-// negationDiffers reports whether one of a's and b's texts negates and the other
-// does not (negates). The offline hashing embedder reads a long sentence and its
+// negationDiffers reports whether a's and b's texts hold other numbers of
+// negations (negations). The offline hashing embedder reads a long sentence and its
 // negation nearly alike (a fact of fifteen words and the same with "not": cosine
 // 0.95, over a floor of about 0 in a tier of unrelated facts), yet they are two
 // facts, the newer often the correction of the older: merging them folded "she is
 // not allergic to peanuts" into "she is allergic to peanuts", found by no search.
-func negationDiffers(a, b *item) bool { return a.negates() != b.negates() }
+// The counts are compared, not their parity: "he doesn't drink coffee and doesn't
+// eat meat" denies two things, not none, and Spanish "no come nada" or Portuguese
+// "não come nada" negates once in two words; read as even, each merged with the
+// text that affirms.
+func negationDiffers(a, b *item) bool { return a.negations() != b.negations() }
 
-// negations are the words that negate what follows them, in English and a few
-// languages whose negation is a word of its own; a word ending in "n't" negates
-// too.
-var negations = map[string]bool{
-	"not": true, "no": true, "never": true, "none": true, "nobody": true, "nothing": true,
-	"neither": true, "nor": true, "nowhere": true, "cannot": true, "without": true,
-	"nicht": true, "kein": true, "keine": true, "nie": true, "niemals": true,
-	"pas": true, "jamais": true, "aucun": true, "aucune": true,
-	"não": true, "nunca": true, "nada": true, "nadie": true, "ningún": true, "ninguna": true, "non": true,
-}
-
-// negates reports whether the memory's content holds an odd number of negations
-// (negations, or a word ending in "n't" or "n’t"): "is not", "isn't" and "is no
-// longer" negate alike, and a double negation affirms.
-func (it *item) negates() bool {
-	if it.negSet {
-		return it.negated
+// negations returns how many negations the memory's content holds
+// (pmem.Negations), once.
+func (it *item) negations() int {
+	if !it.negSet {
+		it.negs, it.negSet = pmem.Negations(it.m.Content), true
 	}
-	n := 0
-	for _, w := range strings.FieldsFunc(strings.ToLower(it.m.Content), func(r rune) bool {
-		return !unicode.IsLetter(r) && r != '\'' && r != '’'
-	}) {
-		w = strings.Trim(w, "'’")
-		if negations[w] || strings.HasSuffix(w, "n't") || strings.HasSuffix(w, "n’t") {
-			n++
-		}
-	}
-	it.negated, it.negSet = n%2 == 1, true
-	return it.negated
+	return it.negs
 }
 
 // numbersDiffer reports whether a's and b's texts hold other numbers (a date, an
@@ -570,126 +554,12 @@ func numbersDiffer(a, b *item) bool {
 	return a.numbers() != b.numbers()
 }
 
-// numbers returns the numbers of the memory's content, sorted, without repeats,
-// joined by spaces. A number is a run of decimal digits in any script's digits
-// (ASCII, full-width, Arabic-Indic, Devanagari, …: Unicode's Nd), each read as its
-// value in ASCII digits without leading zeros ("007" and "００７" are "7"), or such
-// runs joined by one separator (numberSeparator), read in their order with "_"
-// for any separator: "2026-05-03" is "2026_5_3", "3.5" and "3,5" are "3_5". Japanese
-// input writes "５月３日" in full-width digits, which an ASCII-only reading did not
-// see: the flight of May 3 merged into that of May 5; and the runs read apart in any
-// order merged "2026-05-03" with "2026-03-05". A number written with no decimal
-// digit (a fraction ½, a superscript ², a Roman numeral Ⅷ: Unicode's No and Nl) is
-// the character itself. An English number word (numberWords) is its value.
+// numbers returns the numbers of the memory's content (pmem.Numbers), once.
 func (it *item) numbers() string {
-	if it.numsSet {
-		return it.nums
+	if !it.numsSet {
+		it.nums, it.numsSet = pmem.Numbers(it.m.Content), true
 	}
-	var nums []string
-	var num, part []byte
-	endPart := func() {
-		n := strings.TrimLeft(string(part), "0")
-		if n == "" {
-			n = "0"
-		}
-		if num != nil {
-			num = append(num, '_')
-		}
-		num = append(num, n...)
-		part = nil
-	}
-	flush := func() {
-		if part != nil {
-			endPart()
-		}
-		if num != nil {
-			nums = append(nums, string(num))
-			num = nil
-		}
-	}
-	for _, r := range it.m.Content {
-		if d, ok := digitValue(r); ok {
-			part = append(part, '0'+d)
-			continue
-		}
-		if part != nil && numberSeparator(r) {
-			endPart() // the number goes on if a digit follows
-			continue
-		}
-		flush()
-		if r >= 0x80 && unicode.In(r, unicode.No, unicode.Nl) {
-			nums = append(nums, string(r))
-		}
-	}
-	flush()
-	for _, w := range strings.FieldsFunc(strings.ToLower(it.m.Content), func(r rune) bool { return !unicode.IsLetter(r) }) {
-		if n, ok := numberWords[w]; ok {
-			nums = append(nums, n)
-		}
-	}
-	slices.Sort(nums)
-	it.nums, it.numsSet = strings.Join(slices.Compact(nums), " "), true
 	return it.nums
-}
-
-// numberWords are the English words of a number, each read as its value in digits
-// (as numbers reads digits): cardinals to twenty, the tens, hundred to billion and
-// dozen, ordinals to twelfth, twentieth and thirtieth. "three children" and "four
-// children" are other numbers, "three" and "3", "May third" and "May 3" one.
-var numberWords = func() map[string]string {
-	m := map[string]string{}
-	for i, w := range strings.Fields(`zero one two three four five six seven eight nine ten eleven twelve
-		thirteen fourteen fifteen sixteen seventeen eighteen nineteen twenty`) {
-		m[w] = fmt.Sprint(i)
-	}
-	for i, w := range strings.Fields(`first second third fourth fifth sixth seventh eighth ninth tenth eleventh twelfth`) {
-		m[w] = fmt.Sprint(i + 1)
-	}
-	for i, w := range strings.Fields(`thirty forty fifty sixty seventy eighty ninety`) {
-		m[w] = fmt.Sprint(30 + 10*i)
-	}
-	for w, n := range map[string]string{"twentieth": "20", "thirtieth": "30", "dozen": "12",
-		"hundred": "100", "thousand": "1000", "million": "1000000", "billion": "1000000000"} {
-		m[w] = n
-	}
-	return m
-}()
-
-// numberSeparator reports whether r, between two runs of digits, joins them into
-// one number: a decimal or thousands separator (. , ' and the Arabic ٫ ٬, the
-// no-break and thin spaces), or the separator of a date, a time, a fraction or a
-// range (- / :), in ASCII or full width.
-func numberSeparator(r rune) bool {
-	switch r {
-	case '.', ',', '\'', ':', '/', '-', '\u00a0', '\u2009', '\u202f', '\u066b', '\u066c',
-		'．', '，', '：', '／', '－':
-		return true
-	}
-	return false
-}
-
-// digitValue returns the value of r if it is a decimal digit of any script
-// (Unicode's Nd). Unicode encodes each script's digits as a run of ten from its
-// zero, and each range of unicode.Nd of stride 1 is such runs back to back, so a
-// digit's value is its distance from its range's start modulo 10.
-func digitValue(r rune) (byte, bool) {
-	if r >= '0' && r <= '9' {
-		return byte(r - '0'), true
-	}
-	if r < 0x80 || !unicode.Is(unicode.Nd, r) {
-		return 0, false
-	}
-	for _, rg := range unicode.Nd.R16 {
-		if lo, hi := rune(rg.Lo), rune(rg.Hi); r >= lo && r <= hi && rg.Stride == 1 {
-			return byte((r - lo) % 10), true
-		}
-	}
-	for _, rg := range unicode.Nd.R32 {
-		if lo, hi := rune(rg.Lo), rune(rg.Hi); r >= lo && r <= hi && rg.Stride == 1 {
-			return byte((r - lo) % 10), true
-		}
-	}
-	return 0, false
 }
 
 // promote is rule 3.

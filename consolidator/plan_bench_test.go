@@ -99,3 +99,51 @@ func BenchmarkPlan(b *testing.B) {
 		})
 	}
 }
+
+// textsOf gives mems contents shaped like facts a model extracts, the same for the
+// same seed: a person, a verb, a thing and a place, a negation in one of eight and
+// a number in one of ten, so that dedupe reads their numbers, negations and names
+// (numbersDiffer, negationDiffers, namesDiffer) for each pair near enough. A memory
+// whose vector is another's (a near or exact duplicate) says what the other says in
+// other punctuation.
+func textsOf(mems []memory.Memory, seed uint64) []memory.Memory {
+	r := rand.New(rand.NewPCG(seed, 2))
+	people := []string{"Alice", "Bob", "Carol", "Dave", "Eve", "Frank", "Grace", "Heidi", "Ivan", "Judy", "Mallory", "Niaj"}
+	verbs := []string{"likes", "prefers", "bought", "visited", "recommends", "reviewed", "ordered", "mentioned"}
+	things := []string{"green tea", "the premium plan", "a red bicycle", "the quarterly report", "sourdough bread",
+		"the new laptop", "a vintage camera", "the billing dashboard", "a window seat", "the annual conference"}
+	places := []string{"Lisbon", "Porto", "Berlin", "the office", "the harbour district", "Paris", "home", "the airport"}
+	byVector := map[*float32]string{}
+	for i := range mems {
+		if len(mems[i].Vector) > 0 {
+			if s, ok := byVector[&mems[i].Vector[0]]; ok {
+				mems[i].Content = s + "."
+				continue
+			}
+		}
+		s := people[r.IntN(len(people))] + " " + verbs[r.IntN(len(verbs))]
+		if r.IntN(8) == 0 {
+			s = people[r.IntN(len(people))] + " never " + verbs[r.IntN(len(verbs))]
+		}
+		s += " " + things[r.IntN(len(things))] + " in " + places[r.IntN(len(places))]
+		if r.IntN(10) == 0 {
+			s += " on May " + fmt.Sprint(1+r.IntN(28))
+		}
+		mems[i].Content = s
+		if len(mems[i].Vector) > 0 {
+			byVector[&mems[i].Vector[0]] = s
+		}
+	}
+	return mems
+}
+
+// BenchmarkPlanTexts plans a busy namespace of 20,000 memories whose contents are
+// sentences (textsOf), where BenchmarkPlan's hold an ID: what reading their
+// numbers, negations and names costs a plan.
+func BenchmarkPlanTexts(b *testing.B) {
+	mems := textsOf(namespaceOf(20_000, 1), 1)
+	b.ResetTimer()
+	for b.Loop() {
+		consolidator.Plan(now, mems, consolidator.Policy{})
+	}
+}

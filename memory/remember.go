@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"math"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"unicode"
@@ -589,24 +588,22 @@ const DuplicateCosine = 0.95
 // has and is_a do not contradict.
 var singleValued = map[string]bool{"lives_in": true, "works_at": true, "prefers": true}
 
-// negations turn a statement into its contradiction.
-var negations = wordList(`not no never don't doesn't didn't isn't aren't wasn't weren't won't can't cannot longer anymore`)
-
 // DecideOffline is DecideFact without a model. It is a heuristic over text and
 // vectors, checked in this order over the neighbours, best first:
 //
 //  1. NONE when a neighbour has the same normalised content, or when the fact's
 //     vector and the neighbour's have a cosine similarity of at least
-//     DuplicateCosine (both must have vectors of one dimension), unless one of
-//     them negates and the other does not or they hold other numbers
-//     (saysOtherwise).
+//     DuplicateCosine (both must have vectors of one dimension), unless they hold
+//     other numbers of negations or other numbers (saysOtherwise).
 //  2. DELETE (invalidate the neighbour and add the fact) when the fact and a
 //     neighbour state a single-valued relation (lives_in, works_at, prefers, as the
 //     offline entity extractor finds them) from the same subject to different
-//     objects, or when the fact holds every word of the neighbour plus a negation
-//     ("I no longer live in Paris" against "I live in Paris").
+//     objects, or when the fact holds every word of the neighbour and more
+//     negations (pmem.Negations: "I no longer live in Paris" against "I live in
+//     Paris", "… doesn't drink coffee and doesn't eat meat" against "… doesn't
+//     drink coffee and eats meat").
 //  3. UPDATE (replace the neighbour's content with the fact's) when the fact holds
-//     every word of the neighbour and more, without a negation: the richer text
+//     every word of the neighbour and more, without more negations: the richer text
 //     keeps what the old one said ("I like cheese", then "I like cheese, aged comté
 //     above all").
 //  4. ADD otherwise.
@@ -631,7 +628,7 @@ func DecideOffline(fact Fact, neighbours []Memory) Decision {
 	}
 	factRels := relationsOf(fact.Content)
 	factWords := wordSet(fact.Content)
-	factNeg := hasNegation(fact.Content)
+	factNeg := pmem.Negations(fact.Content)
 	for _, n := range neighbours {
 		if n.InvalidAt != nil {
 			continue
@@ -655,7 +652,7 @@ func DecideOffline(fact Fact, neighbours []Memory) Decision {
 		if len(nw) == 0 || !wordsWithin(nw, factWords) {
 			continue
 		}
-		if factNeg && !hasNegation(n.Content) {
+		if factNeg > pmem.Negations(n.Content) {
 			return Decision{Event: EventDelete, TargetID: n.ID, Content: fact.Content, Fact: fact,
 				Reason: "negates " + n.ID}
 		}
@@ -668,24 +665,13 @@ func DecideOffline(fact Fact, neighbours []Memory) Decision {
 }
 
 // saysOtherwise reports whether a and b, however close their vectors, say other
-// things: one negates and the other does not, or they hold other numbers (digitRuns).
-// The offline hashing embedder puts a long sentence and its negation at a cosine
-// of 0.95, and the same with another phone number at 0.96: taken for near
-// duplicates, the correction was dropped before the negation rule could see it.
+// things: they hold other numbers of negations (pmem.Negations), or other numbers
+// (pmem.Numbers), as the consolidator's dedupe reads them. The offline hashing
+// embedder puts a long sentence and its negation at a cosine of 0.95, and the same
+// with another phone number at 0.96: taken for near duplicates, the correction was
+// dropped before the negation rule could see it.
 func saysOtherwise(a, b string) bool {
-	return hasNegation(a) != hasNegation(b) || digitRuns(a) != digitRuns(b)
-}
-
-// digitRuns returns the runs of digits of text (any script's), sorted, without
-// repeats, joined by spaces.
-func digitRuns(text string) string {
-	runs := strings.FieldsFunc(text, func(r rune) bool { return !unicode.IsDigit(r) })
-	slices.Sort(runs)
-	return strings.Join(slices.Compact(runs), " ")
-}
-
-func hasNegation(text string) bool {
-	return slices.ContainsFunc(lowerWords(text), func(w string) bool { return negations[w] || strings.HasSuffix(w, "n't") })
+	return pmem.Negations(a) != pmem.Negations(b) || pmem.Numbers(a) != pmem.Numbers(b)
 }
 
 func wordsWithin(a, b map[string]bool) bool {

@@ -19,6 +19,9 @@
 //     returns NaN.
 //   - Text: Tokenize produces the search terms of a text; ContentHash the key of
 //     exact-duplicate detection.
+//   - Readings: Numbers and Negations read what two near texts may say otherwise
+//     (their numbers, digits and English words alike, and how many negations they
+//     hold), for the consolidator's dedupe and the offline write decision alike.
 //   - KeywordIndex is an incremental BM25 inverted index: Put and Remove documents as
 //     memories are written and forgotten, Search for the keyword score. It is a
 //     projection of a namespace's memory events, rebuilt by replaying them.
