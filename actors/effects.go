@@ -453,7 +453,7 @@ func toolPerformer(name string, t tools.Tool, cfg LocalEffectsConfig) *performer
 		// The tool's limits, as a chain's step has them (tools.CallLimited); its
 		// timeout is this performer's too, whose timer answers the call when it
 		// passes (start, expire).
-		out, err := tools.CallLimited(ctx, t, name, tools.Call{Key: req.Tool.Key, Arguments: req.Tool.Arguments, Agent: req.Agent})
+		out, err := tools.CallLimited(ctx, t, name, tools.Call{Key: req.Tool.Key, Arguments: req.Tool.Arguments, Agent: req.Agent, Outward: req.Outward})
 		rep := messages.EffectReply{Output: out}
 		if spent != nil {
 			rep.Usage = spent()

@@ -245,7 +245,7 @@ func (s *SessionState) applyParadigm(e messages.Envelope, p messages.Payload, ke
 		if p.Purpose == "" {
 			return false
 		}
-		t.aux = append(t.aux, &callState{eventID: e.ID, keySeq: key.Seq, req: *p})
+		t.aux = append(t.aux, &callState{eventID: e.ID, ts: e.TS, keySeq: key.Seq, req: *p})
 		took = true
 	case *messages.ToolCallCompleted:
 		for _, c := range t.aux {

@@ -1677,7 +1677,8 @@ func (a *SessionActor) dispatchToolsAs(ctx actor.Context, agentName string, name
 		if !named {
 			agentName, named = a.agent().Name, true
 		}
-		a.deps.Effects.Perform(messages.EffectRequest{SessionID: a.id, Key: pc.Key, Tool: &call, Agent: agentName}, a.reply)
+		a.deps.Effects.Perform(messages.EffectRequest{SessionID: a.id, Key: pc.Key, Tool: &call, Agent: agentName,
+			Outward: pc.Key.Outward(a.state.Active(), pc.TS)}, a.reply)
 	}
 }
 

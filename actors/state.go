@@ -1269,7 +1269,7 @@ func (s *SessionState) appendPendingCalls(out []PendingCall) []PendingCall {
 		out = slices.Grow(out, n)
 		for _, c := range t.aux {
 			if !c.done {
-				out = append(out, PendingCall{EventID: c.eventID, Key: s.callKey(c), Request: c.req})
+				out = append(out, PendingCall{EventID: c.eventID, TS: c.ts, Key: s.callKey(c), Request: c.req})
 			}
 		}
 	}
@@ -1282,11 +1282,11 @@ func (s *SessionState) appendPendingCalls(out []PendingCall) []PendingCall {
 		}
 		for _, st := range c.steps {
 			if !st.done {
-				out = append(out, PendingCall{EventID: st.eventID, Key: s.callKey(st), Request: st.req})
+				out = append(out, PendingCall{EventID: st.eventID, TS: st.ts, Key: s.callKey(st), Request: st.req})
 			}
 		}
 		if !c.done && len(c.steps) == 0 {
-			out = append(out, PendingCall{EventID: c.eventID, Key: s.callKey(c), Request: c.req})
+			out = append(out, PendingCall{EventID: c.eventID, TS: c.ts, Key: s.callKey(c), Request: c.req})
 		}
 	}
 	return out
@@ -1306,6 +1306,9 @@ func countPending(calls []*callState) int {
 // PendingCall is a requested, unanswered tool call.
 type PendingCall struct {
 	EventID string
+	// TS is the time of its request's event (Envelope.TS, Unix microseconds),
+	// which with the task names the call outside the log (EffectKey.Outward).
+	TS      int64
 	Key     messages.EffectKey
 	Request messages.ToolCallRequested
 }
