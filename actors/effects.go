@@ -375,7 +375,9 @@ func NewLocalEffects(cfg LocalEffectsConfig) *LocalEffects {
 						}
 					}
 				}
-				resp, err := m.Generate(ctx, llm.RequestOf(req.Key.String(), *req.Model))
+				r := llm.RequestOf(req.Key.String(), *req.Model)
+				r.Outward = req.Outward
+				resp, err := m.Generate(ctx, r)
 				// A copy: a pointer into resp would keep all of it with the answer.
 				msg := resp.Message
 				rep := messages.EffectReply{Model: name, Message: &msg, Usage: resp.Usage, Cached: resp.Cached, FinishReason: resp.FinishReason}

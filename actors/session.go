@@ -1642,7 +1642,8 @@ func (a *SessionActor) issueEffects(ctx actor.Context) {
 			}
 		}
 		call := r.Call()
-		a.deps.Effects.Perform(messages.EffectRequest{SessionID: a.id, Key: key, Model: &call}, a.reply)
+		a.deps.Effects.Perform(messages.EffectRequest{SessionID: a.id, Key: key, Model: &call,
+			Outward: key.Outward(a.state.Active(), a.state.pendingModelTS())}, a.reply)
 	}
 	a.queue = a.queue[:0]
 	for _, pc := range pending {

@@ -363,6 +363,7 @@ type taskState struct {
 	modelID  string // event ID of the pending ModelRequested
 	model    messages.ModelRequested
 	modelSeq uint64 // the seq of the pending ModelRequested's key, of this session (effectKeyOf)
+	modelTS  int64  // its time (Envelope.TS), which names the call outside the log (pendingModelTS)
 	reply    *messages.ModelResponded
 	replyID  string
 	calls    []*callState
@@ -677,7 +678,7 @@ func (s *SessionState) applyLoop(e messages.Envelope, p messages.Payload) error 
 		if t == nil || e.CorrelationID != t.ID || s.applyParadigm(e, p, key) {
 			return nil
 		}
-		t.phase, t.Steps, t.model, t.modelID, t.modelSeq = phaseAwaitModel, p.Step, *p, e.ID, key.Seq
+		t.phase, t.Steps, t.model, t.modelID, t.modelSeq, t.modelTS = phaseAwaitModel, p.Step, *p, e.ID, key.Seq, e.TS
 		// The report of its context rides on the event: the state reads none of it,
 		// and every task, once ended, would keep its last one.
 		t.model.Context = nil
@@ -1251,6 +1252,21 @@ func (s *SessionState) PendingModel() (key messages.EffectKey, eventID string, o
 		return messages.EffectKey{SessionID: s.SessionID, Seq: t.modelSeq}, t.modelID, true
 	}
 	return messages.EffectKey{}, "", false
+}
+
+// pendingModelTS is the time of the request event of the pending model call
+// (PendingModel), which with the task names the call outside the log
+// (EffectKey.Outward); 0 when none is pending.
+func (s *SessionState) pendingModelTS() int64 {
+	switch t := s.active; {
+	case t == nil:
+		return 0
+	case t.pending != nil:
+		return t.pending.ts
+	case t.phase == phaseAwaitModel:
+		return t.modelTS
+	}
+	return 0
 }
 
 // PendingCalls returns the tool calls that were requested and not answered, in order,
