@@ -77,9 +77,12 @@ var errCallTimeout = errors.New("the call ran past its timeout")
 var toolNamePattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,48}$`)
 
 // Tool calls a remote A2A agent: message/send with the model's message, whose
-// messageId is the call's idempotency key, so that a call performed again after a
-// crash is the same message (an A2A server that dedupes by messageId, as Troupe's
-// does, runs it once). The card is fetched at the first call, and again when the
+// messageId is the call's name outside the log (tools.Call.OutwardKey), so that a
+// call performed again after a crash is the same message (an A2A server that
+// dedupes by messageId, as Troupe's does, runs it once), while the calls of
+// another event log (another deployment, a node whose data directory was reset)
+// with the same session name and seq are other messages, not answered with this
+// one's answer and context. The card is fetched at the first call, and again when the
 // endpoint it names is gone (the agent moved).
 type Tool struct {
 	cfg ToolConfig
@@ -375,8 +378,8 @@ func (t *Tool) Call(ctx context.Context, c tools.Call) (string, error) {
 	ctx, cancel := context.WithTimeoutCause(ctx, t.cfg.CallTimeout, errCallTimeout)
 	defer cancel()
 	msg := sdk.NewMessage(sdk.MessageRoleUser, sdk.TextPart{Text: a.Message})
-	if c.Key != "" {
-		msg.ID = c.Key
+	if k := c.OutwardKey(); k != "" {
+		msg.ID = k
 	}
 	msg.ContextID = a.ContextID
 	msg.TaskID = sdk.TaskID(a.TaskID)

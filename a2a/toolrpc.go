@@ -149,7 +149,8 @@ func (e *notThereError) Error() string { return e.err.Error() }
 func (e *notThereError) Unwrap() error { return e.err }
 
 // messageKey is the Idempotency-Key of a message/send or message/stream request:
-// its message's ID (the call's key, the same when the call is performed again).
+// its message's ID (the call's name outside the log, the same when the call is
+// performed again).
 func messageKey(p *sdk.MessageSendParams) string {
 	if p == nil || p.Message == nil {
 		return ""

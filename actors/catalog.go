@@ -69,7 +69,7 @@ func (e *LocalEffects) catalogPerformer(name string) (*performer, bool) {
 			// Under the tool's limits, as a tool of the agent's own (toolPerformer):
 			// arguments past their size refused unread, the output made UTF-8 as the
 			// log records it and cut to its size.
-			out, err := t.callLimited(ctx, tools.Call{Key: req.Tool.Key, Arguments: req.Tool.Arguments, Agent: req.Agent})
+			out, err := t.callLimited(ctx, tools.Call{Key: req.Tool.Key, Arguments: req.Tool.Arguments, Agent: req.Agent, Outward: req.Outward})
 			rep := messages.EffectReply{Output: out}
 			if err != nil {
 				rep.Error = err.Error()

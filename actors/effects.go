@@ -375,7 +375,9 @@ func NewLocalEffects(cfg LocalEffectsConfig) *LocalEffects {
 						}
 					}
 				}
-				resp, err := m.Generate(ctx, llm.RequestOf(req.Key.String(), *req.Model))
+				r := llm.RequestOf(req.Key.String(), *req.Model)
+				r.Outward = req.Outward
+				resp, err := m.Generate(ctx, r)
 				// A copy: a pointer into resp would keep all of it with the answer.
 				msg := resp.Message
 				rep := messages.EffectReply{Model: name, Message: &msg, Usage: resp.Usage, Cached: resp.Cached, FinishReason: resp.FinishReason}
@@ -453,7 +455,7 @@ func toolPerformer(name string, t tools.Tool, cfg LocalEffectsConfig) *performer
 		// The tool's limits, as a chain's step has them (tools.CallLimited); its
 		// timeout is this performer's too, whose timer answers the call when it
 		// passes (start, expire).
-		out, err := tools.CallLimited(ctx, t, name, tools.Call{Key: req.Tool.Key, Arguments: req.Tool.Arguments, Agent: req.Agent})
+		out, err := tools.CallLimited(ctx, t, name, tools.Call{Key: req.Tool.Key, Arguments: req.Tool.Arguments, Agent: req.Agent, Outward: req.Outward})
 		rep := messages.EffectReply{Output: out}
 		if spent != nil {
 			rep.Usage = spent()

@@ -211,6 +211,7 @@ func (v *view) systemMessage(extra ...string) messages.ChatMessage {
 // auxModel is a model call with a purpose, requested and not answered.
 type auxModel struct {
 	eventID string
+	ts      int64 // the time of its request (Envelope.TS)
 	key     messages.EffectKey
 	req     messages.ModelRequested
 }
@@ -228,7 +229,7 @@ func (s *SessionState) applyParadigm(e messages.Envelope, p messages.Payload, ke
 		if p.Purpose == "" {
 			return false
 		}
-		t.pending = &auxModel{eventID: e.ID, key: key, req: *p}
+		t.pending = &auxModel{eventID: e.ID, ts: e.TS, key: key, req: *p}
 		// As the loop's request (applyLoop): the state reads none of its report, and
 		// a refold does not decode it (decodeFolded).
 		t.pending.req.Context = nil
@@ -245,7 +246,7 @@ func (s *SessionState) applyParadigm(e messages.Envelope, p messages.Payload, ke
 		if p.Purpose == "" {
 			return false
 		}
-		t.aux = append(t.aux, &callState{eventID: e.ID, keySeq: key.Seq, req: *p})
+		t.aux = append(t.aux, &callState{eventID: e.ID, ts: e.TS, keySeq: key.Seq, req: *p})
 		took = true
 	case *messages.ToolCallCompleted:
 		for _, c := range t.aux {

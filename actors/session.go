@@ -1642,7 +1642,8 @@ func (a *SessionActor) issueEffects(ctx actor.Context) {
 			}
 		}
 		call := r.Call()
-		a.deps.Effects.Perform(messages.EffectRequest{SessionID: a.id, Key: key, Model: &call}, a.reply)
+		a.deps.Effects.Perform(messages.EffectRequest{SessionID: a.id, Key: key, Model: &call,
+			Outward: key.Outward(a.state.Active(), a.state.pendingModelTS())}, a.reply)
 	}
 	a.queue = a.queue[:0]
 	for _, pc := range pending {
@@ -1677,7 +1678,8 @@ func (a *SessionActor) dispatchToolsAs(ctx actor.Context, agentName string, name
 		if !named {
 			agentName, named = a.agent().Name, true
 		}
-		a.deps.Effects.Perform(messages.EffectRequest{SessionID: a.id, Key: pc.Key, Tool: &call, Agent: agentName}, a.reply)
+		a.deps.Effects.Perform(messages.EffectRequest{SessionID: a.id, Key: pc.Key, Tool: &call, Agent: agentName,
+			Outward: pc.Key.Outward(a.state.Active(), pc.TS)}, a.reply)
 	}
 }
 

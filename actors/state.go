@@ -363,6 +363,7 @@ type taskState struct {
 	modelID  string // event ID of the pending ModelRequested
 	model    messages.ModelRequested
 	modelSeq uint64 // the seq of the pending ModelRequested's key, of this session (effectKeyOf)
+	modelTS  int64  // its time (Envelope.TS), which names the call outside the log (pendingModelTS)
 	reply    *messages.ModelResponded
 	replyID  string
 	calls    []*callState
@@ -677,7 +678,7 @@ func (s *SessionState) applyLoop(e messages.Envelope, p messages.Payload) error 
 		if t == nil || e.CorrelationID != t.ID || s.applyParadigm(e, p, key) {
 			return nil
 		}
-		t.phase, t.Steps, t.model, t.modelID, t.modelSeq = phaseAwaitModel, p.Step, *p, e.ID, key.Seq
+		t.phase, t.Steps, t.model, t.modelID, t.modelSeq, t.modelTS = phaseAwaitModel, p.Step, *p, e.ID, key.Seq, e.TS
 		// The report of its context rides on the event: the state reads none of it,
 		// and every task, once ended, would keep its last one.
 		t.model.Context = nil
@@ -1253,6 +1254,21 @@ func (s *SessionState) PendingModel() (key messages.EffectKey, eventID string, o
 	return messages.EffectKey{}, "", false
 }
 
+// pendingModelTS is the time of the request event of the pending model call
+// (PendingModel), which with the task names the call outside the log
+// (EffectKey.Outward); 0 when none is pending.
+func (s *SessionState) pendingModelTS() int64 {
+	switch t := s.active; {
+	case t == nil:
+		return 0
+	case t.pending != nil:
+		return t.pending.ts
+	case t.phase == phaseAwaitModel:
+		return t.modelTS
+	}
+	return 0
+}
+
 // PendingCalls returns the tool calls that were requested and not answered, in order,
 // with the IDs of their request events: the calls to perform. A call waiting for an
 // approval, or rejected, is not among them.
@@ -1269,7 +1285,7 @@ func (s *SessionState) appendPendingCalls(out []PendingCall) []PendingCall {
 		out = slices.Grow(out, n)
 		for _, c := range t.aux {
 			if !c.done {
-				out = append(out, PendingCall{EventID: c.eventID, Key: s.callKey(c), Request: c.req})
+				out = append(out, PendingCall{EventID: c.eventID, TS: c.ts, Key: s.callKey(c), Request: c.req})
 			}
 		}
 	}
@@ -1282,11 +1298,11 @@ func (s *SessionState) appendPendingCalls(out []PendingCall) []PendingCall {
 		}
 		for _, st := range c.steps {
 			if !st.done {
-				out = append(out, PendingCall{EventID: st.eventID, Key: s.callKey(st), Request: st.req})
+				out = append(out, PendingCall{EventID: st.eventID, TS: st.ts, Key: s.callKey(st), Request: st.req})
 			}
 		}
 		if !c.done && len(c.steps) == 0 {
-			out = append(out, PendingCall{EventID: c.eventID, Key: s.callKey(c), Request: c.req})
+			out = append(out, PendingCall{EventID: c.eventID, TS: c.ts, Key: s.callKey(c), Request: c.req})
 		}
 	}
 	return out
@@ -1306,6 +1322,9 @@ func countPending(calls []*callState) int {
 // PendingCall is a requested, unanswered tool call.
 type PendingCall struct {
 	EventID string
+	// TS is the time of its request's event (Envelope.TS, Unix microseconds),
+	// which with the task names the call outside the log (EffectKey.Outward).
+	TS      int64
 	Key     messages.EffectKey
 	Request messages.ToolCallRequested
 }

@@ -33,6 +33,12 @@ type Model interface {
 type Request struct {
 	// Key is the call's idempotency key: a re-issued call carries the same Key.
 	Key string
+	// Outward names the call for a provider that dedupes requests (an
+	// Idempotency-Key header): the same whenever the call is issued again, like
+	// Key, but unique across event logs, where Key ("<session>/<seq>") is unique
+	// only within one (messages.EffectKey.Outward). Empty for a call of no
+	// session's recorded request, or a request of an older build: Key names it then.
+	Outward string
 	// Step is the 1-based number of this call within the current task.
 	Step     int
 	Messages []messages.ChatMessage

@@ -33,7 +33,9 @@
 //
 // A tool call carries its idempotency key in the request's _meta, under
 // "troupe/idempotency_key" (IdempotencyKeyMeta), so a server with side effects can
-// perform them once per key. Calls reach the client through the node's one effect
+// perform them once per key: the call's name outside the log (tools.Call.OutwardKey),
+// the same when the call is performed again and unique across event logs, so that
+// two deployments' calls of one session name and seq are two calls. Calls reach the client through the node's one effect
 // path: the session records the request, actors.LocalEffects performs it with the
 // tool timeout, concurrency bound, cancellation (the request to the server is
 // cancelled, and the SDK tells the server) and panic recovery of every tool, and the

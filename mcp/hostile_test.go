@@ -75,6 +75,16 @@ func TestHostileServer(t *testing.T) {
 	if out := mustCall(t, c, "hostile__meta", "{}"); out != `{"troupe/idempotency_key":"test-session/1"}` {
 		t.Errorf("meta answered %s", out)
 	}
+	// A session's call sends its name outside the log (tools.Call.Outward), unique
+	// across event logs, not its key, which another log's session of the same
+	// name has too.
+	meta, _ := c.Tool("hostile__meta")
+	mctx, mcancel := context.WithTimeout(context.Background(), 30*time.Second)
+	out, err = meta.Call(mctx, tools.Call{Key: "test-session/1", Outward: "troupe-0123456789abcdef0123456789abcdef", Arguments: "{}"})
+	mcancel()
+	if err != nil || out != `{"troupe/idempotency_key":"troupe-0123456789abcdef0123456789abcdef"}` {
+		t.Errorf("meta with an outward name answered %s, %v", out, err)
+	}
 	// list_changed brings the new tool.
 	changed := c.Changed()
 	mustCall(t, c, "hostile__grow", "{}")

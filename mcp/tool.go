@@ -427,8 +427,11 @@ func (t *remoteTool) Call(ctx context.Context, c tools.Call) (string, error) {
 		return "", err
 	}
 	params := &sdk.CallToolParams{Name: t.remote, Arguments: args}
-	if c.Key != "" {
-		params.Meta = sdk.Meta{IdempotencyKeyMeta: c.Key}
+	if k := c.OutwardKey(); k != "" {
+		// Unique across event logs (tools.Call.Outward): a server that dedupes by
+		// the key does not answer another deployment's call of the same session
+		// name and seq with this one's result.
+		params.Meta = sdk.Meta{IdempotencyKeyMeta: k}
 	}
 	// A call whose connection broke is sent again to the server started anew only
 	// when it did not go out (a stdio server that died while idle), or when its tool

@@ -60,6 +60,11 @@ type EffectRequest struct {
 	// Agent names the agent of the session's task a tool call is made for
 	// (tools.Call.Agent; empty: the node's own); a model call says it in Model.Agent.
 	Agent string `json:"agent,omitempty"`
+	// Outward is the name of the effect outside the log (EffectKey.Outward), which
+	// a tool gives a service that dedupes by it (tools.Call.Outward): unique across
+	// event logs, where Key is unique only within one. Empty in a request of an
+	// older build: the tool falls back to Key.
+	Outward string `json:"outward,omitempty"`
 	// Stream asks the node performing a model call to stream it and publish its
 	// increments on TopicDeltas (DeltaBatch): the session's owner sets it while the
 	// session has a watcher of deltas, on its node or another (DeltaWatch).

@@ -1,6 +1,8 @@
 package messages
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
@@ -35,6 +37,25 @@ func (k EffectKey) String() string {
 		return ""
 	}
 	return k.SessionID + "/" + strconv.FormatUint(k.Seq, 10)
+}
+
+// Outward returns the name of the effect of key k for a service outside the log
+// (an A2A agent's messageId, an MCP server's idempotency key): "troupe-" and 32
+// hex digits, a digest of k, the task its request belongs to (the event's
+// CorrelationID) and the time the session recorded that request (its TS, Unix
+// microseconds). k alone is unique only within one event log: two deployments,
+// or one node whose data directory was reset, reach the same session name and
+// seq, and a service that dedupes by k would answer the second with the first's
+// result. The task and time come from the request's event as the log holds it,
+// so the name is the same whenever the call is performed again (after a crash,
+// a restart, on the session's next owner), and differs in another log. "" for
+// the zero key.
+func (k EffectKey) Outward(task string, requestedUS int64) string {
+	if k.IsZero() {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(k.String() + "\x00" + task + "\x00" + strconv.FormatInt(requestedUS, 10)))
+	return "troupe-" + hex.EncodeToString(sum[:16])
 }
 
 // IsZero reports whether k is the zero key.

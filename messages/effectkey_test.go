@@ -103,3 +103,41 @@ func TestParseEffectKeyOfANonKeyIsCheap(t *testing.T) {
 		t.Errorf("error %q (wraps ErrBadEffectKey: %v), want %q", err, errors.Is(err, messages.ErrBadEffectKey), want)
 	}
 }
+
+// An effect's name outside the log is the same for the same key, task and time (a
+// call performed again reads them from the log), another when any differs (another
+// log's session of the same name reaches the same seq at another time, in another
+// task), at most 39 bytes whatever the key's length, and travels in an
+// EffectRequest to the node that performs the call.
+func TestEffectKeyOutward(t *testing.T) {
+	k := messages.EffectKey{SessionID: "support", Seq: 4}
+	name := k.Outward("task-1", 1_700_000_000_000_000)
+	if !strings.HasPrefix(name, "troupe-") || len(name) != 39 || name != k.Outward("task-1", 1_700_000_000_000_000) {
+		t.Fatalf("outward name %q", name)
+	}
+	for _, other := range []string{
+		k.Outward("task-1", 1_700_000_000_000_001),
+		k.Outward("task-2", 1_700_000_000_000_000),
+		messages.EffectKey{SessionID: "support", Seq: 5}.Outward("task-1", 1_700_000_000_000_000),
+	} {
+		if other == name {
+			t.Errorf("another call has the outward name %q", name)
+		}
+	}
+	if got := (messages.EffectKey{}).Outward("task-1", 1); got != "" {
+		t.Errorf("the zero key's outward name %q", got)
+	}
+	if long := (messages.EffectKey{SessionID: strings.Repeat("s", 128), Seq: 1<<64 - 1}).Outward("t", 1); len(long) != 39 {
+		t.Errorf("a long key's outward name is %d bytes", len(long))
+	}
+	req := messages.EffectRequest{SessionID: "support", Key: k, ReplyTopic: messages.TopicReplies, ReplyNode: "n1", Outward: name,
+		Tool: &messages.ToolCallRequested{Key: k.String(), CallID: "c1", Tool: "a2a__b", Arguments: "{}"}}
+	b, err := messages.EncodeCommand(&req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := messages.DecodeEffectRequest(b)
+	if err != nil || back.Outward != name {
+		t.Fatalf("decoded %+v, %v", back, err)
+	}
+}

@@ -727,7 +727,8 @@ func (t *ChainTool) stepPrefix(i int) string {
 }
 
 // Call implements Tool: it runs every step, in order, in this one call; step i is
-// called with the key c.Key + "#" + its name. Prefer a session's step-by-step run
+// called with the key c.Key + "#" + its name (and c.Outward + "#" + its name, when
+// c has one). Prefer a session's step-by-step run
 // (package actors), which records each step.
 func (t *ChainTool) Call(ctx context.Context, c Call) (string, error) {
 	args, err := t.ParseArguments(c.Arguments)
@@ -740,7 +741,11 @@ func (t *ChainTool) Call(ctx context.Context, c Call) (string, error) {
 		if err != nil {
 			return "", errors.New(t.StepError(i, err.Error()))
 		}
-		out, err := t.callStep(ctx, i, Call{Key: c.Key + "#" + s.Name, Arguments: raw})
+		step := Call{Key: c.Key + "#" + s.Name, Arguments: raw}
+		if c.Outward != "" {
+			step.Outward = c.Outward + "#" + s.Name
+		}
+		out, err := t.callStep(ctx, i, step)
 		if err != nil {
 			return "", fmt.Errorf("%s: %w", t.stepPrefix(i), err)
 		}

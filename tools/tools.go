@@ -28,6 +28,22 @@ type Call struct {
 	// "default": the node's own). A tool that acts for an agent (its memory
 	// namespace, its skills) reads it; the others ignore it.
 	Agent string
+	// Outward names the call for a service outside the log that dedupes by it (an
+	// A2A agent's messageId, an MCP server's idempotency key): the same whenever the
+	// call is performed again, like Key, but unique across event logs, where Key
+	// ("<session>/<seq>") is unique only within one (messages.EffectKey.Outward).
+	// Empty for a call made without a session's recorded request (a direct call, a
+	// request of an older build): such a tool sends OutwardKey's fallback, Key.
+	Outward string
+}
+
+// OutwardKey is the name of call c for a service outside the log: c.Outward, or
+// c.Key when c has none.
+func (c Call) OutwardKey() string {
+	if c.Outward != "" {
+		return c.Outward
+	}
+	return c.Key
 }
 
 // callKeyContext is the context key of WithCallKey.

@@ -16,9 +16,12 @@
 //		APIKey: key, Model: "deepseek-chat", Timeout: time.Minute})
 //	resp, err := m.Generate(ctx, llm.Request{Step: 1, Messages: msgs, Tools: specs})
 //
-// A call with an idempotency key (llm.Request.Key, the effect key) sends it as an
-// Idempotency-Key header, the same on every attempt and when the call is issued again
-// after a crash, so a provider that deduplicates by it performs the call once.
+// A call with an idempotency key (llm.Request.Outward, or llm.Request.Key, the
+// effect key, when it has none) sends a digest of it and the model as an
+// Idempotency-Key header, the same on every attempt and when the call is issued
+// again after a crash, so a provider that deduplicates by it performs the call
+// once; Outward is unique across event logs, so another deployment's call of a
+// session of the same name at the same seq is another request.
 //
 // Optional capabilities, found by type assertion: Stream (the Streamer interface)
 // delivers Deltas as they arrive and returns the same Response Generate would;

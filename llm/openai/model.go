@@ -2,6 +2,7 @@ package openai
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -206,18 +207,22 @@ func timedOutSpend(req llm.Request, parent, call context.Context, x *exchange) l
 }
 
 // idempotency is the Idempotency-Key header of req's call to model: a digest of
-// its key (llm.Request.Key, the effect key) and the model, the same on every
-// attempt of the call and when it is issued again after a crash, so a provider
-// that deduplicates requests by that header performs and bills it once. The model
+// its name outside the log (llm.Request.Outward; its key, llm.Request.Key, the
+// effect key, when it has none) and the model, the same on every attempt of the
+// call and when it is issued again after a crash, so a provider that
+// deduplicates requests by that header performs and bills it once, and another
+// deployment's call of a session of the same name at the same seq is another
+// request (the key alone is unique only within one event log). The model
 // is in it because a fallback to another model of the same provider is another
 // request; a digest, because the key names the session, which is the user's and
 // not the provider's to read. None when the call has no key. The SDK sends no such
 // header of its own on chat completions.
 func idempotency(req llm.Request, model string) []option.RequestOption {
-	if req.Key == "" {
+	key := cmp.Or(req.Outward, req.Key)
+	if key == "" {
 		return nil
 	}
-	sum := sha256.Sum256([]byte(req.Key + "\x00" + model))
+	sum := sha256.Sum256([]byte(key + "\x00" + model))
 	return []option.RequestOption{option.WithHeader("Idempotency-Key", "troupe-"+hex.EncodeToString(sum[:16]))}
 }
 

@@ -543,7 +543,7 @@ func (t callTool) Call(ctx context.Context, c tools.Call) (string, error) {
 	}
 	// As the performer would call it: for the same agent (its own memory namespace,
 	// its skills) and under the tool's own limits.
-	return tools.CallLimited(ctx, tl, a.Name, tools.Call{Key: c.Key, Arguments: a.Arguments, Agent: c.Agent})
+	return tools.CallLimited(ctx, tl, a.Name, tools.Call{Key: c.Key, Arguments: a.Arguments, Agent: c.Agent, Outward: c.Outward})
 }
 
 func result(r loadResult) (string, error) {
