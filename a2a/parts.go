@@ -188,11 +188,11 @@ func quoteJoin(names []string) string {
 }
 
 // answerMembers are the members of an approval answer's data part (parseAnswer).
-var answerMembers = []string{"approve", "reason"}
+var answerMembers = []string{"approve", "reason", "call"}
 
 // checkAnswerMembers refuses a message (the params of a message/send or
 // message/stream, 0.3 or 1.0: message.parts[].data) with a data part whose object
-// names "approve" or "reason" twice, or but for case. The SDK decodes the data
+// names "approve", "reason" or "call" twice, or but for case. The SDK decodes the data
 // (encoding/json) before parseAnswer reads it: the last of two members wins, so
 // {"approve": false, "approve": true} approved the call, as a miscased one
 // ("Approve") would have been read by a decoder that ignores case. The task API
@@ -210,7 +210,7 @@ func checkAnswerMembers(params json.RawMessage) error {
 	}
 	for i, part := range p.Message.Parts {
 		if k, ok := repeatedMember(part.Data, answerMembers); ok {
-			return fmt.Errorf(`"message.parts[%d].data" names %q twice or but for case: an answer names "approve" and "reason" once each, as written`, i, k)
+			return fmt.Errorf(`"message.parts[%d].data" names %q twice or but for case: an answer names "approve", "reason" and "call" once each, as written`, i, k)
 		}
 	}
 	return nil

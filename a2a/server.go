@@ -16,6 +16,7 @@ import (
 	"iter"
 	"maps"
 	"mime"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -202,6 +203,10 @@ type Executor struct {
 	// error of a stored task with the task, failed, and no reason, and Dedupe
 	// answers the reason instead (refusal).
 	refused sync.Map
+	// bound holds, by boundKey, the calls (call ID by key) an answer to a task in
+	// input-required was bound to as it came (Dedupe.checkAnswer), which its
+	// execution answers, if they still wait, and no other.
+	bound sync.Map
 }
 
 // refusal takes the reason the session refused task id, if it did.
@@ -713,24 +718,31 @@ func (e *Executor) finish(ctx context.Context, rc *a2asrv.RequestContext, q even
 	return fmt.Errorf("a2a: unexpected end event %s", ev.Type)
 }
 
+// approvalsKey is the metadata key of an input-required status message that
+// lists the calls waiting for approval: each a call ID ("call"), a key, a tool
+// and its arguments.
+const approvalsKey = "troupe_approvals"
+
 // approvalMessage says which calls wait and how to answer.
 func approvalMessage(rc sdk.TaskInfoProvider, w []*messages.ApprovalRequested) *sdk.Message {
 	var b strings.Builder
 	for _, a := range w {
 		fmt.Fprintf(&b, "The agent wants to call %s with %s (call %s): it needs approval.\n", a.Tool, a.Arguments, a.CallID)
 	}
-	b.WriteString(`Reply to this task with "approve" or "reject" (a reason may follow), or a data part {"approve": true|false, "reason": "..."}.`)
+	b.WriteString(`Reply to this task with "approve" or "reject" (a reason may follow), or a data part {"approve": true|false, "reason": "...", "call": "<call>"} (with "call", it answers that call alone).`)
 	msg := sdk.NewMessageForTask(sdk.MessageRoleAgent, rc, sdk.TextPart{Text: b.String()})
 	calls := make([]any, len(w))
 	for i, a := range w {
 		calls[i] = map[string]any{"call": a.CallID, "key": a.Key, "tool": a.Tool, "arguments": a.Arguments}
 	}
-	msg.Metadata = map[string]any{"troupe_approvals": calls}
+	msg.Metadata = map[string]any{approvalsKey: calls}
 	return msg
 }
 
 // answer applies a message sent to a task in input-required: an approval answer
-// for every call that waits. It returns the seq of the task's task.submitted. It
+// for every call that waits among those the answer is bound to (binding), and
+// only the one it names when it names one (answerCall): none when they were
+// answered meanwhile, as a duplicate answer's were by the first. It returns the seq of the task's task.submitted. It
 // reads the session's events from there on when a read of the task found it
 // there before (TaskStore.submittedSeq), as the events before it say nothing of
 // the task (taskRun.scan); else, or when the task is not there, the whole
@@ -757,12 +769,91 @@ func (e *Executor) answer(ctx context.Context, rc *a2asrv.RequestContext, sessio
 		from = s.Seq
 	}
 	var errs []error
-	for _, a := range run.waiting() {
+	for _, a := range bindAnswer(run.waiting(), e.binding(rc), answerCall(rc.Message)) {
 		if err := e.backend.Approve(ctx, session, a.Key, approve, reason); err != nil {
 			errs = append(errs, fmt.Errorf("call %s: %w", a.CallID, err))
 		}
 	}
 	return from, errors.Join(errs...)
+}
+
+// binding is the set of keys of the calls the answer rc carries was bound to as
+// it came (Dedupe.checkAnswer: those its task's input-required status named and
+// its session still waited for), else those the stored task's status names; nil
+// (no bound) when neither is known.
+func (e *Executor) binding(rc *a2asrv.RequestContext) map[string]string {
+	if rc.Message != nil {
+		if v, ok := e.bound.Load(boundKey(rc.TaskID, rc.Message.ID)); ok {
+			return v.(map[string]string)
+		}
+	}
+	return shownCalls(rc.StoredTask)
+}
+
+// boundKey is the key of an answer in Executor.bound: its task and messageId.
+func boundKey(task sdk.TaskID, messageID string) string {
+	return string(task) + "\x00" + messageID
+}
+
+// shownCalls are the calls a task's input-required status names (approvalMessage's
+// metadata), call ID by key; nil when it is not in input-required or names none.
+func shownCalls(t *sdk.Task) map[string]string {
+	if t == nil || t.Status.State != sdk.TaskStateInputRequired || t.Status.Message == nil {
+		return nil
+	}
+	list, _ := t.Status.Message.Metadata[approvalsKey].([]any)
+	var out map[string]string
+	for _, c := range list {
+		m, _ := c.(map[string]any)
+		key, _ := m["key"].(string)
+		if key == "" {
+			continue
+		}
+		if out == nil {
+			out = map[string]string{}
+		}
+		out[key], _ = m["call"].(string)
+	}
+	return out
+}
+
+// bindAnswer returns the calls of waiting an answer applies to: those bound
+// names (all of them when bound is nil), and of those only the one call names
+// (its call_id or key) when call is not "".
+func bindAnswer(waiting []*messages.ApprovalRequested, bound map[string]string, call string) []*messages.ApprovalRequested {
+	var out []*messages.ApprovalRequested
+	for _, a := range waiting {
+		if _, ok := bound[a.Key]; bound != nil && !ok {
+			continue
+		}
+		if call != "" && call != a.CallID && call != a.Key {
+			continue
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
+// answerCall is the call an answer names: its data part's "call" (a call_id, or
+// the key, as the task's input-required status names them); "" when none.
+func answerCall(m *sdk.Message) string {
+	for _, p := range m.Parts {
+		if d, ok := p.(sdk.DataPart); ok {
+			c, _ := d.Data["call"].(string)
+			return c
+		}
+	}
+	return ""
+}
+
+// callNames names calls for an error message: their call IDs, else keys.
+func callNames(calls map[string]string) string {
+	names := make([]string, 0, len(calls))
+	for k, c := range calls {
+		names = append(names, cmp.Or(c, k))
+	}
+	slices.Sort(names)
+	return strings.Join(names, ", ")
 }
 
 // parseAnswer reads an approval answer: a data part {"approve", "reason"}, or text
@@ -774,6 +865,11 @@ func parseAnswer(m *sdk.Message) (approve bool, reason string, err error) {
 			a, ok := d.Data["approve"].(bool)
 			if !ok {
 				return false, "", errors.New(`the data part has no boolean "approve"`)
+			}
+			if c, ok := d.Data["call"]; ok {
+				if c, ok := c.(string); !ok || c == "" {
+					return false, "", errors.New(`the data part's "call" is no call ID (a string: the call_id the task's status names)`)
+				}
 			}
 			r, _ := d.Data["reason"].(string)
 			return a, r, nil
@@ -988,6 +1084,10 @@ type Dedupe struct {
 	checkPush func(string) error
 	// pushEnd posts an ended task to a config just set for it (nil: nothing).
 	pushEnd func(ctx context.Context, cfg *sdk.PushConfig, task *sdk.Task) error
+	// answers are the answers to tasks taken, by boundKey (takeAnswer): one
+	// sent again with the same messageId answers as the first, and no call.
+	amu     sync.Mutex
+	answers map[string]*answerRecord
 }
 
 var _ a2asrv.RequestHandler = (*Dedupe)(nil)
@@ -1068,14 +1168,31 @@ func (d *Dedupe) legacy(ctx context.Context, session, messageID string, id sdk.T
 }
 
 // OnSendMessage implements a2asrv.RequestHandler.
-func (d *Dedupe) OnSendMessage(ctx context.Context, p *sdk.MessageSendParams) (sdk.SendMessageResult, error) {
+func (d *Dedupe) OnSendMessage(ctx context.Context, p *sdk.MessageSendParams) (_ sdk.SendMessageResult, err error) {
 	if err := d.checkSentPush(p); err != nil {
 		return nil, err
 	}
-	if err := d.checkAnswer(ctx, p); err != nil {
+	answer := namesTask(p)
+	if answer {
+		rec, first := d.takeAnswer(p)
+		if !first {
+			t, err := d.answeredBefore(ctx, p, rec)
+			if err != nil {
+				return nil, err
+			}
+			return withHistory(t, p), nil
+		}
+		defer func() { d.answered(p, rec, err) }()
+	}
+	bound, err := d.checkAnswer(ctx, p)
+	if err != nil {
 		return nil, err
 	}
-	answer := namesTask(p)
+	if bound != nil {
+		key := boundKey(p.Message.TaskID, p.Message.ID)
+		d.exec.bound.Store(key, bound)
+		defer d.exec.bound.Delete(key)
+	}
 	id, seen, err := d.prepare(ctx, p)
 	if err != nil {
 		return nil, err
@@ -1095,6 +1212,10 @@ func (d *Dedupe) OnSendMessage(ctx context.Context, p *sdk.MessageSendParams) (s
 	res, err := d.RequestHandler.OnSendMessage(ctx, p)
 	if answer {
 		err = whileExecuting(ctx, err, func() error {
+			if err := d.stillBound(ctx, p.Message.TaskID, bound); err != nil {
+				res = nil
+				return err
+			}
 			res, err = d.RequestHandler.OnSendMessage(ctx, p)
 			return err
 		})
@@ -1196,14 +1317,26 @@ func namesTask(p *sdk.MessageSendParams) bool {
 // session's task runs on or its call still waits (and an approval sent next was
 // refused as to a task that ended). A message to a task that ended, or to no
 // task, is the SDK's to answer.
-func (d *Dedupe) checkAnswer(ctx context.Context, p *sdk.MessageSendParams) error {
+//
+// It returns the calls (call ID by key) an answer is bound to: an approval is
+// given to the calls its client was shown, and no other. They are the calls the
+// session's events have waiting now (the task's own status may be behind them:
+// its execution has yet to report it input-required) which the task's
+// input-required status, as this process holds it, names, and of those the one
+// the answer names, if it names one ({"call": …}). An answer bound to no call is
+// refused: the calls its task's status names were answered (over the task API,
+// by another answer, or their approval timed out) and the task waits for others,
+// or for none; the task's status is then refreshed from its session's events,
+// which the refusal names, for the client to answer them.
+func (d *Dedupe) checkAnswer(ctx context.Context, p *sdk.MessageSendParams) (map[string]string, error) {
 	if !namesTask(p) {
-		return nil
+		return nil, nil
 	}
 	task, err := d.store.Get(ctx, p.Message.TaskID)
 	if err != nil || task.Status.State.Terminal() {
-		return nil
+		return nil, nil
 	}
+	logged, run, lerr := d.store.loggedRun(ctx, p.Message.TaskID)
 	if st := task.Status.State; st != sdk.TaskStateInputRequired {
 		// A task this process runs is as its execution reported it last, which
 		// may be behind its session's events: they have the call waiting for
@@ -1212,20 +1345,160 @@ func (d *Dedupe) checkAnswer(ctx context.Context, p *sdk.MessageSendParams) erro
 		// node's execution has yet to hear of it (over the bus, in a cluster).
 		// A client answering at once takes the SDK once the execution reported
 		// it (whileExecuting), as before this check.
-		if logged, err := d.store.logged(ctx, p.Message.TaskID); err != nil || logged.Status.State != sdk.TaskStateInputRequired {
-			return fmt.Errorf("a2a: %w: task %s is %s; only a task in input-required takes another message", sdk.ErrInvalidParams, task.ID, st)
+		if lerr != nil || logged.Status.State != sdk.TaskStateInputRequired {
+			return nil, fmt.Errorf("a2a: %w: task %s is %s; only a task in input-required takes another message", sdk.ErrInvalidParams, task.ID, st)
 		}
 	}
 	_, reason, err := parseAnswer(p.Message)
 	if err != nil {
-		return fmt.Errorf("a2a: %w: task %s: %v", sdk.ErrInvalidParams, task.ID, err)
+		return nil, fmt.Errorf("a2a: %w: task %s: %v", sdk.ErrInvalidParams, task.ID, err)
 	}
 	if c, ok := d.exec.backend.(AnswerChecker); ok {
 		if err := c.CheckAnswerReason(reason); err != nil {
-			return fmt.Errorf("a2a: %w: task %s: %w", sdk.ErrInvalidParams, task.ID, err)
+			return nil, fmt.Errorf("a2a: %w: task %s: %w", sdk.ErrInvalidParams, task.ID, err)
 		}
 	}
-	return nil
+	if lerr != nil {
+		// The session's events cannot be read: the execution answers the calls
+		// the task's status names, if they wait (Executor.binding).
+		return nil, nil
+	}
+	shown := shownCalls(task)
+	waiting := run.waiting()
+	calls := bindAnswer(waiting, shown, answerCall(p.Message))
+	if len(calls) > 0 {
+		bound := make(map[string]string, len(calls))
+		for _, a := range calls {
+			bound[a.Key] = a.CallID
+		}
+		return bound, nil
+	}
+	now := map[string]string{}
+	for _, a := range waiting {
+		now[a.Key] = a.CallID
+	}
+	if call := answerCall(p.Message); call != "" && len(bindAnswer(waiting, nil, call)) == 0 {
+		return nil, fmt.Errorf("a2a: %w: task %s waits for no call %q (%s)", sdk.ErrInvalidParams, task.ID, call, waitsFor(now))
+	}
+	if len(now) > 0 && shown != nil {
+		d.store.refresh(task.ID, shown, logged.Status)
+	}
+	return nil, answeredAlready(task.ID, shown, now)
+}
+
+// waitsFor says which calls a task waits for.
+func waitsFor(now map[string]string) string {
+	if len(now) == 0 {
+		return "it waits for no approval"
+	}
+	return "it waits for call " + callNames(now) + ": tasks/get names it"
+}
+
+// answeredAlready is the refusal of an answer bound to no call that waits: the
+// calls shown (nil: not known) were answered, and the task waits for those of
+// now, if any.
+func answeredAlready(id sdk.TaskID, shown, now map[string]string) error {
+	what := "the calls it waited for were"
+	if len(shown) > 0 {
+		what = "call " + callNames(shown) + " was"
+	}
+	if len(now) == 0 {
+		return fmt.Errorf("a2a: %w: task %s: %s answered already and it works on; only a task in input-required takes another message", sdk.ErrInvalidParams, id, what)
+	}
+	return fmt.Errorf("a2a: %w: task %s: %s answered already; %s (answer again to answer it)", sdk.ErrInvalidParams, id, what, waitsFor(now))
+}
+
+// stillBound refuses an answer bound to calls (checkAnswer) none of which waits
+// any more: an answer sent again while the first was being taken (whileExecuting)
+// finds its call answered by the first, and the task perhaps waiting for another
+// call, which its client never saw.
+func (d *Dedupe) stillBound(ctx context.Context, id sdk.TaskID, bound map[string]string) error {
+	if bound == nil {
+		return nil
+	}
+	_, run, err := d.store.loggedRun(ctx, id)
+	if err != nil {
+		return nil // the execution answers only the bound calls that wait
+	}
+	now := map[string]string{}
+	for _, a := range run.waiting() {
+		if _, ok := bound[a.Key]; ok {
+			return nil
+		}
+		now[a.Key] = a.CallID
+	}
+	return answeredAlready(id, bound, now)
+}
+
+// answerRecord is an answer to a task (by its task and messageId) Dedupe took:
+// done closes once it was answered, with err.
+type answerRecord struct {
+	done chan struct{}
+	err  error
+}
+
+// takeAnswer records the answer p (a message to a task) and reports whether it is
+// the first of its messageId to the task; else it returns the first's record. A
+// message without an ID is always the first.
+func (d *Dedupe) takeAnswer(p *sdk.MessageSendParams) (*answerRecord, bool) {
+	rec := &answerRecord{done: make(chan struct{})}
+	if p.Message.ID == "" {
+		return rec, true
+	}
+	key := boundKey(p.Message.TaskID, p.Message.ID)
+	d.amu.Lock()
+	defer d.amu.Unlock()
+	if old, ok := d.answers[key]; ok {
+		return old, false
+	}
+	if len(d.answers) >= maxLiveTasks {
+		for k, r := range d.answers {
+			select {
+			case <-r.done:
+				delete(d.answers, k)
+			default:
+			}
+		}
+	}
+	if d.answers == nil {
+		d.answers = map[string]*answerRecord{}
+	}
+	d.answers[key] = rec
+	return rec, true
+}
+
+// answered ends rec, the answer p, with err: an answer refused for a reason
+// other than its params (the log failed) is forgotten, so that it may be sent
+// again.
+func (d *Dedupe) answered(p *sdk.MessageSendParams, rec *answerRecord, err error) {
+	rec.err = err
+	close(rec.done)
+	if err != nil && !errors.Is(err, sdk.ErrInvalidParams) && p.Message.ID != "" {
+		d.amu.Lock()
+		if d.answers[boundKey(p.Message.TaskID, p.Message.ID)] == rec {
+			delete(d.answers, boundKey(p.Message.TaskID, p.Message.ID))
+		}
+		d.amu.Unlock()
+	}
+}
+
+// answeredBefore waits for the first sending of an answer (rec) to be taken,
+// and answers as it did: its error, or the task as it is now (as its first
+// sending left it: once it ended or asks for input again, for a blocking
+// client). It answers no call.
+func (d *Dedupe) answeredBefore(ctx context.Context, p *sdk.MessageSendParams, rec *answerRecord) (*sdk.Task, error) {
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-rec.done:
+	}
+	if rec.err != nil {
+		return nil, rec.err
+	}
+	if blocking(p) {
+		return d.awaitTask(ctx, p.Message.TaskID)
+	}
+	return d.RequestHandler.OnGetTask(ctx, &sdk.TaskQueryParams{ID: p.Message.TaskID})
 }
 
 // whileExecuting calls send again, a little later each time, while its error says
@@ -1260,24 +1533,44 @@ func (d *Dedupe) OnSendMessageStream(ctx context.Context, p *sdk.MessageSendPara
 	if err := d.checkSentPush(p); err != nil {
 		return func(yield func(sdk.Event, error) bool) { yield(nil, err) }
 	}
-	if err := d.checkAnswer(ctx, p); err != nil {
-		return func(yield func(sdk.Event, error) bool) { yield(nil, err) }
-	}
 	answer := namesTask(p)
-	id, seen, err := d.prepare(ctx, p)
-	if err != nil {
-		return func(yield func(sdk.Event, error) bool) { yield(nil, err) }
-	}
-	if !seen && answer {
+	if answer {
+		rec, first := d.takeAnswer(p)
+		if !first {
+			return func(yield func(sdk.Event, error) bool) {
+				t, err := d.answeredBefore(ctx, p, rec)
+				if err != nil {
+					yield(nil, err)
+					return
+				}
+				yield(withHistory(t, p), nil)
+			}
+		}
+		bound, err := d.checkAnswer(ctx, p)
+		if err != nil {
+			d.answered(p, rec, err)
+			return func(yield func(sdk.Event, error) bool) { yield(nil, err) }
+		}
 		return func(yield func(sdk.Event, error) bool) {
+			if bound != nil {
+				key := boundKey(p.Message.TaskID, p.Message.ID)
+				d.exec.bound.Store(key, bound)
+				defer d.exec.bound.Delete(key)
+			}
 			next, stop := iter.Pull2(d.RequestHandler.OnSendMessageStream(ctx, p))
 			ev, err, ok := next()
 			err = whileExecuting(ctx, err, func() error {
 				stop()
+				if err := d.stillBound(ctx, p.Message.TaskID, bound); err != nil {
+					next, stop = func() (sdk.Event, error, bool) { return nil, nil, false }, func() {}
+					ev, ok = nil, true
+					return err
+				}
 				next, stop = iter.Pull2(d.RequestHandler.OnSendMessageStream(ctx, p))
 				ev, err, ok = next()
 				return err
 			})
+			d.answered(p, rec, err)
 			defer func() { stop() }()
 			for ok {
 				if !yield(ev, err) {
@@ -1286,6 +1579,10 @@ func (d *Dedupe) OnSendMessageStream(ctx context.Context, p *sdk.MessageSendPara
 				ev, err, ok = next()
 			}
 		}
+	}
+	id, seen, err := d.prepare(ctx, p)
+	if err != nil {
+		return func(yield func(sdk.Event, error) bool) { yield(nil, err) }
 	}
 	if !seen {
 		return func(yield func(sdk.Event, error) bool) {

@@ -359,8 +359,39 @@ func (s *TaskStore) EndedAmong(ctx context.Context, ids []sdk.TaskID) (map[sdk.T
 // process's execution of it reported last (Get): read from its task.submitted
 // on when a read found it before.
 func (s *TaskStore) logged(ctx context.Context, id sdk.TaskID) (*sdk.Task, error) {
-	task, _, err := s.rebuildFrom(ctx, id, max(s.submittedSeq(id), 1))
+	task, _, err := s.loggedRun(ctx, id)
 	return task, err
+}
+
+// loggedRun is task id as logged tells it, and what its session's events say
+// of its run (the calls that wait for approval).
+func (s *TaskStore) loggedRun(ctx context.Context, id sdk.TaskID) (*sdk.Task, *taskRun, error) {
+	session, envID, ok := ParseTaskID(id)
+	if !ok {
+		return nil, nil, sdk.ErrTaskNotFound
+	}
+	events, err := s.backend.Events(ctx, session, max(s.submittedSeq(id), 1))
+	if err != nil {
+		return nil, nil, fmt.Errorf("a2a: session %s: %w", session, err)
+	}
+	return taskOf(id, session, envID, events)
+}
+
+// refresh gives the task this process holds as in input-required naming calls
+// shown the status its session's events tell (status): it waits for other calls
+// (answered over the task API, or their approval timed out, and the task asked
+// for another since), which tasks/get and the next answer then name. A task
+// saved since in another state (an execution runs it) is left as it is.
+func (s *TaskStore) refresh(id sdk.TaskID, shown map[string]string, status sdk.TaskStatus) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	lt, ok := s.live[id]
+	if !ok || !maps.Equal(shownCalls(lt.task), shown) {
+		return
+	}
+	c := *lt.task
+	c.Status = status
+	lt.task = &c
 }
 
 // submittedSeq is the seq of task id's task.submitted event, as a read of its
