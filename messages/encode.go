@@ -388,6 +388,10 @@ func (p *TaskSubmitted) appendJSON(b []byte) ([]byte, bool) {
 		b = strconv.AppendInt(b, int64(r.Depth), 10)
 		b = append(b, '}')
 	}
+	if p.Depth != 0 {
+		b = append(b, `,"depth":`...)
+		b = strconv.AppendInt(b, int64(p.Depth), 10)
+	}
 	if p.TraceParent != "" {
 		b = append(b, `,"traceparent":`...)
 		b = appendJSONString(b, p.TraceParent)

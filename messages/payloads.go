@@ -97,6 +97,14 @@ type TaskSubmitted struct {
 	// the delegate call that started it; nil on every other task. Optional: a task
 	// recorded before it existed decodes with none (the schema version stays 1).
 	Parent *ParentRef `json:"parent,omitempty"`
+	// Depth, on a task with no Parent, is how deep a sub-agent its session is
+	// all the same: a fork of a child session (replay fork) is no child of
+	// anyone, and keeps the depth of the child it was forked from (its
+	// ParentRef.Depth), so that it delegates no deeper than that child could.
+	// The depth of a task with a Parent is its Parent's (this field is 0
+	// there). Optional: 0, every other task and one recorded before it
+	// existed, is a session that is no sub-agent (the schema version stays 1).
+	Depth int `json:"depth,omitempty"`
 	// TraceParent is the W3C traceparent of the span the task was submitted under
 	// (package telemetry), when the submitting node traces: the spans of the task
 	// are its children wherever the session runs, and a session resumed on another

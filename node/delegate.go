@@ -46,7 +46,8 @@ const DelegateTool = actors.DelegateTool
 const (
 	// MaxDelegationDepth bounds the nesting of sub-agents: a child of a session that
 	// is no child is 1 deep, its own child 2, and a session MaxDelegationDepth deep
-	// cannot delegate (the call is an error).
+	// cannot delegate (the call is an error). A fork of a child session is no
+	// child, and as deep as that child (TaskDepth).
 	MaxDelegationDepth = 4
 	// MaxDelegateResult bounds, in bytes, the answer a delegate call returns: a
 	// longer one is cut, with a note that says so and names the child session.
@@ -99,6 +100,18 @@ func ChildSessionID(key messages.EffectKey) string {
 	}
 	sum := sha256.Sum256([]byte(key.String()))
 	return "sub." + hex.EncodeToString(sum[:16])
+}
+
+// TaskDepth is how deep a sub-agent the session of task t is: its parent's
+// depth (messages.ParentRef.Depth) on a child's task; the depth it keeps
+// (messages.TaskSubmitted.Depth) on a fork of a child's session, which has no
+// parent; 0 on any other task, and on one recorded before forks kept a depth.
+// A delegate call of t starts a child TaskDepth(t)+1 deep.
+func TaskDepth(t *messages.TaskSubmitted) int {
+	if t.Parent != nil {
+		return t.Parent.Depth
+	}
+	return max(t.Depth, 0)
 }
 
 // childTaskID is the message ID (and so the event ID) of the task a delegate call
@@ -207,10 +220,7 @@ func (n *Node) delegate(ctx context.Context, a delegateArgs) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	depth := 1
-	if parent.Parent != nil {
-		depth = parent.Parent.Depth + 1
-	}
+	depth := TaskDepth(parent) + 1
 	if depth > MaxDelegationDepth {
 		return "", fmt.Errorf("delegate: sub-agents nest at most %d deep, and this session is a sub-agent %d deep: do the task yourself",
 			MaxDelegationDepth, depth-1)

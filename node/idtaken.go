@@ -100,5 +100,6 @@ func taskDifferences(recorded, sent *messages.TaskSubmitted) []string {
 	field("reply_topic", sent.ReplyTopic, recorded.ReplyTopic)
 	field("task_id", sent.TaskID, recorded.TaskID)
 	field("parent", sent.Parent, recorded.Parent)
+	field("depth", sent.Depth, recorded.Depth)
 	return out
 }

@@ -391,7 +391,7 @@ func (in *Ingress) admitTask(t Task, a Arrival, c *child) (messages.Envelope, *m
 		id = in.ids.NewID()
 	}
 	p := &messages.TaskSubmitted{Input: in.redactor.String(t.Input), Agent: t.Agent, MaxSteps: t.MaxSteps, MaxTokens: t.MaxTokens, MaxCostUSD: t.MaxCostUSD, ReplyTopic: t.ReplyTopic,
-		TaskID: t.TaskID}
+		TaskID: t.TaskID, Depth: t.Depth}
 	if in.memory != nil {
 		p.Memory = in.memory(t.Agent)
 	}
@@ -406,7 +406,7 @@ func (in *Ingress) admitTask(t Task, a Arrival, c *child) (messages.Envelope, *m
 	}
 	if c != nil {
 		parent := c.parent
-		p.Parent, p.DeadlineUS = &parent, c.deadlineUS
+		p.Parent, p.DeadlineUS, p.Depth = &parent, c.deadlineUS, 0
 	}
 	env, err := messages.NewEnvelope(p)
 	if err != nil {
@@ -474,14 +474,14 @@ func (in *Ingress) admitEnvelope(payload []byte) (messages.Envelope, *messages.T
 	}
 	ts := p.(*messages.TaskSubmitted)
 	t := Task{Input: ts.Input, SessionID: env.SessionID, Agent: ts.Agent, MaxSteps: ts.MaxSteps, MaxTokens: ts.MaxTokens, MaxCostUSD: ts.MaxCostUSD, ReplyTopic: ts.ReplyTopic,
-		TaskID: ts.TaskID}
+		TaskID: ts.TaskID, Depth: ts.Depth}
 	if err := in.checkTask(t); err != nil {
 		return messages.Envelope{}, nil, "", err
 	}
 	if err := in.checkSessionShape(env.SessionID); err != nil {
 		return messages.Envelope{}, nil, "", err
 	}
-	if err := checkParent(env, ts.Parent); err != nil {
+	if err := checkParent(env, ts.Parent, ts.Depth); err != nil {
 		return messages.Envelope{}, nil, "", err
 	}
 	if t.TaskID != "" {
@@ -515,13 +515,17 @@ func (in *Ingress) admitEnvelope(payload []byte) (messages.Envelope, *messages.T
 // MaxDelegationDepth, and the child session and task of the parent's call
 // (ChildSessionID, childTaskID). The depth of a sub-agent's delegate call is its
 // task's parent's plus one: an envelope published whole with a depth of its own
-// below 1 would lift the bound on nesting for the whole tree under it.
-func checkParent(env messages.Envelope, p *messages.ParentRef) error {
+// below 1 would lift the bound on nesting for the whole tree under it. A task
+// with a parent has no depth of its own (depth, messages.TaskSubmitted.Depth):
+// its parent's is its depth.
+func checkParent(env messages.Envelope, p *messages.ParentRef, depth int) error {
 	if p == nil {
 		return nil
 	}
 	key, err := messages.ParseEffectKey(p.Key)
 	switch {
+	case depth != 0:
+		return fmt.Errorf("%w: depth %d on a sub-agent's task: its depth is its parent's (%d)", ErrBadTask, depth, p.Depth)
 	case p.Depth < 1 || p.Depth > MaxDelegationDepth:
 		return fmt.Errorf("%w: parent: depth %d: a sub-agent's task is 1 to %d deep", ErrBadTask, p.Depth, MaxDelegationDepth)
 	case err != nil || key.SessionID != p.SessionID:

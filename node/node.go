@@ -1564,6 +1564,12 @@ type Task struct {
 	// ReplyTopic, when set, also receives the task's result: a legal Kafka topic name
 	// that is none of the node's own topics.
 	ReplyTopic string `json:"reply_topic,omitempty"`
+	// Depth, set by a Go caller (no JSON body carries it), is how deep a
+	// sub-agent the task's session is though the task has no parent
+	// (messages.TaskSubmitted.Depth): a new task of a fork of a child session
+	// keeps the child's depth (replay fork --input). 0 to MaxDelegationDepth;
+	// 0, a session that is no sub-agent.
+	Depth int `json:"-"`
 }
 
 // MaxDeadline bounds a task's relative deadline (Task.DeadlineMS).
@@ -1760,6 +1766,8 @@ func (t Task) Validate() error {
 		return badDeadline(strconv.FormatInt(t.DeadlineMS, 10))
 	case t.Agent != "" && !agentNamePattern.MatchString(t.Agent):
 		return fmt.Errorf("%w: agent %s: want %s", ErrBadTask, QuoteHead(t.Agent), AgentNameRule)
+	case t.Depth < 0 || t.Depth > MaxDelegationDepth:
+		return fmt.Errorf("%w: depth %d: a task's session is 0 to %d deep", ErrBadTask, t.Depth, MaxDelegationDepth)
 	case t.ReplyTopic != "":
 		return checkReplyTopic(t.ReplyTopic)
 	}

@@ -1217,7 +1217,7 @@ func fork(ctx context.Context, st store, parentID string, at uint64, modelSpec, 
 		waitFor++
 	}
 	if input != "" {
-		if _, err := n.Submit(ctx, node.Task{Input: input, SessionID: newID}); err != nil {
+		if _, err := n.Submit(ctx, node.Task{Input: input, SessionID: newID, Depth: made.depth}); err != nil {
 			fmt.Fprintln(stderr, "error:", err)
 			return 1
 		}
@@ -1246,6 +1246,9 @@ func fork(ctx context.Context, st store, parentID string, at uint64, modelSpec, 
 type forkMade struct {
 	state      *actors.SessionState
 	unfinished int
+	// depth is how deep a sub-agent the fork is (a fork of a child session
+	// keeps the child's depth): --input's task is as deep.
+	depth int
 }
 
 // makeFork writes into log the fork newID of session parentID at seq at, whose
@@ -1316,7 +1319,7 @@ func makeFork(ctx context.Context, log eventlog.Log, parentID, newID string, at 
 	if err != nil {
 		return forkMade{}, err
 	}
-	made.unfinished = max(made.unfinished, 0)
+	made.unfinished, made.depth = max(made.unfinished, 0), c.depth
 	// The unfinished task continues under the decision rules it was recorded with
 	// (a new task, --input, under this build's): a fork of a task whose rules this
 	// build does not have is not made.

@@ -567,7 +567,8 @@ func checkConfigEvent(e messages.Envelope, p messages.Payload) error {
 // the fork goes on against (pendingAt): a task unfinished at at, and an
 // approval pending there, keep the time they had left at at's event; and a
 // fork of a sub-agent's child session records its tasks without their parent
-// (messages.TaskSubmitted.Parent): it is no child of anyone.
+// (messages.TaskSubmitted.Parent): it is no child of anyone, but keeps the
+// child's depth (messages.TaskSubmitted.Depth).
 func forkEvents(parent []messages.Envelope, at uint64, newID string, ts int64) ([]messages.Envelope, error) {
 	plan := newForkPlan(at)
 	if err := plan.add(parent); err != nil {
@@ -695,6 +696,11 @@ type forkCopier struct {
 	ids    map[string]string // the parent's event IDs copied, to the fork's
 	moves  []func(e messages.Envelope, p messages.Payload) bool
 	lastID string // the fork's last event copied
+	// depth is how deep a sub-agent the session is (node.TaskDepth of its
+	// first task), once tasks says a task was copied: a new task of the fork
+	// keeps it.
+	depth int
+	tasks bool
 }
 
 // copy copies the events of page (the parent's next) up to seq at.
@@ -740,8 +746,14 @@ func (c *forkCopier) copy(page []messages.Envelope) ([]messages.Envelope, error)
 			// checks), and listed with that parent a node would take it for
 			// one of the parent's sub-agents. Its session.forked names where
 			// it came from; it delegates as a session of its own.
+			// It keeps the child's depth all the same (TaskSubmitted.Depth):
+			// it delegates no deeper than the child could, and a fork of it
+			// no deeper again, so forks do not lift the bound on nesting.
 			if p.Parent != nil {
-				p.Parent, changed = nil, true
+				p.Depth, p.Parent, changed = p.Parent.Depth, nil, true
+			}
+			if !c.tasks {
+				c.tasks, c.depth = true, node.TaskDepth(p)
 			}
 		}
 		ne, err := messages.NewEnvelope(p)

@@ -1,0 +1,69 @@
+package node_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/troupe-run/troupe/llm"
+	"github.com/troupe-run/troupe/messages"
+	"github.com/troupe-run/troupe/node"
+	"github.com/troupe-run/troupe/node/nodetest"
+)
+
+// A task with no parent that keeps a depth (messages.TaskSubmitted.Depth, a
+// fork's of a child session) delegates from that depth: at the bound its
+// delegate call is refused and no child starts; one level above it, its child
+// is at the bound. An envelope published whole with a depth below 0 or past the
+// bound, or with a depth beside its parent's, is refused as a bad task.
+func TestTaskDepthWithoutAParentBoundsDelegation(t *testing.T) {
+	model := newByAgent(t, map[string][]llm.ScriptStep{
+		"lead": {delegateCall("d1", "lead", "go deeper"), {Content: "done"}},
+	})
+	n := nodetest.Start(t, subagentsConfig(model))
+	events := runAgentTask(t, n, node.Task{Input: "go deep", SessionID: "kept", Agent: "lead", Depth: node.MaxDelegationDepth})
+	if ts := payloads[*messages.TaskSubmitted](t, events); len(ts) != 1 || ts[0].Depth != node.MaxDelegationDepth || ts[0].Parent != nil {
+		t.Fatalf("the task recorded: %+v", ts)
+	}
+	if res := delegateResult(t, events); !strings.Contains(res.Error, fmt.Sprintf("nest at most %d deep", node.MaxDelegationDepth)) {
+		t.Errorf("the delegate call of a task %d deep: %+v, want the depth error", node.MaxDelegationDepth, res)
+	}
+	if child := readAll(t, n.Log(), "kept.sub4"); len(child) != 0 {
+		t.Errorf("a task at the bound started a child: %d events", len(child))
+	}
+
+	runAgentTask(t, n, node.Task{Input: "go deep", SessionID: "above", Agent: "lead", Depth: node.MaxDelegationDepth - 1})
+	child := readAll(t, n.Log(), "above.sub4")
+	if ts := payloads[*messages.TaskSubmitted](t, child); len(ts) != 1 || ts[0].Parent == nil || ts[0].Parent.Depth != node.MaxDelegationDepth || ts[0].Depth != 0 {
+		t.Fatalf("the child of a task %d deep: %+v", node.MaxDelegationDepth-1, ts)
+	}
+	if res := delegateResult(t, child); !strings.Contains(res.Error, "nest at most") {
+		t.Errorf("the child's delegate call: %+v, want the depth error", res)
+	}
+
+	for i, c := range []struct {
+		depth  int
+		parent bool
+		want   string
+	}{
+		{-3, false, "depth -3"},
+		{node.MaxDelegationDepth + 1, false, fmt.Sprintf("depth %d", node.MaxDelegationDepth+1)},
+		{2, true, "depth 2 on a sub-agent's task"},
+	} {
+		p := map[string]any{"input": "go deep", "agent": "lead", "depth": c.depth}
+		session, id := "forged", "forged-1"
+		if c.parent {
+			p["parent"] = map[string]any{"session_id": "nobody", "key": "nobody/1", "depth": 1}
+			session, id = "nobody.sub1", "nobody/1/delegate"
+		}
+		payload, _ := json.Marshal(p)
+		b, _ := json.Marshal(map[string]any{"id": id, "type": "task.submitted", "session_id": session, "payload": json.RawMessage(payload)})
+		_, err := n.SubmitFrom(context.Background(), node.Arrival{Source: node.SourceBus, Payload: b, MessageID: id})
+		if !errors.Is(err, node.ErrBadTask) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("case %d: %v; want a bad task naming %q", i, err, c.want)
+		}
+	}
+}
