@@ -28,7 +28,9 @@ const healthTimeout = 2 * time.Second
 // Healthy returns nil when the node can run tasks, or why it cannot: it is
 // stopping; its session host does not answer (it stopped, or it is stuck), in
 // which case tasks submitted to it would wait in vain for their sessions; another
-// node took its log (logOwner); or, on a node whose ingress hands new tasks to its sessions itself (the embedded bus),
+// node took its log (logOwner); on a bus that can tell (BusReach: Kafka), its
+// brokers cannot be reached, so that a new task could not be queued; or, on a
+// node whose ingress hands new tasks to its sessions itself (the embedded bus),
 // its event log cannot write (a full disk: eventlog.ErrFull; ClickHouse down or
 // refusing writes) or does not answer. The log's writes go by its last write
 // where the log can tell (eventlog.Health), which costs nothing while writes go
@@ -52,8 +54,8 @@ const healthTimeout = 2 * time.Second
 // it, not one per check; once the dependency answers again, the next check that
 // finds no probe under way starts one and says so.
 //
-// A node that is unhealthy only for its log is alive (Live): restarting it would
-// not free space, nor bring ClickHouse back.
+// A node that is unhealthy only for its log, or its bus, is alive (Live):
+// restarting it would not free space, nor bring ClickHouse or Kafka back.
 func (n *Node) Healthy() error {
 	err, _ := n.readiness()
 	return err
@@ -76,15 +78,23 @@ func (n *Node) readiness() (unhealthy, degraded error) {
 		return errStopping, nil
 	}
 	deadline := time.Now().Add(healthWait)
-	var logDone <-chan struct{}
+	var logDone, busDone <-chan struct{}
 	if n.logProbe != nil {
-		logDone = n.logProbe.start() // beside the host's: both within deadline
+		logDone = n.logProbe.start() // beside the host's: all within deadline
+	}
+	if n.busProbe != nil {
+		busDone = n.busProbe.start()
 	}
 	if err := n.hostProbe.wait(n.hostProbe.start(), deadline); err != nil {
 		return err, nil
 	}
 	if err := n.owner.refusal(); err != nil {
 		return fmt.Errorf("new tasks and writes are refused: %w", err), nil
+	}
+	if n.busProbe != nil {
+		if err := n.busProbe.wait(busDone, deadline); err != nil {
+			return err, nil
+		}
 	}
 	if n.logProbe == nil {
 		return nil, nil
@@ -102,6 +112,14 @@ func (n *Node) readiness() (unhealthy, degraded error) {
 // them then (deliverTask).
 func (n *Node) queuesTasks() bool { return n.cfg.Bus != nil }
 
+// BusReach is the optional capability of Bus.Publisher to tell whether its
+// brokers can be reached (kafka.Publisher.Reachable): nil when they can, else
+// why not, within a second or ctx. A node whose publisher is one is not ready
+// (Healthy) while they cannot, since a new task could not be queued.
+type BusReach interface {
+	Reachable(ctx context.Context) error
+}
+
 // Live returns nil unless the node is stopping or its session host does not
 // answer: what a restart may cure, unlike an event log that cannot write or does
 // not answer (Healthy), which Live does not ask. It answers within healthWait,
@@ -117,8 +135,9 @@ func (n *Node) Live() error {
 	return n.hostProbe.waitLenient(n.hostProbe.start(), time.Now().Add(healthWait))
 }
 
-// newHealthProbes builds the node's probes of its session host and, when it has
-// something to ask of it, of its event log (probeLog). New calls it once the log
+// newHealthProbes builds the node's probes of its session host, of its event
+// log when it has something to ask of it (probeLog), and of its bus when the
+// bus's publisher can tell whether its brokers can be reached (BusReach). New calls it once the log
 // is what the node writes (guardLog).
 func (n *Node) newHealthProbes() {
 	n.hostProbe = &healthProbe{what: "the session host", run: n.probeHost}
@@ -129,6 +148,16 @@ func (n *Node) newHealthProbes() {
 			name = logBackend(n.owner.log)
 		}
 		n.logProbe = &healthProbe{what: "the event log (" + name + ")", run: n.probeLog}
+	}
+	if n.cfg.Bus != nil {
+		if r, ok := n.cfg.Bus.Publisher.(BusReach); ok {
+			n.busProbe = &healthProbe{what: "the bus", run: func(ctx context.Context) error {
+				if err := r.Reachable(ctx); err != nil {
+					return fmt.Errorf("new tasks cannot be queued on the bus, so they are refused: %w", err)
+				}
+				return nil
+			}}
+		}
 	}
 }
 

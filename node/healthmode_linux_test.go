@@ -4,12 +4,17 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/eventlog/sqlite"
@@ -105,5 +110,68 @@ func TestHealthzFollowsWhatPostDoesWhileTheLogCannotWrite(t *testing.T) {
 		if code, body, err := postTask(srv.URL, `{"input":"during","session_id":"during"}`); err != nil || code != http.StatusServiceUnavailable {
 			t.Errorf("POST /v1/tasks embedded while the log cannot write: %d %s %v; want 503, as /healthz says", code, body, err)
 		}
+	})
+}
+
+// TestHealthzFollowsKafka stops the broker under a node on Kafka: /healthz
+// answers 503 within its half second, saying that the Kafka brokers cannot be
+// reached, and naming them, as a POST /v1/tasks does (after waiting about 7.5 s
+// for the broker), rather than "topic not found"; once the broker is back, 200. /livez stays 200: a
+// restart does not bring Kafka back. Before, /healthz said ok throughout.
+func TestHealthzFollowsKafka(t *testing.T) {
+	kc, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopped := false
+	t.Cleanup(func() {
+		if !stopped {
+			kc.Close()
+		}
+	})
+	addr := kc.ListenAddrs()[0]
+	_, portText, _ := net.SplitHostPort(addr)
+	port, _ := strconv.Atoi(portText)
+	n := kafkaEnv{brokers: []string{addr}, prefix: uniqueTopicPrefix(t)}.node(t)
+	if code, body := healthBody(t, n.Handler()); code != http.StatusOK {
+		t.Fatalf("/healthz with the broker up: %d %v", code, body)
+	}
+	srv := httptest.NewServer(n.Handler())
+	t.Cleanup(srv.Close)
+	if code, body, err := postTask(srv.URL, `{"input":"up","session_id":"up"}`); err != nil || code != http.StatusAccepted {
+		t.Fatalf("POST /v1/tasks with the broker up: %d %s %v", code, body, err)
+	}
+
+	kc.Close()
+	stopped = true
+	var body map[string]string
+	waitFor(t, 10*time.Second, "/healthz to answer 503 with the broker down", func() bool {
+		start := time.Now()
+		var code int
+		code, body = healthBody(t, n.Handler())
+		if d := time.Since(start); d > 2*time.Second {
+			t.Fatalf("/healthz took %s", d)
+		}
+		return code == http.StatusServiceUnavailable
+	})
+	if want := fmt.Sprintf("the Kafka brokers at %s cannot be reached", addr); !strings.Contains(body["reason"], want) {
+		t.Errorf("/healthz with the broker down: %v; want a reason saying %q", body, want)
+	}
+	if code, body := getPath(n.Handler(), "/livez"); code != http.StatusOK {
+		t.Errorf("/livez with the broker down: %d %s; want 200", code, body)
+	}
+	if code, body, err := postTask(srv.URL, `{"input":"down","session_id":"down"}`); err != nil || code != http.StatusServiceUnavailable ||
+		!strings.Contains(body, "the Kafka brokers at "+addr+" cannot be reached") || strings.Contains(body, "topic not found") {
+		t.Errorf("POST /v1/tasks with the broker down: %d %s %v; want 503 saying that the brokers cannot be reached", code, body, err)
+	}
+
+	back, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.Ports(port))
+	if err != nil {
+		t.Fatalf("restart kfake on port %d: %v", port, err)
+	}
+	t.Cleanup(back.Close)
+	waitFor(t, 10*time.Second, "/healthz to answer 200 once the broker is back", func() bool {
+		code, _ := healthBody(t, n.Handler())
+		return code == http.StatusOK
 	})
 }

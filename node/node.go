@@ -879,6 +879,9 @@ type Node struct {
 	// health checks, one probe at a time each (health.go); logProbe is nil when
 	// the log has nothing to tell.
 	hostProbe, logProbe *healthProbe
+	// busProbe asks the bus whether its brokers can be reached (BusReach); nil
+	// when it cannot tell.
+	busProbe *healthProbe
 
 	// handedOver is closed once Close handed the partitions' lease over (handOver),
 	// for a Revoked that runs after the host stopped.
