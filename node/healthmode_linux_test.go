@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -174,4 +175,32 @@ func TestHealthzFollowsKafka(t *testing.T) {
 		code, _ := healthBody(t, n.Handler())
 		return code == http.StatusOK
 	})
+}
+
+// TestLogOutageOnKafkaSaysTasksWait: the warning a node on Kafka logs as its
+// event log's writes start failing says that new tasks wait on the bus, as they
+// do (POST /v1/tasks 202), not that they are refused, as an embedded node's
+// says. It said "new tasks are refused" on both.
+func TestLogOutageOnKafkaSaysTasksWait(t *testing.T) {
+	for _, kafka := range []bool{true, false} {
+		logs := &syncBuf{}
+		l := newUnwritableLog(t)
+		cfg := node.Config{Log: l, Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+		var n *node.Node
+		if kafka {
+			n = newKafkaEnv(t).nodeWith(t, cfg)
+		} else {
+			n = nodetest.Start(t, cfg)
+		}
+		l.failing.Store(true)
+		_, _ = getPath(n.Handler(), "/healthz")
+		waitFor(t, 10*time.Second, "the outage's warning", func() bool { return strings.Contains(logs.String(), "event log writes fail") })
+		want, not := "new tasks wait on the bus", "new tasks are refused"
+		if !kafka {
+			want, not = not, want
+		}
+		if out := logs.String(); !strings.Contains(out, want) || strings.Contains(out, not) {
+			t.Errorf("kafka %v: the outage's warning: %s; want it to say %q", kafka, out, want)
+		}
+	}
 }

@@ -119,7 +119,7 @@ func newMetrics() *Metrics {
 			Name: "append_seconds", Help: "Time of the session actors' appends to the event log (one per batch of a session's events, errors included), by backend (sqlite, clickhouse).",
 			Buckets: prometheus.ExponentialBuckets(50e-6, 3, 12)}, []string{"backend"}),
 		logFailing: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "troupe", Subsystem: "eventlog",
-			Name: "writes_failing", Help: "1 while the event log's writes fail (a full disk, a log that is down: new tasks are refused, sessions retry their writes), from the first failed write to the first that goes through again; else 0."}),
+			Name: "writes_failing", Help: "1 while the event log's writes fail (a full disk, a log that is down: new tasks are refused, or on Kafka wait there, sessions retry their writes), from the first failed write to the first that goes through again; else 0."}),
 		logFailures: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "troupe", Subsystem: "eventlog",
 			Name: "write_failures_total", Help: "The session actors' log writes that failed, each attempt (retried until one goes through; a new task a full log refused is not retried)."}),
 		degraded: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "troupe", Subsystem: "node",

@@ -948,6 +948,7 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	n.guardLog()
 	n.outage = newLogOutage(cfg.Logger, n.log, n.stopping, n.metrics)
+	n.outage.queued = n.queuesTasks()
 	n.newHealthProbes()
 	n.gate.keepSignIns(n.log)
 	n.busLogs = &logShutter{}
