@@ -30,6 +30,7 @@ type Publisher struct {
 	routes    *routes // the transport's, refreshed when a partition's leader moved
 	addr      net.Addr
 	admin     admin
+	reach     *reach   // whether the brokers can be reached (Reachable)
 	ready     sync.Map // topic -> struct{}: created (when configured) and known
 	queues    sync.Map // topic -> *produceQueue: the Publish calls waiting for a produce
 
@@ -62,6 +63,7 @@ func NewPublisher(cfg PublisherConfig, logger watermill.LoggerAdapter) (*Publish
 		routes:    &routes{transport: tr},
 		admin:     admin{client: &kafkago.Client{Addr: addr, Transport: tr, Timeout: cfg.WriteTimeout}, layout: cfg.Topics},
 		addr:      addr,
+		reach:     &reach{brokers: cfg.Brokers, clientID: cfg.ClientID},
 	}
 	return p, nil
 }
@@ -125,6 +127,10 @@ func (p *Publisher) publish(topic string, partition int, msgs []*message.Message
 		err := p.prepare(ctx, topic, wire)
 		cancel()
 		if err != nil {
+			p.reach.wrote(err)
+			if uerr := p.reach.unreachable(wire, err); uerr != nil {
+				return uerr
+			}
 			return err
 		}
 	}
@@ -152,7 +158,13 @@ func (p *Publisher) publish(topic string, partition int, msgs []*message.Message
 	} else {
 		err = p.produce(deadline, wire, recs, partition)
 	}
+	p.reach.wrote(err)
 	if err != nil {
+		if uerr := p.reach.unreachable(wire, err); uerr != nil {
+			// What failed is the connection to the brokers, whatever the error
+			// of the request that found out (see reach.unreachable).
+			return uerr
+		}
 		return publishError(wire, msgs, err)
 	}
 	switch {

@@ -28,15 +28,23 @@ const healthTimeout = 2 * time.Second
 // Healthy returns nil when the node can run tasks, or why it cannot: it is
 // stopping; its session host does not answer (it stopped, or it is stuck), in
 // which case tasks submitted to it would wait in vain for their sessions; another
-// node took its log (logOwner); or its event log cannot write (a full disk:
-// eventlog.ErrFull; ClickHouse down or refusing writes) or does not answer. The
-// log's writes go by its last write where the log can tell (eventlog.Health),
-// which costs nothing while writes go through; once one failed, the log tries a
-// small write of its own, at most once a second, so that the node is healthy
-// again once space is freed or the server is back, whether or not a session
-// wrote since. A node that owns its whole log (logOwner: ClickHouse without
-// Kafka) also reads who owns it, at most once a second: a read that fails, or
-// does not answer, makes the node unhealthy too, until one goes through.
+// node took its log (logOwner); on a bus that can tell (BusReach: Kafka), its
+// brokers cannot be reached, so that a new task could not be queued; or, on a
+// node whose ingress hands new tasks to its sessions itself (the embedded bus),
+// its event log cannot write (a full disk: eventlog.ErrFull; ClickHouse down or
+// refusing writes) or does not answer. The log's writes go by its last write
+// where the log can tell (eventlog.Health), which costs nothing while writes go
+// through; once one failed, the log tries a small write of its own, at most once
+// a second, so that the node is healthy again once space is freed or the server
+// is back, whether or not a session wrote since. A node that owns its whole log
+// (logOwner: ClickHouse without Kafka) also reads who owns it, at most once a
+// second: a read that fails, or does not answer, makes the node unhealthy too,
+// until one goes through.
+//
+// A node on Kafka whose log cannot write is healthy, but degraded (Degraded): its
+// ingress still takes new tasks and queues them on Kafka, where they wait until
+// the log writes again; refusing it work for that would take every node out of
+// a load balancer's rotation at once, since they share the log.
 //
 // Healthy returns within healthWait whatever hangs: each dependency is probed
 // by one probe at a time (healthProbe), which the checks made while it runs
@@ -46,27 +54,70 @@ const healthTimeout = 2 * time.Second
 // it, not one per check; once the dependency answers again, the next check that
 // finds no probe under way starts one and says so.
 //
-// A node that is unhealthy only for its log is alive (Live): restarting it would
-// not free space, nor bring ClickHouse back.
+// A node that is unhealthy only for its log, or its bus, is alive (Live):
+// restarting it would not free space, nor bring ClickHouse or Kafka back.
 func (n *Node) Healthy() error {
-	if n.closing() {
-		return errStopping
-	}
-	deadline := time.Now().Add(healthWait)
-	var logDone <-chan struct{}
-	if n.logProbe != nil {
-		logDone = n.logProbe.start() // beside the host's: both within deadline
-	}
-	if err := n.hostProbe.wait(n.hostProbe.start(), deadline); err != nil {
-		return err
-	}
-	if err := n.owner.refusal(); err != nil {
-		return fmt.Errorf("new tasks and writes are refused: %w", err)
-	}
-	if n.logProbe == nil {
+	err, _ := n.readiness()
+	return err
+}
+
+// Degraded returns why a healthy node (Healthy) runs short of what it should, or
+// nil: on Kafka, that its event log cannot write, or does not answer, so that
+// the tasks it takes wait on Kafka until the log writes again.
+func (n *Node) Degraded() error {
+	err, degraded := n.readiness()
+	if err != nil {
 		return nil
 	}
-	return n.logProbe.wait(logDone, deadline)
+	return degraded
+}
+
+// readiness is Healthy's outcome, and, when it is nil, Degraded's.
+func (n *Node) readiness() (unhealthy, degraded error) {
+	if n.closing() {
+		return errStopping, nil
+	}
+	deadline := time.Now().Add(healthWait)
+	var logDone, busDone <-chan struct{}
+	if n.logProbe != nil {
+		logDone = n.logProbe.start() // beside the host's: all within deadline
+	}
+	if n.busProbe != nil {
+		busDone = n.busProbe.start()
+	}
+	if err := n.hostProbe.wait(n.hostProbe.start(), deadline); err != nil {
+		return err, nil
+	}
+	if err := n.owner.refusal(); err != nil {
+		return fmt.Errorf("new tasks and writes are refused: %w", err), nil
+	}
+	if n.busProbe != nil {
+		if err := n.busProbe.wait(busDone, deadline); err != nil {
+			return err, nil
+		}
+	}
+	if n.logProbe == nil {
+		return nil, nil
+	}
+	err := n.logProbe.wait(logDone, deadline)
+	if err != nil && n.queuesTasks() {
+		return nil, err
+	}
+	return err, nil
+}
+
+// queuesTasks reports whether the node's ingress publishes new tasks on a bus of
+// its configuration (Config.Bus: Kafka), which holds them while the event log
+// cannot write, rather than handing them to its sessions itself, which refuses
+// them then (deliverTask).
+func (n *Node) queuesTasks() bool { return n.cfg.Bus != nil }
+
+// BusReach is the optional capability of Bus.Publisher to tell whether its
+// brokers can be reached (kafka.Publisher.Reachable): nil when they can, else
+// why not, within a second or ctx. A node whose publisher is one is not ready
+// (Healthy) while they cannot, since a new task could not be queued.
+type BusReach interface {
+	Reachable(ctx context.Context) error
 }
 
 // Live returns nil unless the node is stopping or its session host does not
@@ -84,8 +135,9 @@ func (n *Node) Live() error {
 	return n.hostProbe.waitLenient(n.hostProbe.start(), time.Now().Add(healthWait))
 }
 
-// newHealthProbes builds the node's probes of its session host and, when it has
-// something to ask of it, of its event log (probeLog). New calls it once the log
+// newHealthProbes builds the node's probes of its session host, of its event
+// log when it has something to ask of it (probeLog), and of its bus when the
+// bus's publisher can tell whether its brokers can be reached (BusReach). New calls it once the log
 // is what the node writes (guardLog).
 func (n *Node) newHealthProbes() {
 	n.hostProbe = &healthProbe{what: "the session host", run: n.probeHost}
@@ -96,6 +148,16 @@ func (n *Node) newHealthProbes() {
 			name = logBackend(n.owner.log)
 		}
 		n.logProbe = &healthProbe{what: "the event log (" + name + ")", run: n.probeLog}
+	}
+	if n.cfg.Bus != nil {
+		if r, ok := n.cfg.Bus.Publisher.(BusReach); ok {
+			n.busProbe = &healthProbe{what: "the bus", run: func(ctx context.Context) error {
+				if err := r.Reachable(ctx); err != nil {
+					return fmt.Errorf("new tasks cannot be queued on the bus, so they are refused: %w", err)
+				}
+				return nil
+			}}
+		}
 	}
 }
 
@@ -118,6 +180,9 @@ func (n *Node) probeLog(ctx context.Context) error {
 	if h, ok := n.log.(eventlog.Health); ok {
 		if err := h.Writable(ctx); err != nil {
 			n.outage.failed(err)
+			if n.queuesTasks() {
+				return fmt.Errorf("the event log cannot write, so new tasks wait on the bus until it can: %w", err)
+			}
 			return fmt.Errorf("the event log cannot write, so new tasks are refused: %w", err)
 		}
 		n.outage.recovered()
@@ -212,8 +277,20 @@ func (p *healthProbe) waitLenient(done <-chan struct{}, deadline time.Time) erro
 // tasks, else 503 with the reason (Healthy), so that a load balancer, or
 // Kubernetes' readiness probe, stops sending it work until it can. It answers
 // within healthWait (half a second) whatever hangs.
+//
+// A node that is healthy but degraded (Degraded: on Kafka, its event log cannot
+// write) answers 200 {"status": "degraded", "reason": ...}: it takes tasks, which
+// wait on Kafka until the log writes again; troupe_node_degraded is 1 as of that
+// check.
 func (n *Node) healthz(w http.ResponseWriter, r *http.Request) {
-	writeHealth(w, n.Healthy())
+	err, degraded := n.readiness()
+	if err == nil && degraded != nil {
+		n.metrics.degraded.Set(1)
+		writeJSON(w, http.StatusOK, map[string]string{"status": "degraded", "reason": degraded.Error()})
+		return
+	}
+	n.metrics.degraded.Set(0)
+	writeHealth(w, err)
 }
 
 // livez serves GET /livez, the liveness check: 503 only for what a restart may cure

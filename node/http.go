@@ -47,7 +47,7 @@ const maxBody = 2 << 20
 //	GET  /ui/                          the web dashboard (ui.go)
 //	POST /v1/auth/login, /v1/auth/logout  the dashboard's session cookie (uisession.go)
 //	GET  /metrics                      Prometheus metrics
-//	GET  /healthz                      200 {"status":"ok"}, or 503 {"status":"unhealthy","reason"} (a full disk included)
+//	GET  /healthz                      200 {"status":"ok"}, 200 {"status":"degraded","reason"} (on Kafka, the log cannot write), or 503 {"status":"unhealthy","reason"} (a full disk, Kafka unreachable included)
 //	GET  /livez                        the same, but 503 only when the node is stopping or its session host is stuck
 //	GET  /openapi.json                 the OpenAPI document of these routes (openapi.go)
 //	POST /v1/memories                  write memories (with Config.Memory; memory.go)

@@ -36,6 +36,9 @@ type logOutage struct {
 	stopping <-chan struct{}
 	failing  prometheus.Gauge
 	failures prometheus.Counter
+	// queued says that the node's new tasks wait on its bus (Kafka) during an
+	// outage rather than being refused (Node.queuesTasks), for its warning.
+	queued bool
 
 	down atomic.Bool // read on every append: the rest only during an outage
 	mu   sync.Mutex
@@ -90,7 +93,11 @@ func (o *logOutage) failedLocked(err error) {
 	o.down.Store(true)
 	o.since, o.cause, o.waited, o.refused = time.Now(), err, 0, 0
 	o.failing.Set(1)
-	o.logger.Warn("event log writes fail: new tasks are refused and sessions wait, retrying their writes, until one goes through (logged once; each attempt at debug level)", "err", err)
+	tasks := "new tasks are refused"
+	if o.queued {
+		tasks = "new tasks wait on the bus"
+	}
+	o.logger.Warn("event log writes fail: "+tasks+" and sessions wait, retrying their writes, until one goes through (logged once; each attempt at debug level)", "err", err)
 	if o.health != nil && !o.watching {
 		o.watching = true
 		go o.watch()

@@ -59,6 +59,8 @@ type Metrics struct {
 	// the sessions' failed attempts (logoutage.go).
 	logFailing  prometheus.Gauge
 	logFailures prometheus.Counter
+	// degraded is troupe_node_degraded, as of the last readiness check (health.go).
+	degraded prometheus.Gauge
 }
 
 func newMetrics() *Metrics {
@@ -117,13 +119,15 @@ func newMetrics() *Metrics {
 			Name: "append_seconds", Help: "Time of the session actors' appends to the event log (one per batch of a session's events, errors included), by backend (sqlite, clickhouse).",
 			Buckets: prometheus.ExponentialBuckets(50e-6, 3, 12)}, []string{"backend"}),
 		logFailing: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "troupe", Subsystem: "eventlog",
-			Name: "writes_failing", Help: "1 while the event log's writes fail (a full disk, a log that is down: new tasks are refused, sessions retry their writes), from the first failed write to the first that goes through again; else 0."}),
+			Name: "writes_failing", Help: "1 while the event log's writes fail (a full disk, a log that is down: new tasks are refused, or on Kafka wait there, sessions retry their writes), from the first failed write to the first that goes through again; else 0."}),
 		logFailures: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "troupe", Subsystem: "eventlog",
 			Name: "write_failures_total", Help: "The session actors' log writes that failed, each attempt (retried until one goes through; a new task a full log refused is not retried)."}),
+		degraded: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "troupe", Subsystem: "node",
+			Name: "degraded", Help: "1 when the last readiness check (GET /healthz) found the node ready but degraded: on Kafka, its event log cannot write, or does not answer, and the tasks it takes wait on Kafka until the log writes again; else 0."}),
 	}
 	reg.MustRegister(m.retries, m.poisoned, m.duplicates, m.panics, m.handled, m.partitions, m.total, m.assigned, m.effectHits, m.reissued, m.pubFailed, m.replyRefused, m.forwarded,
 		m.epoch, m.fenced, m.awaitingOwnership, m.released, m.unreleased, m.marks, m.resumptions, m.republished, m.foundOnBus, m.appends, m.storedPruned,
-		m.logFailing, m.logFailures)
+		m.logFailing, m.logFailures, m.degraded)
 	// The process (memory, descriptors, CPU) and the Go runtime (goroutines, heap, GC).
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

@@ -879,6 +879,9 @@ type Node struct {
 	// health checks, one probe at a time each (health.go); logProbe is nil when
 	// the log has nothing to tell.
 	hostProbe, logProbe *healthProbe
+	// busProbe asks the bus whether its brokers can be reached (BusReach); nil
+	// when it cannot tell.
+	busProbe *healthProbe
 
 	// handedOver is closed once Close handed the partitions' lease over (handOver),
 	// for a Revoked that runs after the host stopped.
@@ -945,6 +948,7 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	n.guardLog()
 	n.outage = newLogOutage(cfg.Logger, n.log, n.stopping, n.metrics)
+	n.outage.queued = n.queuesTasks()
 	n.newHealthProbes()
 	n.gate.keepSignIns(n.log)
 	n.busLogs = &logShutter{}

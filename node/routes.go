@@ -181,8 +181,8 @@ func (n *Node) apiRoutes() []Route {
 			Summary:   "Prometheus metrics",
 			Responses: []Response{{http.StatusOK, "the metrics in the Prometheus text format", &Body{ContentType: "text/plain", Schema: Schema{"type": "string"}}}}}},
 		{Method: "GET", Path: "/healthz", Handler: http.HandlerFunc(n.healthz), Doc: RouteDoc{
-			Summary: "Health check, for load balancers and readiness probes: 503 while the node cannot run tasks, its event log unable to write included (needs no token)",
-			Responses: []Response{ok("healthy", Schema{"type": "object", "properties": Schema{"status": Schema{"type": "string"}}}),
+			Summary: "Health check, for load balancers and readiness probes: 503 while the node cannot take tasks (its Kafka brokers unreachable included, and, on a node without Kafka, its event log unable to write); 200 with status degraded and a reason while it takes them but its event log cannot write (on Kafka: they wait there until it can) (needs no token)",
+			Responses: []Response{ok("healthy, or degraded", Schema{"type": "object", "properties": Schema{"status": Schema{"type": "string", "enum": []string{"ok", "degraded"}}, "reason": Schema{"type": "string"}}}),
 				{http.StatusServiceUnavailable, "unhealthy", jsonBody(Schema{"type": "object", "properties": Schema{"status": Schema{"type": "string"}, "reason": Schema{"type": "string"}}})}}}},
 		{Method: "GET", Path: "/livez", Handler: http.HandlerFunc(n.livez), Doc: RouteDoc{
 			Summary: "Liveness check, for liveness probes: 503 only when the node is stopping or its session host does not answer, not for a full disk (needs no token)",

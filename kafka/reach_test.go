@@ -1,0 +1,81 @@
+package kafka_test
+
+import (
+	"errors"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/troupe-run/troupe/kafka"
+)
+
+// TestPublishSaysTheBrokersCannotBeReached stops the broker under a publisher
+// that wrote to a topic: the publish that follows fails saying that the brokers
+// cannot be reached, naming them, where it said "fetch request error: topic not
+// found (topic=…)" (kafka-go routed the produce by the metadata it had while the
+// broker was gone), although the topic is there; Reachable says the same, and
+// nil again once the broker is back. A topic that is missing on a broker that
+// answers keeps its own error.
+func TestPublishSaysTheBrokersCannotBeReached(t *testing.T) {
+	if os.Getenv(envKafka) != "" {
+		t.Skip("stops the broker, which only kfake lets a test do")
+	}
+	topic := uniqueName(t, "troupe.test.down.")
+	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(testPartitions, topic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := kc.ListenAddrs()[0]
+	_, portText, _ := net.SplitHostPort(addr)
+	port, _ := strconv.Atoi(portText)
+	c := cluster{brokers: []string{addr}}
+	pub := c.publisher(t, func(cfg *kafka.PublisherConfig) {
+		cfg.PublishTimeout = 2 * time.Second
+		cfg.Topics.InitializeTopics = false
+	})
+	defer closeAll(t, pub)
+	ctx := testContext(t, time.Minute)
+	if err := pub.Publish(topic, sessionMessage("s-1", "before")); err != nil {
+		t.Fatal(err)
+	}
+	if err := pub.Reachable(ctx); err != nil {
+		t.Fatalf("Reachable with the broker up: %v", err)
+	}
+	missing := uniqueName(t, "troupe.test.missing.")
+	if err := pub.Publish(missing, sessionMessage("s-1", "nowhere")); err == nil || errors.Is(err, kafka.ErrBrokersUnreachable) ||
+		strings.Contains(err.Error(), "cannot be reached") {
+		t.Errorf("a publish to a missing topic on a broker that answers: %v; want the topic's error", err)
+	}
+
+	kc.Close()
+	err = pub.Publish(topic, sessionMessage("s-1", "down"))
+	if err == nil || !errors.Is(err, kafka.ErrBrokersUnreachable) || !strings.Contains(err.Error(), "the Kafka brokers at "+addr+" cannot be reached: ") ||
+		strings.Contains(err.Error(), "topic not found") {
+		t.Errorf("the first publish with the broker down: %v; want it to say that the brokers at %s cannot be reached", err, addr)
+	}
+	if err := pub.Reachable(ctx); !errors.Is(err, kafka.ErrBrokersUnreachable) || !strings.Contains(err.Error(), addr) {
+		t.Errorf("Reachable with the broker down: %v; want ErrBrokersUnreachable naming %s", err, addr)
+	}
+
+	back, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.Ports(port), kfake.SeedTopics(testPartitions, topic))
+	if err != nil {
+		t.Fatalf("restart kfake on port %d: %v", port, err)
+	}
+	defer back.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := pub.Reachable(ctx)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Reachable once the broker is back: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
