@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"os"
 	"strings"
 
+	"github.com/troupe-run/troupe/internal/cliflags"
 	"github.com/troupe-run/troupe/messages"
 )
 
@@ -30,32 +32,37 @@ type Asker struct {
 	session  string
 	terminal bool
 	cluster  bool
-	lines    <-chan string // in's lines; closed at its end
+	in       *bufio.Reader
+	tty      *os.File      // in, when it is a terminal: its input typed ahead is discarded
+	reading  chan lineRead // the read under way, whose prompt went unanswered (ctx ended); nil when none is
+	ended    bool          // in ended
 	out      io.Writer
+}
+
+// lineRead is a line read from an Asker's in: ok is false at its end, and end
+// says whether in ended after the line.
+type lineRead struct {
+	line    string
+	ok, end bool
 }
 
 // NewAsker returns the asker of program (its name, "node run") for session on
 // n: terminal says whether in is a terminal, cluster whether n serves a
 // cluster; it prints to out.
+//
+// An answer on a terminal is one typed after its question was shown: a line typed
+// ahead while the agent worked, or pasted past the reason, would otherwise answer
+// the next call, which the user never saw. So when in is a terminal file (stdin
+// on a tty), what was typed and not yet read is discarded before each y/N
+// question; in is read only while a question waits. Another reader given as the
+// terminal (a script of answers) is read in order, every line an answer.
 func NewAsker(n *Node, program, session string, in io.Reader, terminal, cluster bool, out io.Writer) *Asker {
 	a := &Asker{n: n, program: program, session: session, terminal: terminal, cluster: cluster, out: out}
 	if terminal {
-		lines := make(chan string)
-		go func() {
-			// Ends with stdin (the process exits before it, most often).
-			defer close(lines)
-			r := bufio.NewReader(in)
-			for {
-				line, err := readTerminalLine(r, maxTerminalLine)
-				if err == nil || (errors.Is(err, io.EOF) && line != "") {
-					lines <- line
-				}
-				if err != nil {
-					return
-				}
-			}
-		}()
-		a.lines = lines
+		a.in = bufio.NewReader(in)
+		if f, ok := in.(*os.File); ok && cliflags.IsTerminal(f) {
+			a.tty = f
+		}
 	}
 	return a
 }
@@ -89,6 +96,7 @@ func (a *Asker) Answer(ctx context.Context, r *messages.ApprovalRequested) error
 		fmt.Fprintf(a.out, "  no terminal: the call of %s is rejected: %s\n", r.Tool, why)
 		return a.send(ctx, r, false, why, messages.ApprovedByAPI)
 	}
+	a.discardTypedAhead()
 	fmt.Fprintf(a.out, "  approve the call of %s with %s? [y/N] ", EscapeControls(r.Tool), EscapeControls(r.Arguments))
 	yes, ok, err := a.readLine(ctx)
 	if err != nil {
@@ -149,13 +157,54 @@ func readTerminalLine(r *bufio.Reader, max int) (string, error) {
 	}
 }
 
-// readLine reads a line of the terminal; ok is false at its end.
+// discardTypedAhead drops, on a terminal, what was typed before the question
+// about to be shown: the terminal's input not yet read (tcflush), and what this
+// Asker read of it and kept (its buffer's rest; a line read for a question whose
+// answer went unread). Called before the question is printed, so that what is
+// typed once it shows is kept.
+func (a *Asker) discardTypedAhead() {
+	if a.tty == nil || a.ended {
+		return
+	}
+	_ = cliflags.FlushInput(a.tty) // on failure, as before: lines are read in order
+	if a.reading != nil {
+		select {
+		case r := <-a.reading:
+			a.reading = nil
+			if r.end {
+				a.ended = true
+				return
+			}
+		default:
+			// Still reading: what it reads now is typed from here on.
+			return
+		}
+	}
+	_, _ = a.in.Discard(a.in.Buffered())
+}
+
+// readLine reads a line of the terminal; ok is false at its end. in is read while
+// a question waits only (NewAsker), in a goroutine so that ctx ends the wait; a
+// read that ctx left is the next call's.
 func (a *Asker) readLine(ctx context.Context) (line string, ok bool, err error) {
+	if a.ended {
+		return "", false, nil
+	}
+	if a.reading == nil {
+		reading := make(chan lineRead, 1)
+		go func() {
+			line, err := readTerminalLine(a.in, maxTerminalLine)
+			reading <- lineRead{line: line, ok: err == nil || (errors.Is(err, io.EOF) && line != ""), end: err != nil}
+		}()
+		a.reading = reading
+	}
 	select {
 	case <-ctx.Done():
 		return "", false, ctx.Err()
-	case line, ok := <-a.lines:
-		return line, ok, nil
+	case r := <-a.reading:
+		a.reading = nil
+		a.ended = r.end
+		return r.line, r.ok, nil
 	}
 }
 

@@ -10,3 +10,7 @@ func IsTerminal(f *os.File) bool {
 	fi, err := f.Stat()
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
+
+// FlushInput discards what was typed on the terminal f and not yet read, where it
+// can; here it discards nothing.
+func FlushInput(f *os.File) error { return nil }
