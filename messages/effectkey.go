@@ -54,9 +54,26 @@ func (k EffectKey) Outward(task string, requestedUS int64) string {
 	if k.IsZero() {
 		return ""
 	}
-	sum := sha256.Sum256([]byte(k.String() + "\x00" + task + "\x00" + strconv.FormatInt(requestedUS, 10)))
-	return "troupe-" + hex.EncodeToString(sum[:16])
+	// The digest of k.String() + "\x00" + task + "\x00" + the time in decimal,
+	// written into a buffer on the stack: the name is made for every effect a
+	// session issues, and allocates only the string it returns.
+	var buf [192]byte
+	b := append(buf[:0], k.SessionID...)
+	b = append(b, '/')
+	b = strconv.AppendUint(b, k.Seq, 10)
+	b = append(b, 0)
+	b = append(b, task...)
+	b = append(b, 0)
+	b = strconv.AppendInt(b, requestedUS, 10)
+	sum := sha256.Sum256(b)
+	var name [len(outwardPrefix) + 32]byte
+	copy(name[:], outwardPrefix)
+	hex.Encode(name[len(outwardPrefix):], sum[:16])
+	return string(name[:])
 }
+
+// outwardPrefix begins every name of EffectKey.Outward.
+const outwardPrefix = "troupe-"
 
 // IsZero reports whether k is the zero key.
 func (k EffectKey) IsZero() bool { return k == EffectKey{} }

@@ -1,8 +1,11 @@
 package messages_test
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -139,5 +142,24 @@ func TestEffectKeyOutward(t *testing.T) {
 	back, err := messages.DecodeEffectRequest(b)
 	if err != nil || back.Outward != name {
 		t.Fatalf("decoded %+v, %v", back, err)
+	}
+}
+
+// An effect's name outside the log is made for every effect a session issues: it
+// allocates the string it returns and nothing else, and is the digest of the key,
+// the task and the time as written (the name of a call in flight does not change
+// with the build that performs it again).
+func TestEffectKeyOutwardAllocatesOnlyItsName(t *testing.T) {
+	k := messages.EffectKey{SessionID: "support-" + strings.Repeat("x", 40), Seq: 1234}
+	task := "ctx-0123456789abcdef~0123456789abcdef0123456789abcdef"
+	const ts = 1_767_225_600_123_456
+	for _, k := range []messages.EffectKey{k, {SessionID: strings.Repeat("s", 300), Seq: 1<<64 - 1}} {
+		sum := sha256.Sum256([]byte(k.String() + "\x00" + task + "\x00" + strconv.FormatInt(ts, 10)))
+		if got, want := k.Outward(task, ts), "troupe-"+hex.EncodeToString(sum[:16]); got != want {
+			t.Fatalf("outward name of %s: %q, want %q", k, got, want)
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() { _ = k.Outward(task, ts) }); n > 1 {
+		t.Errorf("Outward allocates %v times, want 1 (its name)", n)
 	}
 }
