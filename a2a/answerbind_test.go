@@ -369,3 +369,28 @@ func TestAnswerSentAgainAfterManyOthersApprovesNothingMore(t *testing.T) {
 		t.Fatalf("%d answers remembered, want at most %d", n, maxAnswers)
 	}
 }
+
+// An answer by message/stream whose stream is never read answers nothing, and
+// the same answer sent again is taken at once: it was taken as the stream was
+// asked for, and never ended, so that the retry waited for it until its client
+// gave up, and the record of it was never forgotten.
+func TestAnswerStreamNeverReadHoldsNoRetry(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	b, id := newTwoCalls()
+	d, _, _ := bindNode(t, b, id)
+	approve := sdk.TextPart{Text: "approve"}
+	_ = d.OnSendMessageStream(ctx, answerMessage(id, "a1", approve)) // never read
+	if got := b.answered(); got != "" {
+		t.Fatalf("approved %s by a stream never read, want none", got)
+	}
+	retry, stop := context.WithTimeout(ctx, 5*time.Second)
+	defer stop()
+	res, err := d.OnSendMessage(retry, answerMessage(id, "a1", approve))
+	if err != nil {
+		t.Fatalf("the answer sent again: %v, want it taken", err)
+	}
+	if task := res.(*sdk.Task); task.Status.State != sdk.TaskStateInputRequired || waitsForCalls(task) != "k2" || b.answered() != "k1" {
+		t.Fatalf("the answer sent again: %s naming %q, approved %q; want input-required naming k2, k1 approved", task.Status.State, waitsForCalls(task), b.answered())
+	}
+}

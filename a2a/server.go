@@ -1559,23 +1559,25 @@ func (d *Dedupe) OnSendMessageStream(ctx context.Context, p *sdk.MessageSendPara
 	}
 	answer := namesTask(p)
 	if answer {
-		rec, first := d.takeAnswer(p)
-		if !first {
-			return func(yield func(sdk.Event, error) bool) {
+		// The answer is taken as the stream is read: one never read answers
+		// nothing, and a retry of it does not wait for it.
+		return func(yield func(sdk.Event, error) bool) {
+			rec, first := d.takeAnswer(p)
+			if !first {
 				t, err := d.answeredBefore(ctx, p, rec)
 				if err != nil {
 					yield(nil, err)
 					return
 				}
 				yield(withHistory(t, p), nil)
+				return
 			}
-		}
-		bound, err := d.checkAnswer(ctx, p)
-		if err != nil {
-			d.answered(p, rec, err)
-			return func(yield func(sdk.Event, error) bool) { yield(nil, err) }
-		}
-		return func(yield func(sdk.Event, error) bool) {
+			bound, err := d.checkAnswer(ctx, p)
+			if err != nil {
+				d.answered(p, rec, err)
+				yield(nil, err)
+				return
+			}
 			if bound != nil {
 				key := boundKey(p.Message.TaskID, p.Message.ID)
 				d.exec.bound.Store(key, bound)
