@@ -324,3 +324,73 @@ func TestAnswerBoundToTheShownCallStreams(t *testing.T) {
 		t.Fatalf("then yes: %s, approved %s; want completed, k1 then k2", task.Status.State, b.answered())
 	}
 }
+
+// An answer sent again with its messageId just after the node took as many
+// answers as it remembers answers as the first did: the oldest answers are the
+// ones forgotten. Every answer taken was forgotten at once when the 10,000th
+// came, the one just taken too, and its client's retry was taken as a new
+// answer: it approved the call the task asked for next (c2), which its client
+// never saw.
+func TestAnswerSentAgainAfterManyOthersApprovesNothingMore(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	b, id := newTwoCalls()
+	d, _, _ := bindNode(t, b, id)
+	refuse := func(messageID string) {
+		p := answerMessage(id, messageID, sdk.TextPart{Text: "what?"})
+		rec, first := d.takeAnswer(p)
+		if !first {
+			t.Fatalf("answer %s taken twice", messageID)
+		}
+		d.answered(p, rec, sdk.ErrInvalidParams)
+	}
+	for i := range maxAnswers - 1 {
+		refuse(fmt.Sprintf("old%d", i))
+	}
+	approve := sdk.TextPart{Text: "approve"}
+	if _, err := d.OnSendMessage(ctx, answerMessage(id, "a1", approve)); err != nil {
+		t.Fatal(err)
+	}
+	refuse("next") // one answer more than the node remembers
+	res, err := d.OnSendMessage(ctx, answerMessage(id, "a1", approve))
+	if err != nil {
+		t.Fatalf("the answer sent again: %v, want the first's result", err)
+	}
+	if task := res.(*sdk.Task); task.Status.State != sdk.TaskStateInputRequired || waitsForCalls(task) != "k2" {
+		t.Fatalf("the answer sent again: %s naming %q, want input-required naming k2", task.Status.State, waitsForCalls(task))
+	}
+	if got := b.answered(); got != "k1" {
+		t.Fatalf("approved %s, want k1 alone", got)
+	}
+	d.amu.Lock()
+	n := len(d.answers)
+	d.amu.Unlock()
+	if n > maxAnswers {
+		t.Fatalf("%d answers remembered, want at most %d", n, maxAnswers)
+	}
+}
+
+// An answer by message/stream whose stream is never read answers nothing, and
+// the same answer sent again is taken at once: it was taken as the stream was
+// asked for, and never ended, so that the retry waited for it until its client
+// gave up, and the record of it was never forgotten.
+func TestAnswerStreamNeverReadHoldsNoRetry(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	b, id := newTwoCalls()
+	d, _, _ := bindNode(t, b, id)
+	approve := sdk.TextPart{Text: "approve"}
+	_ = d.OnSendMessageStream(ctx, answerMessage(id, "a1", approve)) // never read
+	if got := b.answered(); got != "" {
+		t.Fatalf("approved %s by a stream never read, want none", got)
+	}
+	retry, stop := context.WithTimeout(ctx, 5*time.Second)
+	defer stop()
+	res, err := d.OnSendMessage(retry, answerMessage(id, "a1", approve))
+	if err != nil {
+		t.Fatalf("the answer sent again: %v, want it taken", err)
+	}
+	if task := res.(*sdk.Task); task.Status.State != sdk.TaskStateInputRequired || waitsForCalls(task) != "k2" || b.answered() != "k1" {
+		t.Fatalf("the answer sent again: %s naming %q, approved %q; want input-required naming k2, k1 approved", task.Status.State, waitsForCalls(task), b.answered())
+	}
+}

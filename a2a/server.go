@@ -7,6 +7,7 @@ package a2a
 
 import (
 	"cmp"
+	"container/list"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -1086,8 +1087,10 @@ type Dedupe struct {
 	pushEnd func(ctx context.Context, cfg *sdk.PushConfig, task *sdk.Task) error
 	// answers are the answers to tasks taken, by boundKey (takeAnswer): one
 	// sent again with the same messageId answers as the first, and no call.
-	amu     sync.Mutex
-	answers map[string]*answerRecord
+	// answerOrder holds them in the order they came (the oldest first).
+	amu         sync.Mutex
+	answers     map[string]*answerRecord
+	answerOrder list.List
 }
 
 var _ a2asrv.RequestHandler = (*Dedupe)(nil)
@@ -1430,41 +1433,64 @@ func (d *Dedupe) stillBound(ctx context.Context, id sdk.TaskID, bound map[string
 	return answeredAlready(id, bound, now)
 }
 
+// maxAnswers bounds the answers Dedupe remembers (takeAnswer): past it, the
+// oldest it took (those answered) are forgotten first.
+const maxAnswers = maxLiveTasks
+
 // answerRecord is an answer to a task (by its task and messageId) Dedupe took:
 // done closes once it was answered, with err.
 type answerRecord struct {
 	done chan struct{}
 	err  error
+	// key is its key in Dedupe.answers, at its place in Dedupe.answerOrder (nil:
+	// not remembered).
+	key string
+	at  *list.Element
 }
 
 // takeAnswer records the answer p (a message to a task) and reports whether it is
 // the first of its messageId to the task; else it returns the first's record. A
-// message without an ID is always the first.
+// message without an ID is always the first. Past maxAnswers, the oldest answers
+// answered are forgotten, a tenth of them at once, never the latest: a client
+// retries an answer soon after it sent it.
 func (d *Dedupe) takeAnswer(p *sdk.MessageSendParams) (*answerRecord, bool) {
 	rec := &answerRecord{done: make(chan struct{})}
 	if p.Message.ID == "" {
 		return rec, true
 	}
-	key := boundKey(p.Message.TaskID, p.Message.ID)
+	rec.key = boundKey(p.Message.TaskID, p.Message.ID)
 	d.amu.Lock()
 	defer d.amu.Unlock()
-	if old, ok := d.answers[key]; ok {
+	if old, ok := d.answers[rec.key]; ok {
 		return old, false
 	}
-	if len(d.answers) >= maxLiveTasks {
-		for k, r := range d.answers {
+	if len(d.answers) >= maxAnswers {
+		for e := d.answerOrder.Front(); e != nil && len(d.answers) > maxAnswers-maxAnswers/10; {
+			next := e.Next()
 			select {
-			case <-r.done:
-				delete(d.answers, k)
-			default:
+			case <-e.Value.(*answerRecord).done:
+				d.forget(e.Value.(*answerRecord))
+			default: // still being taken: its retry waits for it
 			}
+			e = next
 		}
 	}
 	if d.answers == nil {
 		d.answers = map[string]*answerRecord{}
 	}
-	d.answers[key] = rec
+	d.answers[rec.key] = rec
+	rec.at = d.answerOrder.PushBack(rec)
 	return rec, true
+}
+
+// forget drops rec from the answers remembered; d.amu is held.
+func (d *Dedupe) forget(rec *answerRecord) {
+	if rec.at == nil || d.answers[rec.key] != rec {
+		return
+	}
+	delete(d.answers, rec.key)
+	d.answerOrder.Remove(rec.at)
+	rec.at = nil
 }
 
 // answered ends rec, the answer p, with err: an answer refused for a reason
@@ -1475,9 +1501,7 @@ func (d *Dedupe) answered(p *sdk.MessageSendParams, rec *answerRecord, err error
 	close(rec.done)
 	if err != nil && !errors.Is(err, sdk.ErrInvalidParams) && p.Message.ID != "" {
 		d.amu.Lock()
-		if d.answers[boundKey(p.Message.TaskID, p.Message.ID)] == rec {
-			delete(d.answers, boundKey(p.Message.TaskID, p.Message.ID))
-		}
+		d.forget(rec)
 		d.amu.Unlock()
 	}
 }
@@ -1535,23 +1559,25 @@ func (d *Dedupe) OnSendMessageStream(ctx context.Context, p *sdk.MessageSendPara
 	}
 	answer := namesTask(p)
 	if answer {
-		rec, first := d.takeAnswer(p)
-		if !first {
-			return func(yield func(sdk.Event, error) bool) {
+		// The answer is taken as the stream is read: one never read answers
+		// nothing, and a retry of it does not wait for it.
+		return func(yield func(sdk.Event, error) bool) {
+			rec, first := d.takeAnswer(p)
+			if !first {
 				t, err := d.answeredBefore(ctx, p, rec)
 				if err != nil {
 					yield(nil, err)
 					return
 				}
 				yield(withHistory(t, p), nil)
+				return
 			}
-		}
-		bound, err := d.checkAnswer(ctx, p)
-		if err != nil {
-			d.answered(p, rec, err)
-			return func(yield func(sdk.Event, error) bool) { yield(nil, err) }
-		}
-		return func(yield func(sdk.Event, error) bool) {
+			bound, err := d.checkAnswer(ctx, p)
+			if err != nil {
+				d.answered(p, rec, err)
+				yield(nil, err)
+				return
+			}
 			if bound != nil {
 				key := boundKey(p.Message.TaskID, p.Message.ID)
 				d.exec.bound.Store(key, bound)
