@@ -106,12 +106,16 @@ func ChildSessionID(key messages.EffectKey) string {
 // depth (messages.ParentRef.Depth) on a child's task; the depth it keeps
 // (messages.TaskSubmitted.Depth) on a fork of a child's session, which has no
 // parent; 0 on any other task, and on one recorded before forks kept a depth.
-// A delegate call of t starts a child TaskDepth(t)+1 deep.
+// A delegate call of t starts a child TaskDepth(t)+1 deep. A depth out of its
+// range, which no node records (ingress refuses it) but an imported session
+// may hold, reads as the nearest in range: a child's 1 to MaxDelegationDepth,
+// another task's 0 to MaxDelegationDepth. A parent's depth of 0 or below would
+// otherwise give the tree under it that many more levels.
 func TaskDepth(t *messages.TaskSubmitted) int {
 	if t.Parent != nil {
-		return t.Parent.Depth
+		return min(max(t.Parent.Depth, 1), MaxDelegationDepth)
 	}
-	return max(t.Depth, 0)
+	return min(max(t.Depth, 0), MaxDelegationDepth)
 }
 
 // childTaskID is the message ID (and so the event ID) of the task a delegate call

@@ -67,3 +67,29 @@ func TestTaskDepthWithoutAParentBoundsDelegation(t *testing.T) {
 		}
 	}
 }
+
+// TaskDepth reads a depth out of its range, which no node records but an
+// imported session (replay import) may hold, as the nearest in range: a
+// parent's depth of 0 or below would give the tree under its child that many
+// more levels of sub-agents, and a fork's --input task of a child past the
+// bound would be refused for its depth.
+func TestTaskDepthOutOfRange(t *testing.T) {
+	for _, c := range []struct {
+		task messages.TaskSubmitted
+		want int
+	}{
+		{messages.TaskSubmitted{}, 0},
+		{messages.TaskSubmitted{Depth: 3}, 3},
+		{messages.TaskSubmitted{Depth: -3}, 0},
+		{messages.TaskSubmitted{Depth: node.MaxDelegationDepth + 5}, node.MaxDelegationDepth},
+		{messages.TaskSubmitted{Parent: &messages.ParentRef{Depth: 2}}, 2},
+		{messages.TaskSubmitted{Parent: &messages.ParentRef{Depth: -5}}, 1},
+		{messages.TaskSubmitted{Parent: &messages.ParentRef{Depth: 0}}, 1},
+		{messages.TaskSubmitted{Parent: &messages.ParentRef{Depth: node.MaxDelegationDepth + 5}}, node.MaxDelegationDepth},
+		{messages.TaskSubmitted{Parent: &messages.ParentRef{Depth: 2}, Depth: 4}, 2},
+	} {
+		if got := node.TaskDepth(&c.task); got != c.want {
+			t.Errorf("TaskDepth(parent %+v, depth %d) = %d, want %d", c.task.Parent, c.task.Depth, got, c.want)
+		}
+	}
+}
