@@ -93,3 +93,30 @@ func TestTaskDepthOutOfRange(t *testing.T) {
 		}
 	}
 }
+
+// A session keeps its depth for every task: a later task with no depth of its
+// own (a client's, which names none, sent to a fork of a child session or to a
+// child session itself) is recorded as deep as the session and delegates no
+// deeper; before, it started again at depth 0, with MaxDelegationDepth more
+// levels of sub-agents under it.
+func TestLaterTaskOfASessionKeepsItsDepth(t *testing.T) {
+	model := newByAgent(t, map[string][]llm.ScriptStep{
+		"lead":   {delegateCall("d1", "helper", "compute"), {Content: "done"}, delegateCall("d2", "helper", "compute"), {Content: "done again"}},
+		"helper": helperScript,
+	})
+	n := nodetest.Start(t, subagentsConfig(model))
+	runAgentTask(t, n, node.Task{Input: "go deep", SessionID: "kept", Agent: "lead", Depth: node.MaxDelegationDepth})
+	events := runAgentTask(t, n, node.Task{Input: "go deep again", SessionID: "kept", Agent: "lead"})
+	ts := payloads[*messages.TaskSubmitted](t, events)
+	if len(ts) != 2 || ts[1].Depth != node.MaxDelegationDepth || ts[1].Parent != nil {
+		t.Fatalf("the tasks recorded: %+v, want the second %d deep", ts, node.MaxDelegationDepth)
+	}
+	for _, c := range payloads[*messages.ToolCallCompleted](t, events) {
+		if c.Tool == node.DelegateTool && !strings.Contains(c.Error, "nest at most") {
+			t.Errorf("a delegate call of the session %d deep: %+v, want the depth error", node.MaxDelegationDepth, c)
+		}
+	}
+	if calls := model.callsOf("helper"); calls != 0 {
+		t.Errorf("a sub-agent of the session at the bound ran: %d model calls", calls)
+	}
+}
