@@ -34,6 +34,30 @@ import (
 // delegate tool's description says so).
 const MaxDelegateResult = 8 << 10
 
+// MaxDelegationDepth bounds the nesting of sub-agents: a child of a session that
+// is no child is 1 deep, its own child 2, and a session MaxDelegationDepth deep
+// cannot delegate (the call is an error). A fork of a child session is no
+// child, and as deep as that child (TaskDepth).
+const MaxDelegationDepth = 4
+
+// TaskDepth is how deep a sub-agent the session of task t is: its parent's
+// depth (messages.ParentRef.Depth) on a child's task; the depth it keeps
+// (messages.TaskSubmitted.Depth) on a task with no parent: a fork of a child's
+// session, and a later task of a session that is a sub-agent (the session
+// stamps its depth on each new task: SessionState.Depth); 0 on any other task,
+// and on one recorded before tasks kept a depth. A delegate call of t starts a
+// child TaskDepth(t)+1 deep. A depth out of its range, which no node records
+// (ingress refuses it) but an imported session may hold, reads as the nearest
+// in range: a child's 1 to MaxDelegationDepth, another task's 0 to
+// MaxDelegationDepth. A parent's depth of 0 or below would otherwise give the
+// tree under it that many more levels.
+func TaskDepth(t *messages.TaskSubmitted) int {
+	if t.Parent != nil {
+		return min(max(t.Parent.Depth, 1), MaxDelegationDepth)
+	}
+	return min(max(t.Depth, 0), MaxDelegationDepth)
+}
+
 // DelegateArgs are the arguments of a delegate call, in the order they are encoded.
 type DelegateArgs struct {
 	Agent string `json:"agent" jsonschema:"the sub-agent to hand the task to" tool:"required"`

@@ -675,10 +675,11 @@ func stampRules(e messages.Envelope, decoded *messages.TaskSubmitted, s *Session
 			return e, nil
 		}
 	}
-	digest, config := task.ConfigDigest, task.Config
+	digest, config, depth := task.ConfigDigest, task.Config, task.Depth
 	s.stampConfig(task)
+	s.stampDepth(task)
 	rules := s.agents.recordRules()
-	if task.Rules == rules && task.ConfigDigest == digest && task.Config == config {
+	if task.Rules == rules && task.ConfigDigest == digest && task.Config == config && task.Depth == depth {
 		return e, task
 	}
 	task.Rules = rules
@@ -688,6 +689,18 @@ func stampRules(e messages.Envelope, decoded *messages.TaskSubmitted, s *Session
 	}
 	e.Payload = enc.Payload
 	return e, task
+}
+
+// stampDepth records on task, a new task of the session with no parent, the
+// session's depth when it is deeper than the task's own (Depth): a session
+// that is a sub-agent, or a fork of one, stays as deep for every task a client
+// sends it later, which names no depth (a task's depth is its own, and a
+// client's task would start again at 0, with MaxDelegationDepth more levels of
+// sub-agents under it). A sub-agent's task (Parent) has its parent's depth.
+func (s *SessionState) stampDepth(task *messages.TaskSubmitted) {
+	if task.Parent == nil && task.Depth < s.depth {
+		task.Depth = s.depth
+	}
 }
 
 // taskRules returns the rules version of the task recorded as the event id with

@@ -450,6 +450,11 @@ type SessionState struct {
 	// own, by name.
 	configs []knownConfig
 	digests map[string]string
+	// depth is how deep a sub-agent the session is: the deepest of its tasks
+	// (TaskDepth), which a child's first task, or a fork of a child's, sets. A
+	// new task with no parent is stamped with it (Depth, stampRules): a client's
+	// later task of such a session delegates no deeper than its first could.
+	depth int
 	// key memoizes keyAt: the key of a decided event is also its event's ID.
 	key struct {
 		seq uint64
@@ -464,6 +469,10 @@ func (s *SessionState) keyAt(seq uint64) string {
 	}
 	return s.key.s
 }
+
+// Depth is how deep a sub-agent the session is: the deepest of its tasks
+// (TaskDepth); 0 for a session that is no sub-agent, nor a fork of one.
+func (s *SessionState) Depth() int { return s.depth }
 
 // NewSessionState returns the state of a session with no events.
 func NewSessionState(sessionID string) *SessionState {
@@ -667,6 +676,7 @@ func (s *SessionState) applyLoop(e messages.Envelope, p messages.Payload) error 
 		nt := &taskState{ID: e.ID, Seq: e.Seq, Spec: p, reply: &noReply, phase: phaseQueued, Status: messages.StatusRunning, rules: s.taskRules(e.ID, p)}
 		s.foldConfig(nt, p)
 		s.tasks = append(s.tasks, nt)
+		s.depth = max(s.depth, TaskDepth(p))
 		if s.active == nil {
 			s.activate(nt)
 		}

@@ -100,7 +100,9 @@ type TaskSubmitted struct {
 	// Depth, on a task with no Parent, is how deep a sub-agent its session is
 	// all the same: a fork of a child session (replay fork) is no child of
 	// anyone, and keeps the depth of the child it was forked from (its
-	// ParentRef.Depth), so that it delegates no deeper than that child could.
+	// ParentRef.Depth), so that it delegates no deeper than that child could; and
+	// a later task of a session that is a sub-agent, or a fork of one, is
+	// recorded as deep as its session (the session stamps it).
 	// The depth of a task with a Parent is its Parent's (this field is 0
 	// there). Optional: 0, every other task and one recorded before it
 	// existed, is a session that is no sub-agent (the schema version stays 1).

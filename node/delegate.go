@@ -48,7 +48,7 @@ const (
 	// is no child is 1 deep, its own child 2, and a session MaxDelegationDepth deep
 	// cannot delegate (the call is an error). A fork of a child session is no
 	// child, and as deep as that child (TaskDepth).
-	MaxDelegationDepth = 4
+	MaxDelegationDepth = actors.MaxDelegationDepth
 	// MaxDelegateResult bounds, in bytes, the answer a delegate call returns: a
 	// longer one is cut, with a note that says so and names the child session.
 	MaxDelegateResult = actors.MaxDelegateResult
@@ -102,17 +102,11 @@ func ChildSessionID(key messages.EffectKey) string {
 	return "sub." + hex.EncodeToString(sum[:16])
 }
 
-// TaskDepth is how deep a sub-agent the session of task t is: its parent's
-// depth (messages.ParentRef.Depth) on a child's task; the depth it keeps
-// (messages.TaskSubmitted.Depth) on a fork of a child's session, which has no
-// parent; 0 on any other task, and on one recorded before forks kept a depth.
-// A delegate call of t starts a child TaskDepth(t)+1 deep.
-func TaskDepth(t *messages.TaskSubmitted) int {
-	if t.Parent != nil {
-		return t.Parent.Depth
-	}
-	return max(t.Depth, 0)
-}
+// TaskDepth is how deep a sub-agent the session of task t is (actors.TaskDepth):
+// its parent's depth on a child's task, else the depth it keeps
+// (messages.TaskSubmitted.Depth), each read within its range. A delegate call
+// of t starts a child TaskDepth(t)+1 deep.
+func TaskDepth(t *messages.TaskSubmitted) int { return actors.TaskDepth(t) }
 
 // childTaskID is the message ID (and so the event ID) of the task a delegate call
 // with idempotency key key submits to its child: its session records it once.

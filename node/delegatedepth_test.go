@@ -67,3 +67,56 @@ func TestTaskDepthWithoutAParentBoundsDelegation(t *testing.T) {
 		}
 	}
 }
+
+// TaskDepth reads a depth out of its range, which no node records but an
+// imported session (replay import) may hold, as the nearest in range: a
+// parent's depth of 0 or below would give the tree under its child that many
+// more levels of sub-agents, and a fork's --input task of a child past the
+// bound would be refused for its depth.
+func TestTaskDepthOutOfRange(t *testing.T) {
+	for _, c := range []struct {
+		task messages.TaskSubmitted
+		want int
+	}{
+		{messages.TaskSubmitted{}, 0},
+		{messages.TaskSubmitted{Depth: 3}, 3},
+		{messages.TaskSubmitted{Depth: -3}, 0},
+		{messages.TaskSubmitted{Depth: node.MaxDelegationDepth + 5}, node.MaxDelegationDepth},
+		{messages.TaskSubmitted{Parent: &messages.ParentRef{Depth: 2}}, 2},
+		{messages.TaskSubmitted{Parent: &messages.ParentRef{Depth: -5}}, 1},
+		{messages.TaskSubmitted{Parent: &messages.ParentRef{Depth: 0}}, 1},
+		{messages.TaskSubmitted{Parent: &messages.ParentRef{Depth: node.MaxDelegationDepth + 5}}, node.MaxDelegationDepth},
+		{messages.TaskSubmitted{Parent: &messages.ParentRef{Depth: 2}, Depth: 4}, 2},
+	} {
+		if got := node.TaskDepth(&c.task); got != c.want {
+			t.Errorf("TaskDepth(parent %+v, depth %d) = %d, want %d", c.task.Parent, c.task.Depth, got, c.want)
+		}
+	}
+}
+
+// A session keeps its depth for every task: a later task with no depth of its
+// own (a client's, which names none, sent to a fork of a child session or to a
+// child session itself) is recorded as deep as the session and delegates no
+// deeper; before, it started again at depth 0, with MaxDelegationDepth more
+// levels of sub-agents under it.
+func TestLaterTaskOfASessionKeepsItsDepth(t *testing.T) {
+	model := newByAgent(t, map[string][]llm.ScriptStep{
+		"lead":   {delegateCall("d1", "helper", "compute"), {Content: "done"}, delegateCall("d2", "helper", "compute"), {Content: "done again"}},
+		"helper": helperScript,
+	})
+	n := nodetest.Start(t, subagentsConfig(model))
+	runAgentTask(t, n, node.Task{Input: "go deep", SessionID: "kept", Agent: "lead", Depth: node.MaxDelegationDepth})
+	events := runAgentTask(t, n, node.Task{Input: "go deep again", SessionID: "kept", Agent: "lead"})
+	ts := payloads[*messages.TaskSubmitted](t, events)
+	if len(ts) != 2 || ts[1].Depth != node.MaxDelegationDepth || ts[1].Parent != nil {
+		t.Fatalf("the tasks recorded: %+v, want the second %d deep", ts, node.MaxDelegationDepth)
+	}
+	for _, c := range payloads[*messages.ToolCallCompleted](t, events) {
+		if c.Tool == node.DelegateTool && !strings.Contains(c.Error, "nest at most") {
+			t.Errorf("a delegate call of the session %d deep: %+v, want the depth error", node.MaxDelegationDepth, c)
+		}
+	}
+	if calls := model.callsOf("helper"); calls != 0 {
+		t.Errorf("a sub-agent of the session at the bound ran: %d model calls", calls)
+	}
+}

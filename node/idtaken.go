@@ -79,7 +79,8 @@ func (n *Node) recordedEvent(ctx context.Context, session, id string) (messages.
 // recorded task and one sent under its ID. What the node stamps (the deadline,
 // counted from when the record was read when the record has no timestamp; the
 // agent's memory blocks, which change; the trace; the rules and configuration
-// the session sets) is not compared: a redelivery may differ there.
+// the session sets, and a depth it raises) is not compared: a redelivery may
+// differ there.
 func taskDifferences(recorded, sent *messages.TaskSubmitted) []string {
 	var out []string
 	if recorded.Input != sent.Input {
@@ -100,6 +101,10 @@ func taskDifferences(recorded, sent *messages.TaskSubmitted) []string {
 	field("reply_topic", sent.ReplyTopic, recorded.ReplyTopic)
 	field("task_id", sent.TaskID, recorded.TaskID)
 	field("parent", sent.Parent, recorded.Parent)
-	field("depth", sent.Depth, recorded.Depth)
+	if sent.Depth > recorded.Depth {
+		// The session stamps its own depth on a shallower task (actors.SessionState.Depth):
+		// only one recorded shallower than it was sent is another task.
+		field("depth", sent.Depth, recorded.Depth)
+	}
 	return out
 }

@@ -75,3 +75,17 @@ func TestCheckRedeliveryFindsTheTaskByItsID(t *testing.T) {
 		t.Errorf("the two checks read %d pages of the session, want one read of the event each", got)
 	}
 }
+
+// A task sent again that the session recorded deeper than it was sent (the
+// session stamps its depth on a later task) is the same task: only one
+// recorded shallower than it was sent differs.
+func TestTaskDifferencesOfAStampedDepth(t *testing.T) {
+	sent := &messages.TaskSubmitted{Input: "again"}
+	recorded := &messages.TaskSubmitted{Input: "again", Depth: 3}
+	if d := taskDifferences(recorded, sent); len(d) != 0 {
+		t.Errorf("a task recorded with its session's depth differs: %v", d)
+	}
+	if d := taskDifferences(&messages.TaskSubmitted{Input: "again", Depth: 1}, &messages.TaskSubmitted{Input: "again", Depth: 3}); len(d) != 1 {
+		t.Errorf("a task recorded shallower than sent: %v, want the depth", d)
+	}
+}

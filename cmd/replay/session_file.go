@@ -750,7 +750,7 @@ func (c *forkCopier) copy(page []messages.Envelope) ([]messages.Envelope, error)
 			// it delegates no deeper than the child could, and a fork of it
 			// no deeper again, so forks do not lift the bound on nesting.
 			if p.Parent != nil {
-				p.Depth, p.Parent, changed = p.Parent.Depth, nil, true
+				p.Depth, p.Parent, changed = node.TaskDepth(p), nil, true
 			}
 			if !c.tasks {
 				c.tasks, c.depth = true, node.TaskDepth(p)
