@@ -104,25 +104,48 @@ func (r *reach) check(ctx context.Context, fresh bool) error {
 	return r.last
 }
 
-// dial connects to each broker in turn until one answers an ApiVersions request.
+// dial asks every broker at once for its ApiVersions, each on a connection of
+// its own, and returns nil as soon as one answers: the brokers can be reached if
+// any of them can. Asked in turn within one reachTimeout, a first broker that
+// hangs (it accepts but does not answer, or its packets are dropped) would take
+// the whole of it and leave the others unasked.
 func (r *reach) dial(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // the others' connections, once one answered
 	d := newDialer(r.clientID, reachTimeout)
-	var errs []error
-	for _, b := range r.brokers {
-		conn, err := d.DialContext(ctx, "tcp", b)
-		if err == nil {
-			if dl, ok := ctx.Deadline(); ok {
-				_ = conn.SetDeadline(dl)
-			}
-			_, err = conn.ApiVersions()
-			conn.Close()
-			if err == nil {
-				return nil
-			}
+	type answer struct {
+		i   int
+		err error
+	}
+	answers := make(chan answer, len(r.brokers))
+	for i, b := range r.brokers {
+		go func() { answers <- answer{i, askVersions(ctx, d, b)} }()
+	}
+	errs := make([]error, len(r.brokers)) // in the order of the brokers
+	for range r.brokers {
+		a := <-answers
+		if a.err == nil {
+			return nil
 		}
-		errs = append(errs, err)
+		errs[a.i] = a.err
 	}
 	return &unreachableError{brokers: r.brokers, err: errors.Join(errs...)}
+}
+
+// askVersions connects to broker and asks it for its ApiVersions, within ctx.
+func askVersions(ctx context.Context, d *kafkago.Dialer, broker string) error {
+	conn, err := d.DialContext(ctx, "tcp", broker)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		_ = conn.SetDeadline(dl)
+	}
+	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Now()) })
+	defer stop()
+	_, err = conn.ApiVersions()
+	return err
 }
 
 // unreachableError is the error of brokers that could not be reached.

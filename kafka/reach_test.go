@@ -79,3 +79,48 @@ func TestPublishSaysTheBrokersCannotBeReached(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// TestReachableWithOneBrokerHanging lists first a broker that accepts
+// connections but never answers (a broker that hangs, or an address whose
+// packets are dropped), then one that works: the brokers can be reached, since
+// one answers. Asked in turn within one second, the first took the whole second
+// and the second was never asked, so that a node whose first broker hung was
+// reported unready while it could publish.
+func TestReachableWithOneBrokerHanging(t *testing.T) {
+	if os.Getenv(envKafka) != "" {
+		t.Skip("needs a broker of its own, which only kfake lets a test have")
+	}
+	hung, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hung.Close()
+	accepted := make(chan net.Conn, 16)
+	go func() {
+		for {
+			c, err := hung.Accept()
+			if err != nil {
+				close(accepted)
+				return
+			}
+			accepted <- c // held open, never answered
+		}
+	}()
+	defer func() {
+		hung.Close()
+		for c := range accepted {
+			c.Close()
+		}
+	}()
+	kc, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kc.Close()
+	c := cluster{brokers: []string{hung.Addr().String(), kc.ListenAddrs()[0]}}
+	pub := c.publisher(t, func(cfg *kafka.PublisherConfig) { cfg.Topics.InitializeTopics = false })
+	defer closeAll(t, pub)
+	if err := pub.Reachable(testContext(t, time.Minute)); err != nil {
+		t.Errorf("Reachable with one broker hanging and one answering: %v; want nil", err)
+	}
+}
