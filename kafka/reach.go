@@ -47,9 +47,10 @@ type reach struct {
 // wrapping ErrBrokersUnreachable that names the brokers and says why ("the
 // Kafka brokers at host:9092 cannot be reached: … dial tcp …: connection
 // refused"). It costs an atomic load while produces go through; else it checks
-// the brokers at most once a second (the calls made meanwhile get the last
-// outcome, or share the check under way), and a check takes at most a second
-// (reachTimeout), or until ctx is done. A broker that answers but refuses
+// the brokers at most once a second, and a check takes at most a second
+// (reachTimeout): the calls made meanwhile, and while the next check runs, get
+// the last check's outcome (so it may be two seconds old) without waiting; only
+// the first call waits for a check, until it ends or ctx is done. A broker that answers but refuses
 // writes (a topic missing, replicas out of sync) is reachable: Publish says
 // what it refuses.
 func (p *Publisher) Reachable(ctx context.Context) error {
@@ -68,7 +69,9 @@ func (r *reach) wrote(err error) {
 
 // check is Reachable; fresh (a produce just failed) takes neither a produce
 // that went through nor a check that found the brokers for an answer, only a
-// check under way, or one that failed within reachMaxAge.
+// check under way, or one that failed within reachMaxAge. Past reachMaxAge, a
+// check that is not fresh starts the next check and answers the last one's
+// outcome without waiting; only the first check is waited for.
 func (r *reach) check(ctx context.Context, fresh bool) error {
 	if !fresh && time.Since(time.Unix(0, r.produced.Load())) < reachMaxAge {
 		return nil
@@ -92,6 +95,16 @@ func (r *reach) check(ctx context.Context, fresh bool) error {
 			r.mu.Unlock()
 			close(done)
 		}()
+	}
+	if !fresh && !r.checked.IsZero() {
+		// The last check's outcome stands while the next one runs (it ends
+		// within reachTimeout): a broker that answers, but more slowly than the
+		// caller waits (a health check, half a second), would otherwise be
+		// found unreachable each time the outcome aged, and reachable again
+		// once the check ended.
+		err := r.last
+		r.mu.Unlock()
+		return err
 	}
 	r.mu.Unlock()
 	select {

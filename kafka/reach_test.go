@@ -2,6 +2,7 @@ package kafka_test
 
 import (
 	"errors"
+	"io"
 	"net"
 	"os"
 	"strconv"
@@ -123,4 +124,78 @@ func TestReachableWithOneBrokerHanging(t *testing.T) {
 	if err := pub.Reachable(testContext(t, time.Minute)); err != nil {
 		t.Errorf("Reachable with one broker hanging and one answering: %v; want nil", err)
 	}
+}
+
+// TestReachableWithASlowBroker puts a broker that answers, but only 700 ms after
+// a connection's first request, behind a publisher that does not publish: once a
+// check found it, Reachable asked within less time than the broker takes (as a
+// health check asks, within half a second) keeps answering nil while the next
+// check runs. It answered a timeout each time the outcome had aged and a new
+// check began, so that /healthz turned over between 200 and 503 every second or
+// so while the broker worked.
+func TestReachableWithASlowBroker(t *testing.T) {
+	if os.Getenv(envKafka) != "" {
+		t.Skip("needs a broker of its own, which only kfake lets a test have")
+	}
+	kc, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kc.Close()
+	slow := slowProxy(t, kc.ListenAddrs()[0], 700*time.Millisecond)
+	pub := cluster{brokers: []string{slow}}.publisher(t, func(cfg *kafka.PublisherConfig) { cfg.Topics.InitializeTopics = false })
+	defer closeAll(t, pub)
+	if err := pub.Reachable(testContext(t, time.Minute)); err != nil {
+		t.Fatalf("the first Reachable, waiting for the slow broker: %v", err)
+	}
+	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		ctx := testContext(t, 400*time.Millisecond)
+		if err := pub.Reachable(ctx); err != nil {
+			t.Fatalf("Reachable within 400 ms, the broker answering in 700 ms: %v; want nil, the last check's outcome", err)
+		}
+	}
+}
+
+// slowProxy forwards the connections it accepts to addr, holding back the
+// first answer of each by delay; it returns its address.
+func slowProxy(t *testing.T, addr string, delay time.Duration) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				s, err := net.Dial("tcp", addr)
+				if err != nil {
+					return
+				}
+				defer s.Close()
+				go func() { _, _ = io.Copy(s, c); s.Close() }()
+				buf := make([]byte, 64<<10)
+				for first := true; ; first = false {
+					n, err := s.Read(buf)
+					if n > 0 {
+						if first {
+							time.Sleep(delay)
+						}
+						if _, werr := c.Write(buf[:n]); werr != nil {
+							return
+						}
+					}
+					if err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return ln.Addr().String()
 }
