@@ -241,3 +241,30 @@ func TestDegradedFollowsTheLogWithoutProbes(t *testing.T) {
 		t.Errorf("troupe_node_degraded once the log writes, /healthz unasked: %d, want 0", v)
 	}
 }
+
+// TestLargeTaskOnKafkaWhileTheLogCannotWrite: while the event log cannot write,
+// a node on Kafka queues a task (202), but one larger than a bus message, which
+// goes through the log, is refused (503) with a reason that says so: too large
+// for the bus, stored in the event log, which cannot write, and that smaller
+// tasks still queue. It said "store a message too large for the bus in
+// bus/task/…", which a client cannot act on.
+func TestLargeTaskOnKafkaWhileTheLogCannotWrite(t *testing.T) {
+	l := &stoppedLog{unwritableLog: *newUnwritableLog(t)}
+	n := newKafkaEnv(t).nodeWith(t, node.Config{Log: l})
+	srv := httptest.NewServer(n.Handler())
+	t.Cleanup(srv.Close)
+	l.failing.Store(true)
+	if code, body, err := postTask(srv.URL, `{"input":"small","session_id":"small"}`); err != nil || code != http.StatusAccepted {
+		t.Errorf("POST /v1/tasks, a small task, while the log cannot write: %d %s %v; want 202", code, body, err)
+	}
+	big := strings.Repeat("x", messages.BusMessageMax+1)
+	code, body, err := postTask(srv.URL, `{"input":"`+big+`","session_id":"big"}`)
+	if err != nil || code != http.StatusServiceUnavailable {
+		t.Fatalf("POST /v1/tasks, a task larger than a bus message, while the log cannot write: %d %s %v; want 503", code, body, err)
+	}
+	for _, want := range []string{"larger than a bus message", "the event log cannot write", "smaller tasks", "connection refused"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the refusal of a task larger than a bus message: %s; want it to say %q", body, want)
+		}
+	}
+}
