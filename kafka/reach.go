@@ -42,8 +42,8 @@ type reach struct {
 }
 
 // Reachable returns nil when the Publisher's brokers can be reached: a produce
-// went through within the last second, or one of the brokers answers an
-// ApiVersions request on a connection of its own. Otherwise it returns an error
+// went through within the last second, or since the last check, or one of the
+// brokers answers an ApiVersions request on a connection of its own. Otherwise it returns an error
 // wrapping ErrBrokersUnreachable that names the brokers and says why ("the
 // Kafka brokers at host:9092 cannot be reached: … dial tcp …: connection
 // refused"). It costs an atomic load while produces go through; else it checks
@@ -73,14 +73,20 @@ func (r *reach) wrote(err error) {
 // check that is not fresh starts the next check and answers the last one's
 // outcome without waiting; only the first check is waited for.
 func (r *reach) check(ctx context.Context, fresh bool) error {
-	if !fresh && time.Since(time.Unix(0, r.produced.Load())) < reachMaxAge {
+	produced := r.produced.Load()
+	if !fresh && time.Since(time.Unix(0, produced)) < reachMaxAge {
 		return nil
 	}
 	r.mu.Lock()
+	// The newer of the last check and the last produce that went through (a
+	// broker too slow for a check, 1 s, may take a produce, which waits longer).
+	last := r.last
+	if !fresh && !r.checked.IsZero() && produced > r.checked.UnixNano() {
+		last = nil
+	}
 	if !r.checked.IsZero() && time.Since(r.checked) < reachMaxAge && r.running == nil && (!fresh || r.last != nil) {
-		err := r.last
 		r.mu.Unlock()
-		return err
+		return last
 	}
 	done := r.running
 	if done == nil {
@@ -102,9 +108,8 @@ func (r *reach) check(ctx context.Context, fresh bool) error {
 		// caller waits (a health check, half a second), would otherwise be
 		// found unreachable each time the outcome aged, and reachable again
 		// once the check ended.
-		err := r.last
 		r.mu.Unlock()
-		return err
+		return last
 	}
 	r.mu.Unlock()
 	select {

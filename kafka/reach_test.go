@@ -199,3 +199,38 @@ func slowProxy(t *testing.T, addr string, delay time.Duration) string {
 	}()
 	return ln.Addr().String()
 }
+
+// TestReachableAfterAProduceNewerThanTheCheck puts a broker that answers a
+// connection's first request only after 2 s, longer than a check waits, behind
+// a publisher: the check finds it unreachable, but a publish that waits longer
+// goes through after it, and Reachable then answers nil, the newer outcome,
+// until a check ends after it, also once the produce is older than a second. It
+// answered the older check's error as soon as the produce was a second old, so
+// that /healthz turned over with the node's traffic.
+func TestReachableAfterAProduceNewerThanTheCheck(t *testing.T) {
+	if os.Getenv(envKafka) != "" {
+		t.Skip("needs a broker of its own, which only kfake lets a test have")
+	}
+	topic := uniqueName(t, "troupe.test.slow.")
+	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(testPartitions, topic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kc.Close()
+	slow := slowProxy(t, kc.ListenAddrs()[0], 2*time.Second)
+	pub := cluster{brokers: []string{slow}}.publisher(t, func(cfg *kafka.PublisherConfig) {
+		cfg.Topics.InitializeTopics = false
+		cfg.PublishTimeout = 30 * time.Second
+	})
+	defer closeAll(t, pub)
+	if err := pub.Reachable(testContext(t, time.Minute)); !errors.Is(err, kafka.ErrBrokersUnreachable) {
+		t.Fatalf("Reachable, the broker answering after 2 s: %v; want ErrBrokersUnreachable (a check waits 1 s)", err)
+	}
+	if err := pub.Publish(topic, sessionMessage("s-1", "slow")); err != nil {
+		t.Fatalf("a publish that waits for the slow broker: %v", err)
+	}
+	time.Sleep(1100 * time.Millisecond) // the produce is older than a second
+	if err := pub.Reachable(testContext(t, 400*time.Millisecond)); err != nil {
+		t.Errorf("Reachable after a produce that went through since the last check: %v; want nil", err)
+	}
+}
