@@ -42,14 +42,15 @@ type reach struct {
 }
 
 // Reachable returns nil when the Publisher's brokers can be reached: a produce
-// went through within the last second, or one of the brokers answers an
-// ApiVersions request on a connection of its own. Otherwise it returns an error
+// went through within the last second, or since the last check, or one of the
+// brokers answers an ApiVersions request on a connection of its own. Otherwise it returns an error
 // wrapping ErrBrokersUnreachable that names the brokers and says why ("the
 // Kafka brokers at host:9092 cannot be reached: … dial tcp …: connection
 // refused"). It costs an atomic load while produces go through; else it checks
-// the brokers at most once a second (the calls made meanwhile get the last
-// outcome, or share the check under way), and a check takes at most a second
-// (reachTimeout), or until ctx is done. A broker that answers but refuses
+// the brokers at most once a second, and a check takes at most a second
+// (reachTimeout): the calls made meanwhile, and while the next check runs, get
+// the last check's outcome (so it may be two seconds old) without waiting; only
+// the first call waits for a check, until it ends or ctx is done. A broker that answers but refuses
 // writes (a topic missing, replicas out of sync) is reachable: Publish says
 // what it refuses.
 func (p *Publisher) Reachable(ctx context.Context) error {
@@ -68,16 +69,24 @@ func (r *reach) wrote(err error) {
 
 // check is Reachable; fresh (a produce just failed) takes neither a produce
 // that went through nor a check that found the brokers for an answer, only a
-// check under way, or one that failed within reachMaxAge.
+// check under way, or one that failed within reachMaxAge. Past reachMaxAge, a
+// check that is not fresh starts the next check and answers the last one's
+// outcome without waiting; only the first check is waited for.
 func (r *reach) check(ctx context.Context, fresh bool) error {
-	if !fresh && time.Since(time.Unix(0, r.produced.Load())) < reachMaxAge {
+	produced := r.produced.Load()
+	if !fresh && time.Since(time.Unix(0, produced)) < reachMaxAge {
 		return nil
 	}
 	r.mu.Lock()
+	// The newer of the last check and the last produce that went through (a
+	// broker too slow for a check, 1 s, may take a produce, which waits longer).
+	last := r.last
+	if !fresh && !r.checked.IsZero() && produced > r.checked.UnixNano() {
+		last = nil
+	}
 	if !r.checked.IsZero() && time.Since(r.checked) < reachMaxAge && r.running == nil && (!fresh || r.last != nil) {
-		err := r.last
 		r.mu.Unlock()
-		return err
+		return last
 	}
 	done := r.running
 	if done == nil {
@@ -93,6 +102,15 @@ func (r *reach) check(ctx context.Context, fresh bool) error {
 			close(done)
 		}()
 	}
+	if !fresh && !r.checked.IsZero() {
+		// The last check's outcome stands while the next one runs (it ends
+		// within reachTimeout): a broker that answers, but more slowly than the
+		// caller waits (a health check, half a second), would otherwise be
+		// found unreachable each time the outcome aged, and reachable again
+		// once the check ended.
+		r.mu.Unlock()
+		return last
+	}
 	r.mu.Unlock()
 	select {
 	case <-done:
@@ -104,25 +122,48 @@ func (r *reach) check(ctx context.Context, fresh bool) error {
 	return r.last
 }
 
-// dial connects to each broker in turn until one answers an ApiVersions request.
+// dial asks every broker at once for its ApiVersions, each on a connection of
+// its own, and returns nil as soon as one answers: the brokers can be reached if
+// any of them can. Asked in turn within one reachTimeout, a first broker that
+// hangs (it accepts but does not answer, or its packets are dropped) would take
+// the whole of it and leave the others unasked.
 func (r *reach) dial(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // the others' connections, once one answered
 	d := newDialer(r.clientID, reachTimeout)
-	var errs []error
-	for _, b := range r.brokers {
-		conn, err := d.DialContext(ctx, "tcp", b)
-		if err == nil {
-			if dl, ok := ctx.Deadline(); ok {
-				_ = conn.SetDeadline(dl)
-			}
-			_, err = conn.ApiVersions()
-			conn.Close()
-			if err == nil {
-				return nil
-			}
+	type answer struct {
+		i   int
+		err error
+	}
+	answers := make(chan answer, len(r.brokers))
+	for i, b := range r.brokers {
+		go func() { answers <- answer{i, askVersions(ctx, d, b)} }()
+	}
+	errs := make([]error, len(r.brokers)) // in the order of the brokers
+	for range r.brokers {
+		a := <-answers
+		if a.err == nil {
+			return nil
 		}
-		errs = append(errs, err)
+		errs[a.i] = a.err
 	}
 	return &unreachableError{brokers: r.brokers, err: errors.Join(errs...)}
+}
+
+// askVersions connects to broker and asks it for its ApiVersions, within ctx.
+func askVersions(ctx context.Context, d *kafkago.Dialer, broker string) error {
+	conn, err := d.DialContext(ctx, "tcp", broker)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		_ = conn.SetDeadline(dl)
+	}
+	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Now()) })
+	defer stop()
+	_, err = conn.ApiVersions()
+	return err
 }
 
 // unreachableError is the error of brokers that could not be reached.

@@ -153,7 +153,10 @@ func (n *Node) storedTask(ctx context.Context, stream string) ([]byte, error) {
 func (n *Node) taskRef(ctx context.Context, env messages.Envelope, b []byte) (*message.Message, error) {
 	stream, err := n.storeMessage(ctx, messages.BusStream(messages.BusStoredTask, env.ID), b)
 	if err != nil {
-		return nil, err
+		// What the client can act on: the size, and that the log is down, not
+		// the stream's name.
+		return nil, fmt.Errorf("the task, of %d bytes, is larger than a bus message (%d KiB), so it goes through the event log, "+
+			"but the event log cannot write (smaller tasks still go on the bus): %w", len(b), messages.BusMessageMax>>10, err)
 	}
 	env.Payload = json.RawMessage("{}")
 	reference, err := messages.Marshal(env)

@@ -280,16 +280,14 @@ func (p *healthProbe) waitLenient(done <-chan struct{}, deadline time.Time) erro
 //
 // A node that is healthy but degraded (Degraded: on Kafka, its event log cannot
 // write) answers 200 {"status": "degraded", "reason": ...}: it takes tasks, which
-// wait on Kafka until the log writes again; troupe_node_degraded is 1 as of that
-// check.
+// wait on Kafka until the log writes again. troupe_node_degraded follows the
+// log's outage (logOutage), whether or not anything asks /healthz.
 func (n *Node) healthz(w http.ResponseWriter, r *http.Request) {
 	err, degraded := n.readiness()
 	if err == nil && degraded != nil {
-		n.metrics.degraded.Set(1)
 		writeJSON(w, http.StatusOK, map[string]string{"status": "degraded", "reason": degraded.Error()})
 		return
 	}
-	n.metrics.degraded.Set(0)
 	writeHealth(w, err)
 }
 

@@ -19,6 +19,7 @@ import (
 
 	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/eventlog/sqlite"
+	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
 	"github.com/troupe-run/troupe/node/nodetest"
 )
@@ -201,6 +202,69 @@ func TestLogOutageOnKafkaSaysTasksWait(t *testing.T) {
 		}
 		if out := logs.String(); !strings.Contains(out, want) || strings.Contains(out, not) {
 			t.Errorf("kafka %v: the outage's warning: %s; want it to say %q", kafka, out, want)
+		}
+	}
+}
+
+// stoppedLog is an unwritableLog whose appends fail too while failing is set, as
+// ClickHouse's do while the server is down.
+type stoppedLog struct{ unwritableLog }
+
+func (l *stoppedLog) Append(ctx context.Context, events []messages.Envelope) error {
+	if l.failing.Load() {
+		return l.Writable(ctx)
+	}
+	return l.Log.Append(ctx, events)
+}
+
+// TestDegradedFollowsTheLogWithoutProbes: on Kafka, troupe_node_degraded is 1
+// while the event log's writes fail and 0 once they go through again, although
+// nothing asks /healthz, as a Prometheus that scrapes a node no load balancer
+// probes sees it. It was set by /healthz only, and said 0 throughout such an
+// outage.
+func TestDegradedFollowsTheLogWithoutProbes(t *testing.T) {
+	l := &stoppedLog{unwritableLog: *newUnwritableLog(t)}
+	n := newKafkaEnv(t).nodeWith(t, node.Config{Log: l})
+	srv := httptest.NewServer(n.Handler())
+	t.Cleanup(srv.Close)
+	l.failing.Store(true)
+	if code, body, err := postTask(srv.URL, `{"input":"during","session_id":"during"}`); err != nil || code != http.StatusAccepted {
+		t.Fatalf("POST /v1/tasks on Kafka while the log cannot write: %d %s %v; want 202", code, body, err)
+	}
+	waitFor(t, 20*time.Second, "the session's write to fail", func() bool { return metric(t, n, "troupe_eventlog_writes_failing") == 1 })
+	if v := metric(t, n, "troupe_node_degraded"); v != 1 {
+		t.Errorf("troupe_node_degraded while the log cannot write, /healthz unasked: %d, want 1", v)
+	}
+	l.failing.Store(false)
+	waitFor(t, 20*time.Second, "the log's writes to go through", func() bool { return metric(t, n, "troupe_eventlog_writes_failing") == 0 })
+	if v := metric(t, n, "troupe_node_degraded"); v != 0 {
+		t.Errorf("troupe_node_degraded once the log writes, /healthz unasked: %d, want 0", v)
+	}
+}
+
+// TestLargeTaskOnKafkaWhileTheLogCannotWrite: while the event log cannot write,
+// a node on Kafka queues a task (202), but one larger than a bus message, which
+// goes through the log, is refused (503) with a reason that says so: too large
+// for the bus, stored in the event log, which cannot write, and that smaller
+// tasks still queue. It said "store a message too large for the bus in
+// bus/task/…", which a client cannot act on.
+func TestLargeTaskOnKafkaWhileTheLogCannotWrite(t *testing.T) {
+	l := &stoppedLog{unwritableLog: *newUnwritableLog(t)}
+	n := newKafkaEnv(t).nodeWith(t, node.Config{Log: l})
+	srv := httptest.NewServer(n.Handler())
+	t.Cleanup(srv.Close)
+	l.failing.Store(true)
+	if code, body, err := postTask(srv.URL, `{"input":"small","session_id":"small"}`); err != nil || code != http.StatusAccepted {
+		t.Errorf("POST /v1/tasks, a small task, while the log cannot write: %d %s %v; want 202", code, body, err)
+	}
+	big := strings.Repeat("x", messages.BusMessageMax+1)
+	code, body, err := postTask(srv.URL, `{"input":"`+big+`","session_id":"big"}`)
+	if err != nil || code != http.StatusServiceUnavailable {
+		t.Fatalf("POST /v1/tasks, a task larger than a bus message, while the log cannot write: %d %s %v; want 503", code, body, err)
+	}
+	for _, want := range []string{"larger than a bus message", "the event log cannot write", "smaller tasks", "connection refused"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the refusal of a task larger than a bus message: %s; want it to say %q", body, want)
 		}
 	}
 }

@@ -21,7 +21,8 @@ const outageProbeEvery = time.Second
 // when writes go through again, with how long it lasted and how many writes
 // waited, where every session used to log every attempt (100 sessions stuck on a
 // full disk: 100 lines every 5 s). It keeps troupe_eventlog_writes_failing (1
-// during an outage) and counts each failed attempt in
+// during an outage), and on Kafka troupe_node_degraded (1 during an outage: the
+// node takes tasks, which wait there), and counts each failed attempt in
 // troupe_eventlog_write_failures_total.
 //
 // It hears the sessions' writes (actors.SessionDeps.LogWrites) and the health
@@ -37,8 +38,11 @@ type logOutage struct {
 	failing  prometheus.Gauge
 	failures prometheus.Counter
 	// queued says that the node's new tasks wait on its bus (Kafka) during an
-	// outage rather than being refused (Node.queuesTasks), for its warning.
+	// outage rather than being refused (Node.queuesTasks), for its warning and
+	// degraded.
 	queued bool
+	// degraded is troupe_node_degraded: 1 during an outage when queued.
+	degraded prometheus.Gauge
 
 	down atomic.Bool // read on every append: the rest only during an outage
 	mu   sync.Mutex
@@ -52,7 +56,7 @@ type logOutage struct {
 }
 
 func newLogOutage(logger *slog.Logger, log eventlog.Log, stopping <-chan struct{}, m *Metrics) *logOutage {
-	o := &logOutage{logger: logger, stopping: stopping, failing: m.logFailing, failures: m.logFailures}
+	o := &logOutage{logger: logger, stopping: stopping, failing: m.logFailing, failures: m.logFailures, degraded: m.degraded}
 	o.health, _ = log.(eventlog.Health)
 	return o
 }
@@ -96,6 +100,7 @@ func (o *logOutage) failedLocked(err error) {
 	tasks := "new tasks are refused"
 	if o.queued {
 		tasks = "new tasks wait on the bus"
+		o.degraded.Set(1)
 	}
 	o.logger.Warn("event log writes fail: "+tasks+" and sessions wait, retrying their writes, until one goes through (logged once; each attempt at debug level)", "err", err)
 	if o.health != nil && !o.watching {
@@ -133,6 +138,7 @@ func (o *logOutage) recovered() {
 	}
 	o.down.Store(false)
 	o.failing.Set(0)
+	o.degraded.Set(0)
 	o.logger.Info("event log writes go through again", "outage", time.Since(o.since).Round(time.Millisecond),
 		"writes_waited", o.waited, "tasks_refused", o.refused, "cause", o.cause)
 	o.cause = nil

@@ -59,7 +59,7 @@ type Metrics struct {
 	// the sessions' failed attempts (logoutage.go).
 	logFailing  prometheus.Gauge
 	logFailures prometheus.Counter
-	// degraded is troupe_node_degraded, as of the last readiness check (health.go).
+	// degraded is troupe_node_degraded, kept by the log's outage (logoutage.go).
 	degraded prometheus.Gauge
 }
 
@@ -123,7 +123,7 @@ func newMetrics() *Metrics {
 		logFailures: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "troupe", Subsystem: "eventlog",
 			Name: "write_failures_total", Help: "The session actors' log writes that failed, each attempt (retried until one goes through; a new task a full log refused is not retried)."}),
 		degraded: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "troupe", Subsystem: "node",
-			Name: "degraded", Help: "1 when the last readiness check (GET /healthz) found the node ready but degraded: on Kafka, its event log cannot write, or does not answer, and the tasks it takes wait on Kafka until the log writes again; else 0."}),
+			Name: "degraded", Help: "1 while, on Kafka, the event log's writes fail (from the first failed write, a session's or a health check's, to the first that goes through again): the node takes tasks, which wait on Kafka until the log writes again; else 0."}),
 	}
 	reg.MustRegister(m.retries, m.poisoned, m.duplicates, m.panics, m.handled, m.partitions, m.total, m.assigned, m.effectHits, m.reissued, m.pubFailed, m.replyRefused, m.forwarded,
 		m.epoch, m.fenced, m.awaitingOwnership, m.released, m.unreleased, m.marks, m.resumptions, m.republished, m.foundOnBus, m.appends, m.storedPruned,
