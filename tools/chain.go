@@ -727,9 +727,9 @@ func (t *ChainTool) stepPrefix(i int) string {
 }
 
 // Call implements Tool: it runs every step, in order, in this one call; step i is
-// called with the key c.Key + "#" + its name (and c.Outward + "#" + its name, when
-// c has one). Prefer a session's step-by-step run
-// (package actors), which records each step.
+// called as c is, for its agent (c.Agent), with its own arguments, the key c.Key +
+// "#" + its name and, when c has one, the outward name c.Outward + "#" + its name.
+// Prefer a session's step-by-step run (package actors), which records each step.
 func (t *ChainTool) Call(ctx context.Context, c Call) (string, error) {
 	args, err := t.ParseArguments(c.Arguments)
 	if err != nil {
@@ -741,7 +741,8 @@ func (t *ChainTool) Call(ctx context.Context, c Call) (string, error) {
 		if err != nil {
 			return "", errors.New(t.StepError(i, err.Error()))
 		}
-		step := Call{Key: c.Key + "#" + s.Name, Arguments: raw}
+		step := c // for the same agent as the chain's call
+		step.Key, step.Arguments = c.Key+"#"+s.Name, raw
 		if c.Outward != "" {
 			step.Outward = c.Outward + "#" + s.Name
 		}

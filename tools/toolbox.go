@@ -198,7 +198,9 @@ func (b *Toolbox) Call(ctx context.Context, c Call) (string, error) {
 		ctx, cancel = context.WithTimeout(ctx, d)
 		defer cancel()
 	}
-	out, err := t.Call(ctx, Call{Key: c.Key, Arguments: string(raw), Outward: c.Outward})
+	sub := c // for the same agent, under the same key
+	sub.Arguments = string(raw)
+	out, err := t.Call(ctx, sub)
 	var ae *ArgumentError
 	if errors.As(err, &ae) {
 		return "", &ArgumentError{Tool: b.spec.Name, Field: ae.Field, Pos: ae.Pos, Reason: fmt.Sprintf("op %q: %s", op, ae.Reason)}
