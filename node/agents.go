@@ -20,6 +20,7 @@ import (
 	"github.com/troupe-run/troupe/memory"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/tools"
+	"github.com/troupe-run/troupe/tools/disclosure"
 	"github.com/troupe-run/troupe/tools/skills"
 )
 
@@ -740,6 +741,42 @@ func (d agentDisclosure) BoundedSection(catalog []tools.Tool) string {
 	}
 	_, section := d.ToolDisclosure.Disclose(nil, catalog)
 	return section
+}
+
+// agentScopes returns what the disclosure strategy's tools (search_tools, load_tools,
+// call_tool) see for each named agent with a list of tools (NamedAgent.Tools): the
+// tools it lists (the chains among them), its skill tools (when it names its
+// skills) and the tools of its MCP servers. A named agent's list bounds what it may
+// call, through call_tool too: a call_tool of another tool of the node would run it
+// unlisted, and a chain unlisted would run in that one call, its steps unchecked
+// for the agent's approvals (actors' chainOf knows the chains of its list only).
+// The default agent, and a named agent with no list, see every tool.
+func (c Config) agentScopes() (disclosure.Scope, error) {
+	byAgent := map[string]func(string) bool{}
+	for _, na := range c.Agents {
+		if na.Team != nil || na.Tools == nil {
+			continue
+		}
+		own := map[string]bool{}
+		for _, name := range na.Tools {
+			own[name] = true
+		}
+		if len(na.Skills) > 0 {
+			set, err := c.agentSkills(na)
+			if err != nil {
+				return nil, err
+			}
+			for _, t := range set.Tools() {
+				own[t.Spec().Name] = true
+			}
+		}
+		servers := serverCatalog{servers: na.MCPServers}
+		byAgent[na.Name] = func(name string) bool { return own[name] || servers.has(name) }
+	}
+	if len(byAgent) == 0 {
+		return nil, nil
+	}
+	return func(agent string) func(string) bool { return byAgent[agent] }, nil
 }
 
 // serverCatalog is the part of a catalog of MCP tools that is of some servers:

@@ -15,8 +15,8 @@ import (
 	"github.com/troupe-run/troupe/tools/disclosure"
 )
 
-// A chain run in one call by call_tool, for a named agent with a memory namespace
-// of its own, calls its steps for that agent: its memory step writes and reads the
+// A chain called through call_tool, for a named agent with a memory namespace of
+// its own, calls its steps for that agent: its memory step writes and reads the
 // agent's namespace, not the node's.
 func TestChainInOneCallActsForTheAgent(t *testing.T) {
 	remember := tools.Chain{Name: "remember", Description: "Remembers a fact and finds it again.",
@@ -27,9 +27,9 @@ func TestChainInOneCallActsForTheAgent(t *testing.T) {
 		}}
 	cfg := node.Config{DataDir: t.TempDir(), Memory: &memory.Config{}, Disclosure: disclosure.Search,
 		MemoryTool: &memory.ToolConfig{Namespace: "agent:default"}, Chains: []tools.Chain{remember},
-		// The writer calls tools through call_tool only: the chain, not among its
-		// tools, runs in that one call.
-		Agents: []node.NamedAgent{{Name: "writer", MemoryNamespace: "agent:writer", Tools: []string{"call_tool"}}},
+		// The writer calls the chain through call_tool: call_tool calls only the
+		// tools the agent lists, so it lists the chain and its steps' tool.
+		Agents: []node.NamedAgent{{Name: "writer", MemoryNamespace: "agent:writer", Tools: []string{"call_tool", "memory", "remember"}}},
 		Model: (&requestLog{}).model(t, call("c1", "call_tool", `{"name":"remember","arguments":{"fact":"the sky is green"}}`),
 			llm.ScriptStep{Content: "noted"})}
 	n := nodetest.Start(t, cfg)

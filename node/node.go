@@ -714,7 +714,12 @@ func (c Config) defaultAgent(chainOpts ...tools.ChainOption) (actors.Agent, *too
 	if err != nil {
 		return actors.Agent{}, nil, err
 	}
-	d, err := disclosure.New(strategy, append(ts, chains...), disclosure.WithCatalog(c.ToolCatalog), disclosure.WithEmbedder(c.ToolEmbedder))
+	scope, err := c.agentScopes()
+	if err != nil {
+		return actors.Agent{}, nil, err
+	}
+	d, err := disclosure.New(strategy, append(ts, chains...), disclosure.WithCatalog(c.ToolCatalog), disclosure.WithEmbedder(c.ToolEmbedder),
+		disclosure.WithScope(scope))
 	if err != nil {
 		return actors.Agent{}, nil, fmt.Errorf("node: %w", err)
 	}

@@ -81,6 +81,7 @@ type Disclosure struct {
 	meta     []tools.Tool
 	catalog  actors.ToolCatalog
 	embedder llm.Embedder // ranks search_tools' matches when set (WithEmbedder)
+	scope    Scope        // the tools each agent's calls of the strategy's tools see (WithScope)
 	// view is the disclosure over the catalog as it was last seen: it is made anew
 	// only when the catalog changes.
 	view atomic.Pointer[view]
@@ -119,6 +120,28 @@ type Option func(*Disclosure)
 // catalog as it is then, search_tools searches it, and call_tool calls its tools.
 func WithCatalog(c actors.ToolCatalog) Option {
 	return func(d *Disclosure) { d.catalog = c }
+}
+
+// Scope returns the tools the strategy's own (load_tools, search_tools, call_tool)
+// see when the agent of a call (tools.Call.Agent) calls them: has reports whether
+// it may see and call the tool of that name. A nil has is every tool: the agent
+// whose tools are all of the node's (the default agent).
+type Scope func(agent string) (has func(name string) bool)
+
+// WithScope bounds what the strategy's tools see, for each agent, to s's tools: a
+// named agent's list of tools is what it may call, through call_tool too, so
+// call_tool refuses any other tool, search_tools finds only its tools and
+// load_tools loads only its tools of a group.
+func WithScope(s Scope) Option {
+	return func(d *Disclosure) { d.scope = s }
+}
+
+// scopeOf returns the tools agent sees (Scope): nil for all of them.
+func (d *Disclosure) scopeOf(agent string) func(string) bool {
+	if d.scope == nil {
+		return nil
+	}
+	return d.scope(agent)
 }
 
 // CatalogGroup is the group of a catalog tool that does not say its source.
@@ -424,15 +447,31 @@ func (d *Disclosure) Offer(loads []actors.ToolLoad) []messages.ToolSpec {
 // (WithEmbedder), by BM25 otherwise. It reports the ranking used: "bm25",
 // "embedding", or "bm25" with the embedder's error when it failed.
 func (d *Disclosure) Search(ctx context.Context, query string, k int) (hits []Hit, ranking string) {
+	return d.searchWithin(ctx, query, k, nil)
+}
+
+// searchWithin is Search among the tools has reports (all of them when nil).
+func (d *Disclosure) searchWithin(ctx context.Context, query string, k int, has func(string) bool) (hits []Hit, ranking string) {
 	v := d.current()
-	if d.embedder != nil {
-		hits, err := v.searchEmbedded(ctx, d.embedder, query, k)
-		if err == nil {
-			return hits, "embedding"
-		}
-		return v.index.Search(query, k), "bm25 (the embedder failed: " + err.Error() + ")"
+	n := k
+	if has != nil {
+		n = len(v.names) // rank them all, then keep the k best of has
 	}
-	return v.index.Search(query, k), "bm25"
+	within := func(hits []Hit) []Hit {
+		if has == nil {
+			return hits
+		}
+		hits = slices.DeleteFunc(hits, func(h Hit) bool { return !has(h.Name) })
+		return hits[:min(len(hits), k)]
+	}
+	if d.embedder != nil {
+		hits, err := v.searchEmbedded(ctx, d.embedder, query, n)
+		if err == nil {
+			return within(hits), "embedding"
+		}
+		return within(v.index.Search(query, n)), "bm25 (the embedder failed: " + err.Error() + ")"
+	}
+	return within(v.index.Search(query, n)), "bm25"
 }
 
 // loadTools is load_tools (Catalog).
@@ -468,11 +507,25 @@ func (t loadTools) Call(ctx context.Context, c tools.Call) (string, error) {
 		return "", err
 	}
 	v := t.d.current()
-	i := slices.IndexFunc(v.groups, func(g group) bool { return g.name == a.Group })
-	if i < 0 {
-		return "", &tools.ArgumentError{Tool: actors.ToolLoadTools, Reason: fmt.Sprintf("no group is named %q; the groups are %s", clip(a.Group), strings.Join(v.groupNames(), ", "))}
+	groups := v.groups
+	if has := t.d.scopeOf(c.Agent); has != nil {
+		// The agent's tools of each group; a group of none of them is not its.
+		groups = nil
+		for _, g := range v.groups {
+			if own := slices.DeleteFunc(slices.Clone(g.tools), func(n string) bool { return !has(n) }); len(own) > 0 {
+				groups = append(groups, group{name: g.name, tools: own})
+			}
+		}
 	}
-	return result(loadResult{Group: a.Group, Loaded: v.groups[i].tools, Note: "these tools are in your tool list now"})
+	i := slices.IndexFunc(groups, func(g group) bool { return g.name == a.Group })
+	if i < 0 {
+		names := make([]string, len(groups))
+		for j, g := range groups {
+			names[j] = g.name
+		}
+		return "", &tools.ArgumentError{Tool: actors.ToolLoadTools, Reason: fmt.Sprintf("no group is named %q; the groups are %s", clip(a.Group), strings.Join(names, ", "))}
+	}
+	return result(loadResult{Group: a.Group, Loaded: groups[i].tools, Note: "these tools are in your tool list now"})
 }
 
 func (searchTools) Spec() messages.ToolSpec {
@@ -502,7 +555,7 @@ func (t searchTools) Call(ctx context.Context, c tools.Call) (string, error) {
 	// The query is quoted cut: the result is cut at the tool's output bound before
 	// it is recorded, and a long query quoted whole cut off the tools loaded.
 	r := loadResult{Query: clip(a.Query), Loaded: []string{}, Note: "no tool matches; try other words"}
-	hits, ranking := t.d.Search(ctx, a.Query, a.Limit)
+	hits, ranking := t.d.searchWithin(ctx, a.Query, a.Limit, t.d.scopeOf(c.Agent))
 	for _, h := range hits {
 		r.Loaded = append(r.Loaded, h.Name)
 	}
@@ -524,7 +577,8 @@ func (callTool) Spec() messages.ToolSpec {
 
 // Call calls the named tool of the catalog with the call's idempotency key and
 // agent, under the call's context and the tool's own limits (tools.CallLimited). The disclosure tools cannot be called through it: their answers
-// are recorded, and folded, only as calls of their own.
+// are recorded, and folded, only as calls of their own. Nor can a tool outside the
+// scope of the call's agent (WithScope): it is refused, not run.
 func (t callTool) Call(ctx context.Context, c tools.Call) (string, error) {
 	a, err := tools.ParseNamedCall(ToolCallTool, c.Arguments)
 	if err != nil {
@@ -532,7 +586,8 @@ func (t callTool) Call(ctx context.Context, c tools.Call) (string, error) {
 	}
 	v := t.d.current()
 	i, ok := v.byName[a.Name]
-	if !ok || slices.ContainsFunc(t.d.meta, func(m tools.Tool) bool { return m.Spec().Name == a.Name }) {
+	has := t.d.scopeOf(c.Agent)
+	if !ok || slices.ContainsFunc(t.d.meta, func(m tools.Tool) bool { return m.Spec().Name == a.Name }) || has != nil && !has(a.Name) {
 		return "", &tools.ArgumentError{Tool: ToolCallTool, Reason: fmt.Sprintf("%q is not a tool of this agent; find one with search_tools", a.Name)}
 	}
 	tl := v.entries[i].tool

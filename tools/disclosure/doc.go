@@ -42,4 +42,9 @@
 // under the call's context (its timeout and cancellation); a catalog tool is looked
 // up in the catalog at the call. It refuses a name that is not the agent's, and the
 // disclosure tools themselves.
+//
+// One Disclosure serves a node's agents: WithScope bounds, per agent of a call
+// (tools.Call.Agent), what its strategy's tools see — a named agent's listed tools —
+// so its call_tool refuses, with a tool error, any other tool or chain, search_tools
+// finds none other and load_tools loads none other.
 package disclosure
