@@ -750,10 +750,15 @@ func (d agentDisclosure) BoundedSection(catalog []tools.Tool) string {
 // call, through call_tool too: a call_tool of another tool of the node would run it
 // unlisted, and a chain unlisted would run in that one call, its steps unchecked
 // for the agent's approvals (actors' chainOf knows the chains of its list only).
-// The default agent, and a named agent with no list, see every tool.
+// The default agent, and a named agent with no list, see every tool. An agent the
+// node does not run sees none: a call of a session on another node, whose agents
+// this node serving its tools was not given (the same agents file), would
+// otherwise reach every tool of the node whatever the agent's list.
 func (c Config) agentScopes() (disclosure.Scope, error) {
 	byAgent := map[string]func(string) bool{}
+	known := map[string]bool{}
 	for _, na := range c.Agents {
+		known[na.Name] = true
 		if na.Team != nil || na.Tools == nil {
 			continue
 		}
@@ -773,10 +778,16 @@ func (c Config) agentScopes() (disclosure.Scope, error) {
 		servers := serverCatalog{servers: na.MCPServers}
 		byAgent[na.Name] = func(name string) bool { return own[name] || servers.has(name) }
 	}
-	if len(byAgent) == 0 {
-		return nil, nil
-	}
-	return func(agent string) func(string) bool { return byAgent[agent] }, nil
+	none := func(string) bool { return false }
+	return func(agent string) func(string) bool {
+		if has, ok := byAgent[agent]; ok {
+			return has
+		}
+		if agent == "" || agent == "default" || known[agent] {
+			return nil
+		}
+		return none
+	}, nil
 }
 
 // serverCatalog is the part of a catalog of MCP tools that is of some servers:
