@@ -375,8 +375,7 @@ func NewLocalEffects(cfg LocalEffectsConfig) *LocalEffects {
 						}
 					}
 				}
-				r := llm.RequestOf(req.Key.String(), *req.Model)
-				r.Outward = req.Outward
+				r := llm.RequestOf(req.Key.String(), req.Outward, *req.Model)
 				resp, err := m.Generate(ctx, r)
 				// A copy: a pointer into resp would keep all of it with the answer.
 				msg := resp.Message

@@ -76,9 +76,10 @@ func (r Request) Call() messages.ModelCall {
 		Models: r.Models, Purpose: r.Purpose}
 }
 
-// RequestOf returns the request whose wire form is c, with its idempotency key.
-func RequestOf(key string, c messages.ModelCall) Request {
-	return Request{Key: key, Step: c.Step, Messages: c.Messages, Tools: c.Tools,
+// RequestOf returns the request whose wire form is c, with its idempotency key and
+// its name outside the log (messages.EffectRequest carries both beside c).
+func RequestOf(key, outward string, c messages.ModelCall) Request {
+	return Request{Key: key, Outward: outward, Step: c.Step, Messages: c.Messages, Tools: c.Tools,
 		Scope: Scope{Agent: c.Agent, Team: c.Team, Key: c.ScopeKey}, NoCache: c.NoCache, Protocol: c.Protocol,
 		Models: c.Models, Purpose: c.Purpose}
 }

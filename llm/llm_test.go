@@ -109,7 +109,7 @@ func TestPromptHashIsStable(t *testing.T) {
 func TestRequestWireRoundTrip(t *testing.T) {
 	var r llm.Request
 	fill(t, reflect.ValueOf(&r).Elem(), "r")
-	back := llm.RequestOf(r.Key, r.Call())
+	back := llm.RequestOf(r.Key, r.Outward, r.Call())
 	if !reflect.DeepEqual(back, r) {
 		t.Fatalf("a field of llm.Request does not survive its wire form (messages.ModelCall):\n got %+v\nwant %+v", back, r)
 	}
