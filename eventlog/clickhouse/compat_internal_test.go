@@ -544,6 +544,10 @@ func TestDumpStatements(t *testing.T) {
 	if _, err := l.ReadN(ctx, sid, 1, 0, 1); err != nil {
 		t.Fatal(err)
 	}
+	r.at("find an event") // by an ID that names no position: looked up in event_ids
+	if _, _, err := l.FindEvent(ctx, sid, "reply-1"); err != nil {
+		t.Fatal(err)
+	}
 
 	r.at("sessions")
 	r.expect("ORDER BY first_us", 3)
