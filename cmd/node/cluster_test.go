@@ -108,8 +108,9 @@ func startClusterNode(t *testing.T, env clusterEnv, name, roles, script, records
 	for {
 		resp, err := http.Get("http://" + addr + "/healthz")
 		if err == nil {
-			resp.Body.Close()
-			return c
+			if err = startingAnswer(resp); err == nil {
+				return c
+			}
 		}
 		if time.Now().After(deadline) {
 			_ = cmd.Process.Kill()

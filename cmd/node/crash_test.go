@@ -199,12 +199,9 @@ func startChildWith(t *testing.T, dir, script, records, modelLog string, env []s
 	for {
 		resp, err := http.Get("http://" + addr + "/healthz")
 		if err == nil {
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if !strings.Contains(string(b), "the node is starting") {
+			if err = startingAnswer(resp); err == nil {
 				return c
 			}
-			err = errors.New(string(b))
 		}
 		if time.Now().After(deadline) {
 			_ = cmd.Process.Kill()
@@ -497,4 +494,17 @@ func TestKillNineMidSessionResumesWithoutRepeatingEffects(t *testing.T) {
 	r := checkAfterKill(t, records, modelLog, modelDone, toolDone, 3*sessions)
 	t.Logf("after restart: %d model calls re-issued, %d tool calls re-issued (all unanswered at the kill, same keys)", r.reissuedModel, r.reissuedTool)
 	assertGapFree(t, lg, ids)
+}
+
+// startingAnswer reads and closes resp, an answer of a node's /healthz, and
+// returns an error holding its body when it is the answer of a node that is
+// starting (node.StartingHandler: the port answers before the node serves), nil
+// for the answer of a node that serves, whatever its health.
+func startingAnswer(resp *http.Response) error {
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if strings.Contains(string(b), "the node is starting") {
+		return errors.New(string(b))
+	}
+	return nil
 }

@@ -558,8 +558,9 @@ func startChildAt(t *testing.T, addr, dir, script, records, modelLog string, ext
 	for {
 		resp, err := http.Get("http://" + addr + "/healthz")
 		if err == nil {
-			resp.Body.Close()
-			return c
+			if err = startingAnswer(resp); err == nil {
+				return c
+			}
 		}
 		select {
 		case <-exited:

@@ -44,8 +44,9 @@ func startKBChild(t *testing.T, dir string) *child {
 	for {
 		resp, err := http.Get("http://" + addr + "/healthz")
 		if err == nil {
-			resp.Body.Close()
-			return c
+			if err = startingAnswer(resp); err == nil {
+				return c
+			}
 		}
 		if time.Now().After(deadline) {
 			_ = cmd.Process.Kill()
