@@ -69,6 +69,12 @@ func TestStepsAreBracketedForPublicationMarks(t *testing.T) {
 		// The task and the model's request; the model's answer and the task's end.
 		want := []string{"stamping s with events", "publish " + messages.TopicEvents, "handed s",
 			"stamping s with events", "publish " + messages.TopicEvents, "publish " + messages.TopicResults, "handed s"}
+		// The session's end is read from its state, which the last step's events
+		// reach before its publication does (under the race detector, visibly):
+		// wait for the calls of that step to be made, then compare them all.
+		for deadline := time.Now().Add(10 * time.Second); len(b.list()) < len(want) && time.Now().Before(deadline); {
+			time.Sleep(5 * time.Millisecond)
+		}
 		if got := b.list(); fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Errorf("calls %q; want %q", got, want)
 		}
