@@ -91,31 +91,11 @@ func (ns *Namespace) History(ctx context.Context, id string) ([]Change, error) {
 // session ID holds no '/', and a seq is a canonical decimal, which none of
 // those keys has as its second part.
 func ChangeSession(p messages.Payload) (string, bool) {
-	var key string
-	switch p := p.(type) {
-	case *messages.MemoryAdded:
-		key = p.Key
-	case *messages.MemoryUpdated:
-		key = p.Key
-	case *messages.MemoryMerged:
-		key = p.Key
-	case *messages.MemoryPromoted:
-		key = p.Key
-	case *messages.MemoryDistilled:
-		key = p.Key
-	case *messages.MemoryInvalidated:
-		key = p.Key
-	case *messages.MemoryForgotten:
-		key = p.Key
-	case *messages.MemoryCleared:
-		key = p.Key
-	case *messages.MemoryBlockSet:
-		key = p.Key
-	case *messages.MemoryBlockDeleted:
-		key = p.Key
-	case *messages.MemoryRemembered:
-		key = p.Key
+	c, ok := p.(messages.MemoryChange)
+	if !ok {
+		return "", false
 	}
+	key := c.ChangeKey()
 	if _, _, _, client := splitRequestKey(key); client {
 		return "", false // a client's Idempotency-Key
 	}

@@ -249,3 +249,43 @@ func (v *Vector) UnmarshalJSON(b []byte) error {
 	*v = out
 	return nil
 }
+
+// MemoryChange is an event of a memory namespace's stream: ChangeKey is the
+// idempotency key it was made under (Key; empty for a change made without one).
+type MemoryChange interface {
+	Payload
+	ChangeKey() string
+}
+
+// ChangeKey implements MemoryChange.
+func (p *MemoryAdded) ChangeKey() string { return p.Key }
+
+// ChangeKey implements MemoryChange.
+func (p *MemoryUpdated) ChangeKey() string { return p.Key }
+
+// ChangeKey implements MemoryChange.
+func (p *MemoryMerged) ChangeKey() string { return p.Key }
+
+// ChangeKey implements MemoryChange.
+func (p *MemoryPromoted) ChangeKey() string { return p.Key }
+
+// ChangeKey implements MemoryChange.
+func (p *MemoryDistilled) ChangeKey() string { return p.Key }
+
+// ChangeKey implements MemoryChange.
+func (p *MemoryInvalidated) ChangeKey() string { return p.Key }
+
+// ChangeKey implements MemoryChange.
+func (p *MemoryForgotten) ChangeKey() string { return p.Key }
+
+// ChangeKey implements MemoryChange.
+func (p *MemoryCleared) ChangeKey() string { return p.Key }
+
+// ChangeKey implements MemoryChange.
+func (p *MemoryBlockSet) ChangeKey() string { return p.Key }
+
+// ChangeKey implements MemoryChange.
+func (p *MemoryBlockDeleted) ChangeKey() string { return p.Key }
+
+// ChangeKey implements MemoryChange.
+func (p *MemoryRemembered) ChangeKey() string { return p.Key }
