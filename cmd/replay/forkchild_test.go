@@ -3,12 +3,10 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/troupe-run/troupe/eventlog"
-	"github.com/troupe-run/troupe/internal/nodeconfig"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
 )
@@ -19,24 +17,8 @@ import (
 // it was forked from and not "child of", and its task carries no parent, which
 // ingress refuses on a session that is not its call's child.
 func TestForkOfAChildSessionIsNoChildOfItsParent(t *testing.T) {
-	t.Setenv("TROUPE_SKILLS", "")
-	t.Setenv("TROUPE_DISCLOSURE", "")
-	t.Setenv("TROUPE_AGENTS", "")
-	data := t.TempDir()
-	agentsFile := filepath.Join("..", "..", "examples", "subagents.yaml")
-	file, err := nodeconfig.LoadAgents(agentsFile)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
-	n, err := node.New(ctx, node.Config{DataDir: data, Agents: file.NodeAgents()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop, err := n.Start(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	n, stop, data, agentsFile := startSubagentsNode(t)
 	res, err := n.RunTask(ctx, node.Task{Input: "delegate to mathematician: What is 12 * (7 + 5)?", SessionID: "lead-1", Agent: "lead"})
 	stop()
 	if err != nil || res.Status != messages.StatusCompleted {

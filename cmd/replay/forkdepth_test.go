@@ -3,11 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/troupe-run/troupe/internal/nodeconfig"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
 )
@@ -19,24 +17,8 @@ import (
 // delegates down to the bound and no further. The sessions recorded before
 // verify as they ran.
 func TestForkOfAChildSessionKeepsItsDepth(t *testing.T) {
-	t.Setenv("TROUPE_SKILLS", "")
-	t.Setenv("TROUPE_DISCLOSURE", "")
-	t.Setenv("TROUPE_AGENTS", "")
-	data := t.TempDir()
-	agentsFile := filepath.Join("..", "..", "examples", "subagents.yaml")
-	file, err := nodeconfig.LoadAgents(agentsFile)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
-	n, err := node.New(ctx, node.Config{DataDir: data, Agents: file.NodeAgents()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop, err := n.Start(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	n, stop, data, agentsFile := startSubagentsNode(t)
 	// Each lead delegates the rest to another lead, 4 deep; the one at the
 	// bound is refused.
 	input := strings.Repeat("delegate to lead: ", node.MaxDelegationDepth) + "delegate to mathematician: What is 12 * (7 + 5)?"

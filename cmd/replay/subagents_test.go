@@ -18,24 +18,8 @@ import (
 // the parent's delegate call and names the parent on the child's, and each
 // verifies as deterministic on its own against the agents file.
 func TestSubagentSessions(t *testing.T) {
-	t.Setenv("TROUPE_SKILLS", "")
-	t.Setenv("TROUPE_DISCLOSURE", "")
-	t.Setenv("TROUPE_AGENTS", "")
-	data := t.TempDir()
-	agentsFile := filepath.Join("..", "..", "examples", "subagents.yaml")
-	file, err := nodeconfig.LoadAgents(agentsFile)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
-	n, err := node.New(ctx, node.Config{DataDir: data, Agents: file.NodeAgents()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop, err := n.Start(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	n, stop, data, agentsFile := startSubagentsNode(t)
 	res, err := n.RunTask(ctx, node.Task{Input: "delegate to mathematician: What is 12 * (7 + 5)?", SessionID: "lead-1", Agent: "lead"})
 	stop()
 	if err != nil || res.Status != messages.StatusCompleted || res.Output != "144" {
@@ -75,4 +59,31 @@ func TestSubagentSessions(t *testing.T) {
 			t.Errorf("verify %s: exit %d\n%s%s", id, code, out, errs)
 		}
 	}
+}
+
+// startSubagentsNode starts a node on a new data directory with the agents of
+// examples/subagents.yaml (on the offline model, with no skills, disclosure or
+// agents from the environment), and returns it, its stop, the directory and the
+// agents file's path.
+func startSubagentsNode(t *testing.T) (n *node.Node, stop func(), data, agentsFile string) {
+	t.Helper()
+	t.Setenv("TROUPE_SKILLS", "")
+	t.Setenv("TROUPE_DISCLOSURE", "")
+	t.Setenv("TROUPE_AGENTS", "")
+	data = t.TempDir()
+	agentsFile = filepath.Join("..", "..", "examples", "subagents.yaml")
+	file, err := nodeconfig.LoadAgents(agentsFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	n, err = node.New(ctx, node.Config{DataDir: data, Agents: file.NodeAgents()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop, err = n.Start(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n, stop, data, agentsFile
 }
