@@ -50,10 +50,7 @@ var others = []string{
 }
 
 func TestPlanDoesNotMergeAFactWithItsNegation(t *testing.T) {
-	pairs := []struct {
-		a, b  string
-		merge bool
-	}{
+	pairs := []textPair{
 		{"Alice told us during the onboarding call that she is allergic to peanuts and shellfish",
 			"Alice told us during the onboarding call that she is not allergic to peanuts and shellfish", false},
 		{"The quarterly review meeting with the vendor from Porto was moved to Tuesday afternoon",
@@ -67,6 +64,36 @@ func TestPlanDoesNotMergeAFactWithItsNegation(t *testing.T) {
 		{"Alice told us during the onboarding call that she is allergic to peanuts and shellfish",
 			"Alice told us during the onboarding call that she is allergic to peanuts and shellfish!", true},
 	}
+	checkAmongOthers(t, pairs)
+}
+
+// textPair is two memories' texts and whether Plan should merge them.
+type textPair struct {
+	a, b  string
+	merge bool
+}
+
+// checkMerges plans each pair alone, a's and b's vectors close (cosine 0.99), and
+// reports a pair merged, or not, against its merge.
+func checkMerges(t *testing.T, pairs []textPair) {
+	t.Helper()
+	for _, p := range pairs {
+		a := withVector(mem("a", memory.Semantic, 0.5, 3*24*time.Hour), 1, 0, 0)
+		a.Content = p.a
+		b := withVector(mem("b", memory.Semantic, 0.5, 2*24*time.Hour), 0.99, 0.1, 0)
+		b.Content = p.b
+		got := consolidator.Plan(now, []memory.Memory{a, b}, only(consolidator.Policy{DuplicateThreshold: 0.92}))
+		if merged := len(got) == 1 && got[0].Kind == consolidator.Merge; merged != p.merge {
+			t.Errorf("%q and %q: %+v, want merged %v", p.a, p.b, got, p.merge)
+		}
+	}
+}
+
+// checkAmongOthers plans each pair among others, embedded by the offline
+// embedder, and reports a pair merged, or not, against its merge; a pair kept
+// apart must then be one for the model to judge as a conflict.
+func checkAmongOthers(t *testing.T, pairs []textPair) {
+	t.Helper()
 	for _, p := range pairs {
 		var mems []memory.Memory
 		for i, s := range others {

@@ -53,10 +53,7 @@ func TestPlanDoesNotMergeMemoriesThatDifferInANumber(t *testing.T) {
 // whatever the script's digits it is written in, so "room ２１４" and "room 214"
 // still merge.
 func TestPlanReadsNumbersInEveryScriptsDigits(t *testing.T) {
-	pairs := []struct {
-		a, b  string
-		merge bool
-	}{
+	pairs := []textPair{
 		{"アリスのフライトは５月３日です", "アリスのフライトは５月５日です", false},
 		{"رحلة أليس في ٣ مايو", "رحلة أليس في ٥ مايو", false},
 		{"ऐलिस की उड़ान ३ मई को है", "ऐलिस की उड़ान ५ मई को है", false},
@@ -64,16 +61,7 @@ func TestPlanReadsNumbersInEveryScriptsDigits(t *testing.T) {
 		{"Alice's room is ２１４", "Alice's room is 214", true},
 		{"رحلة أليس في ٠٣ مايو", "رحلة أليس في 3 مايو", true},
 	}
-	for _, p := range pairs {
-		a := withVector(mem("a", memory.Semantic, 0.5, 3*24*time.Hour), 1, 0, 0)
-		a.Content = p.a
-		b := withVector(mem("b", memory.Semantic, 0.5, 2*24*time.Hour), 0.99, 0.1, 0)
-		b.Content = p.b
-		got := consolidator.Plan(now, []memory.Memory{a, b}, only(consolidator.Policy{DuplicateThreshold: 0.92}))
-		if merged := len(got) == 1 && got[0].Kind == consolidator.Merge; merged != p.merge {
-			t.Errorf("%q and %q: %+v, want merged %v", p.a, p.b, got, p.merge)
-		}
-	}
+	checkMerges(t, pairs)
 }
 
 // A number is read whole, its parts in their order: "2026-05-03" and
@@ -84,10 +72,7 @@ func TestPlanReadsNumbersInEveryScriptsDigits(t *testing.T) {
 // ("3.5" and "3,5", "1,000" and "1.000"), and the same numbers in another order in
 // the sentence still merge.
 func TestPlanReadsNumbersWholeAndInEveryForm(t *testing.T) {
-	pairs := []struct {
-		a, b  string
-		merge bool
-	}{
+	pairs := []textPair{
 		{"Alice's flight is on 2026-05-03", "Alice's flight is on 2026-03-05", false},
 		{"Alice's flight is on 3/5", "Alice's flight is on 5/3", false},
 		{"The service runs version 1.2", "The service runs version 2.1", false},
@@ -99,16 +84,7 @@ func TestPlanReadsNumbersWholeAndInEveryForm(t *testing.T) {
 		{"On 2026-05-03, room 214.", "Room 214 on 2026-05-03", true},
 		{"Alice uses gpt4", "Alice uses gpt5", false},
 	}
-	for _, p := range pairs {
-		a := withVector(mem("a", memory.Semantic, 0.5, 3*24*time.Hour), 1, 0, 0)
-		a.Content = p.a
-		b := withVector(mem("b", memory.Semantic, 0.5, 2*24*time.Hour), 0.99, 0.1, 0)
-		b.Content = p.b
-		got := consolidator.Plan(now, []memory.Memory{a, b}, only(consolidator.Policy{DuplicateThreshold: 0.92}))
-		if merged := len(got) == 1 && got[0].Kind == consolidator.Merge; merged != p.merge {
-			t.Errorf("%q and %q: %+v, want merged %v", p.a, p.b, got, p.merge)
-		}
-	}
+	checkMerges(t, pairs)
 }
 
 // Numbers written in words are numbers too: with the offline hashing embedder
@@ -120,10 +96,7 @@ func TestPlanReadsNumbersWholeAndInEveryForm(t *testing.T) {
 // thirtieth) is its value, so "three" and "3", "May third" and "May 3" are one
 // number.
 func TestPlanReadsNumbersWrittenInWords(t *testing.T) {
-	pairs := []struct {
-		a, b  string
-		merge bool
-	}{
+	pairs := []textPair{
 		{"Alice told us during the onboarding call last week that she has three children and two dogs at home",
 			"Alice told us during the onboarding call last week that she has four children and two dogs at home", false},
 		{"Alice's flight to Rome is on May third", "Alice's flight to Rome is on May fifth", false},
@@ -132,14 +105,5 @@ func TestPlanReadsNumbersWrittenInWords(t *testing.T) {
 		{"Alice's flight to Rome is on May third", "Alice's flight to Rome is on May 3", true},
 		{"Alice has Three children", "Alice has three children!", true},
 	}
-	for _, p := range pairs {
-		a := withVector(mem("a", memory.Semantic, 0.5, 3*24*time.Hour), 1, 0, 0)
-		a.Content = p.a
-		b := withVector(mem("b", memory.Semantic, 0.5, 2*24*time.Hour), 0.99, 0.1, 0)
-		b.Content = p.b
-		got := consolidator.Plan(now, []memory.Memory{a, b}, only(consolidator.Policy{DuplicateThreshold: 0.92}))
-		if merged := len(got) == 1 && got[0].Kind == consolidator.Merge; merged != p.merge {
-			t.Errorf("%q and %q: %+v, want merged %v", p.a, p.b, got, p.merge)
-		}
-	}
+	checkMerges(t, pairs)
 }
