@@ -13,7 +13,7 @@
 // Kafka, kafka.NodeTasksInFlight per partition), but on one session's tasks and
 // cancellations one at a time, in the order the bus delivered them, a failed one
 // again before the next (ingest.go). Every source (Submit and the CLI, HTTP, the
-// tasks topic; next MCP and A2A) is a thin adapter in front of the node's Ingress
+// tasks topic, MCP's run_task, A2A) is a thin adapter in front of the node's Ingress
 // (ingress.go), which decodes, checks and redacts tasks and cancellations in one
 // place, and answers to approvals (approvals.go: POST /v1/sessions/{id}/approvals/{call},
 // a task.approval message, Node.Approve; GET /v1/approvals lists what waits); Node.HTTPServer serves the API with read, write and

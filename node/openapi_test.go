@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -232,5 +233,61 @@ func TestOpenAPINamesBothPublicCardPathsOfNamedAgents(t *testing.T) {
 		if !strings.Contains(doc.Info.Description, p) {
 			t.Errorf("the document's description does not name %s:\n%s", p, doc.Info.Description)
 		}
+	}
+}
+
+// Every answer a route gives a client's mistake is one the document names for
+// that operation: a body of another content type (415) on each route that takes
+// JSON, an Idempotency-Key sent again with other memories or another document
+// (422), and a stream's deltas parameter; a client made from the document then
+// knows each status it can meet. Before, 415 was named for POST /v1/tasks only,
+// 422 nowhere, and the stream's deltas not at all.
+func TestOpenAPINamesTheRoutesRefusals(t *testing.T) {
+	_, base, _ := authNode(t, node.HTTPConfig{})
+	code, _, body := doCall(t, "GET", base+"/openapi.json", "", "")
+	if code != http.StatusOK {
+		t.Fatalf("GET /openapi.json: %d %s", code, body)
+	}
+	doc, err := openapi3.NewLoader().LoadFromData([]byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain := map[string]string{"Content-Type": "text/plain"}
+	for _, c := range []struct {
+		method, path, url, body string
+		hdr                     map[string]string
+		want                    int
+	}{
+		{"POST", "/v1/tasks", "/v1/tasks", `{"input":"echo hi","session_id":"s1"}`, nil, http.StatusAccepted},
+		{"POST", "/v1/sessions/{id}/cancel", "/v1/sessions/s1/cancel", "x", plain, http.StatusUnsupportedMediaType},
+		{"POST", "/v1/sessions/{id}/approvals/{call}", "/v1/sessions/s1/approvals/c1", "x", plain, http.StatusUnsupportedMediaType},
+		{"POST", "/v1/memories", "/v1/memories", "x", plain, http.StatusUnsupportedMediaType},
+		{"POST", "/v1/kb/{name}/documents", "/v1/kb/kb1/documents", "x", plain, http.StatusUnsupportedMediaType},
+		{"POST", "/v1/kb/{name}/ask", "/v1/kb/kb1/ask", "x", plain, http.StatusUnsupportedMediaType},
+		{"POST", "/v1/memories", "/v1/memories", `{"namespace":"n","tier":"semantic","content":"a"}`,
+			map[string]string{"Idempotency-Key": "k1"}, http.StatusCreated},
+		{"POST", "/v1/memories", "/v1/memories", `{"namespace":"n","tier":"semantic","content":"b"}`,
+			map[string]string{"Idempotency-Key": "k1"}, http.StatusUnprocessableEntity},
+		{"POST", "/v1/kb/{name}/documents", "/v1/kb/kb1/documents", `{"source":"a.md","content":"# A\n\nalpha"}`,
+			map[string]string{"Idempotency-Key": "k2"}, http.StatusCreated},
+		{"POST", "/v1/kb/{name}/documents", "/v1/kb/kb1/documents", `{"source":"a.md","content":"# A\n\nbeta"}`,
+			map[string]string{"Idempotency-Key": "k2"}, http.StatusUnprocessableEntity},
+	} {
+		got, _, answer := rawCall(t, c.method, base+c.url, c.body, c.hdr)
+		if got != c.want {
+			t.Errorf("%s %s: %d %s, want %d", c.method, c.url, got, answer, c.want)
+			continue
+		}
+		op := doc.Paths.Find(c.path).GetOperation(c.method)
+		if op == nil {
+			t.Errorf("%s %s is not in the document", c.method, c.path)
+			continue
+		}
+		if op.Responses.Value(strconv.Itoa(got)) == nil {
+			t.Errorf("%s %s answers %d (%s), which the document does not name", c.method, c.path, got, answer)
+		}
+	}
+	if op := doc.Paths.Find("/v1/sessions/{id}/stream").Get; op.Parameters.GetByInAndName("query", "deltas") == nil {
+		t.Errorf("GET /v1/sessions/{id}/stream: the deltas parameter is not described")
 	}
 }

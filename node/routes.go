@@ -112,6 +112,14 @@ func unavailable(desc string) Response {
 	return Response{http.StatusServiceUnavailable, desc, jsonBody(apiError{})}
 }
 
+// notJSON refuses a body of another content type than the route takes;
+// keyReused refuses an Idempotency-Key sent before with another request.
+func notJSON(desc string) Response {
+	return Response{http.StatusUnsupportedMediaType, desc, jsonBody(apiError{})}
+}
+
+var keyReused = Response{http.StatusUnprocessableEntity, "the Idempotency-Key was sent before with another request: nothing was written; use a new key for a new request", jsonBody(apiError{})}
+
 // sessionFailed answers a request to a session whose actor failed on it, or was
 // given up after repeated failures (actors.ErrSessionFailed).
 var sessionFailed = Response{http.StatusInternalServerError, "the session failed (its actor failed on the request, or repeatedly); its next request starts it again from its log", jsonBody(apiError{})}
@@ -132,7 +140,7 @@ func (n *Node) apiRoutes() []Route {
 		{Method: "POST", Path: "/v1/tasks", Handler: http.HandlerFunc(n.postTask), MaxBody: maxBody, Doc: RouteDoc{
 			Summary: "Submit a task; it runs in its session (a new one unless session_id is given); Idempotency-Key makes the same request sent again the same task, run once",
 			Body:    jsonBody(taskSchema()),
-			Responses: []Response{accepted("the task is accepted: its session, and its task ID (its task_id, else the ID the node gave it), which its result carries", Schema{"type": "object", "properties": Schema{"session_id": Schema{"type": "string"}, "task_id": Schema{"type": "string"}}}), {http.StatusUnsupportedMediaType, "the body is not application/json", jsonBody(apiError{})},
+			Responses: []Response{accepted("the task is accepted: its session, and its task ID (its task_id, else the ID the node gave it), which its result carries", Schema{"type": "object", "properties": Schema{"session_id": Schema{"type": "string"}, "task_id": Schema{"type": "string"}}}), notJSON("the body is not application/json"),
 				{http.StatusTooManyRequests, "the session has MaxQueuedTasks tasks waiting their turn: nothing was recorded; send it again after Retry-After seconds", jsonBody(apiError{})},
 				unavailable("the task was not accepted"), sessionFailed}}},
 		{Method: "GET", Path: "/v1/sessions", Handler: http.HandlerFunc(n.listSessions), Doc: RouteDoc{
@@ -160,20 +168,23 @@ func (n *Node) apiRoutes() []Route {
 				intp("limit", "at most this many events, 1 to 10000 (default: all)")},
 			Responses: []Response{ok("the events", []messages.Envelope{}), {http.StatusBadRequest, "from or limit is malformed", jsonBody(apiError{})}, sessionGone}}},
 		{Method: "GET", Path: "/v1/sessions/{id}/stream", Handler: http.HandlerFunc(n.stream), Doc: RouteDoc{
-			Summary: "A session's events as Server-Sent Events, from Last-Event-ID (a seq) on, then live",
+			Summary: "A session's events as Server-Sent Events, from Last-Event-ID (a seq) on, then live, with model.delta increments of the model's answers between them",
+			Query:   []Param{{Name: "deltas", Description: "false: no model.delta events, only the session's events (default true)", Type: "boolean"}},
 			Responses: []Response{{http.StatusOK, "the event stream (id: seq, event: type, data: the event)",
 				&Body{ContentType: "text/event-stream", Schema: Schema{"type": "string"}}}, sessionGone}}},
 		{Method: "POST", Path: "/v1/sessions/{id}/cancel", Handler: http.HandlerFunc(n.cancel), MaxBody: cancelMaxBody, Doc: RouteDoc{
 			Summary: "Cancel the session's running task, or the task the body names (task_id), running or waiting its turn",
 			Body:    &Body{Schema: cancelBody{}, Optional: true},
 			Responses: []Response{accepted("the task is being cancelled", Schema{"type": "object", "properties": Schema{
-				"session_id": Schema{"type": "string"}, "status": Schema{"type": "string"}}}), sessionGone, conflict("the session has no running task, or none the body names running or waiting"), sessionFailed}}},
+				"session_id": Schema{"type": "string"}, "status": Schema{"type": "string"}}}), sessionGone, conflict("the session has no running task, or none the body names running or waiting"), sessionFailed,
+				notJSON("the body is not application/json"), unavailable("the cancellation was not recorded: send it again")}}},
 		{Method: "POST", Path: "/v1/sessions/{id}/approvals/{call}", Handler: http.HandlerFunc(n.postApproval), MaxBody: approvalMaxBody, Doc: RouteDoc{
 			Summary: "Approve or reject a tool call waiting for approval",
 			Body:    jsonBody(approvalBody{}),
 			Responses: []Response{accepted("the answer is recorded", Schema{"type": "object", "properties": Schema{
 				"session_id": Schema{"type": "string"}, "call": Schema{"type": "string"}, "status": Schema{"type": "string", "enum": []string{"approved", "rejected"}}}}),
-				sessionGone, conflict("the call is not waiting for approval"), sessionFailed}}},
+				sessionGone, conflict("the call is not waiting for approval"), sessionFailed,
+				notJSON("the body is not application/json"), unavailable("the answer was not recorded: send it again")}}},
 		{Method: "GET", Path: "/v1/approvals", Handler: http.HandlerFunc(n.listApprovals), Doc: RouteDoc{
 			Summary:   "The tool calls waiting for approval, in every session",
 			Responses: []Response{ok("the calls", []PendingApproval{})}}},
@@ -198,7 +209,8 @@ func (n *Node) apiRoutes() []Route {
 				Summary: "Write memories: one memory object or an array; Idempotency-Key makes a retry write nothing twice",
 				Body:    jsonBody(Schema{"oneOf": []any{schemaOf(memory.Input{}), schemaOf([]memory.Input{})}}),
 				Responses: []Response{created("the memories are written", Schema{"type": "object", "properties": Schema{"ids": Schema{"type": "array", "items": Schema{"type": "string"}}}}),
-					unavailable("the event log failed: send it again with the same Idempotency-Key (a vector store that does not answer fails no write: the vectors follow)")}}},
+					unavailable("the event log failed: send it again with the same Idempotency-Key (a vector store that does not answer fails no write: the vectors follow)"),
+					notJSON("the body is not application/json"), keyReused}}},
 			Route{Method: "GET", Path: "/v1/memories/search", Handler: http.HandlerFunc(n.searchMemories), Doc: RouteDoc{
 				Summary: "Search a namespace's memories",
 				Query: []Param{{Name: "namespace", Description: "the namespace", Required: true}, {Name: "q", Description: "what to search for", Required: true},
@@ -226,7 +238,7 @@ func (n *Node) apiRoutes() []Route {
 				Body: jsonBody(Schema{"type": "object", "required": []string{"source", "content"}, "properties": Schema{
 					"source": Schema{"type": "string"}, "content": Schema{"type": "string"}}}),
 				Responses: []Response{ok("the document was there unchanged", Schema{"type": "object"}), created("the document was added or replaced", Schema{"type": "object"}),
-					unavailable("the document was not ingested")}}},
+					unavailable("the document was not ingested"), notJSON("the body is neither application/json nor multipart/form-data"), keyReused}}},
 			Route{Method: "GET", Path: "/v1/kb/{name}/search", Handler: http.HandlerFunc(n.searchKB), Doc: RouteDoc{
 				Summary: "Search a knowledge base",
 				Query: []Param{{Name: "q", Description: "what to search for", Required: true}, intp("limit", "at most this many results"),
@@ -235,9 +247,10 @@ func (n *Node) apiRoutes() []Route {
 					{Name: "alpha", Description: "convex fusion's vector share, in (0, 1]", Type: "number"}},
 				Responses: []Response{ok("the results", KBSearchAnswer{}), kbGone}}},
 			Route{Method: "POST", Path: "/v1/kb/{name}/ask", Handler: http.HandlerFunc(n.askKB), MaxBody: kbMaxAskBody, Doc: RouteDoc{
-				Summary:   "Answer a question from a knowledge base, with citations",
-				Body:      jsonBody(KBAskRequest{}),
-				Responses: []Response{ok("the answer", knowledge.Answer{}), kbGone}}},
+				Summary: "Answer a question from a knowledge base, with citations",
+				Body:    jsonBody(KBAskRequest{}),
+				Responses: []Response{ok("the answer", knowledge.Answer{}), kbGone, notJSON("the body is not application/json"),
+					unavailable("the knowledge base, its embedder or the model did not answer")}}},
 			Route{Method: "DELETE", Path: "/v1/kb/{name}/documents/{source...}", Handler: http.HandlerFunc(n.deleteKBDocument), Doc: RouteDoc{
 				Summary:   "Remove a document (its source percent-encoded as the rest of the path)",
 				Responses: []Response{ok("removed", Schema{"type": "object", "properties": Schema{"removed": Schema{"type": "string"}}}), kbGone}}},
