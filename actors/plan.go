@@ -223,6 +223,15 @@ func parsePlan(rules int, answer string, lim planLimits) (plan, error) {
 			if !slices.Contains(s.Deps, m[1]) && !slices.ContainsFunc(s.Deps, func(d string) bool { return strings.HasPrefix(d, m[1]+".") }) {
 				return plan{}, fmt.Errorf("step %s: its args quote {{%s}}, which is not among its deps", s.ID, m[1])
 			}
+			if rules < rulesQuotedParts || slices.Contains(s.Deps, m[1]) {
+				continue
+			}
+			// The quote is every part's result (resultOf): the step waits for them all.
+			for _, part := range partsOf(m[1], ids) {
+				if !slices.Contains(s.Deps, part) {
+					return plan{}, fmt.Errorf("step %s: its args quote {{%s}}, whose part %s is not among its deps: depend on %s (all its parts) or quote the part it waits for", s.ID, m[1], part, m[1])
+				}
+			}
 		}
 	}
 	if cycle := findCycle(steps); cycle != nil {

@@ -306,7 +306,12 @@ import (
 //     ranked by meaning alone (a semantic embedder), says so after its label
 //     (gather.go's byMeaningLabel): under 1 to 16 they read as any other
 //     passage, as if they matched the task.
-const ContextRules = 17
+//   - 18: a plan_execute tool step whose args quote a step split into parts
+//     ({{s3}} for s3.1, s3.2, …) must wait for every part (plan.go's parsePlan):
+//     under 1 to 17 a step waiting for s3.1 alone was taken, ran before s3.2
+//     had a result, and called its tool with the parts' results, one a line,
+//     that line missing. Prompts are version 17's.
+const ContextRules = 18
 
 // The versions of the rules whose changes the code tests for by name (ContextRules
 // lists them all).
@@ -507,6 +512,11 @@ const (
 	// meaning alone (no word of the task in the knowledge base) say so
 	// (byMeaningLabel): older rules sent them as any other passage.
 	rulesEvidenceByMeaning = 17
+	// rulesQuotedParts is the version whose plans are refused when a tool
+	// step's args quote a split step ({{s3}}) whose parts are not all among its
+	// deps (parsePlan): older rules took them, and the step ran with a part's
+	// result missing from its arguments.
+	rulesQuotedParts = 18
 )
 
 // MarksRemembered reports whether a node recording new tasks under decision

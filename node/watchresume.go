@@ -1,0 +1,89 @@
+package node
+
+import (
+	"context"
+	"sync"
+
+	"github.com/troupe-run/troupe/messages"
+)
+
+// WatchResuming is Watch (WatchDeltas with deltas) for a reader that must see every
+// event of the session: when its feed falls behind (a burst of events larger than a
+// watcher's backlog, such as a team's member sharing thousands of STATE facts in
+// one answer), it watches again and reads the events it missed from the log, so
+// that its channel carries the session's events in seq order, each once, from
+// the first one recorded after the call. The channel closes when cancel is
+// called, ctx ends, the node stops, the log cannot be read, or the feed closes
+// again before anything new came (it cannot be caught up).
+func (n *Node) WatchResuming(ctx context.Context, sessionID string, deltas bool) (<-chan messages.Envelope, func()) {
+	watch := n.Watch
+	if deltas {
+		watch = n.WatchDeltas
+	}
+	live, stop := watch(sessionID)
+	out := make(chan messages.Envelope)
+	done := make(chan struct{})
+	var once sync.Once
+	cancel := func() { once.Do(func() { close(done) }) }
+	go func() {
+		defer close(out)
+		defer func() { stop() }()
+		var last uint64 // the seq of the last event handed on
+		send := func(e messages.Envelope) bool {
+			if e.Seq != 0 { // a model.delta has none
+				if e.Seq <= last {
+					return true // read from the log already
+				}
+				last = e.Seq
+			}
+			select {
+			case out <- e:
+				return true
+			case <-done:
+			case <-ctx.Done():
+			}
+			return false
+		}
+		progressed := true // an event came since the last time the feed was watched again
+		for {
+			select {
+			case e, ok := <-live:
+				if ok {
+					progressed = progressed || e.Seq > last
+					if !send(e) {
+						return
+					}
+					continue
+				}
+				// Fallen behind: watch again first, so that nothing recorded after
+				// the log is read passes unseen, then read what the log has.
+				stop()
+				select {
+				case <-n.stopping:
+					return
+				default:
+				}
+				if !progressed {
+					return
+				}
+				progressed = false
+				live, stop = watch(sessionID)
+				events, err := n.log.Read(ctx, sessionID, last+1)
+				if err != nil {
+					return
+				}
+				for _, e := range events {
+					progressed = true
+					if !send(e) {
+						return
+					}
+				}
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return out, cancel
+}
