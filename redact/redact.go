@@ -192,9 +192,9 @@ var shapes = regexp.MustCompile(`` +
 //
 // The "sk-" keys and the shapes of ModelScope, JWTs, Slack and Zhipu are common enough
 // inside ordinary identifiers ("desk-support-ticket-1234567", "items-<uuid>", a long
-// hex digest) that a match counts only
-// when it starts a token: at the start, after a byte that is not a letter or digit,
-// or after an escape (\n in JSON, %0A in a URL); the fixed-length ones must also end
+// hex digest, a tool "ml__sk-learn-fit") that a match counts only when it starts a
+// token: at the start, after a byte that is not a letter, digit or underscore, or
+// after an escape (\n in JSON, %0A in a URL); the fixed-length ones must also end
 // one.
 func redactShapes(b []byte) []byte {
 	spans := shapeSpans(b, nil)
@@ -433,7 +433,9 @@ func boundedShape(m []byte) (bounded, fixed bool) {
 // startsToken reports whether a token may start at b[i].
 func startsToken(b []byte, i int) bool {
 	switch {
-	case i == 0 || !isAlnum(b[i-1]):
+	case i == 0 || !isAlnum(b[i-1]) && b[i-1] != '_':
+		// An underscore joins words of one identifier ("<server>__<tool>"), as
+		// letters and digits do.
 		return true
 	case i >= 2 && b[i-2] == '\\': // \n, \t, \r, \b, \f
 		return true

@@ -368,6 +368,13 @@ func verify(ctx context.Context, log eventlog.Log, id string, ac agentConfig, as
 		} else if missing := tools.missing(); len(missing) > 0 && !asJSON {
 			fmt.Fprint(stderr, node.EscapeControls(fmt.Sprintf("hint: the session called %s, which the agent verified here does not have: verify it with the configuration it ran with (--config, --agents)\n",
 				quotedList("tool", missing))))
+		} else if servers := slices.Sorted(maps.Keys(ac.file.MCPServers)); len(servers) > 0 && !asJSON &&
+			strings.HasPrefix(div.Expected, string(messages.TypeModelRequested)+" ") {
+			// A request's prompt hash covers the MCP servers' tools as verify found
+			// them now (and, under the catalog disclosure, the system prompt's lines
+			// naming them), not as the session saw them.
+			fmt.Fprint(stderr, node.EscapeControls(fmt.Sprintf("hint: a request's prompt hash covers the tool schemas of the MCP servers, as they are now (%s): if one's tools changed since the session ran, the prompt does too; verify against the servers as they were then\n",
+				quotedList("MCP server", servers))))
 		}
 		return 1
 	}

@@ -87,10 +87,14 @@ var stopwords = map[string]bool{
 }
 
 // Tokenize splits text into lowercased, stemmed words: on anything but letters and
-// digits, and between a lower- and an uppercase letter (camelCase names).
+// digits, and between a lower- and an uppercase letter (camelCase names). A run of
+// CJK characters (Han, Hiragana, Katakana, Hangul), written without spaces between
+// words, becomes its overlapping character bigrams ("天气预报" → "天气", "气预",
+// "预报"; a lone character stays itself), as pipelines/memory's Tokenize makes
+// them: a query then meets a description on the words they share.
 func Tokenize(text string) []string {
 	var words []string
-	var cur []rune
+	var cur, cjk []rune
 	flush := func() {
 		if len(cur) > 0 {
 			w := strings.ToLower(string(cur))
@@ -100,21 +104,42 @@ func Tokenize(text string) []string {
 			cur = cur[:0]
 		}
 	}
+	flushCJK := func() {
+		if len(cjk) == 1 {
+			words = append(words, string(cjk))
+		}
+		for i := 0; i+1 < len(cjk); i++ {
+			words = append(words, string(cjk[i:i+2]))
+		}
+		cjk = cjk[:0]
+	}
 	var prev rune
 	for _, r := range text {
 		switch {
+		case isCJK(r):
+			flush()
+			cjk = append(cjk, r)
 		case unicode.IsLetter(r) || unicode.IsDigit(r):
+			flushCJK()
 			if unicode.IsUpper(r) && unicode.IsLower(prev) {
 				flush()
 			}
 			cur = append(cur, r)
 		default:
 			flush()
+			flushCJK()
 		}
 		prev = r
 	}
 	flush()
+	flushCJK()
 	return words
+}
+
+// isCJK reports whether r is of a script written without spaces between words
+// (Han, Hiragana, Katakana) or searched by character bigrams (Hangul).
+func isCJK(r rune) bool {
+	return r >= 0x1100 && unicode.In(r, unicode.Han, unicode.Hiragana, unicode.Katakana, unicode.Hangul)
 }
 
 // stem strips common English inflections (plurals, -ing, -ed, then a final e, so

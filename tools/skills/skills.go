@@ -356,7 +356,7 @@ func (s *Set) names(name string) string {
 		}
 		return "the skills are " + strings.Join(n, ", ")
 	}
-	words := strings.FieldsFunc(strings.ToLower(name), func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) })
+	words := searchWords(name)
 	type hit struct {
 		name  string
 		score int
@@ -387,6 +387,43 @@ func (s *Set) names(name string) string {
 		more = fmt.Sprintf(" (the first %d of %d)", maxNamed, len(hits))
 	}
 	return fmt.Sprintf("of the %d skills, those with a word of %q in their names or descriptions are %s%s", len(s.skills), name, strings.Join(n, ", "), more)
+}
+
+// searchWords are the words of name that names looks for: its runs of letters and
+// digits, lowercased, each run of CJK characters (Han, kana, Hangul, written without
+// spaces between words) as its overlapping character pairs, so that 查询天气预报
+// finds a description holding 天气预报 (a lone character stays itself).
+func searchWords(name string) []string {
+	var words []string
+	for _, w := range strings.FieldsFunc(strings.ToLower(name), func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) }) {
+		var cjk []rune
+		flush := func() {
+			if len(cjk) == 1 {
+				words = append(words, string(cjk))
+			}
+			for i := 0; i+1 < len(cjk); i++ {
+				words = append(words, string(cjk[i:i+2]))
+			}
+			cjk = cjk[:0]
+		}
+		start := 0
+		for i, r := range w {
+			if unicode.In(r, unicode.Han, unicode.Hiragana, unicode.Katakana, unicode.Hangul) {
+				if len(cjk) == 0 && i > start {
+					words = append(words, w[start:i])
+				}
+				cjk = append(cjk, r)
+				start = i + utf8.RuneLen(r)
+			} else if len(cjk) > 0 {
+				flush()
+			}
+		}
+		flush()
+		if start < len(w) {
+			words = append(words, w[start:])
+		}
+	}
+	return words
 }
 
 // MaxPromptSection bounds PromptSection, in bytes, however many skills there are
