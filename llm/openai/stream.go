@@ -46,7 +46,8 @@ var _ Streamer = (*Model)(nil)
 // for answerEndGrace (5 s), with the usage reported so far: a stream that stalls
 // after its answer is not waited for until Config.Timeout. A stream the
 // connection cuts short before that fails with ErrTruncatedStream (transient) and
-// never returns a partial answer; one that stalls fails at Config.Timeout. A provider that answers whole (a JSON
+// never returns a partial answer; one that sends nothing for Config.StreamIdleTimeout
+// fails with ErrStalledStream (transient), and any fails at Config.Timeout. A provider that answers whole (a JSON
 // chat completion: it does not stream, even one it labels text/event-stream) is read as Generate reads it, with no
 // increments. When Stream fails, the increments already
 // delivered belong to no answer: a retry streams again from the start. An error from
@@ -79,7 +80,9 @@ func (m *Model) Stream(ctx context.Context, req llm.Request, onDelta func(Delta)
 		if !m.noStreamOptions.Load() {
 			params.StreamOptions.IncludeUsage = sdk.Bool(true)
 		}
-		x, raw = &exchange{limit: maxAnswerBytes}, nil
+		// A response that sends nothing for the idle bound ends its request: it
+		// fails as a dropped connection does (ErrStalledStream).
+		x, raw = &exchange{limit: maxAnswerBytes, idle: m.cfg.streamIdleTimeout(), stall: func() { cut(errStreamStalled) }}, nil
 		// The response body is decoded here (not by NewStreaming) to see whether
 		// the stream really ended with [DONE].
 		_, err := m.chat.New(reqCtx, params, append(idempotency(req, m.cfg.Model), option.WithMiddleware(x.middleware),
@@ -280,6 +283,10 @@ func (m *Model) Stream(ctx context.Context, req llm.Request, onDelta func(Delta)
 // its usage some seconds after the answer (computed once generation ended), and a
 // proxy may send a finish_reason before more of the answer.
 const answerEndGrace = 5 * time.Second
+
+// errStreamStalled is the cause of a request that Stream ended when its response
+// sent nothing for Config.StreamIdleTimeout.
+var errStreamStalled = errors.New("llm/openai: the stream stalled")
 
 // errAnswerEnded is the cause of a request that Stream ended after answerEndGrace.
 var errAnswerEnded = errors.New("llm/openai: the answer ended, its stream did not")
