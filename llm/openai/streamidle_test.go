@@ -148,7 +148,9 @@ func TestSlowSteadyResponsesDoNotStall(t *testing.T) {
 		{"whole answer to a stream", func() (llm.Response, error) {
 			return m.Stream(t.Context(), llm.Request{Messages: conversation()[:2]}, nil)
 		}},
-		{"whole answer", func() (llm.Response, error) { return m.Generate(t.Context(), llm.Request{Messages: conversation()[:2]}) }},
+		{"whole answer", func() (llm.Response, error) {
+			return m.Generate(t.Context(), llm.Request{Messages: conversation()[:2]})
+		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r, err := c.call()
