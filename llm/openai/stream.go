@@ -115,12 +115,12 @@ func (m *Model) Stream(ctx context.Context, req llm.Request, onDelta func(Delta)
 			io.Closer
 		}{br, raw.Body}
 		if c := firstByte(br); c == '{' || c == '<' {
-			return m.whole(op, req, raw)
+			return m.whole(op, req, raw, x)
 		}
 	case "application/json":
 		// A provider that does not stream (some OpenAI-compatible servers ignore
 		// "stream") answers whole: the same answer, with no increments.
-		return m.whole(op, req, raw)
+		return m.whole(op, req, raw, x)
 	default:
 		_, _ = io.Copy(io.Discard, io.LimitReader(raw.Body, maxErrorBody))
 		if ct, head := x.wrongType(); ct != "" {
@@ -400,10 +400,16 @@ func estimatedUsage(req llm.Request, cc sdk.ChatCompletion) messages.Usage {
 }
 
 // whole is the answer of a chat completion body, as Generate reads it.
-func (m *Model) whole(op string, req llm.Request, raw *http.Response) (llm.Response, error) {
+func (m *Model) whole(op string, req llm.Request, raw *http.Response, x *exchange) (llm.Response, error) {
 	b, err := io.ReadAll(raw.Body)
 	if errors.Is(err, errAnswerTooLarge) {
 		return llm.Response{}, m.who.tooLarge(op, maxAnswerBytes)
+	}
+	x.mu.Lock()
+	stalled := x.stalled
+	x.mu.Unlock()
+	if err != nil && stalled {
+		return llm.Response{}, m.who.errorf(op, "%w: nothing came for %s: %w", ErrStalledStream, x.idle, llm.ErrTransient)
 	}
 	if err != nil {
 		return llm.Response{}, m.who.errorf(op, "reading the answer: %w: %w", err, llm.ErrTransient)

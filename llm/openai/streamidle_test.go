@@ -168,3 +168,28 @@ func TestNegativeStreamIdleTimeoutIsRefused(t *testing.T) {
 		t.Fatal("a negative StreamIdleTimeout was taken")
 	}
 }
+
+// A server that answers a stream whole (a JSON chat completion) and stalls in the
+// middle of its body fails as a stalled stream does.
+func TestStreamAnsweredWholeThatStallsFailsAtItsIdleTimeout(t *testing.T) {
+	body := openaitest.CompletionJSON(messages.ChatMessage{Role: messages.RoleAssistant, Content: "Hello"}, messages.Usage{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write([]byte(body[:len(body)/2]))
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	}))
+	t.Cleanup(srv.Close)
+	m, err := openai.New(openai.Config{Provider: "p", BaseURL: srv.URL, Model: "m", Timeout: time.Hour,
+		StreamIdleTimeout: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	_, err = m.Stream(ctx, llm.Request{Messages: conversation()[:2]}, nil)
+	if !errors.Is(err, openai.ErrStalledStream) || !errors.Is(err, llm.ErrTransient) || ctx.Err() != nil {
+		t.Fatalf("err = %v (caller's context: %v), want ErrStalledStream, transient, before the caller's deadline", err, ctx.Err())
+	}
+}
