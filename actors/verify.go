@@ -223,39 +223,63 @@ var errVerifyDone = errors.New("actors: verify: divergence found")
 // fold's state. A session recorded with no rules version that diverges under
 // the version first assumed is read again under the next.
 func VerifyPages(as Agents, pages Pages, from uint64, configs map[string]*messages.AgentConfig) (VerifyResult, error) {
-	var (
-		n                           uint64
-		wholeErr, rulesErr, scanErr error
-		// A task recorded with no rules version ran under version 1, or under
-		// version 2 on a build from before the version was recorded: it is
-		// re-decided under 1 unless its events show 2 (verifyRules), and under 2
-		// when 1 diverges in it.
-		unversioned = map[string]int{}
-	)
-	err := pages(func(page []messages.Envelope) error {
-		if wholeErr == nil {
-			wholeErr = checkWhole(page, n)
-		}
-		n += uint64(len(page))
-		if rulesErr == nil {
-			rulesErr = CheckRules(page)
-		}
-		if scanErr == nil {
-			scanErr = addVerifyRules(unversioned, page)
-		}
+	scan := NewVerifyScan()
+	if err := pages(func(page []messages.Envelope) error {
+		scan.Add(page)
 		return nil
-	})
-	switch {
-	case err != nil:
+	}); err != nil {
 		return VerifyResult{}, err
-	case n == 0:
+	}
+	return VerifyScanned(as, pages, scan, from, configs)
+}
+
+// VerifyScan is the first reading of VerifyPages, given the session's pages in
+// turn (Add) by a caller that reads them for its own ends too: one reading
+// serves both.
+type VerifyScan struct {
+	n                           uint64
+	wholeErr, rulesErr, scanErr error
+	// A task recorded with no rules version ran under version 1, or under
+	// version 2 on a build from before the version was recorded: it is
+	// re-decided under 1 unless its events show 2 (verifyRules), and under 2
+	// when 1 diverges in it.
+	unversioned map[string]int
+}
+
+// NewVerifyScan returns a VerifyScan of no pages yet.
+func NewVerifyScan() *VerifyScan { return &VerifyScan{unversioned: map[string]int{}} }
+
+// Add scans the session's next page.
+func (s *VerifyScan) Add(page []messages.Envelope) {
+	if s.wholeErr == nil {
+		s.wholeErr = checkWhole(page, s.n)
+	}
+	s.n += uint64(len(page))
+	if s.rulesErr == nil {
+		s.rulesErr = CheckRules(page)
+	}
+	if s.scanErr == nil {
+		s.scanErr = addVerifyRules(s.unversioned, page)
+	}
+}
+
+// VerifyScanned is VerifyPages of a session whose every page scan was given
+// (in seq order, as pages reads them): it reads the session again to fold and
+// re-decide it, and once more for each task recorded with no rules version that
+// diverges under the version first assumed. The fold cannot be that first
+// reading: it needs what only the whole session says before its first event
+// is re-decided (each task's rules version, and that no seq is missing).
+func VerifyScanned(as Agents, pages Pages, scan *VerifyScan, from uint64, configs map[string]*messages.AgentConfig) (VerifyResult, error) {
+	unversioned := scan.unversioned
+	switch {
+	case scan.n == 0:
 		return VerifyResult{}, fmt.Errorf("actors: verify: the session has no events")
-	case wholeErr != nil:
-		return VerifyResult{}, wholeErr
-	case rulesErr != nil:
-		return VerifyResult{}, rulesErr
-	case scanErr != nil:
-		return VerifyResult{}, scanErr
+	case scan.wholeErr != nil:
+		return VerifyResult{}, scan.wholeErr
+	case scan.rulesErr != nil:
+		return VerifyResult{}, scan.rulesErr
+	case scan.scanErr != nil:
+		return VerifyResult{}, scan.scanErr
 	}
 	// The divergence reported is the one found furthest into the session.
 	var furthest VerifyResult

@@ -241,7 +241,9 @@ func verify(ctx context.Context, log eventlog.Log, id string, ac agentConfig, as
 	// The session is read a page at a time, never whole: a first reading counts
 	// its events and finds what verify needs before it re-decides them (the
 	// configurations its tasks name, its fork point, its agents); the next ones
-	// stop at the events it counted.
+	// stop at the events it counted: a second finds its models and tools and
+	// checks it whole, a third re-decides it (a fourth for each task of no
+	// recorded rules version that diverges under the first assumed).
 	pages := &sessionPages{log: log, id: id}
 	scan := verifyScan{from: 1}
 	err := pages.each(ctx, 0, func(page []messages.Envelope) error {
@@ -283,14 +285,21 @@ func verify(ctx context.Context, log eventlog.Log, id string, ac agentConfig, as
 		fmt.Fprintln(stderr, "error:", err)
 		return 1
 	}
-	// The models the session recorded, and the tools it called that the agents lack.
+	// The models the session recorded, and the tools it called that the agents
+	// lack; and the first reading of actors.VerifyPages (its seqs whole, its
+	// tasks' rules), on the same pages. This is a second reading, not the first:
+	// the models from a fork on need its fork point, and the tools the agents,
+	// which are built only once the first found a session. The third, the fold,
+	// needs what this one finds before its first event is re-decided.
 	fromFirst, fromFork := newModelsSeen(1), newModelsSeen(scan.from)
 	tools := toolsSeen{agents: agents}
 	tools.agent, tools.known = agents.For("")
+	checked := actors.NewVerifyScan()
 	err = pages.each(ctx, n, func(page []messages.Envelope) error {
 		fromFirst.add(page)
 		fromFork.add(page)
 		tools.add(page)
+		checked.Add(page)
 		return nil
 	})
 	if err != nil {
@@ -299,7 +308,7 @@ func verify(ctx context.Context, log eventlog.Log, id string, ac agentConfig, as
 	}
 	from, parent := scan.from, scan.parent
 	read := actors.Pages(func(fn func(page []messages.Envelope) error) error { return pages.each(ctx, n, fn) })
-	rep, err := actors.VerifyPages(withRecordedModels(agents, ac, fromFirst, fromFork, from), read, from, configs)
+	rep, err := actors.VerifyScanned(withRecordedModels(agents, ac, fromFirst, fromFork, from), read, checked, from, configs)
 	div := rep.Divergence
 	unknown := unknownAgents(scan.agents, agents)
 	if ue, ok := errors.AsType[*actors.UndecidableError](err); ok {

@@ -327,7 +327,7 @@ func TestVerifyASessionWithNotes(t *testing.T) {
 // recordTasks runs tasks one after the other on a node of cfg (closed before it
 // returns) and returns the last event of each: task.completed or task.failed. seen,
 // when set, sees every event of the tasks' sessions as it comes.
-func recordTasks(t *testing.T, cfg node.Config, seen func(messages.Envelope), tasks ...node.Task) []messages.Envelope {
+func recordTasks(t testing.TB, cfg node.Config, seen func(messages.Envelope), tasks ...node.Task) []messages.Envelope {
 	t.Helper()
 	ctx := context.Background()
 	n, err := node.New(ctx, cfg)

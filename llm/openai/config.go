@@ -20,6 +20,11 @@ import (
 // stream) when Config.Timeout is zero.
 const DefaultTimeout = 2 * time.Minute
 
+// DefaultStreamIdleTimeout is how long Stream waits for the next byte of a stream
+// whose headers came, when Config.StreamIdleTimeout is zero: far above a slow
+// model's gap between tokens (a second or two), below Config.Timeout's default.
+const DefaultStreamIdleTimeout = time.Minute
+
 // DefaultProvider names the provider in errors and events when Config.Provider is empty.
 const DefaultProvider = "openai-compatible"
 
@@ -40,6 +45,14 @@ type Config struct {
 	// Timeout bounds each call; 0 means DefaultTimeout. A call that runs past it fails
 	// with a transient error.
 	Timeout time.Duration
+	// StreamIdleTimeout bounds how long Stream waits for the next byte of the
+	// response once its headers came (a stream that stalls, its connection open);
+	// 0 means DefaultStreamIdleTimeout. A stream that sends nothing for that long
+	// fails with ErrStalledStream, transient as a dropped connection is, and is not
+	// waited for until Timeout. The time to the headers is bounded by Timeout
+	// alone. A model that thinks in silence between chunks for longer (some
+	// reasoning models) needs a higher one; one not below Timeout never fires.
+	StreamIdleTimeout time.Duration
 	// ExtraHeaders are added to every request (e.g. an organisation or a gateway tag).
 	ExtraHeaders map[string]string
 	// ExtraBody adds provider-specific top-level fields to every chat request, e.g.
@@ -107,6 +120,9 @@ func (c Config) Validate() error {
 	}
 	if c.Timeout < 0 {
 		return fmt.Errorf("llm/openai: negative timeout %s", c.Timeout)
+	}
+	if c.StreamIdleTimeout < 0 {
+		return fmt.Errorf("llm/openai: negative stream idle timeout %s", c.StreamIdleTimeout)
 	}
 	if c.MaxTokens != nil && *c.MaxTokens <= 0 {
 		return fmt.Errorf("llm/openai: max tokens must be positive, got %d", *c.MaxTokens)
@@ -195,6 +211,13 @@ func (c Config) timeout() time.Duration {
 		return DefaultTimeout
 	}
 	return c.Timeout
+}
+
+func (c Config) streamIdleTimeout() time.Duration {
+	if c.StreamIdleTimeout == 0 {
+		return DefaultStreamIdleTimeout
+	}
+	return c.StreamIdleTimeout
 }
 
 // String describes the configuration without its API key.

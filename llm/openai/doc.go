@@ -47,8 +47,10 @@
 //     llm.ErrTransient (vLLM reports any failure of a stream with code 400, an
 //     engine that died before the first token included), an *llm.APIError when
 //     its code is 401, 403, 429, 408, 409 or 5xx;
-//   - a call that runs past Config.Timeout, a refused or dropped connection or a
-//     stream cut short (ErrTruncatedStream) wrap llm.ErrTransient;
+//   - a call that runs past Config.Timeout, a refused or dropped connection, a
+//     stream cut short (ErrTruncatedStream) or one that sent nothing for
+//     Config.StreamIdleTimeout once its headers came (ErrStalledStream) wrap
+//     llm.ErrTransient;
 //   - when the caller's ctx ends first, the error wraps ctx.Err() and is not transient;
 //   - ErrMalformedResponse (a body that is not the expected JSON or event stream) and
 //     ErrInvalidRequest (a conversation that cannot be sent) are not transient.

@@ -37,6 +37,10 @@ var (
 	// the provider finished the answer: a finish_reason for every choice. It also
 	// wraps llm.ErrTransient.
 	ErrTruncatedStream = errors.New("llm/openai: stream ended before the answer was complete")
+	// ErrStalledStream means a response sent nothing for Config.StreamIdleTimeout,
+	// its connection open, before its answer was complete: the provider stalled,
+	// as one whose connection dropped. It also wraps llm.ErrTransient.
+	ErrStalledStream = errors.New("llm/openai: stream stalled")
 	// ErrInvalidRequest means the request cannot be sent as it is (a tool message
 	// without a tool_call_id, a tool schema that is not JSON, ...). Not transient.
 	ErrInvalidRequest = errors.New("llm/openai: invalid request")
@@ -76,6 +80,12 @@ type exchange struct {
 	// head is the start of a successful answer's body as it was read, to say what
 	// came when it does not parse.
 	head []byte
+	// idle, when positive, bounds the wait for each read of a successful
+	// response's body; stall is then called once, when a read waited longer
+	// (it ends the request), and stalled records it.
+	idle    time.Duration
+	stall   func()
+	stalled bool
 }
 
 // maxHead bounds exchange.head.
@@ -139,7 +149,16 @@ func (x *exchange) middleware(req *http.Request, next option.MiddlewareNext) (*h
 		res.Body = io.NopCloser(bytes.NewReader(b))
 		return res, nil
 	}
-	res.Body = &watchedBody{rc: res.Body, x: x, left: x.limit}
+	body := &watchedBody{rc: res.Body, x: x, left: x.limit}
+	if x.idle > 0 && x.stall != nil {
+		body.idle = time.AfterFunc(x.idle, func() {
+			x.mu.Lock()
+			x.stalled = true
+			x.mu.Unlock()
+			x.stall()
+		})
+	}
+	res.Body = body
 	return res, nil
 }
 
@@ -179,10 +198,21 @@ type watchedBody struct {
 	left int64 // bytes it may still read, when x.limit is set
 	// headRead is how much of the body x.head holds (at most maxHead).
 	headRead int
+	// idle runs while the body sends nothing, for x.idle (nil for no bound).
+	idle *time.Timer
 }
 
 func (b *watchedBody) Read(p []byte) (int, error) {
 	n, err := b.rc.Read(p)
+	if b.idle != nil {
+		switch {
+		case err != nil:
+			b.idle.Stop()
+		case n > 0:
+			// Bytes came: the bound counts the wait for the next ones only.
+			b.idle.Reset(b.x.idle)
+		}
+	}
 	if k := min(n, maxHead-b.headRead); k > 0 {
 		b.x.mu.Lock()
 		b.x.head = append(b.x.head, p[:k]...)
@@ -207,7 +237,12 @@ func (b *watchedBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-func (b *watchedBody) Close() error { return b.rc.Close() }
+func (b *watchedBody) Close() error {
+	if b.idle != nil {
+		b.idle.Stop()
+	}
+	return b.rc.Close()
+}
 
 // caller identifies a call in error messages.
 type caller struct {
@@ -226,11 +261,13 @@ func (c caller) classify(op string, parent, call context.Context, x *exchange, e
 	err = withoutQueryValues(err)
 	sent, status, header, body, readErr := x.snapshot()
 	x.mu.Lock()
-	tooLarge := x.tooLarge
+	tooLarge, stalled := x.tooLarge, x.stalled
 	x.mu.Unlock()
 	switch {
 	case tooLarge:
 		return c.tooLarge(op, x.limit)
+	case stalled && parent.Err() == nil && context.Cause(call) != errCallTimeout:
+		return c.errorf(op, "%w: nothing came for %s: %w", ErrStalledStream, x.idle, llm.ErrTransient)
 	case status == http.StatusNotFound:
 		return fmt.Errorf("llm/openai: %s: %w (the model is not served there, or the base URL is not the API's: it is the URL the API's paths follow, such as https://host/v1)",
 			op, c.apiError(status, header, body, err))

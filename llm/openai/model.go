@@ -196,9 +196,9 @@ func (m *Model) Generate(ctx context.Context, req llm.Request) (llm.Response, er
 // stalled is (estimatedUsage). Nothing for any other failure.
 func timedOutSpend(req llm.Request, parent, call context.Context, x *exchange) llm.Response {
 	x.mu.Lock()
-	wrote, status := x.wrote, x.status
+	wrote, status, stalled := x.wrote, x.status, x.stalled
 	x.mu.Unlock()
-	timedOut := context.Cause(call) == errCallTimeout || errors.Is(parent.Err(), context.DeadlineExceeded) ||
+	timedOut := stalled || context.Cause(call) == errCallTimeout || errors.Is(parent.Err(), context.DeadlineExceeded) ||
 		errors.Is(context.Cause(parent), context.DeadlineExceeded)
 	if !wrote || status >= 400 || !timedOut {
 		return llm.Response{}

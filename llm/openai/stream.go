@@ -46,7 +46,8 @@ var _ Streamer = (*Model)(nil)
 // for answerEndGrace (5 s), with the usage reported so far: a stream that stalls
 // after its answer is not waited for until Config.Timeout. A stream the
 // connection cuts short before that fails with ErrTruncatedStream (transient) and
-// never returns a partial answer; one that stalls fails at Config.Timeout. A provider that answers whole (a JSON
+// never returns a partial answer; one that sends nothing for Config.StreamIdleTimeout
+// fails with ErrStalledStream (transient), and any fails at Config.Timeout. A provider that answers whole (a JSON
 // chat completion: it does not stream, even one it labels text/event-stream) is read as Generate reads it, with no
 // increments. When Stream fails, the increments already
 // delivered belong to no answer: a retry streams again from the start. An error from
@@ -79,7 +80,9 @@ func (m *Model) Stream(ctx context.Context, req llm.Request, onDelta func(Delta)
 		if !m.noStreamOptions.Load() {
 			params.StreamOptions.IncludeUsage = sdk.Bool(true)
 		}
-		x, raw = &exchange{limit: maxAnswerBytes}, nil
+		// A response that sends nothing for the idle bound ends its request: it
+		// fails as a dropped connection does (ErrStalledStream).
+		x, raw = &exchange{limit: maxAnswerBytes, idle: m.cfg.streamIdleTimeout(), stall: func() { cut(errStreamStalled) }}, nil
 		// The response body is decoded here (not by NewStreaming) to see whether
 		// the stream really ended with [DONE].
 		_, err := m.chat.New(reqCtx, params, append(idempotency(req, m.cfg.Model), option.WithMiddleware(x.middleware),
@@ -112,12 +115,12 @@ func (m *Model) Stream(ctx context.Context, req llm.Request, onDelta func(Delta)
 			io.Closer
 		}{br, raw.Body}
 		if c := firstByte(br); c == '{' || c == '<' {
-			return m.whole(op, req, raw)
+			return m.whole(op, req, raw, x)
 		}
 	case "application/json":
 		// A provider that does not stream (some OpenAI-compatible servers ignore
 		// "stream") answers whole: the same answer, with no increments.
-		return m.whole(op, req, raw)
+		return m.whole(op, req, raw, x)
 	default:
 		_, _ = io.Copy(io.Discard, io.LimitReader(raw.Body, maxErrorBody))
 		if ct, head := x.wrongType(); ct != "" {
@@ -281,6 +284,10 @@ func (m *Model) Stream(ctx context.Context, req llm.Request, onDelta func(Delta)
 // proxy may send a finish_reason before more of the answer.
 const answerEndGrace = 5 * time.Second
 
+// errStreamStalled is the cause of a request that Stream ended when its response
+// sent nothing for Config.StreamIdleTimeout.
+var errStreamStalled = errors.New("llm/openai: the stream stalled")
+
 // errAnswerEnded is the cause of a request that Stream ended after answerEndGrace.
 var errAnswerEnded = errors.New("llm/openai: the answer ended, its stream did not")
 
@@ -393,10 +400,16 @@ func estimatedUsage(req llm.Request, cc sdk.ChatCompletion) messages.Usage {
 }
 
 // whole is the answer of a chat completion body, as Generate reads it.
-func (m *Model) whole(op string, req llm.Request, raw *http.Response) (llm.Response, error) {
+func (m *Model) whole(op string, req llm.Request, raw *http.Response, x *exchange) (llm.Response, error) {
 	b, err := io.ReadAll(raw.Body)
 	if errors.Is(err, errAnswerTooLarge) {
 		return llm.Response{}, m.who.tooLarge(op, maxAnswerBytes)
+	}
+	x.mu.Lock()
+	stalled := x.stalled
+	x.mu.Unlock()
+	if err != nil && stalled {
+		return llm.Response{}, m.who.errorf(op, "%w: nothing came for %s: %w", ErrStalledStream, x.idle, llm.ErrTransient)
 	}
 	if err != nil {
 		return llm.Response{}, m.who.errorf(op, "reading the answer: %w: %w", err, llm.ErrTransient)
