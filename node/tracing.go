@@ -252,7 +252,7 @@ func (t *tracing) startMemory(ctx context.Context, c messages.MemoryCommand) (co
 		telemetry.AttrMemoryNamespace.String(c.Namespace), telemetry.AttrMemoryAction.String(c.Action), telemetry.AttrRemote.Bool(true)))
 	return ctx, func(errMsg string) {
 		if errMsg != "" {
-			span.SetStatus(codes.Error, errMsg)
+			span.SetStatus(codes.Error, telemetry.StatusText(errMsg))
 		}
 		span.End()
 	}
