@@ -228,7 +228,7 @@ func (s *Sessions) startTask(sessionID, taskID string, t *messages.TaskSubmitted
 		s.evictOldest(now)
 	}
 	ctx := context.Background()
-	if sc := ParseTraceParent(t.TraceParent); sc.IsValid() {
+	if sc := ParseTraceContext(t.TraceParent, t.TraceState); sc.IsValid() {
 		ctx = trace.ContextWithRemoteSpanContext(ctx, sc)
 	}
 	agent := t.Agent
