@@ -396,6 +396,10 @@ func (p *TaskSubmitted) appendJSON(b []byte) ([]byte, bool) {
 		b = append(b, `,"traceparent":`...)
 		b = appendJSONString(b, p.TraceParent)
 	}
+	if p.TraceState != "" {
+		b = append(b, `,"tracestate":`...)
+		b = appendJSONString(b, p.TraceState)
+	}
 	if p.Rules != 0 {
 		b = append(b, `,"rules":`...)
 		b = strconv.AppendInt(b, int64(p.Rules), 10)

@@ -113,6 +113,10 @@ type TaskSubmitted struct {
 	// node continues the same trace. Empty when tracing is off. It is an input like
 	// the others, never compared by replay verification, and no decision reads it.
 	TraceParent string `json:"traceparent,omitempty"`
+	// TraceState is the W3C tracestate of that span (vendors' entries, which the
+	// caller's traceparent came with), kept beside TraceParent so that the task's
+	// spans carry it too; empty when there is none.
+	TraceState string `json:"tracestate,omitempty"`
 	// Rules is the version of the agent's decision rules the task runs under: how
 	// its context is built, selected under the token budget and compressed, and so
 	// what its prompts hold, and what it decides from the same events (a team

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -70,6 +72,11 @@ type labelled[S any] struct {
 	// allowed, when set, holds the only names with series of their own besides
 	// unknownAgent; the others share otherLabel's.
 	allowed map[string]bool
+	// known, when set, says whether a name may have a series of its own: one it
+	// refuses shares otherLabel's and takes no place among the maxLabelValues
+	// (a tool the model made up), and is asked about again when seen again (a
+	// tool an MCP server may offer later).
+	known func(name string) bool
 }
 
 // get returns the series of raw, a JSON string, made by newSeries on first use.
@@ -85,12 +92,16 @@ func (l *labelled[S]) get(raw []byte, newSeries func(name string) *S) *S {
 	if l.allowed != nil && !l.allowed[name] && name != unknownAgent {
 		name = otherLabel
 	}
+	pin := true
+	if l.known != nil && name != otherLabel && !l.known(name) {
+		name, pin = otherLabel, false
+	}
 	s, ok := l.byName[name]
 	if !ok {
 		s = newSeries(name)
 		l.byName[name] = s
 	}
-	if len(l.byRaw) < 4*maxLabelValues {
+	if pin && len(l.byRaw) < 4*maxLabelValues {
 		l.byRaw[string(raw)] = s
 	}
 	return s
@@ -139,14 +150,39 @@ func newSessionMetrics(reg prometheus.Registerer) *sessionMetrics {
 }
 
 // runAgents restricts the agent label to the agents the node runs: "default" and
-// its named agents. It is called before any session runs.
+// its named agents; and the tool label to the tools they have (Agent.Tools, and
+// what their catalogs offer when a call completes): a call to a tool an agent does
+// not have, a name its model made up (of any length, with any characters, as
+// many as it likes), counts under otherLabel and leaves the label's places to
+// the node's tools. It is called before any session runs.
 func (m *sessionMetrics) runAgents(agents actors.Agents) {
 	allowed := map[string]bool{"default": true}
+	tools := map[string]bool{}
+	var catalogs []actors.ToolCatalog
+	for _, a := range append([]actors.Agent{agents.Default}, slices.Collect(maps.Values(agents.Named))...) {
+		for _, s := range a.Tools {
+			tools[s.Name] = true
+		}
+		if a.Catalog != nil {
+			catalogs = append(catalogs, a.Catalog)
+		}
+	}
 	for name := range agents.Named {
 		allowed[name] = true
 	}
 	m.mu.Lock()
 	m.agents.allowed = allowed
+	m.tools.known = func(name string) bool {
+		if tools[name] {
+			return true
+		}
+		for _, c := range catalogs {
+			if _, ok := c.Tool(name); ok {
+				return true
+			}
+		}
+		return false
+	}
 	m.mu.Unlock()
 }
 

@@ -137,7 +137,7 @@ func (t *tracing) stamp(ctx context.Context, env messages.Envelope) (messages.En
 	}
 	_, span := t.tracer.Start(ctx, "submit_task", trace.WithSpanKind(trace.SpanKindProducer), trace.WithAttributes(
 		semconv.GenAIConversationID(env.SessionID), semconv.GenAIAgentName(agent), telemetry.AttrTaskID.String(env.ID)))
-	ts.TraceParent = telemetry.TraceParent(span.SpanContext())
+	ts.TraceParent, ts.TraceState = telemetry.TraceParent(span.SpanContext()), telemetry.TraceState(span.SpanContext())
 	b, err := json.Marshal(ts)
 	if err != nil {
 		span.End()
@@ -147,11 +147,12 @@ func (t *tracing) stamp(ctx context.Context, env messages.Envelope) (messages.En
 	return env, func() { span.End() }
 }
 
-// taskContext returns the context a task's message carries: its TraceParent, as
-// the parent for the bus.
+// taskContext returns the context a task's message carries: its TraceParent (and
+// TraceState), as the parent for the bus.
 func taskContext(ctx context.Context, env messages.Envelope) context.Context {
 	if p, err := env.Decode(); err == nil {
-		if sc := telemetry.ParseTraceParent(p.(*messages.TaskSubmitted).TraceParent); sc.IsValid() {
+		t := p.(*messages.TaskSubmitted)
+		if sc := telemetry.ParseTraceContext(t.TraceParent, t.TraceState); sc.IsValid() {
 			return trace.ContextWithRemoteSpanContext(ctx, sc)
 		}
 	}
@@ -252,7 +253,7 @@ func (t *tracing) startMemory(ctx context.Context, c messages.MemoryCommand) (co
 		telemetry.AttrMemoryNamespace.String(c.Namespace), telemetry.AttrMemoryAction.String(c.Action), telemetry.AttrRemote.Bool(true)))
 	return ctx, func(errMsg string) {
 		if errMsg != "" {
-			span.SetStatus(codes.Error, errMsg)
+			span.SetStatus(codes.Error, telemetry.StatusText(errMsg))
 		}
 		span.End()
 	}

@@ -42,6 +42,7 @@ type gotSpan struct {
 	Node                    string // the resource's service.instance.id
 	Service                 string // the resource's service.name
 	Error                   bool
+	Status                  string // the status's message
 }
 
 // otlpReceiver is an OTLP/HTTP trace receiver (protobuf), as a collector would be.
@@ -96,7 +97,8 @@ func (r *otlpReceiver) add(export *coltracepb.ExportTraceServiceRequest) {
 			for _, s := range ss.Spans {
 				r.spans = append(r.spans, gotSpan{Name: s.Name, Kind: s.Kind, TraceID: hex.EncodeToString(s.TraceId),
 					SpanID: hex.EncodeToString(s.SpanId), Parent: hex.EncodeToString(s.ParentSpanId), Attrs: attrMap(s.Attributes),
-					Node: res["service.instance.id"], Service: res["service.name"], Error: s.GetStatus().GetCode() == tracepb.Status_STATUS_CODE_ERROR})
+					Node: res["service.instance.id"], Service: res["service.name"], Error: s.GetStatus().GetCode() == tracepb.Status_STATUS_CODE_ERROR,
+					Status: s.GetStatus().GetMessage()})
 			}
 		}
 	}

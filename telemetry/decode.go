@@ -35,9 +35,10 @@ func spanPayload(e *messages.Envelope) (p any, ok bool) {
 			Model       string              `json:"model"`
 			Parent      *messages.ParentRef `json:"parent"`
 			TraceParent string              `json:"traceparent"`
+			TraceState  string              `json:"tracestate"`
 		}
 		err = json.Unmarshal(e.Payload, &v)
-		p = &messages.TaskSubmitted{Agent: v.Agent, Model: v.Model, Parent: v.Parent, TraceParent: v.TraceParent}
+		p = &messages.TaskSubmitted{Agent: v.Agent, Model: v.Model, Parent: v.Parent, TraceParent: v.TraceParent, TraceState: v.TraceState}
 	case messages.TypeModelRequested:
 		var v struct {
 			Key     string `json:"key"`

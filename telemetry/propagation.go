@@ -62,3 +62,20 @@ func ParseTraceParent(s string) trace.SpanContext {
 	ctx := propagator.Extract(context.Background(), propagation.MapCarrier{TraceParentKey: s})
 	return trace.SpanContextFromContext(ctx)
 }
+
+// TraceState returns the W3C tracestate of sc ("" when it has none).
+func TraceState(sc trace.SpanContext) string { return sc.TraceState().String() }
+
+// ParseTraceContext is ParseTraceParent with the tracestate that came with the
+// traceparent: a tracestate that is malformed is left out, as the W3C
+// propagator leaves it out of a request's headers.
+func ParseTraceContext(traceparent, tracestate string) trace.SpanContext {
+	if traceparent == "" {
+		return trace.SpanContext{}
+	}
+	md := propagation.MapCarrier{TraceParentKey: traceparent}
+	if tracestate != "" {
+		md["tracestate"] = tracestate
+	}
+	return trace.SpanContextFromContext(propagator.Extract(context.Background(), md))
+}

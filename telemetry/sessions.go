@@ -228,7 +228,7 @@ func (s *Sessions) startTask(sessionID, taskID string, t *messages.TaskSubmitted
 		s.evictOldest(now)
 	}
 	ctx := context.Background()
-	if sc := ParseTraceParent(t.TraceParent); sc.IsValid() {
+	if sc := ParseTraceContext(t.TraceParent, t.TraceState); sc.IsValid() {
 		ctx = trace.ContextWithRemoteSpanContext(ctx, sc)
 	}
 	agent := t.Agent
@@ -339,7 +339,7 @@ func (s *Sessions) endTask(sessionID string, ss *sessionSpans, failure string, n
 	}
 	ss.task.SetAttributes(extra...)
 	if failure != "" {
-		ss.task.SetStatus(codes.Error, failure)
+		ss.task.SetStatus(codes.Error, StatusText(failure))
 	}
 	ss.task.End(trace.WithTimestamp(now))
 	if s.open[sessionID] == ss {
@@ -500,7 +500,7 @@ func EndModel(span trace.Span, model string, u messages.Usage, cached bool, fini
 		span.SetAttributes(AttrCached.Bool(true))
 	}
 	if errMsg != "" {
-		span.SetStatus(codes.Error, errMsg)
+		span.SetStatus(codes.Error, StatusText(errMsg))
 		span.SetAttributes(semconv.ErrorTypeOther)
 	}
 	span.End(trace.WithTimestamp(now))
@@ -509,7 +509,7 @@ func EndModel(span trace.Span, model string, u messages.Usage, cached bool, fini
 // EndTool ends the span of a tool call, with an error status when errMsg is set.
 func EndTool(span trace.Span, errMsg string, now time.Time) {
 	if errMsg != "" {
-		span.SetStatus(codes.Error, errMsg)
+		span.SetStatus(codes.Error, StatusText(errMsg))
 		span.SetAttributes(semconv.ErrorTypeOther)
 	}
 	span.End(trace.WithTimestamp(now))
@@ -583,4 +583,24 @@ func spanName(op, label string) string {
 		n++
 	}
 	return b.String()
+}
+
+// MaxStatusText bounds the message of a span's error status, in bytes: a tool's or
+// a model's error may run to tens of kilobytes (a stack dump, a provider's page),
+// which a trace backend shows on one line, and a batch of such spans may exceed
+// what a collector takes in one request, which refuses the batch whole.
+const MaxStatusText = 4 << 10
+
+// StatusText is msg as the message of a span's error status: whole up to
+// MaxStatusText bytes, else cut there (at a character's start) and marked with "…".
+func StatusText(msg string) string {
+	if len(msg) <= MaxStatusText {
+		return msg
+	}
+	const mark = "…"
+	i := MaxStatusText - len(mark)
+	for i > 0 && !utf8.RuneStart(msg[i]) {
+		i--
+	}
+	return msg[:i] + mark
 }

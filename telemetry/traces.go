@@ -143,8 +143,27 @@ func FromEnv(ctx context.Context, opts Options) (*Traces, error) {
 		_ = exp.Shutdown(ctx)
 		return nil, err
 	}
-	sdk := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
+	sdk := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res), sdktrace.WithRawSpanLimits(spanLimits()))
 	return &Traces{provider: sdk, tracer: sdk.Tracer(TracerName), sdk: sdk, exporter: exporter}, nil
+}
+
+// DefaultAttributeValueLimit bounds the string values of spans' attributes, in
+// bytes, when neither OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT nor
+// OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT sets a bound (OpenTelemetry's default is
+// none): a name a model makes up (gen_ai.tool.name) may be of any length.
+const DefaultAttributeValueLimit = 4 << 10
+
+// spanLimits are the SDK's span limits of the OTEL_SPAN_* environment, with
+// DefaultAttributeValueLimit when it sets no bound on attribute values (a value
+// it sets, -1 for none included, is kept).
+func spanLimits() sdktrace.SpanLimits {
+	l := sdktrace.NewSpanLimits()
+	_, span := os.LookupEnv("OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT")
+	_, all := os.LookupEnv("OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT")
+	if !span && !all {
+		l.AttributeValueLengthLimit = DefaultAttributeValueLimit
+	}
+	return l
 }
 
 // checkEndpoints refuses an OTLP endpoint that is no http or https URL with a
