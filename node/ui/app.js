@@ -594,7 +594,11 @@ async function sessionPage(id, seq, { signal }) {
   const findInput = el("input", { type: "search", id: "find", placeholder: "find an event (text, type or #seq)",
     onkeydown: (ev) => { if (ev.key === "Enter") { ev.preventDefault(); find(ev.shiftKey ? -1 : 1); } } });
   const finder = el("div", { class: "filters" }, findInput, found);
-  const head = el("div");
+  // The head: the session's summary, the calls waiting for approval, the
+  // timeline's title.
+  const summary = el("div");
+  const waiting = el("div");
+  const head = el("div", {}, summary, waiting, el("h2", {}, "Timeline"));
   const live = el("div", { class: "output delta", hidden: true });
   const liveLabel = document.getElementById("live");
   render(head, live, finder, el("div", { class: "split" }, tree, detail));
@@ -663,8 +667,8 @@ async function sessionPage(id, seq, { signal }) {
       }
     }
     const stat = (label, v) => el("div", {}, el("span", {}, label), v);
-    head.replaceChildren();
-    append(head, [
+    summary.replaceChildren();
+    append(summary, [
       el("h1", {}, "Session ", el("span", { id: "session-id" }, id)),
       el("div", { class: "summary" },
         stat("Status", status.status ? badge(status.status) : "…"),
@@ -675,9 +679,16 @@ async function sessionPage(id, seq, { signal }) {
         stat("Started", fmtTime(events.length && events[0].ts)),
         parent ? stat("Parent", sessionLink(parent)) : null),
       status.output ? el("div", {}, el("h2", {}, "Answer"), el("div", { class: "output", id: "answer" }, status.output)) : null,
-      status.error ? el("div", {}, el("h2", {}, "Error"), el("div", { class: "output error" }, status.error)) : null,
-      (status.approvals || []).length ? el("div", {}, el("h2", {}, "Waiting for approval"), approvalsTable(status.approvals, () => refreshStatus())) : null,
-      el("h2", {}, "Timeline")]);
+      status.error ? el("div", {}, el("h2", {}, "Error"), el("div", { class: "output error" }, status.error)) : null]);
+    // The calls waiting, drawn again only when they change (as the approvals
+    // page does): each event that comes in redraws the head, and a reason being
+    // typed would go, and its box lose the focus.
+    const list = status.approvals || [];
+    const key = JSON.stringify(list.map((a) => a.key));
+    if (waiting.dataset.key !== key) {
+      waiting.dataset.key = key;
+      waiting.replaceChildren(...(list.length ? [el("h2", {}, "Waiting for approval"), approvalsTable(list, () => refreshStatus())] : []));
+    }
   };
 
   const rowOf = ({ e, depth, ctx }) => {
