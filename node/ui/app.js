@@ -55,11 +55,24 @@ function render(...children) {
   append(main, children);
 }
 
-function showError(err) {
+// errorFrom is what the error shown came from (a poll's function, say), or null.
+let errorFrom = null;
+
+// showError shows err (hides the box when err is null); from names what it came
+// from, so that its next success takes it away (clearError).
+function showError(err, from = null) {
   const box = document.getElementById("error");
+  errorFrom = err ? from : null;
   if (!err) { box.hidden = true; box.textContent = ""; return; }
   box.hidden = false;
   box.textContent = String(err.message || err);
+}
+
+// clearError hides the error shown when it came from from: what failed has
+// worked since (a poll that failed while the node restarted answers again), and
+// what the page shows is current.
+function clearError(from) {
+  if (from !== null && errorFrom === from) showError(null);
 }
 
 const badge = (status) => el("span", { class: "badge " + status }, status || "?");
@@ -224,7 +237,12 @@ function route() {
     let timer;
     const tick = async () => {
       if (ctl.signal.aborted) return;
-      try { await f(); } catch (err) { if (!ctl.signal.aborted) showError(err); }
+      try {
+        await f();
+        clearError(f);
+      } catch (err) {
+        if (!ctl.signal.aborted) showError(err, f);
+      }
       if (!ctl.signal.aborted) timer = setTimeout(tick, ms);
     };
     stops.push(() => clearTimeout(timer));
@@ -336,11 +354,11 @@ async function sessionsPage({ every, signal }) {
     el("div", { class: "filters" },
       el("label", {}, "Status ", select(sessionFilters.status,
         [["", "any"], ["running", "running"], ["completed", "completed"], ["failed", "failed"]],
-        (v) => { sessionFilters.status = v; listen(); refresh().catch(showError); })),
+        (v) => { sessionFilters.status = v; listen(); relist(); })),
       el("label", {}, "Agent ", agentInput, agents),
       el("label", {}, "Started within ", select(sessionFilters.since,
         [["1h", "1 hour"], ["24h", "24 hours"], ["168h", "7 days"], ["720h", "30 days"], ["", "any time"]],
-        (v) => { sessionFilters.since = v; listen(); refresh().catch(showError); })),
+        (v) => { sessionFilters.since = v; listen(); relist(); })),
       count),
     el("table", {},
       el("thead", {}, el("tr", {},
@@ -399,6 +417,10 @@ async function sessionsPage({ every, signal }) {
     during.forEach(upsert);
     draw();
   };
+  // relist lists again (a filter changed, the feed connected or asked to): its
+  // error is the poll's, taken away by the next list that comes.
+  const relist = () => refresh().then(() => clearError(refresh),
+    (err) => { if (!signal.aborted) showError(err, refresh); });
   let stopFeed = () => {};
   const listen = () => {
     stopFeed();
@@ -408,7 +430,7 @@ async function sessionsPage({ every, signal }) {
     stopFeed = sessionFeed(q.toString(), {
       onOpen: (open = true) => {
         live = open;
-        if (open) refresh().catch((err) => { if (!signal.aborted) showError(err); });
+        if (open) relist();
         else draw();
       },
       onRow: (row) => {
@@ -416,7 +438,7 @@ async function sessionsPage({ every, signal }) {
         upsert(row);
         draw();
       },
-      onResync: () => refresh().catch((err) => { if (!signal.aborted) showError(err); }),
+      onResync: relist,
     }, signal);
   };
   listen();
@@ -572,7 +594,11 @@ async function sessionPage(id, seq, { signal }) {
   const findInput = el("input", { type: "search", id: "find", placeholder: "find an event (text, type or #seq)",
     onkeydown: (ev) => { if (ev.key === "Enter") { ev.preventDefault(); find(ev.shiftKey ? -1 : 1); } } });
   const finder = el("div", { class: "filters" }, findInput, found);
-  const head = el("div");
+  // The head: the session's summary, the calls waiting for approval, the
+  // timeline's title.
+  const summary = el("div");
+  const waiting = el("div");
+  const head = el("div", {}, summary, waiting, el("h2", {}, "Timeline"));
   const live = el("div", { class: "output delta", hidden: true });
   const liveLabel = document.getElementById("live");
   render(head, live, finder, el("div", { class: "split" }, tree, detail));
@@ -641,8 +667,8 @@ async function sessionPage(id, seq, { signal }) {
       }
     }
     const stat = (label, v) => el("div", {}, el("span", {}, label), v);
-    head.replaceChildren();
-    append(head, [
+    summary.replaceChildren();
+    append(summary, [
       el("h1", {}, "Session ", el("span", { id: "session-id" }, id)),
       el("div", { class: "summary" },
         stat("Status", status.status ? badge(status.status) : "…"),
@@ -653,9 +679,16 @@ async function sessionPage(id, seq, { signal }) {
         stat("Started", fmtTime(events.length && events[0].ts)),
         parent ? stat("Parent", sessionLink(parent)) : null),
       status.output ? el("div", {}, el("h2", {}, "Answer"), el("div", { class: "output", id: "answer" }, status.output)) : null,
-      status.error ? el("div", {}, el("h2", {}, "Error"), el("div", { class: "output error" }, status.error)) : null,
-      (status.approvals || []).length ? el("div", {}, el("h2", {}, "Waiting for approval"), approvalsTable(status.approvals, () => refreshStatus())) : null,
-      el("h2", {}, "Timeline")]);
+      status.error ? el("div", {}, el("h2", {}, "Error"), el("div", { class: "output error" }, status.error)) : null]);
+    // The calls waiting, drawn again only when they change (as the approvals
+    // page does): each event that comes in redraws the head, and a reason being
+    // typed would go, and its box lose the focus.
+    const list = status.approvals || [];
+    const key = JSON.stringify(list.map((a) => a.key));
+    if (waiting.dataset.key !== key) {
+      waiting.dataset.key = key;
+      waiting.replaceChildren(...(list.length ? [el("h2", {}, "Waiting for approval"), approvalsTable(list, () => refreshStatus())] : []));
+    }
   };
 
   const rowOf = ({ e, depth, ctx }) => {
@@ -781,7 +814,7 @@ async function sessionPage(id, seq, { signal }) {
       pending = true;
       setTimeout(() => { pending = false; drawTree(); drawHead(); }, 50); // one redraw for a burst
     }
-    if (e.type.startsWith("task.") || e.type.startsWith("approval.")) refreshStatus().catch(showError);
+    if (e.type.startsWith("task.") || e.type.startsWith("approval.")) refreshStatus().then(() => clearError(refreshStatus), (err) => showError(err, refreshStatus));
   };
   // Reconnect (from the last seq) until the page changes.
   while (!signal.aborted) {
@@ -815,9 +848,10 @@ function approvalsTable(list, after) {
           await api(`/v1/sessions/${encodeURIComponent(a.session_id)}/approvals/${encodeURIComponent(callRef(a))}`, {
             method: "POST", headers: { "Content-Type": "application/json" },
             body: JSON.stringify({ approve, reason: reason.value }) });
+          clearError(approvalsTable);
           await after();
         } catch (err) {
-          showError(err);
+          showError(err, approvalsTable); // until an answer goes through
           btns.forEach((b) => { b.disabled = false; });
         }
       };
