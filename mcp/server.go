@@ -33,12 +33,23 @@ import (
 	"github.com/troupe-run/troupe/node"
 )
 
+// CallerNode is the optional capability of a Node to tell its callers apart
+// (*node.Node has it): CallToolFor is CallTool whose key names a call among
+// caller's only, the ID of the client's session, so that two clients that name
+// their calls alike make two calls, under two names outside the node.
+type CallerNode interface {
+	CallToolFor(ctx context.Context, caller, key, name, arguments string) (string, error)
+}
+
+var _ CallerNode = (*node.Node)(nil)
+
 // Node is what Server serves; *node.Node implements it.
 type Node interface {
 	// ToolSpecs returns the tools of the node's default agent now, sorted by name.
 	ToolSpecs() []messages.ToolSpec
 	// CallTool calls a tool through the node's effects (timeouts, limits,
 	// cancellation through ctx); key, when not empty, is the call's idempotency key.
+	// A Node that is a CallerNode too is called through CallToolFor instead.
 	CallTool(ctx context.Context, key, name, arguments string) (string, error)
 	// RunTask submits a task and waits for its end.
 	RunTask(ctx context.Context, t node.Task) (messages.TaskResult, error)
@@ -388,8 +399,10 @@ func sortedKeys[V any](m map[string]V) []string {
 
 // callTool is the handler of the node's tool name: the call goes through the node's
 // effects under the request's context, so a cancelled request cancels the tool. A
-// key given in the request's _meta (IdempotencyKeyMeta) is the call's key: a second
-// call with it is answered without calling the tool again, while the node remembers.
+// key given in the request's _meta (IdempotencyKeyMeta) is the call's key among the
+// calls of the client's session (node.CallToolFor): a second call with it is
+// answered without calling the tool again, while the node remembers, and another
+// client's call with the same key is another call.
 func (s *Server) callTool(name string) sdk.ToolHandler {
 	return func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 		args := "{}"
@@ -411,7 +424,17 @@ func (s *Server) callTool(name string) sdk.ToolHandler {
 		}
 		s.recordCall(ctx, req, name, args, "")
 		f, ctx := s.follow(ctx, req.Session, req.Params, "tool "+name)
-		out, err := s.n.CallTool(ctx, key, name, args)
+		var out string
+		var err error
+		if cn, ok := s.n.(CallerNode); ok {
+			caller := ""
+			if req.Session != nil {
+				caller = req.Session.ID()
+			}
+			out, err = cn.CallToolFor(ctx, caller, key, name, args)
+		} else {
+			out, err = s.n.CallTool(ctx, key, name, args)
+		}
 		f.end(ctx, err)
 		if err != nil {
 			if ctx.Err() != nil {

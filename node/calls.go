@@ -50,21 +50,23 @@ func (n *Node) DisclosureTools() []string {
 // maxDirectKey bounds the idempotency key of a direct call (CallTool), in bytes.
 const maxDirectKey = 512
 
-// directCallDigest is the session of the effect key of a direct call with
-// idempotency key key: a digest of the key, the tool and its arguments (compacted,
-// when JSON), so that the same key with another tool or other arguments is
-// another call, not an answer from memory of the first one (as POST /v1/tasks
-// takes another body under a key used before for another task). Any string is a
-// key: the caller's own name for its call, or a session's effect key (session/seq)
-// that a node calling another's tools passes on.
-func directCallDigest(key, name, arguments string) string {
+// directCallDigest is the session of the effect key of a direct call by caller
+// with idempotency key key: a digest of the caller, the key, the tool and its
+// arguments (compacted, when JSON), so that the same key with another tool or
+// other arguments is another call, not an answer from memory of the first one
+// (as POST /v1/tasks takes another body under a key used before for another
+// task), and so is the same key from another caller, whose names for its calls
+// are its own. Any string is a key: the caller's own name for its call, or a
+// session's effect key (session/seq) that a node calling another's tools passes
+// on.
+func directCallDigest(caller, key, name, arguments string) string {
 	var args bytes.Buffer
 	if json.Compact(&args, []byte(arguments)) != nil {
 		args.Reset()
 		args.WriteString(arguments)
 	}
 	h := sha256.New()
-	for _, part := range [][]byte{[]byte(key), []byte(name), args.Bytes()} {
+	for _, part := range [][]byte{[]byte(caller), []byte(key), []byte(name), args.Bytes()} {
 		h.Write(binary.AppendUvarint(nil, uint64(len(part))))
 		h.Write(part)
 	}
@@ -85,7 +87,22 @@ var ErrToolFailed = errors.New("tool call failed")
 // wrapping ErrToolFailed, with the tool's text; an unknown tool is an error wrapping
 // actors.ErrNoSuchTool. Calls are not recorded: no session owns them. The answer,
 // and the error, have the node's secrets redacted (Config.Secrets, Redactor).
+//
+// The tool sees the call's key, and its name outside the node (tools.Call.Outward,
+// what a remote tool, an MCP server's or an A2A agent's, dedupes by), "troupe-"
+// and a digest of the key, as a session's effect's: the same when the call is
+// made again with key, another for another key. CallTool is CallToolFor with no
+// caller: a key is the caller's to keep unique (CallToolFor names the caller).
 func (n *Node) CallTool(ctx context.Context, key, name, arguments string) (string, error) {
+	return n.CallToolFor(ctx, "", key, name, arguments)
+}
+
+// CallToolFor is CallTool for caller, a name of whoever makes the call that no
+// other caller has (an MCP server's client session): its key names a call among
+// caller's only, so that two callers that name calls alike ("1", "retry-safe")
+// make two calls, neither answered from memory of the other's, under two names
+// outside the node, as two sessions' effects of one seq are.
+func (n *Node) CallToolFor(ctx context.Context, caller, key, name, arguments string) (string, error) {
 	known := false
 	for _, s := range n.ToolSpecs() {
 		if s.Name == name {
@@ -101,9 +118,12 @@ func (n *Node) CallTool(ctx context.Context, key, name, arguments string) (strin
 		if len(key) > maxDirectKey {
 			return "", fmt.Errorf("node: idempotency key %.32q…: %d bytes long, at most %d", key, len(key), maxDirectKey)
 		}
-		ek = messages.EffectKey{SessionID: "direct:" + directCallDigest(key, name, arguments), Seq: 1}
+		ek = messages.EffectKey{SessionID: "direct:" + directCallDigest(caller, key, name, arguments), Seq: 1}
 	}
-	req := messages.EffectRequest{V: 1, SessionID: ek.SessionID, Key: ek,
+	// Its name outside the node: a digest of its key (of the caller's key and
+	// the caller's name, or of a new ID), in a session's effects' form, rather
+	// than the key itself, which names no task and no log.
+	req := messages.EffectRequest{V: 1, SessionID: ek.SessionID, Key: ek, Outward: ek.Outward("", 0),
 		Tool: &messages.ToolCallRequested{Key: ek.String(), CallID: ek.SessionID, Tool: name, Arguments: arguments}}
 	replied := make(chan messages.EffectReply, 1)
 	n.local.Perform(req, func(rep messages.EffectReply) { replied <- rep })

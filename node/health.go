@@ -10,6 +10,7 @@ import (
 
 	"github.com/troupe-run/troupe/actors"
 	"github.com/troupe-run/troupe/eventlog"
+	"github.com/troupe-run/troupe/messages"
 )
 
 // healthWait bounds how long a health check (Healthy, Live; GET /healthz and
@@ -120,6 +121,31 @@ type BusReach interface {
 	Reachable(ctx context.Context) error
 }
 
+// largeTasksRefused says, of a node on Kafka whose event log cannot write
+// (Degraded), which new tasks it refuses all the same: those larger than a bus
+// message, which go through the log (taskRef), get 503.
+func largeTasksRefused() string {
+	return fmt.Sprintf("but those over %d KiB, too large for a bus message, go through the log and are refused meanwhile", messages.BusMessageMax>>10)
+}
+
+// busReachable returns why a new task cannot be queued on the bus when its
+// publisher can tell (BusReach) that its brokers cannot be reached, as /healthz
+// says (the same check, cached: free while produces go through, else at most one
+// check of the brokers a second, whose outcome the calls made meanwhile share),
+// and nil otherwise. The ingress asks it before it publishes a task: a publish
+// to brokers known to be down only waits out the producer's retries (seconds)
+// to find the same, while its client waits.
+func (n *Node) busReachable(ctx context.Context) error {
+	if n.cfg.Bus == nil {
+		return nil
+	}
+	r, ok := n.cfg.Bus.Publisher.(BusReach)
+	if !ok {
+		return nil
+	}
+	return r.Reachable(ctx)
+}
+
 // Live returns nil unless the node is stopping or its session host does not
 // answer: what a restart may cure, unlike an event log that cannot write or does
 // not answer (Healthy), which Live does not ask. It answers within healthWait,
@@ -181,7 +207,7 @@ func (n *Node) probeLog(ctx context.Context) error {
 		if err := h.Writable(ctx); err != nil {
 			n.outage.failed(err)
 			if n.queuesTasks() {
-				return fmt.Errorf("the event log cannot write, so new tasks wait on the bus until it can: %w", err)
+				return fmt.Errorf("the event log cannot write, so new tasks wait on the bus until it can, %s: %w", largeTasksRefused(), err)
 			}
 			return fmt.Errorf("the event log cannot write, so new tasks are refused: %w", err)
 		}

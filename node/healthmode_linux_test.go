@@ -117,8 +117,8 @@ func TestHealthzFollowsWhatPostDoesWhileTheLogCannotWrite(t *testing.T) {
 
 // TestHealthzFollowsKafka stops the broker under a node on Kafka: /healthz
 // answers 503 within its half second, saying that the Kafka brokers cannot be
-// reached, and naming them, as a POST /v1/tasks does (after waiting about 7.5 s
-// for the broker), rather than "topic not found"; once the broker is back, 200. /livez stays 200: a
+// reached, and naming them, as a POST /v1/tasks does (at once, from the same check:
+// TestTaskRefusedAtOnceWhileTheBrokersAreKnownUnreachable), rather than "topic not found"; once the broker is back, 200. /livez stays 200: a
 // restart does not bring Kafka back. Before, /healthz said ok throughout.
 func TestHealthzFollowsKafka(t *testing.T) {
 	kc, err := kfake.NewCluster(kfake.NumBrokers(1))
@@ -266,5 +266,36 @@ func TestLargeTaskOnKafkaWhileTheLogCannotWrite(t *testing.T) {
 		if !strings.Contains(body, want) {
 			t.Errorf("the refusal of a task larger than a bus message: %s; want it to say %q", body, want)
 		}
+	}
+}
+
+// TestDegradedSaysLargeTasksAreRefused: while the event log cannot write, a
+// node on Kafka answers /healthz 200 degraded, and a task larger than a bus
+// message, which goes through the log, 503. The degraded reason says so, as
+// the operator's warning does, so that a client or an operator reading
+// /healthz learns which tasks are refused meanwhile; it said only that new
+// tasks wait on the bus, which the 503 of a large task then contradicted.
+func TestDegradedSaysLargeTasksAreRefused(t *testing.T) {
+	logs := &syncBuf{}
+	l := &stoppedLog{unwritableLog: *newUnwritableLog(t)}
+	n := newKafkaEnv(t).nodeWith(t, node.Config{Log: l, Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	srv := httptest.NewServer(n.Handler())
+	t.Cleanup(srv.Close)
+	l.failing.Store(true)
+	code, body := healthBody(t, n.Handler())
+	if code != http.StatusOK || body["status"] != "degraded" {
+		t.Fatalf("/healthz on Kafka while the log cannot write: %d %v; want 200 degraded", code, body)
+	}
+	big := strings.Repeat("x", messages.BusMessageMax+1)
+	if code, out, err := postTask(srv.URL, `{"input":"`+big+`","session_id":"big"}`); err != nil || code != http.StatusServiceUnavailable {
+		t.Fatalf("POST /v1/tasks, a task larger than a bus message, while the log cannot write: %d %.200s %v; want 503", code, out, err)
+	}
+	want := fmt.Sprintf("those over %d KiB, too large for a bus message, go through the log and are refused", messages.BusMessageMax>>10)
+	if !strings.Contains(body["reason"], want) {
+		t.Errorf("/healthz degraded: %q; want it to say %q", body["reason"], want)
+	}
+	waitFor(t, 10*time.Second, "the outage's warning", func() bool { return strings.Contains(logs.String(), "event log writes fail") })
+	if out := logs.String(); !strings.Contains(out, want) {
+		t.Errorf("the outage's warning on Kafka: %s; want it to say %q", out, want)
 	}
 }

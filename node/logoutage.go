@@ -99,7 +99,7 @@ func (o *logOutage) failedLocked(err error) {
 	o.failing.Set(1)
 	tasks := "new tasks are refused"
 	if o.queued {
-		tasks = "new tasks wait on the bus"
+		tasks = "new tasks wait on the bus, " + largeTasksRefused() + ","
 		o.degraded.Set(1)
 	}
 	o.logger.Warn("event log writes fail: "+tasks+" and sessions wait, retrying their writes, until one goes through (logged once; each attempt at debug level)", "err", err)

@@ -1898,6 +1898,9 @@ func (n *Node) submitNew(ctx context.Context, env messages.Envelope, task *messa
 	if n.bus != nil {
 		return n.deliverTask(ctx, env, task, newID)
 	}
+	if err := n.busReachable(ctx); err != nil {
+		return "", fmt.Errorf("node: publish task: %w", err)
+	}
 	b, err := messages.Marshal(env)
 	if err != nil {
 		return "", err

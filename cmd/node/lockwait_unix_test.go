@@ -94,3 +94,50 @@ func TestServeAnswersWhileItWaitsForTheDataLock(t *testing.T) {
 	}
 	second.post(t, `{"input":"record"}`)
 }
+
+// A node that is told to stop (SIGTERM) while it waits for the data lock
+// another node holds stops cleanly: exit 0, saying it stopped before it
+// started. Before, New's wait ended with the context's error, which serve
+// printed as "error: ..." and exited 1, so that a supervisor counted a
+// requested stop as a failure.
+func TestServeStoppedWhileItWaitsForTheDataLockExitsZero(t *testing.T) {
+	dir := t.TempDir()
+	script, records, modelLog := threeRecordsScript(t, dir)
+	first := startChild(t, dir, script, records, modelLog)
+	defer func() { _ = first.cmd.Process.Kill(); _ = first.cmd.Wait() }()
+
+	addr := freeAddr(t)
+	cmd := exec.Command(os.Args[0], "serve", "--data", filepath.Join(dir, "data"), "--http", addr, "--model", "scripted:"+script)
+	cmd.Env = append(os.Environ(), "TROUPE_CRASH_CHILD=1", "TROUPE_RECORD_FILE="+records, "TROUPE_MODEL_LOG="+modelLog)
+	stderr := &syncBuffer{}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	second := &child{cmd: cmd, addr: addr, stderr: stderr}
+	defer func() { _ = cmd.Process.Kill() }()
+
+	// Wait until the second node says it waits for the lock the first holds.
+	probe := &http.Client{Timeout: time.Second}
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		resp, err := probe.Get("http://" + addr + "/healthz")
+		if err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusServiceUnavailable && strings.Contains(string(b), "waiting for the data lock") {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the second node never said it waits for the data lock: %v\n%s", err, tail(stderr.String(), 4000))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	second.sigterm(t, 30*time.Second)
+	out := stderr.String()
+	if strings.Contains(out, "error:") || !strings.Contains(out, "stopped before starting") {
+		t.Fatalf("stderr of a node stopped while it waited for the data lock, want no error and a line saying it stopped before starting:\n%s", tail(out, 4000))
+	}
+	// The first node still serves: the second let go of nothing it did not hold.
+	first.post(t, `{"input":"record"}`)
+}

@@ -928,8 +928,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 			// they share ClickHouse.
 			l, err := sqlite.Open(ctx, sqlite.Config{Dir: *data, Shared: true, LockWait: node.DataLockWait})
 			if err != nil {
-				fmt.Fprintln(stderr, "error:", err)
-				return 1
+				return startFailed(ctx, err, logger, stderr)
 			}
 			defer l.Close()
 			cfg.Log = l
@@ -1139,8 +1138,7 @@ func serve(ctx context.Context, cfg node.Config, served mcp.ServedConfig, attach
 	handOver()
 	if err != nil {
 		ln.Close()
-		fmt.Fprintln(stderr, "error:", err)
-		return 1
+		return startFailed(ctx, err, cfg.Logger, stderr)
 	}
 	attach(n)
 	// Timeouts and a connection limit (cfg.HTTP); live streams end when shutdown begins.
@@ -1188,6 +1186,22 @@ func serve(ctx context.Context, cfg node.Config, served mcp.ServedConfig, attach
 	cancel()
 	cfg.Logger.Info("stopped")
 	return code
+}
+
+// startFailed reports that a server could not start, with err, and returns the
+// process's exit code: 1, but 0 when ctx, the command's (signalContext), ended
+// first. A SIGTERM or a Ctrl-C while the node waits to start (up to
+// node.DataLockWait for the data lock that the node before it, still stopping,
+// holds) asks it to stop, and it stops cleanly: it says so, and exits 0 rather
+// than report the wait it abandoned as an error, which a supervisor would count
+// as a failure and may answer by starting it again.
+func startFailed(ctx context.Context, err error, logger *slog.Logger, stderr io.Writer) int {
+	if ctx.Err() != nil {
+		logger.Info("stopped before starting: asked to stop while the node was starting", "reason", err.Error())
+		return 0
+	}
+	fmt.Fprintln(stderr, "error:", err)
+	return 1
 }
 
 // serveStarting serves node.StartingHandler on ln, a TCP listener, until the
