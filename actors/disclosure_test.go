@@ -196,3 +196,57 @@ func TestRequestsTakeTheBoundedSectionFromRules9(t *testing.T) {
 		}
 	}
 }
+
+type describedTool struct{ name, desc, source string }
+
+func (d describedTool) Spec() messages.ToolSpec {
+	return messages.ToolSpec{Name: d.name, Description: d.desc}
+}
+func (d describedTool) Source() string                                 { return d.source }
+func (describedTool) Call(context.Context, tools.Call) (string, error) { return "ok", nil }
+
+// search_tools' answer is a recorded effect: a session recorded before queries in
+// Chinese were read as character pairs (its search "查询天气预报" then found nothing)
+// folds to the same requests now that the same search would find the weather tool.
+func TestSearchToolsFoldsFromTheRecordNotTheRanking(t *testing.T) {
+	d, err := disclosure.New(disclosure.Search, []tools.Tool{tools.Calculator{}, describedTool{"wx__forecast", "天气预报 for a city", "mcp:wx"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	agent := actors.Agent{Model: "m", Disclosure: d}
+	for _, tl := range d.Tools() {
+		agent.Tools = append(agent.Tools, tl.Spec())
+	}
+	st := actors.NewSessionState("s")
+	seq := uint64(0)
+	apply := func(p messages.Payload) {
+		t.Helper()
+		seq++
+		if err := st.Apply(env(t, p, "s", seq, "task-1")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	apply(&messages.TaskSubmitted{Input: "天气"})
+	before := st.Decide(agent, seq+1, 0).Payload.(*messages.ModelRequested)
+	apply(before)
+	apply(&messages.ModelResponded{Key: before.Key, Message: messages.ChatMessage{Role: messages.RoleAssistant,
+		ToolCalls: []messages.ToolCall{{ID: "c1", Name: actors.ToolSearchTools, Arguments: `{"query":"查询天气预报"}`}}}})
+	req := st.Decide(agent, seq+1, 0).Payload.(*messages.ToolCallRequested)
+	apply(req)
+	// The answer as the code before character pairs wrote it: nothing found.
+	apply(&messages.ToolCallCompleted{Key: req.Key, CallID: req.CallID, Tool: req.Tool, Result: `{"query":"查询天气预报","loaded":[],"note":"no tool matches"}`})
+	mr := st.Decide(agent, seq+1, 0).Payload.(*messages.ModelRequested)
+	if strings.Join(mr.Tools, ",") != strings.Join(before.Tools, ",") {
+		t.Errorf("after the recorded empty search the request offers %v, before it %v", mr.Tools, before.Tools)
+	}
+	for _, n := range mr.Tools {
+		if n == "wx__forecast" {
+			t.Errorf("the fold re-ran the search: %v", mr.Tools)
+		}
+	}
+	// The same search run now finds it, so a fold that ranked would differ.
+	hits, _ := d.Search(context.Background(), "查询天气预报", 5)
+	if len(hits) == 0 || hits[0].Name != "wx__forecast" {
+		t.Fatalf("the search now finds %v", hits)
+	}
+}

@@ -29,3 +29,20 @@ func TestShapesInsideIdentifiersStay(t *testing.T) {
 		}
 	}
 }
+
+// Only the MCP separator "__" joins a credential's shape to a name: after a single
+// underscore, as in a variable or a key spelled with one ("token_sk-…", "api_key_eyJ…",
+// "SLACK_xoxb-…"), it is still a credential, as it was before names were exempt.
+func TestShapesAfterSingleUnderscoreRedacted(t *testing.T) {
+	r := New()
+	for in, want := range map[string]string{
+		`token_sk-proj-abcdefghijklmnop1234`:                             `token_[REDACTED]`,
+		`{"api_key_sk-proj-abcdefghijklmnop1234":1}`:                     `{"api_key_[REDACTED]":1}`,
+		`id_token_eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0In0.c2lnbmF0dXJl`: `id_token_[REDACTED]`,
+		`SLACK_xoxb-123456789012-1234567890123-abcdefghijklmnop`:         `SLACK_[REDACTED]`,
+	} {
+		if got := r.String(in); got != want {
+			t.Errorf("String(%s) = %s, want %s", in, got, want)
+		}
+	}
+}

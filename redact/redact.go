@@ -193,8 +193,8 @@ var shapes = regexp.MustCompile(`` +
 // The "sk-" keys and the shapes of ModelScope, JWTs, Slack and Zhipu are common enough
 // inside ordinary identifiers ("desk-support-ticket-1234567", "items-<uuid>", a long
 // hex digest, a tool "ml__sk-learn-fit") that a match counts only when it starts a
-// token: at the start, after a byte that is not a letter, digit or underscore, or
-// after an escape (\n in JSON, %0A in a URL); the fixed-length ones must also end
+// token: at the start, after a byte that is not a letter or digit (nor the MCP
+// separator "__"; a single underscore starts one: "token_sk-…"), or after an escape (\n in JSON, %0A in a URL); the fixed-length ones must also end
 // one.
 func redactShapes(b []byte) []byte {
 	spans := shapeSpans(b, nil)
@@ -433,9 +433,10 @@ func boundedShape(m []byte) (bounded, fixed bool) {
 // startsToken reports whether a token may start at b[i].
 func startsToken(b []byte, i int) bool {
 	switch {
-	case i == 0 || !isAlnum(b[i-1]) && b[i-1] != '_':
-		// An underscore joins words of one identifier ("<server>__<tool>"), as
-		// letters and digits do.
+	case i == 0 || !isAlnum(b[i-1]) && !(i >= 2 && b[i-1] == '_' && b[i-2] == '_'):
+		// The MCP separator "__" joins a tool's name to its server's
+		// ("<server>__<tool>"), as letters and digits join words; a single
+		// underscore does not ("token_sk-…" is a key).
 		return true
 	case i >= 2 && b[i-2] == '\\': // \n, \t, \r, \b, \f
 		return true

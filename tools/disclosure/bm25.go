@@ -91,7 +91,8 @@ var stopwords = map[string]bool{
 // CJK characters (Han, Hiragana, Katakana, Hangul), written without spaces between
 // words, becomes its overlapping character bigrams ("天气预报" → "天气", "气预",
 // "预报"; a lone character stays itself), as pipelines/memory's Tokenize makes
-// them: a query then meets a description on the words they share.
+// them: a query then meets a description on the words they share. Fullwidth letters,
+// digits and punctuation ("ＷＥＡＴＨＥＲ", "，") are their ASCII ones.
 func Tokenize(text string) []string {
 	var words []string
 	var cur, cjk []rune
@@ -115,6 +116,9 @@ func Tokenize(text string) []string {
 	}
 	var prev rune
 	for _, r := range text {
+		if 0xFF01 <= r && r <= 0xFF5E {
+			r -= 0xFEE0 // fullwidth forms, as an input method types them: "Ｗ" is "W"
+		}
 		switch {
 		case isCJK(r):
 			flush()

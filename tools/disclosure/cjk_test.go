@@ -56,3 +56,11 @@ func TestTokenizeSplitsCJKIntoBigrams(t *testing.T) {
 		}
 	}
 }
+
+// Letters and digits typed in an input method's fullwidth mode ("ＷＥＡＴＨＥＲ",
+// "ｍｐ３") are the ASCII ones: a query in them meets a description in ASCII.
+func TestFullwidthFormsMeetASCII(t *testing.T) {
+	if got, want := strings.Join(disclosure.Tokenize("ＷＥＡＴＨＥＲ ｆｏｒｅｃａｓｔ，ｍｐ３"), " "), "weather forecast mp3"; got != want {
+		t.Errorf("Tokenize = %q, want %q", got, want)
+	}
+}

@@ -38,3 +38,21 @@ func TestUnknownSkillNamesSkillsDescribedInChinese(t *testing.T) {
 		t.Fatalf("load_skill of a word and a Chinese one: %v", err)
 	}
 }
+
+// A name typed in an input method's fullwidth mode ("ｔｏｐｉｃ４１") asks for the
+// ASCII words: load_skill's error names the skill whose description has them.
+func TestUnknownSkillNamesSkillsForFullwidthWords(t *testing.T) {
+	dir := t.TempDir()
+	for i := range 60 {
+		name := fmt.Sprintf("skill-%02d", i)
+		write(t, dir, name+"/SKILL.md", fmt.Sprintf("---\nname: %s\ndescription: Handles topic%02d tasks.\n---\nBody.\n", name, i), 0o644)
+	}
+	set, problems := load(t, skills.Config{Dir: dir})
+	if len(problems) > 0 {
+		t.Fatal(problems)
+	}
+	_, err := call(t, toolNamed(t, set, skills.ToolLoadSkill), `{"name": "ＴＯＰＩＣ４１"}`)
+	if err == nil || !strings.Contains(err.Error(), "skill-41") || strings.Contains(err.Error(), "skill-40") {
+		t.Fatalf("load_skill of a fullwidth word of skill-41's description: %v", err)
+	}
+}

@@ -392,9 +392,16 @@ func (s *Set) names(name string) string {
 // searchWords are the words of name that names looks for: its runs of letters and
 // digits, lowercased, each run of CJK characters (Han, kana, Hangul, written without
 // spaces between words) as its overlapping character pairs, so that 查询天气预报
-// finds a description holding 天气预报 (a lone character stays itself).
+// finds a description holding 天气预报 (a lone character stays itself). Fullwidth
+// letters and digits ("ＴＯＰＩＣ４１") are their ASCII ones.
 func searchWords(name string) []string {
 	var words []string
+	name = strings.Map(func(r rune) rune {
+		if 0xFF01 <= r && r <= 0xFF5E {
+			return r - 0xFEE0 // fullwidth forms, as an input method types them: "Ｗ" is "W"
+		}
+		return r
+	}, name)
 	for _, w := range strings.FieldsFunc(strings.ToLower(name), func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) }) {
 		var cjk []rune
 		flush := func() {
