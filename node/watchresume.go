@@ -12,10 +12,13 @@ import (
 // watcher's backlog, such as a team's member sharing thousands of STATE facts in
 // one answer), it watches again and reads the events it missed from the log, so
 // that its channel carries the session's events in seq order, each once, from
-// the first one recorded after the call. The channel closes when cancel is
-// called, ctx ends, the node stops, the log cannot be read, or the feed closes
-// again before anything new came (it cannot be caught up).
-func (n *Node) WatchResuming(ctx context.Context, sessionID string, deltas bool) (<-chan messages.Envelope, func()) {
+// the first one recorded after the call. after is the seq of the last event the
+// reader has already (a fork's session.forked event, which the events copied into
+// it precede), or 0: no event up to it is handed on, live or from the log, where a
+// catch-up would read them again from the session's first. The channel closes when
+// cancel is called, ctx ends, the node stops, the log cannot be read, or the feed
+// closes again before anything new came (it cannot be caught up).
+func (n *Node) WatchResuming(ctx context.Context, sessionID string, deltas bool, after uint64) (<-chan messages.Envelope, func()) {
 	watch := n.Watch
 	if deltas {
 		watch = n.WatchDeltas
@@ -28,7 +31,7 @@ func (n *Node) WatchResuming(ctx context.Context, sessionID string, deltas bool)
 	go func() {
 		defer close(out)
 		defer func() { stop() }()
-		var last uint64 // the seq of the last event handed on
+		last := after // the seq of the last event handed on
 		send := func(e messages.Envelope) bool {
 			if e.Seq != 0 { // a model.delta has none
 				if e.Seq <= last {

@@ -36,7 +36,7 @@ func TestWatchResumingCatchesUpABurstOfTeamState(t *testing.T) {
 	const id = "line-burst"
 	plain, stopPlain := n.Watch(id)
 	defer stopPlain()
-	live, stop := n.WatchResuming(ctx, id, false)
+	live, stop := n.WatchResuming(ctx, id, false, 0)
 	defer stop()
 	if _, err := n.Submit(ctx, node.Task{Input: "Share the facts.", SessionID: id, Agent: "line"}); err != nil {
 		t.Fatal(err)

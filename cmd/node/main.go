@@ -1028,7 +1028,7 @@ func runTask(ctx context.Context, cfg node.Config, attach func(*node.Node), task
 	id := "cli-" + actors.UUIDv7{}.NewID()
 	// A feed that falls behind (a burst of events past a watcher's backlog) reads
 	// what it missed from the log and goes on, rather than end run before its task.
-	events, stop := n.WatchResuming(ctx, id, streamText)
+	events, stop := n.WatchResuming(ctx, id, streamText, 0)
 	defer stop()
 	if cfg.Bus != nil {
 		fmt.Fprintf(stdout, "session %s (submitted to troupe.tasks: a node of the cluster runs it)\n", id)

@@ -1217,7 +1217,10 @@ func fork(ctx context.Context, st store, parentID string, at uint64, modelSpec, 
 	state := made.state
 	fmt.Fprintf(stdout, "session %s forked from %s at seq %d (model: %s — %s)\n", newID, parentID, at, model.Name(), why)
 	// Watch before Run: Run resumes the fork at once and its first events must not be missed.
-	live, stop := n.Watch(newID)
+	// A feed that falls behind (a burst past a watcher's backlog) reads what it
+	// missed from the log, after the fork's session.forked event: the events copied
+	// into it are neither printed nor counted as its tasks' ends.
+	live, stop := n.WatchResuming(ctx, newID, false, made.last)
 	defer stop()
 	stopNode, err := n.Start(ctx)
 	if err != nil {
@@ -1265,6 +1268,8 @@ type forkMade struct {
 	// depth is how deep a sub-agent the fork is (a fork of a child session
 	// keeps the child's depth): --input's task is as deep.
 	depth int
+	// last is the seq of the fork's session.forked event, its last one written.
+	last uint64
 }
 
 // makeFork writes into log the fork newID of session parentID at seq at, whose
@@ -1366,6 +1371,7 @@ func makeFork(ctx context.Context, log eventlog.Log, parentID, newID string, at 
 	if err == nil {
 		err = w.finish(ctx, []messages.Envelope{link})
 	}
+	made.last = link.Seq
 	if err != nil {
 		if left := w.partial(); left != "" {
 			return forkMade{}, fmt.Errorf("%w (the fork %s is left part way, %s: fork again under another ID)", err, newID, left)
