@@ -162,3 +162,21 @@ func TestStreamIdleOff(t *testing.T) {
 		t.Fatalf("%+v %v: want the answer", r, err)
 	}
 }
+
+// A stream that stalls once its answer finished (a finish_reason came, no
+// [DONE]) under an idle bound shorter than answerEndGrace has given its answer:
+// it is returned, not failed and sent again (which the provider would bill twice).
+func TestStallAfterTheAnswerFinishedReturnsIt(t *testing.T) {
+	srv := scriptedServer(t, true, step{raw: data(openaitest.RoleChunk())}, step{raw: data(openaitest.ContentChunk("Hello"))},
+		step{raw: data(openaitest.FinishChunk("stop"))})
+	m, err := openai.New(openai.Config{Provider: "p", BaseURL: srv.URL, Model: "m", Timeout: time.Hour, StreamIdleTimeout: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	r, err := m.Stream(ctx, llm.Request{Messages: conversation()[:2]}, nil)
+	if err != nil || r.Message.Content != "Hello" {
+		t.Fatalf("%+v %v: want the finished answer", r, err)
+	}
+}
