@@ -221,7 +221,11 @@ flags:
                          The provider's own per-request timeout (LLM_TIMEOUT,
                          "llm": {"timeout"}, default 2m; retried within D) follows a
                          longer D unless set; it bounds the fallbacks and the
-                         agents' models too
+                         agents' models too. A streamed answer that began and
+                         then sends nothing for LLM_STREAM_IDLE_TIMEOUT
+                         ("llm": {"stream_idle_timeout"}, default 1m, 0 for none)
+                         fails and is retried; the silence before it begins is
+                         bounded by the per-request timeout alone
   --tool-timeout D       fail a tool call that has not answered after D, 100ms to 1h
                          (TROUPE_TOOL_TIMEOUT, "tool_timeout", default 30s), for the
                          tools without a timeout of their own: http_fetch keeps its

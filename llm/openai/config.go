@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"math"
 	"net/http"
 	"net/url"
 	"slices"
@@ -21,9 +22,15 @@ import (
 const DefaultTimeout = 2 * time.Minute
 
 // DefaultStreamIdleTimeout is how long Stream waits for the next byte of a stream
-// whose headers came, when Config.StreamIdleTimeout is zero: far above a slow
-// model's gap between tokens (a second or two), below Config.Timeout's default.
+// whose answer began (Config.StreamIdleTimeout), when Config.StreamIdleTimeout is
+// zero: far above a slow model's gap between tokens (a second or two), below
+// Config.Timeout's default. A model's silence before its answer (reasoning) is
+// bounded by Config.Timeout alone.
 const DefaultStreamIdleTimeout = time.Minute
+
+// StreamIdleOff as Config.StreamIdleTimeout turns the idle bound off: a stream is
+// then bounded by Config.Timeout alone.
+const StreamIdleOff time.Duration = math.MaxInt64
 
 // DefaultProvider names the provider in errors and events when Config.Provider is empty.
 const DefaultProvider = "openai-compatible"
@@ -46,12 +53,16 @@ type Config struct {
 	// with a transient error.
 	Timeout time.Duration
 	// StreamIdleTimeout bounds how long Stream waits for the next byte of the
-	// response once its headers came (a stream that stalls, its connection open);
-	// 0 means DefaultStreamIdleTimeout. A stream that sends nothing for that long
-	// fails with ErrStalledStream, transient as a dropped connection is, and is not
-	// waited for until Timeout. The time to the headers is bounded by Timeout
-	// alone. A model that thinks in silence between chunks for longer (some
-	// reasoning models) needs a higher one; one not below Timeout never fires.
+	// response once its answer began: a chunk that carried content, reasoning or
+	// a tool call, or the first byte of an answer sent whole (a stream that
+	// stalls, its connection open); 0 means DefaultStreamIdleTimeout,
+	// StreamIdleOff none. A stream that sends nothing for that long fails with
+	// ErrStalledStream, transient as a dropped connection is, and is not waited
+	// for until Timeout. Any bytes are life, keepalive comments included. The
+	// wait before the answer begins (the headers, a role chunk, then a reasoning
+	// model's silence, minutes long) is bounded by Timeout alone. A model that
+	// thinks in silence in the middle of its answer for longer needs a higher
+	// one; one not below Timeout never fires.
 	StreamIdleTimeout time.Duration
 	// ExtraHeaders are added to every request (e.g. an organisation or a gateway tag).
 	ExtraHeaders map[string]string
@@ -213,9 +224,13 @@ func (c Config) timeout() time.Duration {
 	return c.Timeout
 }
 
+// streamIdleTimeout is the idle bound of a stream; 0 for none (StreamIdleOff).
 func (c Config) streamIdleTimeout() time.Duration {
-	if c.StreamIdleTimeout == 0 {
+	switch c.StreamIdleTimeout {
+	case 0:
 		return DefaultStreamIdleTimeout
+	case StreamIdleOff:
+		return 0
 	}
 	return c.StreamIdleTimeout
 }

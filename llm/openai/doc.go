@@ -49,7 +49,7 @@
 //     its code is 401, 403, 429, 408, 409 or 5xx;
 //   - a call that runs past Config.Timeout, a refused or dropped connection, a
 //     stream cut short (ErrTruncatedStream) or one that sent nothing for
-//     Config.StreamIdleTimeout once its headers came (ErrStalledStream) wrap
+//     Config.StreamIdleTimeout once its answer began (ErrStalledStream) wrap
 //     llm.ErrTransient;
 //   - when the caller's ctx ends first, the error wraps ctx.Err() and is not transient;
 //   - ErrMalformedResponse (a body that is not the expected JSON or event stream) and

@@ -81,11 +81,13 @@ type exchange struct {
 	// came when it does not parse.
 	head []byte
 	// idle, when positive, bounds the wait for each read of a successful
-	// response's body; stall is then called once, when a read waited longer
-	// (it ends the request), and stalled records it.
+	// response's body once arm was called; stall is then called once, when a
+	// read waited longer (it ends the request), and stalled records it.
 	idle    time.Duration
 	stall   func()
 	stalled bool
+	// answer is the successful response's body, as it is read.
+	answer *watchedBody
 }
 
 // maxHead bounds exchange.head.
@@ -149,17 +151,27 @@ func (x *exchange) middleware(req *http.Request, next option.MiddlewareNext) (*h
 		res.Body = io.NopCloser(bytes.NewReader(b))
 		return res, nil
 	}
-	body := &watchedBody{rc: res.Body, x: x, left: x.limit}
-	if x.idle > 0 && x.stall != nil {
-		body.idle = time.AfterFunc(x.idle, func() {
-			x.mu.Lock()
-			x.stalled = true
-			x.mu.Unlock()
-			x.stall()
-		})
-	}
-	res.Body = body
+	x.answer = &watchedBody{rc: res.Body, x: x, left: x.limit}
+	res.Body = x.answer
 	return res, nil
+}
+
+// arm starts the idle bound of the answer's body (exchange.idle), once: the
+// caller saw the answer begin. Until then the body may send nothing for as long
+// as the request's own timeout allows (a model that reasons in silence before
+// its first token). Without a body or a bound it does nothing.
+func (x *exchange) arm() {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.idle <= 0 || x.stall == nil || x.answer == nil || x.answer.idle != nil || x.answer.closed {
+		return
+	}
+	x.answer.idle = time.AfterFunc(x.idle, func() {
+		x.mu.Lock()
+		x.stalled = true
+		x.mu.Unlock()
+		x.stall()
+	})
 }
 
 // answerType reports whether a successful response of Content-Type ct can be an
@@ -198,21 +210,26 @@ type watchedBody struct {
 	left int64 // bytes it may still read, when x.limit is set
 	// headRead is how much of the body x.head holds (at most maxHead).
 	headRead int
-	// idle runs while the body sends nothing, for x.idle (nil for no bound).
-	idle *time.Timer
+	// idle runs while the body sends nothing, for x.idle, once x.arm started it
+	// (nil before, or for no bound); closed is set by Close. Both under x.mu.
+	idle   *time.Timer
+	closed bool
 }
 
 func (b *watchedBody) Read(p []byte) (int, error) {
 	n, err := b.rc.Read(p)
+	b.x.mu.Lock()
 	if b.idle != nil {
 		switch {
 		case err != nil:
 			b.idle.Stop()
 		case n > 0:
-			// Bytes came: the bound counts the wait for the next ones only.
+			// Bytes came (a chunk, a keepalive comment): the bound counts the
+			// wait for the next ones only.
 			b.idle.Reset(b.x.idle)
 		}
 	}
+	b.x.mu.Unlock()
 	if k := min(n, maxHead-b.headRead); k > 0 {
 		b.x.mu.Lock()
 		b.x.head = append(b.x.head, p[:k]...)
@@ -238,9 +255,12 @@ func (b *watchedBody) Read(p []byte) (int, error) {
 }
 
 func (b *watchedBody) Close() error {
+	b.x.mu.Lock()
+	b.closed = true
 	if b.idle != nil {
 		b.idle.Stop()
 	}
+	b.x.mu.Unlock()
 	return b.rc.Close()
 }
 

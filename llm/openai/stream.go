@@ -47,7 +47,8 @@ var _ Streamer = (*Model)(nil)
 // after its answer is not waited for until Config.Timeout. A stream the
 // connection cuts short before that fails with ErrTruncatedStream (transient) and
 // never returns a partial answer; one that sends nothing for Config.StreamIdleTimeout
-// fails with ErrStalledStream (transient), and any fails at Config.Timeout. A provider that answers whole (a JSON
+// once its answer began (a chunk with content, reasoning or a tool call) fails with
+// ErrStalledStream (transient), and any fails at Config.Timeout. A provider that answers whole (a JSON
 // chat completion: it does not stream, even one it labels text/event-stream) is read as Generate reads it, with no
 // increments. When Stream fails, the increments already
 // delivered belong to no answer: a retry streams again from the start. An error from
@@ -115,11 +116,14 @@ func (m *Model) Stream(ctx context.Context, req llm.Request, onDelta func(Delta)
 			io.Closer
 		}{br, raw.Body}
 		if c := firstByte(br); c == '{' || c == '<' {
+			x.arm()
 			return m.whole(op, req, raw, x)
 		}
 	case "application/json":
 		// A provider that does not stream (some OpenAI-compatible servers ignore
-		// "stream") answers whole: the same answer, with no increments.
+		// "stream") answers whole: the same answer, with no increments. Its body
+		// comes once the answer is made: a silence in it is a stall.
+		x.arm()
 		return m.whole(op, req, raw, x)
 	default:
 		_, _ = io.Copy(io.Discard, io.LimitReader(raw.Body, maxErrorBody))
@@ -184,6 +188,10 @@ func (m *Model) Stream(ctx context.Context, req llm.Request, onDelta func(Delta)
 			return llm.Response{}, m.who.errorf(op, "%w: chunk %q does not continue the stream", ErrMalformedResponse, m.who.quote(chunk.RawJSON()))
 		}
 		began = true
+		if answering(chunk) {
+			// The answer began: from here a silence is a stall (the idle bound).
+			x.arm()
+		}
 		if chunk.JSON.Usage.Valid() {
 			u, reported = chunk.Usage, true
 		}
@@ -664,6 +672,26 @@ func deltas(d sdk.ChatCompletionChunkChoiceDelta) []Delta {
 		out = append(out, Delta{ToolCallIndex: idx, ToolCallID: tc.ID, ToolName: tc.Function.Name, ArgumentsDelta: tc.Function.Arguments})
 	}
 	return out
+}
+
+// answering reports whether a chunk carries some of the answer: content (or a
+// refusal), reasoning (reasoning_content, reasoning) or a tool call. A chunk with a
+// role alone, usage alone or a finish_reason alone does not.
+func answering(chunk sdk.ChatCompletionChunk) bool {
+	for _, ch := range chunk.Choices {
+		d := ch.Delta
+		if d.Content != "" || d.Refusal != "" || len(d.ToolCalls) > 0 {
+			return true
+		}
+		for _, name := range []string{"reasoning_content", "reasoning"} {
+			if f, ok := d.JSON.ExtraFields[name]; ok {
+				if raw := f.Raw(); raw != "" && raw != "null" && raw != `""` {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 // doneDecoder notes whether the event stream reached its [DONE] sentinel; the SDK's

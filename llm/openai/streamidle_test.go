@@ -43,7 +43,8 @@ func TestStreamThatStallsFailsAtItsIdleTimeout(t *testing.T) {
 		name   string
 		events []string
 	}{
-		{"after its headers", nil},
+		// Silence after the headers alone is a model reasoning before its answer,
+		// bounded by Config.Timeout (TestSilenceBeforeTheAnswerEndsAtTheRequestTimeout).
 		{"after a first chunk", []string{openaitest.RoleChunk(), openaitest.ContentChunk("Hel")}},
 	} {
 		t.Run(c.name, func(t *testing.T) {

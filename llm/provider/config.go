@@ -28,6 +28,8 @@ const (
 	EnvEmbeddingModel = "LLM_EMBEDDING_MODEL"
 	// EnvTimeout is a Go duration, e.g. "45s".
 	EnvTimeout = "LLM_TIMEOUT"
+	// EnvStreamIdleTimeout is a Go duration, e.g. "2m"; "0" turns the bound off.
+	EnvStreamIdleTimeout = "LLM_STREAM_IDLE_TIMEOUT"
 )
 
 // DefaultConfigFile is the conventional configuration file name.
@@ -66,6 +68,10 @@ type Config struct {
 	// default (DefaultConfig). A caller that replaces the
 	// default (a node following its longer model timeout) names itself here.
 	TimeoutSource string
+	// StreamIdleTimeout bounds how long a streamed answer that began may send
+	// nothing (openai.Config.StreamIdleTimeout): 0 for the default
+	// (openai.DefaultStreamIdleTimeout), openai.StreamIdleOff for none.
+	StreamIdleTimeout time.Duration
 	// ExtraHeaders are sent with every request.
 	ExtraHeaders map[string]string
 	// DisableProbe skips looking for a local Ollama or vLLM server.
@@ -92,6 +98,9 @@ func (c Config) Validate() error {
 	}
 	if c.Timeout < 0 || c.Timeout > MaxTimeout {
 		errs = append(errs, fmt.Errorf("llm/provider: timeout (llm.timeout, %s) %s is out of range: want 1s to 1h (0: the default, %s)", EnvTimeout, c.Timeout, openai.DefaultTimeout))
+	}
+	if d := c.StreamIdleTimeout; d != 0 && d != openai.StreamIdleOff && (d < time.Second || d > MaxTimeout) {
+		errs = append(errs, fmt.Errorf("llm/provider: stream idle timeout (llm.stream_idle_timeout, %s) %s is out of range: %s", EnvStreamIdleTimeout, d, streamIdleWant))
 	}
 	return errors.Join(errs...)
 }
@@ -124,15 +133,17 @@ func names() []string {
 //	{"llm": {"provider": "deepseek", "model": "deepseek-chat", "timeout": "45s",
 //	         "api_key_env": "MY_DEEPSEEK_KEY"}}
 type fileConfig struct {
-	Provider       string            `json:"provider"`
-	APIKey         string            `json:"api_key"`
-	APIKeyEnv      string            `json:"api_key_env"`
-	BaseURL        string            `json:"base_url"`
-	Model          string            `json:"model"`
-	EmbeddingModel string            `json:"embedding_model"`
-	Timeout        string            `json:"timeout"`
-	ExtraHeaders   map[string]string `json:"extra_headers"`
-	DisableProbe   bool              `json:"disable_probe"`
+	Provider       string `json:"provider"`
+	APIKey         string `json:"api_key"`
+	APIKeyEnv      string `json:"api_key_env"`
+	BaseURL        string `json:"base_url"`
+	Model          string `json:"model"`
+	EmbeddingModel string `json:"embedding_model"`
+	Timeout        string `json:"timeout"`
+	// StreamIdleTimeout is a duration, "0" for none (parseStreamIdle).
+	StreamIdleTimeout string            `json:"stream_idle_timeout"`
+	ExtraHeaders      map[string]string `json:"extra_headers"`
+	DisableProbe      bool              `json:"disable_probe"`
 }
 
 var (
@@ -178,6 +189,11 @@ func (f fileConfig) validate(prefix string) error {
 			bad("timeout", "%q is not a duration: want 1s to 1h, e.g. \"45s\"", f.Timeout)
 		case d < time.Second || d > MaxTimeout:
 			bad("timeout", "%q is out of range: want 1s to 1h", f.Timeout)
+		}
+	}
+	if f.StreamIdleTimeout != "" {
+		if _, err := parseStreamIdle(f.StreamIdleTimeout); err != nil {
+			bad("stream_idle_timeout", "%w", err)
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(f.ExtraHeaders)) {
@@ -287,6 +303,9 @@ func (c Config) withFile(b []byte, env func(string) string) (Config, error) {
 		c.Timeout, _ = time.ParseDuration(f.Timeout) // validate parsed it
 		c.TimeoutSource = prefix + "timeout"
 	}
+	if f.StreamIdleTimeout != "" {
+		c.StreamIdleTimeout, _ = parseStreamIdle(f.StreamIdleTimeout) // validate parsed it
+	}
 	if len(f.ExtraHeaders) > 0 {
 		c.ExtraHeaders = maps.Clone(f.ExtraHeaders)
 	}
@@ -313,7 +332,32 @@ func (c Config) withEnv(env func(string) string) (Config, error) {
 		}
 		c.Timeout, c.TimeoutSource = d, EnvTimeout
 	}
+	if v := get(EnvStreamIdleTimeout); v != "" {
+		d, err := parseStreamIdle(v)
+		if err != nil {
+			return c, fmt.Errorf("llm/provider: %s: %w", EnvStreamIdleTimeout, err)
+		}
+		c.StreamIdleTimeout = d
+	}
 	return c, nil
+}
+
+// streamIdleWant says which values a stream idle timeout takes.
+const streamIdleWant = "want 1s to 1h, e.g. \"2m\", or 0 for no bound"
+
+// parseStreamIdle reads a stream idle timeout: a duration of 1s to 1h, or 0
+// (openai.StreamIdleOff: no bound).
+func parseStreamIdle(v string) (time.Duration, error) {
+	d, err := time.ParseDuration(v)
+	switch {
+	case err != nil:
+		return 0, fmt.Errorf("%q is not a duration: %s", v, streamIdleWant)
+	case d == 0:
+		return openai.StreamIdleOff, nil
+	case d < time.Second || d > MaxTimeout:
+		return 0, fmt.Errorf("%q is out of range: %s", v, streamIdleWant)
+	}
+	return d, nil
 }
 
 // TimeoutEnv returns env (os.Getenv when nil) with EnvTimeout giving c.Timeout (when
@@ -326,13 +370,19 @@ func (c Config) TimeoutEnv(env func(string) string) func(string) string {
 	if env == nil {
 		env = os.Getenv
 	}
-	if c.Timeout == 0 {
+	if c.Timeout == 0 && c.StreamIdleTimeout == 0 {
 		return env
 	}
-	timeout := c.Timeout.String()
+	timeout, idle := c.Timeout.String(), c.StreamIdleTimeout.String()
+	if c.StreamIdleTimeout == openai.StreamIdleOff {
+		idle = "0"
+	}
 	return func(k string) string {
-		if k == EnvTimeout {
+		switch {
+		case k == EnvTimeout && c.Timeout != 0:
 			return timeout
+		case k == EnvStreamIdleTimeout && c.StreamIdleTimeout != 0:
+			return idle
 		}
 		return env(k)
 	}

@@ -72,9 +72,11 @@ type Resolved struct {
 	APIKey string
 	// KeySource names where APIKey came from: a provider's key variable,
 	// LLM_API_KEY, the variable llm.api_key_env names, or "llm.api_key".
-	KeySource    string
-	Timeout      time.Duration
-	ExtraHeaders map[string]string
+	KeySource string
+	Timeout   time.Duration
+	// StreamIdleTimeout is Config.StreamIdleTimeout.
+	StreamIdleTimeout time.Duration
+	ExtraHeaders      map[string]string
 	// Reason says which setting chose the provider, or why none was found.
 	Reason string
 }
@@ -132,7 +134,7 @@ func Detect(ctx context.Context, cfg Config, env func(string) string, probe Prob
 	resolve := func(p Provider, key, source, reason string) (Resolved, error) {
 		r := Resolved{Provider: p.Name, BaseURL: apiBase(cfg.BaseURL, p), Model: first(cfg.Model, p.DefaultModel),
 			EmbeddingModel: first(cfg.EmbeddingModel, p.DefaultEmbeddingModel), APIKey: key, Timeout: cfg.Timeout,
-			ExtraHeaders: maps.Clone(cfg.ExtraHeaders), Reason: reason}
+			StreamIdleTimeout: cfg.StreamIdleTimeout, ExtraHeaders: maps.Clone(cfg.ExtraHeaders), Reason: reason}
 		if key != "" {
 			r.KeySource = source
 		}
@@ -389,7 +391,7 @@ func (r Resolved) NewModel() (llm.Model, error) {
 		return llm.NewOffline(), nil
 	}
 	m, err := openai.New(openai.Config{Provider: r.Provider, BaseURL: r.BaseURL, APIKey: r.APIKey, Model: r.Model,
-		Timeout: r.Timeout, ExtraHeaders: r.ExtraHeaders})
+		Timeout: r.Timeout, StreamIdleTimeout: r.StreamIdleTimeout, ExtraHeaders: r.ExtraHeaders})
 	if err != nil {
 		return nil, fmt.Errorf("llm/provider: %s: %w", r.Provider, err)
 	}

@@ -109,7 +109,8 @@ func CheckSpec(spec string) error {
 // provider (PROVIDER[:MODEL]) runs at that provider's own base URL with that
 // provider's own key variable and nothing else: LLM_BASE_URL, LLM_API_KEY, LLM_MODEL,
 // TROUPE_LLM_PROVIDER and the config file configure the primary model, and its key
-// is not the fallback's to send. Its per-request timeout is env's EnvTimeout: pass
+// is not the fallback's to send. Its per-request timeout is env's EnvTimeout (and its
+// stream idle bound EnvStreamIdleTimeout): pass
 // the primary's Config.TimeoutEnv for the node's own (its config file's llm.timeout
 // included). auto, offline and scripted:FILE are as in FromSpec.
 func FallbackFromSpec(ctx context.Context, spec string, env func(string) string) (llm.Model, string, string, error) {
@@ -131,7 +132,7 @@ func resolveFallback(ctx context.Context, spec string, env func(string) string) 
 		env = os.Getenv
 	}
 	own := func(k string) string {
-		if k == p.KeyEnv || k == EnvTimeout {
+		if k == p.KeyEnv || k == EnvTimeout || k == EnvStreamIdleTimeout {
 			return env(k)
 		}
 		return ""
