@@ -20,6 +20,7 @@ import (
 	"github.com/troupe-run/troupe/kafka"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/redact"
+	"github.com/troupe-run/troupe/telemetry"
 )
 
 // Ingress in one place. Every source of tasks and cancellations is a thin adapter
@@ -499,8 +500,14 @@ func (in *Ingress) admitEnvelope(payload []byte) (messages.Envelope, *messages.T
 	if in.memory != nil {
 		memory = in.memory(t.Agent)
 	}
-	if redacted := in.redactor.String(ts.Input); redacted != ts.Input || memory != ts.Memory {
-		ts.Input, ts.Memory = redacted, memory
+	// The trace context the payload carries (a forwarding node's, a tracing
+	// client's) is kept as far as W3C Trace Context reads it: a malformed
+	// traceparent is left out, and the task runs under the message's metadata as a
+	// plain task does (tracing.stamp); a malformed tracestate is left out, not kept
+	// in the log with every copy of the task.
+	parent, state := telemetry.ValidTraceContext(ts.TraceParent, ts.TraceState)
+	if redacted := in.redactor.String(ts.Input); redacted != ts.Input || memory != ts.Memory || parent != ts.TraceParent || state != ts.TraceState {
+		ts.Input, ts.Memory, ts.TraceParent, ts.TraceState = redacted, memory, parent, state
 		b, err := json.Marshal(ts)
 		if err != nil {
 			return messages.Envelope{}, nil, "", fmt.Errorf("messages: encode %s: %w", env.Type, err)

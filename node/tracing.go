@@ -58,7 +58,7 @@ type tracing struct {
 func (n *Node) newTracing(ctx context.Context) error {
 	t := &tracing{traces: n.cfg.Traces, remote: map[string]trace.SpanContext{}}
 	if t.traces == nil {
-		traces, err := telemetry.FromEnv(ctx, telemetry.Options{InstanceID: n.cfg.NodeID})
+		traces, err := telemetry.FromEnv(ctx, telemetry.Options{InstanceID: n.cfg.NodeID, Logger: n.cfg.Logger})
 		if err != nil {
 			return fmt.Errorf("node: traces: %w", err)
 		}

@@ -79,3 +79,20 @@ func ParseTraceContext(traceparent, tracestate string) trace.SpanContext {
 	}
 	return trace.SpanContextFromContext(propagator.Extract(context.Background(), md))
 }
+
+// ValidTraceContext returns traceparent and tracestate as far as W3C Trace Context
+// reads them, as a task records them: "" for a traceparent that is malformed (and
+// then for its tracestate too, which has nothing to belong to), and "" for a
+// tracestate that is (a member that is no key=value of the grammar, more than 32
+// members, a value past 256 characters). What is valid is returned unchanged.
+func ValidTraceContext(traceparent, tracestate string) (string, string) {
+	if !ParseTraceParent(traceparent).IsValid() {
+		return "", ""
+	}
+	if tracestate != "" {
+		if _, err := trace.ParseTraceState(tracestate); err != nil {
+			return traceparent, ""
+		}
+	}
+	return traceparent, tracestate
+}

@@ -1,10 +1,13 @@
 package telemetry
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 
 	"go.opentelemetry.io/contrib/exporters/autoexport"
@@ -14,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/redact"
 )
 
@@ -91,6 +95,9 @@ type Options struct {
 	// InstanceID, when set, is the service.instance.id (a node's ID) unless the
 	// environment sets one.
 	InstanceID string
+	// Logger takes the warnings of settings FromEnv reads past (default
+	// slog.Default()).
+	Logger *slog.Logger
 }
 
 // Environment variables that turn tracing on (FromEnv).
@@ -143,7 +150,7 @@ func FromEnv(ctx context.Context, opts Options) (*Traces, error) {
 		_ = exp.Shutdown(ctx)
 		return nil, err
 	}
-	sdk := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res), sdktrace.WithRawSpanLimits(spanLimits()))
+	sdk := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res), sdktrace.WithRawSpanLimits(spanLimits(cmp.Or(opts.Logger, slog.Default()))))
 	return &Traces{provider: sdk, tracer: sdk.Tracer(TracerName), sdk: sdk, exporter: exporter}, nil
 }
 
@@ -153,15 +160,31 @@ func FromEnv(ctx context.Context, opts Options) (*Traces, error) {
 // none): a name a model makes up (gen_ai.tool.name) may be of any length.
 const DefaultAttributeValueLimit = 4 << 10
 
-// spanLimits are the SDK's span limits of the OTEL_SPAN_* environment, with
-// DefaultAttributeValueLimit when it sets no bound on attribute values (a value
-// it sets, -1 for none included, is kept).
-func spanLimits() sdktrace.SpanLimits {
+// Environment variables that bound the string values of spans' attributes: the
+// first set to a value other than empty decides.
+var attributeValueLimitEnv = [...]string{"OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT", "OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT"}
+
+// spanLimits are the SDK's span limits of the OTEL_SPAN_* environment, with the
+// attribute value limit of attributeValueLimitEnv (a negative one is no bound),
+// DefaultAttributeValueLimit when it sets none. A value that is no integer ("4k",
+// or one past an int) keeps DefaultAttributeValueLimit and is named in a warning
+// to logger: the SDK would log it where no one looks and drop the bound.
+func spanLimits(logger *slog.Logger) sdktrace.SpanLimits {
 	l := sdktrace.NewSpanLimits()
-	_, span := os.LookupEnv("OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT")
-	_, all := os.LookupEnv("OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT")
-	if !span && !all {
-		l.AttributeValueLengthLimit = DefaultAttributeValueLimit
+	l.AttributeValueLengthLimit = DefaultAttributeValueLimit
+	for _, key := range attributeValueLimitEnv {
+		v := strings.TrimSpace(os.Getenv(key))
+		if v == "" {
+			continue
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			logger.Warn("telemetry: "+key+" is no integer (bytes, or -1 for no bound); spans' attribute values are bounded by the default",
+				"value", messages.QuoteHead(v), "default", DefaultAttributeValueLimit)
+			break
+		}
+		l.AttributeValueLengthLimit = n
+		break
 	}
 	return l
 }
