@@ -50,7 +50,8 @@ type reach struct {
 // the brokers at most once a second, and a check takes at most a second
 // (reachTimeout): the calls made meanwhile, and while the next check runs, get
 // the last check's outcome (so it may be two seconds old) without waiting; only
-// the first call waits for a check, until it ends or ctx is done. A broker that answers but refuses
+// the first call, and the first after two seconds with no call, wait for a
+// check, until it ends or ctx is done. A broker that answers but refuses
 // writes (a topic missing, replicas out of sync) is reachable: Publish says
 // what it refuses.
 func (p *Publisher) Reachable(ctx context.Context) error {
@@ -80,9 +81,9 @@ func (r *reach) check(ctx context.Context, fresh bool) error {
 	r.mu.Lock()
 	// The newer of the last check and the last produce that went through (a
 	// broker too slow for a check, 1 s, may take a produce, which waits longer).
-	last := r.last
+	last, at := r.last, r.checked
 	if !fresh && !r.checked.IsZero() && produced > r.checked.UnixNano() {
-		last = nil
+		last, at = nil, time.Unix(0, produced)
 	}
 	if !r.checked.IsZero() && time.Since(r.checked) < reachMaxAge && r.running == nil && (!fresh || r.last != nil) {
 		r.mu.Unlock()
@@ -102,12 +103,14 @@ func (r *reach) check(ctx context.Context, fresh bool) error {
 			close(done)
 		}()
 	}
-	if !fresh && !r.checked.IsZero() {
+	if !fresh && !r.checked.IsZero() && time.Since(at) < reachMaxAge+reachTimeout {
 		// The last check's outcome stands while the next one runs (it ends
 		// within reachTimeout): a broker that answers, but more slowly than the
 		// caller waits (a health check, half a second), would otherwise be
 		// found unreachable each time the outcome aged, and reachable again
-		// once the check ended.
+		// once the check ended. An older outcome, one that nothing asked for
+		// since (a node idle, with no health probe, while its brokers came
+		// back), says nothing of the brokers now: the call waits for the check.
 		r.mu.Unlock()
 		return last
 	}

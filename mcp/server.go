@@ -33,9 +33,19 @@ import (
 	"github.com/troupe-run/troupe/node"
 )
 
+// PrincipalHeader is the request header in which Handler passes to the
+// server's tool handlers who a request is signed in as (node.RequestPrincipal):
+// a keyed direct call names a call among that principal's, so that a client
+// that lost its session and sends its call again from a new one, with the same
+// idempotency key and token, gets the first call's answer. A node without
+// tokens knows no principal: the call's caller is then the client's session. A
+// client's own header of that name is dropped.
+const PrincipalHeader = "Troupe-Principal"
+
 // CallerNode is the optional capability of a Node to tell its callers apart
 // (*node.Node has it): CallToolFor is CallTool whose key names a call among
-// caller's only, the ID of the client's session, so that two clients that name
+// caller's only, the principal the request is signed in as (PrincipalHeader),
+// else the ID of the client's session, so that two clients that name
 // their calls alike make two calls, under two names outside the node.
 type CallerNode interface {
 	CallToolFor(ctx context.Context, caller, key, name, arguments string) (string, error)
@@ -428,7 +438,9 @@ func (s *Server) callTool(name string) sdk.ToolHandler {
 		var err error
 		if cn, ok := s.n.(CallerNode); ok {
 			caller := ""
-			if req.Session != nil {
+			if req.Extra != nil && req.Extra.Header.Get(PrincipalHeader) != "" {
+				caller = req.Extra.Header.Get(PrincipalHeader)
+			} else if req.Session != nil {
 				caller = req.Session.ID()
 			}
 			out, err = cn.CallToolFor(ctx, caller, key, name, args)
@@ -859,6 +871,13 @@ func (s *Server) Handler() http.Handler {
 	}))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
+		// Who the request is signed in as reaches the tools' handlers in the
+		// request's headers, the only part of it the SDK passes on; a client's
+		// own header of that name names nobody.
+		r.Header.Del(PrincipalHeader)
+		if p := node.RequestPrincipal(r.Context()); p != "" {
+			r.Header.Set(PrincipalHeader, p)
+		}
 		if r.Method == http.MethodPost && r.Body != nil {
 			limit := cmp.Or(s.opts.MaxRequestBytes, MaxRequestBytes)
 			if r.ContentLength > limit {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -321,6 +322,7 @@ func (g *gate) serve(h http.Handler, w http.ResponseWriter, r *http.Request, sum
 		expiry := time.AfterFunc(time.Until(expires), cancel)
 		defer expiry.Stop()
 	}
+	ctx = context.WithValue(ctx, principalKey{}, "token:"+hex.EncodeToString(sum[:16]))
 	s := &servedRequest{token: sum, session: session, cancel: cancel}
 	g.servingMu.Lock()
 	if g.serving == nil {
@@ -334,6 +336,20 @@ func (g *gate) serve(h http.Handler, w http.ResponseWriter, r *http.Request, sum
 		g.servingMu.Unlock()
 	}()
 	h.ServeHTTP(w, r.WithContext(ctx))
+}
+
+// principalKey is the key of a request's principal in its context (RequestPrincipal).
+type principalKey struct{}
+
+// RequestPrincipal returns who the request of ctx is signed in as: on a node
+// with API tokens, "token:" and the head of a digest of the token it carries,
+// or that the dashboard's cookie it carries was made with, the same for every
+// request with that token and another for each token; "" on a node without
+// tokens, and on a public route. It names the caller of a call without telling
+// the token (MCP's direct calls keyed per caller: mcp.PrincipalHeader).
+func RequestPrincipal(ctx context.Context) string {
+	p, _ := ctx.Value(principalKey{}).(string)
+	return p
 }
 
 // cutSession cancels the requests being served that the cookie of the session

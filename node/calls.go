@@ -98,10 +98,11 @@ func (n *Node) CallTool(ctx context.Context, key, name, arguments string) (strin
 }
 
 // CallToolFor is CallTool for caller, a name of whoever makes the call that no
-// other caller has (an MCP server's client session): its key names a call among
-// caller's only, so that two callers that name calls alike ("1", "retry-safe")
-// make two calls, neither answered from memory of the other's, under two names
-// outside the node, as two sessions' effects of one seq are.
+// other caller has (the token an MCP request is signed in with, else the
+// client's session): its key names a call among caller's only, so that two
+// callers that name calls alike ("1", "retry-safe") make two calls, neither
+// answered from memory of the other's, under two names outside the node, as
+// two sessions' effects of one seq are.
 func (n *Node) CallToolFor(ctx context.Context, caller, key, name, arguments string) (string, error) {
 	known := false
 	for _, s := range n.ToolSpecs() {

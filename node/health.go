@@ -143,8 +143,29 @@ func (n *Node) busReachable(ctx context.Context) error {
 	if !ok {
 		return nil
 	}
-	return r.Reachable(ctx)
+	if err := r.Reachable(ctx); err != nil {
+		return &busUnreachableError{err: err}
+	}
+	return nil
 }
+
+// ErrBusUnreachable is wrapped by the error of a task refused because the
+// node's Kafka brokers are known to be out of reach (BusReach): nothing was
+// recorded, and the task should be sent again in a few seconds (POST /v1/tasks
+// answers 503 with Retry-After: busDownRetryAfter).
+var ErrBusUnreachable = errors.New("the bus cannot be reached")
+
+// busDownRetryAfter is the Retry-After, in seconds, of a task refused because
+// the brokers cannot be reached: a check of them is at most a second old and
+// takes at most a second, so a node knows of brokers back within two.
+const busDownRetryAfter = 2
+
+// busUnreachableError is ErrBusUnreachable with the reason the publisher gave,
+// which its text is.
+type busUnreachableError struct{ err error }
+
+func (e *busUnreachableError) Error() string   { return e.err.Error() }
+func (e *busUnreachableError) Unwrap() []error { return []error{ErrBusUnreachable, e.err} }
 
 // Live returns nil unless the node is stopping or its session host does not
 // answer: what a restart may cure, unlike an event log that cannot write or does

@@ -316,6 +316,11 @@ func (n *Node) postTask(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusTooManyRequests, "the task was not accepted: %v", err)
 	case errors.Is(err, actors.ErrSessionFailed):
 		writeError(w, http.StatusInternalServerError, "the task was not accepted: %v", err)
+	case errors.Is(err, ErrBusUnreachable):
+		// Nothing was recorded: the node finds the brokers again within
+		// seconds of their return.
+		w.Header().Set("Retry-After", strconv.Itoa(busDownRetryAfter))
+		writeError(w, http.StatusServiceUnavailable, "the task was not accepted: %v", err)
 	case err != nil:
 		writeError(w, http.StatusServiceUnavailable, "the task was not accepted: %v", err)
 	default:
