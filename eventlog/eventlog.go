@@ -395,7 +395,16 @@ type Filter struct {
 	// notes, memory namespaces, knowledge bases, A2A push configs and dashboard
 	// sign-ins, which never run a task.
 	SessionsOnly bool
+	// Agent keeps the sessions whose first event is a task.submitted naming this
+	// agent (messages.TaskSubmitted.Agent; DefaultAgent for one naming none), as
+	// the node's session rows name a session's agent; empty keeps every session.
+	// A session whose first event is no task.submitted has no agent to match.
+	Agent string
 }
+
+// DefaultAgent is the agent of a session whose first task names none: the
+// node's one agent when it runs no named ones.
+const DefaultAgent = "default"
 
 // SessionInfo summarises one session of the log.
 type SessionInfo struct {

@@ -613,9 +613,15 @@ func (n *Node) listSessions(w http.ResponseWriter, r *http.Request) {
 		}
 		f.SessionsOnly = only
 	}
-	// A status is a session's: the other streams (listed with their kind as their
-	// status, markNotes) have none to match.
-	f.SessionsOnly = f.SessionsOnly || f.Status != ""
+	// An agent names an agent's sessions (that of each one's first task), as the
+	// node's configuration names its agents: another value names none.
+	if f.Agent = q.Get("agent"); f.Agent != "" && f.Agent != eventlog.DefaultAgent && !agentNamePattern.MatchString(f.Agent) {
+		writeError(w, http.StatusBadRequest, "agent must be %s, or default; got %s", AgentNameRule, QuoteHead(f.Agent))
+		return
+	}
+	// A status or an agent is a session's: the other streams (listed with their
+	// kind as their status, markNotes) have none to match.
+	f.SessionsOnly = f.SessionsOnly || f.Status != "" || f.Agent != ""
 	if v := q.Get("limit"); v != "" {
 		l, err := strconv.Atoi(v)
 		if err != nil || l < 1 || l > 10000 {

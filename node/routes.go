@@ -148,9 +148,11 @@ func (n *Node) apiRoutes() []Route {
 			Query: []Param{intp("limit", "at most this many, 1 to 10000 (default 100)"), str("status", "only the agents' sessions with this status (no other stream)"),
 				str("since", "only sessions started at or after this time (RFC 3339, or a duration back from now such as 24h)"),
 				str("updated_since", "only sessions with an event at or after this time (RFC 3339, or a duration back from now such as 24h)"),
+				str("agent", "only the sessions whose first task named this agent (default for none): an agent's name, "+AgentNameRule+", or default; the limit counts its sessions only"),
 				{Name: "sessions_only", Description: "only the agents' sessions, not the streams of notes, memory namespaces, knowledge bases, A2A push configs, dashboard sign-ins and the agents' configurations (which are listed with a status naming their kind)", Type: "boolean"},
 				{Name: "detail", Description: "also each session's agent, usage and the tools of its calls waiting for approval (one log read per session)", Type: "boolean"}},
-			Responses: []Response{ok("the sessions (agent, usage and waiting only with detail=true)", []SessionRow{})}}},
+			Responses: []Response{ok("the sessions (agent, usage and waiting only with detail=true)", []SessionRow{}),
+				{http.StatusBadRequest, "a parameter is malformed (an unknown status, an agent that is no agent's name, a limit out of range)", jsonBody(apiError{})}}}},
 		{Method: "GET", Path: "/v1/feed/sessions", Handler: http.HandlerFunc(n.sessionsStream), Doc: RouteDoc{
 			Summary: "The node's session changes as Server-Sent Events: a session event (data: the session as GET /v1/sessions?detail=true lists it) when a session starts a task, ends one, or a call of it waits for approval (waiting names its tool) or is answered; resync when the client fell behind (list again). Nothing is sent on connect",
 			Query: []Param{str("status", "only sessions with this status (and those that just left it)"),

@@ -758,6 +758,17 @@ const (
 	endedCond   = "(latest_task_type = ? OR was_fenced)"
 )
 
+// agentCond keeps the sessions of an agent (eventlog.Filter.Agent): those whose
+// first task.submitted (the lowest seq) names it, "default" for one naming none,
+// as the analytics charge a session to the agent of its first task (taskAgents).
+// visitParamExtractString reads the payload's first "agent" key: a task's payload
+// has no other (a string value that holds one has its quotes escaped).
+const agentCond = `session_id IN (SELECT session_id FROM (SELECT session_id,
+	argMin(if(visitParamExtractString(payload, 'agent') = '', 'default', visitParamExtractString(payload, 'agent')), seq) AS first_agent
+FROM events
+WHERE type = 'task.submitted'
+GROUP BY session_id) AS first_tasks WHERE first_agent = ?)`
+
 // Sessions implements eventlog.Log. It reads the sessions summary table: one row
 // per session once its parts merged, a few more before.
 func (l *Log) Sessions(ctx context.Context, f eventlog.Filter) ([]eventlog.SessionInfo, error) {
@@ -794,6 +805,10 @@ func (l *Log) Sessions(ctx context.Context, f eventlog.Filter) ([]eventlog.Sessi
 	}
 	if f.SessionsOnly && !open {
 		conds = append(conds, "("+notNotes+")")
+	}
+	if f.Agent != "" {
+		conds = append(conds, agentCond)
+		condArgs = append(condArgs, f.Agent)
 	}
 	switch f.Status {
 	case "":

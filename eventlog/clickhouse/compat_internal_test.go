@@ -559,6 +559,16 @@ func TestDumpStatements(t *testing.T) {
 	if _, err := l.Sessions(ctx, eventlog.Filter{SinceUS: 1, UpdatedSinceUS: 2, Prefix: `s'`, SessionsOnly: true, Status: messages.StatusCompleted, Limit: 10}); err != nil {
 		t.Fatal(err)
 	}
+	r.at("sessions of an agent")
+	r.expect("ORDER BY first_us", 3) // each session's first task names math
+	if _, err := l.Sessions(ctx, eventlog.Filter{Agent: "math"}); err != nil {
+		t.Fatal(err)
+	}
+	r.at("sessions of an agent, filtered")
+	r.expect("ORDER BY first_us", 0)
+	if _, err := l.Sessions(ctx, eventlog.Filter{Agent: `ma'th\`, SinceUS: 1, Status: messages.StatusCompleted, Limit: 2}); err != nil {
+		t.Fatal(err)
+	}
 	r.at("sessions running")
 	r.expect("ORDER BY first_us", 2) // s'1\ ended
 	if _, err := l.Sessions(ctx, eventlog.Filter{Status: messages.StatusRunning}); err != nil {

@@ -78,6 +78,7 @@ func Run(t *testing.T, f Features, newLog func(t *testing.T) eventlog.Log) {
 		{"SessionsStatusQueuedTaskFailsFirst", s.testSessionsStatusQueuedTaskFailsFirst},
 		{"SessionsFilter", s.testSessionsFilter},
 		{"SessionsParent", s.testSessionsParent},
+		{"SessionsAgent", s.testSessionsAgent},
 		{"LargePayload", s.testLargePayload},
 		{"AnalyticsSkipsNotesStreams", s.testAnalyticsSkipsNotesStreams},
 		{"AnalyticsCountsAForkFromItsFork", s.testAnalyticsCountsAForkFromItsFork},
@@ -1299,4 +1300,54 @@ func (s *suite) testAnalyticsSkipsNotesStreams(t *testing.T) {
 			t.Errorf("Sessions(%+v) = %q, want %q", c.f, got, c.want)
 		}
 	}
+}
+
+// testSessionsAgent lists the sessions of one agent (Filter.Agent): that named by
+// the session's first task.submitted, "default" for one naming none; the limit
+// counts that agent's sessions only, however many newer sessions other agents
+// have.
+func (s *suite) testSessionsAgent(t *testing.T) {
+	l := s.newLog(t)
+	submit := func(b *session, agent string) messages.Envelope {
+		return b.next(t, &messages.TaskSubmitted{Input: "go \"agent\": \"writer\"", Agent: agent})
+	}
+	// The researcher's sessions are the oldest: a completed one, and a running one
+	// whose second task names another agent.
+	old := newSession("old", 1_000_000)
+	eo := []messages.Envelope{submit(old, "researcher"), old.next(t, completed())}
+	mid := newSession("mid", 2_000_000)
+	em := []messages.Envelope{submit(mid, "researcher"), mid.next(t, completed()), submit(mid, "writer")}
+	s.append(t, l, eo...)
+	s.append(t, l, em...)
+	var newer []eventlog.SessionInfo // the default agent's, newer than the researcher's
+	for i := range 5 {
+		b := newSession(fmt.Sprintf("new-%d", i), int64(10+i)*1_000_000)
+		events := []messages.Envelope{submit(b, ""), b.next(t, completed())}
+		if i == 4 {
+			events = []messages.Envelope{submit(b, "default"), b.next(t, completed())}
+		}
+		s.append(t, l, events...)
+		newer = append(newer, summary(b.id, messages.StatusCompleted, events))
+	}
+	slices.Reverse(newer)
+	writer := newSession("writer-1", 20_000_000)
+	ew := []messages.Envelope{submit(writer, "writer")}
+	s.append(t, l, ew...)
+	// A stream with no task.submitted has no agent, not even the default one.
+	notes := newSession(eventlog.NotesStreamPrefix+"default", 30_000_000)
+	s.append(t, l, notes.next(t, &messages.NoteAdded{NoteID: "n1", Type: "fact", Body: "kept"}))
+
+	sOld, sMid := summary("old", messages.StatusCompleted, eo), summary("mid", messages.StatusRunning, em)
+	sWriter := summary("writer-1", messages.StatusRunning, ew)
+	s.wantSessions(t, l, eventlog.Filter{Agent: "researcher"}, []eventlog.SessionInfo{sMid, sOld})
+	s.wantSessions(t, l, eventlog.Filter{Agent: "researcher", Limit: 1}, []eventlog.SessionInfo{sMid})
+	s.wantSessions(t, l, eventlog.Filter{Agent: "researcher", Limit: 1, SinceUS: 1_000_000, Status: messages.StatusCompleted}, []eventlog.SessionInfo{sOld})
+	s.wantSessions(t, l, eventlog.Filter{Agent: "researcher", SessionsOnly: true, Status: messages.StatusRunning}, []eventlog.SessionInfo{sMid})
+	s.wantSessions(t, l, eventlog.Filter{Agent: "writer"}, []eventlog.SessionInfo{sWriter})
+	s.wantSessions(t, l, eventlog.Filter{Agent: "writer", SessionsOnly: true, Status: messages.StatusRunning}, []eventlog.SessionInfo{sWriter})
+	s.wantSessions(t, l, eventlog.Filter{Agent: "default"}, newer)
+	s.wantSessions(t, l, eventlog.Filter{Agent: "default", Limit: 2, Prefix: "new-"}, newer[:2])
+	s.wantSessions(t, l, eventlog.Filter{Agent: "researcher", UpdatedSinceUS: sMid.UpdatedUS}, []eventlog.SessionInfo{sMid})
+	s.wantSessions(t, l, eventlog.Filter{Agent: "nobody"}, nil)
+	s.wantSessions(t, l, eventlog.Filter{Agent: "Researcher"}, nil)
 }

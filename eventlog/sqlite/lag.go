@@ -394,6 +394,23 @@ func rebuildLagged(ctx context.Context, q querier) (map[string]eventlog.SessionI
 	return infos, nil
 }
 
+// keepAgent drops from lagged the sessions whose agent (sessionAgent) is not
+// agent, read in q's transaction: the listing's SQL reads the agent from the
+// events, not from the lagging summary, so it lists those that are agent's only.
+func keepAgent(ctx context.Context, q querier, lagged map[string]eventlog.SessionInfo, agent string) error {
+	for id := range lagged {
+		var got sql.NullString
+		err := q.QueryRowContext(ctx, `SELECT `+sessionAgent+` FROM (SELECT ? AS session_id) sessions`, id).Scan(&got)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("the agent of session %s: %w", id, err)
+		}
+		if got.String != agent {
+			delete(lagged, id)
+		}
+	}
+	return nil
+}
+
 // overlay puts the rebuilt summaries of lagged in place of the rows listed for
 // them: a listing of f with limit rows more than asked (their rows may be among
 // those it listed) loses those rows, gains the rebuilt summaries that f keeps, and

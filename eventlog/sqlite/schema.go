@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/troupe-run/troupe/eventlog"
 )
 
 // migrations[i] moves the schema from version i to i+1; PRAGMA user_version holds
@@ -277,6 +279,15 @@ const sessionStatus = `CASE WHEN tasks > ended THEN 'running' ELSE status END`
 // written before sub-agents existed lists as it did.
 var sessionParent = `(SELECT ` + payloadField("p", "$.parent.session_id") + ` FROM events p
 		WHERE p.session_id = sessions.session_id AND p.seq = 1 AND p.type = 'task.submitted')`
+
+// sessionAgent is the agent of a row of the sessions table (eventlog.Filter.Agent):
+// the agent named by the session's first task.submitted event, "default" for one
+// naming none, read from the payload by the primary key, for the rows the listing
+// reads only; NULL for a stream with no task.submitted. No column, as
+// sessionParent. It is the agent the analytics (eventsWithAgent) charge the
+// session's first task to.
+var sessionAgent = `(SELECT COALESCE(NULLIF(` + payloadField("p", "$.agent") + `, ''), '` + eventlog.DefaultAgent + `') FROM events p
+		WHERE p.session_id = sessions.session_id AND p.type = 'task.submitted' ORDER BY p.seq LIMIT 1)`
 
 // payloadField is json_extract of path over the payload of the events row alias,
 // NULL when SQLite's JSON functions cannot read the payload: one nested deeper than

@@ -214,6 +214,7 @@ func (l *Log) prepareReads(ctx context.Context) (err error) {
 		AND (? = '' OR (session_id >= ? AND substr(CAST(session_id AS BLOB), 1, length(CAST(? AS BLOB))) = CAST(? AS BLOB)))
 		AND (? = 0 OR updated_us >= ?)
 		AND (? = 0 OR (`+eventlog.NotPrefixed("substr", "session_id")+`))
+		AND (? = '' OR `+sessionAgent+` = ?)
 		ORDER BY started_us DESC, session_id LIMIT ?`); err != nil {
 		return fmt.Errorf("eventlog/sqlite: %s: prepare sessions: %w", l.path, err)
 	}
@@ -524,6 +525,11 @@ func (l *Log) Sessions(ctx context.Context, f eventlog.Filter) ([]eventlog.Sessi
 		if lagged, err = rebuildLagged(ctx, tx); err != nil {
 			return nil, l.readErr("list sessions", err)
 		}
+		if f.Agent != "" {
+			if err := keepAgent(ctx, tx, lagged, f.Agent); err != nil {
+				return nil, l.readErr("list sessions", err)
+			}
+		}
 		if limit > 0 {
 			limit += int64(len(lagged))
 		}
@@ -531,10 +537,10 @@ func (l *Log) Sessions(ctx context.Context, f eventlog.Filter) ([]eventlog.Sessi
 	}
 	var rows *sql.Rows
 	var err error
-	if f.Status == messages.StatusRunning && f.SessionsOnly && f.Prefix == "" {
+	if f.Status == messages.StatusRunning && f.SessionsOnly && f.Prefix == "" && f.Agent == "" {
 		rows, err = listRunning.QueryContext(ctx, since, f.UpdatedSinceUS, f.UpdatedSinceUS, limit)
 	} else {
-		rows, err = list.QueryContext(ctx, since, f.Status, f.Status, f.Prefix, f.Prefix, f.Prefix, f.Prefix, f.UpdatedSinceUS, f.UpdatedSinceUS, f.SessionsOnly, limit)
+		rows, err = list.QueryContext(ctx, since, f.Status, f.Status, f.Prefix, f.Prefix, f.Prefix, f.Prefix, f.UpdatedSinceUS, f.UpdatedSinceUS, f.SessionsOnly, f.Agent, f.Agent, limit)
 	}
 	if err != nil {
 		return nil, l.readErr("list sessions", err)

@@ -343,12 +343,31 @@ function sessionFeed(query, { onOpen, onRow, onResync }, signal) {
 // LIST_LIMIT is how many sessions the list shows: the latest started.
 const LIST_LIMIT = 200;
 
+// AGENT_NAME is what names an agent (the node's rule, AgentNameRule), or
+// "default": the list asks the node for the sessions of such a name only (the
+// node refuses another), and shows none for another.
+const AGENT_NAME = /^(?:[a-z][a-z0-9_-]{0,63}|default)$/;
+
 async function sessionsPage({ every, signal }) {
   const tbody = el("tbody");
   const agents = el("datalist", { id: "agents" });
   const count = el("span", { class: "muted", id: "sessions-count" });
+  // The agent filter is the node's (GET /v1/sessions?agent=): the latest
+  // LIST_LIMIT sessions of that agent, however old, not those of the latest
+  // LIST_LIMIT sessions of all. The rows shown are filtered at once as it is
+  // typed; the list and the feed are asked again once the typing pauses.
+  let agentTimer = 0;
   const agentInput = el("input", { list: "agents", placeholder: "any agent", value: sessionFilters.agent,
-    oninput: () => { sessionFilters.agent = agentInput.value.trim(); draw(); } });
+    oninput: () => {
+      sessionFilters.agent = agentInput.value.trim();
+      draw();
+      clearTimeout(agentTimer);
+      agentTimer = setTimeout(() => { if (!signal.aborted) { listen(); relist(); } }, 300);
+    } });
+  signal.addEventListener("abort", () => clearTimeout(agentTimer));
+  // knownAgents are the agents of the sessions listed so far, offered as the
+  // filter's choices: a list of one agent's sessions names no other.
+  const knownAgents = new Set();
   render(
     el("h1", {}, "Sessions"),
     el("div", { class: "filters" },
@@ -381,7 +400,8 @@ async function sessionsPage({ every, signal }) {
       el("td", {}, s.parent ? sessionLink(s.parent) : ""))));
     if (!shown.length) tbody.append(el("tr", {}, el("td", { colspan: 8, class: "muted" }, "No sessions.")));
     count.textContent = `${shown.length} shown` + (live ? " · live" : "");
-    agents.replaceChildren(...[...new Set(rows.map((s) => s.agent).filter(Boolean))].sort().map((a) => el("option", { value: a })));
+    for (const s of rows) if (s.agent) knownAgents.add(s.agent);
+    agents.replaceChildren(...[...knownAgents].sort().map((a) => el("option", { value: a })));
   };
   // upsert applies a session's row from the feed: the list keeps the latest
   // started first, a row leaves when it no longer has the status asked for, and a
@@ -389,7 +409,8 @@ async function sessionsPage({ every, signal }) {
   const upsert = (row) => {
     const i = rows.findIndex((s) => s.session_id === row.session_id);
     if (i >= 0 && rows[i].last_seq > row.last_seq) return;
-    if (sessionFilters.status && row.status !== sessionFilters.status) {
+    if ((sessionFilters.status && row.status !== sessionFilters.status) ||
+      (sessionFilters.agent && row.agent !== sessionFilters.agent)) {
       if (i >= 0) rows.splice(i, 1);
       return;
     }
@@ -407,6 +428,13 @@ async function sessionsPage({ every, signal }) {
     const q = new URLSearchParams({ detail: "true", limit: String(LIST_LIMIT), sessions_only: "true" });
     if (sessionFilters.status) q.set("status", sessionFilters.status);
     if (sessionFilters.since) q.set("since", sessionFilters.since);
+    const agent = sessionFilters.agent;
+    if (agent) q.set("agent", agent);
+    if (agent && !AGENT_NAME.test(agent)) { // no agent's name: no session has it
+      rows = [];
+      draw();
+      return;
+    }
     const during = [];
     fetching.add(during);
     try {
@@ -427,6 +455,7 @@ async function sessionsPage({ every, signal }) {
     const q = new URLSearchParams();
     if (sessionFilters.status) q.set("status", sessionFilters.status);
     if (sessionFilters.since) q.set("since", sessionFilters.since);
+    if (AGENT_NAME.test(sessionFilters.agent)) q.set("agent", sessionFilters.agent);
     stopFeed = sessionFeed(q.toString(), {
       onOpen: (open = true) => {
         live = open;
