@@ -126,6 +126,17 @@ func (s *msgScan) step(c byte) {
 	s.keep(c)
 }
 
+// plainString reports whether the next bytes, up to a quote or a backslash, lie
+// inside a string and change nothing s keeps: not an escaped byte, not a member's
+// name at depth 1, not the value of "id".
+func (s *msgScan) plainString() bool {
+	if !s.inStr || s.esc || s.ended {
+		return false
+	}
+	own := s.object && s.depth == 1
+	return !(own && s.phase == inKey) && !(s.object && s.phase == inValue && s.isID)
+}
+
 // keep adds c to the value of the "id" member being read.
 func (s *msgScan) keep(c byte) {
 	if s.object && s.phase == inValue && s.isID && len(s.value) <= maxScannedID {

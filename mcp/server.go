@@ -910,6 +910,9 @@ func (s *Server) Handler() http.Handler {
 
 			r.Body = io.NopCloser(bytes.NewReader(messages.TrimByteOrderMark(body)))
 		}
+		if r.Method == http.MethodGet && s.resumeLater(w, r) {
+			return
+		}
 		if r.Method == http.MethodGet {
 			// The server's stream of notifications ends at CloseStreams, so that an
 			// HTTP server's Shutdown need not wait for the clients to hang up.
@@ -946,6 +949,28 @@ func (s *Server) Handler() http.Handler {
 		}
 		protected.ServeHTTP(sw, r)
 	})
+}
+
+// resumeLater answers a GET that resumes a stream (Last-Event-ID) once the server
+// stops (CloseStreams), and reports whether it did: with the client's last event
+// ID again and the retry, so that the client resumes the stream again, after the
+// retry, from the node that serves next. A stream that ended with no event ID is
+// the end of its call for the Go SDK ("request terminated without response"),
+// and the SDK's own answer on a stopping server was such an empty stream: a
+// client whose resumption came before the next node served lost the answer.
+func (s *Server) resumeLater(w http.ResponseWriter, r *http.Request) bool {
+	last := r.Header.Get("Last-Event-ID")
+	if !isClosed(s.closing) || r.Header.Get("Mcp-Session-Id") == "" {
+		return false
+	}
+	if _, _, ok := parseEventID(last); !ok {
+		return false
+	}
+	w.Header().Set("Cache-Control", "no-cache, no-transform")
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.WriteHeader(http.StatusOK)
+	_, _ = io.WriteString(w, "id: "+last+"\nretry: "+strconv.FormatInt(s.opts.ReconnectDelay.Milliseconds(), 10)+"\n\n")
+	return true
 }
 
 // unnamedPrime passes the SDK's writes on, but for the names of the priming event

@@ -231,8 +231,10 @@ func (s *Server) resumeCall(w http.ResponseWriter, r *http.Request, id string) b
 		case <-ctx.Done():
 			return true
 		case <-s.closing:
-			// The client resumes again, from the node that serves next.
-			write("retry: " + strconv.FormatInt(s.opts.ReconnectDelay.Milliseconds(), 10) + "\n\n")
+			// The client resumes again, from the node that serves next: the
+			// stream ends with an event ID (the last it has), or the Go SDK
+			// takes it for the call's end.
+			write("id: " + streamID + "_" + strconv.Itoa(next-1) + "\nretry: " + strconv.FormatInt(s.opts.ReconnectDelay.Milliseconds(), 10) + "\n\n")
 			return true
 		case <-keep.C:
 			if !tellProgress() {

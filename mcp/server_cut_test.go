@@ -3,6 +3,7 @@ package mcp_test
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -21,8 +22,12 @@ import (
 // the same log serves, with model m.
 func (r *restartable) crash(m *holdModel) {
 	r.t.Helper()
-	var down http.Handler = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		http.Error(w, "restarting", http.StatusServiceUnavailable)
+	// Until the next node serves, a request's connection drops unanswered, as
+	// one to a crashed process's port would: a 503 in its place (a proxy's) made
+	// the Go SDK client fail its connection whenever the next node took longer
+	// to start than the client's retry (the race detector on a busy machine).
+	var down http.Handler = http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
+		panic(http.ErrAbortHandler)
 	})
 	r.backend.Store(&down)
 	r.hs.CloseClientConnections()
@@ -148,5 +153,39 @@ func TestServerDeleteEndsACallWithheldAsTheNodeStops(t *testing.T) {
 	case <-deleted:
 	case <-time.After(30 * time.Second):
 		t.Fatal("the client's DELETE of its session did not return: it waits for the withheld call")
+	}
+}
+
+// A GET that resumes a call's stream (Last-Event-ID) and reaches a node that
+// stops (CloseStreams: its HTTP server has not closed yet, or a proxy sends it
+// there) is answered with the client's last event ID again and the retry, so
+// that the client tries again, from the node that serves next. Before, it was
+// answered with an empty stream, which the Go SDK takes for the call's end:
+// "request terminated without response".
+func TestServerHTTPResumeOnAStoppingNodeRetries(t *testing.T) {
+	r := newRestartable(t, mcp.ServerOptions{ReconnectDelay: time.Second}, newHoldModel(true))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cs := r.connect(ctx, nil)
+	r.stop()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.hs.URL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Mcp-Session-Id", cs.ID())
+	req.Header.Set("MCP-Protocol-Version", "2025-11-25")
+	req.Header.Set("Last-Event-ID", "ABCDEF_3")
+	resp, err := freshConns.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "id: ABCDEF_3\n") || !strings.Contains(string(body), "retry: 1000\n") {
+		t.Fatalf("a resumption on a stopping node: %s %q, want the last event ID again and the retry", resp.Status, body)
 	}
 }

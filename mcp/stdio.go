@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -142,6 +143,9 @@ const maxStdioMessage = sdk.DefaultMaxLineLength - 1<<10
 
 func (j *jsonLines) Read(p []byte) (int, error) {
 	for len(j.out) == 0 {
+		if j.plainRun() {
+			continue
+		}
 		c, err := j.r.ReadByte()
 		if err != nil {
 			if j.skipping {
@@ -188,6 +192,36 @@ func (j *jsonLines) step(c byte) {
 		j.skipping = true
 		j.skipped = append(j.skipped[:0], c)
 	}
+}
+
+// plainRun takes, at once, the bytes buffered ahead that lie inside a string of
+// the value and change nothing of what scan follows (no quote, no backslash, not
+// a member's name or the "id" it keeps), and reports whether it took any. A result
+// of megabytes is mostly one string: a byte at a time, its scan cost 25 ns a byte
+// (a quarter of a second for 10 MiB, and twenty seconds under the race detector on
+// a busy machine) on top of the SDK's own reading.
+func (j *jsonLines) plainRun() bool {
+	if j.skipping || !j.scan.plainString() {
+		return false
+	}
+	buf, _ := j.r.Peek(j.r.Buffered())
+	n := len(buf)
+	if i := bytes.IndexAny(buf, "\"\\"); i >= 0 {
+		n = i
+	}
+	if n == 0 {
+		return false
+	}
+	j.size += n
+	if !j.over {
+		if len(j.val)+n > j.limitOrDefault() {
+			j.over, j.val = true, nil
+		} else {
+			j.val = append(j.val, buf[:n]...)
+		}
+	}
+	_, _ = j.r.Discard(n)
+	return true
 }
 
 // keep adds c to the value, up to limit.
