@@ -2,11 +2,15 @@ package node_test
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/messages"
@@ -111,5 +115,132 @@ func TestDashboardKeepsAReasonBeingTypedWhileEventsComeInChromium(t *testing.T) 
 	b.waitText("#main", "approved: bob asked for it")
 	if sent.Load() != 1 {
 		t.Errorf("%d emails sent, want 1", sent.Load())
+	}
+}
+
+// rowWith is a JavaScript expression for the row of the dashboard's approvals
+// table whose text contains s (null when none does).
+func rowWith(s string) string {
+	q, _ := json.Marshal(s)
+	return fmt.Sprintf(`[...document.querySelectorAll("#main tbody tr")].find((r) => r.textContent.includes(%s))`, q)
+}
+
+// reasonKept is what a row's reason box holds, whether it has the focus, and
+// where its selection is.
+type reasonKept struct {
+	Value      string
+	Focused    bool
+	Start, End int
+}
+
+// keptReason reads the reason box of the row whose text contains s.
+func keptReason(b *browser, s string) reasonKept {
+	b.t.Helper()
+	var kept reasonKept
+	b.eval(`(() => { const i = (`+rowWith(s)+`).querySelector("input"); return {Value: i.value, Focused: document.activeElement === i, Start: i.selectionStart, End: i.selectionEnd}; })()`, &kept)
+	return kept
+}
+
+// typeReason types reason into the reason box of the row whose text contains s
+// and selects its characters from 4 to 9, as a user about to retype a word does.
+func typeReason(b *browser, s, reason string) {
+	b.t.Helper()
+	b.waitTrue("the row of "+s, rowWith(s))
+	b.eval(`(`+rowWith(s)+`).querySelector("input").focus()`, nil)
+	b.call(b.session, "Input.insertText", map[string]any{"text": reason}, nil)
+	b.eval(`(`+rowWith(s)+`).querySelector("input").setSelectionRange(4, 9)`, nil)
+}
+
+// On the approvals page, the reason typed for a call stays, with its box's focus
+// and selection, when another session's call comes to wait too: the list changed,
+// and the table, drawn again, lost what was typed; Approve then sent the call out
+// with no reason.
+func TestDashboardApprovalsPageKeepsAReasonWhenAnotherCallArrivesInChromium(t *testing.T) {
+	bin := chromium(t)
+	var sent atomic.Int64
+	n := nodetest.Start(t, mailer(t, &sent))
+	if _, err := n.Submit(context.Background(), node.Task{Input: "mail bob", SessionID: "dash-first", Agent: "mailer"}); err != nil {
+		t.Fatal(err)
+	}
+	waitApproval(t, n, "dash-first")
+	base := serveUI(t, n.Handler())
+	b := newBrowser(t, bin)
+	b.navigate(base + "#/approvals")
+	b.waitText("#main", "dash-first")
+	typeReason(b, "dash-first", "bob asked for it")
+
+	if _, err := n.Submit(context.Background(), node.Task{Input: "mail bob", SessionID: "dash-second", Agent: "mailer"}); err != nil {
+		t.Fatal(err)
+	}
+	waitApproval(t, n, "dash-second")
+	b.waitText("#main", "dash-second")
+	want := reasonKept{Value: "bob asked for it", Focused: true, Start: 4, End: 9}
+	if kept := keptReason(b, "dash-first"); kept != want {
+		t.Errorf("after another call came to wait, the reason box holds %+v, want %+v", kept, want)
+	}
+	if kept := keptReason(b, "dash-second"); kept.Value != "" {
+		t.Errorf("the new call's reason box holds %q, want nothing", kept.Value)
+	}
+	b.eval(`(`+rowWith("dash-first")+`).querySelector("button.approve").click()`, nil)
+	b.waitTrue("the first call answered", "!("+rowWith("dash-first")+")")
+	waitEnded(t, n, "dash-first")
+	b.navigate(base + "#/sessions/dash-first")
+	b.waitText("#main", "approved: bob asked for it")
+}
+
+// On a session's page with two calls waiting, the reason typed for one stays,
+// with its box's focus and selection, when the other is answered elsewhere; a
+// call answered drops its row and what was typed in it.
+func TestDashboardSessionPageKeepsAReasonWhenAnotherCallIsAnsweredInChromium(t *testing.T) {
+	bin := chromium(t)
+	model, err := llm.NewScripted(llm.Script{Name: "scripted", Steps: []llm.ScriptStep{
+		{ToolCalls: []messages.ToolCall{
+			{ID: "call_bob", Name: "send_email", Arguments: `{"to":"bob@example.com"}`},
+			{ID: "call_carol", Name: "send_email", Arguments: `{"to":"carol@example.com"}`},
+		}},
+		{Content: "handled"},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sent atomic.Int64
+	n := nodetest.Start(t, node.Config{Model: model, Tools: []tools.Tool{emailTool{&sent}},
+		Agents: []node.NamedAgent{{Name: "mailer", Tools: []string{"send_email"}, Approvals: []string{"send_email"}}}})
+	if _, err := n.Submit(context.Background(), node.Task{Input: "mail both", SessionID: "dash-two", Agent: "mailer"}); err != nil {
+		t.Fatal(err)
+	}
+	var bob string
+	waitFor(t, 30*time.Second, "both calls waiting", func() bool {
+		list, err := n.PendingApprovals(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range list {
+			if strings.Contains(p.Arguments, "bob") {
+				bob = p.Key
+			}
+		}
+		return len(list) == 2
+	})
+	base := serveUI(t, n.Handler())
+	b := newBrowser(t, bin)
+	b.navigate(base + "#/sessions/dash-two")
+	b.waitText("#main", "carol@example.com")
+	typeReason(b, "bob@example.com", "a reason for bob")
+	typeReason(b, "carol@example.com", "carol asked for it")
+
+	if err := n.Approve(context.Background(), "dash-two", bob, true, "", messages.ApprovedByAPI); err != nil {
+		t.Fatal(err)
+	}
+	b.waitTrue("bob's call gone from the list", "!("+rowWith("bob@example.com")+")")
+	want := reasonKept{Value: "carol asked for it", Focused: true, Start: 4, End: 9}
+	if kept := keptReason(b, "carol@example.com"); kept != want {
+		t.Errorf("after the other call was answered, the reason box holds %+v, want %+v", kept, want)
+	}
+	b.eval(`(`+rowWith("carol@example.com")+`).querySelector("button.approve").click()`, nil)
+	b.waitText("#main", "approved: carol asked for it")
+	waitEnded(t, n, "dash-two")
+	if sent.Load() != 2 {
+		t.Errorf("%d emails sent, want 2", sent.Load())
 	}
 }

@@ -627,6 +627,7 @@ async function sessionPage(id, seq, { signal }) {
   // timeline's title.
   const summary = el("div");
   const waiting = el("div");
+  const waitingTable = approvalsTable(() => refreshStatus());
   const head = el("div", {}, summary, waiting, el("h2", {}, "Timeline"));
   const live = el("div", { class: "output delta", hidden: true });
   const liveLabel = document.getElementById("live");
@@ -709,14 +710,16 @@ async function sessionPage(id, seq, { signal }) {
         parent ? stat("Parent", sessionLink(parent)) : null),
       status.output ? el("div", {}, el("h2", {}, "Answer"), el("div", { class: "output", id: "answer" }, status.output)) : null,
       status.error ? el("div", {}, el("h2", {}, "Error"), el("div", { class: "output error" }, status.error)) : null]);
-    // The calls waiting, drawn again only when they change (as the approvals
-    // page does): each event that comes in redraws the head, and a reason being
-    // typed would go, and its box lose the focus.
+    // The calls waiting, in the one table of the page that keeps the row of each
+    // call still waiting (as the approvals page does): each event that comes in
+    // redraws the head, and a reason being typed would go, and its box lose the
+    // focus.
     const list = status.approvals || [];
-    const key = JSON.stringify(list.map((a) => a.key));
-    if (waiting.dataset.key !== key) {
-      waiting.dataset.key = key;
-      waiting.replaceChildren(...(list.length ? [el("h2", {}, "Waiting for approval"), approvalsTable(list, () => refreshStatus())] : []));
+    waitingTable.update(list);
+    if (list.length && waitingTable.table.parentNode !== waiting) {
+      waiting.replaceChildren(el("h2", {}, "Waiting for approval"), waitingTable.table);
+    } else if (!list.length && waiting.firstChild) {
+      waiting.replaceChildren();
     }
   };
 
@@ -865,50 +868,97 @@ async function sessionPage(id, seq, { signal }) {
 // before), or be "." or "..", which the browser would take for a path's dot segment.
 const callRef = (a) => a.key;
 
-function approvalsTable(list, after) {
-  return el("table", {},
+// approvalsTable is a table of calls waiting for approval, drawn by its
+// update(list) as often as the list is read. A call that still waits keeps its
+// row, the very element: what is typed in its reason box, the box's focus and
+// selection, and the buttons of an answer on its way stay as they are while
+// other calls come to wait or are answered elsewhere (drawn anew, the reason
+// would go, and Approve send the call out with none). A call that no longer
+// waits takes its row away, and what was typed in it; a new one gets a row of
+// its own. after runs once an answer went through (it reads the list again).
+function approvalsTable(after) {
+  const tbody = el("tbody");
+  const table = el("table", {},
     el("thead", {}, el("tr", {}, el("th", {}, "Session"), el("th", {}, "Tool"), el("th", {}, "Arguments"),
       el("th", {}, "Requested"), el("th", {}, "Expires"), el("th", {}, "Answer"))),
-    el("tbody", {}, list.map((a) => {
-      const reason = el("input", { placeholder: "reason (optional)" });
-      const answer = async (approve, btns) => {
-        btns.forEach((b) => { b.disabled = true; });
-        try {
-          await api(`/v1/sessions/${encodeURIComponent(a.session_id)}/approvals/${encodeURIComponent(callRef(a))}`, {
-            method: "POST", headers: { "Content-Type": "application/json" },
-            body: JSON.stringify({ approve, reason: reason.value }) });
-          clearError(approvalsTable);
-          await after();
-        } catch (err) {
-          showError(err, approvalsTable); // until an answer goes through
-          btns.forEach((b) => { b.disabled = false; });
-        }
-      };
-      const yes = el("button", { class: "approve", type: "button" }, "Approve");
-      const no = el("button", { class: "reject", type: "button" }, "Reject");
-      yes.addEventListener("click", () => answer(true, [yes, no]));
-      no.addEventListener("click", () => answer(false, [yes, no]));
-      return el("tr", {},
-        el("td", {}, sessionLink(a.session_id)),
-        el("td", {}, a.tool),
-        el("td", { class: "args" }, el("pre", {}, a.arguments)),
-        el("td", {}, a.requested_at ? new Date(a.requested_at).toLocaleString() : ""),
-        el("td", {}, a.expires_at ? new Date(a.expires_at).toLocaleString() : "—"),
-        el("td", {}, reason, " ", yes, " ", no));
-    })));
+    tbody);
+  // The rows by call: a key is unique in its session, and the approvals page
+  // lists the calls of many.
+  const rows = new Map();
+  const update = (list) => {
+    const want = list.map((a) => {
+      const id = JSON.stringify([a.session_id, callRef(a)]);
+      let tr = rows.get(id);
+      if (!tr) {
+        tr = approvalRow(a, after);
+        rows.set(id, tr);
+      }
+      return [id, tr];
+    });
+    const ids = new Set(want.map(([id]) => id));
+    for (const [id, tr] of rows) {
+      if (!ids.has(id)) { tr.remove(); rows.delete(id); }
+    }
+    // The list's order, moving only the rows out of place: a row moved leaves
+    // the document for a moment, and its box loses the focus, given back below.
+    const focused = document.activeElement;
+    const held = focused instanceof HTMLInputElement && tbody.contains(focused)
+      ? [focused.selectionStart, focused.selectionEnd, focused.selectionDirection] : null;
+    let at = tbody.firstChild;
+    for (const [, tr] of want) {
+      if (at === tr) at = at.nextSibling;
+      else tbody.insertBefore(tr, at);
+    }
+    if (held && focused.isConnected && document.activeElement !== focused) {
+      focused.focus();
+      focused.setSelectionRange(...held);
+    }
+  };
+  return { table, update };
+}
+
+// approvalRow is the row of a, a call waiting for approval, with its reason
+// box and its buttons.
+function approvalRow(a, after) {
+  const reason = el("input", { placeholder: "reason (optional)" });
+  const answer = async (approve, btns) => {
+    btns.forEach((b) => { b.disabled = true; });
+    try {
+      await api(`/v1/sessions/${encodeURIComponent(a.session_id)}/approvals/${encodeURIComponent(callRef(a))}`, {
+        method: "POST", headers: { "Content-Type": "application/json" },
+        body: JSON.stringify({ approve, reason: reason.value }) });
+      clearError(approvalsTable);
+      await after();
+    } catch (err) {
+      showError(err, approvalsTable); // until an answer goes through
+      btns.forEach((b) => { b.disabled = false; });
+    }
+  };
+  const yes = el("button", { class: "approve", type: "button" }, "Approve");
+  const no = el("button", { class: "reject", type: "button" }, "Reject");
+  yes.addEventListener("click", () => answer(true, [yes, no]));
+  no.addEventListener("click", () => answer(false, [yes, no]));
+  return el("tr", {},
+    el("td", {}, sessionLink(a.session_id)),
+    el("td", {}, a.tool),
+    el("td", { class: "args" }, el("pre", {}, a.arguments)),
+    el("td", {}, a.requested_at ? new Date(a.requested_at).toLocaleString() : ""),
+    el("td", {}, a.expires_at ? new Date(a.expires_at).toLocaleString() : "—"),
+    el("td", {}, reason, " ", yes, " ", no));
 }
 
 async function approvalsPage({ every }) {
   const box = el("div");
+  const none = el("p", { class: "muted" }, "No tool call waits for approval.");
   render(el("h1", {}, "Waiting for approval"), box);
   const refresh = async () => {
     const list = await api("/v1/approvals");
-    // Keep what the user is typing: redraw only when the list changed.
-    const key = JSON.stringify(list.map((a) => a.key));
-    if (box.dataset.key === key) return;
-    box.dataset.key = key;
-    box.replaceChildren(list.length ? approvalsTable(list, refresh) : el("p", { class: "muted" }, "No tool call waits for approval."));
+    table.update(list);
+    // The table stays in place while calls wait: put back, it would lose the focus.
+    const shown = list.length ? table.table : none;
+    if (shown.parentNode !== box) box.replaceChildren(shown);
   };
+  const table = approvalsTable(refresh);
   await every(3000, refresh);
 }
 
