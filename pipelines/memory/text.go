@@ -6,6 +6,7 @@ import (
 	"strings"
 	"unicode"
 
+	"github.com/troupe-run/troupe/internal/cjk"
 	"golang.org/x/text/unicode/norm"
 )
 
@@ -37,12 +38,6 @@ var stopwords = func() map[string]bool {
 	}
 	return m
 }()
-
-// isCJK reports whether r belongs to a script written without spaces between words
-// (Han, Hiragana, Katakana) or usually searched by character bigrams (Hangul).
-func isCJK(r rune) bool {
-	return unicode.In(r, unicode.Han, unicode.Hiragana, unicode.Katakana, unicode.Hangul)
-}
 
 // Tokenize splits text into search terms:
 //
@@ -78,7 +73,7 @@ func TokenizeStem(text string, stem func(string) string) []string {
 	var (
 		words []string
 		word  []rune
-		cjk   []rune
+		run   []rune
 	)
 	flushWord := func() {
 		if len(word) == 0 {
@@ -97,30 +92,21 @@ func TokenizeStem(text string, stem func(string) string) []string {
 		words = append(words, w)
 	}
 	flushCJK := func() {
-		switch len(cjk) {
-		case 0:
-			return
-		case 1:
-			words = append(words, string(cjk))
-		default:
-			for i := 0; i+1 < len(cjk); i++ {
-				words = append(words, string(cjk[i:i+2]))
-			}
-		}
-		cjk = cjk[:0]
+		words = cjk.AppendPairs(words, run)
+		run = run[:0]
 	}
 	runes := []rune(text)
 	for i, r := range runes {
 		switch {
-		case isCJK(r):
+		case cjk.Is(r):
 			flushWord()
-			cjk = append(cjk, unicode.ToLower(r))
+			run = append(run, unicode.ToLower(r))
 		case unicode.IsLetter(r) || unicode.IsDigit(r):
 			flushCJK()
 			if len(word) < MaxWordRunes {
 				word = append(word, r)
 			}
-		case (r == '\'' || r == '’') && len(word) > 0 && i+1 < len(runes) && unicode.IsLetter(runes[i+1]) && !isCJK(runes[i+1]):
+		case (r == '\'' || r == '’') && len(word) > 0 && i+1 < len(runes) && unicode.IsLetter(runes[i+1]) && !cjk.Is(runes[i+1]):
 			if len(word) < MaxWordRunes {
 				word = append(word, '\'')
 			}

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"unicode"
+
+	"github.com/troupe-run/troupe/internal/cjk"
 )
 
 // BM25 ranks documents for a query with Okapi BM25 (k1 = 1.2, b = 0.75) over
@@ -95,7 +97,7 @@ var stopwords = map[string]bool{
 // digits and punctuation ("ＷＥＡＴＨＥＲ", "，") are their ASCII ones.
 func Tokenize(text string) []string {
 	var words []string
-	var cur, cjk []rune
+	var cur, run []rune
 	flush := func() {
 		if len(cur) > 0 {
 			w := strings.ToLower(string(cur))
@@ -106,23 +108,16 @@ func Tokenize(text string) []string {
 		}
 	}
 	flushCJK := func() {
-		if len(cjk) == 1 {
-			words = append(words, string(cjk))
-		}
-		for i := 0; i+1 < len(cjk); i++ {
-			words = append(words, string(cjk[i:i+2]))
-		}
-		cjk = cjk[:0]
+		words = cjk.AppendPairs(words, run)
+		run = run[:0]
 	}
 	var prev rune
 	for _, r := range text {
-		if 0xFF01 <= r && r <= 0xFF5E {
-			r -= 0xFEE0 // fullwidth forms, as an input method types them: "Ｗ" is "W"
-		}
+		r = cjk.ASCII(r)
 		switch {
-		case isCJK(r):
+		case cjk.Is(r):
 			flush()
-			cjk = append(cjk, r)
+			run = append(run, r)
 		case unicode.IsLetter(r) || unicode.IsDigit(r):
 			flushCJK()
 			if unicode.IsUpper(r) && unicode.IsLower(prev) {
@@ -138,12 +133,6 @@ func Tokenize(text string) []string {
 	flush()
 	flushCJK()
 	return words
-}
-
-// isCJK reports whether r is of a script written without spaces between words
-// (Han, Hiragana, Katakana) or searched by character bigrams (Hangul).
-func isCJK(r rune) bool {
-	return r >= 0x1100 && unicode.In(r, unicode.Han, unicode.Hiragana, unicode.Katakana, unicode.Hangul)
 }
 
 // stem strips common English inflections (plurals, -ing, -ed, then a final e, so

@@ -16,6 +16,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/troupe-run/troupe/internal/cjk"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -396,32 +397,22 @@ func (s *Set) names(name string) string {
 // letters and digits ("ＴＯＰＩＣ４１") are their ASCII ones.
 func searchWords(name string) []string {
 	var words []string
-	name = strings.Map(func(r rune) rune {
-		if 0xFF01 <= r && r <= 0xFF5E {
-			return r - 0xFEE0 // fullwidth forms, as an input method types them: "Ｗ" is "W"
-		}
-		return r
-	}, name)
+	name = strings.Map(cjk.ASCII, name)
 	for _, w := range strings.FieldsFunc(strings.ToLower(name), func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) }) {
-		var cjk []rune
+		var run []rune
 		flush := func() {
-			if len(cjk) == 1 {
-				words = append(words, string(cjk))
-			}
-			for i := 0; i+1 < len(cjk); i++ {
-				words = append(words, string(cjk[i:i+2]))
-			}
-			cjk = cjk[:0]
+			words = cjk.AppendPairs(words, run)
+			run = run[:0]
 		}
 		start := 0
 		for i, r := range w {
-			if unicode.In(r, unicode.Han, unicode.Hiragana, unicode.Katakana, unicode.Hangul) {
-				if len(cjk) == 0 && i > start {
+			if cjk.Is(r) {
+				if len(run) == 0 && i > start {
 					words = append(words, w[start:i])
 				}
-				cjk = append(cjk, r)
+				run = append(run, r)
 				start = i + utf8.RuneLen(r)
-			} else if len(cjk) > 0 {
+			} else if len(run) > 0 {
 				flush()
 			}
 		}

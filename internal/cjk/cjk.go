@@ -1,0 +1,34 @@
+// Package cjk holds what the search tokenizers (memory search, search_tools and the
+// notes search, load_skill's suggestions) share about scripts written without spaces
+// between words.
+package cjk
+
+import "unicode"
+
+// Is reports whether r belongs to a script written without spaces between words (Han,
+// Hiragana, Katakana) or usually searched by character bigrams (Hangul).
+func Is(r rune) bool {
+	return r >= 0x1100 && unicode.In(r, unicode.Han, unicode.Hiragana, unicode.Katakana, unicode.Hangul)
+}
+
+// AppendPairs appends the search terms of one run of such characters to words: its
+// overlapping character pairs ("東京都" → "東京", "京都"), or the character itself
+// when the run has one, so that text without spaces is still searchable.
+func AppendPairs(words []string, run []rune) []string {
+	if len(run) == 1 {
+		return append(words, string(run))
+	}
+	for i := 0; i+1 < len(run); i++ {
+		words = append(words, string(run[i:i+2]))
+	}
+	return words
+}
+
+// ASCII returns the ASCII form of a fullwidth letter, digit or punctuation mark
+// (U+FF01–FF5E, as an input method types them: "Ｗ" is "W"), and r itself otherwise.
+func ASCII(r rune) rune {
+	if 0xFF01 <= r && r <= 0xFF5E {
+		return r - 0xFEE0
+	}
+	return r
+}

@@ -1,0 +1,38 @@
+package cjk
+
+import (
+	"slices"
+	"testing"
+)
+
+func TestAppendPairs(t *testing.T) {
+	for _, c := range []struct {
+		run  string
+		want []string
+	}{
+		{"", nil},
+		{"天", []string{"天"}},
+		{"東京都", []string{"東京", "京都"}},
+		{"날씨예보", []string{"날씨", "씨예", "예보"}},
+	} {
+		if got := AppendPairs(nil, []rune(c.run)); !slices.Equal(got, c.want) {
+			t.Errorf("AppendPairs(%q) = %q, want %q", c.run, got, c.want)
+		}
+	}
+}
+
+func TestIsAndASCII(t *testing.T) {
+	for _, r := range "天ひカ한" {
+		if !Is(r) {
+			t.Errorf("Is(%q) = false", r)
+		}
+	}
+	for _, r := range "aZ9é，" {
+		if Is(r) {
+			t.Errorf("Is(%q) = true", r)
+		}
+	}
+	if got := string([]rune{ASCII('Ｗ'), ASCII('４'), ASCII('！'), ASCII('天'), ASCII('a')}); got != "W4!天a" {
+		t.Errorf("ASCII gave %q", got)
+	}
+}
