@@ -182,6 +182,10 @@ func micros(us int64) string {
 	return (time.Duration(us) * time.Microsecond).String()
 }
 
+// ErrLostFeed is Follow's error when its live feed closed before its tasks
+// finished; a feed of Node.WatchResuming says why (its lost).
+var ErrLostFeed = errors.New("lost the live event feed")
+
 // Follow prints a session's live events with PrintStep until tasks tasks finished,
 // and returns the exit code a command should return (1 if any failed). It returns an
 // error when ctx ends or the live feed closes first.
@@ -205,7 +209,7 @@ func FollowEach(ctx context.Context, w io.Writer, live <-chan messages.Envelope,
 			return 130, ctx.Err()
 		case e, ok := <-live:
 			if !ok {
-				return 1, errors.New("lost the live event feed")
+				return 1, ErrLostFeed
 			}
 			if e.Type == messages.TypeModelDelta { // a feed of WatchDeltas
 				streamed.print(w, e)

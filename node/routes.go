@@ -157,9 +157,9 @@ func (n *Node) apiRoutes() []Route {
 			Summary: "The node's session changes as Server-Sent Events: a session event (data: the session as GET /v1/sessions?detail=true lists it) when a session starts a task, ends one, or a call of it waits for approval (waiting names its tool) or is answered; resync when the client fell behind (list again). Nothing is sent on connect",
 			Query: []Param{str("status", "only sessions with this status (and those that just left it)"),
 				str("since", "only sessions started at or after this time (RFC 3339, or a duration back from now such as 24h)"),
-				str("agent", "only sessions whose first task named this agent (default for none)")},
+				str("agent", "only sessions whose first task named this agent (default for none): an agent's name, "+AgentNameRule+", or default")},
 			Responses: []Response{{http.StatusOK, "the event stream (event: session or resync; comment lines keep it open)",
-				&Body{ContentType: "text/event-stream", Schema: Schema{"type": "string"}}}, {http.StatusBadRequest, "a filter is malformed", jsonBody(apiError{})},
+				&Body{ContentType: "text/event-stream", Schema: Schema{"type": "string"}}}, {http.StatusBadRequest, "a filter is malformed (an unknown status, an agent that is no agent's name)", jsonBody(apiError{})},
 				unavailable("the feed cannot read the cluster's events")}}},
 		{Method: "GET", Path: "/v1/sessions/{id}", Handler: http.HandlerFunc(n.getSession), Doc: RouteDoc{
 			Summary:   "A session's status, output, error and the calls waiting for approval",

@@ -213,6 +213,11 @@ func parseFeedFilter(r *http.Request) (feedFilter, error) {
 	if _, err := eventlog.ParseSince(f.since, time.Now()); err != nil {
 		return f, err
 	}
+	// As GET /v1/sessions: a value that cannot be an agent's name would match no
+	// session, silently.
+	if f.agent != "" && f.agent != eventlog.DefaultAgent && !agentNamePattern.MatchString(f.agent) {
+		return f, fmt.Errorf("agent must be %s, or default; got %s", AgentNameRule, QuoteHead(f.agent))
+	}
 	return f, nil
 }
 

@@ -306,3 +306,19 @@ func TestSessionFeedOnAClusterNodeReadsOnlyWhatFollowsASessionsLastRow(t *testin
 		t.Fatalf("the rows of %d changes read the session from seqs %v: %d whole reads, want none", 2*tasks, reads, whole)
 	}
 }
+
+// The feed refuses an agent that cannot be an agent's name, as GET /v1/sessions
+// does, with the same message, rather than a stream that never carries a session.
+func TestSessionFeedRefusesAnAgentThatIsNoAgentsName(t *testing.T) {
+	_, base, _ := authNode(t, node.HTTPConfig{Auth: node.AuthConfig{Tokens: []string{goodToken}}})
+	for _, agent := range []string{"Helper", "a%20b", "-x", "%E2%9C%93", strings.Repeat("a", 65)} {
+		code, _, body := doCall(t, "GET", base+"/v1/feed/sessions?agent="+agent, goodToken, "")
+		listCode, _, listBody := doCall(t, "GET", base+"/v1/sessions?agent="+agent, goodToken, "")
+		if code != http.StatusBadRequest || !strings.Contains(body, "agent must be") {
+			t.Errorf("feed agent=%s: %d %s", agent, code, body)
+		}
+		if listCode != http.StatusBadRequest || body != listBody {
+			t.Errorf("agent=%s: the feed answers %s, the list %d %s", agent, body, listCode, listBody)
+		}
+	}
+}

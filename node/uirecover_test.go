@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -243,4 +244,74 @@ func TestDashboardSessionPageKeepsAReasonWhenAnotherCallIsAnsweredInChromium(t *
 	if sent.Load() != 2 {
 		t.Errorf("%d emails sent, want 2", sent.Load())
 	}
+}
+
+// holdList holds GET /v1/approvals while held is open: the approvals page's
+// poll waits, so that its table still shows a call answered meanwhile.
+type holdList struct {
+	h    http.Handler
+	mu   sync.Mutex
+	held chan struct{}
+}
+
+func (g *holdList) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	g.mu.Lock()
+	held := g.held
+	g.mu.Unlock()
+	if held != nil && r.Method == http.MethodGet && r.URL.Path == "/v1/approvals" {
+		select {
+		case <-held:
+		case <-r.Context().Done():
+			return
+		}
+	}
+	g.h.ServeHTTP(w, r)
+}
+
+func (g *holdList) hold() {
+	g.mu.Lock()
+	g.held = make(chan struct{})
+	g.mu.Unlock()
+}
+
+func (g *holdList) release() {
+	g.mu.Lock()
+	close(g.held)
+	g.held = nil
+	g.mu.Unlock()
+}
+
+// An Approve clicked on a call answered elsewhere meanwhile is refused (409): the
+// page says so, naming the call, and takes the error away when the next list no
+// longer has the call and its row goes. It stayed until some later answer went
+// through, about a call the page no longer showed.
+func TestDashboardTakesAwayARefusedAnswersErrorWithItsRowInChromium(t *testing.T) {
+	bin := chromium(t)
+	var sent atomic.Int64
+	n := nodetest.Start(t, mailer(t, &sent))
+	if _, err := n.Submit(context.Background(), node.Task{Input: "mail bob", SessionID: "dash-409", Agent: "mailer"}); err != nil {
+		t.Fatal(err)
+	}
+	p := waitApproval(t, n, "dash-409")
+	g := &holdList{h: n.Handler()}
+	srv := httptest.NewServer(g)
+	t.Cleanup(srv.Close)
+	b := newBrowser(t, bin)
+	b.navigate(srv.URL + "/ui/#/approvals")
+	b.waitText("#main", "dash-409")
+
+	g.hold()
+	if code, msg := postJSON(t, srv.URL+"/v1/sessions/dash-409/approvals/"+url.PathEscape(p.Key), `{"approve":false,"reason":"elsewhere"}`); code != http.StatusAccepted {
+		t.Fatalf("the answer from elsewhere: %d %s", code, msg)
+	}
+	b.click("button.approve")
+	b.waitTrue("the refused answer's error", errorShown+` && document.getElementById("error").innerText.includes("409")`)
+	var text string
+	b.eval(`document.getElementById("error").innerText`, &text)
+	if !strings.Contains(text, "send_email") || !strings.Contains(text, "dash-409") {
+		t.Errorf("the error does not say which call it is about: %q", text)
+	}
+	g.release()
+	b.waitTrue("the call's row gone", `document.querySelector("button.approve") === null`)
+	b.waitTrue("the error gone with its row", "!("+errorShown+")")
 }

@@ -2,6 +2,8 @@ package node
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync"
 
 	"github.com/troupe-run/troupe/messages"
@@ -17,8 +19,11 @@ import (
 // it precede), or 0: no event up to it is handed on, live or from the log, where a
 // catch-up would read them again from the session's first. The channel closes when
 // cancel is called, ctx ends, the node stops, the log cannot be read, or the feed
-// closes again before anything new came (it cannot be caught up).
-func (n *Node) WatchResuming(ctx context.Context, sessionID string, deltas bool, after uint64) (<-chan messages.Envelope, func()) {
+// closes again before anything new came (it cannot be caught up). Once it has
+// closed, lost says why when the feed was lost (the node stopped, the log could not
+// be read, the feed could not be caught up), so that a reader can tell its user,
+// and is nil when cancel or ctx closed it.
+func (n *Node) WatchResuming(ctx context.Context, sessionID string, deltas bool, after uint64) (events <-chan messages.Envelope, cancel func(), lost func() error) {
 	watch := n.Watch
 	if deltas {
 		watch = n.WatchDeltas
@@ -27,7 +32,19 @@ func (n *Node) WatchResuming(ctx context.Context, sessionID string, deltas bool,
 	out := make(chan messages.Envelope)
 	done := make(chan struct{})
 	var once sync.Once
-	cancel := func() { once.Do(func() { close(done) }) }
+	cancel = func() { once.Do(func() { close(done) }) }
+	var mu sync.Mutex
+	var why error // set before out closes
+	lost = func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		return why
+	}
+	loses := func(err error) {
+		mu.Lock()
+		why = err
+		mu.Unlock()
+	}
 	go func() {
 		defer close(out)
 		defer func() { stop() }()
@@ -63,16 +80,19 @@ func (n *Node) WatchResuming(ctx context.Context, sessionID string, deltas bool,
 				stop()
 				select {
 				case <-n.stopping:
+					loses(errors.New("the node is stopping"))
 					return
 				default:
 				}
 				if !progressed {
+					loses(errors.New("it fell behind again before any new event came, so it cannot be caught up"))
 					return
 				}
 				progressed = false
 				live, stop = watch(sessionID)
 				events, err := n.log.Read(ctx, sessionID, last+1)
 				if err != nil {
+					loses(fmt.Errorf("reading the events it missed from the log: %w", err))
 					return
 				}
 				for _, e := range events {
@@ -88,5 +108,5 @@ func (n *Node) WatchResuming(ctx context.Context, sessionID string, deltas bool,
 			}
 		}
 	}()
-	return out, cancel
+	return out, cancel, lost
 }

@@ -2,12 +2,15 @@ package node_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/troupe-run/troupe/actors"
+	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
@@ -36,7 +39,7 @@ func TestWatchResumingCatchesUpABurstOfTeamState(t *testing.T) {
 	const id = "line-burst"
 	plain, stopPlain := n.Watch(id)
 	defer stopPlain()
-	live, stop := n.WatchResuming(ctx, id, false, 0)
+	live, stop, _ := n.WatchResuming(ctx, id, false, 0)
 	defer stop()
 	if _, err := n.Submit(ctx, node.Task{Input: "Share the facts.", SessionID: id, Agent: "line"}); err != nil {
 		t.Fatal(err)
@@ -75,5 +78,60 @@ func TestWatchResumingCatchesUpABurstOfTeamState(t *testing.T) {
 		case <-ctx.Done():
 			t.Fatal("a plain Watch kept up with the burst: the test shows nothing")
 		}
+	}
+}
+
+// catchUpFails is a log whose reads of one session past its first event fail: a
+// WatchResuming feed's catch-up read, not the session's own reads from seq 1.
+type catchUpFails struct {
+	eventlog.Log
+	session string
+	err     error
+}
+
+func (l *catchUpFails) Read(ctx context.Context, session string, from uint64) ([]messages.Envelope, error) {
+	if session == l.session && from > 1 {
+		return nil, l.err
+	}
+	return l.Log.Read(ctx, session, from)
+}
+
+// When a WatchResuming feed falls behind and the log cannot be read to catch it
+// up, its channel closes, and node run and replay fork said only "lost the live
+// event feed": lost now says why, with the log's error, while a feed its reader
+// cancelled was lost for no reason.
+func TestWatchResumingSaysWhyItLostTheFeed(t *testing.T) {
+	var facts []string
+	for i := range 2000 {
+		facts = append(facts, fmt.Sprintf("STATE: k%d = v%d", i, i))
+	}
+	const id = "line-unread"
+	readErr := errors.New("disk I/O error")
+	log := &catchUpFails{Log: sharedLog(t), session: id, err: readErr}
+	model := newByAgent(t, map[string][]llm.ScriptStep{"writer": {{Content: "42\n" + strings.Join(facts, "\n")}}})
+	n := nodetest.Start(t, node.Config{Log: log, Model: model, Agents: []node.NamedAgent{
+		{Name: "writer", SystemPrompt: "You write."},
+		{Name: "line", Team: &actors.Team{Pattern: actors.TeamPipeline, Members: []actors.TeamMember{{Name: "writer"}}}}}})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	live, stop, lost := n.WatchResuming(ctx, id, false, 0)
+	defer stop()
+	other, stopOther, otherLost := n.WatchResuming(ctx, "line-other", false, 0)
+	if _, err := n.Submit(ctx, node.Task{Input: "Share the facts.", SessionID: id, Agent: "line"}); err != nil {
+		t.Fatal(err)
+	}
+	code, err := node.Follow(ctx, io.Discard, live, 1)
+	if !errors.Is(err, node.ErrLostFeed) || code != 1 {
+		t.Fatalf("Follow: %d %v, want the feed lost (the catch-up cannot read the log)", code, err)
+	}
+	if why := lost(); !errors.Is(why, readErr) {
+		t.Fatalf("lost: %v, want the log's error", why)
+	}
+	stopOther()
+	for range other { // drain it until it closes
+	}
+	if why := otherLost(); why != nil {
+		t.Fatalf("a feed its reader cancelled: lost %v, want nil", why)
 	}
 }

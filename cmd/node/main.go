@@ -1032,7 +1032,7 @@ func runTask(ctx context.Context, cfg node.Config, attach func(*node.Node), task
 	id := "cli-" + actors.UUIDv7{}.NewID()
 	// A feed that falls behind (a burst of events past a watcher's backlog) reads
 	// what it missed from the log and goes on, rather than end run before its task.
-	events, stop := n.WatchResuming(ctx, id, streamText, 0)
+	events, stop, lost := n.WatchResuming(ctx, id, streamText, 0)
 	defer stop()
 	if cfg.Bus != nil {
 		fmt.Fprintf(stdout, "session %s (submitted to troupe.tasks: a node of the cluster runs it)\n", id)
@@ -1057,6 +1057,9 @@ func runTask(ctx context.Context, cfg node.Config, attach func(*node.Node), task
 		})
 	}
 	code, err := node.NewAsker(n, "node run", id, in, terminal, cfg.Bus != nil, stdout).Follow(ctx, events, 1)
+	if why := lost(); errors.Is(err, node.ErrLostFeed) && why != nil {
+		err = fmt.Errorf("%w: %w", err, why)
+	}
 	switch {
 	case ctx.Err() != nil && cfg.Bus != nil:
 		fmt.Fprintf(stderr, "interrupted; the cluster goes on with session %s\n", id)

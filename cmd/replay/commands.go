@@ -1220,7 +1220,7 @@ func fork(ctx context.Context, st store, parentID string, at uint64, modelSpec, 
 	// A feed that falls behind (a burst past a watcher's backlog) reads what it
 	// missed from the log, after the fork's session.forked event: the events copied
 	// into it are neither printed nor counted as its tasks' ends.
-	live, stop := n.WatchResuming(ctx, newID, false, made.last)
+	live, stop, lost := n.WatchResuming(ctx, newID, false, made.last)
 	defer stop()
 	stopNode, err := n.Start(ctx)
 	if err != nil {
@@ -1252,6 +1252,9 @@ func fork(ctx context.Context, st store, parentID string, at uint64, modelSpec, 
 		}
 	}
 	code, err := asker.Follow(ctx, live, waitFor)
+	if why := lost(); errors.Is(err, node.ErrLostFeed) && why != nil {
+		err = fmt.Errorf("%w: %w", err, why)
+	}
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)
 		return code

@@ -68,7 +68,7 @@ func TestForkFollowsABurstOfEventsPastTheWatchersBacklog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	live, stopWatch := n.WatchResuming(ctx, "teams", false, 0)
+	live, stopWatch, _ := n.WatchResuming(ctx, "teams", false, 0)
 	var second uint64 // the seq of the second task's task.submitted
 	for _, task := range []node.Task{{Input: "Share a.", SessionID: "teams", Agent: "one"}, {Input: "Share b.", SessionID: "teams", Agent: "two"}} {
 		if _, err := n.Submit(ctx, task); err != nil {

@@ -897,7 +897,9 @@ function approvalsTable(after) {
     });
     const ids = new Set(want.map(([id]) => id));
     for (const [id, tr] of rows) {
-      if (!ids.has(id)) { tr.remove(); rows.delete(id); }
+      // A refused answer's error is about its row's call: gone (answered
+      // elsewhere, say), it is no longer the page's.
+      if (!ids.has(id)) { tr.remove(); rows.delete(id); clearError(tr); }
     }
     // The list's order, moving only the rows out of place: a row moved leaves
     // the document for a moment, and its box loses the focus, given back below.
@@ -918,19 +920,23 @@ function approvalsTable(after) {
 }
 
 // approvalRow is the row of a, a call waiting for approval, with its reason
-// box and its buttons.
+// box and its buttons. An answer refused shows its error, naming the call, until
+// an answer of the call goes through or its row goes (approvalsTable): a call
+// answered elsewhere (409) leaves the list, and its error with it.
 function approvalRow(a, after) {
   const reason = el("input", { placeholder: "reason (optional)" });
+  let tr = null;
   const answer = async (approve, btns) => {
     btns.forEach((b) => { b.disabled = true; });
     try {
       await api(`/v1/sessions/${encodeURIComponent(a.session_id)}/approvals/${encodeURIComponent(callRef(a))}`, {
         method: "POST", headers: { "Content-Type": "application/json" },
         body: JSON.stringify({ approve, reason: reason.value }) });
-      clearError(approvalsTable);
+      clearError(tr);
       await after();
     } catch (err) {
-      showError(err, approvalsTable); // until an answer goes through
+      showError(err instanceof AuthNeeded ? err
+        : new Error(`the call of ${a.tool} in session ${a.session_id}: ${err.message || err}`), tr);
       btns.forEach((b) => { b.disabled = false; });
     }
   };
@@ -938,13 +944,14 @@ function approvalRow(a, after) {
   const no = el("button", { class: "reject", type: "button" }, "Reject");
   yes.addEventListener("click", () => answer(true, [yes, no]));
   no.addEventListener("click", () => answer(false, [yes, no]));
-  return el("tr", {},
+  tr = el("tr", {},
     el("td", {}, sessionLink(a.session_id)),
     el("td", {}, a.tool),
     el("td", { class: "args" }, el("pre", {}, a.arguments)),
     el("td", {}, a.requested_at ? new Date(a.requested_at).toLocaleString() : ""),
     el("td", {}, a.expires_at ? new Date(a.expires_at).toLocaleString() : "—"),
     el("td", {}, reason, " ", yes, " ", no));
+  return tr;
 }
 
 async function approvalsPage({ every }) {
