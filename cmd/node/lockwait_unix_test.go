@@ -27,15 +27,8 @@ func TestServeAnswersWhileItWaitsForTheDataLock(t *testing.T) {
 	first := startChild(t, dir, script, records, modelLog)
 	defer func() { _ = first.cmd.Process.Kill(); _ = first.cmd.Wait() }()
 
-	addr := freeAddr(t)
-	cmd := exec.Command(os.Args[0], "serve", "--data", filepath.Join(dir, "data"), "--http", addr, "--model", "scripted:"+script)
-	cmd.Env = append(os.Environ(), "TROUPE_CRASH_CHILD=1", "TROUPE_RECORD_FILE="+records, "TROUPE_MODEL_LOG="+modelLog)
-	stderr := &syncBuffer{}
-	cmd.Stderr = stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	second := &child{cmd: cmd, addr: addr, stderr: stderr}
+	second := startSecondServe(t, dir, script, records, modelLog)
+	cmd, addr, stderr := second.cmd, second.addr, second.stderr
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
 
 	probe := &http.Client{Timeout: time.Second} // a Kubernetes probe's default
@@ -106,15 +99,8 @@ func TestServeStoppedWhileItWaitsForTheDataLockExitsZero(t *testing.T) {
 	first := startChild(t, dir, script, records, modelLog)
 	defer func() { _ = first.cmd.Process.Kill(); _ = first.cmd.Wait() }()
 
-	addr := freeAddr(t)
-	cmd := exec.Command(os.Args[0], "serve", "--data", filepath.Join(dir, "data"), "--http", addr, "--model", "scripted:"+script)
-	cmd.Env = append(os.Environ(), "TROUPE_CRASH_CHILD=1", "TROUPE_RECORD_FILE="+records, "TROUPE_MODEL_LOG="+modelLog)
-	stderr := &syncBuffer{}
-	cmd.Stderr = stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	second := &child{cmd: cmd, addr: addr, stderr: stderr}
+	second := startSecondServe(t, dir, script, records, modelLog)
+	cmd, addr, stderr := second.cmd, second.addr, second.stderr
 	defer func() { _ = cmd.Process.Kill() }()
 
 	// Wait until the second node says it waits for the lock the first holds.
@@ -140,4 +126,19 @@ func TestServeStoppedWhileItWaitsForTheDataLockExitsZero(t *testing.T) {
 	}
 	// The first node still serves: the second let go of nothing it did not hold.
 	first.post(t, `{"input":"record"}`)
+}
+
+// startSecondServe starts a second `serve` on dir's data directory, whose lock the
+// first node holds; the caller kills and waits for it.
+func startSecondServe(t *testing.T, dir, script, records, modelLog string) *child {
+	t.Helper()
+	addr := freeAddr(t)
+	cmd := exec.Command(os.Args[0], "serve", "--data", filepath.Join(dir, "data"), "--http", addr, "--model", "scripted:"+script)
+	cmd.Env = append(os.Environ(), "TROUPE_CRASH_CHILD=1", "TROUPE_RECORD_FILE="+records, "TROUPE_MODEL_LOG="+modelLog)
+	stderr := &syncBuffer{}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return &child{cmd: cmd, addr: addr, stderr: stderr}
 }
