@@ -192,15 +192,6 @@ func (r retry) middleware(h message.HandlerFunc) message.HandlerFunc {
 	return func(msg *message.Message) ([]*message.Message, error) {
 		ctx := msg.Context()
 		interval := r.initial
-		next := func() time.Duration {
-			d := interval
-			if float64(interval) >= float64(r.most)/r.factor {
-				interval = r.most
-			} else {
-				interval = time.Duration(float64(interval) * r.factor)
-			}
-			return d
-		}
 		for try := 0; ; try++ {
 			if ctx.Err() != nil {
 				return nil, context.Cause(ctx)
@@ -209,23 +200,48 @@ func (r retry) middleware(h message.HandlerFunc) message.HandlerFunc {
 			if err == nil || !r.retryable(err) || try >= r.max {
 				return out, err
 			}
-			next()
-			wait := next()
-			r.onRetry()
-			level := slog.LevelWarn
-			if errors.Is(err, eventlog.ErrFull) {
-				level = slog.LevelDebug // the node tells an outage of its log once (logOutage)
-			}
-			r.logger.Log(ctx, level, "bus message handler failed; retrying", "handler", message.HandlerNameFromCtx(ctx), "message", idHead(msg.UUID),
-				"retry", try+1, "max_retries", r.max, "wait", wait, "err", err)
-			t := time.NewTimer(wait)
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				t.Stop()
-				return out, context.Cause(ctx)
+			if err := r.wait(msg, try, &interval, err); err != nil {
+				return out, err
 			}
 		}
+	}
+}
+
+// wait logs a failed attempt, try, of msg's handler and waits out the backoff
+// (interval, which it moves on), or returns the cause of msg's context once it
+// is done. It is a function of its own so that the handler's goroutine, which
+// Watermill starts for each message, needs no stack for it on the way to the
+// handler: the log call's arguments would take half a kilobyte of every
+// message's stack, and a goroutine's stack grows by copying.
+//
+//go:noinline
+func (r retry) wait(msg *message.Message, try int, interval *time.Duration, err error) error {
+	ctx := msg.Context()
+	next := func() time.Duration {
+		d := *interval
+		if float64(*interval) >= float64(r.most)/r.factor {
+			*interval = r.most
+		} else {
+			*interval = time.Duration(float64(*interval) * r.factor)
+		}
+		return d
+	}
+	next()
+	wait := next()
+	r.onRetry()
+	level := slog.LevelWarn
+	if errors.Is(err, eventlog.ErrFull) {
+		level = slog.LevelDebug // the node tells an outage of its log once (logOutage)
+	}
+	r.logger.Log(ctx, level, "bus message handler failed; retrying", "handler", message.HandlerNameFromCtx(ctx), "message", idHead(msg.UUID),
+		"retry", try+1, "max_retries", r.max, "wait", wait, "err", err)
+	t := time.NewTimer(wait)
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		t.Stop()
+		return context.Cause(ctx)
 	}
 }
 

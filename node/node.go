@@ -1045,6 +1045,32 @@ func (n *Node) handleTask(msg *message.Message) error {
 	// Every reader of the record below (the ingress, the readers of commands, the
 	// refusals that answer a task's client) reads its JSON after any byte order mark.
 	msg.Payload = messages.TrimByteOrderMark(msg.Payload)
+	// The three parts are functions of their own, called one after the other, so
+	// that a message's goroutine (Watermill starts one for each) holds the stack
+	// of one of them at a time rather than of all three: a goroutine's stack
+	// starts small and grows by copying, and the decoding's stack comes on top.
+	typ, task, err := n.routeTaskRecord(msg)
+	if !task {
+		return err
+	}
+	var rec taskRecord
+	if done, err := n.decodeTaskRecord(msg, typ, &rec); done {
+		return err
+	}
+	return n.submitTaskRecord(msg, &rec)
+}
+
+// taskRecord is a task read from the tasks topic, decoded (decodeTaskRecord).
+type taskRecord struct {
+	arrival Arrival
+	env     messages.Envelope
+	task    *messages.TaskSubmitted // env's payload, decoded; nil if not at hand
+}
+
+// routeTaskRecord hands a record of the tasks topic that is no task to its
+// handler, or refuses it, and returns that handler's answer; or reports that the
+// record is a task (true), and its type header (typ: empty, or task.submitted).
+func (n *Node) routeTaskRecord(msg *message.Message) (typ string, task bool, err error) {
 	if repeated := msg.Metadata.Get(messages.MetaRepeatedHeaders); repeated != "" {
 		// A record that gives a header different values (kcat -H type=task.submitted
 		// -H type=task.cancel) reaches the node with the last one only: run as it,
@@ -1052,33 +1078,33 @@ func (n *Node) handleTask(msg *message.Message) error {
 		// header names another session than its key would run in the header's.
 		// Its client, when the body says where it waits, is told (without the
 		// headers' values, which the list cuts where a secret may run on).
-		return n.refuseUndecoded(msg,
+		return typ, false, n.refuseUndecoded(msg,
 			fmt.Errorf("%w: message %s: its record gives a header more than one value, or a session_id header other than its key (%s): this node cannot tell which is meant: give each header once, and a session_id header only with its session's key",
 				errPermanent, idHead(msg.UUID), repeated),
 			repeatedHeadersRefusal(repeated))
 	}
 	typ, header, err := taskTopicType(msg)
 	if err != nil {
-		return n.refuseUndecoded(msg, fmt.Errorf("%w: message %s: %w", errPermanent, idHead(msg.UUID), err), err)
+		return typ, false, n.refuseUndecoded(msg, fmt.Errorf("%w: message %s: %w", errPermanent, idHead(msg.UUID), err), err)
 	}
 	switch typ {
 	case messages.TypeCancelRequested, messages.TypeApprovalAnswer, messages.TypeMemoryCommand, messages.TypeDeltaWatch:
 		if len(msg.Payload) == 0 {
 			// As for a task (Ingress.decode): "corrupt envelope: EOF" would not say
 			// which part of the record was wrong.
-			return fmt.Errorf("%w: message %s: the %s record has no value (empty, or null: a tombstone): a %s is a JSON object",
+			return typ, false, fmt.Errorf("%w: message %s: the %s record has no value (empty, or null: a tombstone): a %s is a JSON object",
 				errPermanent, idHead(msg.UUID), typ, typ)
 		}
 	}
 	switch typ {
 	case messages.TypeCancelRequested:
-		return n.handleCancel(msg)
+		return typ, false, n.handleCancel(msg)
 	case messages.TypeApprovalAnswer:
-		return n.handleApproval(msg)
+		return typ, false, n.handleApproval(msg)
 	case messages.TypeMemoryCommand:
-		return n.handleMemoryCommand(msg)
+		return typ, false, n.handleMemoryCommand(msg)
 	case messages.TypeDeltaWatch:
-		return n.handleDeltaWatch(msg)
+		return typ, false, n.handleDeltaWatch(msg)
 	case "", string(messages.TypeTaskSubmitted):
 	default:
 		// A type this node does not know (a typo such as "task.cancle", a kind of
@@ -1087,9 +1113,17 @@ func (n *Node) handleTask(msg *message.Message) error {
 		refusal := fmt.Errorf("%w: unknown type %s (header %s): the tasks topic takes a task (no type header, or %q), %q, %q, %q or %q",
 			ErrBadTask, QuoteHead(typ), QuoteHead(header), messages.TypeTaskSubmitted,
 			messages.TypeCancelRequested, messages.TypeApprovalAnswer, messages.TypeMemoryCommand, messages.TypeDeltaWatch)
-		return n.refuseUndecoded(msg, fmt.Errorf("%w: message %s: %w", errPermanent, idHead(msg.UUID), refusal), refusal)
+		return typ, false, n.refuseUndecoded(msg, fmt.Errorf("%w: message %s: %w", errPermanent, idHead(msg.UUID), refusal), refusal)
 	}
-	arrival := arrivalOf(msg)
+	return typ, true, nil
+}
+
+// decodeTaskRecord decodes a task's record into rec. done, it has handled the
+// record: err is the handler's answer (a bad task refused, or a stored task that
+// could not be read, retried).
+func (n *Node) decodeTaskRecord(msg *message.Message, typ string, rec *taskRecord) (done bool, err error) {
+	rec.arrival = arrivalOf(msg)
+	arrival := &rec.arrival
 	if rt, ok := n.tasksSub.(RecordTimer); ok {
 		arrival.SentAt, _ = rt.MessageTime(msg)
 	}
@@ -1098,48 +1132,62 @@ func (n *Node) handleTask(msg *message.Message) error {
 		// forwarded one stays a reference).
 		b, err := n.storedTask(msg.Context(), stream)
 		if err != nil {
-			return fmt.Errorf("task message %s: %w", msg.UUID, err)
+			return true, fmt.Errorf("task message %s: %w", msg.UUID, err)
 		}
 		arrival.Payload = b
 	}
-	env, task, _, err := n.ingress.decode(arrival)
+	rec.env, rec.task, _, err = n.ingress.decode(*arrival)
 	if err != nil {
-		if errors.Is(err, ErrBadTask) {
-			refusal := err
-			if msg.Metadata.Get(messages.MetaStored) == "" && notATaskBody(msg) != "" { // a stored task is a task's envelope
-				// Read as a task, but with no member of a task's but session_id and
-				// task_id: a task whose input was left out, or a cancellation or an
-				// approval sent without its type header (kcat -P with no -H
-				// type=...). Its sender waits either way: it is told what is
-				// missing, in a result marked type=task.rejected that names the
-				// record's task_id (else its ID), not the task running in the
-				// session (rejectTask publishes none when a task of the session
-				// has that task_id).
-				refusal = noInputRefusal(typ)
-				if isApprovalRecord(msg) {
-					// An approval sent without its type header: told as
-					// an approval refused, naming its session and call.
-					if forwarded, err := n.refuseMalformedApproval(msg, refusal); forwarded || err != nil {
-						return err // retried, or judged on its session's owner
-					}
-					return fmt.Errorf("%w: task message %s: %w", errPermanent, idHead(msg.UUID), err)
+		return true, n.refuseBadTask(msg, *arrival, typ, err)
+	}
+	return false, nil
+}
+
+// refuseBadTask answers a task's record that the ingress could not decode (err)
+// and returns the handler's answer.
+func (n *Node) refuseBadTask(msg *message.Message, arrival Arrival, typ string, err error) error {
+	if errors.Is(err, ErrBadTask) {
+		refusal := err
+		if msg.Metadata.Get(messages.MetaStored) == "" && notATaskBody(msg) != "" { // a stored task is a task's envelope
+			// Read as a task, but with no member of a task's but session_id and
+			// task_id: a task whose input was left out, or a cancellation or an
+			// approval sent without its type header (kcat -P with no -H
+			// type=...). Its sender waits either way: it is told what is
+			// missing, in a result marked type=task.rejected that names the
+			// record's task_id (else its ID), not the task running in the
+			// session (rejectTask publishes none when a task of the session
+			// has that task_id).
+			refusal = noInputRefusal(typ)
+			if isApprovalRecord(msg) {
+				// An approval sent without its type header: told as
+				// an approval refused, naming its session and call.
+				if forwarded, err := n.refuseMalformedApproval(msg, refusal); forwarded || err != nil {
+					return err // retried, or judged on its session's owner
 				}
-			}
-			// Judged on its session's owner, after the records of the session
-			// before it (forwardRefused): a cancellation sent without its type
-			// header, or a named task sent again with a body the rules refuse,
-			// right behind its task on another partition.
-			if forwarded, err := n.forwardRefused(msg, arrival, refusal); forwarded || err != nil {
-				return err
-			}
-			if err := n.rejectTask(msg, arrival, refusal); err != nil {
-				// Its client waits for a result: it is told why before the record
-				// is poisoned, or the record is handled again.
-				return err // retried
+				return fmt.Errorf("%w: task message %s: %w", errPermanent, idHead(msg.UUID), err)
 			}
 		}
-		return fmt.Errorf("%w: task message %s: %w", errPermanent, idHead(msg.UUID), err)
+		// Judged on its session's owner, after the records of the session
+		// before it (forwardRefused): a cancellation sent without its type
+		// header, or a named task sent again with a body the rules refuse,
+		// right behind its task on another partition.
+		if forwarded, err := n.forwardRefused(msg, arrival, refusal); forwarded || err != nil {
+			return err
+		}
+		if err := n.rejectTask(msg, arrival, refusal); err != nil {
+			// Its client waits for a result: it is told why before the record
+			// is poisoned, or the record is handled again.
+			return err // retried
+		}
 	}
+	return fmt.Errorf("%w: task message %s: %w", errPermanent, idHead(msg.UUID), err)
+}
+
+// submitTaskRecord forwards a decoded task to its session's partition when it
+// was read from another, and otherwise hands it to its session, and returns the
+// handler's answer.
+func (n *Node) submitTaskRecord(msg *message.Message, rec *taskRecord) error {
+	arrival, env, task := rec.arrival, rec.env, rec.task
 	// A copy too large for the bus goes as a task too large for it does: its
 	// envelope, stored in the log.
 	stored := func() (*message.Message, error) {
@@ -1155,7 +1203,10 @@ func (n *Node) handleTask(msg *message.Message) error {
 	// reads the record, perhaps long after (the nodes were down, or behind), and a
 	// task read after its deadline must fail at once wherever it was placed. (A
 	// reference to a stored task names an envelope already.)
-	var as []byte
+	var (
+		as  []byte
+		err error
+	)
 	if msg.Metadata.Get(messages.MetaStored) == "" && task.DeadlineUS != 0 {
 		if as, err = messages.Marshal(env); err != nil {
 			return fmt.Errorf("task message %s: encode its envelope to forward it: %w", msg.UUID, err) // retried
