@@ -83,7 +83,13 @@ type ServerConfig struct {
 	// Bearer says that a request needs a bearer token (the node's API tokens): the
 	// cards declare the scheme, so that a client knows to send one.
 	Bearer bool
-	Logger *slog.Logger
+	// Stopping, closed when the node stops serving (nil: never), ends the answers
+	// that wait on a task (waitMethods): a stream ends, without an error, and a
+	// blocking message/send answers the task as it stands; the client resubscribes
+	// or reads the task where it goes on. Open, they would hold the HTTP server's
+	// shutdown until its timeout, and be cut then.
+	Stopping <-chan struct{}
+	Logger   *slog.Logger
 }
 
 // AgentInfo describes an agent for its card: its name ("default" for the node's
@@ -406,6 +412,12 @@ func rpcEncoder(w io.Writer) *json.Encoder {
 // server-sent events.
 var streamMethods = map[string]bool{"message/stream": true, "tasks/resubscribe": true, "SendStreamingMessage": true, "SubscribeToTask": true}
 
+// waitMethods are the methods, of 0.3 and of 1.0, whose answer waits on a task:
+// the streams, and a blocking message/send, which answers at the task's end.
+// They end when the server stops (ServerConfig.Stopping).
+var waitMethods = map[string]bool{"message/stream": true, "tasks/resubscribe": true, "SendStreamingMessage": true, "SubscribeToTask": true,
+	"message/send": true, "SendMessage": true}
+
 // writeRefusal answers a request of id that the server refuses before the SDK's
 // handler sees it, as the SDK answers one it refuses itself: the answer to a
 // method that streams (stream) is a stream of one event, the error, since a
@@ -536,6 +548,19 @@ func (s *Server) guard(next http.Handler) http.Handler {
 		// tool) gets SSE comments between its events.
 		w, stop := keepAlive(w, s.cfg.KeepAlive)
 		defer stop()
+		if waitMethods[*req.Method] && s.cfg.Stopping != nil {
+			ctx, cancel := context.WithCancelCause(r.Context())
+			defer cancel(nil)
+			stopping := s.cfg.Stopping
+			go func() {
+				select {
+				case <-stopping:
+					cancel(errStopping)
+				case <-ctx.Done():
+				}
+			}()
+			r = r.WithContext(ctx)
+		}
 		// What follows answers with a token for the id, which w writes as the id
 		// was sent.
 		sdkBody, sdkSize, id, w := echoID(w, rawID, *req.Method, req.Params)
