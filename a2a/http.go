@@ -561,6 +561,11 @@ func (s *Server) guard(next http.Handler) http.Handler {
 			}()
 			r = r.WithContext(ctx)
 		}
+		if !streamMethods[*req.Method] {
+			// The SDK's handler writes its JSON answers without a type (net/http
+			// would call them text/plain); a stream's writer sets its own.
+			w.Header().Set("Content-Type", "application/json")
+		}
 		// What follows answers with a token for the id, which w writes as the id
 		// was sent.
 		sdkBody, sdkSize, id, w := echoID(w, rawID, *req.Method, req.Params)
