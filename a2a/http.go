@@ -450,6 +450,27 @@ func writeRefusal(w http.ResponseWriter, id any, code int, msg string, stream, l
 	_, _ = fmt.Fprintf(w, "data: %s\n\n", b)
 }
 
+// stoppedMessage is the error that ends a stream when the server stops.
+const stoppedMessage = "the server stops serving: this stream ends, the task goes on; take it up again with tasks/resubscribe (1.0: SubscribeToTask), or read it with tasks/get, on a node that serves it"
+
+// writeStopped ends a stream the server's stop cut (ServerConfig.Stopping) with an
+// event that says so, an internal error (-32603) of the request's id, in the
+// request's A2A version (legacy: 0.3): a client that reads the stream to its end
+// does not take it for the task's.
+func writeStopped(w http.ResponseWriter, id any, legacy bool) {
+	e := rpcError{JSONRPC: "2.0", ID: id}
+	e.Error.Code, e.Error.Message = -32603, stoppedMessage
+	if legacy {
+		e.Error.Data = map[string]string{"error": stoppedMessage}
+	}
+	var buf bytes.Buffer
+	if err := rpcEncoder(&buf).Encode(e); err != nil {
+		return
+	}
+	_, _ = fmt.Fprintf(w, "data: %s\n\n", bytes.TrimSuffix(buf.Bytes(), []byte("\n")))
+	_ = http.NewResponseController(w).Flush()
+}
+
 // guard bounds the body (413 past MaxBody), answers what is not a JSON-RPC 2.0
 // request object with the spec's codes (-32700 parse error, -32600 invalid
 // request), translates an A2A 1.0 method to its 0.3 one and back (serveV1), and
@@ -565,6 +586,16 @@ func (s *Server) guard(next http.Handler) http.Handler {
 			// The SDK's handler writes its JSON answers without a type (net/http
 			// would call them text/plain); a stream's writer sets its own.
 			w.Header().Set("Content-Type", "application/json")
+		}
+		if streamMethods[*req.Method] && s.cfg.Stopping != nil {
+			// A stream the server's stop ended has its last event say so: the
+			// stream did not end with the task, which goes on.
+			sent, sentID := w, id
+			defer func() {
+				if stopping(r.Context()) {
+					writeStopped(sent, sentID, legacy)
+				}
+			}()
 		}
 		// What follows answers with a token for the id, which w writes as the id
 		// was sent.

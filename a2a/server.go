@@ -1580,9 +1580,8 @@ func (d *Dedupe) standing(ctx context.Context, id sdk.TaskID) *sdk.Task {
 	return t
 }
 
-// endOnStop is events ended, without an error, once the server stops: the
-// client's stream ends as it ends when a connection breaks, and it resubscribes
-// where the task goes on.
+// endOnStop is events ended once the server stops (the server's last event then
+// says so: Server.guard), without the error of the request's end.
 func endOnStop(ctx context.Context, events iter.Seq2[sdk.Event, error]) iter.Seq2[sdk.Event, error] {
 	return func(yield func(sdk.Event, error) bool) {
 		for ev, err := range events {

@@ -2,9 +2,11 @@ package node_test
 
 import (
 	"context"
+	"errors"
 	"iter"
 	"net"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,7 +19,8 @@ import (
 
 // A node that stops serving (SIGTERM: node serve shuts its HTTP server down)
 // ends the A2A streams open on it at once, as it ends its other live streams:
-// the official Go client's message/stream ends, without an error, and a blocking
+// the official Go client's message/stream ends with an error saying so (the task
+// goes on: tasks/resubscribe takes it up again), not as a task's stream ends; a blocking
 // message/send in flight answers the task as it stands (working), as a
 // non-blocking one does; the client reads or resubscribes to it where it goes
 // on. The shutdown waited out its whole timeout for them, then cut them (curl:
@@ -69,17 +72,21 @@ func TestA2AStreamsEndWhenTheNodeStopsServing(t *testing.T) {
 	if err := srv.Shutdown(shut); err != nil {
 		t.Errorf("shutdown with an A2A stream and a blocking message/send open: %v, want them ended at once", err)
 	}
+	var errs []error
 	for {
 		ev, err, ok := next()
 		if !ok {
 			break
 		}
 		if err != nil {
-			t.Errorf("message/stream at the shutdown: error %v, want the stream ended", err)
+			errs = append(errs, err)
 		}
 		if st, isStatus := ev.(*sdk.TaskStatusUpdateEvent); isStatus && st.Status.State.Terminal() {
 			t.Errorf("message/stream at the shutdown: %s, want the task still running", st.Status.State)
 		}
+	}
+	if len(errs) != 1 || !errors.Is(errs[0], sdk.ErrInternalError) || !strings.Contains(errs[0].Error(), "tasks/resubscribe") {
+		t.Errorf("message/stream at the shutdown: errors %v, want one saying the stream ends and how to take the task up again", errs)
 	}
 	var held sdk.TaskID
 	select {
