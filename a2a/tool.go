@@ -392,7 +392,15 @@ func (t *Tool) Call(ctx context.Context, c tools.Call) (string, error) {
 			client = again.client
 		}
 	}
-	if task, ok := res.(*sdk.Task); ok && err == nil && !answered(task.Status.State) {
+	if task, ok := res.(*sdk.Task); ok && err != nil {
+		// The stream broke after it named the task (send): the task runs on at
+		// the agent, or where the agent's next run resumes it, and tasks/get
+		// follows it, as a stream that closed early.
+		broke := err
+		if res, err = t.follow(ctx, client, task); err != nil {
+			err = fmt.Errorf("the stream broke (%w), and then %w", broke, err)
+		}
+	} else if ok && err == nil && !answered(task.Status.State) {
 		// A blocking message/send answered before the task ended (a server's own
 		// bound on blocking, or one that does not block), or a stream cut before
 		// its final event: the task runs on at the agent, and tasks/get follows it.
@@ -414,7 +422,8 @@ func (t *Tool) Call(ctx context.Context, c tools.Call) (string, error) {
 // does not stream) and returns the answer: the message, or the task as its events
 // left it. taskID is the remote task's, once an event named it, also when err is
 // not nil, so that a cancelled call can cancel it (a blocking message/send would
-// name it only in its answer). A call whose context ends before the remote named
+// name it only in its answer); a stream that broke after it named the task
+// returns the task as it left it with the error, for the caller to follow. A call whose context ends before the remote named
 // its task, and whose remote task is to be cancelled, reads on until it does, for
 // up to the card timeout.
 func (t *Tool) send(ctx context.Context, client *a2aclient.Client, msg *sdk.Message) (res sdk.SendMessageResult, taskID sdk.TaskID, err error) {
@@ -455,6 +464,11 @@ func (t *Tool) send(ctx context.Context, client *a2aclient.Client, msg *sdk.Mess
 			}
 			if task != nil && taskID == "" && errors.Is(err, ErrAnswerTooLarge) {
 				taskID = task.ID // to be cancelled
+			}
+			if taskID != "" && ctx.Err() == nil && !errors.Is(err, ErrAnswerTooLarge) {
+				// The stream broke after it named the task (the agent killed or
+				// stopping, a proxy): the task as the stream left it, to follow.
+				return task, taskID, err
 			}
 			return nil, taskID, err
 		}
