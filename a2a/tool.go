@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -398,7 +399,7 @@ func (t *Tool) Call(ctx context.Context, c tools.Call) (string, error) {
 		// follows it, as a stream that closed early.
 		broke := err
 		if res, err = t.follow(ctx, client, task); err != nil {
-			err = fmt.Errorf("the stream broke (%w), and then %w", broke, err)
+			err = fmt.Errorf("%w; then %w", broke, err)
 		}
 	} else if ok && err == nil && !answered(task.Status.State) {
 		// A blocking message/send answered before the task ended (a server's own
@@ -566,12 +567,16 @@ var (
 	pollFirst  = 250 * time.Millisecond
 	pollMax    = 5 * time.Second
 	pollGrowth = 1.5
-	// pollFailures tasks/get failing in a row fail the call.
+	// pollFailures tasks/get failing in a row fail the call; those that find no
+	// connection to the agent (it restarts) fail it once it has been away for
+	// pollAway in a row.
 	pollFailures = 3
+	pollAway     = 30 * time.Second
 )
 
 // follow asks the agent for task with tasks/get until it is answered (answered),
-// the call's context ends, tasks/get fails pollFailures times in a row, or its
+// the call's context ends, tasks/get fails pollFailures times in a row (or finds
+// no connection to the agent for pollAway), or its
 // artifacts and status message pass MaxAnswerBytes. A task that
 // names no ID cannot be followed and fails the call as it stands.
 func (t *Tool) follow(ctx context.Context, client *a2aclient.Client, task *sdk.Task) (sdk.SendMessageResult, error) {
@@ -581,7 +586,8 @@ func (t *Tool) follow(ctx context.Context, client *a2aclient.Client, task *sdk.T
 	wait := pollFirst
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
-	failed := 0 // tasks/get failed this many times in a row
+	failed := 0        // tasks/get failed this many times in a row
+	var away time.Time // when tasks/get first found no connection, of those in a row
 	for {
 		select {
 		case <-ctx.Done():
@@ -595,8 +601,19 @@ func (t *Tool) follow(ctx context.Context, client *a2aclient.Client, task *sdk.T
 		case ctx.Err() != nil:
 			return nil, context.Cause(ctx)
 		case err != nil:
+			if op := (*net.OpError)(nil); errors.As(err, &op) && op.Op == "dial" {
+				// No connection: the agent restarts (a task its next run resumes).
+				if away.IsZero() {
+					away = time.Now()
+				}
+				if time.Since(away) < pollAway {
+					continue
+				}
+				return nil, fmt.Errorf("following task %s (tasks/get): the agent was not there for %s: %w", task.ID, pollAway, err)
+			}
+			away = time.Time{}
 			if failed++; failed < pollFailures {
-				continue // a restart of the agent, a proxy's hiccup
+				continue // a proxy's hiccup
 			}
 			return nil, fmt.Errorf("following task %s (tasks/get, %d times in a row): %w", task.ID, failed, err)
 		case got == nil || got.ID != task.ID:
@@ -615,7 +632,7 @@ func (t *Tool) follow(ctx context.Context, client *a2aclient.Client, task *sdk.T
 		if answered(got.Status.State) {
 			return got, nil
 		}
-		failed = 0
+		failed, away = 0, time.Time{}
 	}
 }
 

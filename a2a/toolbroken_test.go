@@ -4,10 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"sync/atomic"
+	"syscall"
 	"testing"
 
+	"github.com/troupe-run/troupe/a2a"
 	"github.com/troupe-run/troupe/tools"
 )
 
@@ -45,5 +48,51 @@ func TestToolFollowsATaskWhoseStreamBroke(t *testing.T) {
 				t.Errorf("tasks/get asked %d times, want 2", n)
 			}
 		})
+	}
+}
+
+// refusingDialer refuses the connections it is asked for while refuse is above
+// zero (the agent's host is there, its process is not: it restarts), counting
+// them down, then dials.
+type refusingDialer struct {
+	refuse atomic.Int32
+	d      net.Dialer
+}
+
+func (r *refusingDialer) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	if r.refuse.Add(-1) >= 0 {
+		return nil, &net.OpError{Op: "dial", Net: network, Err: syscall.ECONNREFUSED}
+	}
+	return r.d.DialContext(ctx, network, addr)
+}
+
+// An agent killed mid-answer and restarted (its task resumed by its next run)
+// is not there for a while: tasks/get finds no connection more than the three
+// times in a row that fail the call when the agent answers them with an error.
+// The tool follows the task on while the agent is away (up to 30 s in a row,
+// within the call's timeout), and the call answers with the finished task; it
+// failed after the third refused connection, a second or so after the cut.
+func TestToolFollowsATaskThroughTheAgentsRestart(t *testing.T) {
+	var gets atomic.Int32
+	dialer := &refusingDialer{}
+	ra := newRemoteAgent(t, true, map[string]rpcAnswer{
+		"message/stream": func(w http.ResponseWriter, _ *http.Request, id, _ json.RawMessage) {
+			sse(w, id, workingTask)
+			dialer.refuse.Store(5) // the agent goes away
+			panic(http.ErrAbortHandler)
+		},
+		"tasks/get": getsUntilDone(0, &gets),
+	})
+	hc := &http.Client{Transport: &http.Transport{DialContext: dialer.DialContext, DisableKeepAlives: true}}
+	tool, err := a2a.NewTool(a2a.ToolConfig{Name: "fake", CardURL: ra.srv.URL + a2a.CardPath, HTTPClient: hc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := tool.Call(context.Background(), tools.Call{Key: "s/4", Arguments: `{"message":"long job"}`})
+	if err != nil || out != "done at last\n\n(context_id: c-1)" {
+		t.Fatalf("Call = %q, %v; want the task followed through the agent's restart", out, err)
+	}
+	if left := dialer.refuse.Load(); left > 0 {
+		t.Errorf("%d refused connections left: the agent never went away", left)
 	}
 }
