@@ -83,7 +83,13 @@ type ServerConfig struct {
 	// Bearer says that a request needs a bearer token (the node's API tokens): the
 	// cards declare the scheme, so that a client knows to send one.
 	Bearer bool
-	Logger *slog.Logger
+	// Stopping, closed when the node stops serving (nil: never), ends the answers
+	// that wait on a task (waitMethods): a stream ends, without an error, and a
+	// blocking message/send answers the task as it stands; the client resubscribes
+	// or reads the task where it goes on. Open, they would hold the HTTP server's
+	// shutdown until its timeout, and be cut then.
+	Stopping <-chan struct{}
+	Logger   *slog.Logger
 }
 
 // AgentInfo describes an agent for its card: its name ("default" for the node's
@@ -406,6 +412,12 @@ func rpcEncoder(w io.Writer) *json.Encoder {
 // server-sent events.
 var streamMethods = map[string]bool{"message/stream": true, "tasks/resubscribe": true, "SendStreamingMessage": true, "SubscribeToTask": true}
 
+// waitMethods are the methods, of 0.3 and of 1.0, whose answer waits on a task:
+// the streams, and a blocking message/send, which answers at the task's end.
+// They end when the server stops (ServerConfig.Stopping).
+var waitMethods = map[string]bool{"message/stream": true, "tasks/resubscribe": true, "SendStreamingMessage": true, "SubscribeToTask": true,
+	"message/send": true, "SendMessage": true}
+
 // writeRefusal answers a request of id that the server refuses before the SDK's
 // handler sees it, as the SDK answers one it refuses itself: the answer to a
 // method that streams (stream) is a stream of one event, the error, since a
@@ -436,6 +448,27 @@ func writeRefusal(w http.ResponseWriter, id any, code int, msg string, stream, l
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
 	_, _ = fmt.Fprintf(w, "data: %s\n\n", b)
+}
+
+// stoppedMessage is the error that ends a stream when the server stops.
+const stoppedMessage = "the server stops serving: this stream ends, the task goes on; take it up again with tasks/resubscribe (1.0: SubscribeToTask), or read it with tasks/get, on a node that serves it"
+
+// writeStopped ends a stream the server's stop cut (ServerConfig.Stopping) with an
+// event that says so, an internal error (-32603) of the request's id, in the
+// request's A2A version (legacy: 0.3): a client that reads the stream to its end
+// does not take it for the task's.
+func writeStopped(w http.ResponseWriter, id any, legacy bool) {
+	e := rpcError{JSONRPC: "2.0", ID: id}
+	e.Error.Code, e.Error.Message = -32603, stoppedMessage
+	if legacy {
+		e.Error.Data = map[string]string{"error": stoppedMessage}
+	}
+	var buf bytes.Buffer
+	if err := rpcEncoder(&buf).Encode(e); err != nil {
+		return
+	}
+	_, _ = fmt.Fprintf(w, "data: %s\n\n", bytes.TrimSuffix(buf.Bytes(), []byte("\n")))
+	_ = http.NewResponseController(w).Flush()
 }
 
 // guard bounds the body (413 past MaxBody), answers what is not a JSON-RPC 2.0
@@ -536,6 +569,34 @@ func (s *Server) guard(next http.Handler) http.Handler {
 		// tool) gets SSE comments between its events.
 		w, stop := keepAlive(w, s.cfg.KeepAlive)
 		defer stop()
+		if waitMethods[*req.Method] && s.cfg.Stopping != nil {
+			ctx, cancel := context.WithCancelCause(r.Context())
+			defer cancel(nil)
+			stopping := s.cfg.Stopping
+			go func() {
+				select {
+				case <-stopping:
+					cancel(errStopping)
+				case <-ctx.Done():
+				}
+			}()
+			r = r.WithContext(ctx)
+		}
+		if !streamMethods[*req.Method] {
+			// The SDK's handler writes its JSON answers without a type (net/http
+			// would call them text/plain); a stream's writer sets its own.
+			w.Header().Set("Content-Type", "application/json")
+		}
+		if streamMethods[*req.Method] && s.cfg.Stopping != nil {
+			// A stream the server's stop ended has its last event say so: the
+			// stream did not end with the task, which goes on.
+			sent, sentID := w, id
+			defer func() {
+				if stopping(r.Context()) {
+					writeStopped(sent, sentID, legacy)
+				}
+			}()
+		}
 		// What follows answers with a token for the id, which w writes as the id
 		// was sent.
 		sdkBody, sdkSize, id, w := echoID(w, rawID, *req.Method, req.Params)

@@ -1223,6 +1223,11 @@ func (d *Dedupe) OnSendMessage(ctx context.Context, p *sdk.MessageSendParams) (_
 			return err
 		})
 	}
+	if err != nil && stopping(ctx) && p != nil && p.Message != nil {
+		if t := d.standing(ctx, p.Message.TaskID); t != nil {
+			res, err = t, nil
+		}
+	}
 	if t, ok := res.(*sdk.Task); ok && err == nil && t.Status.State == sdk.TaskStateFailed {
 		if refused, ok := d.exec.refusal(t.ID); ok {
 			res, err = nil, refused
@@ -1550,10 +1555,55 @@ func whileExecuting(ctx context.Context, err error, send func() error) error {
 	return err
 }
 
+// errStopping is the cause of the end of a request's context when the server
+// stops (ServerConfig.Stopping).
+var errStopping = errors.New("a2a: the server stops")
+
+// stopping reports whether ctx, a request's, ended because the server stops.
+func stopping(ctx context.Context) bool {
+	return errors.Is(context.Cause(ctx), errStopping)
+}
+
+// standing is task id as it stands, for the blocking message/send that started or
+// answered it when the server stops; nil when it cannot be read, or its session
+// has not taken it yet (the send's error stands then).
+func (d *Dedupe) standing(ctx context.Context, id sdk.TaskID) *sdk.Task {
+	if id == "" {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	t, err := d.RequestHandler.OnGetTask(ctx, &sdk.TaskQueryParams{ID: id})
+	if err != nil || t == nil || claimed(t) {
+		return nil
+	}
+	return t
+}
+
+// endOnStop is events ended once the server stops (the server's last event then
+// says so: Server.guard), without the error of the request's end.
+func endOnStop(ctx context.Context, events iter.Seq2[sdk.Event, error]) iter.Seq2[sdk.Event, error] {
+	return func(yield func(sdk.Event, error) bool) {
+		for ev, err := range events {
+			if stopping(ctx) {
+				return
+			}
+			if !yield(ev, err) {
+				return
+			}
+		}
+	}
+}
+
 // OnSendMessageStream implements a2asrv.RequestHandler: a message seen before
 // subscribes to its task while it runs (here, on another node, or resumed after a
-// restart), else yields the task as it is.
+// restart), else yields the task as it is. The stream ends once the server stops
+// (endOnStop).
 func (d *Dedupe) OnSendMessageStream(ctx context.Context, p *sdk.MessageSendParams) iter.Seq2[sdk.Event, error] {
+	return endOnStop(ctx, d.sendMessageStream(ctx, p))
+}
+
+func (d *Dedupe) sendMessageStream(ctx context.Context, p *sdk.MessageSendParams) iter.Seq2[sdk.Event, error] {
 	if err := d.checkSentPush(p); err != nil {
 		return func(yield func(sdk.Event, error) bool) { yield(nil, err) }
 	}

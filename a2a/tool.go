@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -392,7 +393,15 @@ func (t *Tool) Call(ctx context.Context, c tools.Call) (string, error) {
 			client = again.client
 		}
 	}
-	if task, ok := res.(*sdk.Task); ok && err == nil && !answered(task.Status.State) {
+	if task, ok := res.(*sdk.Task); ok && err != nil {
+		// The stream broke after it named the task (send): the task runs on at
+		// the agent, or where the agent's next run resumes it, and tasks/get
+		// follows it, as a stream that closed early.
+		broke := err
+		if res, err = t.follow(ctx, client, task); err != nil {
+			err = fmt.Errorf("%w; then %w", broke, err)
+		}
+	} else if ok && err == nil && !answered(task.Status.State) {
 		// A blocking message/send answered before the task ended (a server's own
 		// bound on blocking, or one that does not block), or a stream cut before
 		// its final event: the task runs on at the agent, and tasks/get follows it.
@@ -414,7 +423,8 @@ func (t *Tool) Call(ctx context.Context, c tools.Call) (string, error) {
 // does not stream) and returns the answer: the message, or the task as its events
 // left it. taskID is the remote task's, once an event named it, also when err is
 // not nil, so that a cancelled call can cancel it (a blocking message/send would
-// name it only in its answer). A call whose context ends before the remote named
+// name it only in its answer); a stream that broke after it named the task
+// returns the task as it left it with the error, for the caller to follow. A call whose context ends before the remote named
 // its task, and whose remote task is to be cancelled, reads on until it does, for
 // up to the card timeout.
 func (t *Tool) send(ctx context.Context, client *a2aclient.Client, msg *sdk.Message) (res sdk.SendMessageResult, taskID sdk.TaskID, err error) {
@@ -455,6 +465,11 @@ func (t *Tool) send(ctx context.Context, client *a2aclient.Client, msg *sdk.Mess
 			}
 			if task != nil && taskID == "" && errors.Is(err, ErrAnswerTooLarge) {
 				taskID = task.ID // to be cancelled
+			}
+			if taskID != "" && ctx.Err() == nil && !errors.Is(err, ErrAnswerTooLarge) {
+				// The stream broke after it named the task (the agent killed or
+				// stopping, a proxy): the task as the stream left it, to follow.
+				return task, taskID, err
 			}
 			return nil, taskID, err
 		}
@@ -552,12 +567,16 @@ var (
 	pollFirst  = 250 * time.Millisecond
 	pollMax    = 5 * time.Second
 	pollGrowth = 1.5
-	// pollFailures tasks/get failing in a row fail the call.
+	// pollFailures tasks/get failing in a row fail the call; those that find no
+	// connection to the agent (it restarts) fail it once it has been away for
+	// pollAway in a row.
 	pollFailures = 3
+	pollAway     = 30 * time.Second
 )
 
 // follow asks the agent for task with tasks/get until it is answered (answered),
-// the call's context ends, tasks/get fails pollFailures times in a row, or its
+// the call's context ends, tasks/get fails pollFailures times in a row (or finds
+// no connection to the agent for pollAway), or its
 // artifacts and status message pass MaxAnswerBytes. A task that
 // names no ID cannot be followed and fails the call as it stands.
 func (t *Tool) follow(ctx context.Context, client *a2aclient.Client, task *sdk.Task) (sdk.SendMessageResult, error) {
@@ -567,7 +586,8 @@ func (t *Tool) follow(ctx context.Context, client *a2aclient.Client, task *sdk.T
 	wait := pollFirst
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
-	failed := 0 // tasks/get failed this many times in a row
+	failed := 0        // tasks/get failed this many times in a row
+	var away time.Time // when tasks/get first found no connection, of those in a row
 	for {
 		select {
 		case <-ctx.Done():
@@ -581,8 +601,19 @@ func (t *Tool) follow(ctx context.Context, client *a2aclient.Client, task *sdk.T
 		case ctx.Err() != nil:
 			return nil, context.Cause(ctx)
 		case err != nil:
+			if op := (*net.OpError)(nil); errors.As(err, &op) && op.Op == "dial" {
+				// No connection: the agent restarts (a task its next run resumes).
+				if away.IsZero() {
+					away = time.Now()
+				}
+				if time.Since(away) < pollAway {
+					continue
+				}
+				return nil, fmt.Errorf("following task %s (tasks/get): the agent was not there for %s: %w", task.ID, pollAway, err)
+			}
+			away = time.Time{}
 			if failed++; failed < pollFailures {
-				continue // a restart of the agent, a proxy's hiccup
+				continue // a proxy's hiccup
 			}
 			return nil, fmt.Errorf("following task %s (tasks/get, %d times in a row): %w", task.ID, failed, err)
 		case got == nil || got.ID != task.ID:
@@ -601,7 +632,7 @@ func (t *Tool) follow(ctx context.Context, client *a2aclient.Client, task *sdk.T
 		if answered(got.Status.State) {
 			return got, nil
 		}
-		failed = 0
+		failed, away = 0, time.Time{}
 	}
 }
 

@@ -75,7 +75,7 @@ func (n *Node) a2aRoutes() []Route {
 	}
 	n.a2aOnce.Do(func() {
 		srv, err := a2a.NewServer(a2aBackend{n}, a2a.ServerConfig{PublicURL: n.cfg.A2A.PublicURL, PushAllow: n.cfg.A2A.PushAllow,
-			PushLog: n.log, PushAlone: n.ownLog, PushKey: n.keys.get, MaxBody: maxBody, WriteTimeout: n.cfg.HTTP.WriteTimeout, Name: "troupe", Bearer: n.cfg.HTTP.Auth.Enabled(), Logger: n.cfg.Logger}, n.a2aAgents())
+			PushLog: n.log, PushAlone: n.ownLog, PushKey: n.keys.get, MaxBody: maxBody, WriteTimeout: n.cfg.HTTP.WriteTimeout, Name: "troupe", Bearer: n.cfg.HTTP.Auth.Enabled(), Stopping: n.streamsDone, Logger: n.cfg.Logger}, n.a2aAgents())
 		if err != nil {
 			n.cfg.Logger.Error("a2a: not served", "err", err)
 			return
