@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/troupe-run/troupe/internal/cjk"
 	"github.com/troupe-run/troupe/messages"
 	pmem "github.com/troupe-run/troupe/pipelines/memory"
 )
@@ -322,7 +323,9 @@ func nonEmpty(s string) []string {
 // older build wrote may hold NUL bytes in its content or outcome, which writes refuse
 // now (checkContent): they are read without them (CleanText), so that such a memory
 // reaches no prompt or answer with them, is found by its words, and is an exact
-// duplicate of the same text written now (its hash is that of the text read).
+// duplicate of the same text written now (its hash is that of the text read). So is
+// a record of full-width text (cjk.HasFullwidth), which older builds hashed without
+// reading its letters as ASCII (pmem.Normalize).
 func fromRecord(ns string, r messages.MemoryRecord) *Memory {
 	mod := Modality(r.Modality)
 	if mod == "" {
@@ -331,6 +334,8 @@ func fromRecord(ns string, r messages.MemoryRecord) *Memory {
 	content, hash := r.Content, r.Hash
 	if strings.IndexByte(content, 0) >= 0 {
 		content = CleanText(content)
+		hash = pmem.ContentHash(content)
+	} else if hash != "" && cjk.HasFullwidth(content) {
 		hash = pmem.ContentHash(content)
 	}
 	return &Memory{
