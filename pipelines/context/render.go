@@ -163,12 +163,17 @@ func (c *Context) Text() string {
 }
 
 // QuoteSectionTags returns text with "&lt;" for the "<" of every tag in it that
-// names a section's block ("</state>", "<evidence>", "< /Task >": any case, spaces
-// and tabs around its "/", followed by a character a tag name cannot hold or by
-// the end), so that an item's text, a memory or a passage that holds what someone
-// wrote, cannot end the block it is rendered in (Messages' briefing) nor open
-// another. Other text, "<" included, is returned as it is.
-func QuoteSectionTags(text string) string {
+// names a section's block ("</state>", "<evidence>", "< /Task >": QuoteTags), so
+// that an item's text, a memory or a passage that holds what someone wrote,
+// cannot end the block it is rendered in (Messages' briefing) nor open another.
+func QuoteSectionTags(text string) string { return QuoteTags(text, sectionTags[:]...) }
+
+// QuoteTags returns text with "&lt;" for the "<" of every tag in it that opens or
+// closes an element of one of names ("</lessons>", "< /Lessons >": any case, spaces
+// and tabs around its "/", followed by a character a tag name cannot hold or by the
+// end), so that text put in such an element cannot end it nor open another. Other
+// text, "<" included, is returned as it is.
+func QuoteTags(text string, names ...string) string {
 	i := strings.IndexByte(text, '<')
 	if i < 0 {
 		return text
@@ -176,7 +181,7 @@ func QuoteSectionTags(text string) string {
 	var b strings.Builder
 	for ; i >= 0; i = strings.IndexByte(text, '<') {
 		b.WriteString(text[:i])
-		if namesSection(text[i+1:]) {
+		if namesTag(text[i+1:], names) {
 			b.WriteString("&lt;")
 		} else {
 			b.WriteByte('<')
@@ -187,11 +192,11 @@ func QuoteSectionTags(text string) string {
 	return b.String()
 }
 
-// namesSection reports whether rest, the text after a "<", opens or closes a
-// section's block.
-func namesSection(rest string) bool {
+// namesTag reports whether rest, the text after a "<", opens or closes an element
+// of one of names.
+func namesTag(rest string, names []string) bool {
 	rest = strings.TrimLeft(strings.TrimPrefix(strings.TrimLeft(rest, " \t"), "/"), " \t")
-	for _, name := range sectionTags {
+	for _, name := range names {
 		if len(rest) < len(name) || !strings.EqualFold(rest[:len(name)], name) {
 			continue
 		}
