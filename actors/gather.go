@@ -220,21 +220,35 @@ func (g *gatherState) call(purpose string) *gathered {
 // appendItems appends the task's gathered items, in the order of its calls,
 // and returns them with the notes on its gathering. Under rules (Agent.Context's;
 // 0: this build's) from rulesEvidenceByMeaning, each passage of an evidence search
-// that found no word of the task says it was found by meaning alone.
+// that found no word of the task says it was found by meaning alone; from
+// rulesQuotedTags, a tag in an item's text that names a section's block is
+// quoted (pctx.QuoteSectionTags), so that a memory, a passage or a note cannot
+// end the block it is rendered in.
 func (g *gatherState) appendItems(items []pctx.Item, rules int) ([]pctx.Item, []string) {
 	var notes []string
+	quote := rules == 0 || rules >= rulesQuotedTags
 	for _, c := range g.calls {
 		if !c.done {
 			continue
 		}
-		if c.byMeaning && (rules == 0 || rules >= rulesEvidenceByMeaning) {
+		byMeaning := c.byMeaning && (rules == 0 || rules >= rulesEvidenceByMeaning)
+		if !byMeaning && !quote {
+			items = append(items, c.items...)
+		} else {
 			for _, it := range c.items {
-				it.Text = byMeaningLabel(it.Text)
-				it.Tokens = pctx.CountText(contextTokens, it.Text)
+				text := it.Text
+				if quote {
+					text = pctx.QuoteSectionTags(text)
+				}
+				if byMeaning {
+					text = byMeaningLabel(text)
+				}
+				if text != it.Text {
+					it.Text = text
+					it.Tokens = pctx.CountText(contextTokens, it.Text)
+				}
 				items = append(items, it)
 			}
-		} else {
-			items = append(items, c.items...)
 		}
 		if c.note != "" {
 			notes = append(notes, c.note)

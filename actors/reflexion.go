@@ -9,7 +9,9 @@ import (
 
 	"github.com/troupe-run/troupe/internal/textclip"
 	"github.com/troupe-run/troupe/llm"
+	"github.com/troupe-run/troupe/memory"
 	"github.com/troupe-run/troupe/messages"
+	pctx "github.com/troupe-run/troupe/pipelines/context"
 )
 
 // Reflexion is the paradigm that learns from its mistakes across tasks. At a
@@ -143,6 +145,9 @@ func (r *reflexionRun) fold(f fold, e messages.Envelope, p messages.Payload) {
 			}
 			for _, m := range found.Results {
 				if c := strings.TrimSpace(m.Content); c != "" && len(r.lessons) < r.maxLessons() {
+					if f.t.rules >= rulesQuotedTags {
+						c = quotedLesson(c)
+					}
 					r.lessons = append(r.lessons, c)
 				}
 			}
@@ -309,19 +314,33 @@ func lessonText(task string, l lesson) string {
 // boundary, marking the cut.
 func clip(s string, n int) string { return textclip.Head(strings.TrimSpace(s), n) }
 
+// lessonsTag names the element of the system prompt that holds the lessons
+// (section).
+const lessonsTag = "lessons"
+
+// quotedLesson is a lesson as section writes it from rules 19 (rulesQuotedTags): with
+// "&lt;" for the "<" of a tag that names the lessons' element or the core memory's
+// (pctx.QuoteTags). A lesson quotes the task it was learnt on, which a user wrote,
+// and an agent's lessons are found by every user's later tasks: under 1 to 18 a
+// task holding "</lessons>" put the text after it in the system prompt of others'
+// tasks as the prompt's own.
+func quotedLesson(lesson string) string {
+	return pctx.QuoteTags(lesson, lessonsTag, memory.CoreSectionTag)
+}
+
 // section puts the lessons found in the loop's system prompt.
 func (r *reflexionRun) section() string {
 	if len(r.lessons) == 0 {
 		return ""
 	}
 	var b strings.Builder
-	b.WriteString("<lessons>\nLessons you wrote after earlier tasks like this one went wrong; apply those that fit this task:\n")
+	b.WriteString("<" + lessonsTag + ">\nLessons you wrote after earlier tasks like this one went wrong; apply those that fit this task:\n")
 	for _, l := range r.lessons {
 		b.WriteString("- ")
 		b.WriteString(strings.ReplaceAll(l, "\n", "\n  "))
 		b.WriteByte('\n')
 	}
-	b.WriteString("</lessons>")
+	b.WriteString("</" + lessonsTag + ">")
 	return b.String()
 }
 

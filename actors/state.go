@@ -14,6 +14,7 @@ import (
 
 	"github.com/troupe-run/troupe/internal/textclip"
 	"github.com/troupe-run/troupe/llm"
+	"github.com/troupe-run/troupe/memory"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/tools"
 )
@@ -1246,10 +1247,10 @@ func (s *SessionState) ActiveAgent() string {
 
 // coreMemorySection is the part of the system prompt that holds a task's core
 // memory blocks (messages.TaskSubmitted.Memory), as they stood when it was
-// submitted.
+// submitted. The blocks' values cannot write its tags (memory.RenderBlocks).
 func coreMemorySection(blocks string) string {
-	return "<core_memory>\nYour core memory blocks, always in your context, as they stood when this task began " +
-		"(an edit you make shows here from the next task on):\n" + strings.TrimSuffix(blocks, "\n") + "\n</core_memory>"
+	return "<" + memory.CoreSectionTag + ">\nYour core memory blocks, always in your context, as they stood when this task began " +
+		"(an edit you make shows here from the next task on):\n" + strings.TrimSuffix(blocks, "\n") + "\n</" + memory.CoreSectionTag + ">"
 }
 
 // PendingModel returns the key of the model call that was requested and not

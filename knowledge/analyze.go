@@ -8,6 +8,7 @@ import (
 	"github.com/kljensen/snowball/english"
 	"golang.org/x/text/unicode/norm"
 
+	"github.com/troupe-run/troupe/internal/cjk"
 	pmem "github.com/troupe-run/troupe/pipelines/memory"
 )
 
@@ -32,7 +33,7 @@ func termsWith(text string, stem func(string) string) []string {
 	if len(text) > pmem.MaxTokenizeBytes {
 		text = text[:pmem.MaxTokenizeBytes]
 	}
-	text = norm.NFC.String(text) // as TokenizeStem reads it
+	text = norm.NFC.String(cjk.Narrow(text)) // as TokenizeStem reads it
 	alnum := func(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }
 	joiner := func(r rune) bool { return strings.ContainsRune("-_.:/@", r) }
 	start, joins := -1, 0 // start of the current run, joiners inside it

@@ -76,3 +76,12 @@ func TestNormalise(t *testing.T) {
 		}
 	}
 }
+
+// Full-width text, as an input method types it in its full-width mode, gives the
+// terms of its ASCII: "ＰＡＹ－４０１３" finds PAY-4013, its parts and its whole.
+func TestTermsOfFullWidthText(t *testing.T) {
+	want := terms("Error PAY-4013 means")
+	if got := terms("Ｅｒｒｏｒ\u3000ＰＡＹ－４０１３\u3000ｍｅａｎｓ"); !slices.Equal(got, want) {
+		t.Errorf("terms of the full-width text = %q, want %q", got, want)
+	}
+}

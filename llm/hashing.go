@@ -7,6 +7,7 @@ import (
 	"strings"
 	"unicode"
 
+	"github.com/troupe-run/troupe/internal/cjk"
 	"golang.org/x/text/unicode/norm"
 )
 
@@ -37,8 +38,9 @@ func (h HashingEmbedder) Embed(ctx context.Context, texts []string) ([][]float32
 	out := make([][]float32, len(texts))
 	for i, t := range texts {
 		v := make([]float32, dim)
-		// NFC: a decomposed "é" (e + U+0301) is the composed one, not "e" and a separator.
-		words := strings.FieldsFunc(strings.ToLower(norm.NFC.String(t)), func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) })
+		// NFC: a decomposed "é" (e + U+0301) is the composed one, not "e" and a
+		// separator; narrow: "ｔｅａ" typed in an input method's full-width mode is "tea".
+		words := strings.FieldsFunc(strings.ToLower(norm.NFC.String(cjk.Narrow(t))), func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) })
 		add := func(s string, w float32) {
 			f := fnv.New64a()
 			f.Write([]byte(s))

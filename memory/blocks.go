@@ -120,14 +120,17 @@ func (ns *Namespace) DeleteBlock(ctx context.Context, key, label, reason string)
 
 // RenderBlocks is the text of the blocks put in an agent's system prompt: each an
 // element named by its label, with its description and fill, around its value. A
-// value cannot end its element or forge another block's: a tag in it that names a
-// block ("</human>", "<persona ...>", any case) is written with "&lt;" for its "<".
-// Other text, "<" included, is written as it is.
+// value cannot end its element, forge another block's or end the section the
+// blocks are put in (CoreSectionTag): a tag in it that names a block or the section
+// ("</human>", "<persona ...>", "</core_memory>", "< /Core_Memory >", any case,
+// spaces around its "/") is written with "&lt;" for its "<". Other text, "<"
+// included, is written as it is.
 func RenderBlocks(blocks []Block) string {
-	labels := make([]string, len(blocks))
+	labels := make([]string, len(blocks), len(blocks)+1)
 	for i, b := range blocks {
 		labels[i] = b.Label
 	}
+	labels = append(labels, CoreSectionTag)
 	var sb strings.Builder
 	for _, b := range blocks {
 		fmt.Fprintf(&sb, "<%s description=\"%s\" chars=\"%d/%d\">\n", b.Label, html.EscapeString(b.Description),
@@ -141,9 +144,14 @@ func RenderBlocks(blocks []Block) string {
 	return sb.String()
 }
 
+// CoreSectionTag names the element an agent's prompt puts its core memory blocks
+// in (<core_memory>…</core_memory>): a block's value cannot write its tags
+// (RenderBlocks).
+const CoreSectionTag = "core_memory"
+
 // escapeBlockTags writes "&lt;" for the "<" of every tag of v that names one of
-// labels: "<label" or "</label" (any case) followed by a character a label cannot
-// hold, or by the end.
+// labels: "<label" or "</label" (any case, spaces and tabs around the "/")
+// followed by a character a label cannot hold, or by the end.
 func escapeBlockTags(v string, labels []string) string {
 	if !strings.Contains(v, "<") {
 		return v
@@ -162,7 +170,7 @@ func escapeBlockTags(v string, labels []string) string {
 // namesBlock reports whether rest, the text after a "<", opens or closes an element
 // named by one of labels.
 func namesBlock(rest string, labels []string) bool {
-	rest = strings.TrimPrefix(rest, "/")
+	rest = strings.TrimLeft(strings.TrimPrefix(strings.TrimLeft(rest, " \t"), "/"), " \t")
 	for _, l := range labels {
 		if len(rest) < len(l) || !strings.EqualFold(rest[:len(l)], l) {
 			continue

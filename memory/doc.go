@@ -43,8 +43,9 @@
 // Namespace.Add checks every request of a batch before anything else (content,
 // MaxContentBytes, importance, tier, modality, metadata, a timestamp at most a day
 // ahead). An exact duplicate — the same pipelines/memory ContentHash (case,
-// whitespace, Unicode composition and invisible characters aside) as a live memory of the namespace or an
-// earlier request of the batch — is answered NONE with the existing ID, calling no
+// whitespace, Unicode composition, the width of letters and digits (full-width "ｔｅａ" is "tea") and invisible characters aside) as a live memory of the namespace or an
+// earlier request of the batch, not a working one for a memory of another tier
+// (DuplicateFor) — is answered NONE with the existing ID, calling no
 // embedder and writing nothing. The others are embedded with one Embed call per
 // modality, their entities and relations extracted when they are semantic
 // (Config.Extract, by default pipelines/memory's offline ExtractEntities), and added

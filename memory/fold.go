@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/troupe-run/troupe/internal/cjk"
 	"github.com/troupe-run/troupe/messages"
 	pmem "github.com/troupe-run/troupe/pipelines/memory"
 )
@@ -44,8 +45,9 @@ type keyed struct {
 	ids     []string
 	removed int
 	// added holds the memories the key's memory.added events added, by content
-	// hash, forgotten ones too: an Add sent again gets the IDs it got first.
-	added map[string]string
+	// hash and lasting (dupKey), forgotten ones too: an Add sent again gets the IDs
+	// it got first.
+	added map[dupKey]string
 }
 
 // effect is what one event did to the state: the memories it put (added or changed,
@@ -88,12 +90,13 @@ func (s *state) apply(e messages.Envelope) (effect, error) {
 		return eff, nil
 	}
 	ts := time.UnixMicro(e.TS).UTC()
-	var key, addedHash string
+	var key string
+	var addedKey dupKey
 	switch p := p.(type) {
 	case *messages.MemoryAdded:
 		key, eff.reason = p.Key, p.Reason
 		s.put(p.Memory, ts, &eff, nil)
-		addedHash = s.mems[p.Memory.MemoryID].Hash
+		addedKey = dupKeyOf(s.mems[p.Memory.MemoryID])
 	case *messages.MemoryUpdated:
 		key, eff.reason = p.Key, p.Reason
 		s.put(p.Memory, ts, &eff, nil)
@@ -194,12 +197,12 @@ func (s *state) apply(e messages.Envelope) (effect, error) {
 		}
 		k.ids = append(k.ids, eff.put...)
 		k.removed += len(eff.removed)
-		if addedHash != "" {
+		if addedKey.hash != "" {
 			if k.added == nil {
-				k.added = map[string]string{}
+				k.added = map[dupKey]string{}
 			}
-			if _, ok := k.added[addedHash]; !ok {
-				k.added[addedHash] = p.(*messages.MemoryAdded).Memory.MemoryID
+			if _, ok := k.added[addedKey]; !ok {
+				k.added[addedKey] = p.(*messages.MemoryAdded).Memory.MemoryID
 			}
 		}
 	}
@@ -300,16 +303,24 @@ func (s *state) unhash(m *Memory) {
 	}
 }
 
-// byHash returns a live memory with the content hash (the least ID when several).
-func (s *state) byHash(hash string) (string, bool) {
+// byHash returns a live memory with the content hash that a memory written to tier
+// is the duplicate of (DuplicateFor), the least ID when several.
+func (s *state) byHash(hash string, tier Tier) (string, bool) {
 	best := ""
 	for id := range s.hashes[hash] {
-		if best == "" || id < best {
+		if m := s.mems[id]; m != nil && DuplicateFor(m.Tier, tier) && (best == "" || id < best) {
 			best = id
 		}
 	}
 	return best, best != ""
 }
+
+// DuplicateFor reports whether a memory of tier stored, of the same content, is
+// the one a memory written to tier written is: any stored one for a working
+// memory, one of a lasting tier (not working) for the others. A working memory
+// goes within the working TTL, or past the tier's capacity: a fact written to a
+// lasting tier and answered with its ID would go with it.
+func DuplicateFor(stored, written Tier) bool { return written == Working || stored != Working }
 
 func nonEmpty(s string) []string {
 	if s == "" {
@@ -322,7 +333,9 @@ func nonEmpty(s string) []string {
 // older build wrote may hold NUL bytes in its content or outcome, which writes refuse
 // now (checkContent): they are read without them (CleanText), so that such a memory
 // reaches no prompt or answer with them, is found by its words, and is an exact
-// duplicate of the same text written now (its hash is that of the text read).
+// duplicate of the same text written now (its hash is that of the text read). So is
+// a record of full-width text (cjk.HasFullwidth), which older builds hashed without
+// reading its letters as ASCII (pmem.Normalize).
 func fromRecord(ns string, r messages.MemoryRecord) *Memory {
 	mod := Modality(r.Modality)
 	if mod == "" {
@@ -331,6 +344,8 @@ func fromRecord(ns string, r messages.MemoryRecord) *Memory {
 	content, hash := r.Content, r.Hash
 	if strings.IndexByte(content, 0) >= 0 {
 		content = CleanText(content)
+		hash = pmem.ContentHash(content)
+	} else if hash != "" && cjk.HasFullwidth(content) {
 		hash = pmem.ContentHash(content)
 	}
 	return &Memory{

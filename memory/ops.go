@@ -58,6 +58,16 @@ const (
 	EventNone = "NONE"
 )
 
+// dupKey is what a memory written in a batch is the duplicate of an earlier one of
+// the batch by: its content hash, and whether it is of a lasting tier (not working:
+// DuplicateFor).
+type dupKey struct {
+	hash    string
+	lasting bool
+}
+
+func dupKeyOf(m *Memory) dupKey { return dupKey{m.Hash, m.Tier != Working} }
+
 // DefaultImportance is the importance of a memory added without one.
 const DefaultImportance = 0.5
 
@@ -95,19 +105,19 @@ func (ns *Namespace) Add(ctx context.Context, key string, reqs []AddRequest) ([]
 	// entities extracted) before the write, outside its lock; the write computes
 	// what it finds missing then. While a batch holds the lock, every one is.
 	var fresh []*Memory
-	hashes := map[string]bool{}
+	hashes := map[dupKey]bool{}
 	if !ns.peek(func() {
 		if key == "" || ns.st.keys[key] == nil {
 			for _, p := range prepared {
-				if _, ok := ns.st.byHash(p.Hash); !ok && !hashes[p.Hash] {
-					fresh, hashes[p.Hash] = append(fresh, p), true
+				if _, ok := ns.st.byHash(p.Hash, p.Tier); !ok && !hashes[dupKeyOf(p)] {
+					fresh, hashes[dupKeyOf(p)] = append(fresh, p), true
 				}
 			}
 		}
 	}) {
 		for _, p := range prepared {
-			if !hashes[p.Hash] {
-				fresh, hashes[p.Hash] = append(fresh, p), true
+			if !hashes[dupKeyOf(p)] {
+				fresh, hashes[dupKeyOf(p)] = append(fresh, p), true
 			}
 		}
 	}
@@ -128,23 +138,27 @@ func (ns *Namespace) Add(ctx context.Context, key string, reqs []AddRequest) ([]
 			return nil, nil
 		}
 		results = make([]AddResult, len(prepared))
-		inBatch := map[string]string{} // hash -> id
+		inBatch := map[dupKey]string{} // the batch's first memory of each content and lasting
 		ids := map[string]bool{}
 		var adds []*Memory
 		var addReasons []string
 		for i, p := range prepared {
-			if id, ok := ns.st.byHash(p.Hash); ok {
+			if id, ok := ns.st.byHash(p.Hash, p.Tier); ok {
 				results[i] = AddResult{ID: id, Event: EventNone}
 				continue
 			}
-			if id, ok := inBatch[p.Hash]; ok {
+			if id, ok := inBatch[dupKey{p.Hash, true}]; ok { // a lasting one is any one's
+				results[i] = AddResult{ID: id, Event: EventNone}
+				continue
+			}
+			if id, ok := inBatch[dupKeyOf(p)]; ok {
 				results[i] = AddResult{ID: id, Event: EventNone}
 				continue
 			}
 			m := copyMemory(p)
 			m.ID = ns.newID(ids)
 			ids[m.ID] = true
-			inBatch[m.Hash] = m.ID
+			inBatch[dupKeyOf(&m)] = m.ID
 			results[i] = AddResult{ID: m.ID, Event: EventAdd}
 			adds = append(adds, &m)
 			addReasons = append(addReasons, reasons[i])
@@ -235,22 +249,30 @@ func (ns *Namespace) CheckKey(key string, reqs []AddRequest) error {
 // request that is neither was not part of the Add the key was applied to: the key
 // is used again for another request, ErrKeyReused.
 func (ns *Namespace) addedBefore(key string, prepared []*Memory) ([]AddResult, error) {
-	var added map[string]string // hash -> id
+	var added map[dupKey]string
 	if k := ns.st.keys[key]; k != nil {
 		added = k.added
 	}
 	out := make([]AddResult, len(prepared))
-	seen := map[string]bool{}
+	seen := map[dupKey]bool{}
 	for i, p := range prepared {
-		if id, ok := added[p.Hash]; ok && !seen[p.Hash] {
-			out[i], seen[p.Hash] = AddResult{ID: id, Event: EventAdd}, true
+		// As the write went: a repeat of a memory the request added (a lasting
+		// one is any one's, DuplicateFor), else the memory it added, else a
+		// memory stored before.
+		dk, lasting := dupKeyOf(p), dupKey{p.Hash, true}
+		if seen[lasting] {
+			out[i] = AddResult{ID: added[lasting], Event: EventNone}
 			continue
 		}
-		if id, ok := added[p.Hash]; ok { // a repeat within the request
-			out[i] = AddResult{ID: id, Event: EventNone}
+		if seen[dk] {
+			out[i] = AddResult{ID: added[dk], Event: EventNone}
 			continue
 		}
-		id, ok := ns.st.byHash(p.Hash)
+		if id, ok := added[dk]; ok {
+			out[i], seen[dk] = AddResult{ID: id, Event: EventAdd}, true
+			continue
+		}
+		id, ok := ns.st.byHash(p.Hash, p.Tier)
 		if !ok {
 			return nil, fmt.Errorf("%w: key %q: memory %d of %d (%q) is not among the memories it added", ErrKeyReused, key, i, len(prepared), clipText(p.Content, 60))
 		}

@@ -932,7 +932,8 @@ func hasLive(ms []Memory) bool {
 }
 
 // neighbours returns the memories nearest to fact in its tier (vector search), and
-// the ID of a live memory of any tier with the fact's content hash, if there is one
+// the ID of a live memory with the fact's content hash that the fact is the
+// duplicate of (DuplicateFor: not a working one for a lasting fact), if there is one
 // (a keyword search finds it: the same words score highest).
 func (ns *Namespace) neighbours(ctx context.Context, fact Fact, hash string, k int) (near []Memory, dup string, err error) {
 	same, err := ns.Search(ctx, Query{Text: fact.Content, Mode: ModeKeyword, Limit: 5})
@@ -940,7 +941,7 @@ func (ns *Namespace) neighbours(ctx context.Context, fact Fact, hash string, k i
 		return nil, "", fmt.Errorf("memory: remember: %w", err)
 	}
 	for _, r := range same {
-		if r.Memory.Hash == hash && r.Memory.InvalidAt == nil {
+		if r.Memory.Hash == hash && r.Memory.InvalidAt == nil && DuplicateFor(r.Memory.Tier, fact.Tier) {
 			return nil, r.Memory.ID, nil
 		}
 	}

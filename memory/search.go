@@ -11,6 +11,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/troupe-run/troupe/internal/cjk"
 	"golang.org/x/text/unicode/norm"
 
 	pmem "github.com/troupe-run/troupe/pipelines/memory"
@@ -776,7 +777,7 @@ const FloorPrior = 10
 // semantic memory mentions (queries are often lowercase: "where does alice work").
 func (s *search) queryEntities() []string {
 	ents, _ := pmem.ExtractEntities(s.text)
-	words := strings.FieldsFunc(strings.ToLower(norm.NFC.String(s.text)), func(r rune) bool {
+	words := strings.FieldsFunc(strings.ToLower(norm.NFC.String(cjk.Narrow(s.text))), func(r rune) bool {
 		return !unicode.IsLetter(r) && !unicode.IsDigit(r) && r != '@' && r != '.' && r != '_' && r != '-'
 	})
 	for i := range words {

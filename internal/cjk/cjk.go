@@ -3,7 +3,10 @@
 // between words.
 package cjk
 
-import "unicode"
+import (
+	"strings"
+	"unicode"
+)
 
 // Is reports whether r belongs to a script written without spaces between words (Han,
 // Hiragana, Katakana) or usually searched by character bigrams (Hangul).
@@ -31,4 +34,39 @@ func ASCII(r rune) rune {
 		return r - 0xFEE0
 	}
 	return r
+}
+
+// Narrow returns s with its fullwidth letters, digits and punctuation as ASCII
+// (ASCII) and its ideographic spaces (U+3000, the space an input method types in
+// its full-width mode) as spaces, so that "Ｋｅｎｊｉ　ｉＰｈｏｎｅ" reads as
+// "Kenji iPhone"; s itself when it has none (HasFullwidth).
+func Narrow(s string) string {
+	if !HasFullwidth(s) {
+		return s
+	}
+	return strings.Map(func(r rune) rune {
+		if r == '\u3000' {
+			return ' '
+		}
+		return ASCII(r)
+	}, s)
+}
+
+// HasFullwidth reports whether s holds a character Narrow changes: a fullwidth
+// letter, digit or punctuation mark (U+FF01–FF5E) or an ideographic space (U+3000).
+// It reads s's bytes without decoding it.
+func HasFullwidth(s string) bool {
+	for i := 0; i+2 < len(s); i++ {
+		switch s[i] {
+		case 0xE3: // U+3000 is E3 80 80
+			if s[i+1] == 0x80 && s[i+2] == 0x80 {
+				return true
+			}
+		case 0xEF: // U+FF01–FF3F is EF BC 81–BF, U+FF40–FF5E EF BD 80–9E
+			if s[i+1] == 0xBC && s[i+2] >= 0x81 || s[i+1] == 0xBD && s[i+2] <= 0x9E {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -36,3 +36,26 @@ func TestIsAndASCII(t *testing.T) {
 		t.Errorf("ASCII gave %q", got)
 	}
 }
+
+func TestNarrow(t *testing.T) {
+	for in, want := range map[string]string{
+		"":                    "",
+		"plain text, café 東京": "plain text, café 東京",
+		"Ｋｅｎｊｉ\u3000ｉＰｈｏｎｅ１５！": "Kenji iPhone15!",
+		"～｀＠ｚ":           "~`@z",
+		"\uff00\uff5f￥ｱ": "\uff00\uff5f￥ｱ", // outside U+FF01–FF5E: kept
+	} {
+		if got := Narrow(in); got != want {
+			t.Errorf("Narrow(%q) = %q, want %q", in, got, want)
+		}
+		if got := HasFullwidth(in); got != (Narrow(in) != in) {
+			t.Errorf("HasFullwidth(%q) = %v", in, got)
+		}
+	}
+	for r := rune(0x2F00); r <= 0xFFFF; r++ {
+		s := "a" + string(r) + "b"
+		if HasFullwidth(s) != (r == 0x3000 || 0xFF01 <= r && r <= 0xFF5E) {
+			t.Fatalf("HasFullwidth(%q) = %v", s, HasFullwidth(s))
+		}
+	}
+}

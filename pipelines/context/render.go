@@ -161,3 +161,52 @@ func (c *Context) Text() string {
 	}
 	return b.String()
 }
+
+// QuoteSectionTags returns text with "&lt;" for the "<" of every tag in it that
+// names a section's block ("</state>", "<evidence>", "< /Task >": QuoteTags), so
+// that an item's text, a memory or a passage that holds what someone wrote,
+// cannot end the block it is rendered in (Messages' briefing) nor open another.
+func QuoteSectionTags(text string) string { return QuoteTags(text, sectionTags[:]...) }
+
+// QuoteTags returns text with "&lt;" for the "<" of every tag in it that opens or
+// closes an element of one of names ("</lessons>", "< /Lessons >": any case, spaces
+// and tabs around its "/", followed by a character a tag name cannot hold or by the
+// end), so that text put in such an element cannot end it nor open another. Other
+// text, "<" included, is returned as it is.
+func QuoteTags(text string, names ...string) string {
+	i := strings.IndexByte(text, '<')
+	if i < 0 {
+		return text
+	}
+	var b strings.Builder
+	for ; i >= 0; i = strings.IndexByte(text, '<') {
+		b.WriteString(text[:i])
+		if namesTag(text[i+1:], names) {
+			b.WriteString("&lt;")
+		} else {
+			b.WriteByte('<')
+		}
+		text = text[i+1:]
+	}
+	b.WriteString(text)
+	return b.String()
+}
+
+// namesTag reports whether rest, the text after a "<", opens or closes an element
+// of one of names.
+func namesTag(rest string, names []string) bool {
+	rest = strings.TrimLeft(strings.TrimPrefix(strings.TrimLeft(rest, " \t"), "/"), " \t")
+	for _, name := range names {
+		if len(rest) < len(name) || !strings.EqualFold(rest[:len(name)], name) {
+			continue
+		}
+		if len(rest) == len(name) {
+			return true
+		}
+		c := rest[len(name)]
+		if !(c == '_' || c == '-' || c == '.' || c == ':' || ('a' <= c && c <= 'z') || ('A' <= c && c <= 'Z') || ('0' <= c && c <= '9')) {
+			return true
+		}
+	}
+	return false
+}

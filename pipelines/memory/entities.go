@@ -7,6 +7,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/troupe-run/troupe/internal/cjk"
 	"golang.org/x/text/unicode/norm"
 )
 
@@ -86,7 +87,7 @@ func ExtractEntities(text string) (entities []string, relations []Relation) {
 	if len(text) > MaxTokenizeBytes {
 		text = text[:MaxTokenizeBytes]
 	}
-	text = norm.NFC.String(text) // as Tokenize: one spelling of each accented letter
+	text = norm.NFC.String(cjk.Narrow(text)) // as Tokenize: one spelling of each accented letter, one width
 	var found []foundEntity
 	add := func(pos int, name string) {
 		if name = NormalizeEntity(name); name != "" {

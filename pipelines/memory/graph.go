@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/troupe-run/troupe/internal/cjk"
 	"golang.org/x/text/unicode/norm"
 )
 
@@ -13,10 +14,10 @@ type Relation struct {
 	From, Type, To string
 }
 
-// NormalizeEntity is the form entity names are stored and compared in: lowercased,
-// trimmed, inner whitespace collapsed to one space.
+// NormalizeEntity is the form entity names are stored and compared in: NFC, narrow
+// (cjk.Narrow), lowercased, trimmed, inner whitespace collapsed to one space.
 func NormalizeEntity(name string) string {
-	return strings.Join(strings.Fields(strings.ToLower(norm.NFC.String(name))), " ")
+	return strings.Join(strings.Fields(strings.ToLower(norm.NFC.String(cjk.Narrow(name)))), " ")
 }
 
 // MaxGraphHops is how far Graph.Score looks from a query entity.

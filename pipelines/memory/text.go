@@ -68,8 +68,9 @@ func TokenizeStem(text string, stem func(string) string) []string {
 	// One spelling of "café" (U+00E9), whichever the text has: the decomposed one
 	// (e + U+0301, as macOS file names and some keyboards write it) would be the
 	// word "cafe" and an accent that separates words, and a query typed composed
-	// would not find it.
-	text = norm.NFC.String(text)
+	// would not find it. And one width of each letter: "ｉＰｈｏｎｅ", as an input
+	// method types it in its full-width mode, is "iPhone" (cjk.Narrow).
+	text = norm.NFC.String(cjk.Narrow(text))
 	var (
 		words []string
 		word  []rune
@@ -182,11 +183,12 @@ func isASCIILower(w string) bool {
 	return true
 }
 
-// Normalize is the form ContentHash hashes: Unicode NFC, lowercased, trimmed, with
-// every run of whitespace collapsed to one space, and without the characters that
-// show nothing (invisible): two texts that read the same are one.
+// Normalize is the form ContentHash hashes: Unicode NFC, fullwidth letters, digits,
+// punctuation and ideographic spaces as their ASCII (cjk.Narrow), lowercased,
+// trimmed, with every run of whitespace collapsed to one space, and without the
+// characters that show nothing (invisible): two texts that read the same are one.
 func Normalize(text string) string {
-	return strings.Join(strings.Fields(strings.ToLower(norm.NFC.String(invisible.Replace(text)))), " ")
+	return strings.Join(strings.Fields(strings.ToLower(norm.NFC.String(cjk.Narrow(invisible.Replace(text))))), " ")
 }
 
 // invisible removes the format characters that neither show nor change how the text
@@ -196,8 +198,8 @@ func Normalize(text string) string {
 var invisible = strings.NewReplacer("\u200b", "", "\u2060", "", "\ufeff", "", "\u00ad", "")
 
 // ContentHash is the hex SHA-256 of Normalize(text): two memories with the same hash
-// are exact duplicates up to Unicode composition, case, whitespace and invisible
-// characters.
+// are exact duplicates up to Unicode composition, the width of letters and digits,
+// case, whitespace and invisible characters.
 func ContentHash(text string) string {
 	sum := sha256.Sum256([]byte(Normalize(text)))
 	return hex.EncodeToString(sum[:])
