@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"syscall"
 	"testing"
 	"time"
 
@@ -272,4 +273,101 @@ func TestClusterScaleInWithKcatTasksQueued(t *testing.T) {
 		}
 	}
 	t.Logf("tasks %d (%d on one session) over %d sessions, all completed once in order while %s and %s stopped", all, want[hot], len(ids), owner, second)
+}
+
+// TestClusterTwoNodesStoppedAtOnce scales a cluster in the way an orchestrator
+// does (replicas 3 to 1): two of three nodes get SIGTERM at the same moment while
+// tasks published with kcat run, many queued on one session. Both hand their
+// sessions over in rebalances that overlap; the last node finishes everything:
+// every task completes once, in the order published, per session; every side
+// effect happens once; and no model or tool call is made twice.
+func TestClusterTwoNodesStoppedAtOnce(t *testing.T) {
+	kcat := clusterServices(t)
+	dir := t.TempDir()
+	env := newClusterEnv(t, dir)
+	script, records, modelLog := oneRecordScript(t, dir)
+	t.Setenv("TROUPE_MODEL_DELAY", "30ms")
+	const sessions = 12
+
+	nodes := []*child{}
+	for _, name := range []string{"n1", "n2", "n3"} {
+		nodes = append(nodes, startClusterNode(t, env, name, "all", script, records, modelLog, "-v"))
+	}
+	waitOwned(t, nodes...)
+	total := nodes[0].gauge(t, "troupe_cluster_partitions_total")
+
+	prefix := fmt.Sprintf("sa-%d-", time.Now().UnixNano())
+	hot := prefix + "hot"
+	ids := []string{hot}
+	inputs := map[string][]string{}
+	publish := func(count int) {
+		var lines []string
+		for range count {
+			in := fmt.Sprintf("%s t%02d", hot, len(inputs[hot]))
+			inputs[hot] = append(inputs[hot], in)
+			lines = append(lines, fmt.Sprintf(`%s|{"input":%q}`, hot, in))
+		}
+		for s := range sessions {
+			id := fmt.Sprintf("%ss%02d", prefix, s)
+			if len(inputs[id]) == 0 {
+				ids = append(ids, id)
+			}
+			in := fmt.Sprintf("%s t%02d", id, len(inputs[id]))
+			inputs[id] = append(inputs[id], in)
+			lines = append(lines, fmt.Sprintf(`%s|{"input":%q}`, id, in))
+		}
+		kcatPublish(t, kcat, env, []string{"-K", "|"}, lines...)
+	}
+	publish(30)
+	publish(0)
+	publish(0)
+
+	log := env.openLog(t)
+	defer log.Close()
+	if !waitTasksEnded(t, log, map[string]int{hot: 3}, 120*time.Second) {
+		t.FailNow()
+	}
+	stopped := make(chan struct{}, 2)
+	for _, c := range nodes[1:] {
+		go func() {
+			defer func() { stopped <- struct{}{} }()
+			if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+				t.Error(err)
+				return
+			}
+			if err := c.cmd.Wait(); err != nil {
+				t.Errorf("a node exited with %v after SIGTERM", err)
+			}
+		}()
+	}
+	publish(5)
+	<-stopped
+	<-stopped
+	publish(5)
+
+	want := map[string]int{}
+	all := 0
+	for _, id := range ids {
+		want[id] = len(inputs[id])
+		all += len(inputs[id])
+	}
+	if !waitTasksEnded(t, log, want, 240*time.Second) {
+		t.FailNow()
+	}
+	for _, id := range ids {
+		assertTasksInOrder(t, log, id, inputs[id])
+	}
+	assertEffectsOnce(t, records, modelLog, nil, nil, all)
+	for what, calls := range map[string]map[string]int{"model": countLines(t, modelLog, ""), "tool": countLines(t, records, "call ")} {
+		for key, n := range calls {
+			if n != 1 {
+				t.Errorf("%s call %s was made %d times; after graceful stops, want once", what, key, n)
+			}
+		}
+	}
+	assertGapFree(t, log, ids)
+	if n := nodes[0].gauge(t, "troupe_cluster_partitions_owned"); n != total {
+		t.Errorf("the last node owns %d of %d partitions", n, total)
+	}
+	t.Logf("tasks %d (%d on one session) over %d sessions, all completed once in order while n2 and n3 stopped at once", all, want[hot], len(ids))
 }
