@@ -138,16 +138,19 @@ type ownership struct {
 	fenced atomic.Pointer[fencedPartitions]
 }
 
-// fencedPartitions are the partitions of generation gen this node was fenced on.
+// fencedPartitions are the partitions of generation gen this node was fenced on,
+// since the first of them was (strandedAfter).
 type fencedPartitions struct {
 	gen   int64
 	parts map[int]bool
+	since time.Time
 }
 
 // heldPartitions is a sharded node's assignment, as ownership.held publishes it.
 type heldPartitions struct {
 	set   map[int]bool
 	total int
+	gen   int64 // the generation that assigned them
 }
 
 // runsHere reports whether this node runs a session now: it is a sharded node with
@@ -179,7 +182,7 @@ func (n *Node) Assigned(partitions []int, total int) {
 	n.own.generation++
 	gen := n.own.generation
 	n.own.partitions, n.own.total, n.own.released, n.own.publishedBefore = set, total, nil, nil
-	n.own.held.Store(&heldPartitions{set: set, total: total})
+	n.own.held.Store(&heldPartitions{set: set, total: total, gen: gen})
 	n.takenOver(partitions, total) // deltas_cluster.go: the watchers elsewhere announce themselves again
 	revoked := make(chan struct{})
 	n.own.revoked = revoked

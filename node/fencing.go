@@ -144,12 +144,59 @@ func (n *Node) fencedOut(l eventlog.Lease) {
 		return // a lease taken since, or the partition was given up
 	}
 	parts := map[int]bool{l.Partition: true}
-	if f := n.own.fenced.Load(); f != nil && f.gen == held.gen {
+	since := time.Now()
+	f := n.own.fenced.Load()
+	if f != nil && f.gen == held.gen {
 		for p := range f.parts {
 			parts[p] = true
 		}
+		since = f.since
 	}
-	n.own.fenced.Store(&fencedPartitions{gen: held.gen, parts: parts})
+	n.own.fenced.Store(&fencedPartitions{gen: held.gen, parts: parts, since: since})
+	if f == nil || f.gen != held.gen {
+		gen := held.gen
+		time.AfterFunc(strandedAfter, func() {
+			if err := n.stranded(); err != nil && n.isGeneration(gen) && !n.closing() {
+				n.cfg.Logger.Error("partitions stranded", "node", n.cfg.NodeID, "err", err)
+			}
+		})
+	}
+}
+
+// strandedAfter is how long a node's group may leave it holding partitions whose
+// lease another node took before the node says so (stranded): the group's
+// rebalance timeout, within which a node the group evicted (a pause past its
+// session timeout) is told of its revoke (pausewatch.go).
+const strandedAfter = groupRebalanceTimeout
+
+// stranded returns why the node runs none of the sessions of some partitions it
+// holds, or nil: another node took their lease (an append or a session's start
+// was fenced) and the node's consumer group has not moved them for strandedAfter
+// since, so no rebalance will. The other node is no member of the group: a node
+// started with another --group, or in another cluster (another --topic-prefix)
+// on the same event log. Until the group's next rebalance (a restart of the
+// node, or a member joining or leaving), their tasks wait on the bus for the
+// node, which refuses them; once the other node stopped, nothing runs them.
+// Before, such a node said nothing: its /healthz answered ok, and once the other
+// node was gone its partitions' tasks waited for ever.
+func (n *Node) stranded() error {
+	f, h := n.own.fenced.Load(), n.own.held.Load()
+	if f == nil || h == nil || h.gen != f.gen {
+		return nil // not fenced, or assigned anew since
+	}
+	held := time.Since(f.since)
+	if held < strandedAfter {
+		return nil
+	}
+	parts := make([]int, 0, len(f.parts))
+	for p := range f.parts {
+		parts = append(parts, p)
+	}
+	slices.Sort(parts)
+	return fmt.Errorf("partitions %v of %s, which this node's consumer group assigns to it, were taken by another node %s ago, "+
+		"and the group has not moved them since: a node outside the group (started with another --group, or another --topic-prefix "+
+		"on the same event log) takes the same partitions; this node runs none of their tasks until its group's next rebalance: "+
+		"stop the other node, then restart this one", parts, messages.TopicTasks, held.Round(time.Second))
 }
 
 // leasedClaims is a leasedStore whose log also claims sessions (eventlog.Claiming):

@@ -92,6 +92,9 @@ func (n *Node) readiness() (unhealthy, degraded error) {
 	if err := n.owner.refusal(); err != nil {
 		return fmt.Errorf("new tasks and writes are refused: %w", err), nil
 	}
+	if err := n.stranded(); err != nil {
+		return err, nil
+	}
 	if n.busProbe != nil {
 		if err := n.busProbe.wait(busDone, deadline); err != nil {
 			return err, nil
