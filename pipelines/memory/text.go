@@ -68,8 +68,10 @@ func TokenizeStem(text string, stem func(string) string) []string {
 	// One spelling of "café" (U+00E9), whichever the text has: the decomposed one
 	// (e + U+0301, as macOS file names and some keyboards write it) would be the
 	// word "cafe" and an accent that separates words, and a query typed composed
-	// would not find it.
-	text = norm.NFC.String(text)
+	// would not find it. One width of each character too: halfwidth katakana
+	// (ｶﾞｲﾄﾞ) is the fullwidth (ガイド), fullwidth letters (ＷＯＲＬＤ) are ASCII
+	// (cjk.Fold).
+	text = cjk.Fold(text)
 	var (
 		words []string
 		word  []rune
