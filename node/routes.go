@@ -271,8 +271,9 @@ func (n *Node) apiRoutes() []Route {
 		)
 	}
 	routes = append(routes, Route{Method: "GET", Path: "/v1/stats", Handler: http.HandlerFunc(n.getStats), Doc: RouteDoc{
-		Summary:   "Analytics of the sessions in the log: what replay stats --json prints",
-		Query:     []Param{str("since", "only events at or after this time (RFC 3339, or a duration back from now such as 24h)"), str("agent", "only sessions of this agent")},
+		Summary: "Analytics of the sessions in the log: what replay stats --json prints",
+		Query: []Param{str("since", "only events at or after this time (RFC 3339, or a duration back from now such as 24h)"), str("agent", "only sessions of this agent"),
+			intp("buckets", "also series: the range from since to now in this many buckets of time (1 to 1000), each with its tokens, cost, tool calls and latencies, and errors")},
 		Responses: []Response{ok("the figures", Schema{"type": "object"})}}})
 	routes = append(routes, n.uiRoutes()...)
 	return append(routes, n.a2aRoutes()...)
