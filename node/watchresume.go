@@ -122,8 +122,9 @@ func (n *Node) WatchResuming(ctx context.Context, sessionID string, deltas bool,
 	return out, cancel, lost
 }
 
-// answeredCalls are the keys of the model calls whose model.responded a
-// WatchResuming feed handed on, the last answeredCallsKept of them.
+// answeredCalls are the keys of the model calls whose model.responded a reader
+// of a session's events and deltas was given (a WatchResuming feed, a session's
+// stream), the last answeredCallsKept of them.
 type answeredCalls struct {
 	keys  map[string]bool
 	order []string
