@@ -93,6 +93,64 @@ type StatsFilter struct {
 	SinceUS int64
 	// Agent keeps sessions of this agent ("default" for tasks that named none).
 	Agent string
+	// Buckets, when positive, asks for Stats.Series: the range from SinceUS to
+	// UntilUS in this many buckets of equal width (at most MaxBuckets).
+	Buckets int
+	// UntilUS ends the series' range (its events are before it); with Buckets it
+	// is after SinceUS.
+	UntilUS int64
+}
+
+// MaxBuckets bounds StatsFilter.Buckets.
+const MaxBuckets = 1000
+
+// CheckSeries says what is wrong with f's series, if it asks for one.
+func (f StatsFilter) CheckSeries() error {
+	switch {
+	case f.Buckets < 0 || f.Buckets > MaxBuckets:
+		return fmt.Errorf("eventlog: %d buckets: want 1 to %d", f.Buckets, MaxBuckets)
+	case f.Buckets > 0 && f.UntilUS <= f.SinceUS:
+		return fmt.Errorf("eventlog: a series from %d to %d µs: want its end after its start", f.SinceUS, f.UntilUS)
+	}
+	return nil
+}
+
+// BucketUS is the width of a bucket of f's series, in µs: the range over the
+// buckets, rounded up (at least 1).
+func (f StatsFilter) BucketUS() int64 {
+	if f.Buckets <= 0 {
+		return 0
+	}
+	n := int64(f.Buckets)
+	return max(1, (f.UntilUS-f.SinceUS+n-1)/n)
+}
+
+// Series is f's series with every bucket at zero, each with its start.
+func (f StatsFilter) Series() []SeriesBucket {
+	out := make([]SeriesBucket, f.Buckets)
+	for i := range out {
+		out[i].StartUS = f.SinceUS + int64(i)*f.BucketUS()
+	}
+	return out
+}
+
+// SeriesBucket is the figures of one bucket of a series (Stats.Series), those the
+// dashboard's charts show, of the events at or after StartUS and before the next
+// bucket's start, as the rest of Stats counts them (a fork's own calls, of the
+// agent asked for).
+type SeriesBucket struct {
+	StartUS int64 `json:"start_us"`
+	// Tokens is the prompt and completion tokens of the model calls.
+	Tokens  int64   `json:"tokens"`
+	CostUSD float64 `json:"cost_usd"`
+	// ToolCalls, ToolLatencyUS (their sum) and ToolLatencyMaxUS are those of the
+	// tool calls that completed.
+	ToolCalls        int64 `json:"tool_calls"`
+	ToolLatencyUS    int64 `json:"tool_latency_us"`
+	ToolLatencyMaxUS int64 `json:"tool_latency_max_us"`
+	// Errors counts the model calls and tool calls that failed, and the tasks
+	// that failed.
+	Errors int64 `json:"errors"`
 }
 
 // Stats are the figures of a log. Every list is sorted so output is stable.
@@ -101,6 +159,9 @@ type Stats struct {
 	Tools    []ToolUsage    `json:"tools"`
 	Sessions []SessionUsage `json:"sessions"`
 	Memory   []MemoryOps    `json:"memory"`
+	// Series is the range in buckets of time, when the filter asked for them
+	// (StatsFilter.Buckets).
+	Series []SeriesBucket `json:"series,omitempty"`
 }
 
 // MarshalJSON encodes a list with nothing in it as [], not null (replay stats

@@ -1116,6 +1116,11 @@ func (n *Node) stream(w http.ResponseWriter, r *http.Request) {
 		// it would never be answered.
 		return
 	}
+	// answered are the calls whose model.responded the stream sent: a delta of
+	// one comes after it when the call was answered between the watch and a read
+	// of the log (the watch caught up on the call's text as it began), and is not
+	// sent, as WatchResuming does not hand one on.
+	var answered answeredCalls
 	send := func(e messages.Envelope) bool {
 		if e.Seq <= last {
 			return true
@@ -1128,6 +1133,9 @@ func (n *Node) stream(w http.ResponseWriter, r *http.Request) {
 			return false
 		}
 		last = e.Seq
+		if e.Type == messages.TypeModelResponded {
+			answered.add(e.CausationID)
+		}
 		return true
 	}
 	sendDelta := func(e messages.Envelope) bool {
@@ -1280,8 +1288,9 @@ func (n *Node) stream(w http.ResponseWriter, r *http.Request) {
 			got = true
 			if e.Type == messages.TypeModelDelta {
 				// Not an event: no id (Last-Event-ID stays a seq), and dropped
-				// while events wait to be sent in order (best effort, as ever).
-				if len(pending) == 0 && !sendDelta(e) {
+				// while events wait to be sent in order (best effort, as ever),
+				// or once its call's answer was sent.
+				if len(pending) == 0 && !answered.has(deltaKey(e)) && !sendDelta(e) {
 					return
 				}
 				fl.Flush()

@@ -15,7 +15,8 @@ import (
 // OpenAPI returns the OpenAPI 3.0 document of the node's HTTP API, built from its
 // route table (Routes): every route with its method, path parameters, query
 // parameters, request body and answers, and the answers every route may give
-// (401 without a valid token, 413 for a body too large, 429 past the rate limit).
+// (401 without a valid token, 413 for a body too large, 408 for a body that comes
+// too slowly, 429 past the rate limit).
 // GET /openapi.json serves it, behind the token like every route but the public
 // ones (PublicPaths): the document says which routes this node serves, which is
 // for its clients to know.
@@ -57,6 +58,8 @@ func (n *Node) OpenAPI() map[string]any {
 				"BadRequest":   map[string]any{"description": "the request is malformed", "content": errBody},
 				"Unauthorized": map[string]any{"description": "no bearer token (nor dashboard session cookie), or not one of the node's (WWW-Authenticate: Bearer)", "content": errBody},
 				"TooLarge":     map[string]any{"description": "the request body is larger than the route takes", "content": errBody},
+				"SlowBody": map[string]any{"description": "the request body did not come in time (slower than the node's least body rate once its read timeout passed): nothing was done; send it again",
+					"content": errBody},
 				"TooMany": map[string]any{"description": "past the rate limit: retry after Retry-After seconds", "content": errBody,
 					"headers": map[string]any{"Retry-After": map[string]any{"description": "seconds to wait", "schema": map[string]any{"type": "integer"}}}},
 			},
@@ -121,6 +124,9 @@ func (n *Node) operation(r Route, m string) map[string]any {
 	}
 	if m == "POST" || m == "PUT" || m == "PATCH" {
 		responses["413"] = map[string]any{"$ref": "#/components/responses/TooLarge"}
+		if r.MaxBody != 0 || r.Doc.Body != nil { // the route reads its body
+			responses["408"] = map[string]any{"$ref": "#/components/responses/SlowBody"}
+		}
 	}
 	op["responses"] = responses
 	return op

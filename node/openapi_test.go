@@ -1,20 +1,32 @@
 package node_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"io"
+	"net"
 	"net/http"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/getkin/kin-openapi/openapi3"
 
+	"github.com/troupe-run/troupe/eventlog"
+	"github.com/troupe-run/troupe/eventlog/sqlite"
+	"github.com/troupe-run/troupe/knowledge"
+	"github.com/troupe-run/troupe/llm"
+	"github.com/troupe-run/troupe/memory"
+	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
 )
 
@@ -290,4 +302,148 @@ func TestOpenAPINamesTheRoutesRefusals(t *testing.T) {
 	if op := doc.Paths.Find("/v1/sessions/{id}/stream").Get; op.Parameters.GetByInAndName("query", "deltas") == nil {
 		t.Errorf("GET /v1/sessions/{id}/stream: the deltas parameter is not described")
 	}
+}
+
+// Each status the knowledge base, memory and body-reading routes answer when a
+// service fails, a vector of another dimension is asked for, or a body comes too
+// slowly is one the OpenAPI document names for that operation: a 408 for a slow
+// body on every route that reads one, 409 and 503 on a knowledge base's search,
+// 503 on its list, its documents' list and a removal, and 503 on a memory's
+// history. Before, the document named none of them, and a client made from it
+// met statuses it had not been told of.
+func TestOpenAPINamesTheAnswersOfFailures(t *testing.T) {
+	lg, err := sqlite.Open(context.Background(), sqlite.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = lg.Close() })
+	down := &storeDownLog{Log: lg}
+	emb := &switchedEmbedder{}
+	emb.dim.Store(64)
+	_, base, _ := serveHTTP(t, node.Config{Log: down, A2A: &node.A2AConfig{}, Memory: &memory.Config{}, Knowledge: &knowledge.Config{Embedder: emb},
+		HTTP: node.HTTPConfig{ReadTimeout: 600 * time.Millisecond, WriteTimeout: 200 * time.Millisecond}})
+	code, _, body := doCall(t, "GET", base+"/openapi.json", "", "")
+	if code != http.StatusOK {
+		t.Fatalf("GET /openapi.json: %d %s", code, body)
+	}
+	doc, err := openapi3.NewLoader().LoadFromData([]byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := func(method, path, url string, got int, answer string) {
+		t.Helper()
+		op := doc.Paths.Find(path).GetOperation(method)
+		if op == nil {
+			t.Errorf("%s %s is not in the document", method, path)
+			return
+		}
+		if op.Responses.Value(strconv.Itoa(got)) == nil {
+			t.Errorf("%s %s answers %d (%s), which the document does not name", method, path, got, answer)
+		}
+	}
+	if code, _, answer := doCall(t, "POST", base+"/v1/kb/kb1/documents", "", `{"source":"a.md","content":"# A\n\nalpha beta gamma"}`); code != http.StatusCreated {
+		t.Fatalf("adding a document: %d %s", code, answer)
+	}
+	code, _, answer := doCall(t, "POST", base+"/v1/memories", "", `{"namespace":"user:ann","tier":"semantic","content":"Ann likes tea"}`)
+	var written struct{ IDs []string }
+	if err := json.Unmarshal([]byte(answer), &written); code != http.StatusCreated || err != nil || len(written.IDs) != 1 {
+		t.Fatalf("writing a memory: %d %s", code, answer)
+	}
+
+	for _, c := range []struct{ path, url string }{{"/v1/tasks", "/v1/tasks"},
+		{"/v1/sessions/{id}/approvals/{call}", "/v1/sessions/s1/approvals/c1"}, {"/v1/memories", "/v1/memories"},
+		{"/v1/kb/{name}/documents", "/v1/kb/kb1/documents"}, {"/v1/kb/{name}/ask", "/v1/kb/kb1/ask"}, {"/a2a", "/a2a"}} {
+		got, answer := slowPost(t, base, c.url)
+		if got != http.StatusRequestTimeout {
+			t.Errorf("POST %s with a slow body: %d %s, want 408", c.url, got, answer)
+			continue
+		}
+		names("POST", c.path, c.url, got, answer)
+	}
+
+	emb.dim.Store(32) // the embedder's server switched models
+	if code, _, answer := doCall(t, "GET", base+"/v1/kb/kb1/search?q=alpha&mode=vector", "", ""); code != http.StatusConflict {
+		t.Errorf("a vector search with vectors of another dimension: %d %s, want 409", code, answer)
+	} else {
+		names("GET", "/v1/kb/{name}/search", "/v1/kb/kb1/search", code, answer)
+	}
+
+	down.down.Store(true)
+	for _, c := range []struct{ method, path, url string }{
+		{"GET", "/v1/kb", "/v1/kb"},
+		{"GET", "/v1/kb/{name}/documents", "/v1/kb/kb1/documents"},
+		{"GET", "/v1/kb/{name}/search", "/v1/kb/kb1/search?q=alpha"},
+		{"DELETE", "/v1/kb/{name}/documents/{source}", "/v1/kb/kb1/documents/a.md"},
+		{"DELETE", "/v1/kb/{name}/documents", "/v1/kb/kb1/documents?source=a.md"},
+		{"GET", "/v1/memories/{id}/history", "/v1/memories/" + written.IDs[0] + "/history"},
+		{"GET", "/v1/memories/{id}/history", "/v1/memories/" + written.IDs[0] + "/history?namespace=user:ann"},
+	} {
+		got, _, answer := doCall(t, c.method, base+c.url, "", "")
+		if got != http.StatusServiceUnavailable {
+			t.Errorf("%s %s with the log down: %d %s, want 503", c.method, c.url, got, answer)
+			continue
+		}
+		names(c.method, c.path, c.url, got, answer)
+	}
+}
+
+// slowPost posts to url on base a body that stops after its first bytes, and
+// returns the answer's status and body.
+func slowPost(t *testing.T, base, url string) (int, string) {
+	t.Helper()
+	c, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(c, "POST "+url+" HTTP/1.1\r\nHost: node\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"input\""); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("POST %s with a slow body: no answer (%v)", url, err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode, string(body)
+}
+
+// storeDownLog is an event log whose knowledge base and memory streams fail to be read,
+// listed or appended to while down is set.
+type storeDownLog struct {
+	eventlog.Log
+	down atomic.Bool
+}
+
+func (l *storeDownLog) failing(stream string) bool {
+	return l.down.Load() && (strings.HasPrefix(stream, knowledge.StreamPrefix) || strings.HasPrefix(stream, memory.StreamPrefix))
+}
+
+func (l *storeDownLog) Append(ctx context.Context, events []messages.Envelope) error {
+	if len(events) > 0 && l.failing(events[0].SessionID) {
+		return errors.New("the log is down")
+	}
+	return l.Log.Append(ctx, events)
+}
+
+func (l *storeDownLog) Read(ctx context.Context, stream string, from uint64) ([]messages.Envelope, error) {
+	if l.failing(stream) {
+		return nil, errors.New("the log is down")
+	}
+	return l.Log.Read(ctx, stream, from)
+}
+
+func (l *storeDownLog) Sessions(ctx context.Context, f eventlog.Filter) ([]eventlog.SessionInfo, error) {
+	if f.Prefix != "" && l.failing(f.Prefix) {
+		return nil, errors.New("the log is down")
+	}
+	return l.Log.Sessions(ctx, f)
+}
+
+// switchedEmbedder is the hashing embedder at the dimension dim holds.
+type switchedEmbedder struct{ dim atomic.Int64 }
+
+func (e *switchedEmbedder) Embed(ctx context.Context, texts []string) ([][]float32, error) {
+	return llm.HashingEmbedder{Dim: int(e.dim.Load())}.Embed(ctx, texts)
 }

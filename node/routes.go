@@ -60,8 +60,9 @@ type RouteDoc struct {
 	Query []Param
 	// Body is the request body, nil for none.
 	Body *Body
-	// Responses are the route's own answers; the document adds 401, 413, 429 and
-	// (for routes with a body or parameters) 400.
+	// Responses are the route's own answers; the document adds 401, 413, 429,
+	// 408 (for routes that read their body: MaxBody set, or Body) and (for routes
+	// with a body or parameters) 400.
 	Responses []Response
 }
 
@@ -220,51 +221,59 @@ func (n *Node) apiRoutes() []Route {
 				Responses: []Response{ok("the results; note says what a hybrid search ranked without (the query's vector, when the query embedder failed, or the vector store), and why", Schema{"type": "object", "properties": Schema{"results": Schema{"type": "array", "items": Schema{"type": "object"}}, "note": Schema{"type": "string"}}}),
 					unavailable("a search by vector (mode=vector) while the vector store does not answer or refuses the namespace's vectors; the error says which")}}},
 			Route{Method: "GET", Path: "/v1/memories/{id}/history", Handler: http.HandlerFunc(n.memoryHistory), Doc: RouteDoc{
-				Summary:   "Where a memory came from and why it changed",
-				Query:     []Param{str("namespace", "the memory's namespace (default: look in every namespace)")},
-				Responses: []Response{ok("the history", HistoryAnswer{}), notFound("no such memory")}}},
+				Summary: "Where a memory came from and why it changed",
+				Query:   []Param{str("namespace", "the memory's namespace (default: look in every namespace)")},
+				Responses: []Response{ok("the history", HistoryAnswer{}), notFound("no such memory"),
+					unavailable("the event log could not be read (the memory's namespace, or the namespaces to look in)")}}},
 		)
 	}
 	if n.knowledge != nil {
 		kbGone := notFound("no such knowledge base")
+		kbDown := unavailable("the event log or the vector store did not answer: send it again")
+		kbDimension := conflict("the embedder gives vectors of another dimension than the knowledge base's (its model changed): use the embedder the documents were ingested with, or add them again to another knowledge base")
 		routes = append(routes,
 			Route{Method: "GET", Path: "/v1/kb", Handler: http.HandlerFunc(n.listKnowledgeBases), Doc: RouteDoc{
-				Summary:   "The knowledge bases",
-				Responses: []Response{ok("the bases", Schema{"type": "object", "properties": Schema{"bases": schemaOf([]knowledge.Stats{})}})}}},
+				Summary: "The knowledge bases",
+				Responses: []Response{ok("the bases", Schema{"type": "object", "properties": Schema{"bases": schemaOf([]knowledge.Stats{})}}),
+					unavailable("the event log did not answer: send it again")}}},
 			Route{Method: "GET", Path: "/v1/kb/{name}/documents", Handler: http.HandlerFunc(n.listKBDocuments), Doc: RouteDoc{
 				Summary: "A knowledge base's documents",
 				Responses: []Response{ok("the documents", Schema{"type": "object", "properties": Schema{
-					"name": Schema{"type": "string"}, "documents": schemaOf([]knowledge.Document{})}}), kbGone}}},
+					"name": Schema{"type": "string"}, "documents": schemaOf([]knowledge.Document{})}}), kbGone, kbDown}}},
 			Route{Method: "POST", Path: "/v1/kb/{name}/documents", Handler: http.HandlerFunc(n.postKBDocument), MaxBody: kbMaxBody, Doc: RouteDoc{
 				Summary: "Ingest a document: JSON {source, content} (Markdown), or multipart/form-data with one file part; Idempotency-Key makes a retry write once",
 				Body: jsonBody(Schema{"type": "object", "required": []string{"source", "content"}, "properties": Schema{
 					"source": Schema{"type": "string"}, "content": Schema{"type": "string"}}}),
 				Responses: []Response{ok("the document was there unchanged", Schema{"type": "object"}), created("the document was added or replaced", Schema{"type": "object"}),
-					unavailable("the document was not ingested"), notJSON("the body is neither application/json nor multipart/form-data"), keyReused}}},
+					unavailable("the document was not ingested"), kbDimension, notJSON("the body is neither application/json nor multipart/form-data"), keyReused}}},
 			Route{Method: "GET", Path: "/v1/kb/{name}/search", Handler: http.HandlerFunc(n.searchKB), Doc: RouteDoc{
 				Summary: "Search a knowledge base",
 				Query: []Param{{Name: "q", Description: "what to search for", Required: true}, intp("limit", "at most this many results"),
 					str("mode", "hybrid (default), vector or bm25"), intp("multi_query", "rewrites of the query by the model"),
 					{Name: "hyde", Description: "search with a hypothetical answer too", Type: "boolean"}, str("fusion", "convex (default), rrf or wrrf"),
 					{Name: "alpha", Description: "convex fusion's vector share, in (0, 1]", Type: "number"}},
-				Responses: []Response{ok("the results", KBSearchAnswer{}), kbGone}}},
+				Responses: []Response{ok("the results", KBSearchAnswer{}), kbGone,
+					conflict("a vector search (mode=vector) while the embedder gives vectors of another dimension than the knowledge base's (its model changed; a hybrid search ranks by BM25 alone and says so)"), kbDown}}},
 			Route{Method: "POST", Path: "/v1/kb/{name}/ask", Handler: http.HandlerFunc(n.askKB), MaxBody: kbMaxAskBody, Doc: RouteDoc{
 				Summary: "Answer a question from a knowledge base, with citations",
 				Body:    jsonBody(KBAskRequest{}),
-				Responses: []Response{ok("the answer", knowledge.Answer{}), kbGone, notJSON("the body is not application/json"),
+				Responses: []Response{ok("the answer", knowledge.Answer{}), kbGone, notJSON("the body is not application/json"), kbDimension,
 					unavailable("the knowledge base, its embedder or the model did not answer")}}},
 			Route{Method: "DELETE", Path: "/v1/kb/{name}/documents/{source...}", Handler: http.HandlerFunc(n.deleteKBDocument), Doc: RouteDoc{
-				Summary:   "Remove a document (its source percent-encoded as the rest of the path)",
-				Responses: []Response{ok("removed", Schema{"type": "object", "properties": Schema{"removed": Schema{"type": "string"}}}), kbGone}}},
+				Summary: "Remove a document (its source percent-encoded as the rest of the path)",
+				Responses: []Response{ok("removed", Schema{"type": "object", "properties": Schema{"removed": Schema{"type": "string"}}}), kbGone, keyReused,
+					unavailable("the removal was not recorded: send it again, with the same Idempotency-Key")}}},
 			Route{Method: "DELETE", Path: "/v1/kb/{name}/documents", Handler: http.HandlerFunc(n.deleteKBDocument), Doc: RouteDoc{
-				Summary:   "Remove a document named by the source parameter (any name)",
-				Query:     []Param{{Name: "source", Description: "the document's source", Required: true}},
-				Responses: []Response{ok("removed", Schema{"type": "object", "properties": Schema{"removed": Schema{"type": "string"}}}), kbGone}}},
+				Summary: "Remove a document named by the source parameter (any name)",
+				Query:   []Param{{Name: "source", Description: "the document's source", Required: true}},
+				Responses: []Response{ok("removed", Schema{"type": "object", "properties": Schema{"removed": Schema{"type": "string"}}}), kbGone, keyReused,
+					unavailable("the removal was not recorded: send it again, with the same Idempotency-Key")}}},
 		)
 	}
 	routes = append(routes, Route{Method: "GET", Path: "/v1/stats", Handler: http.HandlerFunc(n.getStats), Doc: RouteDoc{
-		Summary:   "Analytics of the sessions in the log: what replay stats --json prints",
-		Query:     []Param{str("since", "only events at or after this time (RFC 3339, or a duration back from now such as 24h)"), str("agent", "only sessions of this agent")},
+		Summary: "Analytics of the sessions in the log: what replay stats --json prints",
+		Query: []Param{str("since", "only events at or after this time (RFC 3339, or a duration back from now such as 24h)"), str("agent", "only sessions of this agent"),
+			intp("buckets", "also series: the range from since to now in this many buckets of time (1 to 1000), each with its tokens, cost, tool calls and latencies, and errors")},
 		Responses: []Response{ok("the figures", Schema{"type": "object"})}}})
 	routes = append(routes, n.uiRoutes()...)
 	return append(routes, n.a2aRoutes()...)

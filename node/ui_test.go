@@ -185,3 +185,44 @@ func TestSessionListFiltersAndDetail(t *testing.T) {
 		}
 	}
 }
+
+// GET /v1/stats?buckets= has the range to now in buckets of time, summed by the
+// log, with the figures the dashboard's charts show: the charts read them there
+// rather than every event of up to 100 sessions. Its buckets together hold the
+// models' tokens and cost and the tool calls of the range.
+func TestStatsEndpointHasTheChartsSeries(t *testing.T) {
+	n, srv := startNode(t, t.TempDir())
+	nodetest.Run(t, n, "calc", "What is 12 * (7 + 5)?")
+	nodetest.Run(t, n, "div", "what is 1/0")
+	var got eventlog.Stats
+	if code := getJSON(t, srv.URL+"/v1/stats?since=1h&buckets=24", &got); code != http.StatusOK {
+		t.Fatalf("/v1/stats?since=1h&buckets=24: %d", code)
+	}
+	if len(got.Series) != 24 {
+		t.Fatalf("series of %d buckets, want 24: %+v", len(got.Series), got.Series)
+	}
+	var tokens, calls int64
+	var cost float64
+	for i, b := range got.Series {
+		tokens, cost, calls = tokens+b.Tokens, cost+b.CostUSD, calls+b.ToolCalls
+		if i > 0 && b.StartUS-got.Series[i-1].StartUS != got.Series[1].StartUS-got.Series[0].StartUS {
+			t.Errorf("bucket %d starts at %d: the buckets are not of one width", i, b.StartUS)
+		}
+	}
+	var wantTokens, wantCalls int64
+	var wantCost float64
+	for _, m := range got.Models {
+		wantTokens, wantCost = wantTokens+m.PromptTokens+m.CompletionTokens, wantCost+m.CostUSD
+	}
+	for _, tl := range got.Tools {
+		wantCalls += tl.Calls
+	}
+	if tokens != wantTokens || tokens == 0 || calls != wantCalls || calls != 2 || cost-wantCost > 1e-9 || wantCost-cost > 1e-9 {
+		t.Errorf("the buckets hold %d tokens, $%g, %d tool calls; the range %d, $%g, %d", tokens, cost, calls, wantTokens, wantCost, wantCalls)
+	}
+	for _, q := range []string{"?since=1h&buckets=0", "?since=1h&buckets=1001", "?since=1h&buckets=x", "?buckets=24"} {
+		if code := getJSON(t, srv.URL+"/v1/stats"+q, new(any)); code != http.StatusBadRequest {
+			t.Errorf("/v1/stats%s: %d, want 400", q, code)
+		}
+	}
+}

@@ -84,6 +84,9 @@ func (l *Log) Report(ctx context.Context, f eventlog.StatsFilter) (*eventlog.Sta
 	if l.isClosed() {
 		return nil, fmt.Errorf("eventlog/clickhouse: stats: %w", eventlog.ErrClosed)
 	}
+	if err := f.CheckSeries(); err != nil {
+		return nil, err
+	}
 	qctx, cancel := context.WithTimeout(ctx, l.cfg.QueryTimeout)
 	defer cancel()
 	s := &eventlog.Stats{}
@@ -183,6 +186,36 @@ func (l *Log) Report(ctx context.Context, f eventlog.StatsFilter) (*eventlog.Sta
 		})
 	if err != nil {
 		return nil, err
+	}
+	if f.Buckets > 0 {
+		// The series' buckets (eventlog.SeriesBucket), each as its number from 0.
+		s.Series = f.Series()
+		err = query(fmt.Sprintf(`SELECT intDiv(ts - %[1]d, %[3]d) AS bucket,
+				sumIf(visitParamExtractInt(payload, 'prompt_tokens') + visitParamExtractInt(payload, 'completion_tokens'), type = 'model.responded'),
+				sumIf(visitParamExtractFloat(payload, 'cost_usd'), type = 'model.responded'),
+				countIf(type = 'tool.completed'),
+				sumIf(visitParamExtractInt(payload, 'latency_us'), type = 'tool.completed'),
+				maxIf(visitParamExtractInt(payload, 'latency_us'), type = 'tool.completed'),
+				countIf(type = 'task.failed' OR type IN ('model.responded', 'tool.completed') AND visitParamExtractString(payload, 'error') != '')
+			FROM `+ownEvents+` WHERE type IN ('model.responded', 'tool.completed', 'task.failed') AND seq > fork_at AND ts < %[2]d AND `+agentCond+`
+			GROUP BY bucket`, f.SinceUS, f.UntilUS, f.BucketUS()),
+			func(scan func(...any) error) error {
+				var i, tokens, latency, maxUS int64
+				var cost float64
+				var calls, errs uint64
+				if err := scan(&i, &tokens, &cost, &calls, &latency, &maxUS, &errs); err != nil {
+					return err
+				}
+				if i < 0 || i >= int64(len(s.Series)) {
+					return nil
+				}
+				b := &s.Series[i]
+				b.Tokens, b.CostUSD, b.ToolCalls, b.ToolLatencyUS, b.ToolLatencyMaxUS, b.Errors = tokens, cost, int64(calls), latency, maxUS, int64(errs)
+				return nil
+			})
+		if err != nil {
+			return nil, err
+		}
 	}
 	s.Sort()
 	return s, nil

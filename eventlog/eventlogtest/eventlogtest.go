@@ -83,6 +83,7 @@ func Run(t *testing.T, f Features, newLog func(t *testing.T) eventlog.Log) {
 		{"AnalyticsSkipsNotesStreams", s.testAnalyticsSkipsNotesStreams},
 		{"AnalyticsCountsAForkFromItsFork", s.testAnalyticsCountsAForkFromItsFork},
 		{"AnalyticsCountsAForksOwnCalls", s.testAnalyticsCountsAForksOwnCalls},
+		{"AnalyticsSeries", s.testAnalyticsSeries},
 		{"Close", s.testClose},
 		{"CanceledContext", s.testCanceledContext},
 		{"FencingRefusesStaleOwner", s.testFencingRefusesStaleOwner},
@@ -1350,4 +1351,62 @@ func (s *suite) testSessionsAgent(t *testing.T) {
 	s.wantSessions(t, l, eventlog.Filter{Agent: "researcher", UpdatedSinceUS: sMid.UpdatedUS}, []eventlog.SessionInfo{sMid})
 	s.wantSessions(t, l, eventlog.Filter{Agent: "nobody"}, nil)
 	s.wantSessions(t, l, eventlog.Filter{Agent: "Researcher"}, nil)
+}
+
+// Asked for a series (StatsFilter.Buckets), Analytics cuts the range into buckets
+// of time and gives each the figures the dashboard's charts show: tokens and cost
+// of the model calls, the tool calls' latencies, and the failures, of the events in
+// it and of no other. The charts read every event of up to 100 sessions for them.
+func (s *suite) testAnalyticsSeries(t *testing.T) {
+	l := s.newLog(t)
+	a, ok := l.(eventlog.Analytics)
+	if !ok {
+		t.Skip("the log has no analytics")
+	}
+	const base = 1_767_225_600_000_000
+	in := newSession("series-in", base) // events at base + seq ms
+	before := newSession("series-before", base-100_000)
+	after := newSession("series-after", base+20_000)
+	s.append(t, l, in.task(t, failed())...)
+	s.append(t, l, before.task(t, completed())...)
+	s.append(t, l, after.task(t, completed())...)
+	f := eventlog.StatsFilter{SinceUS: base, UntilUS: base + 10_000, Buckets: 2}
+	want := []eventlog.SeriesBucket{
+		{StartUS: base, Tokens: 150, CostUSD: 0.00042},
+		{StartUS: base + 5_000, Tokens: 150, CostUSD: 0.00042, ToolCalls: 1, ToolLatencyUS: 35, ToolLatencyMaxUS: 35, Errors: 1},
+	}
+	near := func(x, y float64) bool { return x-y < 1e-9 && y-x < 1e-9 }
+	same := func(got []eventlog.SeriesBucket) bool {
+		if len(got) != len(want) {
+			return false
+		}
+		for i := range got {
+			g, w := got[i], want[i]
+			g.CostUSD, w.CostUSD = 0, 0
+			if g != w || !near(got[i].CostUSD, want[i].CostUSD) {
+				return false
+			}
+		}
+		return true
+	}
+	deadline := time.Now().Add(s.f.VisibilityTimeout)
+	for {
+		st, err := a.Report(s.ctx(t), f)
+		if err != nil {
+			t.Fatalf("Report: %v", err)
+		}
+		if same(st.Series) {
+			break
+		}
+		if !time.Now().Before(deadline) {
+			t.Fatalf("Report's series = %+v, want %+v", st.Series, want)
+		}
+		pause(t, 20*time.Millisecond)
+	}
+	if st, err := a.Report(s.ctx(t), eventlog.StatsFilter{SinceUS: base}); err != nil || st.Series != nil {
+		t.Errorf("Report without buckets: series %+v, %v; want none", st.Series, err)
+	}
+	if _, err := a.Report(s.ctx(t), eventlog.StatsFilter{SinceUS: base, UntilUS: base, Buckets: 2}); err == nil {
+		t.Errorf("Report of a series that ends where it starts: no error")
+	}
 }

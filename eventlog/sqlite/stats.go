@@ -99,6 +99,22 @@ var (
 		FROM ` + eventsWithAgent("type LIKE 'memory.%'", true) + ` WHERE e.type LIKE 'memory.%' AND ` + eventWhere + ` GROUP BY 1, 2`
 )
 
+// reportSeries is the figures of a series' buckets (eventlog.SeriesBucket), the
+// events from since to until in buckets of width µs, each as its number from 0.
+func reportSeries(since, until, width int64) string {
+	errorField := `COALESCE(` + payloadField("e", "$.error") + `, '') != ''`
+	return fmt.Sprintf(`SELECT (e.ts - %[1]d) / %[3]d,
+			total(CASE WHEN e.type = 'model.responded' THEN COALESCE(`+payloadField("e", "$.usage.prompt_tokens")+`, 0) + COALESCE(`+payloadField("e", "$.usage.completion_tokens")+`, 0) END),
+			total(CASE WHEN e.type = 'model.responded' THEN `+payloadField("e", "$.usage.cost_usd")+` END),
+			sum(e.type = 'tool.completed'),
+			total(CASE WHEN e.type = 'tool.completed' THEN `+payloadField("e", "$.latency_us")+` END),
+			COALESCE(max(CASE WHEN e.type = 'tool.completed' THEN `+payloadField("e", "$.latency_us")+` END), 0),
+			sum(e.type = 'task.failed' OR e.type IN ('model.responded', 'tool.completed') AND `+errorField+`)
+		FROM `+eventsWithAgent("type IN ('model.responded', 'tool.completed', 'task.failed')", true)+`
+		WHERE e.type IN ('model.responded', 'tool.completed', 'task.failed') AND `+eventWhere+` AND e.ts < %[2]d
+		GROUP BY 1`, since, until, width)
+}
+
 // Report implements eventlog.Analytics with SQL over the events table (JSON payloads
 // read with json_extract, payloadField); quantiles are computed from the fetched latencies.
 func (l *Log) Report(ctx context.Context, f eventlog.StatsFilter) (*eventlog.Stats, error) {
@@ -108,6 +124,9 @@ func (l *Log) Report(ctx context.Context, f eventlog.StatsFilter) (*eventlog.Sta
 	since := f.SinceUS
 	if since == 0 {
 		since = math.MinInt64
+	}
+	if err := f.CheckSeries(); err != nil {
+		return nil, err
 	}
 	s := &eventlog.Stats{}
 	q := func(query string, scan func(scan func(...any) error) error) error {
@@ -218,6 +237,26 @@ func (l *Log) Report(ctx context.Context, f eventlog.StatsFilter) (*eventlog.Sta
 		})
 	if err != nil {
 		return nil, err
+	}
+	if f.Buckets > 0 {
+		s.Series = f.Series()
+		err = q(reportSeries(f.SinceUS, f.UntilUS, f.BucketUS()),
+			func(scan func(...any) error) error {
+				var i, calls, maxUS, errs int64
+				var tokens, cost, latency float64
+				if err := scan(&i, &tokens, &cost, &calls, &latency, &maxUS, &errs); err != nil {
+					return err
+				}
+				if i < 0 || i >= int64(len(s.Series)) {
+					return nil
+				}
+				b := &s.Series[i]
+				b.Tokens, b.CostUSD, b.ToolCalls, b.ToolLatencyUS, b.ToolLatencyMaxUS, b.Errors = int64(tokens), cost, calls, int64(latency), maxUS, errs
+				return nil
+			})
+		if err != nil {
+			return nil, err
+		}
 	}
 	s.Sort()
 	return s, nil

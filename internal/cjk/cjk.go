@@ -6,6 +6,9 @@ package cjk
 import (
 	"strings"
 	"unicode"
+
+	"golang.org/x/text/unicode/norm"
+	"golang.org/x/text/width"
 )
 
 // Is reports whether r belongs to a script written without spaces between words (Han,
@@ -69,4 +72,20 @@ func HasFullwidth(s string) bool {
 		}
 	}
 	return false
+}
+
+// Fold returns s with the width variants of its characters folded to the one form
+// a search compares: fullwidth letters, digits and punctuation to ASCII ("Ｗ" is
+// "W", as ASCII gives), halfwidth katakana to the fullwidth katakana it stands
+// for, a halfwidth voiced or semi-voiced sound mark joined to its kana ("ｶﾞ" is
+// "ガ", as old systems, receipts and some input methods write it), halfwidth
+// Hangul to its jamo (golang.org/x/text/width's Fold); and in NFC, one spelling of
+// each accented letter. A text of ASCII is itself.
+func Fold(s string) string {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return norm.NFC.String(width.Fold.String(s))
+		}
+	}
+	return s
 }

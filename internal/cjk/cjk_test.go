@@ -59,3 +59,22 @@ func TestNarrow(t *testing.T) {
 		}
 	}
 }
+
+// Halfwidth katakana (as old systems, receipts and some input methods write it)
+// is folded to the fullwidth katakana it stands for, its voiced sound marks
+// joined to their kana (ｶﾞ is ガ), and fullwidth letters and digits to ASCII:
+// a search in one form finds a text in the other.
+func TestFold(t *testing.T) {
+	for in, want := range map[string]string{
+		"ｶﾀｶﾅ":         "カタカナ",
+		"ｶﾞｲﾄﾞﾌﾞｯｸ":    "ガイドブック",
+		"ﾊﾟﾝ ｳﾞｧｲｵﾘﾝ":  "パン ヴァイオリン",
+		"ｺｰﾋｰ｡":        "コーヒー。",
+		"ＷＯＲＬＤ４２":      "WORLD42",
+		"カタカナ 東京 café": "カタカナ 東京 café",
+	} {
+		if got := Fold(in); got != want {
+			t.Errorf("Fold(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

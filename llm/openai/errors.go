@@ -88,7 +88,15 @@ type exchange struct {
 	stalled bool
 	// answer is the successful response's body, as it is read.
 	answer *watchedBody
+	// tail is the end of a whole (JSON) answer's body as it was read (at most
+	// 2*maxTail, the last maxTail at least), where cutSpend looks for the usage
+	// the provider reported when the body does not arrive whole.
+	tail []byte
 }
+
+// maxTail bounds exchange.tail: a usage object is a few hundred bytes, near a
+// chat completion's end.
+const maxTail = 64 << 10
 
 // maxHead bounds exchange.head.
 const maxHead = 1 << 10
@@ -151,7 +159,7 @@ func (x *exchange) middleware(req *http.Request, next option.MiddlewareNext) (*h
 		res.Body = io.NopCloser(bytes.NewReader(b))
 		return res, nil
 	}
-	x.answer = &watchedBody{rc: res.Body, x: x, left: x.limit}
+	x.answer = &watchedBody{rc: res.Body, x: x, left: x.limit, whole: !isEventStream(res.Header.Get("Content-Type"))}
 	res.Body = x.answer
 	return res, nil
 }
@@ -214,6 +222,8 @@ type watchedBody struct {
 	// (nil before, or for no bound); closed is set by Close. Both under x.mu.
 	idle   *time.Timer
 	closed bool
+	// whole marks a body that is no event stream: its end is kept (x.tail).
+	whole bool
 }
 
 func (b *watchedBody) Read(p []byte) (int, error) {
@@ -236,6 +246,11 @@ func (b *watchedBody) Read(p []byte) (int, error) {
 		b.x.mu.Unlock()
 		b.headRead += k
 	}
+	if b.whole && n > 0 {
+		b.x.mu.Lock()
+		b.x.keepTail(p[:n])
+		b.x.mu.Unlock()
+	}
 	if b.x.limit > 0 {
 		if b.left -= int64(n); b.left < 0 {
 			b.x.mu.Lock()
@@ -252,6 +267,19 @@ func (b *watchedBody) Read(p []byte) (int, error) {
 		b.x.mu.Unlock()
 	}
 	return n, err
+}
+
+// keepTail adds p to x.tail, which keeps at most 2*maxTail bytes and always the
+// last maxTail. Under x.mu.
+func (x *exchange) keepTail(p []byte) {
+	if len(p) >= maxTail {
+		x.tail = append(x.tail[:0], p[len(p)-maxTail:]...)
+		return
+	}
+	if len(x.tail)+len(p) > 2*maxTail {
+		x.tail = append(x.tail[:0], x.tail[len(x.tail)-(maxTail-len(p)):]...)
+	}
+	x.tail = append(x.tail, p...)
 }
 
 func (b *watchedBody) Close() error {
@@ -334,6 +362,12 @@ func withoutQueryValues(err error) error {
 func (c caller) notJSON(op string, status int, ct string, head []byte) error {
 	return c.errorf(op, "%w: the server answered HTTP %d with Content-Type %q, not JSON (is the base URL the API's, such as https://host/v1?): %q",
 		ErrMalformedResponse, status, c.quote(ct), c.quote(strings.Join(strings.Fields(string(head)), " ")))
+}
+
+// isEventStream reports whether Content-Type ct is an event stream's.
+func isEventStream(ct string) bool {
+	mt, _, _ := mime.ParseMediaType(ct)
+	return mt == "text/event-stream"
 }
 
 // jsonObject reports whether body begins as a JSON object does; an answer that does

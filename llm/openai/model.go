@@ -152,7 +152,9 @@ func (m Model) LogValue() slog.Value { return m.cfg.LogValue() }
 // (wrapped) for HTTP errors, llm.ErrTransient for timeouts and dropped connections,
 // the context's error when ctx ends first, ErrMalformedResponse, ErrInvalidRequest.
 // A call that timed out after its request went out returns with its error an
-// estimate of its prompt's tokens (timedOutSpend): the provider bills them.
+// estimate of its prompt's tokens (timedOutSpend): the provider bills them. One
+// whose answer came and was then cut or stalled part-way returns the usage the
+// provider reported in the part that came, or that estimate (cutSpend).
 func (m *Model) Generate(ctx context.Context, req llm.Request) (llm.Response, error) {
 	if err := ctx.Err(); err != nil {
 		return llm.Response{}, m.who.errorf("chat", "%w", err)
@@ -166,7 +168,11 @@ func (m *Model) Generate(ctx context.Context, req llm.Request) (llm.Response, er
 	x := &exchange{limit: maxAnswerBytes}
 	cc, err := m.chat.New(call, params, append(idempotency(req, m.cfg.Model), option.WithMiddleware(x.middleware))...)
 	if err != nil {
-		return timedOutSpend(req, ctx, call, x), m.who.classify("chat", ctx, call, x, err)
+		spent, cut := cutSpend(req, x)
+		if !cut {
+			spent = timedOutSpend(req, ctx, call, x)
+		}
+		return spent, m.who.classify("chat", ctx, call, x, err)
 	}
 	if cc == nil || len(cc.Choices) == 0 {
 		if cc != nil {
@@ -204,6 +210,77 @@ func timedOutSpend(req llm.Request, parent, call context.Context, x *exchange) l
 		return llm.Response{}
 	}
 	return llm.Response{Usage: estimatedUsage(req, sdk.ChatCompletion{})}
+}
+
+// cutSpend is what a call spent whose whole answer (a JSON body, no event stream)
+// came with a successful status and then did not arrive whole (a read of its body
+// failed: the connection was cut, the body stalled, the call timed out or its
+// caller gave up): the provider made the answer and bills it. It is the usage the
+// provider reported in the part that came, or, with none in it, an estimate of the
+// prompt (partialUsage). cut is false for any other failure.
+func cutSpend(req llm.Request, x *exchange) (spent llm.Response, cut bool) {
+	x.mu.Lock()
+	cut = x.answer != nil && x.answer.whole && x.status < 300 && (x.readErr != nil || x.stalled) && !x.tooLarge
+	tail, head := x.tail, x.head
+	x.mu.Unlock()
+	if !cut {
+		return llm.Response{}, false
+	}
+	return llm.Response{Usage: partialUsage(req, tail, head)}, true
+}
+
+// partialUsage is what a whole answer cut short spent, of which parts came: the
+// usage the provider reported in one of them (a chat completion's usage object,
+// whole), or, when none holds it, an estimate of the prompt of req, as of a stream
+// cut before its usage chunk (estimatedUsage): the answer's own tokens are not
+// known, the part that came is no measure of them.
+func partialUsage(req llm.Request, parts ...[]byte) messages.Usage {
+	for _, b := range parts {
+		if u, ok := reportedUsage(b); ok {
+			return usage(u)
+		}
+	}
+	return estimatedUsage(req, sdk.ChatCompletion{})
+}
+
+// usageKey is the member of a chat completion that holds its usage.
+var usageKey = []byte(`"usage"`)
+
+// reportedUsage finds the usage object in b, a part of a chat completion's body:
+// the last "usage" member name (a quote not escaped, so not inside a string) whose
+// object value is whole in b.
+func reportedUsage(b []byte) (sdk.CompletionUsage, bool) {
+	for end := len(b); ; {
+		at := bytes.LastIndex(b[:end], usageKey)
+		if at < 0 {
+			return sdk.CompletionUsage{}, false
+		}
+		end = at
+		slashes := 0
+		for i := at - 1; i >= 0 && b[i] == '\\'; i-- {
+			slashes++
+		}
+		if slashes%2 == 1 {
+			continue // an escaped quote: the word is inside a string
+		}
+		rest := bytes.TrimLeft(b[at+len(usageKey):], " \t\r\n")
+		if len(rest) == 0 || rest[0] != ':' {
+			continue
+		}
+		rest = bytes.TrimLeft(rest[1:], " \t\r\n")
+		if len(rest) == 0 || rest[0] != '{' {
+			continue
+		}
+		var raw json.RawMessage
+		if err := json.NewDecoder(bytes.NewReader(rest)).Decode(&raw); err != nil {
+			continue // cut inside the object
+		}
+		var u sdk.CompletionUsage
+		if err := json.Unmarshal(raw, &u); err != nil || !(u.JSON.PromptTokens.Valid() || u.JSON.CompletionTokens.Valid()) {
+			continue
+		}
+		return u, true
+	}
 }
 
 // idempotency is the Idempotency-Key header of req's call to model: a digest of

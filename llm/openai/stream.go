@@ -50,7 +50,8 @@ var _ Streamer = (*Model)(nil)
 // once its answer began (a chunk with content, reasoning or a tool call) fails with
 // ErrStalledStream (transient), and any fails at Config.Timeout. A provider that answers whole (a JSON
 // chat completion: it does not stream, even one it labels text/event-stream) is read as Generate reads it, with no
-// increments. When Stream fails, the increments already
+// increments; when its body is cut or stalls part-way the failure returns the usage
+// it reported in the part that came, or an estimate of the prompt (partialUsage). When Stream fails, the increments already
 // delivered belong to no answer: a retry streams again from the start. An error from
 // onDelta stops the stream and is returned (wrapped) as is. A failure returns what
 // the call spent (llm.Model): the usage the provider reported, or, when it began
@@ -416,11 +417,14 @@ func (m *Model) whole(op string, req llm.Request, raw *http.Response, x *exchang
 	x.mu.Lock()
 	stalled := x.stalled
 	x.mu.Unlock()
+	// A body cut short or stalled was an answer all the same, which the provider
+	// bills: the failure returns what it reported of it, or an estimate
+	// (partialUsage), as a stream cut short does.
 	if err != nil && stalled {
-		return llm.Response{}, m.who.errorf(op, "%w: nothing came for %s: %w", ErrStalledStream, x.idle, llm.ErrTransient)
+		return llm.Response{Usage: partialUsage(req, b)}, m.who.errorf(op, "%w: nothing came for %s: %w", ErrStalledStream, x.idle, llm.ErrTransient)
 	}
 	if err != nil {
-		return llm.Response{}, m.who.errorf(op, "reading the answer: %w: %w", err, llm.ErrTransient)
+		return llm.Response{Usage: partialUsage(req, b)}, m.who.errorf(op, "reading the answer: %w: %w", err, llm.ErrTransient)
 	}
 	var cc sdk.ChatCompletion
 	if err := json.Unmarshal(b, &cc); err != nil {

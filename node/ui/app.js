@@ -572,23 +572,6 @@ function eventsPage(id, from) {
   return api(`/v1/sessions/${encodeURIComponent(id)}/events?from=${from}&limit=${EVENTS_PAGE}`);
 }
 
-// readEventsSince reads the events of a session (a row of GET /v1/sessions) whose
-// ts is at or after since, page by page back from its last seq: a session's ts
-// grows with its seq, so the pages stop at the first event before since.
-async function readEventsSince(info, since, signal) {
-  if (info.updated_us < since || !info.last_seq) return [];
-  const pages = [];
-  // Seqs before upper only: a page reaches past it when seqs have gaps.
-  for (let upper = Infinity, from = info.last_seq + 1; from > 1;) {
-    from = Math.max(1, from - EVENTS_PAGE);
-    const page = await eventsPage(info.session_id, from);
-    pages.unshift(page.filter((e) => e.seq < upper && e.ts >= since));
-    if (!page.length || page[0].ts < since || signal.aborted) break;
-    upper = from;
-  }
-  return pages.flat();
-}
-
 // ROW_PX is the height of a timeline's row (an event, or the context line under
 // a model call), which style.css fixes: the timeline draws only the rows in view
 // (and OVERSCAN more either side), so a session of 100,000 events is as quick to
@@ -973,9 +956,10 @@ async function approvalsPage({ every }) {
 
 const chartRange = { since: "24h" };
 const RANGES = { "1h": 3600e6, "24h": 86400e6, "168h": 7 * 86400e6, "720h": 30 * 86400e6 };
-// Charts read the events of the range of at most this many sessions with events
-// in it (the latest started): of one that began before, only its last pages.
-const MAX_CHART_SESSIONS = 100;
+// CHART_BUCKETS is how many bars a chart has: the log sums the range's events into
+// as many buckets of time (GET /v1/stats?buckets=), so the page reads those sums,
+// not the events of the range's sessions.
+const CHART_BUCKETS = 24;
 
 async function chartsPage({ signal }) {
   const status = el("p", { class: "muted" }, "Reading the event log…");
@@ -988,40 +972,13 @@ async function chartsPage({ signal }) {
       (v) => { chartRange.since = v; route(); })), status),
     charts, tables);
   const span = RANGES[chartRange.since];
-  const now = Date.now() * 1000;
-  const [stats, sessions] = await Promise.all([
-    api("/v1/stats?since=" + encodeURIComponent(chartRange.since)),
-    api(`/v1/sessions?updated_since=${encodeURIComponent(chartRange.since)}&limit=${MAX_CHART_SESSIONS}&sessions_only=true`)]);
+  const stats = await api(`/v1/stats?since=${encodeURIComponent(chartRange.since)}&buckets=${CHART_BUCKETS}`);
   if (signal.aborted) return;
-  const infos = sessions.filter((s) => ["running", "completed", "failed"].includes(s.status));
-  const ids = infos.map((s) => s.session_id);
-  const all = [];
-  // Four at a time: the node serves other clients too.
-  for (let i = 0; i < infos.length; i += 4) {
-    const batch = await Promise.all(infos.slice(i, i + 4).map((info) =>
-      readEventsSince(info, now - span, signal).catch(() => [])));
-    if (signal.aborted) return;
-    for (const events of batch) for (const e of events) all.push(e);
-  }
-  const n = 24, width = span / n, from = now - span;
-  const bucket = (ts) => Math.min(n - 1, Math.max(0, Math.floor((ts - from) / width)));
-  const zero = () => new Array(n).fill(0);
-  const tokens = zero(), cost = zero(), errors = zero(), latSum = zero(), latN = zero(), latMax = zero();
-  for (const e of all) {
-    if (e.ts < from) continue;
-    const b = bucket(e.ts), p = e.payload || {};
-    if (e.type === "model.responded") {
-      if (p.usage) { tokens[b] += (p.usage.prompt_tokens || 0) + (p.usage.completion_tokens || 0); cost[b] += p.usage.cost_usd || 0; }
-      if (p.error) errors[b]++;
-    } else if (e.type === "tool.completed") {
-      latSum[b] += p.latency_us || 0; latN[b]++; latMax[b] = Math.max(latMax[b], p.latency_us || 0);
-      if (p.error) errors[b]++;
-    } else if (e.type === "task.failed") {
-      errors[b]++;
-    }
-  }
-  const latAvg = latSum.map((s, i) => (latN[i] ? s / latN[i] / 1000 : 0));
-  const labels = Array.from({ length: n }, (_, i) => new Date((from + i * width) / 1000));
+  const series = stats.series || [];
+  const tokens = series.map((b) => b.tokens), cost = series.map((b) => b.cost_usd), errors = series.map((b) => b.errors);
+  const latAvg = series.map((b) => (b.tool_calls ? b.tool_latency_us / b.tool_calls / 1000 : 0));
+  const latMax = series.map((b) => b.tool_latency_max_us / 1000);
+  const labels = series.map((b) => new Date(b.start_us / 1000));
   const label = (d) => span <= 86400e6 ? d.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" }) : d.toLocaleDateString([], { month: "short", day: "numeric" });
   const chart = (title, values, fmt, cls) => el("div", { class: "chart" }, el("h3", {}, title),
     barChart(values, labels.map(label), fmt, cls));
@@ -1029,9 +986,11 @@ async function chartsPage({ signal }) {
     chart("Tokens (prompt + completion)", tokens, (v) => fmtInt(Math.round(v))),
     chart("Cost (USD)", cost, (v) => "$" + v.toFixed(4)),
     chart("Tool latency, mean (ms)", latAvg, (v) => v.toFixed(1) + " ms"),
-    chart("Tool latency, max (ms)", latMax.map((v) => v / 1000), (v) => v.toFixed(1) + " ms"),
+    chart("Tool latency, max (ms)", latMax, (v) => v.toFixed(1) + " ms"),
     chart("Errors (model, tool, failed tasks)", errors, (v) => String(v), "err"));
-  status.textContent = `${ids.length} sessions${ids.length >= MAX_CHART_SESSIONS ? " (the latest " + MAX_CHART_SESSIONS + ")" : ""}, ${fmtInt(all.length)} events`;
+  const sum = (rows, f) => (rows || []).reduce((n, r) => n + f(r), 0);
+  status.textContent = `${fmtInt(sum(stats.sessions, (r) => r.sessions))} sessions, ${fmtInt(sum(stats.models, (r) => r.calls))} model calls, ` +
+    `${fmtInt(sum(series, (b) => b.tool_calls))} tool calls`;
 
   const table = (title, cols, rows) => [el("h2", {}, title), rows && rows.length
     ? el("table", {}, el("thead", {}, el("tr", {}, cols.map(([h, , num]) => el("th", { class: num ? "num" : "" }, h)))),

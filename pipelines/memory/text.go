@@ -68,9 +68,11 @@ func TokenizeStem(text string, stem func(string) string) []string {
 	// One spelling of "café" (U+00E9), whichever the text has: the decomposed one
 	// (e + U+0301, as macOS file names and some keyboards write it) would be the
 	// word "cafe" and an accent that separates words, and a query typed composed
-	// would not find it. And one width of each letter: "ｉＰｈｏｎｅ", as an input
-	// method types it in its full-width mode, is "iPhone" (cjk.Narrow).
-	text = norm.NFC.String(cjk.Narrow(text))
+	// would not find it. And one width of each character: "ｉＰｈｏｎｅ", as an input
+	// method types it in its full-width mode, is "iPhone", the ideographic space a
+	// space, and halfwidth katakana (ｶﾞｲﾄﾞ) the fullwidth (ガイド) (cjk.Fold, which
+	// folds all that cjk.Narrow does, and gives NFC).
+	text = cjk.Fold(text)
 	var (
 		words []string
 		word  []rune

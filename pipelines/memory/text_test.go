@@ -108,3 +108,23 @@ func TestContentHash(t *testing.T) {
 		t.Errorf("Normalize = %q, want %q", got, "ça va")
 	}
 }
+
+// A memory written in halfwidth katakana (ｶﾞｲﾄﾞ) is found by a search in
+// fullwidth katakana (ガイド), and the other way round: both are the same words.
+// They shared no term, so neither found the other.
+func TestHalfwidthKatakanaMeetsFullwidth(t *testing.T) {
+	for half, full := range map[string]string{"ｶﾀｶﾅ": "カタカナ", "ｶﾞｲﾄﾞﾌﾞｯｸを読む": "ガイドブックを読む"} {
+		if got, want := Tokenize(half), Tokenize(full); !slices.Equal(got, want) {
+			t.Errorf("Tokenize(%q) = %q, want %q (as Tokenize(%q))", half, got, want, full)
+		}
+	}
+	ix := NewKeywordIndex()
+	ix.Put("full", "旅行のガイドブック")
+	ix.Put("half", "ｺｰﾋｰの淹れ方")
+	ix.Put("other", "東京の天気")
+	for q, want := range map[string]string{"ｶﾞｲﾄﾞﾌﾞｯｸ": "full", "コーヒー": "half"} {
+		if got := ix.Search(q, 1, nil); len(got) != 1 || got[0].ID != want {
+			t.Errorf("Search(%q) = %v, want %s", q, got, want)
+		}
+	}
+}

@@ -94,7 +94,8 @@ var stopwords = map[string]bool{
 // words, becomes its overlapping character bigrams ("天气预报" → "天气", "气预",
 // "预报"; a lone character stays itself), as pipelines/memory's Tokenize makes
 // them: a query then meets a description on the words they share. Fullwidth letters,
-// digits and punctuation ("ＷＥＡＴＨＥＲ", "，") are their ASCII ones.
+// digits and punctuation ("ＷＥＡＴＨＥＲ", "，") are their ASCII ones, and halfwidth
+// katakana ("ｶﾞｲﾄﾞ") the fullwidth ("ガイド") (cjk.Fold).
 func Tokenize(text string) []string {
 	var words []string
 	var cur, run []rune
@@ -112,8 +113,7 @@ func Tokenize(text string) []string {
 		run = run[:0]
 	}
 	var prev rune
-	for _, r := range text {
-		r = cjk.ASCII(r)
+	for _, r := range cjk.Fold(text) {
 		switch {
 		case cjk.Is(r):
 			flush()

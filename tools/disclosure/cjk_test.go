@@ -64,3 +64,23 @@ func TestFullwidthFormsMeetASCII(t *testing.T) {
 		t.Errorf("Tokenize = %q, want %q", got, want)
 	}
 }
+
+// A tool described in halfwidth katakana is found by a query in fullwidth
+// katakana, and the other way round.
+func TestHalfwidthKatakanaMeetsFullwidth(t *testing.T) {
+	d := mustNew(t, disclosure.Search, []tools.Tool{
+		tool("coffee", "mcp:cafe", "ｺｰﾋｰの注文を送ります"),
+		tool("guide", "mcp:travel", "ガイドブックを検索します"),
+		tool("git_log", "mcp:git", "Show the commit history of a repository"),
+	})
+	for query, want := range map[string]string{"コーヒー": "coffee", "ｶﾞｲﾄﾞﾌﾞｯｸ": "guide"} {
+		res, err := callNamed(t, d, actors.ToolSearchTools, `{"query":`+fmt.Sprintf("%q", query)+`,"limit":1}`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r struct{ Loaded []string }
+		if err := json.Unmarshal([]byte(res), &r); err != nil || len(r.Loaded) != 1 || r.Loaded[0] != want {
+			t.Errorf("%q: %s, want %s", query, res, want)
+		}
+	}
+}

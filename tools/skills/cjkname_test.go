@@ -56,3 +56,31 @@ func TestUnknownSkillNamesSkillsForFullwidthWords(t *testing.T) {
 		t.Fatalf("load_skill of a fullwidth word of skill-41's description: %v", err)
 	}
 }
+
+// A name typed in halfwidth katakana (ｺｰﾋｰ) asks for the fullwidth words (コーヒー),
+// and a description written in halfwidth katakana is found by them: load_skill's
+// error names the skill.
+func TestUnknownSkillNamesSkillsForHalfwidthKatakana(t *testing.T) {
+	dir := t.TempDir()
+	for i := range 60 {
+		name := fmt.Sprintf("skill-%02d", i)
+		desc := fmt.Sprintf("Handles topic%02d tasks.", i)
+		switch i {
+		case 41:
+			desc = "コーヒーの淹れ方を教えます"
+		case 42:
+			desc = "ｶﾞｲﾄﾞﾌﾞｯｸを探します"
+		}
+		write(t, dir, name+"/SKILL.md", "---\nname: "+name+"\ndescription: "+desc+"\n---\nBody.\n", 0o644)
+	}
+	set, problems := load(t, skills.Config{Dir: dir})
+	if len(problems) > 0 {
+		t.Fatal(problems)
+	}
+	for name, want := range map[string]string{"ｺｰﾋｰ": "skill-41", "ガイドブック": "skill-42"} {
+		_, err := call(t, toolNamed(t, set, skills.ToolLoadSkill), `{"name": "`+name+`"}`)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("load_skill of %q: %v, want the error to name %s", name, err, want)
+		}
+	}
+}

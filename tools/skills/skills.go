@@ -364,7 +364,7 @@ func (s *Set) names(name string) string {
 	}
 	var hits []hit
 	for _, k := range s.skills {
-		text := k.Name + " " + strings.ToLower(k.Description)
+		text := k.Name + " " + strings.ToLower(cjk.Fold(k.Description))
 		score := 0
 		for _, w := range words {
 			if strings.Contains(text, w) {
@@ -394,10 +394,11 @@ func (s *Set) names(name string) string {
 // digits, lowercased, each run of CJK characters (Han, kana, Hangul, written without
 // spaces between words) as its overlapping character pairs, so that 查询天气预报
 // finds a description holding 天气预报 (a lone character stays itself). Fullwidth
-// letters and digits ("ＴＯＰＩＣ４１") are their ASCII ones.
+// letters and digits ("ＴＯＰＩＣ４１") are their ASCII ones, halfwidth katakana
+// ("ｺｰﾋｰ") the fullwidth ("コーヒー"), as in the descriptions (cjk.Fold).
 func searchWords(name string) []string {
 	var words []string
-	name = strings.Map(cjk.ASCII, name)
+	name = cjk.Fold(name)
 	for _, w := range strings.FieldsFunc(strings.ToLower(name), func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) }) {
 		var run []rune
 		flush := func() {

@@ -59,9 +59,10 @@ type Reply struct {
 	// Delay holds the reply back (before the status line) for this long, or until the
 	// client gives up.
 	Delay time.Duration
-	// Stall keeps the connection open after Events until the client gives up.
+	// Stall keeps the connection open after Events (or Body, sent and flushed)
+	// until the client gives up.
 	Stall bool
-	// Abort cuts the connection after Events, mid-response.
+	// Abort cuts the connection after Events (or Body), mid-response.
 	Abort bool
 	// Hold keeps the request open without answering until the client goes away (it
 	// cancels the request or closes the connection), then reports the request on
@@ -154,6 +155,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		w.WriteHeader(status)
 		_, _ = io.WriteString(w, rep.Body)
+		if rep.Abort || rep.Stall {
+			if flusher, ok := w.(http.Flusher); ok {
+				flusher.Flush()
+			}
+			s.cutOrStall(r, rep)
+		}
 		return
 	}
 	if w.Header().Get("Content-Type") == "" {
@@ -170,6 +177,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			flusher.Flush()
 		}
 	}
+	s.cutOrStall(r, rep)
+}
+
+// cutOrStall ends a reply whose body went out as rep says: cut (Abort), or held
+// open until the client of r goes away or the server closes (Stall).
+func (s *Server) cutOrStall(r *http.Request, rep Reply) {
 	switch {
 	case rep.Abort:
 		panic(http.ErrAbortHandler)
