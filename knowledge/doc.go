@@ -125,7 +125,9 @@
 // numbering, bullets and quotes are removed, repeats and the query itself dropped:
 // the original query is always searched), each searched like the query, and
 // Query.HyDE asks it for a hypothetical passage that answers the query, embedded
-// with the passage embedder and searched as one more vector list.
+// with the passage embedder and searched as one more vector list. A hybrid search
+// waits for those vectors at most Config.HybridEmbedWait, then ranks by BM25
+// alone and says so in its notes.
 //
 // The lists are fused as Query.Fusion (default Config.Fusion, default
 // FusionConvex) says:
@@ -211,7 +213,8 @@
 //
 // # Answers
 //
-// Base.Ask searches, numbers the hits as evidence and asks the model to answer
+// Base.Ask searches, numbers the hits as evidence, each quoted between passage
+// tags that its text cannot close (QuotePassage), and asks the model to answer
 // citing them as "[source > heading path]". Every citation is checked against the
 // evidence (a label, a source or an evidence number): what names nothing of it is
 // listed in Answer.Unverified and marked in the text. With no model, with the

@@ -126,6 +126,10 @@ const (
 	// doubles after each further one, up to MaxEmbedBackoff.
 	DefaultEmbedBackoff = 250 * time.Millisecond
 	MaxEmbedBackoff     = 8 * time.Second
+	// DefaultHybridEmbedWait is Config.HybridEmbedWait's default: a query's
+	// embedding is one short text, which an embedder that answers at all
+	// answers well within it.
+	DefaultHybridEmbedWait = 10 * time.Second
 	// MaxAttempts bounds the appends of one write that lose their seq to another
 	// writer of the stream.
 	MaxAttempts = entity.MaxAttempts
@@ -188,6 +192,15 @@ type Config struct {
 	// embedder's llm.RetryAfter hint when it gives one.
 	EmbedAttempts int
 	EmbedBackoff  time.Duration
+	// HybridEmbedWait bounds how long a hybrid search waits for the vectors of
+	// its query (the query embedder's calls and their retries) and of HyDE's
+	// passage: past it the search ranks by BM25 alone, with a note saying so, as
+	// when the embedder fails (default DefaultHybridEmbedWait; negative: no bound
+	// but the caller's context). An embedder that stopped answering would
+	// otherwise hold every search for its timeout once per attempt (the node's
+	// default: 2 minutes, 5 attempts). A vector search, which has no other
+	// half, waits for its embedder as long as its context lets it.
+	HybridEmbedWait time.Duration
 	// MaxChunks bounds the chunks of one document (default 4096).
 	MaxChunks int
 	// MaxEventBytes bounds the JSON payload of one kb.document_ingested event
@@ -306,6 +319,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.EmbedBackoff == 0 {
 		c.EmbedBackoff = DefaultEmbedBackoff
+	}
+	if c.HybridEmbedWait == 0 {
+		c.HybridEmbedWait = DefaultHybridEmbedWait
 	}
 	if c.MaxChunks == 0 {
 		c.MaxChunks = DefaultMaxChunks

@@ -258,7 +258,7 @@ func TestAskCitesEvidence(t *testing.T) {
 	}
 	req := model.reqs[len(model.reqs)-1]
 	prompt := req.Messages[1].Content
-	if req.Purpose != knowledge.PurposeAnswer || req.Step != 3 || !strings.Contains(prompt, "[1] sauna.md > # Sauna\n") ||
+	if req.Purpose != knowledge.PurposeAnswer || req.Step != 3 || !strings.Contains(prompt, "<passage n=\"1\">\n[sauna.md > # Sauna]\n") ||
 		!strings.Contains(prompt, "Question: How hot is the sauna") || !strings.Contains(req.Messages[0].Content, "cite") {
 		t.Errorf("request %+v", req)
 	}

@@ -239,7 +239,7 @@ func (b *Base) Search(ctx context.Context, q Query) (SearchResult, error) {
 			passage, err := b.hyde(ctx, q.Text)
 			if err == nil {
 				var vs [][]float32
-				vs, err = b.embedRetry(ctx, b.cfg.Embedder, []string{passage})
+				vs, err = b.embedWithin(ctx, q.Mode, b.cfg.Embedder, []string{passage})
 				if err == nil && len(vs[0]) > 0 {
 					res.HyDE, hydeVec = passage, vs[0]
 				}
@@ -254,7 +254,7 @@ func (b *Base) Search(ctx context.Context, q Query) (SearchResult, error) {
 	}
 	var qvecs [][]float32
 	if q.Mode != ModeBM25 {
-		vs, err := b.embedRetry(ctx, b.cfg.QueryEmbedder, queries)
+		vs, err := b.embedWithin(ctx, q.Mode, b.cfg.QueryEmbedder, queries)
 		switch {
 		case err != nil && q.Mode == ModeHybrid && ctx.Err() == nil:
 			// Degraded results over none: the BM25 half answers, and says so. A
@@ -294,6 +294,22 @@ func (b *Base) Search(ctx context.Context, q Query) (SearchResult, error) {
 		res.Hits = []Hit{}
 	}
 	return res, nil
+}
+
+// embedWithin is embedRetry of a search's texts: in a hybrid search within
+// Config.HybridEmbedWait, whose end is an error (the BM25 half answers alone);
+// in a vector search within ctx alone.
+func (b *Base) embedWithin(ctx context.Context, mode Mode, e llm.Embedder, texts []string) ([][]float32, error) {
+	if mode != ModeHybrid || b.cfg.HybridEmbedWait < 0 {
+		return b.embedRetry(ctx, e, texts)
+	}
+	wctx, cancel := context.WithTimeout(ctx, b.cfg.HybridEmbedWait)
+	defer cancel()
+	vs, err := b.embedRetry(wctx, e, texts)
+	if err != nil && ctx.Err() == nil && wctx.Err() != nil {
+		return nil, fmt.Errorf("%w: no answer within %v (knowledge.Config.HybridEmbedWait): %w", ErrEmbedder, b.cfg.HybridEmbedWait, err)
+	}
+	return vs, err
 }
 
 // pool runs every list of a search under one read lock, so that every hit comes

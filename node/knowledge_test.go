@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/troupe-run/troupe/llm/gateway"
 	"io"
 	"mime/multipart"
 	"net"
@@ -13,6 +12,7 @@ import (
 	"net/http/httptest"
 	"net/textproto"
 	"net/url"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -25,6 +25,7 @@ import (
 	"github.com/troupe-run/troupe/eventlog/sqlite"
 	"github.com/troupe-run/troupe/knowledge"
 	"github.com/troupe-run/troupe/llm"
+	"github.com/troupe-run/troupe/llm/gateway"
 	"github.com/troupe-run/troupe/memory"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
@@ -704,7 +705,7 @@ wait:
 	if in, ok := p.(*messages.KBDocumentIngested); !ok || in.Source != "notes/agent.md" || !strings.HasPrefix(in.Key, "rag-1/") {
 		t.Fatalf("the agent's document: %+v; want notes/agent.md under the tool call's key", p)
 	}
-	if !strings.Contains(results[0], "[1] [limits.md > # Limits > ## Uploads]") || !strings.Contains(results[0], "at most 32 MiB") ||
+	if !regexp.MustCompile(`<passage n="1" score="[0-9.]+">\n\[limits\.md > # Limits > ## Uploads\]\n`).MatchString(results[0]) || !strings.Contains(results[0], "at most 32 MiB") ||
 		!strings.Contains(results[0], "knowledge base handbook") {
 		t.Fatalf("the search answered %q; want the cited passage of limits.md", results[0])
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -311,7 +312,7 @@ func TestRagToolInToolsList(t *testing.T) {
 	out.Reset()
 	errb.Reset()
 	code := run(context.Background(), []string{"tools", "call", "--config", "cfg.json", "--data", data, "rag", `{"op":"search","args":{"query":"upload size"}}`}, &out, &errb, options{})
-	if code != 0 || !strings.Contains(out.String(), "[1] [docs/limits.md > # Limits > ## Uploads]") {
+	if code != 0 || !regexp.MustCompile(`<passage n="1" score="[0-9.]+">\n\[docs/limits\.md > # Limits > ## Uploads\]\n`).MatchString(out.String()) {
 		t.Fatalf("tools call rag: exit %d\n%s\n%s", code, out.String(), errb.String())
 	}
 }
