@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/troupe-run/troupe/a2a"
@@ -35,6 +36,23 @@ type AgentOptions struct {
 	ExtraTools []tools.Tool
 	// Logger gets a warning for each skill folder that is skipped (nil: discarded).
 	Logger *slog.Logger
+	// Protect are the node's own files, which the files tool does not touch when
+	// its root holds them (tools.FilesConfig.Protect): the data directory, the
+	// configuration, agents, tokens and secret key files (Protected).
+	Protect []string
+}
+
+// Protected returns the paths of a node's own files for AgentOptions.Protect:
+// its data directory and the files it reads its settings and secrets from (the
+// configuration, agents, tokens and secret key files), those of them not empty.
+func Protected(dataDir string, files ...string) []string {
+	var out []string
+	for _, p := range append([]string{dataDir}, files...) {
+		if strings.TrimSpace(p) != "" {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // Agent is the node's default agent as the file configures it, in the terms of
@@ -91,7 +109,7 @@ func (fc File) Agent(opt AgentOptions) (Agent, error) {
 	if err != nil {
 		return Agent{}, err
 	}
-	list, err := fc.Tools.Build(opt.ExtraTools)
+	list, err := fc.Tools.Build(opt.ExtraTools, opt.Protect)
 	if err != nil {
 		return Agent{}, err
 	}
