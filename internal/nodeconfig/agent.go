@@ -38,7 +38,8 @@ type AgentOptions struct {
 	Logger *slog.Logger
 	// Protect are the node's own files, which the files tool does not touch when
 	// its root holds them (tools.FilesConfig.Protect): the data directory, the
-	// configuration, agents, tokens and secret key files (Protected).
+	// configuration, agents, tokens and secret key files (Protected). The skills
+	// directory is added to them.
 	Protect []string
 }
 
@@ -109,7 +110,14 @@ func (fc File) Agent(opt AgentOptions) (Agent, error) {
 	if err != nil {
 		return Agent{}, err
 	}
-	list, err := fc.Tools.Build(opt.ExtraTools, opt.Protect)
+	// The skills' folders are the operator's: a model that could write into them
+	// would change the instructions of later tasks, and, with scripts allowed,
+	// run a script of its own writing (run_skill_script).
+	protect := opt.Protect
+	if dir := cmp.Or(opt.SkillsDir, fc.SkillsDir); dir != "" {
+		protect = append(slices.Clone(protect), dir)
+	}
+	list, err := fc.Tools.Build(opt.ExtraTools, protect)
 	if err != nil {
 		return Agent{}, err
 	}
