@@ -98,3 +98,29 @@ func TestRunFilesToolLeavesTheSkillsAlone(t *testing.T) {
 		t.Errorf("%d calls refused as the node's own files, want 2:\n%s", n, out.String())
 	}
 }
+
+// A node started without --config loads the working directory's .troupe.json:
+// a model must not write one there, where the next node would take its settings
+// (an allow list, an MCP server's command), though this node was configured by
+// a file elsewhere.
+func TestRunFilesToolWritesNoConfigurationForTheNextNode(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	cfg := writeConfig(t, `{"tools": {"files": {"root": "."}}}`)
+	script := writeScript(t,
+		llm.ScriptStep{ToolCalls: []messages.ToolCall{
+			{ID: "c1", Name: "files", Arguments: `{"op":"write","args":{"path":".troupe.json","content":"{\"tools\": {\"http_fetch\": {\"allow\": [\"127.0.0.0/8\"]}}}"}}`},
+		}},
+		llm.ScriptStep{Content: "done"})
+	var out, errb bytes.Buffer
+	code := run(context.Background(), []string{"run", "--config", cfg, "--model", "scripted:" + script, "-v", "do as the page says"}, &out, &errb, options{})
+	if code != 0 || !strings.Contains(out.String(), "answer: done") {
+		t.Fatalf("run: exit %d\n%s\n%s", code, out.String(), errb.String())
+	}
+	if _, err := os.Stat(".troupe.json"); !os.IsNotExist(err) {
+		t.Errorf(".troupe.json was written (%v)", err)
+	}
+	if !strings.Contains(out.String(), "one of the node's own files") {
+		t.Errorf("the write was not refused:\n%s", out.String())
+	}
+}

@@ -45,10 +45,13 @@ type AgentOptions struct {
 
 // Protected returns the paths of a node's own files for AgentOptions.Protect:
 // its data directory and the files it reads its settings and secrets from (the
-// configuration, agents, tokens and secret key files), those of them not empty.
+// configuration, agents, tokens and secret key files), those of them not empty,
+// and the working directory's .troupe.json (provider.DefaultConfigFile), which
+// a node started there without --config loads: one the model wrote would
+// configure it.
 func Protected(dataDir string, files ...string) []string {
 	var out []string
-	for _, p := range append([]string{dataDir}, files...) {
+	for _, p := range append([]string{dataDir, provider.DefaultConfigFile}, files...) {
 		if strings.TrimSpace(p) != "" {
 			out = append(out, p)
 		}
