@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -41,6 +43,38 @@ type AgentOptions struct {
 	// configuration, agents, tokens and secret key files (Protected). The skills
 	// directory is added to them.
 	Protect []string
+}
+
+// mcpCommandFiles returns the files the command lines of the stdio MCP servers
+// name: a command given by its path, and each argument that names a file
+// (python3 server.py, node dist/index.js), read from the server's directory.
+// The node runs them, and runs them again when a server is reconnected: a
+// model that could rewrite one would run code of its own writing.
+func mcpCommandFiles(servers map[string]mcp.ServerConfig) []string {
+	var out []string
+	for _, s := range servers {
+		if !s.Stdio() {
+			continue
+		}
+		at := func(p string) string {
+			if s.Dir != "" && !filepath.IsAbs(p) {
+				return filepath.Join(s.Dir, p)
+			}
+			return p
+		}
+		if strings.ContainsRune(s.Command, filepath.Separator) || strings.ContainsRune(s.Command, '/') {
+			out = append(out, at(s.Command))
+		}
+		for _, a := range s.Args {
+			if a == "" || strings.HasPrefix(a, "-") {
+				continue
+			}
+			if st, err := os.Stat(at(a)); err == nil && st.Mode().IsRegular() {
+				out = append(out, at(a))
+			}
+		}
+	}
+	return out
 }
 
 // Protected returns the paths of a node's own files for AgentOptions.Protect:
@@ -116,10 +150,11 @@ func (fc File) Agent(opt AgentOptions) (Agent, error) {
 	// The skills' folders are the operator's: a model that could write into them
 	// would change the instructions of later tasks, and, with scripts allowed,
 	// run a script of its own writing (run_skill_script).
-	protect := opt.Protect
+	protect := slices.Clone(opt.Protect)
 	if dir := cmp.Or(opt.SkillsDir, fc.SkillsDir); dir != "" {
-		protect = append(slices.Clone(protect), dir)
+		protect = append(protect, dir)
 	}
+	protect = append(protect, mcpCommandFiles(fc.MCPServers)...)
 	list, err := fc.Tools.Build(opt.ExtraTools, protect)
 	if err != nil {
 		return Agent{}, err
