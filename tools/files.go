@@ -28,6 +28,9 @@ var (
 	// ErrNotRegular: the path names a directory, device, named pipe or socket where a
 	// regular file is wanted.
 	ErrNotRegular = errors.New("not a regular file")
+	// ErrProtected: the path names one of FilesConfig.Protect, or something under
+	// one: the node's own files inside the root.
+	ErrProtected = errors.New("the path is one of the node's own files, which the files tool does not touch")
 )
 
 // FilesConfig configures the files tool.
@@ -44,6 +47,15 @@ type FilesConfig struct {
 	MaxEntries int
 	// ReadOnly leaves out the write operation.
 	ReadOnly bool
+	// Protect are paths (files or directories, absolute or relative to the
+	// working directory) that the tool neither reads, writes, lists nor stats,
+	// nor anything under them, when they lie inside Root: the node's data
+	// directory (its event log), its configuration, agents and tokens files. A
+	// root of "." would otherwise let a model read the node's secrets and rewrite
+	// its settings (approvals, allow lists, tokens) or its log. They are judged
+	// by their real paths, so a symbolic link inside the root that leads to one
+	// is refused too; a list leaves them out.
+	Protect []string
 }
 
 // MaxPathBytes bounds a path the files tool takes, as the system bounds one it
@@ -94,7 +106,9 @@ type FileInfo struct {
 // replaces the whole file atomically (a temporary file renamed over it), keeping its
 // permissions, so a call made twice with the same key leaves the same file, and
 // refuses to write through a symbolic link. A list quotes a name that is not plain
-// printable text (listedName). Errors name paths relative to the root, never the host's.
+// printable text (listedName). The paths of cfg.Protect, and what is under them,
+// are refused with ErrProtected however they are reached. Errors name paths
+// relative to the root, never the host's.
 func NewFiles(cfg FilesConfig) (*Toolbox, error) {
 	if strings.TrimSpace(cfg.Root) == "" {
 		return nil, errors.New("tools: files: the root directory is not set")
@@ -123,6 +137,19 @@ func NewFiles(cfg FilesConfig) (*Toolbox, error) {
 	if real, err := filepath.EvalSymlinks(abs); err == nil && real != abs {
 		f.abs = append(f.abs, real)
 	}
+	for _, p := range cfg.Protect {
+		if strings.TrimSpace(p) == "" {
+			continue
+		}
+		pa, err := filepath.Abs(p)
+		if err != nil {
+			return nil, fmt.Errorf("tools: files: protected path %q: %w", p, err)
+		}
+		f.protect = append(f.protect, realPath(pa))
+	}
+	if f.protected(".") {
+		return nil, fmt.Errorf("tools: files: root %q is inside a path the tool must not touch (the node's data directory or one of its files): give it a directory of its own", cfg.Root)
+	}
 	readOnly := WithSideEffects(false)
 	out := WithMaxOutput(cfg.MaxReadBytes + 1024)
 	subs := []SubTool{
@@ -140,6 +167,42 @@ func NewFiles(cfg FilesConfig) (*Toolbox, error) {
 type files struct {
 	cfg FilesConfig
 	abs []string // the root's absolute path, and its real path when that differs
+	// protect are the real paths of cfg.Protect.
+	protect []string
+}
+
+// realPath is p, absolute and clean, with the symbolic links of the part of it
+// that exists resolved; the rest, which does not exist yet, is joined as written.
+func realPath(p string) string {
+	p = filepath.Clean(p)
+	var rest []string
+	for {
+		if real, err := filepath.EvalSymlinks(p); err == nil {
+			return filepath.Join(append([]string{real}, rest...)...)
+		}
+		parent := filepath.Dir(p)
+		if parent == p {
+			return filepath.Join(append([]string{p}, rest...)...)
+		}
+		rest = append([]string{filepath.Base(p)}, rest...)
+		p = parent
+	}
+}
+
+// protected reports whether rel, a path relative to the root (rel's answer),
+// leads to one of the protected paths or under one, following the symbolic
+// links inside the root as the system would.
+func (f *files) protected(rel string) bool {
+	if len(f.protect) == 0 {
+		return false
+	}
+	target := realPath(filepath.Join(f.abs[0], rel))
+	for _, p := range f.protect {
+		if r, err := filepath.Rel(p, target); err == nil && r != ".." && !strings.HasPrefix(r, ".."+string(filepath.Separator)) {
+			return true
+		}
+	}
+	return false
 }
 
 // rel turns a path from the model into one relative to the root, refusing what
@@ -162,7 +225,7 @@ func (f *files) rel(p string, dflt string) (string, error) {
 		clean := filepath.Clean(p)
 		for _, root := range f.abs {
 			if r, err := filepath.Rel(root, clean); err == nil && r != ".." && !strings.HasPrefix(r, ".."+string(filepath.Separator)) {
-				return r, nil
+				return r, f.checkProtected(p, r)
 			}
 		}
 		return "", f.outside(p)
@@ -171,7 +234,15 @@ func (f *files) rel(p string, dflt string) (string, error) {
 	if clean == ".." || strings.HasPrefix(clean, ".."+string(filepath.Separator)) {
 		return "", f.outside(p)
 	}
-	return clean, nil
+	return clean, f.checkProtected(p, clean)
+}
+
+// checkProtected refuses p, relative to the root as rel, when it is protected.
+func (f *files) checkProtected(p, rel string) error {
+	if f.protected(rel) {
+		return fmt.Errorf("files: %s: %w (%w)", quotePath(p), ErrProtected, ErrInvalidArguments)
+	}
+	return nil
 }
 
 // maxQuotedPath bounds a path quoted in an error (quotePath).
@@ -384,6 +455,7 @@ func (f *files) list(ctx context.Context, a filePathArgs) (string, error) {
 	if err != nil {
 		return "", f.fail("list", a.Path, err)
 	}
+	entries = slices.DeleteFunc(entries, func(e fs.DirEntry) bool { return f.protected(filepath.Join(p, e.Name())) })
 	slices.SortFunc(entries, func(x, y fs.DirEntry) int { return strings.Compare(x.Name(), y.Name()) })
 	var b strings.Builder
 	for i, e := range entries {

@@ -831,7 +831,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 	}
 	cfg.HTTP = httpCfg
 	// The agent is the file's (internal/nodeconfig), as replay verify rebuilds it.
-	agent, err := fc.Agent(nodeconfig.AgentOptions{SkillsDir: *skillsDir, Disclosure: *disclosureFlag, ExtraTools: opt.extraTools, Logger: logger})
+	// The files tool does not touch the node's own files when its root holds them.
+	protect := nodeconfig.Protected(*data, fs.Lookup("config").Value.String(), *agentsFlag, *tokensFile, *secretKeyFile)
+	agent, err := fc.Agent(nodeconfig.AgentOptions{SkillsDir: *skillsDir, Disclosure: *disclosureFlag, ExtraTools: opt.extraTools, Logger: logger,
+		Protect: protect})
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)
 		return 2

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"flag"
@@ -73,7 +74,11 @@ func toolsCmd(ctx context.Context, args []string, stdout, stderr io.Writer, opt 
 	}
 	// The default agent's tools: the built-ins and its skills' (then its notes', its
 	// MCP servers' and its chains').
-	agent, logger, red, err := cliAgent(fc, opt, stderr)
+	// The files tool does not touch the node's own files, as the node's does not.
+	protect := nodeconfig.Protected(cmp.Or(*dataFlag, os.Getenv("TROUPE_DATA"), fc.Data, ".troupe"),
+		*configPath, cmp.Or(os.Getenv("TROUPE_AGENTS"), fc.AgentsFile), cmp.Or(os.Getenv("TROUPE_AUTH_TOKENS_FILE"), fc.HTTPConfig().Auth.TokensFile),
+		cmp.Or(os.Getenv("TROUPE_SECRET_KEY_FILE"), fc.SecretKeyFile))
+	agent, logger, red, err := cliAgent(fc, opt, stderr, protect...)
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)
 		return 2
@@ -397,13 +402,14 @@ func cliNotes(ctx context.Context, fc nodeconfig.File, data string, cfg notes.Co
 // cliAgent builds the default agent of configuration fc as a command that lists or
 // checks tools does: with the extra tools of opt, logging warnings to stderr without
 // the environment's keys and the MCP servers' secrets (a server's error names its URL).
-func cliAgent(fc nodeconfig.File, opt options, stderr io.Writer) (nodeconfig.Agent, *slog.Logger, *redact.Redactor, error) {
+// The files tool touches none of protect (nodeconfig.AgentOptions.Protect).
+func cliAgent(fc nodeconfig.File, opt options, stderr io.Writer, protect ...string) (nodeconfig.Agent, *slog.Logger, *redact.Redactor, error) {
 	red := redact.New(slices.Concat(provider.Config{}.Secrets(nil), nodeconfig.MCPSecrets(fc.MCPServers), nodeconfig.A2ASecrets(fc.A2AAgents))...)
 	logger := slog.New(redact.NewHandler(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}), red))
 	// TROUPE_SKILLS and TROUPE_DISCLOSURE replace the file's values, as they do for
 	// node run and serve (whose --skills and --disclosure these commands lack) and
 	// replay verify: the agent listed is the one the node runs.
 	agent, err := fc.Agent(nodeconfig.AgentOptions{SkillsDir: os.Getenv("TROUPE_SKILLS"), Disclosure: os.Getenv("TROUPE_DISCLOSURE"),
-		ExtraTools: opt.extraTools, Logger: logger})
+		ExtraTools: opt.extraTools, Logger: logger, Protect: protect})
 	return agent, logger, red, err
 }

@@ -9,7 +9,10 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/troupe-run/troupe/a2a"
@@ -35,6 +38,59 @@ type AgentOptions struct {
 	ExtraTools []tools.Tool
 	// Logger gets a warning for each skill folder that is skipped (nil: discarded).
 	Logger *slog.Logger
+	// Protect are the node's own files, which the files tool does not touch when
+	// its root holds them (tools.FilesConfig.Protect): the data directory, the
+	// configuration, agents, tokens and secret key files (Protected). The skills
+	// directory is added to them.
+	Protect []string
+}
+
+// mcpCommandFiles returns the files the command lines of the stdio MCP servers
+// name: a command given by its path, and each argument that names a file
+// (python3 server.py, node dist/index.js), read from the server's directory.
+// The node runs them, and runs them again when a server is reconnected: a
+// model that could rewrite one would run code of its own writing.
+func mcpCommandFiles(servers map[string]mcp.ServerConfig) []string {
+	var out []string
+	for _, s := range servers {
+		if !s.Stdio() {
+			continue
+		}
+		at := func(p string) string {
+			if s.Dir != "" && !filepath.IsAbs(p) {
+				return filepath.Join(s.Dir, p)
+			}
+			return p
+		}
+		if strings.ContainsRune(s.Command, filepath.Separator) || strings.ContainsRune(s.Command, '/') {
+			out = append(out, at(s.Command))
+		}
+		for _, a := range s.Args {
+			if a == "" || strings.HasPrefix(a, "-") {
+				continue
+			}
+			if st, err := os.Stat(at(a)); err == nil && st.Mode().IsRegular() {
+				out = append(out, at(a))
+			}
+		}
+	}
+	return out
+}
+
+// Protected returns the paths of a node's own files for AgentOptions.Protect:
+// its data directory and the files it reads its settings and secrets from (the
+// configuration, agents, tokens and secret key files), those of them not empty,
+// and the working directory's .troupe.json (provider.DefaultConfigFile), which
+// a node started there without --config loads: one the model wrote would
+// configure it.
+func Protected(dataDir string, files ...string) []string {
+	var out []string
+	for _, p := range append([]string{dataDir, provider.DefaultConfigFile}, files...) {
+		if strings.TrimSpace(p) != "" {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // Agent is the node's default agent as the file configures it, in the terms of
@@ -91,7 +147,15 @@ func (fc File) Agent(opt AgentOptions) (Agent, error) {
 	if err != nil {
 		return Agent{}, err
 	}
-	list, err := fc.Tools.Build(opt.ExtraTools)
+	// The skills' folders are the operator's: a model that could write into them
+	// would change the instructions of later tasks, and, with scripts allowed,
+	// run a script of its own writing (run_skill_script).
+	protect := slices.Clone(opt.Protect)
+	if dir := cmp.Or(opt.SkillsDir, fc.SkillsDir); dir != "" {
+		protect = append(protect, dir)
+	}
+	protect = append(protect, mcpCommandFiles(fc.MCPServers)...)
+	list, err := fc.Tools.Build(opt.ExtraTools, protect)
 	if err != nil {
 		return Agent{}, err
 	}

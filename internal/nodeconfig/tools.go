@@ -109,8 +109,9 @@ func (t ToolsFile) validate() []error {
 }
 
 // Build returns the tools of the node's default agent: calculator and clock, the
-// built-ins the section enables, then extra.
-func (t ToolsFile) Build(extra []tools.Tool) ([]tools.Tool, error) {
+// built-ins the section enables, then extra. The files tool touches none of
+// protect (tools.FilesConfig.Protect): the node's own files.
+func (t ToolsFile) Build(extra []tools.Tool, protect []string) ([]tools.Tool, error) {
 	out := []tools.Tool{tools.Calculator{}, tools.NewClock(nil)}
 	if h := t.HTTPFetch; h != nil {
 		cfg := tools.HTTPFetchConfig{Allow: h.Allow, MaxBytes: h.MaxBytes}
@@ -128,7 +129,8 @@ func (t ToolsFile) Build(extra []tools.Tool) ([]tools.Tool, error) {
 		out = append(out, fetch)
 	}
 	if f := t.Files; f != nil {
-		box, err := tools.NewFiles(tools.FilesConfig{Root: f.Root, ReadOnly: f.ReadOnly, MaxReadBytes: f.MaxBytes, MaxWriteBytes: f.MaxBytes})
+		box, err := tools.NewFiles(tools.FilesConfig{Root: f.Root, ReadOnly: f.ReadOnly, MaxReadBytes: f.MaxBytes, MaxWriteBytes: f.MaxBytes,
+			Protect: protect})
 		if err != nil {
 			return nil, fmt.Errorf("tools.files: %w", err)
 		}

@@ -1,0 +1,98 @@
+//go:build linux
+
+package tools_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/troupe-run/troupe/tools"
+)
+
+// A root of "." holds the node's own files: its data directory (the event log)
+// and its configuration. A model told to by what it read (a prompt injection)
+// must neither read them nor rewrite them (the approvals and allow lists of the
+// configuration, the tokens, the log), by their names, through "..", by an
+// absolute path or through a symbolic link inside the root that leads there.
+func TestFilesRefusesTheProtectedPaths(t *testing.T) {
+	root := t.TempDir()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	data := filepath.Join(root, ".troupe")
+	must(os.MkdirAll(data, 0o755))
+	must(os.WriteFile(filepath.Join(data, "events.db"), []byte("log"), 0o644))
+	must(os.WriteFile(filepath.Join(root, ".troupe.json"), []byte(`{"auth": {"tokens": ["x"]}}`), 0o644))
+	must(os.WriteFile(filepath.Join(root, "agents.yaml"), []byte("agents: {}"), 0o644))
+	must(os.WriteFile(filepath.Join(root, "notes.txt"), []byte("mine"), 0o644))
+	must(os.MkdirAll(filepath.Join(root, "sub"), 0o755))
+	must(os.Symlink("../.troupe", filepath.Join(root, "sub", "data-link")))
+	must(os.Symlink("../.troupe.json", filepath.Join(root, "sub", "config-link")))
+
+	tool, err := tools.NewFiles(tools.FilesConfig{Root: root,
+		Protect: []string{data, filepath.Join(root, ".troupe.json"), filepath.Join(root, "agents.yaml"), filepath.Join(root, "tokens.txt")}})
+	must(err)
+	for _, c := range []struct {
+		op   string
+		args map[string]any
+	}{
+		{"read", map[string]any{"path": ".troupe.json"}},
+		{"read", map[string]any{"path": "./sub/../.troupe.json"}},
+		{"read", map[string]any{"path": filepath.Join(root, ".troupe.json")}},
+		{"read", map[string]any{"path": "sub/config-link"}},
+		{"read", map[string]any{"path": ".troupe/events.db"}},
+		{"read", map[string]any{"path": "sub/data-link/events.db"}},
+		{"write", map[string]any{"path": ".troupe.json", "content": "{}"}},
+		{"write", map[string]any{"path": "agents.yaml", "content": "agents: {}"}},
+		{"write", map[string]any{"path": "tokens.txt", "content": "0123456789abcdef0123"}},
+		{"write", map[string]any{"path": ".troupe/events.db", "content": "gone"}},
+		{"write", map[string]any{"path": ".troupe/new/x", "content": "x"}},
+		{"write", map[string]any{"path": "sub/data-link/events.db", "content": "gone"}},
+		{"list", map[string]any{"path": ".troupe"}},
+		{"list", map[string]any{"path": "sub/data-link"}},
+		{"stat", map[string]any{"path": ".troupe/events.db"}},
+	} {
+		out, err := filesCall(t, tool, c.op, c.args)
+		if !errors.Is(err, tools.ErrProtected) || !errors.Is(err, tools.ErrInvalidArguments) {
+			t.Errorf("%s %v: %q, %v; want ErrProtected", c.op, c.args, out, err)
+		}
+	}
+	if b, _ := os.ReadFile(filepath.Join(data, "events.db")); string(b) != "log" {
+		t.Errorf("the log was rewritten: %q", b)
+	}
+	if _, err := os.Stat(filepath.Join(root, "tokens.txt")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("tokens.txt was written: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(data, "new")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a directory was made in the data directory: %v", err)
+	}
+
+	// The rest of the root is the model's, and a list leaves the node's files out.
+	if out, err := filesCall(t, tool, "read", map[string]any{"path": "notes.txt"}); err != nil || out != "mine" {
+		t.Errorf("read notes.txt: %q, %v", out, err)
+	}
+	if _, err := filesCall(t, tool, "write", map[string]any{"path": "sub/out.txt", "content": "ok"}); err != nil {
+		t.Errorf("write sub/out.txt: %v", err)
+	}
+	out, err := filesCall(t, tool, "list", map[string]any{})
+	must(err)
+	if strings.Contains(out, ".troupe") || strings.Contains(out, "agents.yaml") || !strings.Contains(out, "notes.txt") {
+		t.Errorf("list:\n%s", out)
+	}
+	out, err = filesCall(t, tool, "list", map[string]any{"path": "sub"})
+	must(err)
+	if strings.Contains(out, "link") || !strings.Contains(out, "out.txt") {
+		t.Errorf("list sub:\n%s", out)
+	}
+
+	// A root inside a protected path is refused when the tool is made.
+	if _, err := tools.NewFiles(tools.FilesConfig{Root: data, Protect: []string{data}}); err == nil {
+		t.Error("a root inside the data directory was taken")
+	}
+}
