@@ -618,6 +618,10 @@ func (t *Tool) follow(ctx context.Context, client *a2aclient.Client, task *sdk.T
 			return nil, fmt.Errorf("following task %s (tasks/get, %d times in a row): %w", task.ID, failed, err)
 		case got == nil || got.ID != task.ID:
 			return nil, fmt.Errorf("following task %s (tasks/get): the agent answered with another task", task.ID)
+		case got.ContextID != "" && task.ContextID != "" && got.ContextID != task.ContextID:
+			// Its answer, and the context the model would go on in, would be
+			// another conversation's.
+			return nil, fmt.Errorf("following task %s (tasks/get): the agent answered with it in context %q, not %q", task.ID, got.ContextID, task.ContextID)
 		}
 		size := statusSize(got.Status)
 		for _, a := range got.Artifacts {

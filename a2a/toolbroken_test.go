@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -94,5 +95,26 @@ func TestToolFollowsATaskThroughTheAgentsRestart(t *testing.T) {
 	}
 	if left := dialer.refuse.Load(); left > 0 {
 		t.Errorf("%d refused connections left: the agent never went away", left)
+	}
+}
+
+// A task followed with tasks/get stays the one the stream named, in its context:
+// an agent that answers with the task's ID in another context (a hostile one, or
+// one whose store mixed two tasks up) fails the call. Its answer was taken, and
+// its context_id handed to the model, which went on in that other context.
+func TestToolRefusesAFollowedTaskOfAnotherContext(t *testing.T) {
+	ra := newRemoteAgent(t, true, map[string]rpcAnswer{
+		"message/stream": func(w http.ResponseWriter, _ *http.Request, id, _ json.RawMessage) {
+			sse(w, id, workingTask)
+			panic(http.ErrAbortHandler)
+		},
+		"tasks/get": func(w http.ResponseWriter, _ *http.Request, id, _ json.RawMessage) {
+			rpcResult(w, id, `{"kind":"task","id":"t-1","contextId":"c-other","status":{"state":"completed"},
+				"artifacts":[{"artifactId":"a","parts":[{"kind":"text","text":"someone else's answer"}]}]}`)
+		},
+	})
+	out, err := ra.tool(t, nil).Call(context.Background(), tools.Call{Key: "s/4", Arguments: `{"message":"long job"}`})
+	if err == nil || !strings.Contains(err.Error(), "c-other") {
+		t.Fatalf("Call = %q, %v; want an error naming the other context", out, err)
 	}
 }
