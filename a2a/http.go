@@ -569,7 +569,7 @@ func (s *Server) guard(next http.Handler) http.Handler {
 		// tool) gets SSE comments between its events.
 		w, stop := keepAlive(w, s.cfg.KeepAlive)
 		defer stop()
-		if waitMethods[*req.Method] && s.cfg.Stopping != nil {
+		if waitMethods[*req.Method] && !streamMethods[*req.Method] && s.cfg.Stopping != nil {
 			ctx, cancel := context.WithCancelCause(r.Context())
 			defer cancel(nil)
 			stopping := s.cfg.Stopping
@@ -588,11 +588,16 @@ func (s *Server) guard(next http.Handler) http.Handler {
 			w.Header().Set("Content-Type", "application/json")
 		}
 		if streamMethods[*req.Method] && s.cfg.Stopping != nil {
-			// A stream the server's stop ended has its last event say so: the
-			// stream did not end with the task, which goes on.
+			// The stream's events end when the server stops (endOnStop), not the
+			// SDK's handler, which writes each event they yielded: one that the
+			// stop cut has its last event say so, the stream did not end with the
+			// task, which goes on; one that ended with its task, as the server
+			// stopped, has no other.
+			st := &streamStop{stopping: s.cfg.Stopping}
+			r = r.WithContext(context.WithValue(r.Context(), streamStopKey{}, st))
 			sent, sentID := w, id
 			defer func() {
-				if stopping(r.Context()) {
+				if st.cut.Load() {
 					writeStopped(sent, sentID, legacy)
 				}
 			}()
