@@ -84,9 +84,10 @@ type ServerConfig struct {
 	// cards declare the scheme, so that a client knows to send one.
 	Bearer bool
 	// Stopping, closed when the node stops serving (nil: never), ends the answers
-	// that wait on a task (waitMethods): a stream ends, without an error, and a
-	// blocking message/send answers the task as it stands; the client resubscribes
-	// or reads the task where it goes on. Open, they would hold the HTTP server's
+	// that wait on a task (waitMethods): a stream ends, its last event an error
+	// saying so (none when its task's final event came first), and a blocking
+	// message/send answers the task as it stands; the client resubscribes or
+	// reads the task where it goes on. Open, they would hold the HTTP server's
 	// shutdown until its timeout, and be cut then.
 	Stopping <-chan struct{}
 	Logger   *slog.Logger
