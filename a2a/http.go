@@ -84,9 +84,10 @@ type ServerConfig struct {
 	// cards declare the scheme, so that a client knows to send one.
 	Bearer bool
 	// Stopping, closed when the node stops serving (nil: never), ends the answers
-	// that wait on a task (waitMethods): a stream ends, without an error, and a
-	// blocking message/send answers the task as it stands; the client resubscribes
-	// or reads the task where it goes on. Open, they would hold the HTTP server's
+	// that wait on a task (waitMethods): a stream ends, its last event an error
+	// saying so (none when its task's final event came first), and a blocking
+	// message/send answers the task as it stands; the client resubscribes or
+	// reads the task where it goes on. Open, they would hold the HTTP server's
 	// shutdown until its timeout, and be cut then.
 	Stopping <-chan struct{}
 	Logger   *slog.Logger
@@ -569,7 +570,7 @@ func (s *Server) guard(next http.Handler) http.Handler {
 		// tool) gets SSE comments between its events.
 		w, stop := keepAlive(w, s.cfg.KeepAlive)
 		defer stop()
-		if waitMethods[*req.Method] && s.cfg.Stopping != nil {
+		if waitMethods[*req.Method] && !streamMethods[*req.Method] && s.cfg.Stopping != nil {
 			ctx, cancel := context.WithCancelCause(r.Context())
 			defer cancel(nil)
 			stopping := s.cfg.Stopping
@@ -588,11 +589,16 @@ func (s *Server) guard(next http.Handler) http.Handler {
 			w.Header().Set("Content-Type", "application/json")
 		}
 		if streamMethods[*req.Method] && s.cfg.Stopping != nil {
-			// A stream the server's stop ended has its last event say so: the
-			// stream did not end with the task, which goes on.
+			// The stream's events end when the server stops (endOnStop), not the
+			// SDK's handler, which writes each event they yielded: one that the
+			// stop cut has its last event say so, the stream did not end with the
+			// task, which goes on; one that ended with its task, as the server
+			// stopped, has no other.
+			st := &streamStop{stopping: s.cfg.Stopping}
+			r = r.WithContext(context.WithValue(r.Context(), streamStopKey{}, st))
 			sent, sentID := w, id
 			defer func() {
-				if stopping(r.Context()) {
+				if st.cut.Load() {
 					writeStopped(sent, sentID, legacy)
 				}
 			}()

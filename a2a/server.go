@@ -20,6 +20,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -1580,19 +1581,68 @@ func (d *Dedupe) standing(ctx context.Context, id sdk.TaskID) *sdk.Task {
 	return t
 }
 
-// endOnStop is events ended once the server stops (the server's last event then
-// says so: Server.guard), without the error of the request's end.
-func endOnStop(ctx context.Context, events iter.Seq2[sdk.Event, error]) iter.Seq2[sdk.Event, error] {
+// streamStop is a stream's end when the server stops (ServerConfig.Stopping): its
+// events end (endOnStop), and cut says whether they ended so before the task's
+// own end, for the server to write its last event (Server.guard).
+type streamStop struct {
+	stopping <-chan struct{}
+	cut      atomic.Bool
+}
+
+type streamStopKey struct{}
+
+// endOnStop is the events events(ctx) makes, ended once the server stops, without
+// the error of their context's end: the stream's streamStop (of ctx, set by
+// Server.guard; none: events as they are) then says whether the stop cut them,
+// for the server's last event to say so. An event yielded is written whole (the
+// SDK's handler is not cancelled by the stop), so a task whose final event was
+// yielded as the server stopped ends its stream with that event alone, and one
+// whose final event came after the stop ends it with the server's.
+func endOnStop(ctx context.Context, events func(context.Context) iter.Seq2[sdk.Event, error]) iter.Seq2[sdk.Event, error] {
+	st, _ := ctx.Value(streamStopKey{}).(*streamStop)
+	if st == nil {
+		return events(ctx)
+	}
 	return func(yield func(sdk.Event, error) bool) {
-		for ev, err := range events {
+		ctx, cancel := context.WithCancelCause(ctx)
+		defer cancel(nil)
+		go func() {
+			select {
+			case <-st.stopping:
+				cancel(errStopping)
+			case <-ctx.Done():
+			}
+		}()
+		ended := false // the last event yielded ends the stream
+		for ev, err := range events(ctx) {
 			if stopping(ctx) {
+				st.cut.Store(true)
 				return
 			}
+			ended = err != nil || endsStream(ctx, ev)
 			if !yield(ev, err) {
 				return
 			}
 		}
+		if stopping(ctx) && !ended {
+			st.cut.Store(true)
+		}
 	}
+}
+
+// endsStream says whether ev is the last event of a stream (of ctx's request):
+// a message, a final status, a task that ended (or, in 0.3, waits for input).
+func endsStream(ctx context.Context, ev sdk.Event) bool {
+	switch v := ev.(type) {
+	case *sdk.Message:
+		return true
+	case *sdk.TaskStatusUpdateEvent:
+		return v.Final || v.Status.State.Terminal()
+	case *sdk.Task:
+		st := v.Status.State
+		return st.Terminal() || !isV1(ctx) && (st == sdk.TaskStateInputRequired || st == sdk.TaskStateAuthRequired)
+	}
+	return false
 }
 
 // OnSendMessageStream implements a2asrv.RequestHandler: a message seen before
@@ -1600,7 +1650,7 @@ func endOnStop(ctx context.Context, events iter.Seq2[sdk.Event, error]) iter.Seq
 // restart), else yields the task as it is. The stream ends once the server stops
 // (endOnStop).
 func (d *Dedupe) OnSendMessageStream(ctx context.Context, p *sdk.MessageSendParams) iter.Seq2[sdk.Event, error] {
-	return endOnStop(ctx, d.sendMessageStream(ctx, p))
+	return endOnStop(ctx, func(ctx context.Context) iter.Seq2[sdk.Event, error] { return d.sendMessageStream(ctx, p) })
 }
 
 func (d *Dedupe) sendMessageStream(ctx context.Context, p *sdk.MessageSendParams) iter.Seq2[sdk.Event, error] {

@@ -40,7 +40,9 @@ func (d *Dedupe) OnResubscribeToTask(ctx context.Context, p *sdk.TaskIDParams) i
 		}
 	}
 	v1 := isV1(ctx)
-	return endOnStop(ctx, d.subscribe(ctx, p, subscription{throughInput: v1, refuseEnded: v1}))
+	return endOnStop(ctx, func(ctx context.Context) iter.Seq2[sdk.Event, error] {
+		return d.subscribe(ctx, p, subscription{throughInput: v1, refuseEnded: v1})
+	})
 }
 
 // subscription says how a subscription answers a task waiting for approval and an

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -587,7 +586,7 @@ func (t *Tool) follow(ctx context.Context, client *a2aclient.Client, task *sdk.T
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	failed := 0        // tasks/get failed this many times in a row
-	var away time.Time // when tasks/get first found no connection, of those in a row
+	var gone time.Time // when tasks/get first found the agent not there, of those in a row
 	for {
 		select {
 		case <-ctx.Done():
@@ -601,23 +600,28 @@ func (t *Tool) follow(ctx context.Context, client *a2aclient.Client, task *sdk.T
 		case ctx.Err() != nil:
 			return nil, context.Cause(ctx)
 		case err != nil:
-			if op := (*net.OpError)(nil); errors.As(err, &op) && op.Op == "dial" {
-				// No connection: the agent restarts (a task its next run resumes).
-				if away.IsZero() {
-					away = time.Now()
+			if away(err) {
+				// No connection, or a proxy's 503 or 504: the agent restarts
+				// (a task its next run resumes).
+				if gone.IsZero() {
+					gone = time.Now()
 				}
-				if time.Since(away) < pollAway {
+				if time.Since(gone) < pollAway {
 					continue
 				}
 				return nil, fmt.Errorf("following task %s (tasks/get): the agent was not there for %s: %w", task.ID, pollAway, err)
 			}
-			away = time.Time{}
+			gone = time.Time{}
 			if failed++; failed < pollFailures {
 				continue // a proxy's hiccup
 			}
 			return nil, fmt.Errorf("following task %s (tasks/get, %d times in a row): %w", task.ID, failed, err)
 		case got == nil || got.ID != task.ID:
 			return nil, fmt.Errorf("following task %s (tasks/get): the agent answered with another task", task.ID)
+		case got.ContextID != "" && task.ContextID != "" && got.ContextID != task.ContextID:
+			// Its answer, and the context the model would go on in, would be
+			// another conversation's.
+			return nil, fmt.Errorf("following task %s (tasks/get): the agent answered with it in context %q, not %q", task.ID, got.ContextID, task.ContextID)
 		}
 		size := statusSize(got.Status)
 		for _, a := range got.Artifacts {
@@ -632,7 +636,7 @@ func (t *Tool) follow(ctx context.Context, client *a2aclient.Client, task *sdk.T
 		if answered(got.Status.State) {
 			return got, nil
 		}
-		failed, away = 0, time.Time{}
+		failed, gone = 0, time.Time{}
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -94,5 +95,60 @@ func TestToolFollowsATaskThroughTheAgentsRestart(t *testing.T) {
 	}
 	if left := dialer.refuse.Load(); left > 0 {
 		t.Errorf("%d refused connections left: the agent never went away", left)
+	}
+}
+
+// A task followed with tasks/get stays the one the stream named, in its context:
+// an agent that answers with the task's ID in another context (a hostile one, or
+// one whose store mixed two tasks up) fails the call. Its answer was taken, and
+// its context_id handed to the model, which went on in that other context.
+func TestToolRefusesAFollowedTaskOfAnotherContext(t *testing.T) {
+	ra := newRemoteAgent(t, true, map[string]rpcAnswer{
+		"message/stream": func(w http.ResponseWriter, _ *http.Request, id, _ json.RawMessage) {
+			sse(w, id, workingTask)
+			panic(http.ErrAbortHandler)
+		},
+		"tasks/get": func(w http.ResponseWriter, _ *http.Request, id, _ json.RawMessage) {
+			rpcResult(w, id, `{"kind":"task","id":"t-1","contextId":"c-other","status":{"state":"completed"},
+				"artifacts":[{"artifactId":"a","parts":[{"kind":"text","text":"someone else's answer"}]}]}`)
+		},
+	})
+	out, err := ra.tool(t, nil).Call(context.Background(), tools.Call{Key: "s/4", Arguments: `{"message":"long job"}`})
+	if err == nil || !strings.Contains(err.Error(), "c-other") {
+		t.Fatalf("Call = %q, %v; want an error naming the other context", out, err)
+	}
+}
+
+// An agent behind a reverse proxy (an ingress, a load balancer) that restarts is
+// not there as the proxy says: 503 or 504 while no instance answers. The
+// tool follows its task on through them as through refused connections (up to
+// 30 s in a row); it failed the call at the third, a second or so after the
+// agent went, though the agent's next run finished the task.
+func TestToolFollowsATaskThroughTheAgentsRestartBehindAProxy(t *testing.T) {
+	var gets, away atomic.Int32
+	done := getsUntilDone(0, &gets)
+	codes := []int{http.StatusServiceUnavailable, http.StatusGatewayTimeout}
+	ra := newRemoteAgent(t, true, map[string]rpcAnswer{
+		"message/stream": func(w http.ResponseWriter, _ *http.Request, id, _ json.RawMessage) {
+			sse(w, id, workingTask)
+			away.Store(5) // the agent goes away
+			panic(http.ErrAbortHandler)
+		},
+		"tasks/get": func(w http.ResponseWriter, r *http.Request, id, params json.RawMessage) {
+			if n := away.Add(-1); n >= 0 {
+				w.Header().Set("Content-Type", "text/html")
+				w.WriteHeader(codes[int(n)%len(codes)])
+				fmt.Fprint(w, "<html><body>no upstream</body></html>")
+				return
+			}
+			done(w, r, id, params)
+		},
+	})
+	out, err := ra.tool(t, nil).Call(context.Background(), tools.Call{Key: "s/4", Arguments: `{"message":"long job"}`})
+	if err != nil || out != "done at last\n\n(context_id: c-1)" {
+		t.Fatalf("Call = %q, %v; want the task followed through the agent's restart", out, err)
+	}
+	if left := away.Load(); left > 0 {
+		t.Errorf("%d answers of the proxy left: the agent never went away", left)
 	}
 }

@@ -134,6 +134,8 @@ func (t *rpcTransport) post(ctx context.Context, method string, params any, acce
 		switch resp.StatusCode {
 		case http.StatusNotFound, http.StatusMethodNotAllowed, http.StatusGone:
 			return nil, &notThereError{errors.New(msg)}
+		case http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+			return nil, &awayError{errors.New(msg)}
 		}
 		return nil, errors.New(msg)
 	}
@@ -147,6 +149,25 @@ type notThereError struct{ err error }
 
 func (e *notThereError) Error() string { return e.err.Error() }
 func (e *notThereError) Unwrap() error { return e.err }
+
+// awayError says a proxy in front of the agent answered that no instance of it is
+// there (503, 504: none is ready, or none answered): it restarts, or is being
+// moved, as a refused connection says of an agent reached directly. A 502 stays
+// a failure: a proxy says so of an agent that answered wrong too.
+type awayError struct{ err error }
+
+func (e *awayError) Error() string { return e.err.Error() }
+func (e *awayError) Unwrap() error { return e.err }
+
+// away says whether err, a request's, found the agent not there: no connection to
+// it, or a proxy's answer that none of its instances is (awayError).
+func away(err error) bool {
+	if op := (*net.OpError)(nil); errors.As(err, &op) && op.Op == "dial" {
+		return true
+	}
+	var a *awayError
+	return errors.As(err, &a)
+}
 
 // messageKey is the Idempotency-Key of a message/send or message/stream request:
 // its message's ID (the call's name outside the log, the same when the call is

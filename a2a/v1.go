@@ -194,6 +194,12 @@ func (t *v1Writer) finish() {
 	if t.started {
 		return
 	}
+	if t.isStream() {
+		// A stream that ended before its first event (the server's stop cut it:
+		// its last event follows, Server.guard) is a stream all the same.
+		_ = t.pump()
+		return
+	}
 	body := bytes.TrimSpace(t.buf.Bytes())
 	if len(body) == 0 {
 		if t.m.missing == nil {

@@ -118,3 +118,57 @@ func TestA2AStreamsEndWhenTheNodeStopsServing(t *testing.T) {
 		t.Errorf("the model was asked %d times, want once per task", c)
 	}
 }
+
+// A tasks/resubscribe open when the node stops serving ends at once, as a
+// message/stream does: its last event the error saying the task goes on.
+func TestA2AResubscribeEndsWhenTheNodeStopsServing(t *testing.T) {
+	m := &gateModel{release: make(chan struct{})}
+	n := nodetest.Start(t, node.Config{Model: m, A2A: &node.A2AConfig{}})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := n.HTTPServer()
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	client, _ := a2aClient(t, "http://"+ln.Addr().String(), a2a.CardPath)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	nonBlocking := false
+	res, err := client.SendMessage(ctx, &sdk.MessageSendParams{Message: userMessage("hold"), Config: &sdk.MessageSendConfig{Blocking: &nonBlocking}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task, ok := res.(*sdk.Task)
+	if !ok {
+		t.Fatalf("message/send answered %T", res)
+	}
+	waitFor(t, 20*time.Second, "the task's model call", func() bool { return m.calls("hold") == 1 })
+	next, stop := iter.Pull2(client.ResubscribeToTask(ctx, &sdk.TaskIDParams{ID: task.ID}))
+	defer stop()
+	if _, err, ok := next(); err != nil || !ok {
+		t.Fatalf("tasks/resubscribe before the shutdown: %v (more: %v)", err, ok)
+	}
+	shut, cancelShut := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancelShut()
+	if err := srv.Shutdown(shut); err != nil {
+		t.Errorf("shutdown with a tasks/resubscribe open: %v, want it ended at once", err)
+	}
+	var errs []error
+	for {
+		ev, err, ok := next()
+		if !ok {
+			break
+		}
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if st, isStatus := ev.(*sdk.TaskStatusUpdateEvent); isStatus && st.Status.State.Terminal() {
+			t.Errorf("tasks/resubscribe at the shutdown: %s, want the task still running", st.Status.State)
+		}
+	}
+	if len(errs) != 1 || !errors.Is(errs[0], sdk.ErrInternalError) || !strings.Contains(errs[0].Error(), "tasks/resubscribe") {
+		t.Errorf("tasks/resubscribe at the shutdown: errors %v, want one saying the stream ends", errs)
+	}
+	close(m.release)
+}
