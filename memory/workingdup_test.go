@@ -90,3 +90,31 @@ func TestRememberKeepsAFactAWorkingMemoryHolds(t *testing.T) {
 		t.Errorf("the fact's memory: %+v (%v)", m, ok)
 	}
 }
+
+// A search finds a fact once: a working memory of the text a lasting memory holds
+// (the agent's working note, then the fact written to a lasting tier) is left out
+// for the lasting one, which a write of either answers with, so that a prompt
+// holds the fact once and the search's limit is not spent on its copy. Before,
+// both came back and the memories of a prompt held the same line twice.
+func TestASearchFindsAFactOnceThoughAWorkingMemoryHoldsItToo(t *testing.T) {
+	f := newFixture(t, func(c *memory.Config) { c.WorkingTTL = time.Hour })
+	ctx := testCtx(t)
+	ns := f.ns(t, "user:eve")
+	add(t, ns, "k1", memory.AddRequest{Tier: memory.Working, Content: "Eve is allergic to peanuts", Importance: imp(0.3)})
+	fact := add(t, ns, "k2", memory.AddRequest{Tier: memory.Semantic, Content: "eve is allergic to  peanuts", Importance: imp(0.9)})
+	add(t, ns, "k3", memory.AddRequest{Tier: memory.Episodic, Content: "At lunch Eve said she is allergic to peanuts"})
+	for _, mode := range []string{memory.ModeHybrid, memory.ModeKeyword, memory.ModeVector} {
+		got, err := ns.Search(ctx, memory.Query{Text: "peanuts allergic", Mode: mode, Limit: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, r := range got {
+			ids = append(ids, r.Memory.ID+" "+string(r.Memory.Tier))
+		}
+		if len(got) != 2 || !slices.ContainsFunc(got, func(r memory.Result) bool { return r.Memory.ID == fact[0].ID }) ||
+			slices.ContainsFunc(got, func(r memory.Result) bool { return r.Memory.Tier == memory.Working }) {
+			t.Errorf("%s search: %v, want the semantic fact %s and the episodic memory, not the working copy", mode, ids, fact[0].ID)
+		}
+	}
+}
