@@ -2,7 +2,6 @@ package context
 
 import (
 	"strings"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/troupe-run/troupe/internal/cjk"
@@ -240,7 +239,7 @@ func QuoteLookalikeTags(text string, names ...string) string {
 			continue
 		}
 		after := i + utf8.RuneLen(r)
-		if namesTag(readTag(text[after:], longest+maxTagPadding), names) {
+		if namesTag(cjk.Visible(text[after:], longest+maxTagPadding), names) {
 			b.WriteString(text[last:i])
 			b.WriteString("&lt;")
 			last = after
@@ -253,29 +252,6 @@ func QuoteLookalikeTags(text string, names ...string) string {
 	return b.String()
 }
 
-// maxTagPadding bounds the characters readTag reads past a tag's name: its "/",
-// the spaces around it and the character after the name, with the characters that
-// show nothing among them.
+// maxTagPadding bounds the characters QuoteLookalikeTags reads past a tag's name
+// (cjk.Visible): its "/", the spaces around it and the character after the name.
 const maxTagPadding = 24
-
-// readTag returns the start of rest, the text after a tag's "<", as a model reads
-// it: full-width characters as ASCII (cjk.ASCII), format characters left out, a
-// space of any kind but a line break as " ". It reads at most n characters.
-func readTag(rest string, n int) string {
-	var b strings.Builder
-	for _, r := range rest {
-		if n--; n < 0 {
-			break
-		}
-		switch {
-		case unicode.Is(unicode.Cf, r):
-			continue
-		case r != '\n' && r != '\r' && unicode.IsSpace(r):
-			r = ' '
-		default:
-			r = cjk.ASCII(r)
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
-}
