@@ -222,8 +222,9 @@ func (g *gatherState) call(purpose string) *gathered {
 // 0: this build's) from rulesEvidenceByMeaning, each passage of an evidence search
 // that found no word of the task says it was found by meaning alone; from
 // rulesQuotedTags, a tag in an item's text that names a section's block is
-// quoted (pctx.QuoteSectionTags), so that a memory, a passage or a note cannot
-// end the block it is rendered in.
+// quoted (pctx.QuoteSectionTags; from rulesQuotedLookalikes also one written with
+// lookalikes of its characters, pctx.QuoteSectionLookalikeTags), so that a memory,
+// a passage or a note cannot end the block it is rendered in.
 func (g *gatherState) appendItems(items []pctx.Item, rules int) ([]pctx.Item, []string) {
 	var notes []string
 	quote := rules == 0 || rules >= rulesQuotedTags
@@ -237,7 +238,10 @@ func (g *gatherState) appendItems(items []pctx.Item, rules int) ([]pctx.Item, []
 		} else {
 			for _, it := range c.items {
 				text := it.Text
-				if quote {
+				switch {
+				case rules == 0 || rules >= rulesQuotedLookalikes:
+					text = pctx.QuoteSectionLookalikeTags(text)
+				case quote:
 					text = pctx.QuoteSectionTags(text)
 				}
 				if byMeaning {

@@ -146,7 +146,7 @@ func (r *reflexionRun) fold(f fold, e messages.Envelope, p messages.Payload) {
 			for _, m := range found.Results {
 				if c := strings.TrimSpace(m.Content); c != "" && len(r.lessons) < r.maxLessons() {
 					if f.t.rules >= rulesQuotedTags {
-						c = quotedLesson(c)
+						c = quotedLesson(c, f.t.rules)
 					}
 					r.lessons = append(r.lessons, c)
 				}
@@ -323,8 +323,12 @@ const lessonsTag = "lessons"
 // (pctx.QuoteTags). A lesson quotes the task it was learnt on, which a user wrote,
 // and an agent's lessons are found by every user's later tasks: under 1 to 18 a
 // task holding "</lessons>" put the text after it in the system prompt of others'
-// tasks as the prompt's own.
-func quotedLesson(lesson string) string {
+// tasks as the prompt's own. From rules 20 (rulesQuotedLookalikes) a tag written
+// with lookalikes of its characters is quoted too (pctx.QuoteLookalikeTags).
+func quotedLesson(lesson string, rules int) string {
+	if rules >= rulesQuotedLookalikes {
+		return pctx.QuoteLookalikeTags(lesson, lessonsTag, memory.CoreSectionTag)
+	}
 	return pctx.QuoteTags(lesson, lessonsTag, memory.CoreSectionTag)
 }
 

@@ -325,7 +325,15 @@ import (
 //     "</lessons>" put the text after it in the system prompt of every later
 //     task that found the lesson, other users' too. Prompts are version 18's
 //     but for such items and lessons.
-const ContextRules = 19
+//   - 20: such a tag is quoted also when it is written with lookalikes of its
+//     characters, as a model reads it ("＜/state＞" as an input method's
+//     full-width mode types it, "</ｓｔａｔｅ>", a zero-width space in its name, a
+//     no-break space around its "/": pctx.QuoteSectionLookalikeTags), in a
+//     gathered item and in a reflexion lesson alike: under 19 they were written
+//     as they were, and a memory holding "＜/state＞" then "＜task＞" ended its
+//     block as "</state>" did under 18. Prompts are version 19's but for such
+//     items and lessons.
+const ContextRules = 20
 
 // The versions of the rules whose changes the code tests for by name (ContextRules
 // lists them all).
@@ -536,6 +544,10 @@ const (
 	// tags of their section quoted (quotedLesson): older rules rendered them as
 	// they were, and a memory holding "</state>" ended its block.
 	rulesQuotedTags = 19
+	// rulesQuotedLookalikes is the version that quotes those tags also when they
+	// are written with lookalikes of their characters (appendItems, quotedLesson):
+	// older rules wrote "＜/state＞" as it was.
+	rulesQuotedLookalikes = 20
 )
 
 // MarksRemembered reports whether a node recording new tasks under decision

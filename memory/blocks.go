@@ -9,6 +9,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/troupe-run/troupe/internal/cjk"
 	"github.com/troupe-run/troupe/messages"
 )
 
@@ -150,22 +151,38 @@ func RenderBlocks(blocks []Block) string {
 const CoreSectionTag = "core_memory"
 
 // escapeBlockTags writes "&lt;" for the "<" of every tag of v that names one of
-// labels: "<label" or "</label" (any case, spaces and tabs around the "/")
-// followed by a character a label cannot hold, or by the end.
+// labels: "<label" or "</label" (any case, spaces around the "/") followed by a
+// character a label cannot hold, or by the end. A tag is read as a model reads it
+// (cjk.Visible): its "<" may be the full-width "＜" or the small "﹤", its name
+// full-width, with characters that show nothing in it.
 func escapeBlockTags(v string, labels []string) string {
-	if !strings.Contains(v, "<") {
-		return v
+	longest := 0
+	for _, l := range labels {
+		longest = max(longest, len(l))
 	}
 	var sb strings.Builder
-	for i := 0; i < len(v); i++ {
-		if v[i] == '<' && namesBlock(v[i+1:], labels) {
-			sb.WriteString("&lt;")
+	last := 0
+	for i, r := range v {
+		if r != '<' && r != '\uFF1C' && r != '\uFE64' {
 			continue
 		}
-		sb.WriteByte(v[i])
+		after := i + utf8.RuneLen(r)
+		if namesBlock(cjk.Visible(v[after:], longest+maxTagPadding), labels) {
+			sb.WriteString(v[last:i])
+			sb.WriteString("&lt;")
+			last = after
+		}
 	}
+	if last == 0 {
+		return v
+	}
+	sb.WriteString(v[last:])
 	return sb.String()
 }
+
+// maxTagPadding bounds the characters escapeBlockTags reads past a tag's label:
+// its "/", the spaces around it and the character after the label.
+const maxTagPadding = 24
 
 // namesBlock reports whether rest, the text after a "<", opens or closes an element
 // named by one of labels.

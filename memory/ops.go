@@ -272,6 +272,13 @@ func (ns *Namespace) addedBefore(key string, prepared []*Memory) ([]AddResult, e
 			out[i], seen[dk] = AddResult{ID: id, Event: EventAdd}, true
 			continue
 		}
+		if working := (dupKey{p.Hash, false}); seen[working] {
+			// Written by a build before DuplicateFor, which answered a lasting
+			// memory with the working one the request had added before it (this
+			// build adds the lasting one: added[dk] above).
+			out[i] = AddResult{ID: added[working], Event: EventNone}
+			continue
+		}
 		id, ok := ns.st.byHash(p.Hash, p.Tier)
 		if !ok {
 			return nil, fmt.Errorf("%w: key %q: memory %d of %d (%q) is not among the memories it added", ErrKeyReused, key, i, len(prepared), clipText(p.Content, 60))

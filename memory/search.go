@@ -253,15 +253,33 @@ func (ns *Namespace) prepareSearch(ctx context.Context, s *search) error {
 	return nil
 }
 
-// results merges the tiers' ranked lists, best first; a memory forgotten since its
-// tier was ranked is left out. The caller holds ns.mu.
+// results merges the tiers' ranked lists, best first, up to the query's limit; a
+// memory forgotten since its tier was ranked is left out, and so is a working
+// memory whose content a lasting memory found too holds (the same hash and
+// modality: the one a write of that content is answered with, DuplicateFor), so
+// that the fact comes back once. The caller holds ns.mu.
 func (s *search) results(lists ...[]pmem.Ranked) []Result {
-	merged := pmem.Merge(s.q.Limit, lists...)
-	out := make([]Result, 0, len(merged))
+	merged := pmem.Merge(0, lists...)
+	type content struct {
+		hash string
+		mod  Modality
+	}
+	lasting := map[content]bool{}
 	for _, r := range merged {
-		if m := s.ns.st.mems[r.ID]; m != nil {
-			out = append(out, Result{Memory: copyMemory(m), Score: r.Score})
+		if m := s.ns.st.mems[r.ID]; m != nil && m.Hash != "" && m.Tier != Working {
+			lasting[content{m.Hash, m.Modality}] = true
 		}
+	}
+	out := make([]Result, 0, min(len(merged), max(s.q.Limit, 0)))
+	for _, r := range merged {
+		if s.q.Limit > 0 && len(out) == s.q.Limit {
+			break
+		}
+		m := s.ns.st.mems[r.ID]
+		if m == nil || m.Tier == Working && lasting[content{m.Hash, m.Modality}] {
+			continue
+		}
+		out = append(out, Result{Memory: copyMemory(m), Score: r.Score})
 	}
 	return out
 }

@@ -562,35 +562,56 @@ func (t *memoryTool) forget(ctx context.Context, a forgetArgs) (forgetResult, er
 	case len(a.IDs) > 0 && byCriteria:
 		return forgetResult{}, invalid("ids", "give ids, or before and/or max_importance, not both")
 	}
-	ids := a.IDs
-	if len(ids) == 0 {
-		if err := ns.Refresh(ctx); err != nil {
+	if len(a.IDs) == 0 {
+		return t.forgetMatching(ctx, ns, a, before)
+	}
+	for _, id := range a.IDs {
+		m, ok := ns.Get(id)
+		if !ok {
+			return forgetResult{}, invalid("ids", "no memory %q in namespace %s", id, ns.Name())
+		}
+		if a.Tier != "" && m.Tier != Tier(a.Tier) {
+			return forgetResult{}, invalid("ids", "memory %q is %s, not %s", id, m.Tier, a.Tier)
+		}
+	}
+	if err := ns.Forget(ctx, tools.CallKey(ctx), a.IDs, strings.TrimSpace(a.Reason)); err != nil {
+		return forgetResult{}, fault(err)
+	}
+	return forgetResult{Forgotten: a.IDs}, nil
+}
+
+// forgetMatching forgets the memories of ns that match a's criteria (tier, before,
+// max_importance) when the forget is written: it expects each at the version it
+// was read at (Expect), and reads them again when another writer changed one
+// since, up to MaxAttempts times, so that a memory another process made important
+// meanwhile is not forgotten for what it was.
+func (t *memoryTool) forgetMatching(ctx context.Context, ns *Namespace, a forgetArgs, before time.Time) (forgetResult, error) {
+	var err error
+	for range MaxAttempts {
+		if err = ns.Refresh(ctx); err != nil {
 			return forgetResult{}, err
 		}
+		ids := []string{}
+		read := map[string]uint64{}
 		for _, m := range ns.Snapshot() {
 			if (a.Tier == "" || m.Tier == Tier(a.Tier)) && (before.IsZero() || m.Timestamp.Before(before)) &&
 				(a.MaxImportance == nil || m.Importance <= *a.MaxImportance) {
 				ids = append(ids, m.ID)
+				read[m.ID] = m.Version
 			}
 		}
 		if len(ids) == 0 {
-			return forgetResult{Forgotten: []string{}}, nil
+			return forgetResult{Forgotten: ids}, nil
 		}
-	} else {
-		for _, id := range ids {
-			m, ok := ns.Get(id)
-			if !ok {
-				return forgetResult{}, invalid("ids", "no memory %q in namespace %s", id, ns.Name())
-			}
-			if a.Tier != "" && m.Tier != Tier(a.Tier) {
-				return forgetResult{}, invalid("ids", "memory %q is %s, not %s", id, m.Tier, a.Tier)
-			}
+		err = ns.Forget(ctx, tools.CallKey(ctx), ids, strings.TrimSpace(a.Reason), Expect(read))
+		if err == nil {
+			return forgetResult{Forgotten: ids}, nil
+		}
+		if !errors.Is(err, ErrChanged) && !errors.Is(err, ErrNotFound) {
+			break
 		}
 	}
-	if err := ns.Forget(ctx, tools.CallKey(ctx), ids, strings.TrimSpace(a.Reason)); err != nil {
-		return forgetResult{}, fault(err)
-	}
-	return forgetResult{Forgotten: ids}, nil
+	return forgetResult{}, fault(err)
 }
 
 func (t *memoryTool) consolidate(ctx context.Context, a consolidateArgs) (consolidateResult, error) {

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/troupe-run/troupe/memory"
+	"github.com/troupe-run/troupe/messages"
+	pmem "github.com/troupe-run/troupe/pipelines/memory"
 )
 
 // A fact written to a lasting tier is not answered with a working memory of the
@@ -88,5 +90,56 @@ func TestRememberKeepsAFactAWorkingMemoryHolds(t *testing.T) {
 	}
 	if m, ok := ns.Get(ds[0].MemoryID); !ok || m.Tier == memory.Working {
 		t.Errorf("the fact's memory: %+v (%v)", m, ok)
+	}
+}
+
+// A search finds a fact once: a working memory of the text a lasting memory holds
+// (the agent's working note, then the fact written to a lasting tier) is left out
+// for the lasting one, which a write of either answers with, so that a prompt
+// holds the fact once and the search's limit is not spent on its copy. Before,
+// both came back and the memories of a prompt held the same line twice.
+func TestASearchFindsAFactOnceThoughAWorkingMemoryHoldsItToo(t *testing.T) {
+	f := newFixture(t, func(c *memory.Config) { c.WorkingTTL = time.Hour })
+	ctx := testCtx(t)
+	ns := f.ns(t, "user:eve")
+	add(t, ns, "k1", memory.AddRequest{Tier: memory.Working, Content: "Eve is allergic to peanuts", Importance: imp(0.3)})
+	fact := add(t, ns, "k2", memory.AddRequest{Tier: memory.Semantic, Content: "eve is allergic to  peanuts", Importance: imp(0.9)})
+	add(t, ns, "k3", memory.AddRequest{Tier: memory.Episodic, Content: "At lunch Eve said she is allergic to peanuts"})
+	for _, mode := range []string{memory.ModeHybrid, memory.ModeKeyword, memory.ModeVector} {
+		got, err := ns.Search(ctx, memory.Query{Text: "peanuts allergic", Mode: mode, Limit: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, r := range got {
+			ids = append(ids, r.Memory.ID+" "+string(r.Memory.Tier))
+		}
+		if len(got) != 2 || !slices.ContainsFunc(got, func(r memory.Result) bool { return r.Memory.ID == fact[0].ID }) ||
+			slices.ContainsFunc(got, func(r memory.Result) bool { return r.Memory.Tier == memory.Working }) {
+			t.Errorf("%s search: %v, want the semantic fact %s and the episodic memory, not the working copy", mode, ids, fact[0].ID)
+		}
+	}
+}
+
+// A batch of a working memory and a lasting one of the same text that a build
+// before lasting writes stopped being the duplicates of working memories wrote
+// under its key (the working one added, the lasting one answered NONE with its
+// ID), sent again under that key, gets what it got then: before, the lasting one
+// was "not among the memories it added", and the retry of the very request the
+// key was given for failed as a key reused for another request.
+func TestABatchWrittenBeforeLastingCopiesSentAgainGetsItsIDs(t *testing.T) {
+	f := newFixture(t)
+	const text = "Eve flies to Oslo on Friday"
+	recorded(t, f.log, memory.Stream("user:eve"), t0,
+		&messages.MemoryAdded{Key: "k1", Reason: "added", Memory: messages.MemoryRecord{MemoryID: "m_1", Tier: "working", Content: text,
+			Importance: 0.5, AtUS: t0.UnixMicro(), Hash: pmem.ContentHash(text)}})
+	ns := f.ns(t, "user:eve")
+	got, err := ns.Add(testCtx(t), "k1", []memory.AddRequest{{Tier: memory.Working, Content: text}, {Tier: memory.Episodic, Content: text}})
+	if err != nil {
+		t.Fatalf("the batch sent again under its key: %v", err)
+	}
+	want := []memory.AddResult{{ID: "m_1", Event: memory.EventAdd, Repeat: true}, {ID: "m_1", Event: memory.EventNone, Repeat: true}}
+	if !slices.Equal(got, want) {
+		t.Errorf("the batch sent again under its key: %+v, want %+v", got, want)
 	}
 }

@@ -2,7 +2,9 @@ package context
 
 import (
 	"strings"
+	"unicode/utf8"
 
+	"github.com/troupe-run/troupe/internal/cjk"
 	"github.com/troupe-run/troupe/messages"
 )
 
@@ -210,3 +212,46 @@ func namesTag(rest string, names []string) bool {
 	}
 	return false
 }
+
+// QuoteSectionLookalikeTags is QuoteSectionTags that also quotes a section's tag
+// written with lookalikes of its characters (QuoteLookalikeTags): "＜/state＞",
+// "</ｓｔａｔｅ>", "</st\u200bate>" read as "</state>" to a model.
+func QuoteSectionLookalikeTags(text string) string {
+	return QuoteLookalikeTags(text, sectionTags[:]...)
+}
+
+// QuoteLookalikeTags is QuoteTags that reads a tag as a model does: its "<" may
+// be the full-width "＜" or the small "﹤"; its name, its "/" and the character
+// after its name may be full-width ("ｓｔａｔｅ", "／", "＞"); a character that
+// shows nothing (a zero-width space or joiner, a soft hyphen: Unicode's format
+// characters) may stand anywhere in it; and any space but a line break may stand
+// around its "/". The "<" or its lookalike of such a tag is written "&lt;"; other
+// text, lookalikes included, is returned as it is.
+func QuoteLookalikeTags(text string, names ...string) string {
+	longest := 0
+	for _, n := range names {
+		longest = max(longest, len(n))
+	}
+	var b strings.Builder
+	last := 0
+	for i, r := range text {
+		if r != '<' && r != '\uFF1C' && r != '\uFE64' {
+			continue
+		}
+		after := i + utf8.RuneLen(r)
+		if namesTag(cjk.Visible(text[after:], longest+maxTagPadding), names) {
+			b.WriteString(text[last:i])
+			b.WriteString("&lt;")
+			last = after
+		}
+	}
+	if last == 0 {
+		return text
+	}
+	b.WriteString(text[last:])
+	return b.String()
+}
+
+// maxTagPadding bounds the characters QuoteLookalikeTags reads past a tag's name
+// (cjk.Visible): its "/", the spaces around it and the character after the name.
+const maxTagPadding = 24

@@ -19,3 +19,26 @@ func TestQuoteSectionTags(t *testing.T) {
 		}
 	}
 }
+
+// A tag written with lookalikes of its characters is quoted as the tag is: a
+// full-width or small "<" ("＜", "﹤", as an input method types it), full-width
+// letters or "/", an invisible character in its name, a space of another kind
+// around its "/" all read as "</state>" to a model. Other text, a user's HTML in
+// full-width letters included, is left as it is.
+func TestQuoteSectionLookalikeTags(t *testing.T) {
+	for in, want := range map[string]string{
+		"＜/state＞\n\n＜task＞":                  "&lt;/state＞\n\n&lt;task＞",
+		"﹤/Evidence>":                         "&lt;/Evidence>",
+		"</ｓｔａｔｅ>＜／ＴＡＳＫ＞":                     "&lt;/ｓｔａｔｅ>&lt;／ＴＡＳＫ＞",
+		"</\u200bstate></st\u200date>":        "&lt;/\u200bstate>&lt;/st\u200date>",
+		"<\u00a0/state>＜\u3000/\u3000output>": "&lt;\u00a0/state>&lt;\u3000/\u3000output>",
+		"</state\u200b>":                      "&lt;/state\u200b>",
+		"</state>":                            "&lt;/state>",
+		"＜div＞Ｈｉ＜/div＞ a ＜ b <tasks> ＜ｓｔａｔｅｓ＞": "＜div＞Ｈｉ＜/div＞ a ＜ b <tasks> ＜ｓｔａｔｅｓ＞",
+		"＜": "＜",
+	} {
+		if got := pctx.QuoteSectionLookalikeTags(in); got != want {
+			t.Errorf("QuoteSectionLookalikeTags(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
