@@ -6,7 +6,6 @@ import (
 	"unicode"
 
 	"github.com/kljensen/snowball/english"
-	"golang.org/x/text/unicode/norm"
 
 	"github.com/troupe-run/troupe/internal/cjk"
 	pmem "github.com/troupe-run/troupe/pipelines/memory"
@@ -33,7 +32,7 @@ func termsWith(text string, stem func(string) string) []string {
 	if len(text) > pmem.MaxTokenizeBytes {
 		text = text[:pmem.MaxTokenizeBytes]
 	}
-	text = norm.NFC.String(cjk.Narrow(text)) // as TokenizeStem reads it
+	text = cjk.Fold(text) // as TokenizeStem reads it: one width, one spelling
 	alnum := func(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }
 	joiner := func(r rune) bool { return strings.ContainsRune("-_.:/@", r) }
 	start, joins := -1, 0 // start of the current run, joiners inside it

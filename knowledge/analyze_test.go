@@ -85,3 +85,15 @@ func TestTermsOfFullWidthText(t *testing.T) {
 		t.Errorf("terms of the full-width text = %q, want %q", got, want)
 	}
 }
+
+// An identifier written in halfwidth katakana is the one written fullwidth, whole
+// as in its parts (which pipelines/memory's Tokenize folds, cjk.Fold): a query for
+// ガイド-7 finds the document that wrote ｶﾞｲﾄﾞ-7, as old systems and receipts
+// write it, by the whole identifier too, and ranks it over documents that hold
+// its parts apart.
+func TestTermsFoldHalfwidthKatakanaIdentifiers(t *testing.T) {
+	want := terms("ガイド-7 を見る")
+	if got := terms("ｶﾞｲﾄﾞ-7 を見る"); !slices.Equal(got, want) {
+		t.Errorf("terms of the halfwidth spelling = %q, want the fullwidth one's %q", got, want)
+	}
+}

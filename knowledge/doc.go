@@ -126,8 +126,8 @@
 // the original query is always searched), each searched like the query, and
 // Query.HyDE asks it for a hypothetical passage that answers the query, embedded
 // with the passage embedder and searched as one more vector list. A hybrid search
-// waits for those vectors at most Config.HybridEmbedWait, then ranks by BM25
-// alone and says so in its notes.
+// waits for those vectors at most Config.HybridEmbedWait, all of them together,
+// then ranks by BM25 alone and says so in its notes.
 //
 // The lists are fused as Query.Fusion (default Config.Fusion, default
 // FusionConvex) says:

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/troupe-run/troupe/knowledge"
 	"github.com/troupe-run/troupe/llm"
@@ -65,5 +67,63 @@ func TestHybridSearchDoesNotWaitOutAHungQueryEmbedder(t *testing.T) {
 	cancel()
 	if err := <-done; err == nil {
 		t.Fatal("a vector search with its query embedder hung answered without error")
+	}
+}
+
+// hangingEmbedder embeds with the hashing embedder until hang is set, then stands
+// for a server that took the request and never answers; each call it takes while
+// hung sends the deadline of its context.
+type hangingEmbedder struct {
+	hang      *atomic.Bool
+	deadlines chan time.Time
+}
+
+func (h hangingEmbedder) Embed(ctx context.Context, texts []string) ([][]float32, error) {
+	if !h.hang.Load() {
+		return llm.HashingEmbedder{}.Embed(ctx, texts)
+	}
+	d, _ := ctx.Deadline()
+	h.deadlines <- d
+	<-ctx.Done()
+	return nil, errors.Join(llm.ErrTransient, ctx.Err())
+}
+
+// HybridEmbedWait bounds a hybrid search's wait for all its vectors, not each
+// embedding's: with HyDE the search embeds its hypothetical passage, then its
+// query, and an embedder that stopped answering held it for the wait twice (20 s
+// by default). Every embedding of one search ends by the deadline the first one
+// began.
+func TestHybridSearchWithHyDEWaitsOnceForAHungEmbedder(t *testing.T) {
+	hang := &atomic.Bool{}
+	emb := hangingEmbedder{hang: hang, deadlines: make(chan time.Time, 64)}
+	model := scripted(t, "Copy the data directory to take a backup.", "Copy the data directory to take a backup.")
+	f := newFixture(t, func(c *knowledge.Config) {
+		c.Model, c.Embedder, c.QueryEmbedder, c.HybridEmbedWait = model, emb, emb, 50*time.Millisecond
+	})
+	b := f.base(t, "docs")
+	addText(t, b, "ops.md", "# Operations\n\n## Backups\n\nCopy the data directory to take a backup of PAY-4013.")
+	addText(t, b, "faq.md", "# FAQ\n\n## Ports\n\nThe node serves HTTP on port 8080.")
+	hang.Store(true)
+	res, err := b.Search(testCtx(t), knowledge.Query{Text: "backup PAY-4013", HyDE: true})
+	if err != nil {
+		t.Fatalf("hybrid search with HyDE and the embedder hung: %v", err)
+	}
+	if len(res.Hits) == 0 || res.Hits[0].Source != "ops.md" {
+		t.Fatalf("hits %v, want ops.md first", sources(res.Hits))
+	}
+	if notes := strings.Join(res.Notes, "\n"); !strings.Contains(notes, "query embedder failed") {
+		t.Fatalf("notes %q, want one saying the search ranked by BM25 alone", res.Notes)
+	}
+	close(emb.deadlines)
+	var first time.Time
+	for d := range emb.deadlines {
+		switch {
+		case d.IsZero():
+			t.Fatal("an embedding of a hybrid search had no deadline")
+		case first.IsZero():
+			first = d
+		case d.After(first):
+			t.Fatalf("an embedding of the search was given until %v, %v after the first one's end: the search waited for its vectors more than HybridEmbedWait", d, d.Sub(first))
+		}
 	}
 }

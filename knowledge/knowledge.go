@@ -192,9 +192,9 @@ type Config struct {
 	// embedder's llm.RetryAfter hint when it gives one.
 	EmbedAttempts int
 	EmbedBackoff  time.Duration
-	// HybridEmbedWait bounds how long a hybrid search waits for the vectors of
-	// its query (the query embedder's calls and their retries) and of HyDE's
-	// passage: past it the search ranks by BM25 alone, with a note saying so, as
+	// HybridEmbedWait bounds how long a hybrid search waits, in all, for the
+	// vectors of its query (the query embedder's calls and their retries) and of
+	// HyDE's passage, counted from its first embedding: past it the search ranks by BM25 alone, with a note saying so, as
 	// when the embedder fails (default DefaultHybridEmbedWait; negative: no bound
 	// but the caller's context). An embedder that stopped answering would
 	// otherwise hold every search for its timeout once per attempt (the node's

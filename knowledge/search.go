@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -228,6 +229,8 @@ func (b *Base) Search(ctx context.Context, q Query) (SearchResult, error) {
 			queries = append(queries, more...)
 		}
 	}
+	// Every embedding of the search ends by one deadline (embedWithin).
+	var embedBy time.Time
 	var hydeVec []float32
 	if q.HyDE {
 		switch {
@@ -239,7 +242,7 @@ func (b *Base) Search(ctx context.Context, q Query) (SearchResult, error) {
 			passage, err := b.hyde(ctx, q.Text)
 			if err == nil {
 				var vs [][]float32
-				vs, err = b.embedWithin(ctx, q.Mode, b.cfg.Embedder, []string{passage})
+				vs, err = b.embedWithin(ctx, q.Mode, &embedBy, b.cfg.Embedder, []string{passage})
 				if err == nil && len(vs[0]) > 0 {
 					res.HyDE, hydeVec = passage, vs[0]
 				}
@@ -254,7 +257,7 @@ func (b *Base) Search(ctx context.Context, q Query) (SearchResult, error) {
 	}
 	var qvecs [][]float32
 	if q.Mode != ModeBM25 {
-		vs, err := b.embedWithin(ctx, q.Mode, b.cfg.QueryEmbedder, queries)
+		vs, err := b.embedWithin(ctx, q.Mode, &embedBy, b.cfg.QueryEmbedder, queries)
 		switch {
 		case err != nil && q.Mode == ModeHybrid && ctx.Err() == nil:
 			// Degraded results over none: the BM25 half answers, and says so. A
@@ -296,14 +299,19 @@ func (b *Base) Search(ctx context.Context, q Query) (SearchResult, error) {
 	return res, nil
 }
 
-// embedWithin is embedRetry of a search's texts: in a hybrid search within
-// Config.HybridEmbedWait, whose end is an error (the BM25 half answers alone);
-// in a vector search within ctx alone.
-func (b *Base) embedWithin(ctx context.Context, mode Mode, e llm.Embedder, texts []string) ([][]float32, error) {
+// embedWithin is embedRetry of a search's texts: in a hybrid search by *by, the
+// end of Config.HybridEmbedWait from the search's first embedding (set then), so
+// that its embeddings together (HyDE's passage, then the query) wait at most that
+// long, and whose end is an error (the BM25 half answers alone); in a vector
+// search within ctx alone.
+func (b *Base) embedWithin(ctx context.Context, mode Mode, by *time.Time, e llm.Embedder, texts []string) ([][]float32, error) {
 	if mode != ModeHybrid || b.cfg.HybridEmbedWait < 0 {
 		return b.embedRetry(ctx, e, texts)
 	}
-	wctx, cancel := context.WithTimeout(ctx, b.cfg.HybridEmbedWait)
+	if by.IsZero() {
+		*by = time.Now().Add(b.cfg.HybridEmbedWait)
+	}
+	wctx, cancel := context.WithDeadline(ctx, *by)
 	defer cancel()
 	vs, err := b.embedRetry(wctx, e, texts)
 	if err != nil && ctx.Err() == nil && wctx.Err() != nil {

@@ -246,13 +246,24 @@ func partialUsage(req llm.Request, parts ...[]byte) messages.Usage {
 // usageKey is the member of a chat completion that holds its usage.
 var usageKey = []byte(`"usage"`)
 
+// maxUsageBytes bounds the usage object reportedUsage reads (a chat
+// completion's, with its details, is a few hundred bytes), and maxUsageTries the
+// "usage" members it tries: a body of many, each opening an object that never
+// closes, would otherwise have each read to the body's end, work in the square
+// of its length.
+const (
+	maxUsageBytes = 4 << 10
+	maxUsageTries = 16
+)
+
 // reportedUsage finds the usage object in b, a part of a chat completion's body:
 // the last "usage" member name (a quote not escaped, so not inside a string) whose
-// object value is whole in b.
+// object value is whole in b, among the last maxUsageTries such members whose
+// value is an object, within maxUsageBytes of its name.
 func reportedUsage(b []byte) (sdk.CompletionUsage, bool) {
-	for end := len(b); ; {
+	for end, tries := len(b), 0; ; {
 		at := bytes.LastIndex(b[:end], usageKey)
-		if at < 0 {
+		if at < 0 || tries == maxUsageTries {
 			return sdk.CompletionUsage{}, false
 		}
 		end = at
@@ -271,8 +282,9 @@ func reportedUsage(b []byte) (sdk.CompletionUsage, bool) {
 		if len(rest) == 0 || rest[0] != '{' {
 			continue
 		}
+		tries++
 		var raw json.RawMessage
-		if err := json.NewDecoder(bytes.NewReader(rest)).Decode(&raw); err != nil {
+		if err := json.NewDecoder(bytes.NewReader(rest[:min(len(rest), maxUsageBytes)])).Decode(&raw); err != nil {
 			continue // cut inside the object
 		}
 		var u sdk.CompletionUsage
