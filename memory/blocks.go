@@ -9,7 +9,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/troupe-run/troupe/internal/cjk"
+	"github.com/troupe-run/troupe/internal/tagquote"
 	"github.com/troupe-run/troupe/messages"
 )
 
@@ -156,49 +156,11 @@ const CoreSectionTag = "core_memory"
 // (cjk.Visible): its "<" may be the full-width "＜" or the small "﹤", its name
 // full-width, with characters that show nothing in it.
 func escapeBlockTags(v string, labels []string) string {
-	longest := 0
-	for _, l := range labels {
-		longest = max(longest, len(l))
-	}
-	var sb strings.Builder
-	last := 0
-	for i, r := range v {
-		if r != '<' && r != '\uFF1C' && r != '\uFE64' {
-			continue
-		}
-		after := i + utf8.RuneLen(r)
-		if namesBlock(cjk.Visible(v[after:], longest+maxTagPadding), labels) {
-			sb.WriteString(v[last:i])
-			sb.WriteString("&lt;")
-			last = after
-		}
-	}
-	if last == 0 {
-		return v
-	}
-	sb.WriteString(v[last:])
-	return sb.String()
+	return tagquote.Lookalike(v, labels, labelByte)
 }
 
-// maxTagPadding bounds the characters escapeBlockTags reads past a tag's label:
-// its "/", the spaces around it and the character after the label.
-const maxTagPadding = 24
-
-// namesBlock reports whether rest, the text after a "<", opens or closes an element
-// named by one of labels.
-func namesBlock(rest string, labels []string) bool {
-	rest = strings.TrimLeft(strings.TrimPrefix(strings.TrimLeft(rest, " \t"), "/"), " \t")
-	for _, l := range labels {
-		if len(rest) < len(l) || !strings.EqualFold(rest[:len(l)], l) {
-			continue
-		}
-		if len(rest) == len(l) {
-			return true
-		}
-		c := rest[len(l)]
-		if !(c == '_' || c == '-' || c == '.' || ('a' <= c && c <= 'z') || ('A' <= c && c <= 'Z') || ('0' <= c && c <= '9')) {
-			return true
-		}
-	}
-	return false
+// labelByte reports whether c may continue a block's label: a letter or digit of
+// ASCII, "_", "-" or ".".
+func labelByte(c byte) bool {
+	return c == '_' || c == '-' || c == '.' || ('a' <= c && c <= 'z') || ('A' <= c && c <= 'Z') || ('0' <= c && c <= '9')
 }

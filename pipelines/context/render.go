@@ -2,9 +2,8 @@ package context
 
 import (
 	"strings"
-	"unicode/utf8"
 
-	"github.com/troupe-run/troupe/internal/cjk"
+	"github.com/troupe-run/troupe/internal/tagquote"
 	"github.com/troupe-run/troupe/messages"
 )
 
@@ -196,21 +195,12 @@ func QuoteTags(text string, names ...string) string {
 
 // namesTag reports whether rest, the text after a "<", opens or closes an element
 // of one of names.
-func namesTag(rest string, names []string) bool {
-	rest = strings.TrimLeft(strings.TrimPrefix(strings.TrimLeft(rest, " \t"), "/"), " \t")
-	for _, name := range names {
-		if len(rest) < len(name) || !strings.EqualFold(rest[:len(name)], name) {
-			continue
-		}
-		if len(rest) == len(name) {
-			return true
-		}
-		c := rest[len(name)]
-		if !(c == '_' || c == '-' || c == '.' || c == ':' || ('a' <= c && c <= 'z') || ('A' <= c && c <= 'Z') || ('0' <= c && c <= '9')) {
-			return true
-		}
-	}
-	return false
+func namesTag(rest string, names []string) bool { return tagquote.Names(rest, names, tagNameByte) }
+
+// tagNameByte reports whether c may continue a tag's name: a letter or digit of
+// ASCII, "_", "-", "." or ":".
+func tagNameByte(c byte) bool {
+	return c == '_' || c == '-' || c == '.' || c == ':' || ('a' <= c && c <= 'z') || ('A' <= c && c <= 'Z') || ('0' <= c && c <= '9')
 }
 
 // QuoteSectionLookalikeTags is QuoteSectionTags that also quotes a section's tag
@@ -228,30 +218,5 @@ func QuoteSectionLookalikeTags(text string) string {
 // around its "/". The "<" or its lookalike of such a tag is written "&lt;"; other
 // text, lookalikes included, is returned as it is.
 func QuoteLookalikeTags(text string, names ...string) string {
-	longest := 0
-	for _, n := range names {
-		longest = max(longest, len(n))
-	}
-	var b strings.Builder
-	last := 0
-	for i, r := range text {
-		if r != '<' && r != '\uFF1C' && r != '\uFE64' {
-			continue
-		}
-		after := i + utf8.RuneLen(r)
-		if namesTag(cjk.Visible(text[after:], longest+maxTagPadding), names) {
-			b.WriteString(text[last:i])
-			b.WriteString("&lt;")
-			last = after
-		}
-	}
-	if last == 0 {
-		return text
-	}
-	b.WriteString(text[last:])
-	return b.String()
+	return tagquote.Lookalike(text, names, tagNameByte)
 }
-
-// maxTagPadding bounds the characters QuoteLookalikeTags reads past a tag's name
-// (cjk.Visible): its "/", the spaces around it and the character after the name.
-const maxTagPadding = 24
