@@ -146,6 +146,9 @@ func NewFiles(cfg FilesConfig) (*Toolbox, error) {
 			return nil, fmt.Errorf("tools: files: protected path %q: %w", p, err)
 		}
 		f.protect = append(f.protect, realPath(pa))
+		if st, err := os.Stat(pa); err == nil {
+			f.protectInfo = append(f.protectInfo, st)
+		}
 	}
 	if f.protected(".") {
 		return nil, fmt.Errorf("tools: files: root %q is inside a path the tool must not touch (the node's data directory or one of its files): give it a directory of its own", cfg.Root)
@@ -169,6 +172,10 @@ type files struct {
 	abs []string // the root's absolute path, and its real path when that differs
 	// protect are the real paths of cfg.Protect.
 	protect []string
+	// protectInfo are those of cfg.Protect that exist, as the system identifies
+	// them (os.SameFile): another name of one (a hard link, another case on a
+	// case-insensitive filesystem, another unicode normalisation) is one too.
+	protectInfo []fs.FileInfo
 }
 
 // realPath is p, absolute and clean, with the symbolic links of the part of it
@@ -202,7 +209,24 @@ func (f *files) protected(rel string) bool {
 			return true
 		}
 	}
-	return false
+	// The names differ; the files may not. The path and each of its parents
+	// inside the root are compared with the protected files themselves (the
+	// root's own parents were judged when the tool was made).
+	if len(f.protectInfo) == 0 {
+		return false
+	}
+	for p := filepath.Clean(rel); ; p = filepath.Dir(p) {
+		if st, err := os.Stat(filepath.Join(f.abs[0], p)); err == nil {
+			for _, pi := range f.protectInfo {
+				if os.SameFile(st, pi) {
+					return true
+				}
+			}
+		}
+		if p == "." || p == string(filepath.Separator) {
+			return false
+		}
+	}
 }
 
 // rel turns a path from the model into one relative to the root, refusing what
