@@ -93,7 +93,8 @@ func mcpCommandFiles(servers map[string]mcp.ServerConfig) []string {
 
 // Protected returns the paths of a node's own files for AgentOptions.Protect:
 // its data directory and the files it reads its settings and secrets from (the
-// configuration, agents, tokens and secret key files), those of them not empty,
+// configuration, agents, tokens, secret key and topic layout files), those of
+// them not empty,
 // and the working directory's .troupe.json (provider.DefaultConfigFile), which
 // a node started there without --config loads: one the model wrote would
 // configure it.
