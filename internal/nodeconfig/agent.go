@@ -71,7 +71,12 @@ func mcpCommandFiles(servers map[string]mcp.ServerConfig) []string {
 			// Python looks for in the server's directory first, whether or not it
 			// is there yet: a package the model made there would run in place of
 			// the installed one.
-			if mod, ok := strings.CutPrefix(a, "-m"); ok && !strings.HasPrefix(a, "--") {
+			// (-mpkg joined only for python itself: another program's -mode is no module).
+			mod, ok := strings.CutPrefix(a, "-m")
+			if ok && mod != "" && !strings.HasPrefix(filepath.Base(s.Command), "python") {
+				ok = false
+			}
+			if ok {
 				if mod == "" && i+1 < len(s.Args) {
 					mod = s.Args[i+1]
 				}

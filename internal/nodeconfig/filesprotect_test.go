@@ -90,6 +90,7 @@ func TestAgentFilesToolLeavesTheMCPServersModules(t *testing.T) {
 			"pkg":   {Command: "python3", Args: []string{"-u", "-m", "pkg.server"}, Dir: filepath.Join(root, "srv")},
 			"tool":  {Command: "python3", Args: []string{"-m", "tool"}, Dir: filepath.Join(root, "srv")},
 			"other": {Command: "python3", Args: []string{"-m", "notinstalled"}, Dir: filepath.Join(root, "srv")},
+			"flags": {Command: "mcp-tool", Args: []string{"-mode", "fast"}, Dir: filepath.Join(root, "srv")},
 		},
 	}
 	a, err := fc.Agent(AgentOptions{})
@@ -119,7 +120,7 @@ func TestAgentFilesToolLeavesTheMCPServersModules(t *testing.T) {
 	if b, _ := os.ReadFile(filepath.Join(root, "srv/pkg/server.py")); string(b) != "x" {
 		t.Errorf("srv/pkg/server.py is now %q", b)
 	}
-	for _, p := range []string{"srv/notes.txt", "srv/new.txt", "srv/pkgs/x.py"} {
+	for _, p := range []string{"srv/notes.txt", "srv/new.txt", "srv/pkgs/x.py", "srv/ode.py", "srv/ode/x"} {
 		if err := call(p); err != nil {
 			t.Errorf("write %s: %v", p, err)
 		}
