@@ -136,3 +136,24 @@ func TestFilesRefusesAnotherNameOfAProtectedFile(t *testing.T) {
 		t.Errorf("write backup/notes.txt: %v", err)
 	}
 }
+
+// A node makes its data directory, and may write its secret key file, after
+// its tools are made (the first start): a protected path that did not exist
+// then is judged as the file it is now, another name of it refused too.
+func TestFilesRefusesAnotherNameOfAProtectedFileMadeLater(t *testing.T) {
+	root := t.TempDir()
+	key := filepath.Join(root, "secret.key")
+	tool, err := tools.NewFiles(tools.FilesConfig{Root: root, Protect: []string{key}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(key, []byte("k3y"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(key, filepath.Join(root, "key.txt")); err != nil {
+		t.Skipf("no hard links here: %v", err)
+	}
+	if out, err := filesCall(t, tool, "read", map[string]any{"path": "key.txt"}); !errors.Is(err, tools.ErrProtected) {
+		t.Errorf("read key.txt: %q, %v; want ErrProtected", out, err)
+	}
+}
