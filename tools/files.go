@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 	"unicode/utf8"
@@ -146,7 +147,9 @@ func NewFiles(cfg FilesConfig) (*Toolbox, error) {
 			return nil, fmt.Errorf("tools: files: protected path %q: %w", p, err)
 		}
 		f.protect = append(f.protect, realPath(pa))
+		f.protectAbs = append(f.protectAbs, pa)
 	}
+	f.protectInfo = make([]fs.FileInfo, len(f.protectAbs))
 	if f.protected(".") {
 		return nil, fmt.Errorf("tools: files: root %q is inside a path the tool must not touch (the node's data directory or one of its files): give it a directory of its own", cfg.Root)
 	}
@@ -169,6 +172,34 @@ type files struct {
 	abs []string // the root's absolute path, and its real path when that differs
 	// protect are the real paths of cfg.Protect.
 	protect []string
+	// protectAbs are the absolute paths of cfg.Protect, and protectInfo the
+	// files they name as the system identifies them (os.SameFile), each found
+	// when first seen (nil until then: a data directory is made after its
+	// node's tools), under protectMu: another name of one (a hard link,
+	// another case on a case-insensitive filesystem, another unicode
+	// normalisation) is one too.
+	protectAbs  []string
+	protectMu   sync.Mutex
+	protectInfo []fs.FileInfo
+}
+
+// protectedFiles returns the files of cfg.Protect that exist, as
+// protectInfo keeps them.
+func (f *files) protectedFiles() []fs.FileInfo {
+	f.protectMu.Lock()
+	defer f.protectMu.Unlock()
+	out := make([]fs.FileInfo, 0, len(f.protectInfo))
+	for i, st := range f.protectInfo {
+		if st == nil {
+			if s, err := os.Stat(f.protectAbs[i]); err == nil {
+				f.protectInfo[i], st = s, s
+			}
+		}
+		if st != nil {
+			out = append(out, st)
+		}
+	}
+	return out
 }
 
 // realPath is p, absolute and clean, with the symbolic links of the part of it
@@ -202,7 +233,25 @@ func (f *files) protected(rel string) bool {
 			return true
 		}
 	}
-	return false
+	// The names differ; the files may not. The path and each of its parents
+	// inside the root are compared with the protected files themselves (the
+	// root's own parents were judged when the tool was made).
+	infos := f.protectedFiles()
+	if len(infos) == 0 {
+		return false
+	}
+	for p := filepath.Clean(rel); ; p = filepath.Dir(p) {
+		if st, err := os.Stat(filepath.Join(f.abs[0], p)); err == nil {
+			for _, pi := range infos {
+				if os.SameFile(st, pi) {
+					return true
+				}
+			}
+		}
+		if p == "." || p == string(filepath.Separator) {
+			return false
+		}
+	}
 }
 
 // rel turns a path from the model into one relative to the root, refusing what

@@ -96,3 +96,64 @@ func TestFilesRefusesTheProtectedPaths(t *testing.T) {
 		t.Error("a root inside the data directory was taken")
 	}
 }
+
+// A protected file reached by another name of the same file is still the
+// node's: a hard link inside the root to the secret key or the tokens file
+// (one an operator made for a backup, say) must not give the model its
+// content, nor let it write through to it. The same test covers a name that
+// the filesystem maps to the protected one (another case on a case-insensitive
+// filesystem, another unicode normalisation on one that normalises): the tool
+// compares the files themselves, not only their names.
+func TestFilesRefusesAnotherNameOfAProtectedFile(t *testing.T) {
+	root := t.TempDir()
+	key := filepath.Join(root, "secret.key")
+	if err := os.WriteFile(key, []byte("k3y"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(root, "backup"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(key, filepath.Join(root, "backup", "key.txt")); err != nil {
+		t.Skipf("no hard links here: %v", err)
+	}
+	tool, err := tools.NewFiles(tools.FilesConfig{Root: root, Protect: []string{key}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, op := range []string{"read", "stat"} {
+		out, err := filesCall(t, tool, op, map[string]any{"path": "backup/key.txt"})
+		if !errors.Is(err, tools.ErrProtected) {
+			t.Errorf("%s backup/key.txt: %q, %v; want ErrProtected", op, out, err)
+		}
+		if strings.Contains(out, "k3y") {
+			t.Errorf("%s gave the key: %q", op, out)
+		}
+	}
+	if out, err := filesCall(t, tool, "list", map[string]any{"path": "backup"}); err != nil || strings.Contains(out, "key.txt") {
+		t.Errorf("list backup: %q, %v", out, err)
+	}
+	if _, err := filesCall(t, tool, "write", map[string]any{"path": "backup/notes.txt", "content": "mine"}); err != nil {
+		t.Errorf("write backup/notes.txt: %v", err)
+	}
+}
+
+// A node makes its data directory, and may write its secret key file, after
+// its tools are made (the first start): a protected path that did not exist
+// then is judged as the file it is now, another name of it refused too.
+func TestFilesRefusesAnotherNameOfAProtectedFileMadeLater(t *testing.T) {
+	root := t.TempDir()
+	key := filepath.Join(root, "secret.key")
+	tool, err := tools.NewFiles(tools.FilesConfig{Root: root, Protect: []string{key}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(key, []byte("k3y"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(key, filepath.Join(root, "key.txt")); err != nil {
+		t.Skipf("no hard links here: %v", err)
+	}
+	if out, err := filesCall(t, tool, "read", map[string]any{"path": "key.txt"}); !errors.Is(err, tools.ErrProtected) {
+		t.Errorf("read key.txt: %q, %v; want ErrProtected", out, err)
+	}
+}

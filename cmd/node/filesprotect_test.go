@@ -124,3 +124,35 @@ func TestRunFilesToolWritesNoConfigurationForTheNextNode(t *testing.T) {
 		t.Errorf("the write was not refused:\n%s", out.String())
 	}
 }
+
+// The topic layout file (--topics, TROUPE_KAFKA_TOPICS, "topics_file") is the
+// node's too: it sets the partitions and the retention of the topics a node
+// creates, and one that does not parse stops the next start. A files tool whose
+// root holds it leaves it alone, as it does the configuration.
+func TestRunFilesToolLeavesTheTopicsFile(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	if err := os.WriteFile(".troupe.json", []byte(`{"tools": {"files": {"root": "."}}, "topics_file": "topics.txt"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const layout = "troupe.tasks 12 1 604800000\n"
+	if err := os.WriteFile("topics.txt", []byte(layout), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	script := writeScript(t,
+		llm.ScriptStep{ToolCalls: []messages.ToolCall{
+			{ID: "c1", Name: "files", Arguments: `{"op":"write","args":{"path":"topics.txt","content":"troupe.tasks 1 1 1\n"}}`},
+		}},
+		llm.ScriptStep{Content: "done"})
+	var out, errb bytes.Buffer
+	code := run(context.Background(), []string{"run", "--model", "scripted:" + script, "-v", "do as the page says"}, &out, &errb, options{})
+	if code != 0 || !strings.Contains(out.String(), "answer: done") {
+		t.Fatalf("run: exit %d\n%s\n%s", code, out.String(), errb.String())
+	}
+	if b, err := os.ReadFile("topics.txt"); err != nil || string(b) != layout {
+		t.Errorf("the topic layout is now %q (%v)", b, err)
+	}
+	if !strings.Contains(out.String(), "one of the node's own files") {
+		t.Errorf("the write was not refused as the node's own file:\n%s", out.String())
+	}
+}

@@ -832,7 +832,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 	cfg.HTTP = httpCfg
 	// The agent is the file's (internal/nodeconfig), as replay verify rebuilds it.
 	// The files tool does not touch the node's own files when its root holds them.
-	protect := nodeconfig.Protected(*data, fs.Lookup("config").Value.String(), *agentsFlag, *tokensFile, *secretKeyFile)
+	protect := nodeconfig.Protected(*data, fs.Lookup("config").Value.String(), *agentsFlag, *tokensFile, *secretKeyFile, *topicsFile)
 	agent, err := fc.Agent(nodeconfig.AgentOptions{SkillsDir: *skillsDir, Disclosure: *disclosureFlag, ExtraTools: opt.extraTools, Logger: logger,
 		Protect: protect})
 	if err != nil {

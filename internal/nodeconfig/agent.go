@@ -47,7 +47,8 @@ type AgentOptions struct {
 
 // mcpCommandFiles returns the files the command lines of the stdio MCP servers
 // name: a command given by its path, and each argument that names a file
-// (python3 server.py, node dist/index.js), read from the server's directory.
+// (python3 server.py, node dist/index.js), read from the server's directory,
+// and the package or module a Python server runs (python3 -m pkg.server).
 // The node runs them, and runs them again when a server is reconnected: a
 // model that could rewrite one would run code of its own writing.
 func mcpCommandFiles(servers map[string]mcp.ServerConfig) []string {
@@ -65,7 +66,25 @@ func mcpCommandFiles(servers map[string]mcp.ServerConfig) []string {
 		if strings.ContainsRune(s.Command, filepath.Separator) || strings.ContainsRune(s.Command, '/') {
 			out = append(out, at(s.Command))
 		}
-		for _, a := range s.Args {
+		for i, a := range s.Args {
+			// python3 -m pkg.server runs the package's folder (or pkg.py), which
+			// Python looks for in the server's directory first, whether or not it
+			// is there yet: a package the model made there would run in place of
+			// the installed one.
+			// (-mpkg joined only for python itself: another program's -mode is no module).
+			mod, ok := strings.CutPrefix(a, "-m")
+			if ok && mod != "" && !strings.HasPrefix(filepath.Base(s.Command), "python") {
+				ok = false
+			}
+			if ok {
+				if mod == "" && i+1 < len(s.Args) {
+					mod = s.Args[i+1]
+				}
+				if top, _, _ := strings.Cut(mod, "."); top != "" && !strings.ContainsAny(top, `/\`) && !strings.HasPrefix(top, "-") {
+					out = append(out, at(top), at(top+".py"))
+				}
+				continue
+			}
 			if a == "" || strings.HasPrefix(a, "-") {
 				continue
 			}
@@ -79,7 +98,8 @@ func mcpCommandFiles(servers map[string]mcp.ServerConfig) []string {
 
 // Protected returns the paths of a node's own files for AgentOptions.Protect:
 // its data directory and the files it reads its settings and secrets from (the
-// configuration, agents, tokens and secret key files), those of them not empty,
+// configuration, agents, tokens, secret key and topic layout files), those of
+// them not empty,
 // and the working directory's .troupe.json (provider.DefaultConfigFile), which
 // a node started there without --config loads: one the model wrote would
 // configure it.
