@@ -91,4 +91,40 @@ func TestStrandedPartitionsLeaveTheNodeInRotation(t *testing.T) {
 	if err := n.Degraded(); err == nil || !strings.Contains(err.Error(), "taken by another node") {
 		t.Errorf("Degraded: %v", err)
 	}
+	// A 200 is nothing to alert on: the gauge counts the stranded partitions.
+	if v := strandedGaugeValue(t, n); v != 1 {
+		t.Errorf("troupe_cluster_partitions_stranded: %v, want 1", v)
+	}
+
+	// The group's next rebalance (a member joining or leaving) gives the node its
+	// partition back under a new lease: it says nothing of it any more.
+	n.Revoked()
+	if err := n.Degraded(); err != nil {
+		t.Errorf("Degraded once the partition was revoked: %v", err)
+	}
+	n.Assigned([]int{0}, 1)
+	w = httptest.NewRecorder()
+	n.healthz(w, httptest.NewRequest(http.MethodGet, "/healthz", nil))
+	if w.Code != http.StatusOK || !strings.Contains(w.Body.String(), `"ok"`) {
+		t.Errorf("/healthz once the partition was assigned again: %d %s", w.Code, w.Body)
+	}
+	if v := strandedGaugeValue(t, n); v != 0 {
+		t.Errorf("troupe_cluster_partitions_stranded once the partition was assigned again: %v, want 0", v)
+	}
+}
+
+// strandedGaugeValue is the node's troupe_cluster_partitions_stranded.
+func strandedGaugeValue(t *testing.T, n *Node) float64 {
+	t.Helper()
+	families, err := n.metrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() == "troupe_cluster_partitions_stranded" {
+			return f.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	t.Fatal("no metric troupe_cluster_partitions_stranded")
+	return 0
 }

@@ -60,6 +60,9 @@ func TestClusterNodeOfAnotherGroupStrandsTheClustersPartitions(t *testing.T) {
 	if !strings.Contains(n1.stderr.String(), "partitions stranded") {
 		t.Error("n1 did not log that its partitions are stranded")
 	}
+	if n := n1.gauge(t, "troupe_cluster_partitions_stranded"); n == 0 {
+		t.Error("n1's troupe_cluster_partitions_stranded is 0")
+	}
 
 	// As the reason says: stop the other node, then restart this one.
 	n2.sigterm(t, time.Minute)
