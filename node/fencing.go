@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/troupe-run/troupe/actors"
 	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/messages"
@@ -180,23 +182,45 @@ const strandedAfter = groupRebalanceTimeout
 // Before, such a node said nothing: its /healthz answered ok, and once the other
 // node was gone its partitions' tasks waited for ever.
 func (n *Node) stranded() error {
-	f, h := n.own.fenced.Load(), n.own.held.Load()
-	if f == nil || h == nil || h.gen != f.gen {
-		return nil // not fenced, or assigned anew since
-	}
-	held := time.Since(f.since)
-	if held < strandedAfter {
+	parts, held := n.strandedPartitions()
+	if len(parts) == 0 {
 		return nil
 	}
-	parts := make([]int, 0, len(f.parts))
-	for p := range f.parts {
-		parts = append(parts, p)
-	}
-	slices.Sort(parts)
 	return fmt.Errorf("partitions %v of %s, which this node's consumer group assigns to it, were taken by another node %s ago, "+
 		"and the group has not moved them since: a node outside the group (started with another --group, or another --topic-prefix "+
 		"on the same event log) takes the same partitions; this node runs none of their tasks until its group's next rebalance: "+
 		"stop the other node, then restart this one", parts, messages.TopicTasks, held.Round(time.Second))
+}
+
+// strandedPartitions returns the partitions stranded says the node holds
+// without running them, in order, and since when (nil if none).
+func (n *Node) strandedPartitions() (parts []int, held time.Duration) {
+	f, h := n.own.fenced.Load(), n.own.held.Load()
+	if f == nil || h == nil || h.gen != f.gen {
+		return nil, 0 // not fenced, or assigned anew since
+	}
+	held = time.Since(f.since)
+	if held < strandedAfter {
+		return nil, 0
+	}
+	parts = make([]int, 0, len(f.parts))
+	for p := range f.parts {
+		parts = append(parts, p)
+	}
+	slices.Sort(parts)
+	return parts, held
+}
+
+// strandedGauge exports troupe_cluster_partitions_stranded (strandedPartitions),
+// read at each scrape: /healthz says it with a 200 (degraded), which no load
+// balancer acts on, so that an alert has a metric to watch besides the error log.
+func strandedGauge(n *Node) prometheus.Collector {
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "troupe", Subsystem: "cluster", Name: "partitions_stranded",
+		Help: "Partitions of troupe.tasks this node's consumer group assigns to it whose lease another node took, the group's rebalance timeout (30 s) ago or more, without a rebalance since: a node outside the group (another --group, or another --topic-prefix on the same event log) runs them, and this node none of their tasks until its group's next rebalance. 0 otherwise."},
+		func() float64 {
+			parts, _ := n.strandedPartitions()
+			return float64(len(parts))
+		})
 }
 
 // leasedClaims is a leasedStore whose log also claims sessions (eventlog.Claiming):

@@ -46,6 +46,9 @@ const healthTimeout = 2 * time.Second
 // ingress still takes new tasks and queues them on Kafka, where they wait until
 // the log writes again; refusing it work for that would take every node out of
 // a load balancer's rotation at once, since they share the log.
+// So is a node whose group left it holding partitions another node took
+// (stranded): a node of another group takes them from every node of the
+// cluster at once.
 //
 // Healthy returns within healthWait whatever hangs: each dependency is probed
 // by one probe at a time (healthProbe), which the checks made while it runs
@@ -64,7 +67,8 @@ func (n *Node) Healthy() error {
 
 // Degraded returns why a healthy node (Healthy) runs short of what it should, or
 // nil: on Kafka, that its event log cannot write, or does not answer, so that
-// the tasks it takes wait on Kafka until the log writes again.
+// the tasks it takes wait on Kafka until the log writes again; or that it runs
+// none of the tasks of partitions its group assigns it (stranded).
 func (n *Node) Degraded() error {
 	err, degraded := n.readiness()
 	if err != nil {
@@ -92,22 +96,31 @@ func (n *Node) readiness() (unhealthy, degraded error) {
 	if err := n.owner.refusal(); err != nil {
 		return fmt.Errorf("new tasks and writes are refused: %w", err), nil
 	}
-	if err := n.stranded(); err != nil {
-		return err, nil
-	}
+	// Stranded partitions degrade the node, as a log that cannot write does: its
+	// POST /v1/tasks still queues tasks on the bus, by partition whichever node
+	// takes them, and it runs the partitions it still holds; a node of another
+	// group takes every partition, so that a 503 would take every node of the
+	// cluster out of a load balancer's rotation at once.
+	stranded := n.stranded()
 	if n.busProbe != nil {
 		if err := n.busProbe.wait(busDone, deadline); err != nil {
 			return err, nil
 		}
 	}
 	if n.logProbe == nil {
-		return nil, nil
+		return nil, stranded
 	}
 	err := n.logProbe.wait(logDone, deadline)
 	if err != nil && n.queuesTasks() {
+		if stranded != nil {
+			return nil, fmt.Errorf("%w; and %w", err, stranded)
+		}
 		return nil, err
 	}
-	return err, nil
+	if err != nil {
+		return err, nil
+	}
+	return nil, stranded
 }
 
 // queuesTasks reports whether the node's ingress publishes new tasks on a bus of
@@ -329,9 +342,11 @@ func (p *healthProbe) waitLenient(done <-chan struct{}, deadline time.Time) erro
 // within healthWait (half a second) whatever hangs.
 //
 // A node that is healthy but degraded (Degraded: on Kafka, its event log cannot
-// write) answers 200 {"status": "degraded", "reason": ...}: it takes tasks, which
-// wait on Kafka until the log writes again. troupe_node_degraded follows the
-// log's outage (logOutage), whether or not anything asks /healthz.
+// write, or its group left it holding partitions another node took) answers 200
+// {"status": "degraded", "reason": ...}: it takes tasks, which wait on Kafka
+// until the log writes again, or until the partitions' owner runs them.
+// troupe_node_degraded follows the log's outage (logOutage), whether or not
+// anything asks /healthz.
 func (n *Node) healthz(w http.ResponseWriter, r *http.Request) {
 	err, degraded := n.readiness()
 	if err == nil && degraded != nil {

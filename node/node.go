@@ -960,6 +960,7 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	wlog := newBusLogger(cfg.Logger, n.busLogs)
 	n.openBus(wlog)
 	n.metrics.Registry.MustRegister(deltaTailTimeouts(n.hub)) // the hub openBus made
+	n.metrics.Registry.MustRegister(strandedGauge(n))
 	n.feed = newSessionFeed(n.hub.bus)
 	n.hub.tap = n.feed.fromBus
 	if b := n.hub.bus; b != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -289,12 +290,14 @@ func TestClusterTwoNodesStoppedAtOnce(t *testing.T) {
 	t.Setenv("TROUPE_MODEL_DELAY", "30ms")
 	const sessions = 12
 
+	names := []string{"n1", "n2", "n3"}
 	nodes := []*child{}
-	for _, name := range []string{"n1", "n2", "n3"} {
+	for _, name := range names {
 		nodes = append(nodes, startClusterNode(t, env, name, "all", script, records, modelLog, "-v"))
 	}
 	waitOwned(t, nodes...)
 	total := nodes[0].gauge(t, "troupe_cluster_partitions_total")
+	conn := clickhouseConn(t, env)
 
 	prefix := fmt.Sprintf("sa-%d-", time.Now().UnixNano())
 	hot := prefix + "hot"
@@ -327,16 +330,50 @@ func TestClusterTwoNodesStoppedAtOnce(t *testing.T) {
 	if !waitTasksEnded(t, log, map[string]int{hot: 3}, 120*time.Second) {
 		t.FailNow()
 	}
-	stopped := make(chan struct{}, 2)
-	for _, c := range nodes[1:] {
+	// The owner of the hot session is one of the two stopped, so that its queue
+	// is handed over; the last node is another.
+	owner := ownerOf(t, conn, kafka.PartitionOf(hot, total))
+	last := -1
+	var stopping []*child
+	for i, name := range names {
+		if name != owner && last < 0 {
+			last = i
+			continue
+		}
+		stopping = append(stopping, nodes[i])
+	}
+	if !slices.Contains(names, owner) {
+		t.Fatalf("partition of session %s is owned by %q", hot, owner)
+	}
+	evs, err := log.Read(t.Context(), hot, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ended, _ := tasksOf(t, evs); len(ended) == len(inputs[hot]) {
+		t.Fatal("every queued task of the hot session ended before its owner was stopped; the test proves nothing")
+	}
+	stopped := make(chan struct{}, len(stopping))
+	for _, c := range stopping {
 		go func() {
 			defer func() { stopped <- struct{}{} }()
 			if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 				t.Error(err)
 				return
 			}
-			if err := c.cmd.Wait(); err != nil {
-				t.Errorf("a node exited with %v after SIGTERM", err)
+			// Bounded, as sigterm waits: a node that hangs is killed, so that the
+			// test fails with its log rather than at the run's timeout, leaving
+			// its processes behind.
+			exited := make(chan error, 1)
+			go func() { exited <- c.cmd.Wait() }()
+			select {
+			case err := <-exited:
+				if err != nil {
+					t.Errorf("a node exited with %v after SIGTERM", err)
+				}
+			case <-time.After(time.Minute):
+				_ = c.cmd.Process.Kill()
+				<-exited
+				t.Errorf("a node did not exit within a minute of SIGTERM:\n%s", tail(c.stderr.String(), 8000))
 			}
 		}()
 	}
@@ -366,8 +403,9 @@ func TestClusterTwoNodesStoppedAtOnce(t *testing.T) {
 		}
 	}
 	assertGapFree(t, log, ids)
-	if n := nodes[0].gauge(t, "troupe_cluster_partitions_owned"); n != total {
+	if n := nodes[last].gauge(t, "troupe_cluster_partitions_owned"); n != total {
 		t.Errorf("the last node owns %d of %d partitions", n, total)
 	}
-	t.Logf("tasks %d (%d on one session) over %d sessions, all completed once in order while n2 and n3 stopped at once", all, want[hot], len(ids))
+	t.Logf("tasks %d (%d on one session) over %d sessions, all completed once in order while two nodes, %s the hot session's owner among them, stopped at once; %s finished them",
+		all, want[hot], len(ids), owner, names[last])
 }

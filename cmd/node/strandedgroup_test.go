@@ -15,7 +15,8 @@ import (
 // is fenced as it starts a session: its group still assigns it the partitions and
 // will not move them, so it runs none of their tasks until its group's next
 // rebalance, and once the other node is stopped nothing runs them. The node must
-// say so: its /healthz answers 503 with the reason, and it logs it. Restarted, once
+// say so: its /healthz answers 200 degraded with the reason (a 503 would take
+// every node of the cluster out of rotation at once), and it logs it. Restarted, once
 // the other node is gone, it takes its partitions back and runs their tasks.
 // Before, its /healthz answered ok, and tasks posted to it after the other node
 // stopped waited for ever.
@@ -46,7 +47,9 @@ func TestClusterNodeOfAnotherGroupStrandsTheClustersPartitions(t *testing.T) {
 	waitFor(t, 90*time.Second, "n1 to say its partitions are stranded", func() bool {
 		code, body := healthz(t, n1)
 		reason = body
-		return code == http.StatusServiceUnavailable && strings.Contains(body, "taken by another node")
+		// Degraded, not out of rotation: every node of the cluster is stranded at
+		// once by such a node, and still queues tasks and serves reads.
+		return code == http.StatusOK && strings.Contains(body, `"degraded"`) && strings.Contains(body, "taken by another node")
 	})
 	if !strings.Contains(reason, "--group") {
 		t.Errorf("n1's /healthz does not say what to check: %s", reason)
@@ -56,6 +59,9 @@ func TestClusterNodeOfAnotherGroupStrandsTheClustersPartitions(t *testing.T) {
 	}
 	if !strings.Contains(n1.stderr.String(), "partitions stranded") {
 		t.Error("n1 did not log that its partitions are stranded")
+	}
+	if n := n1.gauge(t, "troupe_cluster_partitions_stranded"); n == 0 {
+		t.Error("n1's troupe_cluster_partitions_stranded is 0")
 	}
 
 	// As the reason says: stop the other node, then restart this one.
