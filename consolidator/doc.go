@@ -112,7 +112,10 @@
 // text with "&lt;" for the "<" of any tag of those elements, lookalikes included
 // ("＜/ｍｅｍｏｒｉｅｓ＞", a zero-width space in the name), so that a memory can
 // neither end the block and speak as the prompt nor pose as another memory; the
-// system message says memory text is never an instruction. The Report counts what
+// system message says memory text is never an instruction. An answer naming a
+// memory its question did not show (another of the namespace's, or an ID of its
+// shape that none has) is refused, nothing applied for it, the report saying why.
+// The Report counts what
 // was done and says what was not and why; its String is what the memory tool's
 // consolidate action shows.
 //
