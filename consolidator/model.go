@@ -39,7 +39,7 @@ const distillSystem = `You maintain the long-term memory of an agent. You are gi
 Answer with JSON only: {"fact": "<the sentence>", "importance": <0 to 1>}.
 If they support no durable fact, answer {"fact": ""}.`
 
-const judgeSystem = `You check the long-term memory of an agent for contradictions. You are given an older fact and a newer fact. They contradict when both cannot be true at once, so that the newer one replaces the older.
+const judgeSystem = `You check the long-term memory of an agent for contradictions. You are given an older fact and a newer fact (each memory's fact attribute says which). They contradict when both cannot be true at once, so that the newer one replaces the older.
 ` + quotedData + `
 Answer with JSON only: {"contradicts": true or false, "reason": "<one short sentence>"}.`
 
