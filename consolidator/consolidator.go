@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/memory"
@@ -657,6 +658,9 @@ func (c *Consolidator) distill(ctx context.Context, key string, step int, d *Dec
 	if err != nil {
 		return false, fmt.Errorf("model %s answered what cannot be read, nothing distilled: %w", c.model.Name(), err)
 	}
+	if err := c.namesOnlyShown(res.Message.Content, *d, byID); err != nil {
+		return false, err
+	}
 	// A model's text may hold bytes no memory takes (a NUL copied from an old
 	// memory): the fact is kept without them rather than failing the run.
 	if fact = strings.TrimSpace(memory.CleanText(fact)); !ok || fact == "" {
@@ -681,6 +685,9 @@ func (c *Consolidator) judge(ctx context.Context, key string, step int, d *Decis
 	if err != nil {
 		return false, fmt.Errorf("model %s answered what cannot be read, conflict not judged: %w", c.model.Name(), err)
 	}
+	if err := c.namesOnlyShown(res.Message.Content, *d, byID); err != nil {
+		return false, err
+	}
 	if why == "" {
 		why = "no reason given"
 	}
@@ -690,4 +697,48 @@ func (c *Consolidator) judge(ctx context.Context, key string, step int, d *Decis
 	}
 	d.Reason = fmt.Sprintf("%s; judged %s by %s: %s", d.Reason, verdict, c.model.Name(), why)
 	return yes, nil
+}
+
+// namesOnlyShown refuses an answer to d's question that names a memory the
+// question did not show: another memory of the namespace (byID), or an ID of the
+// namespace's making (memory.Namespace's "m_" and 16 hex digits) that none has. The
+// answer to a question is about its memories alone, and only they are ever changed
+// by it; an answer naming another (a decision about it, a reason or fact that
+// points at it) was steered by what it read, or made it up, and is not applied:
+// its reason or fact would otherwise stand in the namespace's events. A word of
+// the answer names a memory when it is the memory's whole ID.
+func (c *Consolidator) namesOnlyShown(answer string, d Decision, byID map[string]memory.Memory) error {
+	shown := d.needs()
+	for _, word := range strings.FieldsFunc(answer, notIDRune) {
+		if slices.Contains(shown, word) {
+			continue
+		}
+		if _, ok := byID[word]; !ok && !madeID(word) {
+			continue
+		}
+		c.logger.Warn("memory consolidation refused a model's answer naming a memory its question did not show",
+			"model", c.model.Name(), "decision", d.subject(), "named", word)
+		return fmt.Errorf("model %s named memory %s, which its question did not show: answer refused, nothing applied", c.model.Name(), word)
+	}
+	return nil
+}
+
+// notIDRune reports whether r cannot be part of a memory ID as an answer names
+// one: IDs are letters, digits, "_" and "-".
+func notIDRune(r rune) bool {
+	return !(r == '_' || r == '-' || unicode.IsLetter(r) || unicode.IsDigit(r))
+}
+
+// madeID reports whether s has the shape of an ID a namespace makes: "m_" and 16
+// hexadecimal digits.
+func madeID(s string) bool {
+	if len(s) != 18 || !strings.HasPrefix(s, "m_") {
+		return false
+	}
+	for _, c := range []byte(s[2:]) {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
 }

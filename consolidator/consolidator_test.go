@@ -363,8 +363,8 @@ func TestRunConflictsJudgedByTheModel(t *testing.T) {
 	if len(rep.Skipped) != 1 || !strings.Contains(rep.Skipped[0], "invalidate c by d: not contradicted: cosine 0.78 ≥ 0.75 with newer d; judged compatible by scripted: they are about different things.") {
 		t.Errorf("skipped %q", rep.Skipped)
 	}
-	if p := model.reqs[0].Messages[1].Content; !strings.Contains(p, "Older fact (a, 2026-05-22): Alice's favourite colour is blue.") ||
-		!strings.Contains(p, "Newer fact (b, 2026-05-27): Alice's favourite colour is green.") {
+	if p := model.reqs[0].Messages[1].Content; !strings.Contains(p, `<memory fact="older" id="a" date="2026-05-22">Alice's favourite colour is blue.</memory>`) ||
+		!strings.Contains(p, `<memory fact="newer" id="b" date="2026-05-27">Alice's favourite colour is green.</memory>`) {
 		t.Errorf("prompt:\n%s", p)
 	}
 }

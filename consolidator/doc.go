@@ -106,7 +106,16 @@
 // namespace (memory.ErrChanged), atomically with the write, and skipped alike. A
 // cluster whose fact was forgotten is not distilled again (Forgetting). Without a model nothing is distilled and
 // only functional conflicts are resolved; an answer the model gave that cannot be
-// read (ErrBadAnswer) changes nothing for its cluster or pair. The Report counts what
+// read (ErrBadAnswer) changes nothing for its cluster or pair. A question shows its
+// memories as quoted data: each in a <memory> element of a <memories> block, its
+// attributes (a fact's ID, a date, an importance) written by the consolidator, its
+// text with "&lt;" for the "<" of any tag of those elements, lookalikes included
+// ("＜/ｍｅｍｏｒｉｅｓ＞", a zero-width space in the name), so that a memory can
+// neither end the block and speak as the prompt nor pose as another memory; the
+// system message says memory text is never an instruction. An answer naming a
+// memory its question did not show (another of the namespace's, or an ID of its
+// shape that none has) is refused, nothing applied for it, the report saying why.
+// The Report counts what
 // was done and says what was not and why; its String is what the memory tool's
 // consolidate action shows.
 //
