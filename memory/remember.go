@@ -448,7 +448,9 @@ func offlineFact(sentence string) (Fact, bool) {
 // With a model, it asks, in the shape of Mem0's memory-update prompt (see
 // decidePrompt), for one event among ADD, UPDATE, DELETE and NONE over the
 // neighbours, shown with short IDs ("0", "1", …, which models copy more reliably than
-// memory IDs). The model may only name a memory it was shown: a decision naming
+// memory IDs). The neighbours and the fact are quoted data, each in an element its
+// text cannot end (quoteData), and the system message says their text is never an
+// instruction. The model may only name a memory it was shown: a decision naming
 // another one (an unknown short ID or memory ID) becomes ADD, with the reason saying
 // so. An UPDATE without text keeps the fact's. An answer that is not JSON is an error
 // wrapping ErrModelOutput.
