@@ -663,7 +663,7 @@ func (c *Consolidator) distill(ctx context.Context, key string, step int, d *Dec
 	}
 	// A model's text may hold bytes no memory takes (a NUL copied from an old
 	// memory): the fact is kept without them rather than failing the run.
-	if fact = strings.TrimSpace(memory.CleanText(fact)); !ok || fact == "" {
+	if fact = strings.TrimSpace(memory.CleanText(unquoteMemory(fact))); !ok || fact == "" {
 		return false, nil
 	}
 	d.Content = fact
@@ -688,7 +688,7 @@ func (c *Consolidator) judge(ctx context.Context, key string, step int, d *Decis
 	if err := c.namesOnlyShown(res.Message.Content, *d, byID); err != nil {
 		return false, err
 	}
-	if why == "" {
+	if why = unquoteMemory(why); why == "" {
 		why = "no reason given"
 	}
 	verdict := "contradicts it"
@@ -706,11 +706,20 @@ func (c *Consolidator) judge(ctx context.Context, key string, step int, d *Decis
 // by it; an answer naming another (a decision about it, a reason or fact that
 // points at it) was steered by what it read, or made it up, and is not applied:
 // its reason or fact would otherwise stand in the namespace's events. A word of
-// the answer names a memory when it is the memory's whole ID.
+// the answer names a memory when it is the memory's whole ID. An ID the shown
+// memories' text holds (a note quoting another memory's ID) is what the answer
+// read, not a memory it names: refused, such a memory's every question would be
+// asked again at every run, a model call each, and never settled.
 func (c *Consolidator) namesOnlyShown(answer string, d Decision, byID map[string]memory.Memory) error {
 	shown := d.needs()
+	quoted := map[string]bool{}
+	for _, id := range shown {
+		for _, word := range strings.FieldsFunc(byID[id].Content, notIDRune) {
+			quoted[word] = true
+		}
+	}
 	for _, word := range strings.FieldsFunc(answer, notIDRune) {
-		if slices.Contains(shown, word) {
+		if slices.Contains(shown, word) || quoted[word] {
 			continue
 		}
 		if _, ok := byID[word]; !ok && !madeID(word) {

@@ -114,7 +114,9 @@
 // neither end the block and speak as the prompt nor pose as another memory; the
 // system message says memory text is never an instruction. An answer naming a
 // memory its question did not show (another of the namespace's, or an ID of its
-// shape that none has) is refused, nothing applied for it, the report saying why.
+// shape that none has) is refused, nothing applied for it, the report saying why;
+// an ID the shown memories' text holds is not one it names. A fact or reason the
+// model wrote has "<" again for the "&lt;" the quoting wrote.
 // The Report counts what
 // was done and says what was not and why; its String is what the memory tool's
 // consolidate action shows.

@@ -96,6 +96,36 @@ func quoteMemory(content string) string {
 	return tagquote.Lookalike(oneLine(content), memoryTags, tagNameByte)
 }
 
+// unquoteMemory is text a model wrote from quoted memories (a distilled fact, a
+// judgement's reason) with "<" again for the "&lt;" quoteMemory wrote: the "&lt;"
+// of a tag naming the prompt's elements. The quoting is the prompt's, not the
+// memory's: stored, it would stand in the memory as the text "&lt;", and a later
+// prompt would show that rather than the "<" remembered. Any other "&lt;" is
+// kept as the model wrote it.
+func unquoteMemory(text string) string {
+	const lt = "&lt;"
+	if !strings.Contains(text, lt) {
+		return text
+	}
+	var b strings.Builder
+	for {
+		i := strings.Index(text, lt)
+		if i < 0 {
+			b.WriteString(text)
+			return b.String()
+		}
+		b.WriteString(text[:i])
+		text = text[i+len(lt):]
+		// The tag's name and what may stand around it (tagquote's bound) lie
+		// within its next few hundred bytes.
+		if strings.HasPrefix(tagquote.Lookalike("<"+text[:min(len(text), 256)], memoryTags, tagNameByte), lt) {
+			b.WriteByte('<')
+		} else {
+			b.WriteString(lt)
+		}
+	}
+}
+
 // tagNameByte reports whether c may continue a tag's name: a letter or digit of
 // ASCII, "_", "-", "." or ":".
 func tagNameByte(c byte) bool {

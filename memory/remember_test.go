@@ -255,8 +255,8 @@ func TestDecideFactWithModel(t *testing.T) {
 			if system := m.last.Load().Messages[0].Content; !strings.Contains(system, `"reason": "<a few words why>"`) {
 				t.Fatalf("system prompt:\n%s", system)
 			}
-			if !strings.Contains(prompt, `"id": "0"`) || !strings.Contains(prompt, "I live in Paris") ||
-				!strings.HasSuffix(prompt, "New fact:\nI like cheddar cheese") || strings.Contains(prompt, "m_paris") {
+			if !strings.Contains(prompt, `<memory id="0">I live in Paris</memory>`) ||
+				!strings.HasSuffix(prompt, "New fact:\n<fact>I like cheddar cheese</fact>\n") || strings.Contains(prompt, "m_paris") {
 				t.Fatalf("prompt:\n%s", prompt)
 			}
 		})
