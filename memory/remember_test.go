@@ -112,8 +112,8 @@ func TestExtractFactsReadsModelAnswers(t *testing.T) {
 				t.Fatalf("got %+v\nwant %+v", got, tc.want)
 			}
 			req := m.last.Load()
-			if req == nil || len(req.Messages) != 2 || !strings.Contains(req.Messages[1].Content, "user: I moved to Berlin") ||
-				!strings.Contains(req.Messages[1].Content, "assistant: Noted!") || !strings.Contains(req.Messages[0].Content, `{"facts"`) {
+			if req == nil || len(req.Messages) != 2 || !strings.Contains(req.Messages[1].Content, `<turn role="user">I moved to Berlin`) ||
+				!strings.Contains(req.Messages[1].Content, `<turn role="assistant">Noted!</turn>`) || !strings.Contains(req.Messages[0].Content, `{"facts"`) {
 				t.Fatalf("prompt: %+v", req)
 			}
 		})
