@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 
 	"github.com/troupe-run/troupe/a2a"
 	"github.com/troupe-run/troupe/llm"
+	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
 	"github.com/troupe-run/troupe/tools"
 )
@@ -124,4 +127,44 @@ func rpcErrorCode(t *testing.T, url, method string, params any) int {
 		return 0
 	}
 	return out.Error.Code
+}
+
+// A JSON-RPC notification (a request without "id") is no A2A request: every A2A
+// method is a request answered under its id. It is refused as an invalid request
+// (-32600, with a null id, as JSON-RPC answers a request whose id it cannot tell)
+// and runs nothing: a message/send (1.0: SendMessage) notification starts no
+// task, however often it is sent. Before, it ran, and was answered with a null
+// id: a client that sent it again, having no answer it could match, started the
+// task again under another messageId, or its sender never knew of the task.
+func TestA2ANotificationIsRefusedAndRunsNothing(t *testing.T) {
+	n, base := a2aNode(t, node.Config{Model: a2aScript(t, llm.ScriptStep{Content: "done"})})
+	bodies := map[string]string{
+		"message/send":   `{"jsonrpc":"2.0","method":"message/send","params":{"message":{"kind":"message","messageId":"note-1","role":"user","parts":[{"kind":"text","text":"hi"}]}}}`,
+		"SendMessage":    `{"jsonrpc":"2.0","method":"SendMessage","params":{"message":{"messageId":"note-2","role":"ROLE_USER","parts":[{"text":"hi"}]}}}`,
+		"message/stream": `{"jsonrpc":"2.0","method":"message/stream","params":{"message":{"kind":"message","messageId":"note-3","role":"user","parts":[{"kind":"text","text":"hi"}]}}}`,
+	}
+	sessions := map[string]string{"message/send": "note-1", "SendMessage": "note-2", "message/stream": "note-3"}
+	for method, body := range bodies {
+		for range 2 { // sent again, as a client without an answer would
+			resp, err := http.Post(base+"/a2a", "application/json", strings.NewReader(body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			raw, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if !strings.Contains(string(raw), `"code":-32600`) || !strings.Contains(string(raw), `"id":null`) {
+				t.Fatalf("%s notification: %s %q, want -32600 with a null id", method, resp.Status, raw)
+			}
+		}
+		session := a2a.ContextFor(sessions[method])
+		if events, err := n.Log().Read(context.Background(), session, 1); err != nil || len(events) != 0 {
+			t.Fatalf("%s notification: session %s has %d events (%v), want none: it ran", method, session, len(events), err)
+		}
+	}
+	// A request of the same message, with an id, runs it once.
+	if code := rpcErrorCode(t, base+"/a2a", "message/send", map[string]any{"message": map[string]any{"kind": "message",
+		"messageId": "note-1", "role": "user", "parts": []any{map[string]any{"kind": "text", "text": "hi"}}}}); code != 0 {
+		t.Fatalf("message/send with an id: error %d", code)
+	}
+	oneTaskEnded(t, n, a2a.ContextFor("note-1"), messages.TypeTaskCompleted)
 }
