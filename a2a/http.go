@@ -227,6 +227,11 @@ func NewServer(b Backend, cfg ServerConfig, agents []AgentInfo) (*Server, error)
 			name = "default"
 		}
 		store := NewTaskStore(b)
+		if len(agents) > 1 {
+			// Each endpoint serves its agent's tasks alone; a node of one agent
+			// serves every task its log has, as it did.
+			store.agent = name
+		}
 		var pushes a2asrv.PushConfigStore = push.NewInMemoryStore()
 		var pushSender a2asrv.PushSender = sender
 		if s.pushes != nil {

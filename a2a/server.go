@@ -1763,6 +1763,19 @@ func (d *Dedupe) OnCancelTask(ctx context.Context, p *sdk.TaskIDParams) (*sdk.Ta
 	return d.RequestHandler.OnCancelTask(ctx, p)
 }
 
+// OnGetTaskPushConfig implements a2asrv.RequestHandler: a config of a task the
+// node has (this endpoint's agent's, TaskStore.foreign); of a task it does not
+// know, TaskNotFoundError (-32001), as for its list.
+func (d *Dedupe) OnGetTaskPushConfig(ctx context.Context, p *sdk.GetTaskPushConfigParams) (*sdk.TaskPushConfig, error) {
+	if p == nil {
+		return nil, fmt.Errorf("%w: no task", sdk.ErrInvalidParams)
+	}
+	if _, err := d.store.Get(ctx, p.TaskID); err != nil {
+		return nil, err
+	}
+	return d.RequestHandler.OnGetTaskPushConfig(ctx, p)
+}
+
 // OnListTaskPushConfig implements a2asrv.RequestHandler: the configs of a task
 // the node has; of a task it does not know, TaskNotFoundError (-32001), as the
 // specification lists it and the Python SDK's servers answer, not an empty list.

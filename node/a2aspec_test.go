@@ -168,3 +168,94 @@ func TestA2ANotificationIsRefusedAndRunsNothing(t *testing.T) {
 	}
 	oneTaskEnded(t, n, a2a.ContextFor("note-1"), messages.TypeTaskCompleted)
 }
+
+// With several agents, a task is its agent's: through another agent's endpoint
+// (/a2a for the default agent, /a2a/{agent} for a named one) tasks/get,
+// tasks/cancel, tasks/resubscribe and a message naming the task answer
+// TaskNotFoundError (-32001), as if it were not there, and change nothing; its own
+// endpoint serves it. Before, any endpoint served any agent's task: a client that
+// mixed its endpoints up read, cancelled or answered another agent's task
+// without knowing.
+func TestA2ATaskIsNotFoundThroughAnotherAgentsEndpoint(t *testing.T) {
+	block := newBlockingTool()
+	_, base := a2aNode(t, node.Config{Model: blockScript(t), Tools: []tools.Tool{block},
+		Agents: []node.NamedAgent{{Name: "helper", Tools: []string{"block"}}}})
+	helper, _ := a2aClient(t, base, "/a2a/helper"+a2a.CardPath)
+	def, _ := a2aClient(t, base, a2a.CardPath)
+	blocking := false
+	res, err := helper.SendMessage(context.Background(), &sdk.MessageSendParams{Message: userMessage("block"),
+		Config: &sdk.MessageSendConfig{Blocking: &blocking}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := res.(*sdk.Task)
+	select {
+	case <-block.started:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the tool never started")
+	}
+	if got, err := def.GetTask(context.Background(), &sdk.TaskQueryParams{ID: task.ID}); !errors.Is(err, sdk.ErrTaskNotFound) {
+		t.Fatalf("tasks/get of the helper's task at /a2a: %+v, %v, want TaskNotFound", got, err)
+	}
+	if got, err := def.CancelTask(context.Background(), &sdk.TaskIDParams{ID: task.ID}); !errors.Is(err, sdk.ErrTaskNotFound) {
+		t.Fatalf("tasks/cancel of the helper's task at /a2a: %+v, %v, want TaskNotFound", got, err)
+	}
+	for ev, err := range def.ResubscribeToTask(context.Background(), &sdk.TaskIDParams{ID: task.ID}) {
+		if !errors.Is(err, sdk.ErrTaskNotFound) {
+			t.Fatalf("tasks/resubscribe to the helper's task at /a2a: %#v, %v, want TaskNotFound", ev, err)
+		}
+		break
+	}
+	answer := userMessage("approve")
+	answer.TaskID, answer.ContextID = task.ID, task.ContextID
+	if got, err := def.SendMessage(context.Background(), &sdk.MessageSendParams{Message: answer}); !errors.Is(err, sdk.ErrTaskNotFound) {
+		t.Fatalf("message/send to the helper's task at /a2a: %+v, %v, want TaskNotFound", got, err)
+	}
+	cfg, err := helper.SetTaskPushConfig(context.Background(), &sdk.TaskPushConfig{TaskID: task.ID,
+		Config: sdk.PushConfig{ID: "hook-1", URL: "https://hooks.example.com/a2a"}})
+	if err != nil {
+		t.Fatalf("a push config of the helper's task at /a2a/helper: %v", err)
+	}
+	if got, err := def.GetTaskPushConfig(context.Background(), &sdk.GetTaskPushConfigParams{TaskID: task.ID, ConfigID: cfg.Config.ID}); !errors.Is(err, sdk.ErrTaskNotFound) {
+		t.Fatalf("the push config of the helper's task at /a2a: %+v, %v, want TaskNotFound", got, err)
+	}
+	if got, err := def.ListTaskPushConfig(context.Background(), &sdk.ListTaskPushConfigParams{TaskID: task.ID}); !errors.Is(err, sdk.ErrTaskNotFound) {
+		t.Fatalf("the push configs of the helper's task at /a2a: %+v, %v, want TaskNotFound", got, err)
+	}
+	if err := def.DeleteTaskPushConfig(context.Background(), &sdk.DeleteTaskPushConfigParams{TaskID: task.ID, ConfigID: cfg.Config.ID}); !errors.Is(err, sdk.ErrTaskNotFound) {
+		t.Fatalf("deleting the push config of the helper's task at /a2a: %v, want TaskNotFound", err)
+	}
+	if got, err := helper.ListTaskPushConfig(context.Background(), &sdk.ListTaskPushConfigParams{TaskID: task.ID}); err != nil || len(got) != 1 {
+		t.Fatalf("the push configs of the helper's task at /a2a/helper: %+v, %v, want its one", got, err)
+	}
+	for _, method := range []string{"GetTask", "CancelTask"} {
+		if code := rpcErrorCode(t, base+"/a2a", method, map[string]any{"id": string(task.ID)}); code != -32001 {
+			t.Fatalf("%s of the helper's task at /a2a: error %d, want -32001", method, code)
+		}
+	}
+	// The task ran on, untouched; its own endpoint reads and cancels it.
+	if got, err := helper.GetTask(context.Background(), &sdk.TaskQueryParams{ID: task.ID}); err != nil || got.Status.State != sdk.TaskStateWorking {
+		t.Fatalf("tasks/get of the helper's task at /a2a/helper: %+v, %v, want it working", got, err)
+	}
+	if got, err := helper.CancelTask(context.Background(), &sdk.TaskIDParams{ID: task.ID}); err != nil || got.Status.State != sdk.TaskStateCanceled {
+		t.Fatalf("tasks/cancel of the helper's task at /a2a/helper: %+v, %v", got, err)
+	}
+	waitCancelled(t, block, 20*time.Second)
+
+	// The default agent's task is not the helper's either.
+	res, err = def.SendMessage(context.Background(), &sdk.MessageSendParams{Message: userMessage("block"),
+		Config: &sdk.MessageSendConfig{Blocking: &blocking}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mine := res.(*sdk.Task)
+	if got, err := helper.GetTask(context.Background(), &sdk.TaskQueryParams{ID: mine.ID}); !errors.Is(err, sdk.ErrTaskNotFound) {
+		t.Fatalf("tasks/get of the default agent's task at /a2a/helper: %+v, %v, want TaskNotFound", got, err)
+	}
+	if got, err := helper.CancelTask(context.Background(), &sdk.TaskIDParams{ID: mine.ID}); !errors.Is(err, sdk.ErrTaskNotFound) {
+		t.Fatalf("tasks/cancel of the default agent's task at /a2a/helper: %+v, %v, want TaskNotFound", got, err)
+	}
+	if got, err := def.CancelTask(context.Background(), &sdk.TaskIDParams{ID: mine.ID}); err != nil || got.Status.State != sdk.TaskStateCanceled {
+		t.Fatalf("tasks/cancel of the default agent's task at /a2a: %+v, %v", got, err)
+	}
+}
