@@ -227,6 +227,11 @@ func NewServer(b Backend, cfg ServerConfig, agents []AgentInfo) (*Server, error)
 			name = "default"
 		}
 		store := NewTaskStore(b)
+		if len(agents) > 1 {
+			// Each endpoint serves its agent's tasks alone; a node of one agent
+			// serves every task its log has, as it did.
+			store.agent = name
+		}
 		var pushes a2asrv.PushConfigStore = push.NewInMemoryStore()
 		var pushSender a2asrv.PushSender = sender
 		if s.pushes != nil {
@@ -555,6 +560,14 @@ func (s *Server) guard(next http.Handler) http.Handler {
 		_, unserved := v1Unserved[*req.Method]
 		legacy := !v1 && !unserved
 		refuse := func(code int, msg string) { writeRefusal(w, id, code, msg, streamMethods[*req.Method], legacy) }
+		if rawID == nil {
+			// A JSON-RPC notification: every A2A method is a request, answered
+			// under its id (the specification's requests require one). It is
+			// refused and runs nothing: run, its answer could not be matched to it,
+			// and a message/send sent again would start its task again.
+			refuse(-32600, fmt.Sprintf(`invalid request: %s has no "id": A2A methods are requests answered under their id, not JSON-RPC notifications; nothing was run`, *req.Method))
+			return
+		}
 		if v := r.Header.Get(VersionHeader); !versionServed(v) {
 			refuse(-32009, fmt.Sprintf("VersionNotSupportedError: A2A-Version %q is not served: this server speaks %s and %s (an empty header is %s)",
 				v, strings.TrimSuffix(ProtocolVersion, ".0"), V1ProtocolVersion, strings.TrimSuffix(ProtocolVersion, ".0")))

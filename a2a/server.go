@@ -1743,6 +1743,39 @@ func (d *Dedupe) sendMessageStream(ctx context.Context, p *sdk.MessageSendParams
 	}
 }
 
+// OnCancelTask implements a2asrv.RequestHandler: a task that ended (completed,
+// failed, rejected or canceled) is refused with TaskNotCancelableError (-32002),
+// as the specification says of a task in a terminal state and the Python SDK's
+// servers answer; the SDK's handler refuses all but a canceled one, which it
+// answered as if the cancellation had been taken again. A task the node does not
+// know is TaskNotFoundError (-32001).
+func (d *Dedupe) OnCancelTask(ctx context.Context, p *sdk.TaskIDParams) (*sdk.Task, error) {
+	if p == nil {
+		return nil, fmt.Errorf("%w: no task", sdk.ErrInvalidParams)
+	}
+	task, err := d.store.Get(ctx, p.ID)
+	if err != nil {
+		return nil, err
+	}
+	if task.Status.State.Terminal() {
+		return nil, fmt.Errorf("%w: task %s is %s already", sdk.ErrTaskNotCancelable, p.ID, task.Status.State)
+	}
+	return d.RequestHandler.OnCancelTask(ctx, p)
+}
+
+// OnGetTaskPushConfig implements a2asrv.RequestHandler: a config of a task the
+// node has (this endpoint's agent's, TaskStore.foreign); of a task it does not
+// know, TaskNotFoundError (-32001), as for its list.
+func (d *Dedupe) OnGetTaskPushConfig(ctx context.Context, p *sdk.GetTaskPushConfigParams) (*sdk.TaskPushConfig, error) {
+	if p == nil {
+		return nil, fmt.Errorf("%w: no task", sdk.ErrInvalidParams)
+	}
+	if _, err := d.store.Get(ctx, p.TaskID); err != nil {
+		return nil, err
+	}
+	return d.RequestHandler.OnGetTaskPushConfig(ctx, p)
+}
+
 // OnListTaskPushConfig implements a2asrv.RequestHandler: the configs of a task
 // the node has; of a task it does not know, TaskNotFoundError (-32001), as the
 // specification lists it and the Python SDK's servers answer, not an empty list.

@@ -57,10 +57,14 @@ const maxLiveTasks = 10000
 // waits for approval), each time it is read.
 type TaskStore struct {
 	backend Backend
-	max     int // maxLiveTasks; tests set fewer
-	mu      sync.Mutex
-	live    map[sdk.TaskID]*liveTask
-	tick    uint64 // counts uses: liveTask.used
+	// agent, when set, is the agent whose tasks the store serves: a task its
+	// session's events say another agent runs is not found (TaskStore.foreign).
+	// "" serves any agent's.
+	agent string
+	max   int // maxLiveTasks; tests set fewer
+	mu    sync.Mutex
+	live  map[sdk.TaskID]*liveTask
+	tick  uint64 // counts uses: liveTask.used
 	// found are the seqs of the task.submitted events of tasks rebuilt (not
 	// live), by task, at most max of them (cleared when full): the next read of
 	// such a task reads its session's events from there on, as a live task's
@@ -428,6 +432,9 @@ func (s *TaskStore) rebuild(ctx context.Context, id sdk.TaskID) (*sdk.Task, erro
 	if err != nil {
 		return nil, err
 	}
+	if s.foreign(events, envID) {
+		return nil, fmt.Errorf("%w: task %s is another agent's", sdk.ErrTaskNotFound, id)
+	}
 	if submitted := submittedOf(events, envID).Seq; submitted > 1 && submitted != from {
 		s.mu.Lock()
 		if len(s.found) >= s.max {
@@ -437,6 +444,26 @@ func (s *TaskStore) rebuild(ctx context.Context, id sdk.TaskID) (*sdk.Task, erro
 		s.mu.Unlock()
 	}
 	return task, nil
+}
+
+// foreign reports whether the task whose task.submitted is envID, in events, is
+// another agent's than the one the store serves (its agent; the default agent's
+// task.submitted names none). A client that mixed up the endpoints of a node's
+// agents does not act on another agent's task: it is not found there.
+func (s *TaskStore) foreign(events []messages.Envelope, envID string) bool {
+	if s == nil || s.agent == "" {
+		return false
+	}
+	sub := submittedOf(events, envID)
+	if sub == nil {
+		return false
+	}
+	p, err := sub.Decode()
+	ts, ok := p.(*messages.TaskSubmitted)
+	if err != nil || !ok {
+		return false
+	}
+	return cmp.Or(ts.Agent, "default") != s.agent
 }
 
 // taskEvents reads session's events from seq from on, where a read found task

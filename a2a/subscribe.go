@@ -89,6 +89,10 @@ func (d *Dedupe) subscribe(ctx context.Context, p *sdk.TaskIDParams, sub subscri
 			d.subscribeUnrecorded(ctx, p, yield)
 			return
 		}
+		if err == nil && d.store.foreign(events, envID) {
+			yield(nil, fmt.Errorf("%w: task %s is another agent's", sdk.ErrTaskNotFound, p.ID))
+			return
+		}
 		if err != nil {
 			yield(nil, err)
 			return

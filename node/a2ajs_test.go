@@ -187,8 +187,8 @@ type a2aJSLine struct {
 }
 
 // subscribeA2AJS runs the script's mode subscribe of task id against the node at
-// base, and feeds the lines it prints as they come (the channel closes when it
-// exits).
+// base (or the agent whose card's URL base is), and feeds the lines it prints as
+// they come (the channel closes when it exits).
 func subscribeA2AJS(t *testing.T, base string, id sdk.TaskID) <-chan a2aJSLine {
 	t.Helper()
 	client, nodeBin := stageA2AJS(t)
@@ -268,7 +268,10 @@ func TestA2AJSClientSubscribesAfterARestart(t *testing.T) {
 	defer api.Close()
 	mailerClient, _ = a2aClient(t, api.URL, "/a2a/mailer"+a2a.CardPath)
 	const inputRequired, working, completed = "6", "2", "3"
-	lines := subscribeA2AJS(t, api.URL, waiting.ID)
+	// The task is the mailer's: its endpoint serves it (the default agent's
+	// answers that it has no such task).
+	mailerCard := api.URL + "/a2a/mailer" + a2a.CardPath
+	lines := subscribeA2AJS(t, mailerCard, waiting.ID)
 	if l := nextJSLine(t, lines); l.Event != "task:"+inputRequired {
 		t.Fatalf("the first event: %+v, want the task waiting", l)
 	}
@@ -292,7 +295,7 @@ func TestA2AJSClientSubscribesAfterARestart(t *testing.T) {
 		t.Fatalf("after the approval: %q, want working … the answer, completed", got)
 	}
 	for id, want := range map[sdk.TaskID]string{waiting.ID: "(Code: -32004)", sdk.TaskID(waiting.ContextID + "~0123456789abcdef0123456789abcdef"): "(Code: -32001)"} {
-		if l := nextJSLine(t, subscribeA2AJS(t, api.URL, id)); !strings.Contains(l.Error, want) {
+		if l := nextJSLine(t, subscribeA2AJS(t, mailerCard, id)); !strings.Contains(l.Error, want) {
 			t.Fatalf("task %s: %+v, want error %s", id, l, want)
 		}
 	}

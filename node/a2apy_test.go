@@ -198,6 +198,7 @@ func TestA2APyClientCancels(t *testing.T) {
 	var out struct {
 		Stream      a2aPyStream
 		Cancel, Get a2aPyTask
+		Again       string
 	}
 	runA2APy(t, base, "cancel", &out)
 	s := out.Stream
@@ -209,6 +210,11 @@ func TestA2APyClientCancels(t *testing.T) {
 	}
 	if out.Get.State != "TASK_STATE_CANCELED" {
 		t.Fatalf("get_task after the cancel: %+v", out.Get)
+	}
+	// The task, cancelled, is not cancelled again (-32002), as the SDK's own
+	// server answers.
+	if !strings.HasPrefix(out.Again, "TaskNotCancelableError") {
+		t.Fatalf("cancel_task of the cancelled task: %q, want TaskNotCancelableError", out.Again)
 	}
 	events := waitFailed(t, n, s.ContextID, messages.ReasonCancelled)
 	noneOf(t, events, messages.TypeModelResponded)

@@ -1,5 +1,5 @@
 // Drives a Troupe node with the @a2a-js/sdk 1.x client. Usage:
-//   node a2a-js-client.mjs BASE_URL MODE
+//   node a2a-js-client.mjs BASE_URL MODE (BASE_URL, or the URL of an agent's card)
 // MODE default: the SDK as it comes, speaking A2A 1.0 to the card's 1.0 interface:
 //   send, stream, get, push notification configs (create, get, list, delete).
 // MODE legacy: the SDK's 0.3 compatibility (legacyCompat) on a card without 1.0's
@@ -25,7 +25,9 @@ if (mode === 'legacy') {
     transports: [new JsonRpcTransportFactory({ legacyCompat: { enabled: true } })],
   }).createFromAgentCard(card);
 } else {
-  client = await new ClientFactory().createFromUrl(base);
+  // A BASE_URL that names a card (an agent's, …/a2a/NAME/.well-known/agent-card.json)
+  // is read as it is.
+  client = await new ClientFactory().createFromUrl(base, base.endsWith('.json') ? '' : undefined);
 }
 
 const message = (text) => ({

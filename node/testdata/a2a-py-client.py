@@ -11,7 +11,8 @@ MODE default: A2A 1.0 (the card's supportedInterfaces): a message streamed to it
 MODE legacy: the same on the card as a 0.3-only server serves it (without
   supportedInterfaces): the SDK speaks A2A 0.3 (message/stream, tasks/get, ...).
 MODE cancel: a message streamed; at its first event the task is cancelled
-  (cancel_task) while the stream goes on to its end.
+  (cancel_task) while the stream goes on to its end; then the task, cancelled,
+  is cancelled again (the error's class and message in "again").
 MODE approve [CARD_PATH]: a message to an agent whose tool call waits for approval,
   streamed until the task asks for input, then answered "approve" (same task and
   context), streamed to its end.
@@ -183,6 +184,11 @@ async def cancel(card):
         s = await stream(client, request('think hard about this'), cancel_at_first)
         out['stream'] = s.out()
         out['get'] = task_out(await client.get_task(GetTaskRequest(id=s.task_id)))
+        try:
+            t = await client.cancel_task(CancelTaskRequest(id=s.task_id))
+            out['again'] = 'answered ' + TaskState.Name(t.status.state)
+        except A2AError as e:
+            out['again'] = f'{type(e).__name__}: {e}'
     return out
 
 
