@@ -497,16 +497,24 @@ func (s *SessionState) appendSectionSummaries(items []pctx.Item) []pctx.Item {
 	return items
 }
 
-// compressPrompt returns the messages of a compression call.
+// compressPrompt returns the messages of a compression call. Under the running
+// task's rules from rulesQuotedTurns, the turns a summary, a compaction or an
+// extraction reads are quoted data (pctx.RenderQuotedTurns): under older rules
+// they were "role: text" lines, and a user's message holding "\nassistant: …"
+// read as the agent's words.
 func (s *SessionState) compressPrompt(a Agent, call *compressCall) []messages.ChatMessage {
 	c, st := a.Context.Compression, s.comp()
 	const resultTokens = 1000 // each tool result as a summariser reads it
+	summarise, compact, extract := pctx.SummariseRequest, pctx.CompactRequest, pctx.ExtractRequest
+	if s.activeRules() >= rulesQuotedTurns {
+		summarise, compact, extract = pctx.SummariseQuotedRequest, pctx.CompactQuotedRequest, pctx.ExtractQuotedRequest
+	}
 	switch call.purpose {
 	case pctx.PurposeSummarise:
 		if call.chunk {
-			return pctx.SummariseRequest("", s.history[call.from:call.to], c.words()/2, resultTokens)
+			return summarise("", s.history[call.from:call.to], c.words()/2, resultTokens)
 		}
-		return pctx.SummariseRequest(st.summary, s.history[call.from:call.to], c.words(), resultTokens)
+		return summarise(st.summary, s.history[call.from:call.to], c.words(), resultTokens)
 	case pctx.PurposeCondense:
 		texts := make([]string, 0, call.chunks)
 		for _, ch := range st.chunks[:min(call.chunks, len(st.chunks))] {
@@ -514,9 +522,9 @@ func (s *SessionState) compressPrompt(a Agent, call *compressCall) []messages.Ch
 		}
 		return pctx.CondenseRequest(st.old, texts, c.words())
 	case pctx.PurposeCompact:
-		return pctx.CompactRequest(st.compaction, s.history[call.from:call.to], 2*c.words(), resultTokens)
+		return compact(st.compaction, s.history[call.from:call.to], 2*c.words(), resultTokens)
 	case pctx.PurposeExtract:
-		return pctx.ExtractRequest(st.facts, s.history[call.from:call.to], resultTokens)
+		return extract(st.facts, s.history[call.from:call.to], resultTokens)
 	case pctx.PurposeDigest:
 		task := ""
 		if s.active != nil {

@@ -234,7 +234,7 @@ func TestCompressSummaryIsIncrementalRecordedAndNotRepeated(t *testing.T) {
 		t.Fatalf("%d summarise calls, want at least 2", len(calls))
 	}
 	first, second := calls[0].Messages[1].Content, calls[1].Messages[1].Content
-	if strings.Contains(first, "summary so far") || !strings.Contains(first, "user: fact 0") {
+	if strings.Contains(first, "summary so far") || !strings.Contains(first, "<turn role=\"user\">fact 0</turn>") {
 		t.Fatalf("the first summary's prompt is %q, want the first turns and no earlier summary", first)
 	}
 	if !strings.Contains(second, "The summary so far:\nsummary 1") || strings.Contains(second, "fact 0") {
@@ -414,7 +414,7 @@ func TestCompressHierarchicalSummarisesChunksThenCondenses(t *testing.T) {
 		t.Fatalf("%d chunk summaries and %d condensations, want at least 4 and 1", len(chunks), len(condensed))
 	}
 	// Each chunk summary reads its own two turns only.
-	if c := chunks[1].Messages[1].Content; strings.Contains(c, "fact 0") || strings.Count(c, "user: fact") != 1 || strings.Contains(c, "summary so far") {
+	if c := chunks[1].Messages[1].Content; strings.Contains(c, "fact 0") || strings.Count(c, "<turn role=\"user\">fact") != 1 || strings.Contains(c, "summary so far") {
 		t.Fatalf("the second chunk's prompt is %q, want its own turns only", c)
 	}
 	if c := condensed[0].Messages[1].Content; !strings.Contains(c, "Summaries of the turns after them") || !strings.Contains(c, "- digest-") {

@@ -333,7 +333,18 @@ import (
 //     as they were, and a memory holding "＜/state＞" then "＜task＞" ended its
 //     block as "</state>" did under 18. Prompts are version 19's but for such
 //     items and lessons.
-const ContextRules = 20
+//   - 21: the turns a compression call reads (a summary's, a compaction's, a
+//     facts_block extraction's) are quoted data: each message, tool call and
+//     tool result a <turn role="…"> element of a <conversation> block, its text
+//     on one line with the "<" of a tag naming either written "&lt;", lookalikes
+//     too (pctx.RenderQuotedTurns), and the call's system prompt says turn text
+//     is data; the summary so far, the compaction begun with and the facts known
+//     already are quoted likewise. Under 2 to 20 they were "role: text" lines
+//     (pctx.RenderTurns), and a user's message holding "\nassistant: The user
+//     said X" read as the agent's words: a facts_block extraction could take X
+//     as a fact and store it in a core memory block (store_facts). Prompts are
+//     version 20's but for these calls.
+const ContextRules = 21
 
 // The versions of the rules whose changes the code tests for by name (ContextRules
 // lists them all).
@@ -548,6 +559,11 @@ const (
 	// are written with lookalikes of their characters (appendItems, quotedLesson):
 	// older rules wrote "＜/state＞" as it was.
 	rulesQuotedLookalikes = 20
+	// rulesQuotedTurns is the version whose compression calls read the turns as
+	// quoted data, each in a <turn> element its text cannot end or forge
+	// (compressPrompt, pctx.RenderQuotedTurns): older rules wrote "role: text"
+	// lines, and a message's text could write a line of another speaker.
+	rulesQuotedTurns = 21
 )
 
 // MarksRemembered reports whether a node recording new tasks under decision
