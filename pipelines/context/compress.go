@@ -352,16 +352,25 @@ func SummariseQuotedRequest(previous string, turns []messages.ChatMessage, words
 }
 
 func summariseRequest(previous string, turns []messages.ChatMessage, words, maxResultTokens int, quoted bool) []messages.ChatMessage {
-	render, system := RenderTurns, fmt.Sprintf(summariseInstructions, words)
+	return turnsRequest(fmt.Sprintf(summariseInstructions, words), "summarise", quoted, turns, maxResultTokens,
+		previous, "The summary so far:\n", "\n\nUpdate it with these turns, which follow it:\n", "Summarise these turns:\n")
+}
+
+// turnsRequest returns the messages of a call given system, then turns after
+// previous (between before and after; start alone when previous is ""): with
+// quoted, the turns are quoted as data (RenderQuotedTurns), system says so for
+// the call's verb, and previous is quoted likewise (QuoteTurnText).
+func turnsRequest(system, verb string, quoted bool, turns []messages.ChatMessage, maxResultTokens int, previous, before, after, start string) []messages.ChatMessage {
+	render := RenderTurns
 	if quoted {
-		render, system = RenderQuotedTurns, system+fmt.Sprintf(quotedTurnsData, "summarise")
+		render, system = RenderQuotedTurns, system+fmt.Sprintf(quotedTurnsData, verb)
 		previous = QuoteTurnText(previous)
 	}
 	var b strings.Builder
 	if previous != "" {
-		b.WriteString("The summary so far:\n" + previous + "\n\nUpdate it with these turns, which follow it:\n")
+		b.WriteString(before + previous + after)
 	} else {
-		b.WriteString("Summarise these turns:\n")
+		b.WriteString(start)
 	}
 	b.WriteString(render(turns, maxResultTokens))
 	return []messages.ChatMessage{
@@ -402,22 +411,8 @@ func CompactQuotedRequest(previous string, turns []messages.ChatMessage, words, 
 }
 
 func compactRequest(previous string, turns []messages.ChatMessage, words, maxResultTokens int, quoted bool) []messages.ChatMessage {
-	render, system := RenderTurns, fmt.Sprintf(compactInstructions, words)
-	if quoted {
-		render, system = RenderQuotedTurns, system+fmt.Sprintf(quotedTurnsData, "compact")
-		previous = QuoteTurnText(previous)
-	}
-	var b strings.Builder
-	if previous != "" {
-		b.WriteString("The conversation began with this compaction of what came before:\n" + previous + "\n\nThen:\n")
-	} else {
-		b.WriteString("The conversation:\n")
-	}
-	b.WriteString(render(turns, maxResultTokens))
-	return []messages.ChatMessage{
-		{Role: messages.RoleSystem, Content: system},
-		{Role: messages.RoleUser, Content: b.String()},
-	}
+	return turnsRequest(fmt.Sprintf(compactInstructions, words), "compact", quoted, turns, maxResultTokens,
+		previous, "The conversation began with this compaction of what came before:\n", "\n\nThen:\n", "The conversation:\n")
 }
 
 // ExtractRequest returns the messages of a call that extracts facts and decisions
