@@ -84,10 +84,10 @@ type ServerConfig struct {
 	// cards declare the scheme, so that a client knows to send one.
 	Bearer bool
 	// Stopping, closed when the node stops serving (nil: never), ends the answers
-	// that wait on a task (waitMethods): a stream ends, its last event an error
-	// saying so (none when its task's final event came first), and a blocking
-	// message/send answers the task as it stands; the client resubscribes or
-	// reads the task where it goes on. Open, they would hold the HTTP server's
+	// that wait on a task (streamMethods, sendMethods): a stream ends, its last
+	// event an error saying so (none when its task's final event came first), and
+	// a blocking message/send answers the task as it stands; the client
+	// resubscribes or reads the task where it goes on. Open, they would hold the HTTP server's
 	// shutdown until its timeout, and be cut then.
 	Stopping <-chan struct{}
 	Logger   *slog.Logger
@@ -418,11 +418,10 @@ func rpcEncoder(w io.Writer) *json.Encoder {
 // server-sent events.
 var streamMethods = map[string]bool{"message/stream": true, "tasks/resubscribe": true, "SendStreamingMessage": true, "SubscribeToTask": true}
 
-// waitMethods are the methods, of 0.3 and of 1.0, whose answer waits on a task:
-// the streams, and a blocking message/send, which answers at the task's end.
-// They end when the server stops (ServerConfig.Stopping).
-var waitMethods = map[string]bool{"message/stream": true, "tasks/resubscribe": true, "SendStreamingMessage": true, "SubscribeToTask": true,
-	"message/send": true, "SendMessage": true}
+// sendMethods are message/send, of 0.3 and of 1.0: blocking, its answer waits on
+// its task's end, as a stream's do (streamMethods); both end when the server
+// stops (ServerConfig.Stopping).
+var sendMethods = map[string]bool{"message/send": true, "SendMessage": true}
 
 // writeRefusal answers a request of id that the server refuses before the SDK's
 // handler sees it, as the SDK answers one it refuses itself: the answer to a
@@ -583,17 +582,9 @@ func (s *Server) guard(next http.Handler) http.Handler {
 		// tool) gets SSE comments between its events.
 		w, stop := keepAlive(w, s.cfg.KeepAlive)
 		defer stop()
-		if waitMethods[*req.Method] && !streamMethods[*req.Method] && s.cfg.Stopping != nil {
-			ctx, cancel := context.WithCancelCause(r.Context())
+		if sendMethods[*req.Method] && s.cfg.Stopping != nil {
+			ctx, cancel := withStopping(r.Context(), s.cfg.Stopping)
 			defer cancel(nil)
-			stopping := s.cfg.Stopping
-			go func() {
-				select {
-				case <-stopping:
-					cancel(errStopping)
-				case <-ctx.Done():
-				}
-			}()
 			r = r.WithContext(ctx)
 		}
 		if !streamMethods[*req.Method] {

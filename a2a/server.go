@@ -1565,6 +1565,20 @@ func stopping(ctx context.Context) bool {
 	return errors.Is(context.Cause(ctx), errStopping)
 }
 
+// withStopping is ctx ended, with the cause errStopping, once stopping closes;
+// its cancel releases it.
+func withStopping(ctx context.Context, stopping <-chan struct{}) (context.Context, context.CancelCauseFunc) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	go func() {
+		select {
+		case <-stopping:
+			cancel(errStopping)
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
+}
+
 // standing is task id as it stands, for the blocking message/send that started or
 // answered it when the server stops; nil when it cannot be read, or its session
 // has not taken it yet (the send's error stands then).
@@ -1604,15 +1618,8 @@ func endOnStop(ctx context.Context, events func(context.Context) iter.Seq2[sdk.E
 		return events(ctx)
 	}
 	return func(yield func(sdk.Event, error) bool) {
-		ctx, cancel := context.WithCancelCause(ctx)
+		ctx, cancel := withStopping(ctx, st.stopping)
 		defer cancel(nil)
-		go func() {
-			select {
-			case <-st.stopping:
-				cancel(errStopping)
-			case <-ctx.Done():
-			}
-		}()
 		ended := false // the last event yielded ends the stream
 		for ev, err := range events(ctx) {
 			if stopping(ctx) {

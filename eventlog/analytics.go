@@ -127,9 +127,9 @@ func (f StatsFilter) BucketUS() int64 {
 
 // Series is f's series with every bucket at zero, each with its start.
 func (f StatsFilter) Series() []SeriesBucket {
-	out := make([]SeriesBucket, f.Buckets)
+	out, width := make([]SeriesBucket, f.Buckets), f.BucketUS()
 	for i := range out {
-		out[i].StartUS = f.SinceUS + int64(i)*f.BucketUS()
+		out[i].StartUS = f.SinceUS + int64(i)*width
 	}
 	return out
 }
