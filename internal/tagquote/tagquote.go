@@ -59,6 +59,12 @@ func Lookalike(text string, names []string, nameByte func(byte) bool) string {
 	return b.String()
 }
 
+// NameByte reports whether c may continue a tag's name: a letter or digit of
+// ASCII, "_", "-", "." or ":". It is the nameByte of the prompts' own elements.
+func NameByte(c byte) bool {
+	return c == '_' || c == '-' || c == '.' || c == ':' || ('a' <= c && c <= 'z') || ('A' <= c && c <= 'Z') || ('0' <= c && c <= '9')
+}
+
 // maxPadding bounds the characters Lookalike reads past a tag's name
 // (cjk.Visible): its "/", the spaces around it and the character after the name.
 const maxPadding = 24
