@@ -93,7 +93,7 @@ func writeMemory(b *strings.Builder, content string, attrs ...string) {
 // with an ID of its choosing. It is quoted after its spaces are joined: a line break
 // inside a tag ("<\n/memory>") would otherwise become a tag.
 func quoteMemory(content string) string {
-	return tagquote.Lookalike(oneLine(content), memoryTags, tagquote.NameByte)
+	return tagquote.Line(content, memoryTags...)
 }
 
 // unquoteMemory is text a model wrote from quoted memories (a distilled fact, a

@@ -183,7 +183,7 @@ var turnTags = []string{"conversation", "turn"}
 // spaces are joined before it is quoted: a line break inside a tag ("<\n/turn>")
 // would otherwise become a tag.
 func quoteTurn(text string) string {
-	return tagquote.Lookalike(strings.Join(strings.Fields(text), " "), turnTags, tagquote.NameByte)
+	return tagquote.Line(text, turnTags...)
 }
 
 // ParseFacts reads a model's answer to the extraction prompt (see ExtractFacts).
@@ -546,7 +546,7 @@ var dataTags = []string{"memories", "memory", "fact"}
 // open another memory's element. Its spaces are joined before it is quoted: a line
 // break inside a tag ("<\n/fact>") would otherwise become a tag.
 func quoteData(text string) string {
-	return tagquote.Lookalike(strings.Join(strings.Fields(text), " "), dataTags, tagquote.NameByte)
+	return tagquote.Line(text, dataTags...)
 }
 
 // parseDecision reads a model's answer to decidePrompt.
