@@ -93,7 +93,7 @@ func writeMemory(b *strings.Builder, content string, attrs ...string) {
 // with an ID of its choosing. It is quoted after its spaces are joined: a line break
 // inside a tag ("<\n/memory>") would otherwise become a tag.
 func quoteMemory(content string) string {
-	return tagquote.Lookalike(oneLine(content), memoryTags, tagNameByte)
+	return tagquote.Line(content, memoryTags...)
 }
 
 // unquoteMemory is text a model wrote from quoted memories (a distilled fact, a
@@ -118,18 +118,12 @@ func unquoteMemory(text string) string {
 		text = text[i+len(lt):]
 		// The tag's name and what may stand around it (tagquote's bound) lie
 		// within its next few hundred bytes.
-		if strings.HasPrefix(tagquote.Lookalike("<"+text[:min(len(text), 256)], memoryTags, tagNameByte), lt) {
+		if strings.HasPrefix(tagquote.Lookalike("<"+text[:min(len(text), 256)], memoryTags, tagquote.NameByte), lt) {
 			b.WriteByte('<')
 		} else {
 			b.WriteString(lt)
 		}
 	}
-}
-
-// tagNameByte reports whether c may continue a tag's name: a letter or digit of
-// ASCII, "_", "-", "." or ":".
-func tagNameByte(c byte) bool {
-	return c == '_' || c == '-' || c == '.' || c == ':' || ('a' <= c && c <= 'z') || ('A' <= c && c <= 'Z') || ('0' <= c && c <= '9')
 }
 
 func stamp(m memory.Memory) string {

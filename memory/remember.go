@@ -183,7 +183,7 @@ var turnTags = []string{"conversation", "turn"}
 // spaces are joined before it is quoted: a line break inside a tag ("<\n/turn>")
 // would otherwise become a tag.
 func quoteTurn(text string) string {
-	return tagquote.Lookalike(strings.Join(strings.Fields(text), " "), turnTags, dataTagByte)
+	return tagquote.Line(text, turnTags...)
 }
 
 // ParseFacts reads a model's answer to the extraction prompt (see ExtractFacts).
@@ -546,13 +546,7 @@ var dataTags = []string{"memories", "memory", "fact"}
 // open another memory's element. Its spaces are joined before it is quoted: a line
 // break inside a tag ("<\n/fact>") would otherwise become a tag.
 func quoteData(text string) string {
-	return tagquote.Lookalike(strings.Join(strings.Fields(text), " "), dataTags, dataTagByte)
-}
-
-// dataTagByte reports whether c may continue a tag's name: a letter or digit of
-// ASCII, "_", "-", "." or ":".
-func dataTagByte(c byte) bool {
-	return c == '_' || c == '-' || c == '.' || c == ':' || ('a' <= c && c <= 'z') || ('A' <= c && c <= 'Z') || ('0' <= c && c <= '9')
+	return tagquote.Line(text, dataTags...)
 }
 
 // parseDecision reads a model's answer to decidePrompt.

@@ -59,6 +59,20 @@ func Lookalike(text string, names []string, nameByte func(byte) bool) string {
 	return b.String()
 }
 
+// Line is text on one line, its spaces joined, with "&lt;" for the "<" (or its
+// lookalike) of every tag naming one of names (Lookalike, NameByte): the text of
+// an element of a prompt's quoted data. The spaces are joined before the tags are
+// quoted: a line break inside a tag ("<\n/turn>") would otherwise become one.
+func Line(text string, names ...string) string {
+	return Lookalike(strings.Join(strings.Fields(text), " "), names, NameByte)
+}
+
+// NameByte reports whether c may continue a tag's name: a letter or digit of
+// ASCII, "_", "-", "." or ":". It is the nameByte of the prompts' own elements.
+func NameByte(c byte) bool {
+	return c == '_' || c == '-' || c == '.' || c == ':' || ('a' <= c && c <= 'z') || ('A' <= c && c <= 'Z') || ('0' <= c && c <= '9')
+}
+
 // maxPadding bounds the characters Lookalike reads past a tag's name
 // (cjk.Visible): its "/", the spaces around it and the character after the name.
 const maxPadding = 24

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/troupe-run/troupe/internal/tagquote"
 	"github.com/troupe-run/troupe/messages"
 )
 
@@ -298,7 +299,7 @@ func RenderQuotedTurns(msgs []messages.ChatMessage, maxResultTokens int) string 
 // tag naming a <conversation> or a <turn>. The spaces are joined before the tags
 // are quoted: a line break inside a tag ("<\n/turn>") would otherwise become one.
 func QuoteTurnText(text string) string {
-	return QuoteLookalikeTags(strings.Join(strings.Fields(text), " "), turnTags...)
+	return tagquote.Line(text, turnTags...)
 }
 
 // quotedTurnsData is what the system prompt of a call reading RenderQuotedTurns

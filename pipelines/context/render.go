@@ -195,12 +195,8 @@ func QuoteTags(text string, names ...string) string {
 
 // namesTag reports whether rest, the text after a "<", opens or closes an element
 // of one of names.
-func namesTag(rest string, names []string) bool { return tagquote.Names(rest, names, tagNameByte) }
-
-// tagNameByte reports whether c may continue a tag's name: a letter or digit of
-// ASCII, "_", "-", "." or ":".
-func tagNameByte(c byte) bool {
-	return c == '_' || c == '-' || c == '.' || c == ':' || ('a' <= c && c <= 'z') || ('A' <= c && c <= 'Z') || ('0' <= c && c <= '9')
+func namesTag(rest string, names []string) bool {
+	return tagquote.Names(rest, names, tagquote.NameByte)
 }
 
 // QuoteSectionLookalikeTags is QuoteSectionTags that also quotes a section's tag
@@ -218,5 +214,5 @@ func QuoteSectionLookalikeTags(text string) string {
 // around its "/". The "<" or its lookalike of such a tag is written "&lt;"; other
 // text, lookalikes included, is returned as it is.
 func QuoteLookalikeTags(text string, names ...string) string {
-	return tagquote.Lookalike(text, names, tagNameByte)
+	return tagquote.Lookalike(text, names, tagquote.NameByte)
 }
