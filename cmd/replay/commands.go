@@ -63,15 +63,11 @@ const forkWritesRefused = "this is a replay fork: it reads the memory, the knowl
 //
 // The agents file at agentsPath (default: the file's agents_file) adds the agents
 // tasks may name, as on a node.
-func loadAgent(ctx context.Context, path, agentsPath string, stderr io.Writer) (agentConfig, error) {
-	return loadAgentOn(ctx, path, agentsPath, "", stderr)
-}
-
-// loadAgentOn is loadAgent for the event log of the data directory data (""
-// when none): a fork's files tool touches neither it nor the node's
-// configuration, agents, tokens and secret key files, as the node's does not
-// (nodeconfig.AgentOptions.Protect).
-func loadAgentOn(ctx context.Context, path, agentsPath, data string, stderr io.Writer) (agentConfig, error) {
+//
+// data is the data directory of the event log ("" when none): the agent's files
+// tool touches neither it nor the node's configuration, agents, tokens and secret
+// key files, as the node's does not (nodeconfig.AgentOptions.Protect).
+func loadAgent(ctx context.Context, path, agentsPath, data string, stderr io.Writer) (agentConfig, error) {
 	ac := agentConfig{stop: func() {}}
 	fc, err := nodeconfig.Load(path) // none when path is empty: the node's defaults
 	if err != nil {
