@@ -85,10 +85,8 @@ func loadAgent(ctx context.Context, path, agentsPath, data string, stderr io.Wri
 	// A fork's node exports its spans as a node's does (OTEL_*): what the exporter
 	// reports goes here too, redacted, not to the standard log package.
 	telemetry.LogErrors(logger)
-	protect := nodeconfig.Protected(data, path, cmp.Or(agentsPath, fc.AgentsFile), cmp.Or(os.Getenv("TROUPE_AUTH_TOKENS_FILE"), fc.HTTPConfig().Auth.TokensFile),
-		cmp.Or(os.Getenv("TROUPE_SECRET_KEY_FILE"), fc.SecretKeyFile), cmp.Or(os.Getenv("TROUPE_KAFKA_TOPICS"), fc.TopicsFile))
 	if ac.agent, err = fc.Agent(nodeconfig.AgentOptions{SkillsDir: os.Getenv("TROUPE_SKILLS"), Disclosure: os.Getenv("TROUPE_DISCLOSURE"),
-		Logger: logger, Protect: protect}); err != nil {
+		Logger: logger, Protect: fc.Protected(data, path, cmp.Or(agentsPath, fc.AgentsFile))}); err != nil {
 		return ac, fmt.Errorf("%s%w", where, err)
 	}
 	ac.catalog, ac.stop, err = nodeconfig.ConnectMCP(ctx, fc.MCPServers, mcpWait, logger, red)
