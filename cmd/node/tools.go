@@ -75,9 +75,8 @@ func toolsCmd(ctx context.Context, args []string, stdout, stderr io.Writer, opt 
 	// The default agent's tools: the built-ins and its skills' (then its notes', its
 	// MCP servers' and its chains').
 	// The files tool does not touch the node's own files, as the node's does not.
-	protect := nodeconfig.Protected(cmp.Or(*dataFlag, os.Getenv("TROUPE_DATA"), fc.Data, ".troupe"),
-		*configPath, cmp.Or(os.Getenv("TROUPE_AGENTS"), fc.AgentsFile), cmp.Or(os.Getenv("TROUPE_AUTH_TOKENS_FILE"), fc.HTTPConfig().Auth.TokensFile),
-		cmp.Or(os.Getenv("TROUPE_SECRET_KEY_FILE"), fc.SecretKeyFile), cmp.Or(os.Getenv("TROUPE_KAFKA_TOPICS"), fc.TopicsFile))
+	protect := fc.Protected(cmp.Or(*dataFlag, os.Getenv("TROUPE_DATA"), fc.Data, ".troupe"),
+		*configPath, cmp.Or(os.Getenv("TROUPE_AGENTS"), fc.AgentsFile))
 	agent, logger, red, err := cliAgent(fc, opt, stderr, protect...)
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)

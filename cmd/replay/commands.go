@@ -63,15 +63,11 @@ const forkWritesRefused = "this is a replay fork: it reads the memory, the knowl
 //
 // The agents file at agentsPath (default: the file's agents_file) adds the agents
 // tasks may name, as on a node.
-func loadAgent(ctx context.Context, path, agentsPath string, stderr io.Writer) (agentConfig, error) {
-	return loadAgentOn(ctx, path, agentsPath, "", stderr)
-}
-
-// loadAgentOn is loadAgent for the event log of the data directory data (""
-// when none): a fork's files tool touches neither it nor the node's
-// configuration, agents, tokens and secret key files, as the node's does not
-// (nodeconfig.AgentOptions.Protect).
-func loadAgentOn(ctx context.Context, path, agentsPath, data string, stderr io.Writer) (agentConfig, error) {
+//
+// data is the data directory of the event log ("" when none): the agent's files
+// tool touches neither it nor the node's configuration, agents, tokens and secret
+// key files, as the node's does not (nodeconfig.AgentOptions.Protect).
+func loadAgent(ctx context.Context, path, agentsPath, data string, stderr io.Writer) (agentConfig, error) {
 	ac := agentConfig{stop: func() {}}
 	fc, err := nodeconfig.Load(path) // none when path is empty: the node's defaults
 	if err != nil {
@@ -89,10 +85,8 @@ func loadAgentOn(ctx context.Context, path, agentsPath, data string, stderr io.W
 	// A fork's node exports its spans as a node's does (OTEL_*): what the exporter
 	// reports goes here too, redacted, not to the standard log package.
 	telemetry.LogErrors(logger)
-	protect := nodeconfig.Protected(data, path, cmp.Or(agentsPath, fc.AgentsFile), cmp.Or(os.Getenv("TROUPE_AUTH_TOKENS_FILE"), fc.HTTPConfig().Auth.TokensFile),
-		cmp.Or(os.Getenv("TROUPE_SECRET_KEY_FILE"), fc.SecretKeyFile), cmp.Or(os.Getenv("TROUPE_KAFKA_TOPICS"), fc.TopicsFile))
 	if ac.agent, err = fc.Agent(nodeconfig.AgentOptions{SkillsDir: os.Getenv("TROUPE_SKILLS"), Disclosure: os.Getenv("TROUPE_DISCLOSURE"),
-		Logger: logger, Protect: protect}); err != nil {
+		Logger: logger, Protect: fc.Protected(data, path, cmp.Or(agentsPath, fc.AgentsFile))}); err != nil {
 		return ac, fmt.Errorf("%s%w", where, err)
 	}
 	ac.catalog, ac.stop, err = nodeconfig.ConnectMCP(ctx, fc.MCPServers, mcpWait, logger, red)

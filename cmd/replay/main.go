@@ -176,7 +176,7 @@ func runIn(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 			fmt.Fprintln(stderr, "error: fork needs --at SEQ (the last event copied from the parent)")
 			return 2
 		}
-		ac, err := loadAgentOn(ctx, configPath, agentsPath, data, stderr)
+		ac, err := loadAgent(ctx, configPath, agentsPath, data, stderr)
 		if err != nil {
 			fmt.Fprintln(stderr, "error:", err)
 			return 2
@@ -201,7 +201,7 @@ func runIn(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 	ac := agentConfig{stop: func() {}}
 	if cmd == "verify" {
 		var err error
-		if ac, err = loadAgentOn(ctx, configPath, agentsPath, data, stderr); err != nil {
+		if ac, err = loadAgent(ctx, configPath, agentsPath, data, stderr); err != nil {
 			fmt.Fprintln(stderr, "error:", err)
 			return 2
 		}

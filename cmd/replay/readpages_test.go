@@ -92,7 +92,7 @@ func TestReplayReadsALongSessionInPages(t *testing.T) {
 
 	t.Run("verify", func(t *testing.T) {
 		log := openCounting(t, dir, id, "")
-		ac, err := loadAgent(ctx, "", "", io.Discard)
+		ac, err := loadAgent(ctx, "", "", "", io.Discard)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -39,7 +39,7 @@ func verifyReadings(tb testing.TB, dir, id string) int {
 	}
 	defer l.Close()
 	log := &readingsLog{pagedLog: l, session: id}
-	ac, err := loadAgent(ctx, "", "", io.Discard)
+	ac, err := loadAgent(ctx, "", "", "", io.Discard)
 	if err != nil {
 		tb.Fatal(err)
 	}

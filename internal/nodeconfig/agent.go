@@ -113,6 +113,16 @@ func Protected(dataDir string, files ...string) []string {
 	return out
 }
 
+// Protected is the package's Protected for a command that builds the node's
+// agent without the node's flags (node tools, replay fork and verify): the
+// tokens, secret key and topic layout files are those of TROUPE_AUTH_TOKENS_FILE,
+// TROUPE_SECRET_KEY_FILE and TROUPE_KAFKA_TOPICS, or else of fc, as a node's are
+// by default.
+func (fc File) Protected(dataDir, configFile, agentsFile string) []string {
+	return Protected(dataDir, configFile, agentsFile, cmp.Or(os.Getenv("TROUPE_AUTH_TOKENS_FILE"), fc.HTTPConfig().Auth.TokensFile),
+		cmp.Or(os.Getenv("TROUPE_SECRET_KEY_FILE"), fc.SecretKeyFile), cmp.Or(os.Getenv("TROUPE_KAFKA_TOPICS"), fc.TopicsFile))
+}
+
 // Agent is the node's default agent as the file configures it, in the terms of
 // node.Config (Apply): what node run, serve and mcp run, and what replay verify and
 // fork re-decide recorded sessions with. The MCP servers' tools are not in it: they
